@@ -1,0 +1,281 @@
+//! Bodies that stream through the gateway: the client's request body on its way
+//! upstream, and the response on its way back, each with an idle timeout. Nothing is
+//! buffered whole; frames pass through as they come.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+
+/// Why a streamed body stopped early.
+#[derive(Debug)]
+pub enum BodyError {
+    /// No frame arrived within the idle timeout (`client_body_timeout` for requests,
+    /// `read_timeout` for upstream responses).
+    Timeout,
+    /// The other side failed: reset, closed early, malformed framing.
+    Stream(hyper::Error),
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyError::Timeout => f.write_str("body timed out between two reads"),
+            BodyError::Stream(err) => write!(f, "body stream failed: {err}"),
+        }
+    }
+}
+
+impl StdError for BodyError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            BodyError::Timeout => None,
+            BodyError::Stream(err) => Some(err),
+        }
+    }
+}
+
+impl BodyError {
+    /// True if `err`, or anything in its source chain, is a body timeout of ours.
+    pub fn is_timeout_in(err: &(dyn StdError + 'static)) -> bool {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(BodyError::Timeout) = e.downcast_ref::<BodyError>() {
+                return true;
+            }
+            cur = e.source();
+        }
+        false
+    }
+}
+
+/// How a request body's upload is going, watched by the forwarder so that
+/// `read_timeout` counts only time the upstream spends not reading or not answering,
+/// never time spent waiting for a slow client (that is `client_body_timeout`'s job).
+#[derive(Debug)]
+pub struct Progress {
+    origin: Instant,
+    /// Milliseconds after `origin` of the last frame read from the client.
+    last_ms: AtomicU64,
+    /// The body is waiting for the client's next bytes right now.
+    waiting_on_client: AtomicBool,
+}
+
+impl Progress {
+    pub fn new() -> Arc<Progress> {
+        Arc::new(Progress {
+            origin: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            waiting_on_client: AtomicBool::new(false),
+        })
+    }
+
+    fn record(&self, waiting: bool) {
+        let ms = self.origin.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
+        self.waiting_on_client.store(waiting, Ordering::Relaxed);
+    }
+
+    /// When the upstream will have been idle for `timeout`, counting from the last
+    /// body frame.
+    pub fn deadline(&self, timeout: Duration) -> Instant {
+        self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + timeout
+    }
+
+    pub fn waiting_on_client(&self) -> bool {
+        self.waiting_on_client.load(Ordering::Relaxed)
+    }
+}
+
+pin_project! {
+    /// A hyper body that fails with [`BodyError::Timeout`] when it has to wait longer
+    /// than `timeout` for its next frame. The timer is armed lazily, only when the
+    /// inner body is pending, so a body that is always ready costs no timer at all.
+    pub struct Timed {
+        #[pin]
+        inner: Incoming,
+        timeout: Duration,
+        sleep: Option<Pin<Box<Sleep>>>,
+        progressed: bool,
+        progress: Option<Arc<Progress>>,
+    }
+}
+
+impl Timed {
+    pub fn new(inner: Incoming, timeout: Duration) -> Timed {
+        Timed {
+            inner,
+            timeout,
+            sleep: None,
+            progressed: true,
+            progress: None,
+        }
+    }
+
+    /// Also reports each frame to `progress`.
+    pub fn watched(inner: Incoming, timeout: Duration, progress: Arc<Progress>) -> Timed {
+        Timed {
+            progress: Some(progress),
+            ..Timed::new(inner, timeout)
+        }
+    }
+}
+
+impl Body for Timed {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.project();
+        match this.inner.poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                *this.progressed = true;
+                if let Some(progress) = this.progress {
+                    progress.record(false);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(err))) => Poll::Ready(Some(Err(BodyError::Stream(err)))),
+            Poll::Ready(None) => {
+                if let Some(progress) = this.progress {
+                    progress.record(false);
+                }
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                if let Some(progress) = this.progress {
+                    progress.waiting_on_client.store(true, Ordering::Relaxed);
+                }
+                if *this.progressed {
+                    *this.progressed = false;
+                    let deadline = Instant::now() + *this.timeout;
+                    match this.sleep {
+                        Some(sleep) => sleep.as_mut().reset(deadline),
+                        None => *this.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+                    }
+                }
+                let expired = match this.sleep {
+                    Some(sleep) => sleep.as_mut().poll(cx).is_ready(),
+                    None => false,
+                };
+                if expired {
+                    Poll::Ready(Some(Err(BodyError::Timeout)))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The body of a request sent upstream.
+pub enum RequestBody {
+    /// No body (GET and friends); such a request can be sent again on another server.
+    Empty,
+    /// The client's body, streamed as it arrives.
+    Client(Timed),
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Client(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestBody::Empty => true,
+            RequestBody::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Client(body) => body.size_hint(),
+        }
+    }
+}
+
+/// The body of a response sent to the client.
+pub enum ResponseBody {
+    Empty,
+    /// A body made by tollgate itself (`return`, error pages).
+    Full(Option<Bytes>),
+    /// The upstream's body, streamed as it arrives.
+    Upstream(Timed),
+}
+
+impl ResponseBody {
+    pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+        let bytes = bytes.into();
+        if bytes.is_empty() {
+            ResponseBody::Empty
+        } else {
+            ResponseBody::Full(Some(bytes))
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            ResponseBody::Empty => Poll::Ready(None),
+            ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Upstream(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Empty => true,
+            ResponseBody::Full(bytes) => bytes.is_none(),
+            ResponseBody::Upstream(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Empty => SizeHint::with_exact(0),
+            ResponseBody::Full(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            ResponseBody::Upstream(body) => body.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! `[[location]]`: the nginx `match` syntax, duplicate detection and the action
+//! (`upstream` or `return`) of each location.
+
+use std::collections::HashMap;
+
+use http::{HeaderValue, StatusCode};
+use regex::RegexBuilder;
+
+use super::diag::Diagnostics;
+use super::raw::{RawLocation, RawReturn};
+use super::{Action, Location, Pattern, Return};
+
+const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
+
+/// Typed locations in file order, or `None` when any of them had a problem (reported).
+/// `upstreams` holds the name of every `[upstreams.NAME]`, in the order of `Config::upstreams`.
+pub(super) fn locations(
+    raw: Vec<Option<RawLocation>>,
+    upstreams: &[String],
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<Location>> {
+    // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).
+    let mut seen: HashMap<(bool, String), usize> = HashMap::new();
+    let mut typed = Vec::with_capacity(raw.len());
+    for location in raw {
+        let location = location.and_then(|location| {
+            let span = location.pattern.span();
+            let pattern = diag.check(span.clone(), parse_match(location.pattern.get_ref()));
+            if let Some(key) = pattern.as_ref().and_then(tree_key) {
+                if let Some(line) = seen.get(&key) {
+                    let written = location.pattern.get_ref().trim();
+                    diag.error(
+                        span.clone(),
+                        format!(
+                            r#"duplicate location "{written}": already defined at line {line}"#
+                        ),
+                    );
+                } else {
+                    seen.insert(key, diag.line_of(span.start));
+                }
+            }
+            let action = action(&location, upstreams, diag);
+            Some(Location {
+                pattern: pattern?,
+                action: action?,
+            })
+        });
+        typed.push(location);
+    }
+    typed.into_iter().collect()
+}
+
+/// nginx's `location` argument: an optional modifier, whitespace, then the path or regex.
+pub(super) fn parse_match(written: &str) -> Result<Pattern, String> {
+    let text = written.trim();
+    if text.starts_with('/') {
+        return path(written, text).map(Pattern::Prefix);
+    }
+    let (modifier, rest) = text
+        .split_once(char::is_whitespace)
+        .map_or((text, ""), |(modifier, rest)| (modifier, rest.trim_start()));
+    match modifier {
+        "=" => path(written, rest).map(Pattern::Exact),
+        "^~" => path(written, rest).map(Pattern::PriorityPrefix),
+        "~" => regex(written, rest, false),
+        "~*" => regex(written, rest, true),
+        _ => Err(format!(r#"invalid match "{written}": {MATCH_HINT}"#)),
+    }
+}
+
+fn path(written: &str, path: &str) -> Result<String, String> {
+    if !path.starts_with('/') {
+        return Err(format!(
+            r#"invalid match "{written}": the path must start with "/""#
+        ));
+    }
+    if path.contains(char::is_whitespace) {
+        return Err(format!(
+            r#"invalid match "{written}": the path must not contain whitespace"#
+        ));
+    }
+    Ok(path.to_owned())
+}
+
+fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern, String> {
+    if source.is_empty() {
+        return Err(format!(
+            r#"invalid match "{written}": a regex must follow the modifier"#
+        ));
+    }
+    let regex = RegexBuilder::new(source)
+        .case_insensitive(case_insensitive)
+        .build()
+        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))?;
+    Ok(Pattern::Regex {
+        regex,
+        case_insensitive,
+    })
+}
+
+/// The regex crate renders a syntax error over several lines (pattern, caret, then
+/// `error: ...`); one line per problem needs only the last part.
+fn regex_reason(err: &regex::Error) -> String {
+    let text = err.to_string();
+    match text.rsplit_once("error: ") {
+        Some((_, reason)) => reason.trim().to_owned(),
+        None => text.lines().next().unwrap_or_default().to_owned(),
+    }
+}
+
+/// Exact and prefix locations of one path may not repeat (nginx: "duplicate location").
+/// `^~ /x` and `/x` are the same prefix; regexes may repeat.
+fn tree_key(pattern: &Pattern) -> Option<(bool, String)> {
+    match pattern {
+        Pattern::Exact(path) => Some((true, path.clone())),
+        Pattern::Prefix(path) | Pattern::PriorityPrefix(path) => Some((false, path.clone())),
+        Pattern::Regex { .. } => None,
+    }
+}
+
+fn action(
+    location: &RawLocation,
+    upstreams: &[String],
+    diag: &mut Diagnostics<'_>,
+) -> Option<Action> {
+    let span = location.pattern.span();
+    match (&location.upstream, &location.ret) {
+        (Some(name), None) => {
+            let found = upstreams.iter().position(|known| known == name.get_ref());
+            if found.is_none() {
+                diag.error(name.span(), unknown_upstream(name.get_ref(), upstreams));
+            }
+            Some(Action::Proxy { upstream: found? })
+        }
+        (None, Some(ret)) => returned(ret, diag).map(Action::Return),
+        (Some(_), Some(_)) => {
+            diag.error(span, "a location takes `upstream` or `return`, not both");
+            None
+        }
+        (None, None) => {
+            diag.error(span, "a location needs `upstream` or `return`");
+            None
+        }
+    }
+}
+
+fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
+    if upstreams.is_empty() {
+        return format!(r#"unknown upstream "{name}": no `[upstreams.NAME]` is defined"#);
+    }
+    let known: Vec<String> = upstreams.iter().map(|n| format!(r#""{n}""#)).collect();
+    format!(
+        r#"unknown upstream "{name}", expected one of {}"#,
+        known.join(", ")
+    )
+}
+
+fn returned(ret: &RawReturn, diag: &mut Diagnostics<'_>) -> Option<Return> {
+    let status = *ret.status.get_ref();
+    let status = u16::try_from(status)
+        .ok()
+        .filter(|code| (200..=599).contains(code))
+        .and_then(|code| StatusCode::from_u16(code).ok());
+    if status.is_none() {
+        let message = format!(
+            "invalid status {}: expected 200 to 599",
+            ret.status.get_ref()
+        );
+        diag.error(ret.status.span(), message);
+    }
+    let location = match &ret.location {
+        None => Some(None),
+        Some(location) => {
+            let value = location.get_ref();
+            let valid = !value.is_empty() && HeaderValue::from_str(value).is_ok();
+            if !valid {
+                let message = format!(
+                    r#"invalid location "{value}": expected a URL usable as a header value"#
+                );
+                diag.error(location.span(), message);
+            }
+            valid.then(|| Some(value.clone()))
+        }
+    };
+    Some(Return {
+        status: status?,
+        body: ret.body.clone().unwrap_or_default(),
+        location: location?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn match_takes_the_nginx_modifiers() {
+        assert!(matches!(parse_match("= /login"), Ok(Pattern::Exact(p)) if p == "/login"));
+        assert!(
+            matches!(parse_match("^~ /static/"), Ok(Pattern::PriorityPrefix(p)) if p == "/static/")
+        );
+        assert!(matches!(parse_match("/api/"), Ok(Pattern::Prefix(p)) if p == "/api/"));
+        assert!(matches!(parse_match("  =   /x "), Ok(Pattern::Exact(p)) if p == "/x"));
+    }
+
+    #[test]
+    fn regex_matches_compile_with_the_right_case_sensitivity() {
+        let Ok(Pattern::Regex {
+            regex,
+            case_insensitive,
+        }) = parse_match(r"~ \.php$")
+        else {
+            panic!("not a regex");
+        };
+        assert!(!case_insensitive && regex.is_match("/a.php") && !regex.is_match("/a.PHP"));
+        let Ok(Pattern::Regex {
+            regex,
+            case_insensitive,
+        }) = parse_match(r"~* \.(gif|jpg)$")
+        else {
+            panic!("not a regex");
+        };
+        assert!(case_insensitive && regex.is_match("/A.JPG"));
+    }
+
+    #[test]
+    fn regex_error_is_one_line_with_the_regex_reason() {
+        let err = parse_match("~ (unclosed").unwrap_err();
+        assert_eq!(err, r#"invalid regex "(unclosed": unclosed group"#);
+    }
+
+    #[test]
+    fn malformed_matches_say_what_is_expected() {
+        let hint = |w: &str| format!(r#"invalid match "{w}": {MATCH_HINT}"#);
+        assert_eq!(parse_match("api/").unwrap_err(), hint("api/"));
+        assert_eq!(parse_match("=/x").unwrap_err(), hint("=/x"));
+        assert_eq!(parse_match("").unwrap_err(), hint(""));
+        assert!(parse_match("= x")
+            .unwrap_err()
+            .contains(r#"must start with "/""#));
+        assert!(parse_match("/a b").unwrap_err().contains("whitespace"));
+        assert!(parse_match("~")
+            .unwrap_err()
+            .contains("a regex must follow"));
+    }
+}

@@ -1,0 +1,406 @@
+//! The file as serde sees it: one struct per table, unknown keys rejected, spans kept on
+//! every value a later check points at. No meaning is checked here.
+//!
+//! The text is parsed once with toml's recovering parser, which yields every syntax
+//! error and a spanned tree. Each section, each `[upstreams.NAME]` and each
+//! `[[location]]` is then deserialized on its own, so a problem in one does not hide
+//! the problems in the others.
+
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_spanned::Spanned;
+use toml::de::{DeTable, DeValue, ValueDeserializer};
+
+use super::diag::Diagnostics;
+
+pub(crate) type Span = Range<usize>;
+
+/// A duration, size or worker count: kept as any TOML value so that validation can say
+/// what was expected whatever was written (`10` for `"10s"` is a common slip).
+pub(crate) type Loose = Spanned<toml::Value>;
+
+/// The sections of this release; the order of the hint in "unknown section".
+const SECTIONS: &[&str] = &["server", "real_ip", "log", "upstreams", "location"];
+/// Sections that later releases add.
+const FUTURE_SECTIONS: &[&str] = &["zones", "access", "api_keys", "tls", "admin", "redis"];
+const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls", "limit_status", "ratelimit_headers"];
+const FUTURE_LOCATION_KEYS: &[&str] = &["limit", "access", "cost", "limit_status"];
+
+/// A section as found in the file.
+pub(crate) enum Section<T> {
+    Absent,
+    /// Present but not deserializable; the problem is already reported.
+    Invalid,
+    /// Present; the span is the section's header (or its inline table).
+    Present(Span, T),
+}
+
+#[derive(Default)]
+pub(crate) struct RawConfig {
+    pub server: Option<Section<RawServer>>,
+    pub real_ip: Option<Section<RawRealIp>>,
+    pub log: Option<Section<RawLog>>,
+    /// In file order.
+    pub upstreams: Vec<RawUpstreamEntry>,
+    /// In file order; `None` where the location could not be deserialized.
+    pub locations: Vec<Option<RawLocation>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawServer {
+    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    pub workers: Option<Loose>,
+    pub client_header_timeout: Option<Loose>,
+    pub client_body_timeout: Option<Loose>,
+    pub keepalive_timeout: Option<Loose>,
+    pub max_header_bytes: Option<Loose>,
+    pub shutdown_timeout: Option<Loose>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawRealIp {
+    pub trusted: Spanned<Vec<Spanned<String>>>,
+    pub header: Option<Spanned<String>>,
+    pub recursive: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawLog {
+    pub access: Option<Spanned<String>>,
+    pub format: Option<RawLogFormat>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawLogFormat {
+    Combined,
+    Json,
+}
+
+/// One `[upstreams.NAME]`.
+pub(crate) struct RawUpstreamEntry {
+    pub name: Spanned<String>,
+    /// `None` when the table could not be deserialized.
+    pub body: Option<RawUpstream>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an upstream table")]
+pub(crate) struct RawUpstream {
+    pub servers: Spanned<Vec<Spanned<RawServerItem>>>,
+    pub balance: Option<RawBalance>,
+    pub connect_timeout: Option<Loose>,
+    pub read_timeout: Option<Loose>,
+    pub keepalive: Option<usize>,
+    pub max_fails: Option<u32>,
+    pub fail_timeout: Option<Loose>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawBalance {
+    RoundRobin,
+    LeastConn,
+    IpHash,
+}
+
+/// An item of `servers`: `"HOST:PORT"` or `{ addr = "HOST:PORT", weight = N }`.
+pub(crate) enum RawServerItem {
+    Addr(String),
+    Table(RawServerTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServerTable {
+    pub addr: Spanned<String>,
+    pub weight: Option<Spanned<i64>>,
+}
+
+impl<'de> Deserialize<'de> for RawServerItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawServerItem;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"a "HOST:PORT" string or a table like { addr = "HOST:PORT", weight = 2 }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawServerItem::Addr(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawServerTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawServerItem::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(ItemVisitor)
+    }
+}
+
+/// One `[[location]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a location table")]
+pub(crate) struct RawLocation {
+    #[serde(rename = "match")]
+    pub pattern: Spanned<String>,
+    pub upstream: Option<Spanned<String>>,
+    #[serde(rename = "return")]
+    pub ret: Option<RawReturn>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { status = 200, body = \"...\" }"
+)]
+pub(crate) struct RawReturn {
+    pub status: Spanned<i64>,
+    pub body: Option<String>,
+    pub location: Option<Spanned<String>>,
+}
+
+/// Parses `text` into raw sections, reporting syntax errors, unknown and not yet
+/// supported keys, and values of the wrong type.
+pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
+    let (root, syntax_errors) = DeTable::parse_recoverable(text);
+    for err in &syntax_errors {
+        diag.syntax(err);
+    }
+    let mut raw = RawConfig::default();
+    for (key, value) in root.into_inner() {
+        let name: &str = key.get_ref();
+        match name {
+            "server" => raw.server = Some(section(value, FUTURE_SERVER_KEYS, diag)),
+            "real_ip" => raw.real_ip = Some(section(value, &[], diag)),
+            "log" => raw.log = Some(section(value, &[], diag)),
+            "upstreams" => raw.upstreams = upstreams(value, diag),
+            "location" => raw.locations = locations(value, diag),
+            _ if FUTURE_SECTIONS.contains(&name) => {
+                diag.error(key.span(), format!("`[{name}]` is not supported yet"));
+            }
+            _ => {
+                let known = SECTIONS
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>();
+                let message = format!(
+                    "unknown section `{name}`, expected one of {}",
+                    known.join(", ")
+                );
+                diag.error(key.span(), message);
+            }
+        }
+    }
+    raw
+}
+
+fn section<T: DeserializeOwned>(
+    value: Spanned<DeValue<'_>>,
+    future_keys: &[&str],
+    diag: &mut Diagnostics<'_>,
+) -> Section<T> {
+    let span = value.span();
+    match deserialize(value, future_keys, diag) {
+        Some(raw) => Section::Present(span, raw),
+        None => Section::Invalid,
+    }
+}
+
+/// Deserializes one table after reporting (and removing) the keys a later release adds.
+fn deserialize<T: DeserializeOwned>(
+    mut value: Spanned<DeValue<'_>>,
+    future_keys: &[&str],
+    diag: &mut Diagnostics<'_>,
+) -> Option<T> {
+    if let DeValue::Table(table) = value.get_mut() {
+        for key in future_keys {
+            if let Some((key, _)) = table.remove_entry(*key) {
+                diag.error(
+                    key.span(),
+                    format!("`{}` is not supported yet", key.get_ref()),
+                );
+            }
+        }
+    }
+    let span = value.span();
+    T::deserialize(ValueDeserializer::from(value))
+        .map_err(|err| diag.serde(&err, span))
+        .ok()
+}
+
+/// `[upstreams.NAME]` tables, one at a time, in file order.
+fn upstreams(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<RawUpstreamEntry> {
+    let span = value.span();
+    let DeValue::Table(table) = value.into_inner() else {
+        diag.error(
+            span,
+            "`upstreams` must be a table of upstream groups, e.g. `[upstreams.app]`",
+        );
+        return Vec::new();
+    };
+    // Without toml's `preserve_order` the table iterates by name; spans give file order.
+    let mut entries: Vec<_> = table.into_iter().collect();
+    entries.sort_by_key(|(_, body)| body.span().start);
+    entries
+        .into_iter()
+        .map(|(name, body)| RawUpstreamEntry {
+            name: Spanned::new(name.span(), name.get_ref().to_string()),
+            body: deserialize(body, &[], diag),
+        })
+        .collect()
+}
+
+/// `[[location]]` tables, one at a time.
+fn locations(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Option<RawLocation>> {
+    let span = value.span();
+    let DeValue::Array(items) = value.into_inner() else {
+        diag.error(
+            span,
+            "`location` must be an array of tables, written `[[location]]`",
+        );
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .map(|item| deserialize(item, FUTURE_LOCATION_KEYS, diag))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// `(line, col, message)` of every problem `parse` reports.
+    fn problems(text: &str) -> Vec<(usize, usize, String)> {
+        let mut diag = Diagnostics::new(text);
+        parse(text, &mut diag);
+        let errors = diag.finish(Path::new("t.toml")).errors;
+        errors
+            .into_iter()
+            .map(|e| (e.line, e.col, e.message))
+            .collect()
+    }
+
+    #[test]
+    fn unknown_key_is_reported_at_the_key_with_the_valid_keys() {
+        let got = problems("[server]\nlisten = [\"80\"]\n  bogus = 1\n");
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].0, got[0].1), (3, 3));
+        assert!(
+            got[0]
+                .2
+                .starts_with("unknown key `bogus`, expected one of `listen`"),
+            "{}",
+            got[0].2
+        );
+    }
+
+    #[test]
+    fn wrong_type_is_reported_at_the_value() {
+        let got = problems("[server]\nlisten = [\"80\", 81]\n");
+        assert_eq!((got[0].0, got[0].1), (2, 17));
+        assert_eq!(got[0].2, "invalid type: integer `81`, expected a string");
+    }
+
+    #[test]
+    fn missing_key_is_reported_at_the_table_header() {
+        let got = problems("\n[[location]]\nupstream = \"app\"\n");
+        assert_eq!(got, [(2, 1, "missing key `match`".to_owned())]);
+    }
+
+    #[test]
+    fn server_item_table_problems_point_inside_the_inline_table() {
+        let text = "[upstreams.app]\nservers = [{ addr = \"a:1\", wieght = 2 }, { weight = 2 }]\n";
+        let got = problems(text);
+        assert_eq!((got[0].0, got[0].1), (2, 28));
+        assert!(got[0].2.starts_with("unknown key `wieght`"), "{}", got[0].2);
+        assert_eq!(
+            got.len(),
+            1,
+            "serde stops at the first problem of one upstream"
+        );
+    }
+
+    #[test]
+    fn server_item_of_wrong_type_says_what_is_expected() {
+        let got = problems("[upstreams.app]\nservers = [3000]\n");
+        assert_eq!((got[0].0, got[0].1), (2, 12));
+        assert!(
+            got[0]
+                .2
+                .contains(r#"expected a "HOST:PORT" string or a table"#),
+            "{}",
+            got[0].2
+        );
+    }
+
+    #[test]
+    fn future_keys_and_sections_are_not_supported_yet() {
+        let text = "[server]\nlisten_tls = []\n[zones.per_ip]\nrate = \"1r/s\"\n\
+                    [[location]]\nmatch = \"/\"\nlimit = []\n[[tls.certificates]]\ncert = \"x\"\n";
+        let got = problems(text);
+        let want = [
+            (2, 1, "`listen_tls` is not supported yet"),
+            (3, 2, "`[zones]` is not supported yet"),
+            (7, 1, "`limit` is not supported yet"),
+            (8, 3, "`[tls]` is not supported yet"),
+        ];
+        let got: Vec<_> = got.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn unknown_section_lists_the_valid_sections() {
+        let got = problems("[sever]\n");
+        assert_eq!((got[0].0, got[0].1), (1, 2));
+        assert_eq!(
+            got[0].2,
+            "unknown section `sever`, expected one of `server`, `real_ip`, `log`, `upstreams`, `location`"
+        );
+    }
+
+    #[test]
+    fn upstreams_keep_file_order() {
+        let text =
+            "[upstreams.zeta]\nservers = [\"a:1\"]\n[upstreams.alpha]\nservers = [\"a:1\"]\n";
+        let mut diag = Diagnostics::new(text);
+        let raw = parse(text, &mut diag);
+        let names: Vec<_> = raw
+            .upstreams
+            .iter()
+            .map(|u| u.name.get_ref().as_str())
+            .collect();
+        assert_eq!(names, ["zeta", "alpha"]);
+    }
+
+    #[test]
+    fn one_problem_per_location_is_reported_for_every_location() {
+        let text = "[[location]]\nmatch = 1\n[[location]]\nmatch = \"/\"\nupstream = 2\n";
+        let got = problems(text);
+        let at: Vec<_> = got.iter().map(|(l, c, _)| (*l, *c)).collect();
+        assert_eq!(at, [(2, 9), (5, 12)]);
+    }
+
+    #[test]
+    fn location_written_as_a_single_table_is_rejected() {
+        let got = problems("[location]\nmatch = \"/\"\n");
+        assert_eq!((got[0].0, got[0].1), (1, 1));
+        assert!(got[0].2.contains("[[location]]"));
+    }
+}

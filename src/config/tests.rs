@@ -1,0 +1,310 @@
+//! Whole files through `from_str`: typed values, defaults, and every problem with its
+//! exact `line:col`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+const ORIGIN: &str = "/etc/tollgate/gateway.toml";
+
+/// Enough for a valid file; the lines below it start at line 3.
+const SERVER: &str = "[server]\nlisten = [\"8080\"]\n";
+
+fn parse(text: &str) -> Config {
+    from_str(text, Path::new(ORIGIN)).unwrap_or_else(|errors| panic!("{errors}"))
+}
+
+fn errors(text: &str) -> Vec<(usize, usize, String)> {
+    let Err(errors) = from_str(text, Path::new(ORIGIN)) else {
+        panic!("accepted:\n{text}");
+    };
+    assert_eq!(errors.origin, Path::new(ORIGIN));
+    errors
+        .errors
+        .into_iter()
+        .map(|e| (e.line, e.col, e.message))
+        .collect()
+}
+
+/// The single problem of `SERVER` + `rest`.
+fn error(rest: &str) -> (usize, usize, String) {
+    let mut found = errors(&format!("{SERVER}{rest}"));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found.remove(0)
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().unwrap()
+}
+
+const EXAMPLE: &str = r#"
+[server]
+listen = ["127.0.0.1:8080"]
+client_header_timeout = "10s"
+client_body_timeout = "60s"
+keepalive_timeout = "75s"
+max_header_bytes = "16k"
+shutdown_timeout = "30s"
+
+[real_ip]
+trusted = ["127.0.0.1/32", "10.0.0.0/8"]
+header = "X-Forwarded-For"
+recursive = true
+
+[log]
+access = "stdout"
+format = "combined"
+
+[upstreams.app]
+servers = ["127.0.0.1:3000", { addr = "127.0.0.1:3001", weight = 2 }]
+balance = "round_robin"
+connect_timeout = "2s"
+read_timeout = "60s"
+keepalive = 64
+max_fails = 3
+fail_timeout = "10s"
+
+[[location]]
+match = "= /login"
+upstream = "app"
+
+[[location]]
+match = "/api/"
+upstream = "app"
+
+[[location]]
+match = "^~ /internal/"
+upstream = "app"
+
+[[location]]
+match = "/demo"
+return = { status = 200, body = "hello from tollgate\n" }
+"#;
+
+#[test]
+fn design_example_parses_into_typed_values() {
+    let config = parse(EXAMPLE);
+    assert_eq!(config.origin, PathBuf::from(ORIGIN));
+    assert_eq!(config.server.listen, [addr("127.0.0.1:8080")]);
+    assert_eq!(config.server.client_header_timeout, Duration::from_secs(10));
+    assert_eq!(config.server.client_body_timeout, Duration::from_secs(60));
+    assert_eq!(config.server.keepalive_timeout, Duration::from_secs(75));
+    assert_eq!(config.server.max_header_bytes, 16 * 1024);
+    assert_eq!(config.server.shutdown_timeout, Duration::from_secs(30));
+
+    let real_ip = config.real_ip.expect("real_ip");
+    let trusted: Vec<ipnet::IpNet> = vec![
+        "127.0.0.1/32".parse().unwrap(),
+        "10.0.0.0/8".parse().unwrap(),
+    ];
+    assert_eq!(real_ip.trusted, trusted);
+    assert_eq!(real_ip.header.as_str(), "x-forwarded-for");
+    assert!(real_ip.recursive);
+    assert_eq!(
+        config.log,
+        Log {
+            access: AccessLog::Stdout,
+            format: LogFormat::Combined
+        }
+    );
+
+    let [app] = &config.upstreams[..] else {
+        panic!("one upstream")
+    };
+    assert_eq!(app.name, "app");
+    let servers = [
+        UpstreamServer {
+            addr: addr("127.0.0.1:3000"),
+            weight: 1,
+        },
+        UpstreamServer {
+            addr: addr("127.0.0.1:3001"),
+            weight: 2,
+        },
+    ];
+    assert_eq!(app.servers, servers);
+    assert_eq!(app.balance, Balance::RoundRobin);
+    assert_eq!(
+        (app.connect_timeout, app.read_timeout),
+        (Duration::from_secs(2), Duration::from_secs(60))
+    );
+    assert_eq!(
+        (app.keepalive, app.max_fails, app.fail_timeout),
+        (64, 3, Duration::from_secs(10))
+    );
+
+    let locations = &config.locations;
+    assert!(matches!(&locations[0].pattern, Pattern::Exact(p) if p == "/login"));
+    assert!(matches!(&locations[1].pattern, Pattern::Prefix(p) if p == "/api/"));
+    assert!(matches!(&locations[2].pattern, Pattern::PriorityPrefix(p) if p == "/internal/"));
+    assert!(matches!(&locations[3].pattern, Pattern::Prefix(p) if p == "/demo"));
+    for location in &locations[..3] {
+        assert!(matches!(location.action, Action::Proxy { upstream: 0 }));
+    }
+    let Action::Return(ret) = &locations[3].action else {
+        panic!("return")
+    };
+    assert_eq!(ret.status, http::StatusCode::OK);
+    assert_eq!(ret.body, "hello from tollgate\n");
+    assert_eq!(ret.location, None);
+}
+
+#[test]
+fn omitted_keys_take_their_defaults() {
+    let config = parse(&format!(
+        "{SERVER}[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n"
+    ));
+    let server = &config.server;
+    assert_eq!(server.listen, [addr("0.0.0.0:8080")]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(server.workers, cpus.min(256));
+    assert_eq!(server.client_header_timeout, Duration::from_secs(10));
+    assert_eq!(server.client_body_timeout, Duration::from_secs(60));
+    assert_eq!(server.keepalive_timeout, Duration::from_secs(75));
+    assert_eq!(server.max_header_bytes, 16 * 1024);
+    assert_eq!(server.shutdown_timeout, Duration::from_secs(30));
+    assert!(config.real_ip.is_none());
+    assert_eq!(
+        config.log,
+        Log {
+            access: AccessLog::Stdout,
+            format: LogFormat::Combined
+        }
+    );
+    assert!(config.locations.is_empty());
+
+    let app = &config.upstreams[0];
+    assert_eq!(
+        app.servers,
+        [UpstreamServer {
+            addr: addr("10.0.0.1:80"),
+            weight: 1
+        }]
+    );
+    assert_eq!(app.balance, Balance::RoundRobin);
+    assert_eq!(app.connect_timeout, Duration::from_secs(2));
+    assert_eq!(app.read_timeout, Duration::from_secs(60));
+    assert_eq!((app.keepalive, app.max_fails), (64, 1));
+    assert_eq!(app.fail_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn real_ip_defaults_to_x_forwarded_for_without_recursion() {
+    let config = parse(&format!(
+        "{SERVER}[real_ip]\ntrusted = [\"10.0.0.1/8\", \"::1\"]\n"
+    ));
+    let real_ip = config.real_ip.unwrap();
+    assert_eq!(
+        real_ip.header,
+        http::header::HeaderName::from_static("x-forwarded-for")
+    );
+    assert!(!real_ip.recursive);
+    let trusted: Vec<ipnet::IpNet> =
+        vec!["10.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
+    assert_eq!(real_ip.trusted, trusted);
+}
+
+#[test]
+fn explicit_values_replace_defaults() {
+    let text = r#"
+[server]
+listen = ["*:80", "[::1]:81"]
+workers = 3
+max_header_bytes = 2048
+[real_ip]
+trusted = ["10.0.0.0/8"]
+header = "X-Real-IP"
+[log]
+access = "off"
+format = "json"
+[upstreams.b]
+servers = ["10.0.0.1:80"]
+balance = "ip_hash"
+keepalive = 0
+max_fails = 0
+[upstreams.a]
+servers = ["10.0.0.2:80"]
+balance = "least_conn"
+read_timeout = "500ms"
+[[location]]
+match = '~* \.PNG$'
+upstream = "a"
+[[location]]
+match = "= /old"
+return = { status = 301, location = "https://example.com/" }
+"#;
+    let config = parse(text);
+    assert_eq!(config.server.listen, [addr("0.0.0.0:80"), addr("[::1]:81")]);
+    assert_eq!(
+        (config.server.workers, config.server.max_header_bytes),
+        (3, 2048)
+    );
+    assert_eq!(config.real_ip.unwrap().header.as_str(), "x-real-ip");
+    assert_eq!(
+        config.log,
+        Log {
+            access: AccessLog::Off,
+            format: LogFormat::Json
+        }
+    );
+    let names: Vec<_> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["b", "a"], "file order, not name order");
+    let (b, a) = (&config.upstreams[0], &config.upstreams[1]);
+    assert_eq!(
+        (b.balance, b.keepalive, b.max_fails),
+        (Balance::IpHash, 0, 0)
+    );
+    assert_eq!(
+        (a.balance, a.read_timeout),
+        (Balance::LeastConn, Duration::from_millis(500))
+    );
+    let Pattern::Regex {
+        regex,
+        case_insensitive: true,
+    } = &config.locations[0].pattern
+    else {
+        panic!("case-insensitive regex");
+    };
+    assert!(regex.is_match("/logo.png"));
+    assert!(matches!(
+        config.locations[0].action,
+        Action::Proxy { upstream: 1 }
+    ));
+    let Action::Return(ret) = &config.locations[1].action else {
+        panic!("return")
+    };
+    assert_eq!(ret.status, http::StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(ret.location.as_deref(), Some("https://example.com/"));
+}
+
+#[test]
+fn relative_access_log_is_resolved_against_the_config_directory() {
+    let config = parse(&format!("{SERVER}[log]\naccess = \"logs/access.log\"\n"));
+    assert_eq!(
+        config.log.access,
+        AccessLog::File(PathBuf::from("/etc/tollgate/logs/access.log"))
+    );
+    let absolute = parse(&format!(
+        "{SERVER}[log]\naccess = \"/var/log/tollgate.log\"\n"
+    ));
+    assert_eq!(
+        absolute.log.access,
+        AccessLog::File(PathBuf::from("/var/log/tollgate.log"))
+    );
+}
+
+#[test]
+fn upstream_host_names_become_one_server_per_address() {
+    let config = parse(&format!(
+        "{SERVER}[upstreams.app]\nservers = [{{ addr = \"localhost:3000\", weight = 5 }}]\n"
+    ));
+    let servers = &config.upstreams[0].servers;
+    assert!(!servers.is_empty());
+    assert!(servers
+        .iter()
+        .all(|s| s.addr.ip().is_loopback() && s.addr.port() == 3000 && s.weight == 5));
+}
+
+mod errors;

@@ -1,0 +1,299 @@
+//! Every class of problem, with the exact `line:col` it is reported at. `error(rest)`
+//! appends `rest` to a valid `[server]` table, so `rest` starts at line 3.
+
+use super::*;
+
+const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
+
+fn at(found: &[(usize, usize, String)]) -> Vec<(usize, usize)> {
+    found.iter().map(|(line, col, _)| (*line, *col)).collect()
+}
+
+fn owned(line: usize, col: usize, message: &str) -> (usize, usize, String) {
+    (line, col, message.to_owned())
+}
+
+#[test]
+fn missing_server_section_is_reported_without_position() {
+    assert_eq!(
+        errors("[log]\nformat = \"json\"\n"),
+        [owned(0, 0, NO_LISTENER)]
+    );
+    let shown = from_str("", Path::new(ORIGIN)).unwrap_err().to_string();
+    assert_eq!(shown, format!("{ORIGIN}: {NO_LISTENER}"));
+}
+
+#[test]
+fn server_without_listen_is_reported_at_its_header_or_empty_list() {
+    assert_eq!(
+        errors("\n[server]\nworkers = 2\n"),
+        [owned(2, 1, NO_LISTENER)]
+    );
+    assert_eq!(
+        errors("[server]\nlisten = []\n"),
+        [owned(2, 10, NO_LISTENER)]
+    );
+}
+
+#[test]
+fn bad_and_duplicate_listen_addresses_are_reported_at_each_item() {
+    let found = errors("[server]\nlisten = [\"80\", \"*:80\", \"localhost:81\"]\n");
+    assert_eq!(at(&found), [(2, 17), (2, 25)]);
+    assert_eq!(found[0].2, "duplicate listen address 0.0.0.0:80");
+    let want = r#"invalid listen address "localhost:81": expected "IP:PORT", "[IPv6]:PORT", "*:PORT" or "PORT""#;
+    assert_eq!(found[1].2, want);
+}
+
+#[test]
+fn duration_without_unit_is_reported_with_a_hint() {
+    let want = r#"invalid duration "10": expected a number with a unit (ms, s, m, h), e.g. "10s""#;
+    assert_eq!(
+        error("client_header_timeout = \"10\"\n"),
+        owned(3, 25, want)
+    );
+    let want = r#"invalid duration 10: expected a number with a unit (ms, s, m, h), e.g. "10s""#;
+    assert_eq!(error("shutdown_timeout = 10\n"), owned(3, 20, want));
+}
+
+#[test]
+fn zero_timeouts_are_rejected() {
+    let want = r#"invalid duration "0s": must be greater than zero"#;
+    assert_eq!(error("keepalive_timeout = \"0s\"\n"), owned(3, 21, want));
+}
+
+#[test]
+fn workers_and_header_limit_out_of_range_are_rejected() {
+    let want = r#"invalid workers 0: expected "auto" or a number from 1 to 256"#;
+    assert_eq!(error("workers = 0\n"), owned(3, 11, want));
+    let want = r#"invalid max_header_bytes "2m": expected a size from "1k" to "1m""#;
+    assert_eq!(error("max_header_bytes = \"2m\"\n"), owned(3, 20, want));
+    let want = r#"invalid size "16kb": expected a number of bytes, optionally with a unit (k, m, g), e.g. "16k""#;
+    assert_eq!(error("max_header_bytes = \"16kb\"\n"), owned(3, 20, want));
+}
+
+#[test]
+fn unknown_and_future_server_keys_are_reported_at_the_key() {
+    assert_eq!(
+        error("limit_status = 429\n"),
+        owned(3, 1, "`limit_status` is not supported yet")
+    );
+    assert_eq!(
+        error("  listen_tls = []\n"),
+        owned(3, 3, "`listen_tls` is not supported yet")
+    );
+    let (line, col, message) = error("lisen = []\n");
+    assert_eq!((line, col), (3, 1));
+    assert!(
+        message.starts_with("unknown key `lisen`, expected one of `listen`, `workers`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn bad_real_ip_values_are_each_reported() {
+    let found = errors(&format!(
+        "{SERVER}[real_ip]\ntrusted = [\"10.0.0.0/8\", \"bogus\"]\nheader = \"X Bad\"\n"
+    ));
+    assert_eq!(at(&found), [(4, 26), (5, 10)]);
+    let want =
+        r#"invalid address "bogus": expected an IP address or a CIDR network, e.g. "10.0.0.0/8""#;
+    assert_eq!(found[0].2, want);
+    assert_eq!(
+        found[1].2,
+        r#"invalid header name "X Bad": expected e.g. "X-Forwarded-For""#
+    );
+    let (line, col, message) = error("[real_ip]\ntrusted = []\n");
+    assert_eq!((line, col), (4, 11));
+    assert!(
+        message.starts_with("`trusted` must list at least one"),
+        "{message}"
+    );
+    assert_eq!(
+        error("[real_ip]\nrecursive = true\n"),
+        owned(3, 1, "missing key `trusted`")
+    );
+}
+
+#[test]
+fn bad_log_values_are_reported() {
+    let want = "unknown variant `xml`, expected `combined` or `json`";
+    assert_eq!(error("[log]\nformat = \"xml\"\n"), owned(4, 10, want));
+    let want = r#"invalid access log "": expected "off", "stdout" or a file path"#;
+    assert_eq!(error("[log]\naccess = \"\"\n"), owned(4, 10, want));
+}
+
+#[test]
+fn bad_upstream_names_and_server_lists_are_reported() {
+    let want = r#"invalid upstream name "a b": use letters, digits, "_" and "-""#;
+    assert_eq!(
+        error("[upstreams.\"a b\"]\nservers = [\"10.0.0.1:80\"]\n"),
+        owned(3, 12, want)
+    );
+    let want = "`servers` must list at least one server";
+    assert_eq!(error("[upstreams.app]\nservers = []\n"), owned(4, 11, want));
+    assert_eq!(
+        error("[upstreams.app]\nbalance = \"ip_hash\"\n"),
+        owned(3, 1, "missing key `servers`")
+    );
+    let want = "invalid type: integer `5`, expected an upstream table";
+    assert_eq!(error("[upstreams]\napp = 5\n"), owned(4, 7, want));
+}
+
+#[test]
+fn bad_upstream_servers_are_reported_at_the_item() {
+    let text = "[upstreams.app]\nservers = [\"10.0.0.1\", { addr = \"no-such-host.invalid:80\" }, \
+                { addr = \"10.0.0.1:80\", weight = 0 }]\n";
+    let found = errors(&format!("{SERVER}{text}"));
+    assert_eq!(at(&found), [(4, 12), (4, 33), (4, 95)]);
+    let want = r#"invalid server address "10.0.0.1": expected "HOST:PORT", e.g. "127.0.0.1:3000""#;
+    assert_eq!(found[0].2, want);
+    assert!(found[1]
+        .2
+        .starts_with(r#"cannot resolve server address "no-such-host.invalid:80""#));
+    assert_eq!(found[2].2, "invalid weight 0: expected 1 to 1000");
+}
+
+#[test]
+fn bad_upstream_settings_are_reported() {
+    let want = "unknown variant `random`, expected one of `round_robin`, `least_conn`, `ip_hash`";
+    let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nbalance = \"random\"\n");
+    assert_eq!(found, owned(5, 11, want));
+    let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nkeepalive = -1\n");
+    assert_eq!(
+        found,
+        owned(5, 13, "invalid value: integer `-1`, expected usize")
+    );
+    let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nconnect_timeout = \"2\"\n");
+    assert_eq!((found.0, found.1), (5, 19));
+}
+
+#[test]
+fn bad_matches_are_reported_at_the_match() {
+    let upstream = "[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n";
+    let found = error(&format!(
+        "{upstream}[[location]]\nmatch = \"api/\"\nupstream = \"app\"\n"
+    ));
+    let want =
+        r#"invalid match "api/": expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
+    assert_eq!(found, owned(6, 9, want));
+    let found = error(&format!(
+        "{upstream}[[location]]\nmatch = \"~ (\"\nupstream = \"app\"\n"
+    ));
+    assert_eq!(found, owned(6, 9, r#"invalid regex "(": unclosed group"#));
+}
+
+#[test]
+fn unknown_upstream_lists_the_known_ones() {
+    let want = r#"unknown upstream "nope": no `[upstreams.NAME]` is defined"#;
+    assert_eq!(
+        error("[[location]]\nmatch = \"/\"\nupstream = \"nope\"\n"),
+        owned(5, 12, want)
+    );
+    let text =
+        "[upstreams.b]\nservers = [\"10.0.0.1:80\"]\n[upstreams.a]\nservers = [\"10.0.0.1:80\"]\n\
+                [[location]]\nmatch = \"/\"\nupstream = \"c\"\n";
+    assert_eq!(
+        error(text),
+        owned(9, 12, r#"unknown upstream "c", expected one of "b", "a""#)
+    );
+}
+
+#[test]
+fn a_location_needs_exactly_one_action() {
+    let want = "a location needs `upstream` or `return`";
+    assert_eq!(error("[[location]]\nmatch = \"/\"\n"), owned(4, 9, want));
+    let text = "[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n\
+                [[location]]\nmatch = \"/\"\nupstream = \"app\"\nreturn = { status = 204 }\n";
+    assert_eq!(
+        error(text),
+        owned(6, 9, "a location takes `upstream` or `return`, not both")
+    );
+}
+
+#[test]
+fn bad_returns_are_reported_at_the_value() {
+    let want = "invalid status 100: expected 200 to 599";
+    let found = error("[[location]]\nmatch = \"/\"\nreturn = { status = 100 }\n");
+    assert_eq!(found, owned(5, 21, want));
+    let found = error("[[location]]\nmatch = \"/\"\nreturn = { body = \"x\" }\n");
+    assert_eq!(found, owned(5, 10, "missing key `status`"));
+    let found =
+        error("[[location]]\nmatch = \"/\"\nreturn = { status = 302, location = \"a\\nb\" }\n");
+    assert_eq!((found.0, found.1), (5, 37));
+    assert!(found.2.starts_with("invalid location"), "{}", found.2);
+}
+
+#[test]
+fn duplicate_exact_and_prefix_locations_name_the_first() {
+    let ret = "return = { status = 204 }\n";
+    let text =
+        format!("[[location]]\nmatch = \"= /x\"\n{ret}[[location]]\nmatch = \"=  /x\"\n{ret}");
+    let want = r#"duplicate location "=  /x": already defined at line 4"#;
+    assert_eq!(error(&text), owned(7, 9, want));
+    let text = format!("[[location]]\nmatch = \"/x\"\n{ret}[[location]]\nmatch = \"^~ /x\"\n{ret}");
+    let want = r#"duplicate location "^~ /x": already defined at line 4"#;
+    assert_eq!(error(&text), owned(7, 9, want));
+    let text = format!("[[location]]\nmatch = \"= /x\"\n{ret}[[location]]\nmatch = \"/x\"\n{ret}");
+    assert!(
+        from_str(&format!("{SERVER}{text}"), Path::new(ORIGIN)).is_ok(),
+        "exact and prefix may share a path"
+    );
+}
+
+#[test]
+fn future_and_unknown_sections_are_reported_at_their_name() {
+    assert_eq!(
+        error("[zones.per_ip]\nrate = \"10r/s\"\n"),
+        owned(3, 2, "`[zones]` is not supported yet")
+    );
+    assert_eq!(
+        error("[admin]\nlisten = \"127.0.0.1:9901\"\n"),
+        owned(3, 2, "`[admin]` is not supported yet")
+    );
+    let found = error("[[location]]\nmatch = \"/\"\ncost = 1\nreturn = { status = 204 }\n");
+    assert_eq!(found, owned(5, 1, "`cost` is not supported yet"));
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `log`, `upstreams`, `location`";
+    assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
+}
+
+#[test]
+fn problems_in_different_sections_are_reported_together() {
+    let text = "[server]\n\
+                listen = [\"8080\"]\n\
+                keepalive_timeout = \"75\"\n\
+                [real_ip]\n\
+                trusted = [\"10.0.0.300\"]\n\
+                [upstreams.app]\n\
+                servers = [\"10.0.0.1\"]\n\
+                [[location]]\n\
+                match = \"api\"\n\
+                upstream = \"app\"\n\
+                [[location]]\n\
+                match = \"/\"\n\
+                upstream = \"missing\"\n\
+                [redis]\n";
+    let found = errors(text);
+    assert_eq!(
+        at(&found),
+        [(3, 21), (5, 12), (7, 12), (9, 9), (13, 12), (14, 2)],
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn syntax_errors_are_reported_with_position_beside_other_problems() {
+    let text = "[server]\nlisten = [\"8080\"]\nworkers = \nkeepalive_timeout = \"5\"\n[log]\nformat = \"json\n";
+    let found = errors(text);
+    assert_eq!(at(&found), [(3, 11), (4, 21), (6, 15)], "{found:#?}");
+    assert_eq!(
+        found[0].2,
+        "string values must be quoted, expected literal string"
+    );
+    assert!(found[1].2.starts_with("invalid duration"));
+    let shown = from_str(text, Path::new(ORIGIN)).unwrap_err().to_string();
+    assert!(
+        shown.starts_with(&format!("{ORIGIN}:3:11: string values must be quoted")),
+        "{shown}"
+    );
+    assert_eq!(shown.lines().count(), 3);
+}

@@ -1,0 +1,311 @@
+//! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
+//! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use http::HeaderName;
+
+use super::diag::{ConfigErrors, Diagnostics};
+use super::raw::{
+    self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServer, RawServerItem,
+};
+use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
+use super::{location, values};
+use super::{AccessLog, Balance, Config, Log, LogFormat, RealIp, Server, Upstream, UpstreamServer};
+
+const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
+const MIN_HEADER_BYTES: u64 = 1 << 10;
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+const MAX_WEIGHT: i64 = 1000;
+
+/// Parses and checks `text`; `origin` names the file in messages and is the base of
+/// relative paths.
+pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
+    let mut diag = Diagnostics::new(text);
+    let raw = raw::parse(text, &mut diag);
+    let base = origin.parent().unwrap_or(Path::new(""));
+
+    let server = server(raw.server.unwrap_or(Section::Absent), &mut diag);
+    let real_ip = match raw.real_ip.unwrap_or(Section::Absent) {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(_, raw) => real_ip(raw, &mut diag).map(Some),
+    };
+    let log = match raw.log.unwrap_or(Section::Absent) {
+        Section::Absent => Some(Log {
+            access: AccessLog::Stdout,
+            format: LogFormat::Combined,
+        }),
+        Section::Invalid => None,
+        Section::Present(_, raw) => log(raw, base, &mut diag),
+    };
+    let names: Vec<String> = raw
+        .upstreams
+        .iter()
+        .map(|u| u.name.get_ref().clone())
+        .collect();
+    let upstreams = all(raw
+        .upstreams
+        .into_iter()
+        .map(|entry| upstream(entry, &mut diag)));
+    let locations = location::locations(raw.locations, &names, &mut diag);
+
+    match (server, real_ip, log, upstreams, locations) {
+        (Some(server), Some(real_ip), Some(log), Some(upstreams), Some(locations))
+            if !diag.has_errors() =>
+        {
+            Ok(Config {
+                origin: origin.to_path_buf(),
+                server,
+                real_ip,
+                log,
+                upstreams,
+                locations,
+            })
+        }
+        _ => {
+            if !diag.has_errors() {
+                // A check returned nothing without saying why: a bug here, not in the file.
+                diag.error_nowhere(
+                    "internal error: the configuration was rejected without a reason",
+                );
+            }
+            Err(diag.finish(origin))
+        }
+    }
+}
+
+fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Server> {
+    let (span, raw) = match section {
+        Section::Absent => {
+            diag.error_nowhere(NO_LISTENER);
+            return None;
+        }
+        Section::Invalid => return None,
+        Section::Present(span, raw) => (span, raw),
+    };
+    let listen = listen(raw.listen, span, diag);
+    let workers = match &raw.workers {
+        Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
+        None => Some(values::auto_workers()),
+    };
+    let max_header_bytes = match &raw.max_header_bytes {
+        Some(value) => diag
+            .check(value.span(), values::size(value.get_ref()))
+            .and_then(|size| header_limit(size, value, diag)),
+        None => Some(16 << 10),
+    };
+    let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
+    let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
+    let keepalive_timeout = duration(&raw.keepalive_timeout, 75, diag);
+    let shutdown_timeout = duration(&raw.shutdown_timeout, 30, diag);
+    Some(Server {
+        listen: listen?,
+        workers: workers?,
+        client_header_timeout: client_header_timeout?,
+        client_body_timeout: client_body_timeout?,
+        keepalive_timeout: keepalive_timeout?,
+        max_header_bytes: max_header_bytes?,
+        shutdown_timeout: shutdown_timeout?,
+    })
+}
+
+fn listen(
+    raw: Option<serde_spanned::Spanned<Vec<serde_spanned::Spanned<String>>>>,
+    server: Span,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<SocketAddr>> {
+    let raw = match raw {
+        Some(list) if !list.get_ref().is_empty() => list,
+        Some(empty) => {
+            diag.error(empty.span(), NO_LISTENER);
+            return None;
+        }
+        None => {
+            diag.error(server, NO_LISTENER);
+            return None;
+        }
+    };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    let mut valid = true;
+    for item in raw.into_inner() {
+        let Some(addr) = diag.check(item.span(), values::listen_addr(item.get_ref())) else {
+            valid = false;
+            continue;
+        };
+        // Port 0 asks for any free port, so two of them do not collide.
+        if addr.port() != 0 && addrs.contains(&addr) {
+            diag.error(item.span(), format!("duplicate listen address {addr}"));
+            valid = false;
+        }
+        addrs.push(addr);
+    }
+    valid.then_some(addrs)
+}
+
+fn header_limit(size: u64, value: &Loose, diag: &mut Diagnostics<'_>) -> Option<usize> {
+    if (MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&size) {
+        return usize::try_from(size).ok();
+    }
+    let message = format!(
+        r#"invalid max_header_bytes {}: expected a size from "1k" to "1m""#,
+        value.get_ref()
+    );
+    diag.error(value.span(), message);
+    None
+}
+
+/// The duration at `value`, or `default_secs` when the key is absent.
+fn duration(
+    value: &Option<Loose>,
+    default_secs: u64,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Duration> {
+    match value {
+        Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
+        None => Some(Duration::from_secs(default_secs)),
+    }
+}
+
+fn real_ip(raw: RawRealIp, diag: &mut Diagnostics<'_>) -> Option<RealIp> {
+    if raw.trusted.get_ref().is_empty() {
+        let message = "`trusted` must list at least one address or network; remove `[real_ip]` to trust no one";
+        diag.error(raw.trusted.span(), message);
+    }
+    let trusted = all(raw
+        .trusted
+        .get_ref()
+        .iter()
+        .map(|item| diag.check(item.span(), values::network(item.get_ref()))));
+    let header = match &raw.header {
+        None => Some(HeaderName::from_static("x-forwarded-for")),
+        Some(header) => {
+            let name = HeaderName::from_bytes(header.get_ref().as_bytes()).map_err(|_| {
+                format!(
+                    r#"invalid header name "{}": expected e.g. "X-Forwarded-For""#,
+                    header.get_ref()
+                )
+            });
+            diag.check(header.span(), name)
+        }
+    };
+    Some(RealIp {
+        trusted: trusted.filter(|list| !list.is_empty())?,
+        header: header?,
+        recursive: raw.recursive.unwrap_or(false),
+    })
+}
+
+fn log(raw: RawLog, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Log> {
+    let access = match &raw.access {
+        None => Some(AccessLog::Stdout),
+        Some(access) => match access.get_ref().as_str() {
+            "off" => Some(AccessLog::Off),
+            "stdout" => Some(AccessLog::Stdout),
+            "" => {
+                let message = r#"invalid access log "": expected "off", "stdout" or a file path"#;
+                diag.error(access.span(), message);
+                None
+            }
+            path => Some(AccessLog::File(base.join(path))),
+        },
+    };
+    let format = match raw.format.unwrap_or(RawLogFormat::Combined) {
+        RawLogFormat::Combined => LogFormat::Combined,
+        RawLogFormat::Json => LogFormat::Json,
+    };
+    Some(Log {
+        access: access?,
+        format,
+    })
+}
+
+fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> Option<Upstream> {
+    let name = entry.name.get_ref();
+    let valid_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_name {
+        let message =
+            format!(r#"invalid upstream name "{name}": use letters, digits, "_" and "-""#);
+        diag.error(entry.name.span(), message);
+    }
+    let raw: RawUpstream = entry.body?;
+    let servers = servers(&raw, diag);
+    let connect_timeout = duration(&raw.connect_timeout, 2, diag);
+    let read_timeout = duration(&raw.read_timeout, 60, diag);
+    let fail_timeout = duration(&raw.fail_timeout, 10, diag);
+    let balance = match raw.balance.unwrap_or(RawBalance::RoundRobin) {
+        RawBalance::RoundRobin => Balance::RoundRobin,
+        RawBalance::LeastConn => Balance::LeastConn,
+        RawBalance::IpHash => Balance::IpHash,
+    };
+    valid_name.then_some(())?;
+    Some(Upstream {
+        name: name.clone(),
+        servers: servers?,
+        balance,
+        connect_timeout: connect_timeout?,
+        read_timeout: read_timeout?,
+        keepalive: raw.keepalive.unwrap_or(64),
+        max_fails: raw.max_fails.unwrap_or(1),
+        fail_timeout: fail_timeout?,
+    })
+}
+
+/// Every item of `servers`, host names resolved; each address of a name gets the
+/// item's weight.
+fn servers(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<Vec<UpstreamServer>> {
+    if raw.servers.get_ref().is_empty() {
+        diag.error(
+            raw.servers.span(),
+            "`servers` must list at least one server",
+        );
+        return None;
+    }
+    let mut servers = Vec::new();
+    let mut valid = true;
+    for item in raw.servers.get_ref() {
+        let (addr, addr_span, weight) = match item.get_ref() {
+            RawServerItem::Addr(addr) => (addr, item.span(), Some(1)),
+            RawServerItem::Table(table) => {
+                let weight = table.weight.as_ref().map_or(Some(1), |w| weight(w, diag));
+                (table.addr.get_ref(), table.addr.span(), weight)
+            }
+        };
+        let addrs = diag.check(addr_span, values::upstream_addrs(addr));
+        match (addrs, weight) {
+            (Some(addrs), Some(weight)) => {
+                servers.extend(
+                    addrs
+                        .into_iter()
+                        .map(|addr| UpstreamServer { addr, weight }),
+                );
+            }
+            _ => valid = false,
+        }
+    }
+    valid.then_some(servers)
+}
+
+fn weight(weight: &serde_spanned::Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
+    let value = *weight.get_ref();
+    if (1..=MAX_WEIGHT).contains(&value) {
+        return u32::try_from(value).ok();
+    }
+    diag.error(
+        weight.span(),
+        format!("invalid weight {value}: expected 1 to {MAX_WEIGHT}"),
+    );
+    None
+}
+
+/// Every item, or `None` if any is missing. Unlike `collect::<Option<_>>()` this runs
+/// the whole iterator, so each item's problems are reported.
+fn all<T>(items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
+    let items: Vec<Option<T>> = items.collect();
+    items.into_iter().collect()
+}

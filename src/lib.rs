@@ -1,0 +1,40 @@
+//! tollgate: an nginx-style edge gateway.
+//!
+//! # Layout
+//!
+//! Pure core (no sockets, no clocks read inside):
+//! - [`config`]: TOML text to a validated, immutable `Config`, with `file:line:col` errors.
+//! - [`routing`]: nginx location matching, as data plus an ordering.
+//! - [`access`]: the real client address (nginx realip).
+//! - [`proxy::headers`]: what is forwarded upstream and back (X-Forwarded-*, hop-by-hop).
+//! - [`upstream::balance`], [`upstream::health`]: choosing a server, passive health.
+//! - [`clock`]: time as a trait, so tests advance it by hand.
+//!
+//! Thin I/O shell:
+//! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
+//! - [`proxy`]: the request pipeline (identify, route, forward, respond, log).
+//! - [`upstream`]: pooled keep-alive connections to upstream servers.
+//! - [`snapshot`]: the one place config meets runtime objects.
+//! - [`log`]: the access log.
+//! - [`signals`]: unix signals mapped to what the operator means by them.
+//! - [`body`]: streamed bodies with idle timeouts.
+//!
+//! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
+//! [`routing`], [`access`], [`upstream`]; [`snapshot`] → [`config`]. A request
+//! loads the snapshot exactly once.
+#![forbid(unsafe_code)]
+
+pub mod access;
+pub mod body;
+pub mod clock;
+pub mod config;
+pub mod log;
+pub mod proxy;
+pub mod routing;
+pub mod server;
+pub mod signals;
+pub mod snapshot;
+pub mod upstream;
+
+pub use config::Config;
+pub use server::{Gateway, StartError};

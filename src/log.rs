@@ -1,0 +1,332 @@
+//! The access log: one line per request, `combined` (nginx's, plus the limit status,
+//! request time and upstream time) or `json`, to stdout or a file.
+//!
+//! Lines are appended to an in-memory buffer and written out by a flusher thread
+//! every [`FLUSH_EVERY`] (or at once when the buffer grows past [`FLUSH_BYTES`]), so a
+//! request never waits for a disk write, and at most one interval of lines is lost if
+//! the process is killed. [`AccessLog::flush`] writes everything out (on shutdown).
+
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderValue, Method, StatusCode, Uri, Version};
+
+use crate::config::{self, LogFormat};
+
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+const FLUSH_BYTES: usize = 64 * 1024;
+
+/// Where lines go.
+enum Sink {
+    Stdout,
+    File(File),
+}
+
+pub struct AccessLog {
+    format: LogFormat,
+    buffer: Mutex<Vec<u8>>,
+    sink: Mutex<Sink>,
+}
+
+/// What one access-log line says about one request.
+pub struct Record {
+    pub client: IpAddr,
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    pub referer: Option<HeaderValue>,
+    pub user_agent: Option<HeaderValue>,
+    pub status: StatusCode,
+    pub body_bytes: u64,
+    /// Seconds from the request head to the end of the response (or its abandonment).
+    pub request_time: Duration,
+    /// Time from sending upstream to the response head, if a server was asked.
+    pub upstream_time: Option<Duration>,
+    /// The server that answered, if any.
+    pub upstream_addr: Option<std::net::SocketAddr>,
+    /// `PASSED`, `DELAYED`, `REJECTED`, `*_DRY_RUN`; `-` when no limit applied.
+    pub limit_status: &'static str,
+}
+
+impl AccessLog {
+    /// Opens the configured access log; `None` when it is `off`.
+    pub fn open(log: &config::Log) -> io::Result<Option<Arc<AccessLog>>> {
+        let sink = match &log.access {
+            config::AccessLog::Off => return Ok(None),
+            config::AccessLog::Stdout => Sink::Stdout,
+            config::AccessLog::File(path) => Sink::File(open_append(path)?),
+        };
+        let log = Arc::new(AccessLog {
+            format: log.format,
+            buffer: Mutex::new(Vec::with_capacity(FLUSH_BYTES)),
+            sink: Mutex::new(sink),
+        });
+        spawn_flusher(Arc::downgrade(&log));
+        Ok(Some(log))
+    }
+
+    /// Appends one line.
+    pub fn write(&self, record: &Record) {
+        let mut line = String::with_capacity(256);
+        match self.format {
+            LogFormat::Combined => format_combined(&mut line, record),
+            LogFormat::Json => format_json(&mut line, record),
+        }
+        line.push('\n');
+        let full = {
+            let mut buffer = lock(&self.buffer);
+            buffer.extend_from_slice(line.as_bytes());
+            buffer.len() >= FLUSH_BYTES
+        };
+        if full {
+            self.flush();
+        }
+    }
+
+    /// Writes every buffered line out now.
+    pub fn flush(&self) {
+        let pending = std::mem::take(&mut *lock(&self.buffer));
+        if pending.is_empty() {
+            return;
+        }
+        let mut sink = lock(&self.sink);
+        let result = match &mut *sink {
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(&pending).and_then(|()| out.flush())
+            }
+            Sink::File(file) => file.write_all(&pending),
+        };
+        if let Err(err) = result {
+            tracing::error!(error = %err, "cannot write the access log");
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", path.display())))
+}
+
+/// The flusher lives as long as the log does.
+fn spawn_flusher(log: Weak<AccessLog>) {
+    let spawned = std::thread::Builder::new()
+        .name("tollgate-log".into())
+        .spawn(move || loop {
+            std::thread::sleep(FLUSH_EVERY);
+            match log.upgrade() {
+                Some(log) => log.flush(),
+                None => return,
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::error!(error = %err, "cannot start the access-log flusher; lines are written when 64 KiB accumulate");
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// `client - - [21/Nov/2026:21:41:36 +0000] "GET /x HTTP/1.1" 200 12 "referer" "agent" PASSED 0.002 0.001`
+fn format_combined(out: &mut String, r: &Record) {
+    let _ = write!(out, "{} - - [", r.client);
+    write_time_local(out, SystemTime::now());
+    let _ = write!(out, "] \"{} ", r.method);
+    push_escaped(out, r.uri.to_string().as_bytes(), Escape::Combined);
+    let _ = write!(out, " {:?}\" {} {} \"", r.version, r.status.as_u16(), r.body_bytes);
+    push_header(out, r.referer.as_ref(), Escape::Combined);
+    out.push_str("\" \"");
+    push_header(out, r.user_agent.as_ref(), Escape::Combined);
+    let _ = write!(out, "\" {} {:.3} ", r.limit_status, r.request_time.as_secs_f64());
+    match r.upstream_time {
+        Some(t) => {
+            let _ = write!(out, "{:.3}", t.as_secs_f64());
+        }
+        None => out.push('-'),
+    }
+}
+
+fn format_json(out: &mut String, r: &Record) {
+    out.push_str("{\"time\":\"");
+    write_time_iso(out, SystemTime::now());
+    let _ = write!(
+        out,
+        "\",\"remote_addr\":\"{}\",\"method\":\"{}\",\"uri\":\"",
+        r.client, r.method
+    );
+    push_escaped(out, r.uri.to_string().as_bytes(), Escape::Json);
+    let _ = write!(
+        out,
+        "\",\"protocol\":\"{:?}\",\"status\":{},\"body_bytes_sent\":{},\"referer\":\"",
+        r.version,
+        r.status.as_u16(),
+        r.body_bytes
+    );
+    push_header(out, r.referer.as_ref(), Escape::Json);
+    out.push_str("\",\"user_agent\":\"");
+    push_header(out, r.user_agent.as_ref(), Escape::Json);
+    let _ = write!(
+        out,
+        "\",\"limit_status\":\"{}\",\"request_time\":{:.3},\"upstream_time\":",
+        r.limit_status,
+        r.request_time.as_secs_f64()
+    );
+    match r.upstream_time {
+        Some(t) => {
+            let _ = write!(out, "{:.3}", t.as_secs_f64());
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"upstream_addr\":");
+    match r.upstream_addr {
+        Some(addr) => {
+            let _ = write!(out, "\"{addr}\"");
+        }
+        None => out.push_str("null"),
+    }
+    out.push('}');
+}
+
+#[derive(Clone, Copy)]
+enum Escape {
+    /// nginx's escaping for the default log format: `"`, `\` and bytes outside
+    /// printable ASCII as `\xHH`.
+    Combined,
+    /// JSON string escaping (bytes outside ASCII as `\u00HH`, as nginx's `escape=json`).
+    Json,
+}
+
+fn push_header(out: &mut String, value: Option<&HeaderValue>, escape: Escape) {
+    match value {
+        Some(v) => push_escaped(out, v.as_bytes(), escape),
+        None if matches!(escape, Escape::Combined) => out.push('-'),
+        None => {}
+    }
+}
+
+fn push_escaped(out: &mut String, bytes: &[u8], escape: Escape) {
+    for &b in bytes {
+        match (escape, b) {
+            (Escape::Json, b'"') => out.push_str("\\\""),
+            (Escape::Json, b'\\') => out.push_str("\\\\"),
+            (Escape::Json, b'\n') => out.push_str("\\n"),
+            (Escape::Json, b'\r') => out.push_str("\\r"),
+            (Escape::Json, b'\t') => out.push_str("\\t"),
+            (Escape::Json, 0x20..=0x7e) => out.push(b as char),
+            (Escape::Json, _) => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
+            (Escape::Combined, b'"' | b'\\') | (Escape::Combined, 0..=0x1f | 0x7f..=0xff) => {
+                let _ = write!(out, "\\x{b:02X}");
+            }
+            (Escape::Combined, _) => out.push(b as char),
+        }
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// nginx's `$time_local`, always in UTC: `21/Nov/2026:21:41:36 +0000`.
+fn write_time_local(out: &mut String, now: SystemTime) {
+    let t = time::OffsetDateTime::from(now);
+    let _ = write!(
+        out,
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        t.day(),
+        MONTHS[usize::from(u8::from(t.month())) - 1],
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+}
+
+/// `2026-11-21T21:41:36.123Z`
+fn write_time_iso(out: &mut String, now: SystemTime) {
+    let t = time::OffsetDateTime::from(now);
+    let _ = write!(
+        out,
+        "{}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    );
+}
+
+/// Resolves where a relative log path points (used in messages).
+pub fn describe(path: &Path) -> PathBuf {
+    path.to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            client: "192.0.2.7".parse().unwrap(),
+            method: Method::GET,
+            uri: "/a?b=\"c\"".parse().unwrap(),
+            version: Version::HTTP_11,
+            referer: None,
+            user_agent: Some(HeaderValue::from_static("curl/8.0")),
+            status: StatusCode::OK,
+            body_bytes: 12,
+            request_time: Duration::from_millis(2),
+            upstream_time: Some(Duration::from_millis(1)),
+            upstream_addr: Some("127.0.0.1:3000".parse().unwrap()),
+            limit_status: "-",
+        }
+    }
+
+    #[test]
+    fn combined_line_has_nginx_fields_then_limit_and_times() {
+        let mut line = String::new();
+        format_combined(&mut line, &record());
+        let (head, rest) = line.split_once(" [").unwrap();
+        assert_eq!(head, "192.0.2.7 - -");
+        let (_, rest) = rest.split_once("] ").unwrap();
+        assert_eq!(rest, "\"GET /a?b=%22c%22 HTTP/1.1\" 200 12 \"-\" \"curl/8.0\" - 0.002 0.001");
+    }
+
+    #[test]
+    fn json_line_escapes_and_uses_null_for_missing() {
+        let mut r = record();
+        r.user_agent = Some(HeaderValue::from_bytes(b"a\"b\\c").unwrap());
+        r.upstream_time = None;
+        r.upstream_addr = None;
+        let mut line = String::new();
+        format_json(&mut line, &r);
+        assert!(line.contains("\"user_agent\":\"a\\\"b\\\\c\""), "{line}");
+        assert!(line.contains("\"upstream_time\":null,\"upstream_addr\":null}"), "{line}");
+        assert!(line.contains("\"status\":200,\"body_bytes_sent\":12"), "{line}");
+    }
+
+    #[test]
+    fn time_local_is_nginx_shaped() {
+        let mut s = String::new();
+        write_time_local(&mut s, SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_297_296));
+        assert_eq!(s, "21/Nov/2026:21:41:36 +0000");
+    }
+}

@@ -1,0 +1,89 @@
+//! The `tollgate` command: flags, logging and exit codes. Everything else is the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tollgate::signals::{Intent, Signals};
+use tollgate::{config, Gateway};
+
+/// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
+#[derive(Parser)]
+#[command(name = "tollgate", version, about)]
+struct Cli {
+    /// Configuration file.
+    #[arg(short = 'c', long = "config", default_value = "gateway.toml")]
+    config: PathBuf,
+    /// Check the configuration, print every problem as FILE:LINE:COL, and exit.
+    #[arg(short = 't', long = "test")]
+    test: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match config::load(&cli.config) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprint!("{errors}");
+            if cli.test {
+                eprintln!("configuration test failed");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.test {
+        println!("configuration ok");
+        return ExitCode::SUCCESS;
+    }
+    run(config)
+}
+
+fn run(config: config::Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("tollgate: cannot start: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let mut signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(err) => {
+                eprintln!("tollgate: cannot install signal handlers: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let gateway = match Gateway::start(config) {
+            Ok(gateway) => gateway,
+            Err(err) => {
+                eprintln!("tollgate: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
+        loop {
+            match signals.next().await {
+                Intent::Stop => break,
+                Intent::Reload => tracing::warn!("SIGHUP: reload is not supported yet; restart to apply changes"),
+                Intent::ReopenLogs => tracing::warn!("SIGUSR1: reopening logs is not supported yet"),
+            }
+        }
+        tracing::info!("shutting down: no new connections, draining open ones");
+        let stopped = gateway.stop();
+        tokio::pin!(stopped);
+        tokio::select! {
+            () = &mut stopped => ExitCode::SUCCESS,
+            _ = signals.next() => {
+                tracing::warn!("second stop signal: exiting without waiting");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,94 @@
+//! What went wrong while handling a request, who is to blame, and the status it maps to.
+
+use std::fmt;
+
+use http::StatusCode;
+
+use crate::body::BodyError;
+use crate::upstream::pool::ConnectError;
+
+/// Who failed: the client, an upstream server, or tollgate itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Party {
+    Client,
+    Upstream,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The request path cannot be normalized (bad escape, `..` above the root, NUL).
+    #[error("invalid request path")]
+    BadPath,
+    /// The client paused its body for longer than `client_body_timeout`.
+    #[error("client body timed out")]
+    ClientBodyTimeout,
+    /// The client's body broke off or was malformed.
+    #[error("client body failed: {0}")]
+    ClientBody(String),
+    /// Every server of the group is down (passive health) or was tried.
+    #[error("no live upstreams in \"{0}\"")]
+    NoLiveUpstream(String),
+    #[error("{0}")]
+    Connect(#[from] ConnectError),
+    /// The server broke the exchange: reset, closed early, garbage response.
+    #[error("upstream {addr} failed: {source}")]
+    Upstream {
+        addr: std::net::SocketAddr,
+        source: hyper::Error,
+    },
+    /// A 101 the client did not ask for.
+    #[error("upstream {0} switched protocols unasked")]
+    UnexpectedUpgrade(std::net::SocketAddr),
+    /// No response head within `read_timeout`.
+    #[error("upstream {0} timed out")]
+    Timeout(std::net::SocketAddr),
+}
+
+impl ProxyError {
+    pub fn party(&self) -> Party {
+        match self {
+            ProxyError::BadPath | ProxyError::ClientBodyTimeout | ProxyError::ClientBody(_) => {
+                Party::Client
+            }
+            _ => Party::Upstream,
+        }
+    }
+
+    /// The one place errors become statuses (nginx's choices).
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::BadPath | ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
+            ProxyError::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::Connect(ConnectError::Timeout { .. }) | ProxyError::Timeout(_) => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            ProxyError::NoLiveUpstream(_)
+            | ProxyError::Connect(_)
+            | ProxyError::Upstream { .. }
+            | ProxyError::UnexpectedUpgrade(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// Sorts a failed upstream exchange: our own request body may be what broke it.
+    pub fn from_exchange(addr: std::net::SocketAddr, err: hyper::Error) -> ProxyError {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+        while let Some(e) = cur {
+            match e.downcast_ref::<BodyError>() {
+                Some(BodyError::Timeout) => return ProxyError::ClientBodyTimeout,
+                Some(BodyError::Stream(inner)) => return ProxyError::ClientBody(inner.to_string()),
+                None => cur = e.source(),
+            }
+        }
+        ProxyError::Upstream { addr, source: err }
+    }
+}
+
+/// Short text for log lines about who failed.
+impl fmt::Display for Party {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Party::Client => "client",
+            Party::Upstream => "upstream",
+        })
+    }
+}

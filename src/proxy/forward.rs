@@ -1,0 +1,297 @@
+//! Forwarding one request to its upstream group (DESIGN §4): rewrite the head, pick a
+//! server, send, retry when that is safe, and hand the streaming response back.
+//!
+//! Retry rule: a request goes to the next server when no byte of it reached the
+//! failed one (the connect failed), or when it can be sent again unchanged (an
+//! idempotent method with no body; a streamed body cannot be replayed). A kept-alive
+//! connection that the server had already closed gets one more try on a fresh
+//! connection to the same server, without counting against the server's health.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
+use http::uri::{PathAndQuery, Uri};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http_body::Body;
+use hyper::body::Incoming;
+use hyper::client::conn::TrySendError;
+use tokio::time::Instant;
+
+use super::error::{Party, ProxyError};
+use super::{headers, tunnel, Conn};
+use crate::body::{Progress, RequestBody, ResponseBody, Timed};
+use crate::upstream::pool::{self, Sender};
+use crate::upstream::{Group, InFlight};
+
+/// What the forwarder knows about the request's origin.
+pub struct Ctx<'a> {
+    pub client: IpAddr,
+    pub peer: IpAddr,
+    pub peer_trusted: bool,
+    pub conn: &'a Conn,
+    pub client_body_timeout: Duration,
+}
+
+/// A response head from upstream, ready for the client.
+pub struct Done {
+    pub response: Response<ResponseBody>,
+    pub addr: SocketAddr,
+    pub upstream_time: Duration,
+    pub in_flight: InFlight,
+}
+
+/// Rewrites the request head for the upstream in place: forwarding headers,
+/// hop-by-hop headers out, origin-form URI, HTTP/1.1 with a `Host`, and no framing
+/// headers of the client's (hyper writes its own from the body). Returns true for a
+/// protocol upgrade (WebSocket).
+pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> bool {
+    let host = req
+        .headers()
+        .get(HOST)
+        .cloned()
+        .or_else(|| authority(req.uri()));
+    let fwd = headers::Forwarding {
+        client: ctx.client,
+        peer: ctx.peer,
+        peer_trusted: ctx.peer_trusted,
+        https: ctx.conn.https,
+        host: host.as_ref(),
+    };
+    let upgrade = headers::to_upstream(req.headers_mut(), &fwd);
+    let version = req.version();
+    let headers = req.headers_mut();
+    headers.remove(CONTENT_LENGTH);
+    // Tollgate streams the body itself; an interim 100 is the client side's business.
+    headers.remove(EXPECT);
+    if !headers.contains_key(HOST) {
+        if let Some(host) = host {
+            headers.insert(HOST, host);
+        }
+    }
+    if version == Version::HTTP_2 {
+        join_cookies(headers);
+    }
+    if req.uri().scheme().is_some() || req.uri().authority().is_some() {
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        *req.uri_mut() = Uri::from(path);
+    }
+    *req.version_mut() = Version::HTTP_11;
+    upgrade
+}
+
+fn authority(uri: &Uri) -> Option<HeaderValue> {
+    uri.authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+}
+
+/// HTTP/2 may split `Cookie` into one field per cookie; HTTP/1.1 wants one line
+/// joined with "; " (RFC 9113 §8.2.3).
+fn join_cookies(headers: &mut HeaderMap) {
+    if headers.get_all(COOKIE).iter().nth(1).is_none() {
+        return;
+    }
+    let mut joined = Vec::new();
+    for value in headers.get_all(COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(value.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(COOKIE, value);
+    }
+}
+
+/// A request head kept aside so the request can be sent again.
+struct Replay {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl Replay {
+    fn request(&self) -> Request<RequestBody> {
+        let mut req = Request::new(RequestBody::Empty);
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// Sends an already [`prepare`]d request to a server of `group`.
+pub async fn forward(
+    mut req: Request<Incoming>,
+    group: &Arc<Group>,
+    ctx: &Ctx<'_>,
+    upgrade: bool,
+) -> Result<Done, ProxyError> {
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let (parts, body) = req.into_parts();
+    let (body, progress) = if body.is_end_stream() {
+        (RequestBody::Empty, None)
+    } else {
+        let progress = Progress::new();
+        let body = Timed::watched(body, ctx.client_body_timeout, progress.clone());
+        (RequestBody::Client(body), Some(progress))
+    };
+    let replay = (progress.is_none() && parts.method.is_idempotent() && !upgrade).then(|| {
+        Replay {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+        }
+    });
+    let mut unsent = Some(Request::from_parts(parts, body));
+    let mut tried = 0u64;
+    let mut fresh_retry = true;
+    let mut last_error = None;
+    for _ in 0..=group.servers.len() {
+        let Some(server) = group.pick(ctx.client, tried, std::time::Instant::now()) else {
+            break;
+        };
+        tried |= bit(server);
+        let srv = &group.servers[server];
+        let (mut sender, pooled) = match srv.pool.take(ctx.conn.worker) {
+            Some(sender) => (sender, true),
+            None => match pool::connect(srv.addr, group.connect_timeout).await {
+                Ok(sender) => (sender, false),
+                Err(err) => {
+                    srv.health.record_failure(std::time::Instant::now());
+                    last_error = Some(ProxyError::from(err));
+                    continue;
+                }
+            },
+        };
+        let Some(request) = unsent.take().or_else(|| replay.as_ref().map(Replay::request))
+        else {
+            break;
+        };
+        let in_flight = InFlight::new(group.clone(), server);
+        let started = Instant::now();
+        match exchange(&mut sender, request, group.read_timeout, progress.as_deref()).await {
+            Ok(Ok(response)) => {
+                srv.health.record_success(std::time::Instant::now());
+                let upstream_time = started.elapsed();
+                let response = respond(response, client_upgrade, group, server, ctx, sender)?;
+                return Ok(Done {
+                    response,
+                    addr: srv.addr,
+                    upstream_time,
+                    in_flight,
+                });
+            }
+            Ok(Err(mut err)) => {
+                unsent = err.take_message();
+                let err = ProxyError::from_exchange(srv.addr, err.into_error());
+                if err.party() == Party::Client {
+                    return Err(err);
+                }
+                let can_resend = unsent.is_some() || replay.is_some();
+                if pooled && fresh_retry && can_resend {
+                    fresh_retry = false;
+                    tried &= !bit(server);
+                } else {
+                    srv.health.record_failure(std::time::Instant::now());
+                }
+                if !can_resend {
+                    return Err(err);
+                }
+                last_error = Some(err);
+            }
+            Err(Elapsed) => {
+                srv.health.record_failure(std::time::Instant::now());
+                let err = ProxyError::Timeout(srv.addr);
+                if replay.is_none() {
+                    return Err(err);
+                }
+                last_error = Some(err);
+            }
+        }
+    }
+    Err(last_error.unwrap_or_else(|| ProxyError::NoLiveUpstream(group.name.clone())))
+}
+
+fn bit(server: usize) -> u64 {
+    if server < 64 {
+        1 << server
+    } else {
+        0
+    }
+}
+
+/// The upstream said nothing within `read_timeout`.
+struct Elapsed;
+
+type Exchanged = Result<Response<Incoming>, TrySendError<Request<RequestBody>>>;
+
+/// Sends `request` and waits for the response head. The upstream must not stay
+/// silent for `read_timeout`: while a body is being uploaded, the clock restarts with
+/// every frame, and waiting on a slow client never counts (the body's own
+/// `client_body_timeout` covers that).
+async fn exchange(
+    sender: &mut Sender,
+    request: Request<RequestBody>,
+    read_timeout: Duration,
+    progress: Option<&Progress>,
+) -> Result<Exchanged, Elapsed> {
+    let send = sender.try_send_request(request);
+    let Some(progress) = progress else {
+        return tokio::time::timeout(read_timeout, send)
+            .await
+            .map_err(|_| Elapsed);
+    };
+    tokio::pin!(send);
+    loop {
+        let deadline = progress.deadline(read_timeout);
+        tokio::select! {
+            result = &mut send => return Ok(result),
+            () = tokio::time::sleep_until(deadline) => {
+                let quiet = progress.deadline(read_timeout) <= Instant::now();
+                if quiet && !progress.waiting_on_client() {
+                    return Err(Elapsed);
+                }
+                if quiet {
+                    // The client is the slow one; look again a little later.
+                    tokio::time::sleep(Duration::from_millis(100).min(read_timeout)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Turns the upstream's response head into the client's.
+fn respond(
+    mut response: Response<Incoming>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    group: &Arc<Group>,
+    server: usize,
+    ctx: &Ctx<'_>,
+    sender: Sender,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let Some(client_upgrade) = client_upgrade else {
+            return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
+        };
+        let upstream_upgrade = hyper::upgrade::on(&mut response);
+        tokio::spawn(tunnel::run(
+            client_upgrade,
+            upstream_upgrade,
+            group.read_timeout,
+        ));
+        let (mut parts, _) = response.into_parts();
+        headers::to_client(&mut parts.headers, true);
+        return Ok(Response::from_parts(parts, ResponseBody::Empty));
+    }
+    pool::release(group.clone(), server, ctx.conn.worker, sender);
+    let (mut parts, body) = response.into_parts();
+    headers::to_client(&mut parts.headers, false);
+    let body = ResponseBody::Upstream(Timed::new(body, group.read_timeout));
+    Ok(Response::from_parts(parts, body))
+}

@@ -1,0 +1,418 @@
+//! What is forwarded upstream and back (DESIGN §4): X-Forwarded-*, X-Real-IP, hop-by-hop headers.
+//!
+//! Everything is rewritten in place on the request's own `HeaderMap`. Per request this costs one
+//! allocation for the client address (shared by `X-Real-IP` and an untrusted `X-Forwarded-For`)
+//! or one for a trusted `X-Forwarded-For` chain; values that already exist are moved by refcount.
+
+use std::io::Write;
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
+
+use crate::access::canonical;
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
+/// `Proxy-Connection`). `Connection` itself and the headers it names are handled separately.
+/// `Upgrade` is last so the upgrade case can skip it by slicing.
+const HOP_BY_HOP: [HeaderName; 6] = [
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
+
+/// Names a peer may list in `Connection` that are removed anyway: `Host` and `Content-Length` are
+/// left alone (§4 passes Host unchanged; framing is hyper's), so a client cannot strip them by
+/// naming them — the hop-by-hop abuse trick. The X-Forwarded-* headers are rewritten afterwards,
+/// so naming those gains nothing either.
+fn is_protected(name: &str) -> bool {
+    name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length")
+}
+
+/// What the gateway knows about the request's origin.
+#[derive(Clone, Copy, Debug)]
+pub struct Forwarding<'a> {
+    /// The client after realip (what `X-Real-IP` carries).
+    pub client: IpAddr,
+    /// The TCP peer.
+    pub peer: IpAddr,
+    /// Whether the peer is a trusted proxy, whose `X-Forwarded-For` is extended rather than replaced.
+    pub peer_trusted: bool,
+    /// Whether the client connection was TLS.
+    pub https: bool,
+    /// The request's host (`Host` or the HTTP/2 `:authority`), for `X-Forwarded-Host`.
+    pub host: Option<&'a HeaderValue>,
+}
+
+/// Rewrites a request's headers in place for the upstream. Returns true if the request asks for a
+/// protocol upgrade (`Connection: upgrade` + `Upgrade: ...`), in which case `Connection: upgrade`
+/// and `Upgrade` are kept.
+pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> bool {
+    let upgrade = is_upgrade_request(headers);
+    strip_hop_by_hop(headers, upgrade);
+
+    let client = ip_value(fwd.client);
+    let xff = if fwd.peer_trusted {
+        extended_xff(headers, fwd.peer).unwrap_or_else(|| client.clone())
+    } else {
+        // ours (§4): a header from an untrusted peer is a spoof, so it is dropped, not passed on.
+        client.clone()
+    };
+    headers.insert(X_FORWARDED_FOR, xff);
+    headers.insert(X_REAL_IP, client);
+    let proto = if fwd.https { "https" } else { "http" };
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
+    match fwd.host {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST, host.clone());
+        }
+        None => {
+            headers.remove(X_FORWARDED_HOST);
+        }
+    }
+    upgrade
+}
+
+/// Rewrites a response's headers in place for the client; `upgraded` (a 101 to an upgrade
+/// request) keeps `Connection: upgrade` and `Upgrade`.
+pub fn to_client(headers: &mut HeaderMap, upgraded: bool) {
+    strip_hop_by_hop(headers, upgraded);
+}
+
+/// `Connection` has an `upgrade` token and an `Upgrade` header names the protocol (RFC 9110 §7.8).
+pub fn is_upgrade_request(headers: &HeaderMap) -> bool {
+    let wants_upgrade = headers
+        .get_all(CONNECTION)
+        .iter()
+        .any(|line| tokens(line).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
+    wants_upgrade
+        && headers
+            .get_all(UPGRADE)
+            .iter()
+            .any(|v| !v.as_bytes().trim_ascii().is_empty())
+}
+
+/// Removes `Connection`, every header it names, and the fixed hop-by-hop list. With
+/// `keep_upgrade`, `Upgrade` stays and `Connection` becomes exactly `upgrade`.
+fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    // The Connection lines are cloned (a refcount bump each) because removing the headers they
+    // name needs the map mutably; one line is the norm, so the Vec stays empty and unallocated.
+    let mut lines = headers.get_all(CONNECTION).iter();
+    let first = lines.next().cloned();
+    let rest: Vec<HeaderValue> = lines.cloned().collect();
+    if let Some(first) = &first {
+        headers.remove(CONNECTION);
+        for line in std::iter::once(first).chain(&rest) {
+            for token in tokens(line) {
+                let Ok(name) = std::str::from_utf8(token) else {
+                    continue;
+                };
+                if is_protected(name) || (keep_upgrade && name.eq_ignore_ascii_case("upgrade")) {
+                    continue;
+                }
+                // An invalid header name finds nothing; `remove` does not panic on it.
+                headers.remove(name);
+            }
+        }
+    }
+    let fixed = if keep_upgrade {
+        &HOP_BY_HOP[..HOP_BY_HOP.len() - 1]
+    } else {
+        &HOP_BY_HOP[..]
+    };
+    for name in fixed {
+        headers.remove(name);
+    }
+    if keep_upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+/// The comma-separated, space-trimmed, non-empty tokens of one header line.
+fn tokens(line: &HeaderValue) -> impl Iterator<Item = &[u8]> {
+    line.as_bytes()
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
+}
+
+/// Every incoming `X-Forwarded-For` line joined with ", ", then the peer appended — nginx's
+/// `$proxy_add_x_forwarded_for` with the hop's own address. Blank lines are skipped. `None` only if
+/// the result were somehow not a valid header value, in which case the caller sends the client.
+fn extended_xff(headers: &HeaderMap, peer: IpAddr) -> Option<HeaderValue> {
+    let mut peer_buf = [0u8; IP_TEXT_MAX];
+    let peer_text = write_ip(&mut peer_buf, peer);
+    let incoming = headers.get_all(X_FORWARDED_FOR);
+    let capacity = incoming.iter().map(|v| v.len() + 2).sum::<usize>() + peer_text.len();
+    let mut out = Vec::with_capacity(capacity);
+    for line in incoming.iter() {
+        let line = line.as_bytes().trim_ascii();
+        if !line.is_empty() {
+            out.extend_from_slice(line);
+            out.extend_from_slice(b", ");
+        }
+    }
+    out.extend_from_slice(peer_text);
+    HeaderValue::from_maybe_shared(Bytes::from(out)).ok()
+}
+
+/// Longest `IpAddr` text is 45 bytes (`ffff:...:255.255.255.255`); rounded up.
+const IP_TEXT_MAX: usize = 48;
+
+/// Formats a canonical address (IPv6 plain, no brackets) into `buf` without a heap String.
+fn write_ip(buf: &mut [u8; IP_TEXT_MAX], ip: IpAddr) -> &[u8] {
+    let mut cursor: &mut [u8] = &mut buf[..];
+    // Cannot fail: the buffer fits any address; on failure the text is simply cut short.
+    let _ = write!(cursor, "{}", canonical(ip));
+    let written = IP_TEXT_MAX - cursor.len();
+    &buf[..written]
+}
+
+fn ip_value(ip: IpAddr) -> HeaderValue {
+    let mut buf = [0u8; IP_TEXT_MAX];
+    HeaderValue::from_bytes(write_ip(&mut buf, ip))
+        .unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("test address")
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(
+                HeaderName::from_bytes(k.as_bytes()).expect("test name"),
+                HeaderValue::from_str(v).expect("test value"),
+            );
+        }
+        m
+    }
+
+    fn all(m: &HeaderMap, name: &str) -> Vec<String> {
+        m.get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect()
+    }
+
+    fn untrusted(client: &str) -> Forwarding<'static> {
+        Forwarding {
+            client: ip(client),
+            peer: ip(client),
+            peer_trusted: false,
+            https: false,
+            host: None,
+        }
+    }
+
+    #[test]
+    fn spoofed_xff_from_untrusted_peer_is_replaced_by_the_client() {
+        let mut h = map(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "7.7.7.7"),
+        ]);
+        to_upstream(&mut h, &untrusted("203.0.113.9"));
+        assert_eq!(all(&h, "x-forwarded-for"), ["203.0.113.9"]);
+    }
+
+    #[test]
+    fn trusted_chain_is_joined_and_the_peer_appended() {
+        let mut h = map(&[
+            ("x-forwarded-for", "1.1.1.1, 2.2.2.2"),
+            ("x-forwarded-for", " 3.3.3.3 "),
+        ]);
+        let fwd = Forwarding {
+            client: ip("1.1.1.1"),
+            peer: ip("10.0.0.1"),
+            peer_trusted: true,
+            https: false,
+            host: None,
+        };
+        to_upstream(&mut h, &fwd);
+        assert_eq!(
+            all(&h, "x-forwarded-for"),
+            ["1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.1"]
+        );
+        assert_eq!(all(&h, "x-real-ip"), ["1.1.1.1"]);
+    }
+
+    #[test]
+    fn trusted_peer_without_xff_sends_just_the_peer() {
+        let mut h = HeaderMap::new();
+        let fwd = Forwarding {
+            peer_trusted: true,
+            ..untrusted("10.0.0.1")
+        };
+        to_upstream(&mut h, &fwd);
+        assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
+    }
+
+    #[test]
+    fn ipv6_addresses_are_written_plain_and_mapped_ones_as_ipv4() {
+        let mut h = HeaderMap::new();
+        let fwd = Forwarding {
+            client: ip("2001:db8::1"),
+            peer: ip("::ffff:10.0.0.1"),
+            peer_trusted: true,
+            https: true,
+            host: None,
+        };
+        to_upstream(&mut h, &fwd);
+        assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
+        assert_eq!(all(&h, "x-real-ip"), ["2001:db8::1"]);
+        let mut h = HeaderMap::new();
+        to_upstream(
+            &mut h,
+            &untrusted("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        );
+        assert_eq!(
+            all(&h, "x-real-ip"),
+            ["ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]
+        );
+    }
+
+    #[test]
+    fn forwarded_headers_are_always_replaced() {
+        let mut h = map(&[
+            ("x-real-ip", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "evil.example"),
+            ("host", "app.example"),
+        ]);
+        to_upstream(&mut h, &untrusted("203.0.113.9"));
+        assert_eq!(all(&h, "x-real-ip"), ["203.0.113.9"]);
+        assert_eq!(all(&h, "x-forwarded-proto"), ["http"]);
+        assert!(h.get("x-forwarded-host").is_none());
+        assert_eq!(all(&h, "host"), ["app.example"]);
+
+        let host = HeaderValue::from_static("app.example:8443");
+        let fwd = Forwarding {
+            https: true,
+            host: Some(&host),
+            ..untrusted("203.0.113.9")
+        };
+        to_upstream(&mut h, &fwd);
+        assert_eq!(all(&h, "x-forwarded-proto"), ["https"]);
+        assert_eq!(all(&h, "x-forwarded-host"), ["app.example:8443"]);
+    }
+
+    #[test]
+    fn fixed_hop_by_hop_headers_are_removed_both_ways() {
+        let pairs = [
+            ("connection", "close"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("trailer", "x-checksum"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("content-length", "12"),
+            ("x-app", "1"),
+        ];
+        let mut req = map(&pairs);
+        assert!(!to_upstream(&mut req, &untrusted("1.2.3.4")));
+        let mut resp = map(&pairs);
+        to_client(&mut resp, false);
+        for h in [&req, &resp] {
+            for (name, _) in &pairs[..7] {
+                assert!(h.get(*name).is_none(), "{name} kept");
+            }
+            assert_eq!(all(h, "content-length"), ["12"]);
+            assert_eq!(all(h, "x-app"), ["1"]);
+        }
+    }
+
+    #[test]
+    fn headers_named_in_connection_are_removed() {
+        let mut h = map(&[
+            ("connection", "keep-alive, X-Foo"),
+            ("connection", "x-bar"),
+            ("x-foo", "1"),
+            ("x-bar", "2"),
+            ("x-baz", "3"),
+        ]);
+        to_client(&mut h, false);
+        assert!(h.get("connection").is_none());
+        assert!(h.get("x-foo").is_none());
+        assert!(h.get("x-bar").is_none());
+        assert_eq!(all(&h, "x-baz"), ["3"]);
+    }
+
+    #[test]
+    fn connection_cannot_strip_host_or_content_length() {
+        let mut h = map(&[
+            (
+                "connection",
+                "Host, content-length, x-real-ip, bad name, a/b",
+            ),
+            ("host", "app.example"),
+            ("content-length", "3"),
+        ]);
+        to_upstream(&mut h, &untrusted("1.2.3.4"));
+        assert_eq!(all(&h, "host"), ["app.example"]);
+        assert_eq!(all(&h, "content-length"), ["3"]);
+        assert_eq!(all(&h, "x-real-ip"), ["1.2.3.4"]);
+    }
+
+    #[test]
+    fn upgrade_request_keeps_connection_upgrade_and_upgrade() {
+        let mut h = map(&[
+            ("connection", "keep-alive, Upgrade, x-foo"),
+            ("upgrade", "websocket"),
+            ("x-foo", "1"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ]);
+        assert!(to_upstream(&mut h, &untrusted("1.2.3.4")));
+        assert_eq!(all(&h, "connection"), ["upgrade"]);
+        assert_eq!(all(&h, "upgrade"), ["websocket"]);
+        assert!(h.get("x-foo").is_none());
+        assert!(h.get("sec-websocket-key").is_some());
+
+        let mut resp = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+        to_client(&mut resp, true);
+        assert_eq!(all(&resp, "connection"), ["upgrade"]);
+        assert_eq!(all(&resp, "upgrade"), ["websocket"]);
+    }
+
+    #[test]
+    fn upgrade_needs_both_the_connection_token_and_the_header() {
+        assert!(is_upgrade_request(&map(&[
+            ("connection", "keep-alive"),
+            ("connection", "UPGRADE"),
+            ("upgrade", "websocket"),
+        ])));
+        assert!(!is_upgrade_request(&map(&[("upgrade", "websocket")])));
+        assert!(!is_upgrade_request(&map(&[("connection", "upgrade")])));
+        assert!(!is_upgrade_request(&map(&[
+            ("connection", "upgraded"),
+            ("upgrade", "ws")
+        ])));
+
+        let mut h = map(&[("upgrade", "websocket")]);
+        assert!(!to_upstream(&mut h, &untrusted("1.2.3.4")));
+        assert!(h.get("upgrade").is_none());
+    }
+
+    #[test]
+    fn response_to_a_non_upgrade_strips_upgrade() {
+        let mut resp = map(&[("connection", "upgrade"), ("upgrade", "websocket")]);
+        to_client(&mut resp, false);
+        assert!(resp.get("connection").is_none());
+        assert!(resp.get("upgrade").is_none());
+    }
+}

@@ -1,0 +1,143 @@
+//! Access-log bookkeeping that follows a request to its very end: the line is written
+//! when the response body has been sent (or abandoned), with the bytes actually sent.
+//! A request dropped before it has a response (the client went away) is logged as 499.
+
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{REFERER, USER_AGENT};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+
+use crate::body::{BodyError, ResponseBody};
+use crate::log::{AccessLog, Record};
+use crate::upstream::InFlight;
+
+/// nginx's status for "client closed the connection before the response".
+const CLIENT_CLOSED: u16 = 499;
+
+/// A log line being filled in. Boxed so the request future stays small.
+struct Entry {
+    log: Arc<AccessLog>,
+    record: Box<Record>,
+    start: Instant,
+}
+
+impl Entry {
+    fn write(self, body_bytes: u64) {
+        let mut record = self.record;
+        record.body_bytes = body_bytes;
+        record.request_time = self.start.elapsed();
+        self.log.write(&record);
+    }
+}
+
+/// The log line of a request that has no response yet.
+pub struct Pending {
+    entry: Option<Entry>,
+}
+
+impl Pending {
+    pub fn new<B>(log: Option<Arc<AccessLog>>, req: &Request<B>, client: IpAddr) -> Pending {
+        let entry = log.map(|log| Entry {
+            log,
+            record: Box::new(Record {
+                client,
+                method: req.method().clone(),
+                uri: req.uri().clone(),
+                version: req.version(),
+                referer: req.headers().get(REFERER).cloned(),
+                user_agent: req.headers().get(USER_AGENT).cloned(),
+                status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
+                body_bytes: 0,
+                request_time: Duration::ZERO,
+                upstream_time: None,
+                upstream_addr: None,
+                limit_status: "-",
+            }),
+            start: Instant::now(),
+        });
+        Pending { entry }
+    }
+
+    pub fn upstream(&mut self, addr: SocketAddr, time: Duration) {
+        if let Some(entry) = &mut self.entry {
+            entry.record.upstream_addr = Some(addr);
+            entry.record.upstream_time = Some(time);
+        }
+    }
+
+    /// Attaches the line to the response body; it is written when the body ends.
+    pub fn finish(
+        mut self,
+        response: Response<ResponseBody>,
+        in_flight: Option<InFlight>,
+    ) -> Response<Logged> {
+        let mut entry = self.entry.take();
+        if let Some(entry) = &mut entry {
+            entry.record.status = response.status();
+        }
+        response.map(|inner| Logged {
+            inner,
+            entry,
+            sent: 0,
+            _in_flight: in_flight,
+        })
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            entry.write(0);
+        }
+    }
+}
+
+/// A response body that counts what it sends and logs the request when dropped.
+pub struct Logged {
+    inner: ResponseBody,
+    entry: Option<Entry>,
+    sent: u64,
+    /// Keeps the upstream server counted as busy (`least_conn`) until the body ends.
+    _in_flight: Option<InFlight>,
+}
+
+impl Body for Logged {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                this.sent += data.len() as u64;
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            entry.write(self.sent);
+        }
+    }
+}

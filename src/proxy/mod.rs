@@ -1,0 +1,128 @@
+//! The request pipeline (DESIGN §3): identify, route, forward or answer, respond, log.
+//! Each phase is a small function that either goes on or finishes the response.
+
+pub mod error;
+mod forward;
+pub mod headers;
+mod logged;
+pub mod response;
+mod tunnel;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::access;
+use crate::body::ResponseBody;
+use crate::log::AccessLog;
+use crate::routing::{self, Router};
+use crate::upstream::Group;
+
+pub use error::ProxyError;
+pub use logged::Logged;
+pub use response::Fixed;
+
+/// Everything the pipeline needs, built once per configuration by the snapshot.
+pub struct Pipeline {
+    pub router: Router,
+    /// Indexed by the router's location index.
+    pub locations: Vec<Route>,
+    pub real_ip: Option<RealIp>,
+    pub client_body_timeout: Duration,
+    pub access_log: Option<Arc<AccessLog>>,
+}
+
+/// What a location does.
+pub enum Route {
+    Proxy(Arc<Group>),
+    Return(Fixed),
+}
+
+/// `[real_ip]`, ready to use.
+pub struct RealIp {
+    pub trusted: Vec<ipnet::IpNet>,
+    pub header: http::HeaderName,
+    pub recursive: bool,
+}
+
+/// The connection a request arrived on.
+#[derive(Clone, Copy, Debug)]
+pub struct Conn {
+    pub peer: SocketAddr,
+    /// Index of the worker thread serving it (selects the upstream idle pools).
+    pub worker: usize,
+    pub https: bool,
+}
+
+impl Pipeline {
+    /// Handles one request from head to response head. The response body streams on
+    /// afterwards; the access-log line is written when it ends (or is abandoned).
+    pub async fn handle(&self, mut req: Request<Incoming>, conn: &Conn) -> Response<Logged> {
+        let peer = access::canonical(conn.peer.ip());
+        let client = self.identify(peer, &req);
+        let mut log = logged::Pending::new(self.access_log.clone(), &req, client);
+        let response = match self.route(&req) {
+            Err(response) => response,
+            Ok(Route::Return(fixed)) => fixed.respond(),
+            Ok(Route::Proxy(group)) => {
+                let ctx = forward::Ctx {
+                    client,
+                    peer,
+                    peer_trusted: self.is_trusted(peer),
+                    conn,
+                    client_body_timeout: self.client_body_timeout,
+                };
+                let upgrade = forward::prepare(&mut req, &ctx);
+                match forward::forward(req, group, &ctx, upgrade).await {
+                    Ok(done) => {
+                        log.upstream(done.addr, done.upstream_time);
+                        return log.finish(done.response, Some(done.in_flight));
+                    }
+                    Err(err) => {
+                        report(&err, group);
+                        response::error(err.status())
+                    }
+                }
+            }
+        };
+        log.finish(response, None)
+    }
+
+    /// The client's address: the peer, or what a trusted proxy says (nginx realip).
+    fn identify(&self, peer: IpAddr, req: &Request<Incoming>) -> IpAddr {
+        match &self.real_ip {
+            Some(rip) => {
+                access::real_client(peer, req.headers(), &rip.trusted, &rip.header, rip.recursive)
+            }
+            None => peer,
+        }
+    }
+
+    fn is_trusted(&self, peer: IpAddr) -> bool {
+        self.real_ip
+            .as_ref()
+            .is_some_and(|rip| access::is_trusted(peer, &rip.trusted))
+    }
+
+    /// The location for this request, or the 400/404 that ends it.
+    fn route(&self, req: &Request<Incoming>) -> Result<&Route, Response<ResponseBody>> {
+        let path = routing::normalize_path(req.uri().path())
+            .map_err(|_| response::error(StatusCode::BAD_REQUEST))?;
+        self.router
+            .find(&path)
+            .and_then(|index| self.locations.get(index))
+            .ok_or_else(|| response::error(StatusCode::NOT_FOUND))
+    }
+}
+
+/// One error-log line per failed request, at a level that matches who failed.
+fn report(err: &ProxyError, group: &Group) {
+    match err.party() {
+        error::Party::Client => tracing::info!(upstream = %group.name, "{err}"),
+        error::Party::Upstream => tracing::warn!(upstream = %group.name, "{err}"),
+    }
+}
+

@@ -1,0 +1,522 @@
+//! nginx location matching: which `[[location]]` a request path belongs to, as data plus an ordering.
+//!
+//! The precedence is nginx's (`location` directive docs): an exact `=` match wins at once; otherwise
+//! the longest matching prefix is remembered; if that one is `^~` it wins; otherwise regexes are
+//! tried in file order and the first match wins; otherwise the remembered prefix wins.
+//! [`Precedence`] writes that down as an ordering over the candidates that survive the
+//! longest-prefix step, so "best match = max"; the tests check the fast [`Router::find`] against a
+//! model that collects every candidate and takes the max.
+
+use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::fmt;
+
+/// One location's `match`, already parsed by the config layer.
+#[derive(Clone, Debug)]
+pub enum Pattern {
+    /// `= /x`: the path must equal `/x`.
+    Exact(String),
+    /// `^~ /x`: a prefix that, when it is the longest matching one, stops the regex search.
+    PriorityPrefix(String),
+    /// `/x`: a plain prefix.
+    Prefix(String),
+    /// `~ re` or `~* re`; the caller compiled it (with case-insensitivity for `~*`).
+    Regex(regex::Regex),
+}
+
+/// How strongly a location matched. Derived `Ord` follows the variant order, so `Exact` beats
+/// everything, a winning `^~` beats regexes, and a regex beats a plain prefix. Only the longest
+/// matching prefix is ever a candidate: nginx picks it before comparing kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Precedence {
+    /// The longest matching prefix was a plain one; it wins only if no regex matches.
+    Prefix,
+    /// A regex matched (among regexes the earlier in the file wins: see [`Match`]).
+    Regex,
+    /// The longest matching prefix was `^~`.
+    PriorityPrefix,
+    /// `=` matched.
+    Exact,
+}
+
+/// The summary of one match: what kind it was and which location it names. Ordered by
+/// precedence, then earlier location first (the first matching regex; the first of duplicates),
+/// so the best candidate is the max.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Match {
+    pub precedence: Precedence,
+    pub location: usize,
+}
+
+impl Ord for Match {
+    fn cmp(&self, other: &Match) -> std::cmp::Ordering {
+        (self.precedence, Reverse(self.location)).cmp(&(other.precedence, Reverse(other.location)))
+    }
+}
+
+impl PartialOrd for Match {
+    fn partial_cmp(&self, other: &Match) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A compiled set of locations. Built once per config snapshot; `find` runs per request and does
+/// not allocate.
+#[derive(Debug)]
+pub struct Router {
+    /// `=` locations sorted by path (first in file kept on duplicates), binary-searched: a few
+    /// memcmps, cheaper than hashing the path for the handful of `=` locations a config has.
+    exact: Vec<(Box<str>, usize)>,
+    /// Prefix locations, longest first (ties: file order), so the first hit is the longest match.
+    prefixes: Vec<(Box<str>, Match)>,
+    /// Regex locations in file order.
+    regexes: Vec<(regex::Regex, usize)>,
+}
+
+impl Router {
+    /// Builds a router; `patterns[i]` is location `i` in file order. Duplicates (which the config
+    /// layer should reject) resolve to the first in file order.
+    pub fn new(patterns: Vec<Pattern>) -> Router {
+        let mut exact = Vec::new();
+        let mut prefixes = Vec::new();
+        let mut regexes = Vec::new();
+        for (location, pattern) in patterns.into_iter().enumerate() {
+            let summary = |precedence| Match {
+                precedence,
+                location,
+            };
+            match pattern {
+                Pattern::Exact(p) => exact.push((p.into_boxed_str(), location)),
+                Pattern::PriorityPrefix(p) => {
+                    prefixes.push((p.into_boxed_str(), summary(Precedence::PriorityPrefix)))
+                }
+                Pattern::Prefix(p) => {
+                    prefixes.push((p.into_boxed_str(), summary(Precedence::Prefix)))
+                }
+                Pattern::Regex(re) => regexes.push((re, location)),
+            }
+        }
+        // Stable sorts keep file order among equals; dedup keeps the first.
+        exact.sort_by(|a, b| a.0.cmp(&b.0));
+        exact.dedup_by(|later, first| later.0 == first.0);
+        prefixes.sort_by_key(|(p, _)| Reverse(p.len()));
+        Router {
+            exact,
+            prefixes,
+            regexes,
+        }
+    }
+
+    /// The location for an already-normalized path (see [`normalize_path`]), or `None` (404).
+    #[inline]
+    pub fn find(&self, path: &str) -> Option<usize> {
+        self.find_match(path).map(|m| m.location)
+    }
+
+    /// Like [`find`](Self::find), with how the location matched (for logs and debugging).
+    pub fn find_match(&self, path: &str) -> Option<Match> {
+        if let Ok(i) = self.exact.binary_search_by(|(p, _)| (**p).cmp(path)) {
+            return Some(Match {
+                precedence: Precedence::Exact,
+                location: self.exact[i].1,
+            });
+        }
+        let prefix = self.longest_prefix(path);
+        if let Some(m) = prefix {
+            if m.precedence == Precedence::PriorityPrefix {
+                return prefix;
+            }
+        }
+        for (re, location) in &self.regexes {
+            if re.is_match(path) {
+                return Some(Match {
+                    precedence: Precedence::Regex,
+                    location: *location,
+                });
+            }
+        }
+        prefix
+    }
+
+    /// The longest matching prefix. Entries longer than the path cannot match, so the scan starts
+    /// at the first entry that fits (binary search on the descending lengths) and stops at the
+    /// first hit: a memcmp per shorter prefix at worst.
+    fn longest_prefix(&self, path: &str) -> Option<Match> {
+        let start = self.prefixes.partition_point(|(p, _)| p.len() > path.len());
+        self.prefixes[start..]
+            .iter()
+            .find(|(p, _)| path.starts_with(&**p))
+            .map(|&(_, m)| m)
+    }
+}
+
+/// Why a request path was refused (answered with 400, as nginx does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadPath {
+    /// The path does not start with `/` (e.g. `*` or empty).
+    NotAbsolute,
+    /// A `%` not followed by two hex digits.
+    BadEscape,
+    /// A NUL byte, literal or decoded from `%00`.
+    Nul,
+    /// A `..` segment that would climb above `/`.
+    AboveRoot,
+    /// The decoded bytes are not UTF-8.
+    NotUtf8,
+}
+
+impl fmt::Display for BadPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BadPath::NotAbsolute => "path does not start with '/'",
+            BadPath::BadEscape => "invalid percent escape in path",
+            BadPath::Nul => "NUL byte in path",
+            BadPath::AboveRoot => "'..' above the root in path",
+            BadPath::NotUtf8 => "path is not UTF-8 after decoding",
+        })
+    }
+}
+
+impl std::error::Error for BadPath {}
+
+/// nginx's URI normalization of the path part (no query): percent-decoding, then merging repeated
+/// slashes and resolving `.` and `..` segments on the decoded bytes (so `%2e%2e` and `%2F` count,
+/// as in nginx). Returns the input borrowed when nothing changes, the common case, without
+/// allocating. Used only for matching; the original path is what goes upstream.
+pub fn normalize_path(raw_path: &str) -> Result<Cow<'_, str>, BadPath> {
+    let bytes = raw_path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return Err(BadPath::NotAbsolute);
+    }
+    if is_normal(bytes)? {
+        return Ok(Cow::Borrowed(raw_path));
+    }
+    let decoded = percent_decode(bytes)?;
+    let merged = resolve_segments(&decoded)?;
+    String::from_utf8(merged)
+        .map(Cow::Owned)
+        .map_err(|_| BadPath::NotUtf8)
+}
+
+/// True when normalizing would change nothing: no `%`, no `//`, no `.` or `..` segment.
+fn is_normal(bytes: &[u8]) -> Result<bool, BadPath> {
+    let mut normal = true;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            0 => return Err(BadPath::Nul),
+            b'%' => normal = false,
+            b'/' => {
+                let rest = &bytes[i + 1..];
+                if rest.first() == Some(&b'/') || dot_segment_len(rest) > 0 {
+                    normal = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(normal)
+}
+
+/// 1 if `rest` starts with a `.` segment, 2 for `..`, else 0. Looks at three bytes at most.
+#[inline]
+fn dot_segment_len(rest: &[u8]) -> usize {
+    match rest {
+        [b'.'] | [b'.', b'/', ..] => 1,
+        [b'.', b'.'] | [b'.', b'.', b'/', ..] => 2,
+        _ => 0,
+    }
+}
+
+fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let decoded = if b == b'%' {
+            let hi = bytes.get(i + 1).and_then(|&h| hex(h));
+            let lo = bytes.get(i + 2).and_then(|&l| hex(l));
+            match (hi, lo) {
+                (Some(hi), Some(lo)) => {
+                    i += 3;
+                    (hi << 4) | lo
+                }
+                _ => return Err(BadPath::BadEscape),
+            }
+        } else {
+            i += 1;
+            b
+        };
+        if decoded == 0 {
+            return Err(BadPath::Nul);
+        }
+        out.push(decoded);
+    }
+    Ok(out)
+}
+
+#[inline]
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// RFC 3986 remove_dot_segments plus slash merging. `decoded` starts with `/`. The output always
+/// ends with `/` after a non-final segment, so a trailing `/`, `/.` or `/..` leaves a trailing `/`.
+fn resolve_segments(decoded: &[u8]) -> Result<Vec<u8>, BadPath> {
+    let mut out = Vec::with_capacity(decoded.len());
+    out.push(b'/');
+    let mut segments = decoded[1..].split(|&b| b == b'/').peekable();
+    while let Some(seg) = segments.next() {
+        match seg {
+            b"" | b"." => {}
+            b".." => {
+                if out.len() == 1 {
+                    return Err(BadPath::AboveRoot);
+                }
+                out.pop();
+                let parent_end = out.iter().rposition(|&b| b == b'/').map_or(1, |p| p + 1);
+                out.truncate(parent_end);
+            }
+            _ => {
+                out.extend_from_slice(seg);
+                if segments.peek().is_some() {
+                    out.push(b'/');
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regex::RegexBuilder;
+
+    /// `~ re` (`ci` false) or `~* re` (`ci` true), compiled the way the config layer does.
+    fn re(s: &str, ci: bool) -> Pattern {
+        let built = RegexBuilder::new(s).case_insensitive(ci).build();
+        Pattern::Regex(built.expect("test regex"))
+    }
+    fn exact(s: &str) -> Pattern {
+        Pattern::Exact(s.into())
+    }
+    fn prefix(s: &str) -> Pattern {
+        Pattern::Prefix(s.into())
+    }
+    fn priority(s: &str) -> Pattern {
+        Pattern::PriorityPrefix(s.into())
+    }
+
+    /// "No location" in the tables.
+    const NONE: usize = usize::MAX;
+
+    /// The obviously-right model: the longest prefix (first in file on ties) plus every exact
+    /// and regex match are the candidates; best = max.
+    fn model(patterns: &[Pattern], path: &str) -> Option<usize> {
+        let summary = |precedence, location| Match {
+            precedence,
+            location,
+        };
+        let longest = patterns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Pattern::Prefix(s) if path.starts_with(s.as_str()) => {
+                    Some((s.len(), Reverse(i), Precedence::Prefix))
+                }
+                Pattern::PriorityPrefix(s) if path.starts_with(s.as_str()) => {
+                    Some((s.len(), Reverse(i), Precedence::PriorityPrefix))
+                }
+                _ => None,
+            })
+            .max()
+            .map(|(_, Reverse(i), kind)| summary(kind, i));
+        let others = patterns.iter().enumerate().filter_map(|(i, p)| match p {
+            Pattern::Exact(s) if s == path => Some(summary(Precedence::Exact, i)),
+            Pattern::Regex(r) if r.is_match(path) => Some(summary(Precedence::Regex, i)),
+            _ => None,
+        });
+        others.chain(longest).max().map(|m| m.location)
+    }
+
+    fn check(patterns: Vec<Pattern>, table: &[(&str, usize)]) {
+        let router = Router::new(patterns.clone());
+        for &(path, want) in table {
+            let want = (want != NONE).then_some(want);
+            assert_eq!(router.find(path), want, "router, path {path}");
+            assert_eq!(model(&patterns, path), want, "model, path {path}");
+        }
+    }
+
+    #[test]
+    fn nginx_documented_example_resolves_like_nginx() {
+        let (a, b, c, d, e) = (0, 1, 2, 3, 4);
+        let locations = vec![
+            exact("/"),
+            prefix("/"),
+            prefix("/documents/"),
+            priority("/images/"),
+            re(r"\.(gif|jpg|jpeg)$", true),
+        ];
+        let table = [
+            ("/", a),
+            ("/index.html", b),
+            ("/documents/document.html", c),
+            ("/images/1.gif", d),
+            ("/documents/1.jpg", e),
+        ];
+        check(locations, &table);
+    }
+
+    #[test]
+    fn longest_prefix_wins_regardless_of_file_order() {
+        let table = [("/api/v1/x", 0), ("/api/v2", 1), ("/x", 2)];
+        check(
+            vec![prefix("/api/v1/"), prefix("/api/"), prefix("/")],
+            &table,
+        );
+        let table = [("/api/v1/x", 2), ("/api/v2", 1), ("/x", 0)];
+        check(
+            vec![prefix("/"), prefix("/api/"), prefix("/api/v1/")],
+            &table,
+        );
+    }
+
+    #[test]
+    fn first_matching_regex_in_file_order_wins() {
+        check(
+            vec![re("^/a", false), re("^/a/b", false)],
+            &[("/a/b", 0), ("/c", NONE)],
+        );
+        check(
+            vec![re("^/a/b", false), re("^/a", false)],
+            &[("/a/b", 0), ("/a/c", 1)],
+        );
+    }
+
+    #[test]
+    fn regex_beats_plain_prefix_even_when_the_prefix_is_long() {
+        let locations = vec![prefix("/static/images/"), re(r"\.png$", false)];
+        check(
+            locations,
+            &[("/static/images/a.png", 1), ("/static/images/a", 0)],
+        );
+    }
+
+    #[test]
+    fn case_insensitive_regex_matches_any_case() {
+        let locations = vec![prefix("/"), re(r"\.JPG$", true), re(r"\.GIF$", false)];
+        let table = [("/a.jpg", 1), ("/a.JpG", 1), ("/a.GIF", 2), ("/a.gif", 0)];
+        check(locations, &table);
+    }
+
+    #[test]
+    fn priority_prefix_that_is_not_longest_does_not_block_regexes() {
+        let locations = vec![priority("/img/"), prefix("/img/raw/"), re(r"\.gif$", false)];
+        let table = [("/img/a.gif", 0), ("/img/raw/a.gif", 2), ("/img/raw/a", 1)];
+        check(locations, &table);
+    }
+
+    #[test]
+    fn exact_match_does_not_match_sub_paths() {
+        let table = [("/login", 0), ("/login/", 1), ("/login2", 1)];
+        check(vec![exact("/login"), prefix("/")], &table);
+    }
+
+    #[test]
+    fn exact_match_beats_a_matching_regex() {
+        check(vec![re("^/", false), exact("/x")], &[("/x", 1), ("/y", 0)]);
+    }
+
+    #[test]
+    fn no_match_is_none() {
+        let locations = vec![exact("/a"), prefix("/b/"), re("^/c", false)];
+        check(locations, &[("/d", NONE), ("/", NONE), ("/b", NONE)]);
+        assert_eq!(Router::new(Vec::new()).find("/"), None);
+    }
+
+    #[test]
+    fn duplicate_locations_resolve_to_the_first_in_file() {
+        let locations = vec![prefix("/a/"), priority("/a/"), exact("/e"), exact("/e")];
+        check(locations, &[("/a/x", 0), ("/e", 2)]);
+    }
+
+    #[test]
+    fn match_order_is_exact_then_priority_then_regex_then_prefix() {
+        let m = |precedence, location| Match {
+            precedence,
+            location,
+        };
+        assert!(m(Precedence::Exact, 9) > m(Precedence::PriorityPrefix, 0));
+        assert!(m(Precedence::PriorityPrefix, 9) > m(Precedence::Regex, 0));
+        assert!(m(Precedence::Regex, 9) > m(Precedence::Prefix, 0));
+        assert!(m(Precedence::Regex, 1) > m(Precedence::Regex, 2));
+    }
+
+    #[test]
+    fn normal_paths_are_borrowed_unchanged() {
+        for p in [
+            "/",
+            "/a/b",
+            "/a/b/",
+            "/a.b/..c/...",
+            "/.well-known/x",
+            "/a/.b",
+        ] {
+            let n = normalize_path(p);
+            assert!(matches!(n, Ok(Cow::Borrowed(b)) if b == p), "{p}");
+        }
+    }
+
+    #[test]
+    fn normalize_decodes_merges_and_resolves_dots() {
+        for (raw, want) in [
+            ("//a///b", "/a/b"),
+            ("/a/./b/.", "/a/b/"),
+            ("/a/b/../c", "/a/c"),
+            ("/a/b/..", "/a/"),
+            ("/a/..", "/"),
+            ("/%41%62c", "/Abc"),
+            ("/a%2Fb", "/a/b"),
+            ("/a/%2e%2E/b", "/b"),
+            ("/a%2F..%2Fb", "/b"),
+            ("/caf%C3%A9", "/café"),
+            ("/%25", "/%"),
+        ] {
+            assert_eq!(normalize_path(raw).as_deref(), Ok(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn normalize_rejects_bad_paths() {
+        use BadPath::*;
+        for (raw, why) in [
+            ("", NotAbsolute),
+            ("a/b", NotAbsolute),
+            ("*", NotAbsolute),
+            ("/%", BadEscape),
+            ("/%4", BadEscape),
+            ("/%zz", BadEscape),
+            ("/a%00b", Nul),
+            ("/a\0b", Nul),
+            ("/..", AboveRoot),
+            ("/a/../..", AboveRoot),
+            ("/%2e%2e/etc", AboveRoot),
+            ("/%FF", NotUtf8),
+        ] {
+            assert_eq!(normalize_path(raw), Err(why), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn router_matches_on_the_normalized_path() {
+        let router = Router::new(vec![priority("/admin/"), prefix("/")]);
+        let path = normalize_path("/public/..//admin/x").expect("valid");
+        assert_eq!(router.find(&path), Some(0));
+    }
+}

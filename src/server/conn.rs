@@ -1,0 +1,189 @@
+//! One client connection: sniff HTTP/1.1 or HTTP/2 (prior knowledge), serve it with
+//! hyper, hand each request to the pipeline of the current snapshot, and close
+//! gracefully when the worker drains.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::{Request, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::sync::watch;
+
+use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
+use super::Shared;
+use crate::body::BodyError;
+use crate::proxy::{Conn, Logged};
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// HTTP/2 streams per connection (DESIGN: 128).
+const H2_MAX_STREAMS: u32 = 128;
+
+/// Serves one accepted connection until it closes or the worker's drain ends it.
+pub async fn serve<T>(
+    stream: T,
+    conn: Conn,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = shared.snapshot.load().conn;
+    let state = ConnState::new();
+    let limits = Limits {
+        header: settings.client_header_timeout,
+        keepalive: settings.keepalive_timeout,
+    };
+    let mut io = TimedIo::new(stream, state.clone(), limits);
+    let h2 = match sniff(&mut io).await {
+        Ok(Some(h2)) => h2,
+        Ok(None) => return,
+        Err(err) => {
+            tracing::debug!(peer = %conn.peer, error = %err, "connection closed before a request");
+            return;
+        }
+    };
+    let service = service_fn(move |req: Request<Incoming>| {
+        let guard = state.begin();
+        let shared = shared.clone();
+        let state = state.clone();
+        async move {
+            let snapshot = shared.snapshot.load_full();
+            let response = snapshot.pipeline.handle(req, &conn).await;
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                state.set_upgraded();
+            }
+            Ok::<_, Infallible>(response.map(|inner| Guarded {
+                inner,
+                _guard: guard,
+            }))
+        }
+    });
+    let io = TokioIo::new(io);
+    let result = if h2 {
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(H2_MAX_STREAMS)
+            .max_header_list_size(settings.max_header_bytes as u32);
+        drive(builder.serve_connection(io, service), &mut shutdown).await
+    } else {
+        let mut builder = http1::Builder::new();
+        builder
+            .max_header_size(settings.max_header_bytes)
+            .header_read_timeout(None);
+        let conn = builder.serve_connection(io, service).with_upgrades();
+        drive(conn, &mut shutdown).await
+    };
+    if let Err(err) = result {
+        tracing::debug!(peer = %conn.peer, error = %err, "connection ended with an error");
+    }
+}
+
+/// Polls the connection; when the drain starts, asks it to finish what it is doing
+/// (HTTP/1.1: close after the current response; HTTP/2: GOAWAY) and polls on.
+async fn drive<C: Graceful>(
+    conn: C,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), hyper::Error> {
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => return result,
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    conn.await
+}
+
+/// A hyper server connection that can be asked to finish gracefully.
+trait Graceful: Future<Output = Result<(), hyper::Error>> {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Graceful for http1::UpgradeableConnection<I, S>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        http1::UpgradeableConnection::graceful_shutdown(self);
+    }
+}
+
+impl<I, S, B> Graceful for http2::Connection<I, S, TokioExecutor>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        http2::Connection::graceful_shutdown(self);
+    }
+}
+
+/// Reads until the bytes either match or rule out the HTTP/2 connection preface.
+/// `Ok(None)`: the client closed (or timed out) before sending anything.
+async fn sniff<T>(io: &mut TimedIo<T>) -> std::io::Result<Option<bool>>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        if io.read_buf(&mut buf).await? == 0 {
+            return Ok(None);
+        }
+        let n = buf.len().min(H2_PREFACE.len());
+        if buf[..n] != H2_PREFACE[..n] {
+            io.replay(buf.freeze(), false);
+            return Ok(Some(false));
+        }
+        if n == H2_PREFACE.len() {
+            io.replay(buf.freeze(), true);
+            return Ok(Some(true));
+        }
+    }
+}
+
+/// A response body that keeps its connection counted as busy until it ends.
+struct Guarded {
+    inner: Logged,
+    _guard: RequestGuard,
+}
+
+impl Body for Guarded {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+

@@ -1,0 +1,247 @@
+//! Connection-level timeouts, enforced where the bytes are read.
+//!
+//! hyper's own header timeout also runs while a keep-alive connection waits for its
+//! next request and never answers 408, so tollgate keeps its own account of what a
+//! connection is doing ([`ConnState`]) and lets [`TimedIo`] apply the matching limit
+//! whenever a read has to wait:
+//!
+//! | phase | starts | limit | on expiry |
+//! |---|---|---|---|
+//! | fresh | accept | `client_header_timeout` | close quietly (nothing was sent) |
+//! | head | first byte of a request | `client_header_timeout` | `408` and close |
+//! | busy | request head complete | none here (body and upstream have their own) | |
+//! | idle | last response finished | `keepalive_timeout` | close quietly |
+//!
+//! An HTTP/2 connection has no "head" phase: its waits between requests use
+//! `keepalive_timeout`. An upgraded (WebSocket) connection has no limit here; the
+//! tunnel keeps its own idle timeout.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+const FRESH: u8 = 0;
+const HEAD: u8 = 1;
+const BUSY: u8 = 2;
+const IDLE: u8 = 3;
+
+const REQUEST_TIMEOUT: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+
+/// The limits a connection is held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub header: Duration,
+    pub keepalive: Duration,
+}
+
+/// What one connection is doing, shared between its reader and its requests.
+pub struct ConnState {
+    origin: Instant,
+    phase: AtomicU8,
+    /// Milliseconds after `origin` when the current phase began.
+    since_ms: AtomicU64,
+    in_flight: AtomicU32,
+    upgraded: AtomicBool,
+    /// The reader, parked while requests are in flight, to be woken when the
+    /// connection goes idle so that the keep-alive clock starts.
+    reader: Mutex<Option<Waker>>,
+}
+
+impl ConnState {
+    pub fn new() -> Arc<ConnState> {
+        Arc::new(ConnState {
+            origin: Instant::now(),
+            phase: AtomicU8::new(FRESH),
+            since_ms: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            upgraded: AtomicBool::new(false),
+            reader: Mutex::new(None),
+        })
+    }
+
+    fn enter(&self, phase: u8) {
+        let ms = self.origin.elapsed().as_millis() as u64;
+        self.since_ms.store(ms, Ordering::Relaxed);
+        self.phase.store(phase, Ordering::Release);
+    }
+
+    /// A request head has been read; the connection is busy until the guard drops
+    /// (when the response body has been sent or abandoned).
+    pub fn begin(self: &Arc<Self>) -> RequestGuard {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.phase.store(BUSY, Ordering::Release);
+        RequestGuard(self.clone())
+    }
+
+    /// The connection now carries a tunnel; only the tunnel's idle timeout applies.
+    pub fn set_upgraded(&self) {
+        self.upgraded.store(true, Ordering::Relaxed);
+    }
+
+    fn deadline(&self, limits: &Limits, h2: bool) -> Option<Instant> {
+        if self.upgraded.load(Ordering::Relaxed) {
+            return None;
+        }
+        let limit = match self.phase.load(Ordering::Acquire) {
+            BUSY => return None,
+            IDLE => limits.keepalive,
+            _ if h2 => limits.keepalive,
+            _ => limits.header,
+        };
+        let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
+        Some(self.origin + since + limit)
+    }
+}
+
+/// One request in progress on a connection.
+pub struct RequestGuard(Arc<ConnState>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let state = &self.0;
+        if state.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            state.enter(IDLE);
+            let waker = state.reader.lock().ok().and_then(|mut w| w.take());
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// A connection's byte stream, with the phase limits applied to its reads and the
+/// protocol-sniffing prefix replayed in front.
+pub struct TimedIo<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    limits: Limits,
+    h2: bool,
+    prefix: Bytes,
+    sleep: Pin<Box<Sleep>>,
+    armed: Option<Instant>,
+}
+
+impl<T> TimedIo<T> {
+    pub fn new(inner: T, state: Arc<ConnState>, limits: Limits) -> TimedIo<T> {
+        let first = state.origin + limits.header;
+        TimedIo {
+            inner,
+            state,
+            limits,
+            h2: false,
+            prefix: Bytes::new(),
+            sleep: Box::pin(tokio::time::sleep_until(first)),
+            armed: Some(first),
+        }
+    }
+
+    /// Bytes already read (while sniffing the protocol) to hand out again first.
+    pub fn replay(&mut self, prefix: Bytes, h2: bool) {
+        self.prefix = prefix;
+        self.h2 = h2;
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
+    /// Called when a read has nothing to give: is the phase's time up?
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
+            if let Ok(mut reader) = self.state.reader.lock() {
+                *reader = Some(cx.waker().clone());
+            }
+            // The last request may have finished between the check and the park.
+            if self.state.deadline(&self.limits, self.h2).is_none() {
+                return Poll::Pending;
+            }
+            return self.poll_expired(cx);
+        };
+        if self.armed != Some(deadline) {
+            self.sleep.as_mut().reset(deadline);
+            self.armed = Some(deadline);
+        }
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let phase = self.state.phase.load(Ordering::Acquire);
+        if phase == HEAD && !self.h2 {
+            // Best effort: the client gets a status before the close, as nginx's 408.
+            let _ = Pin::new(&mut self.inner).poll_write(cx, REQUEST_TIMEOUT);
+            let _ = Pin::new(&mut self.inner).poll_flush(cx);
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client_header_timeout: request header not complete",
+            )));
+        }
+        // Nothing pending from the client: end the connection as if it had closed.
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.prefix.has_remaining() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix[..n]);
+            this.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    let phase = this.state.phase.load(Ordering::Acquire);
+                    if phase == FRESH || phase == IDLE {
+                        this.state.enter(HEAD);
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => this.poll_expired(cx),
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,79 @@
+//! A worker: one thread with its own single-threaded runtime, accepting on its own
+//! listening sockets and serving its connections start to end. Nothing is shared
+//! between workers on the request path but the snapshot and upstream health.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::conn;
+use super::Shared;
+use crate::proxy::Conn;
+
+/// Runs until `shutdown` turns true, then stops accepting at once and gives open
+/// connections until the snapshot's `shutdown_timeout` to finish.
+pub fn run(
+    worker: usize,
+    listeners: Vec<TcpListener>,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        // Every task holds a sender; `recv` returns `None` once all have ended.
+        let (alive, mut all_done) = mpsc::channel::<()>(1);
+        for listener in listeners {
+            listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let task = accept_loop(worker, listener, shared.clone(), shutdown.clone(), alive.clone());
+            tokio::spawn(task);
+        }
+        drop(alive);
+        let mut stop = shutdown.clone();
+        let _ = stop.wait_for(|stop| *stop).await;
+        let limit = shared.snapshot.load().conn.shutdown_timeout;
+        if tokio::time::timeout(limit, all_done.recv()).await.is_err() {
+            tracing::warn!(worker, "shutdown_timeout reached; closing the connections still open");
+        }
+        Ok(())
+    })
+}
+
+async fn accept_loop(
+    worker: usize,
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+    alive: mpsc::Sender<()>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let conn = Conn {
+                    peer,
+                    worker,
+                    https: false,
+                };
+                let (shared, shutdown, alive) = (shared.clone(), shutdown.clone(), alive.clone());
+                tokio::spawn(async move {
+                    conn::serve(stream, conn, shared, shutdown).await;
+                    drop(alive);
+                });
+            }
+            Err(err) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::error!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Upstream groups at run time: their servers, health, balancing and connection pools.
+//!
+//! The decisions (which server, is it healthy) are pure and live in [`balance`] and
+//! [`health`]; [`pool`] holds the I/O: connecting, keep-alive reuse and sending.
+
+pub mod balance;
+pub mod health;
+pub mod pool;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use balance::{Balancer, Policy};
+use health::Health;
+use pool::IdlePool;
+
+/// One `[upstreams.NAME]` group, shared by every worker.
+pub struct Group {
+    pub name: String,
+    pub servers: Vec<Server>,
+    balancer: Balancer,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    /// A group of one server is never marked down (nginx ignores `max_fails` there).
+    single: bool,
+}
+
+/// One upstream server: its address, passive health, load and idle connections.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub health: Health,
+    in_flight: AtomicU32,
+    pub pool: IdlePool,
+}
+
+/// Settings a [`Group`] is built from (the snapshot maps the config onto this).
+pub struct GroupSpec {
+    pub name: String,
+    pub servers: Vec<(SocketAddr, u32)>,
+    pub policy: Policy,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub keepalive: usize,
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+}
+
+impl Group {
+    /// `workers` is the number of worker threads; each gets its own idle pool per
+    /// server, so a connection is only ever driven by the runtime that opened it.
+    pub fn new(spec: GroupSpec, workers: usize) -> Group {
+        let weights: Vec<u32> = spec.servers.iter().map(|(_, w)| *w).collect();
+        let servers = spec
+            .servers
+            .iter()
+            .map(|(addr, _)| Server {
+                addr: *addr,
+                health: Health::new(spec.max_fails, spec.fail_timeout),
+                in_flight: AtomicU32::new(0),
+                pool: IdlePool::new(workers, spec.keepalive),
+            })
+            .collect::<Vec<_>>();
+        Group {
+            name: spec.name,
+            single: servers.len() == 1,
+            servers,
+            balancer: Balancer::new(spec.policy, &weights),
+            connect_timeout: spec.connect_timeout,
+            read_timeout: spec.read_timeout,
+        }
+    }
+
+    /// The next server to try, skipping those in `tried` (a bit per server; a group
+    /// has at most 64 servers' worth of retry memory) and those passive health has
+    /// taken out. `None` when nothing is left ("no live upstreams").
+    pub fn pick(&self, client: IpAddr, tried: u64, now: Instant) -> Option<usize> {
+        let excluded = |i: usize| {
+            (i < 64 && tried & (1 << i) != 0)
+                || (!self.single && !self.servers[i].health.is_available(now))
+        };
+        let in_flight = |i: usize| self.servers[i].in_flight.load(Ordering::Relaxed);
+        self.balancer.pick(client, &excluded, &in_flight)
+    }
+}
+
+/// An active request on one server of a group (for `least_conn`), from the moment it
+/// is sent until its response body ends; released on drop.
+pub struct InFlight {
+    group: Arc<Group>,
+    server: usize,
+}
+
+impl InFlight {
+    pub fn new(group: Arc<Group>, server: usize) -> InFlight {
+        group.servers[server].in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight { group, server }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.group.servers[self.server]
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,189 @@
+//! Shared helpers for the black-box tests: start the real gateway on 127.0.0.1:0 from
+//! TOML text, run an in-process hyper upstream, and talk to both with a real client.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{TcpListener, TcpStream};
+
+pub type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Starts the gateway from TOML text. `{UP}` / `{UP2}` are replaced by `upstreams`'
+/// addresses first.
+pub fn gateway(toml: &str) -> tollgate::Gateway {
+    let config = tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
+        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"));
+    tollgate::Gateway::start(config).expect("gateway starts")
+}
+
+/// The gateway's first listening address.
+pub fn addr(gateway: &tollgate::Gateway) -> SocketAddr {
+    gateway.local_addrs()[0]
+}
+
+/// What an upstream saw of one request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: Method,
+    pub uri: String,
+    pub headers: HeaderMap,
+    pub version: http::Version,
+}
+
+/// An in-process HTTP/1.1 upstream on 127.0.0.1:0 that records what it receives.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Upstream {
+    /// An upstream answering each request with `handler`.
+    pub async fn start<F, Fut>(handler: F) -> Upstream
+    where
+        F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response<Body>> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let handler = Arc::new(handler);
+        let recorder = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let handler = handler.clone();
+                let recorder = recorder.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        recorder.lock().unwrap().push(Seen {
+                            method: req.method().clone(),
+                            uri: req.uri().to_string(),
+                            headers: req.headers().clone(),
+                            version: req.version(),
+                        });
+                        let fut = handler(req);
+                        async move { Ok::<_, Infallible>(fut.await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+        Upstream { addr, seen, task }
+    }
+
+    /// An upstream that answers `200 ok from NAME` to everything.
+    pub async fn named(name: &'static str) -> Upstream {
+        Upstream::start(move |_req| async move { text(200, &format!("ok from {name}")) }).await
+    }
+
+    pub fn last(&self) -> Seen {
+        self.seen.lock().unwrap().last().cloned().expect("upstream saw a request")
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+pub fn text(status: u16, body: &str) -> Response<Body> {
+    let mut response = Response::new(full(body.to_owned()));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap();
+    response
+}
+
+pub fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).map_err(|never| match never {}).boxed()
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// A finished exchange, body read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+    pub version: http::Version,
+}
+
+/// Sends one request over a new HTTP/1.1 connection and reads the whole response.
+pub async fn send(addr: SocketAddr, req: Request<Body>) -> Reply {
+    let stream = TcpStream::connect(addr).await.expect("connect to gateway");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    read(sender.send_request(req).await.expect("response")).await
+}
+
+/// Sends one request over a new HTTP/2 (prior knowledge) connection.
+pub async fn send_h2(addr: SocketAddr, req: Request<Body>) -> Reply {
+    let stream = TcpStream::connect(addr).await.expect("connect to gateway");
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    read(sender.send_request(req).await.expect("response")).await
+}
+
+pub async fn read(response: Response<Incoming>) -> Reply {
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.expect("whole body").to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        version: parts.version,
+    }
+}
+
+/// `GET path` with a Host header.
+pub fn get(path: &str) -> Request<Body> {
+    Request::get(path)
+        .header("host", "example.test")
+        .body(empty())
+        .unwrap()
+}
+
+pub async fn get_text(addr: SocketAddr, path: &str) -> Reply {
+    send(addr, get(path)).await
+}
+
+/// Fails the test if `fut` takes longer than `secs` seconds.
+pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), fut)
+        .await
+        .expect("finished in time")
+}
+
+/// A port on 127.0.0.1 with nothing listening (bound, then released).
+pub fn closed_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
