@@ -37,6 +37,7 @@
 #   TOLLGATE_BIN, UPSTREAM_BIN   use these binaries instead of target/release/{tollgate,examples/bench_upstream}
 #   STARTUP_TIMEOUT [30] seconds to wait for each server to answer
 #   KEEP [0]            1: keep the temp dir (configs, logs, raw wrk output) and print its path
+#                       (it is also kept, and its path printed, when the script fails)
 #
 # nginx runs with its defaults except what a proxy benchmark needs (worker_connections raised so that
 # CONNECTIONS fit); note its defaults keepalive_requests 1000 (client and upstream side) stay as shipped.
@@ -136,7 +137,7 @@ cleanup() {
     done
     stop_pid "$UPSTREAM_PID" bench_upstream
     if [ -n "$WORKDIR" ] && [ -d "$WORKDIR" ]; then
-        if [ "$KEEP" = 1 ] || [ "$status" -ne 0 ]; then
+        if [ "$KEEP" = 1 ] || { [ "$status" -ne 0 ] && [ "$status" -ne 130 ] && [ "$status" -ne 143 ]; }; then
             say "kept configs, logs and raw wrk output in $WORKDIR"
         else
             rm -rf "$WORKDIR"

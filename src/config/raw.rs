@@ -38,11 +38,17 @@ pub(crate) enum Section<T> {
     Present(Span, T),
 }
 
+impl<T> Default for Section<T> {
+    fn default() -> Self {
+        Self::Absent
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct RawConfig {
-    pub server: Option<Section<RawServer>>,
-    pub real_ip: Option<Section<RawRealIp>>,
-    pub log: Option<Section<RawLog>>,
+    pub server: Section<RawServer>,
+    pub real_ip: Section<RawRealIp>,
+    pub log: Section<RawLog>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order; `None` where the location could not be deserialized.
@@ -184,9 +190,9 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
     for (key, value) in root.into_inner() {
         let name: &str = key.get_ref();
         match name {
-            "server" => raw.server = Some(section(value, FUTURE_SERVER_KEYS, diag)),
-            "real_ip" => raw.real_ip = Some(section(value, &[], diag)),
-            "log" => raw.log = Some(section(value, &[], diag)),
+            "server" => raw.server = section(value, FUTURE_SERVER_KEYS, diag),
+            "real_ip" => raw.real_ip = section(value, &[], diag),
+            "log" => raw.log = section(value, &[], diag),
             "upstreams" => raw.upstreams = upstreams(value, diag),
             "location" => raw.locations = locations(value, diag),
             _ if FUTURE_SECTIONS.contains(&name) => {

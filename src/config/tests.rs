@@ -307,4 +307,15 @@ fn upstream_host_names_become_one_server_per_address() {
         .all(|s| s.addr.ip().is_loopback() && s.addr.port() == 3000 && s.weight == 5));
 }
 
+#[test]
+fn reference_example_in_docs_is_valid() {
+    let doc = include_str!("../../docs/config.md");
+    let start = doc.find("```toml\n").expect("a toml example") + "```toml\n".len();
+    let end = start + doc[start..].find("```").expect("end of the example");
+    let config = parse(&doc[start..end]);
+    let log = PathBuf::from("/etc/tollgate/logs/access.log");
+    assert_eq!(config.log.access, AccessLog::File(log));
+    assert_eq!(config.locations.len(), 3);
+}
+
 mod errors;

@@ -27,13 +27,13 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let raw = raw::parse(text, &mut diag);
     let base = origin.parent().unwrap_or(Path::new(""));
 
-    let server = server(raw.server.unwrap_or(Section::Absent), &mut diag);
-    let real_ip = match raw.real_ip.unwrap_or(Section::Absent) {
+    let server = server(raw.server, &mut diag);
+    let real_ip = match raw.real_ip {
         Section::Absent => Some(None),
         Section::Invalid => None,
         Section::Present(_, raw) => real_ip(raw, &mut diag).map(Some),
     };
-    let log = match raw.log.unwrap_or(Section::Absent) {
+    let log = match raw.log {
         Section::Absent => Some(Log {
             access: AccessLog::Stdout,
             format: LogFormat::Combined,

@@ -1,0 +1,170 @@
+//! Client-side limits: header timeout (408), header size (431), keep-alive and body
+//! timeouts, all through the real gateway with a raw TCP client.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn config(up: SocketAddr) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+client_header_timeout = "300ms"
+client_body_timeout = "300ms"
+keepalive_timeout = "400ms"
+max_header_bytes = "4k"
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{up}"]
+[[location]]
+match = "/"
+upstream = "app"
+"#
+    )
+}
+
+/// Reads until EOF (or 3 s); returns what arrived and how long the close took.
+async fn read_to_close(stream: &mut TcpStream) -> (String, Duration) {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("connection not closed within 3 s"),
+        }
+    }
+    (String::from_utf8_lossy(&out).into_owned(), start.elapsed())
+}
+
+#[tokio::test]
+async fn half_sent_header_gets_408_and_close() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: example.test\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let (response, took) = read_to_close(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 408"), "{response:?}");
+    assert!(took >= Duration::from_millis(250), "closed too early: {took:?}");
+    assert_eq!(up.count(), 0);
+}
+
+#[tokio::test]
+async fn silent_connection_is_closed_without_a_response() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let (response, took) = read_to_close(&mut stream).await;
+    assert_eq!(response, "");
+    assert!(took >= Duration::from_millis(250), "closed too early: {took:?}");
+}
+
+#[tokio::test]
+async fn idle_keepalive_connection_is_closed_after_keepalive_timeout() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = within(3, stream.read(&mut buf)).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // The connection stays usable for a second request within the keep-alive time.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        .await
+        .unwrap();
+    let n = within(3, stream.read(&mut buf)).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let (rest, took) = read_to_close(&mut stream).await;
+    assert_eq!(rest, "", "no 408 for an idle connection");
+    assert!(took >= Duration::from_millis(350), "closed too early: {took:?}");
+    assert!(took < Duration::from_millis(1500), "closed too late: {took:?}");
+}
+
+#[tokio::test]
+async fn header_larger_than_max_header_bytes_gets_431() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let big = "a".repeat(6000);
+    let request = format!("GET / HTTP/1.1\r\nHost: example.test\r\nX-Big: {big}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (response, _) = read_to_close(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 431"), "{response:?}");
+    assert_eq!(up.count(), 0);
+}
+
+#[tokio::test]
+async fn header_within_max_header_bytes_passes() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let req = http::Request::get("/")
+        .header("host", "example.test")
+        .header("x-big", "a".repeat(3000))
+        .body(empty())
+        .unwrap();
+    assert_eq!(within(5, send(addr(&gw), req)).await.status, 200);
+}
+
+#[tokio::test]
+async fn stalled_request_body_gets_408() {
+    let up = Upstream::start(|req| async move {
+        use http_body_util::BodyExt;
+        match req.into_body().collect().await {
+            Ok(_) => text(200, "got it"),
+            Err(_) => text(400, "broken body"),
+        }
+    })
+    .await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    stream
+        .write_all(b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 100\r\n\r\nonly a part")
+        .await
+        .unwrap();
+    let (response, took) = read_to_close(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 408"), "{response:?}");
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+}
+
+#[tokio::test]
+async fn slow_but_steady_body_is_not_cut_off() {
+    let up = Upstream::start(|req| async move {
+        use http_body_util::BodyExt;
+        let n = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
+        text(200, &n.to_string())
+    })
+    .await;
+    let gw = gateway(&config(up.addr));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    stream
+        .write_all(b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n")
+        .await
+        .unwrap();
+    // 10 bytes over ~1 s: longer than client_body_timeout in total, never between reads.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stream.write_all(b"x").await.unwrap();
+    }
+    let mut buf = [0u8; 4096];
+    let n = within(3, stream.read(&mut buf)).await.unwrap();
+    let response = String::from_utf8_lossy(&buf[..n]);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with("10"), "{response}");
+}
