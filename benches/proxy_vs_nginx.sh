@@ -279,6 +279,7 @@ wait_ready() {
             show_logs "$@"
             die "$name did not start"
         fi
+        rm -f "$WORKDIR/probe.body"
         code="$(curl -s -o "$WORKDIR/probe.body" -w '%{http_code}' --max-time 1 \
             "http://127.0.0.1:$port/" 2>/dev/null || true)"
         body="$(cat "$WORKDIR/probe.body" 2>/dev/null || true)"
@@ -606,6 +607,12 @@ cmd+=" benches/proxy_vs_nginx.sh"
     echo "peak RSS (VmHWM):"
     for p in "${PROXIES[@]}"; do
         echo "- $p: $(mib "${RSS_KB[$p]}") (${RSS_KB[$p]} kB; ${RSS_NOTE[$p]})"
+    done
+    for p in "${PROXIES[@]}"; do
+        if awk -v u="$(median_of "$p" 7)" 'BEGIN { exit !(u < 1) }'; then
+            echo
+            echo "WARNING: the upstream used under 1 us of CPU per request through $p: is $p forwarding at all?"
+        fi
     done
     if [ "$any_errors" -gt 0 ]; then
         echo

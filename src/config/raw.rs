@@ -30,18 +30,14 @@ const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls", "limit_status", "ratelimit_h
 const FUTURE_LOCATION_KEYS: &[&str] = &["limit", "access", "cost", "limit_status"];
 
 /// A section as found in the file.
+#[derive(Default)]
 pub(crate) enum Section<T> {
+    #[default]
     Absent,
     /// Present but not deserializable; the problem is already reported.
     Invalid,
     /// Present; the span is the section's header (or its inline table).
     Present(Span, T),
-}
-
-impl<T> Default for Section<T> {
-    fn default() -> Self {
-        Self::Absent
-    }
 }
 
 #[derive(Default)]

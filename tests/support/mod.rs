@@ -100,7 +100,12 @@ impl Upstream {
     }
 
     pub fn last(&self) -> Seen {
-        self.seen.lock().unwrap().last().cloned().expect("upstream saw a request")
+        self.seen
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("upstream saw a request")
     }
 
     pub fn count(&self) -> usize {
@@ -115,7 +120,9 @@ pub fn text(status: u16, body: &str) -> Response<Body> {
 }
 
 pub fn full(body: impl Into<Bytes>) -> Body {
-    Full::new(body.into()).map_err(|never| match never {}).boxed()
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn empty() -> Body {

@@ -1,0 +1,151 @@
+//! The `tollgate` binary as an operator runs it: `-t`, `--version`, serving, SIGTERM.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn tollgate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+}
+
+fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join(name);
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap();
+    path
+}
+
+#[test]
+fn check_reports_every_error_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "broken.toml",
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\nclient_header_timeout = \"10\"\n\n[[location]]\nmatch = \"/\"\nupstream = \"nowhere\"\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = path.display().to_string();
+    assert!(stderr.contains(&format!("{file}:3:25: ")), "{stderr}");
+    assert!(stderr.contains(&format!("{file}:7:12: ")), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn check_accepts_the_shipped_gateway_toml() {
+    let out = tollgate()
+        .args(["-t", "-c"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let out = tollgate().args(["-t", "-c", "/nonexistent/gateway.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/gateway.toml"), "{stderr}");
+}
+
+#[test]
+fn version_is_printed() {
+    let out = tollgate().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("tollgate {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// A running `tollgate` process, killed if the test fails midway.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_until_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(Instant::now() < deadline, "tollgate did not start listening");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
+    let up = Upstream::start(|_req| async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        text(200, "slow but complete")
+    })
+    .await;
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "gateway.toml",
+        &format!(
+            "[server]\nlisten = [\"127.0.0.1:{port}\"]\nshutdown_timeout = \"5s\"\n[log]\naccess = \"off\"\n[upstreams.app]\nservers = [\"{}\"]\n[[location]]\nmatch = \"/\"\nupstream = \"app\"\n",
+            up.addr
+        ),
+    );
+    let child = tollgate()
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    wait_until_listening(port).await;
+    let gw: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let in_flight = tokio::spawn(async move { get_text(gw, "/").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    signal(&running.0, "TERM");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        tokio::net::TcpStream::connect(gw).await.is_err(),
+        "still accepting after SIGTERM"
+    );
+    let reply = within(5, in_flight).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "slow but complete");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "tollgate did not exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0));
+}
