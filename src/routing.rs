@@ -60,6 +60,46 @@ impl PartialOrd for Match {
     }
 }
 
+/// One prefix location. `head`/`mask` hold its first 8 bytes as a word, so most non-matching
+/// prefixes are ruled out by one AND and compare instead of a `memcmp` call.
+#[derive(Debug)]
+struct PrefixEntry {
+    head: u64,
+    mask: u64,
+    prefix: Box<str>,
+    summary: Match,
+}
+
+impl PrefixEntry {
+    fn new(prefix: String, summary: Match) -> PrefixEntry {
+        let len = prefix.len().min(8);
+        PrefixEntry {
+            head: head_word(prefix.as_bytes()),
+            mask: u64::MAX.checked_shr(64 - 8 * len as u32).unwrap_or(0),
+            prefix: prefix.into_boxed_str(),
+            summary,
+        }
+    }
+
+    /// Whether `path` (whose `head_word` is `path_head`, and which is at least as long as the
+    /// prefix) starts with this prefix.
+    #[inline]
+    fn matches(&self, path: &[u8], path_head: u64) -> bool {
+        let prefix = self.prefix.as_bytes();
+        path_head & self.mask == self.head
+            && (prefix.len() <= 8 || path.get(8..prefix.len()) == prefix.get(8..))
+    }
+}
+
+/// The first 8 bytes of `bytes` as a little-endian word, zero-padded.
+#[inline]
+fn head_word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let len = bytes.len().min(8);
+    word[..len].copy_from_slice(&bytes[..len]);
+    u64::from_le_bytes(word)
+}
+
 /// A compiled set of locations. Built once per config snapshot; `find` runs per request and does
 /// not allocate.
 #[derive(Debug)]
@@ -68,7 +108,7 @@ pub struct Router {
     /// memcmps, cheaper than hashing the path for the handful of `=` locations a config has.
     exact: Vec<(Box<str>, usize)>,
     /// Prefix locations, longest first (ties: file order), so the first hit is the longest match.
-    prefixes: Vec<(Box<str>, Match)>,
+    prefixes: Vec<PrefixEntry>,
     /// Regex locations in file order.
     regexes: Vec<(regex::Regex, usize)>,
 }
@@ -88,10 +128,10 @@ impl Router {
             match pattern {
                 Pattern::Exact(p) => exact.push((p.into_boxed_str(), location)),
                 Pattern::PriorityPrefix(p) => {
-                    prefixes.push((p.into_boxed_str(), summary(Precedence::PriorityPrefix)))
+                    prefixes.push(PrefixEntry::new(p, summary(Precedence::PriorityPrefix)))
                 }
                 Pattern::Prefix(p) => {
-                    prefixes.push((p.into_boxed_str(), summary(Precedence::Prefix)))
+                    prefixes.push(PrefixEntry::new(p, summary(Precedence::Prefix)))
                 }
                 Pattern::Regex(re) => regexes.push((re, location)),
             }
@@ -99,7 +139,7 @@ impl Router {
         // Stable sorts keep file order among equals; dedup keeps the first.
         exact.sort_by(|a, b| a.0.cmp(&b.0));
         exact.dedup_by(|later, first| later.0 == first.0);
-        prefixes.sort_by_key(|(p, _)| Reverse(p.len()));
+        prefixes.sort_by_key(|e| Reverse(e.prefix.len()));
         Router {
             exact,
             prefixes,
@@ -140,13 +180,17 @@ impl Router {
 
     /// The longest matching prefix. Entries longer than the path cannot match, so the scan starts
     /// at the first entry that fits (binary search on the descending lengths) and stops at the
-    /// first hit: a memcmp per shorter prefix at worst.
+    /// first hit: a word compare per shorter prefix at worst.
     fn longest_prefix(&self, path: &str) -> Option<Match> {
-        let start = self.prefixes.partition_point(|(p, _)| p.len() > path.len());
+        let path = path.as_bytes();
+        let path_head = head_word(path);
+        let start = self
+            .prefixes
+            .partition_point(|e| e.prefix.len() > path.len());
         self.prefixes[start..]
             .iter()
-            .find(|(p, _)| path.starts_with(&**p))
-            .map(|&(_, m)| m)
+            .find(|e| e.matches(path, path_head))
+            .map(|e| e.summary)
     }
 }
 
@@ -444,6 +488,36 @@ mod tests {
     fn duplicate_locations_resolve_to_the_first_in_file() {
         let locations = vec![prefix("/a/"), priority("/a/"), exact("/e"), exact("/e")];
         check(locations, &[("/a/x", 0), ("/e", 2)]);
+    }
+
+    #[test]
+    fn router_agrees_with_the_model_on_generated_paths() {
+        let locations = vec![
+            prefix(""),
+            prefix("/a"),
+            priority("/a/bb/"),
+            prefix("/a/bb/ccc/dddd"),
+            prefix("/a/bb/ccc/ddd"),
+            priority("/a/bb/ccc/"),
+            exact("/a/bb"),
+            re("c/d", false),
+            re("(?i)B/$", false),
+            prefix("/a/bb/ccc/dddd"),
+        ];
+        let router = Router::new(locations.clone());
+        let parts = [
+            "", "/", "a", "/a", "/bb", "/B", "/ccc", "/dddd", "/ddd", "x", "/",
+        ];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    for d in parts {
+                        let path = format!("{a}{b}{c}{d}");
+                        assert_eq!(router.find(&path), model(&locations, &path), "{path}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

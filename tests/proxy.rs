@@ -216,7 +216,7 @@ async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
 async fn http2_request_reaches_an_http1_upstream() {
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
-    let req = http::Request::get(format!("http://example.test/h2?q=1"))
+    let req = http::Request::get("http://example.test/h2?q=1")
         .header("cookie", "a=1")
         .header("cookie", "b=2")
         .body(empty())

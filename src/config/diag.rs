@@ -71,6 +71,9 @@ struct Found {
 pub(crate) struct Diagnostics<'t> {
     text: &'t str,
     found: Vec<Found>,
+    /// Keys left out of a table because a problem with them is already reported: the
+    /// span of the table, the key.
+    left_out: Vec<(Range<usize>, String)>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -78,6 +81,7 @@ impl<'t> Diagnostics<'t> {
         Self {
             text,
             found: Vec::new(),
+            left_out: Vec::new(),
         }
     }
 
@@ -112,6 +116,32 @@ impl<'t> Diagnostics<'t> {
     /// `result`'s value, or its message reported at `span`.
     pub(crate) fn check<T>(&mut self, span: Range<usize>, result: Result<T, String>) -> Option<T> {
         result.map_err(|message| self.error(span, message)).ok()
+    }
+
+    /// `key` was taken out of the table at `table` after a problem with it was reported,
+    /// so that the rest of the table could be read.
+    pub(crate) fn leave_out(&mut self, table: Range<usize>, key: String) {
+        self.left_out.push((table, key));
+    }
+
+    /// Whether `key` was taken out of the table at `table` (see [`Self::leave_out`]):
+    /// its absence is then no further problem.
+    pub(crate) fn was_left_out(&self, table: &Range<usize>, key: &str) -> bool {
+        self.left_out.iter().any(|(t, k)| t == table && k == key)
+    }
+
+    /// `value`, or `None` after reporting the required `key` missing from the table at
+    /// `table`, unless it was left out for a problem already reported.
+    pub(crate) fn required<T>(
+        &mut self,
+        value: Option<T>,
+        table: &Range<usize>,
+        key: &str,
+    ) -> Option<T> {
+        if value.is_none() && !self.was_left_out(table, key) {
+            self.error(table.clone(), format!("missing key `{key}`"));
+        }
+        value
     }
 
     pub(crate) fn has_errors(&self) -> bool {

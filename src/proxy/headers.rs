@@ -21,8 +21,9 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 
 /// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
 /// `Proxy-Connection`). `Connection` itself and the headers it names are handled separately.
-/// `Upgrade` is last, which the upgrade case relies on to keep it.
-const HOP_BY_HOP: [HeaderName; 6] = [
+/// `Upgrade` is last, which the upgrade case relies on to keep it. A `static`, not a `const`: a
+/// const array would be built and dropped at every use.
+static HOP_BY_HOP: [HeaderName; 6] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     TE,
@@ -35,8 +36,8 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 /// left alone (§4 passes Host unchanged; framing is hyper's), so a client cannot strip them by
 /// naming them — the hop-by-hop abuse trick. The X-Forwarded-* headers are rewritten afterwards,
 /// so naming those gains nothing either.
-fn is_protected(name: &str) -> bool {
-    name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length")
+fn is_protected(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"host") || name.eq_ignore_ascii_case(b"content-length")
 }
 
 /// What the gateway knows about the request's origin.
@@ -128,20 +129,19 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
         headers.remove(CONNECTION);
         for line in std::iter::once(first).chain(&rest) {
             for token in tokens(line) {
-                let Ok(name) = std::str::from_utf8(token) else {
-                    continue;
-                };
                 // `close` names no header and `keep-alive` goes with the fixed list below; both are
                 // common enough to skip the name parsing `remove(&str)` does.
-                if is_protected(name)
-                    || name.eq_ignore_ascii_case("close")
-                    || name.eq_ignore_ascii_case("keep-alive")
-                    || (keep_upgrade && name.eq_ignore_ascii_case("upgrade"))
+                if is_protected(token)
+                    || token.eq_ignore_ascii_case(b"close")
+                    || token.eq_ignore_ascii_case(b"keep-alive")
+                    || (keep_upgrade && token.eq_ignore_ascii_case(b"upgrade"))
                 {
                     continue;
                 }
                 // An invalid header name finds nothing; `remove` does not panic on it.
-                headers.remove(name);
+                if let Ok(name) = std::str::from_utf8(token) {
+                    headers.remove(name);
+                }
             }
         }
     }

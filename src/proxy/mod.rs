@@ -16,7 +16,6 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
-use crate::body::ResponseBody;
 use crate::log::AccessLog;
 use crate::routing::{self, Router};
 use crate::upstream::Group;
@@ -65,7 +64,7 @@ impl Pipeline {
         let client = self.identify(peer, &req);
         let mut log = logged::Pending::new(self.access_log.clone(), &req, client);
         let response = match self.route(&req) {
-            Err(response) => response,
+            Err(status) => response::error(status),
             Ok(Route::Return(fixed)) => fixed.respond(),
             Ok(Route::Proxy(group)) => {
                 let ctx = forward::Ctx {
@@ -108,13 +107,13 @@ impl Pipeline {
     }
 
     /// The location for this request, or the 400/404 that ends it.
-    fn route(&self, req: &Request<Incoming>) -> Result<&Route, Response<ResponseBody>> {
-        let path = routing::normalize_path(req.uri().path())
-            .map_err(|_| response::error(StatusCode::BAD_REQUEST))?;
+    fn route(&self, req: &Request<Incoming>) -> Result<&Route, StatusCode> {
+        let path =
+            routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         self.router
             .find(&path)
             .and_then(|index| self.locations.get(index))
-            .ok_or_else(|| response::error(StatusCode::NOT_FOUND))
+            .ok_or(StatusCode::NOT_FOUND)
     }
 }
 
