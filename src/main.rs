@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     let config = match config::load(&cli.config) {
         Ok(config) => config,
         Err(errors) => {
-            eprint!("{errors}");
+            eprintln!("{errors}");
             if cli.test {
                 eprintln!("configuration test failed");
             }
