@@ -539,7 +539,8 @@ if wants nginx; then
 fi
 if wants tollgate; then
     RSS_KB[tollgate]="$(hwm_kb "$TOLLGATE_PID")"
-    RSS_NOTE[tollgate]="one process"
+    TOLLGATE_THREADS="$(awk '/^Threads:/ {print $2}' "/proc/$TOLLGATE_PID/status" 2>/dev/null || echo '?')"
+    RSS_NOTE[tollgate]="one process, $TOLLGATE_THREADS thread(s)"
 fi
 UPSTREAM_RSS_KB="$(hwm_kb "$UPSTREAM_PID")"
 
@@ -581,7 +582,7 @@ cmd+=" benches/proxy_vs_nginx.sh"
         echo "- nginx: $nginx_version, worker_processes $NGINX_WORKERS ($nginx_workers worker(s)), upstream keepalive 64, access_log off"
     fi
     if wants tollgate; then
-        echo "- tollgate: $git_rev, upstream keepalive 64, access log off"
+        echo "- tollgate: $git_rev, $TOLLGATE_THREADS thread(s), upstream keepalive 64, access log off"
     fi
     echo "- CPU us/req: CPU time (user+sys, /proc, ${CLK_TCK} Hz ticks) of the process(es) during the run / requests;"
     echo "  busy %: each CPU's non-idle share during the run ($cpu_names), from /proc/stat"

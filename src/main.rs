@@ -46,7 +46,10 @@ fn main() -> ExitCode {
 }
 
 fn run(config: config::Config) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("tollgate: cannot start: {err}");
@@ -71,8 +74,12 @@ fn run(config: config::Config) -> ExitCode {
         loop {
             match signals.next().await {
                 Intent::Stop => break,
-                Intent::Reload => tracing::warn!("SIGHUP: reload is not supported yet; restart to apply changes"),
-                Intent::ReopenLogs => tracing::warn!("SIGUSR1: reopening logs is not supported yet"),
+                Intent::Reload => {
+                    tracing::warn!("SIGHUP: reload is not supported yet; restart to apply changes")
+                }
+                Intent::ReopenLogs => {
+                    tracing::warn!("SIGUSR1: reopening logs is not supported yet")
+                }
             }
         }
         tracing::info!("shutting down: no new connections, draining open ones");

@@ -341,19 +341,19 @@ mod tests {
     use super::*;
     use regex::RegexBuilder;
 
-    /// `~ re` (`ci` false) or `~* re` (`ci` true), compiled the way the config layer does.
-    fn re(s: &str, ci: bool) -> Pattern {
-        let built = RegexBuilder::new(s).case_insensitive(ci).build();
-        Pattern::Regex(built.expect("test regex"))
-    }
-    fn exact(s: &str) -> Pattern {
-        Pattern::Exact(s.into())
-    }
-    fn prefix(s: &str) -> Pattern {
-        Pattern::Prefix(s.into())
-    }
-    fn priority(s: &str) -> Pattern {
-        Pattern::PriorityPrefix(s.into())
+    /// A location written as in the config file: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
+    fn loc(text: &str) -> Pattern {
+        let regex = |re: &str, ci| {
+            let built = RegexBuilder::new(re).case_insensitive(ci).build();
+            Pattern::Regex(built.expect("test regex"))
+        };
+        match text.split_once(' ') {
+            Some(("=", p)) => Pattern::Exact(p.into()),
+            Some(("^~", p)) => Pattern::PriorityPrefix(p.into()),
+            Some(("~", re)) => regex(re, false),
+            Some(("~*", re)) => regex(re, true),
+            _ => Pattern::Prefix(text.into()),
+        }
     }
 
     /// "No location" in the tables.
@@ -388,7 +388,9 @@ mod tests {
         others.chain(longest).max().map(|m| m.location)
     }
 
-    fn check(patterns: Vec<Pattern>, table: &[(&str, usize)]) {
+    /// Checks (path, expected location) rows against both the router and the model.
+    fn check(locations: &[&str], table: &[(&str, usize)]) {
+        let patterns: Vec<Pattern> = locations.iter().map(|l| loc(l)).collect();
         let router = Router::new(patterns.clone());
         for &(path, want) in table {
             let want = (want != NONE).then_some(want);
@@ -400,12 +402,12 @@ mod tests {
     #[test]
     fn nginx_documented_example_resolves_like_nginx() {
         let (a, b, c, d, e) = (0, 1, 2, 3, 4);
-        let locations = vec![
-            exact("/"),
-            prefix("/"),
-            prefix("/documents/"),
-            priority("/images/"),
-            re(r"\.(gif|jpg|jpeg)$", true),
+        let locations = [
+            "= /",
+            "/",
+            "/documents/",
+            "^~ /images/",
+            r"~* \.(gif|jpg|jpeg)$",
         ];
         let table = [
             ("/", a),
@@ -414,109 +416,100 @@ mod tests {
             ("/images/1.gif", d),
             ("/documents/1.jpg", e),
         ];
-        check(locations, &table);
+        check(&locations, &table);
     }
 
     #[test]
     fn longest_prefix_wins_regardless_of_file_order() {
         let table = [("/api/v1/x", 0), ("/api/v2", 1), ("/x", 2)];
-        check(
-            vec![prefix("/api/v1/"), prefix("/api/"), prefix("/")],
-            &table,
-        );
+        check(&["/api/v1/", "/api/", "/"], &table);
         let table = [("/api/v1/x", 2), ("/api/v2", 1), ("/x", 0)];
-        check(
-            vec![prefix("/"), prefix("/api/"), prefix("/api/v1/")],
-            &table,
-        );
+        check(&["/", "/api/", "/api/v1/"], &table);
     }
 
     #[test]
     fn first_matching_regex_in_file_order_wins() {
-        check(
-            vec![re("^/a", false), re("^/a/b", false)],
-            &[("/a/b", 0), ("/c", NONE)],
-        );
-        check(
-            vec![re("^/a/b", false), re("^/a", false)],
-            &[("/a/b", 0), ("/a/c", 1)],
-        );
+        check(&["~ ^/a", "~ ^/a/b"], &[("/a/b", 0), ("/c", NONE)]);
+        check(&["~ ^/a/b", "~ ^/a"], &[("/a/b", 0), ("/a/c", 1)]);
     }
 
     #[test]
     fn regex_beats_plain_prefix_even_when_the_prefix_is_long() {
-        let locations = vec![prefix("/static/images/"), re(r"\.png$", false)];
-        check(
-            locations,
-            &[("/static/images/a.png", 1), ("/static/images/a", 0)],
-        );
+        let table = [("/static/images/a.png", 1), ("/static/images/a", 0)];
+        check(&["/static/images/", r"~ \.png$"], &table);
     }
 
     #[test]
     fn case_insensitive_regex_matches_any_case() {
-        let locations = vec![prefix("/"), re(r"\.JPG$", true), re(r"\.GIF$", false)];
         let table = [("/a.jpg", 1), ("/a.JpG", 1), ("/a.GIF", 2), ("/a.gif", 0)];
-        check(locations, &table);
+        check(&["/", r"~* \.JPG$", r"~ \.GIF$"], &table);
     }
 
     #[test]
     fn priority_prefix_that_is_not_longest_does_not_block_regexes() {
-        let locations = vec![priority("/img/"), prefix("/img/raw/"), re(r"\.gif$", false)];
         let table = [("/img/a.gif", 0), ("/img/raw/a.gif", 2), ("/img/raw/a", 1)];
-        check(locations, &table);
+        check(&["^~ /img/", "/img/raw/", r"~ \.gif$"], &table);
     }
 
     #[test]
     fn exact_match_does_not_match_sub_paths() {
         let table = [("/login", 0), ("/login/", 1), ("/login2", 1)];
-        check(vec![exact("/login"), prefix("/")], &table);
+        check(&["= /login", "/"], &table);
     }
 
     #[test]
     fn exact_match_beats_a_matching_regex() {
-        check(vec![re("^/", false), exact("/x")], &[("/x", 1), ("/y", 0)]);
+        check(&["~ ^/", "= /x"], &[("/x", 1), ("/y", 0)]);
     }
 
     #[test]
     fn no_match_is_none() {
-        let locations = vec![exact("/a"), prefix("/b/"), re("^/c", false)];
-        check(locations, &[("/d", NONE), ("/", NONE), ("/b", NONE)]);
+        check(
+            &["= /a", "/b/", "~ ^/c"],
+            &[("/d", NONE), ("/", NONE), ("/b", NONE)],
+        );
         assert_eq!(Router::new(Vec::new()).find("/"), None);
     }
 
     #[test]
     fn duplicate_locations_resolve_to_the_first_in_file() {
-        let locations = vec![prefix("/a/"), priority("/a/"), exact("/e"), exact("/e")];
-        check(locations, &[("/a/x", 0), ("/e", 2)]);
+        check(
+            &["/a/", "^~ /a/", "= /e", "= /e"],
+            &[("/a/x", 0), ("/e", 2)],
+        );
     }
 
     #[test]
     fn router_agrees_with_the_model_on_generated_paths() {
-        let locations = vec![
-            prefix(""),
-            prefix("/a"),
-            priority("/a/bb/"),
-            prefix("/a/bb/ccc/dddd"),
-            prefix("/a/bb/ccc/ddd"),
-            priority("/a/bb/ccc/"),
-            exact("/a/bb"),
-            re("c/d", false),
-            re("(?i)B/$", false),
-            prefix("/a/bb/ccc/dddd"),
+        let locations = [
+            "",
+            "/a",
+            "^~ /a/bb/",
+            "/a/bb/ccc/dddd",
+            "/a/bb/ccc/ddd",
+            "^~ /a/bb/ccc/",
+            "= /a/bb",
+            "~ c/d",
+            "~* B/$",
+            "/a/bb/ccc/dddd",
         ];
-        let router = Router::new(locations.clone());
         let parts = [
-            "", "/", "a", "/a", "/bb", "/B", "/ccc", "/dddd", "/ddd", "x", "/",
+            "", "/", "a", "/a", "/bb", "/B", "/ccc", "/dddd", "/ddd", "x",
         ];
+        let mut table = Vec::new();
         for a in parts {
             for b in parts {
                 for c in parts {
                     for d in parts {
-                        let path = format!("{a}{b}{c}{d}");
-                        assert_eq!(router.find(&path), model(&locations, &path), "{path}");
+                        table.push(format!("{a}{b}{c}{d}"));
                     }
                 }
             }
+        }
+        let patterns: Vec<Pattern> = locations.iter().map(|l| loc(l)).collect();
+        let router = Router::new(patterns.clone());
+        for path in &table {
+            assert_eq!(router.find(path), model(&patterns, path), "{path}");
         }
     }
 
@@ -589,7 +582,7 @@ mod tests {
 
     #[test]
     fn router_matches_on_the_normalized_path() {
-        let router = Router::new(vec![priority("/admin/"), prefix("/")]);
+        let router = Router::new(vec![loc("^~ /admin/"), loc("/")]);
         let path = normalize_path("/public/..//admin/x").expect("valid");
         assert_eq!(router.find(&path), Some(0));
     }

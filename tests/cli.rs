@@ -44,13 +44,21 @@ fn check_accepts_the_shipped_gateway_toml() {
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
 }
 
 #[test]
 fn missing_file_is_a_clear_error() {
-    let out = tollgate().args(["-t", "-c", "/nonexistent/gateway.toml"]).output().unwrap();
+    let out = tollgate()
+        .args(["-t", "-c", "/nonexistent/gateway.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/nonexistent/gateway.toml"), "{stderr}");
@@ -86,8 +94,14 @@ fn free_port() -> u16 {
 
 async fn wait_until_listening(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(Instant::now() < deadline, "tollgate did not start listening");
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "tollgate did not start listening"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -144,7 +158,10 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
         if let Some(status) = running.0.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "tollgate did not exit after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "tollgate did not exit after SIGTERM"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(status.code(), Some(0));

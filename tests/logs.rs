@@ -37,7 +37,11 @@ async fn lines(path: &std::path::Path, n: usize) -> Vec<String> {
         if lines.len() >= n {
             return lines;
         }
-        assert!(Instant::now() < deadline, "log has {} lines: {lines:?}", lines.len());
+        assert!(
+            Instant::now() < deadline,
+            "log has {} lines: {lines:?}",
+            lines.len()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -60,15 +64,25 @@ async fn combined_lines_carry_status_bytes_and_times() {
     let first = &lines[0];
     assert!(first.starts_with("127.0.0.1 - - ["), "{first}");
     assert!(
-        first.contains("] \"GET /page?x=1 HTTP/1.1\" 200 11 \"http://ref.test/\" \"test-agent/1.0\" - "),
+        first.contains(
+            "] \"GET /page?x=1 HTTP/1.1\" 200 11 \"http://ref.test/\" \"test-agent/1.0\" - "
+        ),
         "{first}"
     );
     let fields: Vec<&str> = first.rsplit(' ').take(2).collect();
     let upstream_time: f64 = fields[0].parse().expect("upstream time is a number");
     let request_time: f64 = fields[1].parse().expect("request time is a number");
     assert!(upstream_time <= request_time);
-    assert!(lines[1].contains("\"GET /demo HTTP/1.1\" 200 6 \"-\" \"-\" - "), "{}", lines[1]);
-    assert!(lines[1].ends_with(" -"), "no upstream time for a return: {}", lines[1]);
+    assert!(
+        lines[1].contains("\"GET /demo HTTP/1.1\" 200 6 \"-\" \"-\" - "),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].ends_with(" -"),
+        "no upstream time for a return: {}",
+        lines[1]
+    );
 }
 
 #[tokio::test]
@@ -83,8 +97,14 @@ async fn json_lines_are_one_object_per_request() {
     assert!(line.starts_with("{\"time\":\""), "{line}");
     assert!(line.ends_with('}'), "{line}");
     assert!(line.contains("\"remote_addr\":\"127.0.0.1\""), "{line}");
-    assert!(line.contains("\"status\":200,\"body_bytes_sent\":11"), "{line}");
-    assert!(line.contains(&format!("\"upstream_addr\":\"{}\"", up.addr)), "{line}");
+    assert!(
+        line.contains("\"status\":200,\"body_bytes_sent\":11"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("\"upstream_addr\":\"{}\"", up.addr)),
+        "{line}"
+    );
 }
 
 #[tokio::test]
@@ -107,5 +127,9 @@ async fn client_gone_before_the_response_is_logged_as_499() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let lines = lines(&path, 1).await;
-    assert!(lines[0].contains("\"GET /slow HTTP/1.1\" 499 0"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("\"GET /slow HTTP/1.1\" 499 0"),
+        "{}",
+        lines[0]
+    );
 }

@@ -146,7 +146,10 @@ async fn hop_by_hop_headers_are_stripped_both_ways() {
     let reply = within(5, send(addr(&gw), req)).await;
     let seen = up.last();
     for name in ["x-client-hop", "keep-alive", "proxy-connection", "te"] {
-        assert!(!seen.headers.contains_key(name), "{name} reached the upstream");
+        assert!(
+            !seen.headers.contains_key(name),
+            "{name} reached the upstream"
+        );
     }
     assert_eq!(seen.headers["x-end-to-end"], "kept");
     assert!(!reply.headers.contains_key("x-secret-hop"));
@@ -192,7 +195,10 @@ async fn chunked_request_framing_is_rebuilt_not_copied() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.ends_with("11"), "{response}");
     let seen = up.last();
-    let te = seen.headers.get("transfer-encoding").map(|v| v.to_str().unwrap().to_owned());
+    let te = seen
+        .headers
+        .get("transfer-encoding")
+        .map(|v| v.to_str().unwrap().to_owned());
     assert!(te.as_deref() == Some("chunked") || seen.headers.contains_key("content-length"));
 }
 
@@ -204,7 +210,9 @@ async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        match tokio::time::timeout(std::time::Duration::from_millis(500), stream.read(&mut buf)).await {
+        match tokio::time::timeout(std::time::Duration::from_millis(500), stream.read(&mut buf))
+            .await
+        {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
             Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
         }
@@ -251,8 +259,16 @@ upstream = "app"
     );
     let gw = gateway(&toml);
     assert_eq!(within(5, get_text(addr(&gw), "/other")).await.status, 404);
-    assert_eq!(within(5, get_text(addr(&gw), "/api/../../etc")).await.status, 400);
-    assert_eq!(within(5, get_text(addr(&gw), "/api/%2e%2e/x")).await.status, 404);
+    assert_eq!(
+        within(5, get_text(addr(&gw), "/api/../../etc"))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        within(5, get_text(addr(&gw), "/api/%2e%2e/x")).await.status,
+        404
+    );
     assert_eq!(within(5, get_text(addr(&gw), "/api/x")).await.status, 200);
     assert_eq!(up.count(), 1);
 }

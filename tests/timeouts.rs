@@ -57,7 +57,10 @@ async fn half_sent_header_gets_408_and_close() {
         .unwrap();
     let (response, took) = read_to_close(&mut stream).await;
     assert!(response.starts_with("HTTP/1.1 408"), "{response:?}");
-    assert!(took >= Duration::from_millis(250), "closed too early: {took:?}");
+    assert!(
+        took >= Duration::from_millis(250),
+        "closed too early: {took:?}"
+    );
     assert_eq!(up.count(), 0);
 }
 
@@ -68,7 +71,10 @@ async fn silent_connection_is_closed_without_a_response() {
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
     let (response, took) = read_to_close(&mut stream).await;
     assert_eq!(response, "");
-    assert!(took >= Duration::from_millis(250), "closed too early: {took:?}");
+    assert!(
+        took >= Duration::from_millis(250),
+        "closed too early: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -93,8 +99,14 @@ async fn idle_keepalive_connection_is_closed_after_keepalive_timeout() {
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     let (rest, took) = read_to_close(&mut stream).await;
     assert_eq!(rest, "", "no 408 for an idle connection");
-    assert!(took >= Duration::from_millis(350), "closed too early: {took:?}");
-    assert!(took < Duration::from_millis(1500), "closed too late: {took:?}");
+    assert!(
+        took >= Duration::from_millis(350),
+        "closed too early: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(1500),
+        "closed too late: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -135,7 +147,9 @@ async fn stalled_request_body_gets_408() {
     let gw = gateway(&config(up.addr));
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
     stream
-        .write_all(b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 100\r\n\r\nonly a part")
+        .write_all(
+            b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 100\r\n\r\nonly a part",
+        )
         .await
         .unwrap();
     let (response, took) = read_to_close(&mut stream).await;
@@ -147,7 +161,12 @@ async fn stalled_request_body_gets_408() {
 async fn slow_but_steady_body_is_not_cut_off() {
     let up = Upstream::start(|req| async move {
         use http_body_util::BodyExt;
-        let n = req.into_body().collect().await.map(|b| b.to_bytes().len()).unwrap_or(0);
+        let n = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes().len())
+            .unwrap_or(0);
         text(200, &n.to_string())
     })
     .await;

@@ -19,7 +19,8 @@ async fn echo_upstream() -> Upstream {
         let upgrade = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
             let upgraded = upgrade.await.expect("upstream side upgraded");
-            let mut ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+            let mut ws =
+                WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
             while let Some(Ok(message)) = ws.next().await {
                 if message.is_close() {
                     break;
@@ -69,12 +70,16 @@ upstream = "app"
     assert_eq!(response.status(), 101);
     for i in 0..5 {
         let sent = format!("message {i}");
-        within(5, ws.send(Message::text(sent.clone()))).await.unwrap();
+        within(5, ws.send(Message::text(sent.clone())))
+            .await
+            .unwrap();
         let echoed = within(5, ws.next()).await.unwrap().unwrap();
         assert_eq!(echoed.into_text().unwrap().as_str(), sent);
     }
     let big = vec![7u8; 200_000];
-    within(5, ws.send(Message::binary(big.clone()))).await.unwrap();
+    within(5, ws.send(Message::binary(big.clone())))
+        .await
+        .unwrap();
     let echoed = within(5, ws.next()).await.unwrap().unwrap();
     assert_eq!(echoed.into_data().as_ref(), &big[..]);
     within(5, ws.close(None)).await.unwrap();

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 
 use http::{HeaderValue, StatusCode};
 use regex::RegexBuilder;
+use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{RawLocation, RawReturn};
+use super::raw::{RawLocation, RawReturn, Span};
 use super::{Action, Location, Pattern, Return};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -15,7 +16,7 @@ const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" o
 /// Typed locations in file order, or `None` when any of them had a problem (reported).
 /// `upstreams` holds the name of every `[upstreams.NAME]`, in the order of `Config::upstreams`.
 pub(super) fn locations(
-    raw: Vec<Option<RawLocation>>,
+    raw: Vec<Option<Spanned<RawLocation>>>,
     upstreams: &[String],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
@@ -24,22 +25,29 @@ pub(super) fn locations(
     let mut typed = Vec::with_capacity(raw.len());
     for location in raw {
         let location = location.and_then(|location| {
-            let span = location.pattern.span();
-            let pattern = diag.check(span.clone(), parse_match(location.pattern.get_ref()));
-            if let Some(key) = pattern.as_ref().and_then(tree_key) {
-                if let Some(line) = seen.get(&key) {
-                    let written = location.pattern.get_ref().trim();
-                    diag.error(
-                        span.clone(),
-                        format!(
-                            r#"duplicate location "{written}": already defined at line {line}"#
-                        ),
-                    );
-                } else {
-                    seen.insert(key, diag.line_of(span.start));
-                }
-            }
-            let action = action(&location, upstreams, diag);
+            let table = location.span();
+            let location = location.into_inner();
+            let pattern = diag
+                .required(location.pattern.as_ref(), &table, "match")
+                .and_then(|written| {
+                    let span = written.span();
+                    let pattern = diag.check(span.clone(), parse_match(written.get_ref()))?;
+                    if let Some(key) = tree_key(&pattern) {
+                        if let Some(line) = seen.get(&key) {
+                            let written = written.get_ref().trim();
+                            diag.error(
+                                span,
+                                format!(
+                                    r#"duplicate location "{written}": already defined at line {line}"#
+                                ),
+                            );
+                        } else {
+                            seen.insert(key, diag.line_of(span.start));
+                        }
+                    }
+                    Some(pattern)
+                });
+            let action = action(&location, &table, upstreams, diag);
             Some(Location {
                 pattern: pattern?,
                 action: action?,
@@ -118,12 +126,18 @@ fn tree_key(pattern: &Pattern) -> Option<(bool, String)> {
     }
 }
 
+/// `table` is the span of the location's table.
 fn action(
     location: &RawLocation,
+    table: &Span,
     upstreams: &[String],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Action> {
-    let span = location.pattern.span();
+    // Problems with the action are reported at `match`, or at the table without it.
+    let span = location
+        .pattern
+        .as_ref()
+        .map_or(table.clone(), Spanned::span);
     match (&location.upstream, &location.ret) {
         (Some(name), None) => {
             let found = upstreams.iter().position(|known| known == name.get_ref());
@@ -138,7 +152,12 @@ fn action(
             None
         }
         (None, None) => {
-            diag.error(span, "a location needs `upstream` or `return`");
+            let left_out = ["upstream", "return"]
+                .iter()
+                .any(|key| diag.was_left_out(table, key));
+            if !left_out {
+                diag.error(span, "a location needs `upstream` or `return`");
+            }
             None
         }
     }
@@ -155,19 +174,21 @@ fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
     )
 }
 
-fn returned(ret: &RawReturn, diag: &mut Diagnostics<'_>) -> Option<Return> {
-    let status = *ret.status.get_ref();
-    let status = u16::try_from(status)
-        .ok()
-        .filter(|code| (200..=599).contains(code))
-        .and_then(|code| StatusCode::from_u16(code).ok());
-    if status.is_none() {
-        let message = format!(
-            "invalid status {}: expected 200 to 599",
-            ret.status.get_ref()
-        );
-        diag.error(ret.status.span(), message);
-    }
+fn returned(ret: &Spanned<RawReturn>, diag: &mut Diagnostics<'_>) -> Option<Return> {
+    let status = diag
+        .required(ret.get_ref().status.as_ref(), &ret.span(), "status")
+        .and_then(|written| {
+            let status = u16::try_from(*written.get_ref())
+                .ok()
+                .filter(|code| (200..=599).contains(code))
+                .and_then(|code| StatusCode::from_u16(code).ok());
+            if status.is_none() {
+                let message = format!("invalid status {}: expected 200 to 599", written.get_ref());
+                diag.error(written.span(), message);
+            }
+            status
+        });
+    let ret = ret.get_ref();
     let location = match &ret.location {
         None => Some(None),
         Some(location) => {

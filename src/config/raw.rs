@@ -4,7 +4,13 @@
 //! The text is parsed once with toml's recovering parser, which yields every syntax
 //! error and a spanned tree. Each section, each `[upstreams.NAME]` and each
 //! `[[location]]` is then deserialized on its own, so a problem in one does not hide
-//! the problems in the others.
+//! the problems in the others. Within one table serde stops at the first problem, so
+//! the entry holding it is left out and the table read again, until every problem of
+//! the table is reported (see [`deserialize`]).
+//!
+//! Required keys are `Option`s here: whether one is missing is checked in `validate`
+//! with [`Diagnostics::required`], which says nothing about a key left out for a problem
+//! already reported.
 
 use std::fmt;
 use std::ops::Range;
@@ -47,8 +53,9 @@ pub(crate) struct RawConfig {
     pub log: Section<RawLog>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
-    /// In file order; `None` where the location could not be deserialized.
-    pub locations: Vec<Option<RawLocation>>,
+    /// In file order, each with the span of its table; `None` where the location could
+    /// not be deserialized.
+    pub locations: Vec<Option<Spanned<RawLocation>>>,
 }
 
 #[derive(Deserialize)]
@@ -66,7 +73,8 @@ pub(crate) struct RawServer {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawRealIp {
-    pub trusted: Spanned<Vec<Spanned<String>>>,
+    /// Required.
+    pub trusted: Option<Spanned<Vec<Spanned<String>>>>,
     pub header: Option<Spanned<String>>,
     pub recursive: Option<bool>,
 }
@@ -88,14 +96,15 @@ pub(crate) enum RawLogFormat {
 /// One `[upstreams.NAME]`.
 pub(crate) struct RawUpstreamEntry {
     pub name: Spanned<String>,
-    /// `None` when the table could not be deserialized.
-    pub body: Option<RawUpstream>,
+    /// The table and its span; `None` when it could not be deserialized.
+    pub body: Option<Spanned<RawUpstream>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "an upstream table")]
 pub(crate) struct RawUpstream {
-    pub servers: Spanned<Vec<Spanned<RawServerItem>>>,
+    /// Required.
+    pub servers: Option<Spanned<Vec<Spanned<RawServerItem>>>>,
     pub balance: Option<RawBalance>,
     pub connect_timeout: Option<Loose>,
     pub read_timeout: Option<Loose>,
@@ -121,7 +130,8 @@ pub(crate) enum RawServerItem {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServerTable {
-    pub addr: Spanned<String>,
+    /// Required.
+    pub addr: Option<Spanned<String>>,
     pub weight: Option<Spanned<i64>>,
 }
 
@@ -157,11 +167,12 @@ impl<'de> Deserialize<'de> for RawServerItem {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a location table")]
 pub(crate) struct RawLocation {
+    /// Required.
     #[serde(rename = "match")]
-    pub pattern: Spanned<String>,
+    pub pattern: Option<Spanned<String>>,
     pub upstream: Option<Spanned<String>>,
     #[serde(rename = "return")]
-    pub ret: Option<RawReturn>,
+    pub ret: Option<Spanned<RawReturn>>,
 }
 
 #[derive(Deserialize)]
@@ -170,7 +181,8 @@ pub(crate) struct RawLocation {
     expecting = "a table like { status = 200, body = \"...\" }"
 )]
 pub(crate) struct RawReturn {
-    pub status: Spanned<i64>,
+    /// Required.
+    pub status: Option<Spanned<i64>>,
     pub body: Option<String>,
     pub location: Option<Spanned<String>>,
 }
@@ -223,6 +235,11 @@ fn section<T: DeserializeOwned>(
 }
 
 /// Deserializes one table after reporting (and removing) the keys a later release adds.
+///
+/// serde stops at the first problem. When it lies in a key/value entry (of this table or
+/// of a table nested in it), the problem is reported, the innermost such entry left out
+/// (and recorded in `diag`), and the table read again; each round removes an entry, so
+/// this ends. `None` when a problem lies in no entry, e.g. the value is not a table.
 fn deserialize<T: DeserializeOwned>(
     mut value: Spanned<DeValue<'_>>,
     future_keys: &[&str],
@@ -239,9 +256,56 @@ fn deserialize<T: DeserializeOwned>(
         }
     }
     let span = value.span();
-    T::deserialize(ValueDeserializer::from(value))
-        .map_err(|err| diag.serde(&err, span))
-        .ok()
+    loop {
+        let err = match T::deserialize(ValueDeserializer::from(value.clone())) {
+            Ok(raw) => return Some(raw),
+            Err(err) => err,
+        };
+        diag.serde(&err, span.clone());
+        let (table, key) = err
+            .span()
+            .and_then(|at| remove_entry_at(&mut value, at.start))?;
+        diag.leave_out(table, key);
+    }
+}
+
+/// Removes the innermost key/value entry that holds `offset` in its key, else in its
+/// value, looking into `value` and every table and array below it; returns the span of
+/// the entry's table and its key. Nested tables are searched whatever their span says: a
+/// table opened by a header or by dotted keys does not span all its entries.
+fn remove_entry_at(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<(Span, String)> {
+    let span = value.span();
+    match value.get_mut() {
+        DeValue::Table(table) => {
+            let mut found = None;
+            for (key, value) in table.iter_mut() {
+                if holds(&key.span(), offset) {
+                    found = Some(key.get_ref().to_string());
+                    break;
+                }
+                if let Some(nested) = remove_entry_at(value, offset) {
+                    return Some(nested);
+                }
+            }
+            let key = found.or_else(|| {
+                table
+                    .iter()
+                    .find(|(_, value)| holds(&value.span(), offset))
+                    .map(|(key, _)| key.get_ref().to_string())
+            })?;
+            table.remove(key.as_str());
+            Some((span, key))
+        }
+        DeValue::Array(items) => items
+            .iter_mut()
+            .find_map(|item| remove_entry_at(item, offset)),
+        _ => None,
+    }
+}
+
+/// Whether `offset` lies in `span` (an empty span holds its start).
+fn holds(span: &Span, offset: usize) -> bool {
+    span.start <= offset && offset < span.end.max(span.start + 1)
 }
 
 /// `[upstreams.NAME]` tables, one at a time, in file order.
@@ -259,15 +323,21 @@ fn upstreams(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Raw
     entries.sort_by_key(|(_, body)| body.span().start);
     entries
         .into_iter()
-        .map(|(name, body)| RawUpstreamEntry {
-            name: Spanned::new(name.span(), name.get_ref().to_string()),
-            body: deserialize(body, &[], diag),
+        .map(|(name, body)| {
+            let span = body.span();
+            RawUpstreamEntry {
+                name: Spanned::new(name.span(), name.get_ref().to_string()),
+                body: deserialize(body, &[], diag).map(|raw| Spanned::new(span, raw)),
+            }
         })
         .collect()
 }
 
 /// `[[location]]` tables, one at a time.
-fn locations(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Option<RawLocation>> {
+fn locations(
+    value: Spanned<DeValue<'_>>,
+    diag: &mut Diagnostics<'_>,
+) -> Vec<Option<Spanned<RawLocation>>> {
     let span = value.span();
     let DeValue::Array(items) = value.into_inner() else {
         diag.error(
@@ -278,7 +348,10 @@ fn locations(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Opt
     };
     items
         .into_iter()
-        .map(|item| deserialize(item, FUTURE_LOCATION_KEYS, diag))
+        .map(|item| {
+            let span = item.span();
+            deserialize(item, FUTURE_LOCATION_KEYS, diag).map(|raw| Spanned::new(span, raw))
+        })
         .collect()
 }
 
@@ -321,22 +394,49 @@ mod tests {
     }
 
     #[test]
-    fn missing_key_is_reported_at_the_table_header() {
-        let got = problems("\n[[location]]\nupstream = \"app\"\n");
-        assert_eq!(got, [(2, 1, "missing key `match`".to_owned())]);
+    fn required_keys_are_left_to_validation() {
+        assert_eq!(problems("\n[[location]]\nupstream = \"app\"\n"), []);
+    }
+
+    #[test]
+    fn bad_entries_are_left_out_and_the_rest_of_the_table_kept() {
+        let text = "[server]\nbogus = 1\nlisten = 80\nworkers = 2\nlisen = 3\n";
+        let mut diag = Diagnostics::new(text);
+        let raw = parse(text, &mut diag);
+        let Section::Present(span, server) = raw.server else {
+            panic!("the rest of [server] is lost");
+        };
+        assert!(server.listen.is_none());
+        assert_eq!(server.workers.map(|w| w.into_inner()), Some(2.into()));
+        for key in ["bogus", "listen", "lisen"] {
+            assert!(diag.was_left_out(&span, key), "{key}");
+        }
+        assert!(!diag.was_left_out(&span, "workers"));
+        let errors = diag.finish(Path::new("t.toml")).errors;
+        let at: Vec<_> = errors.iter().map(|e| (e.line, e.col)).collect();
+        assert_eq!(at, [(2, 1), (3, 10), (5, 1)]);
+    }
+
+    #[test]
+    fn a_problem_in_no_entry_makes_the_table_invalid() {
+        let text = "server = 5\n";
+        let mut diag = Diagnostics::new(text);
+        let raw = parse(text, &mut diag);
+        assert!(matches!(raw.server, Section::Invalid));
+        let errors = diag.finish(Path::new("t.toml")).errors;
+        assert_eq!(errors.len(), 1);
+        assert_eq!((errors[0].line, errors[0].col), (1, 10));
     }
 
     #[test]
     fn server_item_table_problems_point_inside_the_inline_table() {
-        let text = "[upstreams.app]\nservers = [{ addr = \"a:1\", wieght = 2 }, { weight = 2 }]\n";
+        let text =
+            "[upstreams.app]\nservers = [{ addr = \"a:1\", wieght = 2 }, { weight = \"2\" }]\n";
         let got = problems(text);
-        assert_eq!((got[0].0, got[0].1), (2, 28));
+        let at: Vec<_> = got.iter().map(|(l, c, _)| (*l, *c)).collect();
+        assert_eq!(at, [(2, 28), (2, 53)]);
         assert!(got[0].2.starts_with("unknown key `wieght`"), "{}", got[0].2);
-        assert_eq!(
-            got.len(),
-            1,
-            "serde stops at the first problem of one upstream"
-        );
+        assert_eq!(got[1].2, r#"invalid type: string "2", expected i64"#);
     }
 
     #[test]
@@ -392,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn one_problem_per_location_is_reported_for_every_location() {
+    fn problems_of_every_location_are_reported() {
         let text = "[[location]]\nmatch = 1\n[[location]]\nmatch = \"/\"\nupstream = 2\n";
         let got = problems(text);
         let at: Vec<_> = got.iter().map(|(l, c, _)| (*l, *c)).collect();

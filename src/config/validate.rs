@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use http::HeaderName;
+use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
 use super::raw::{
@@ -31,7 +32,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let real_ip = match raw.real_ip {
         Section::Absent => Some(None),
         Section::Invalid => None,
-        Section::Present(_, raw) => real_ip(raw, &mut diag).map(Some),
+        Section::Present(span, raw) => real_ip(raw, &span, &mut diag).map(Some),
     };
     let log = match raw.log {
         Section::Absent => Some(Log {
@@ -113,7 +114,7 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
 }
 
 fn listen(
-    raw: Option<serde_spanned::Spanned<Vec<serde_spanned::Spanned<String>>>>,
+    raw: Option<Spanned<Vec<Spanned<String>>>>,
     server: Span,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<SocketAddr>> {
@@ -123,6 +124,7 @@ fn listen(
             diag.error(empty.span(), NO_LISTENER);
             return None;
         }
+        None if diag.was_left_out(&server, "listen") => return None,
         None => {
             diag.error(server, NO_LISTENER);
             return None;
@@ -169,16 +171,19 @@ fn duration(
     }
 }
 
-fn real_ip(raw: RawRealIp, diag: &mut Diagnostics<'_>) -> Option<RealIp> {
-    if raw.trusted.get_ref().is_empty() {
-        let message = "`trusted` must list at least one address or network; remove `[real_ip]` to trust no one";
-        diag.error(raw.trusted.span(), message);
-    }
-    let trusted = all(raw
-        .trusted
-        .get_ref()
-        .iter()
-        .map(|item| diag.check(item.span(), values::network(item.get_ref()))));
+fn real_ip(raw: RawRealIp, span: &Span, diag: &mut Diagnostics<'_>) -> Option<RealIp> {
+    let trusted = diag
+        .required(raw.trusted.as_ref(), span, "trusted")
+        .and_then(|trusted| {
+            if trusted.get_ref().is_empty() {
+                let message = "`trusted` must list at least one address or network; remove `[real_ip]` to trust no one";
+                diag.error(trusted.span(), message);
+            }
+            all(trusted
+                .get_ref()
+                .iter()
+                .map(|item| diag.check(item.span(), values::network(item.get_ref()))))
+        });
     let header = match &raw.header {
         None => Some(HeaderName::from_static("x-forwarded-for")),
         Some(header) => {
@@ -233,8 +238,11 @@ fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> Option<Upstr
             format!(r#"invalid upstream name "{name}": use letters, digits, "_" and "-""#);
         diag.error(entry.name.span(), message);
     }
-    let raw: RawUpstream = entry.body?;
-    let servers = servers(&raw, diag);
+    let body = entry.body?;
+    let servers = diag
+        .required(body.get_ref().servers.as_ref(), &body.span(), "servers")
+        .and_then(|list| servers(list, diag));
+    let raw: RawUpstream = body.into_inner();
     let connect_timeout = duration(&raw.connect_timeout, 2, diag);
     let read_timeout = duration(&raw.read_timeout, 60, diag);
     let fail_timeout = duration(&raw.fail_timeout, 10, diag);
@@ -258,25 +266,26 @@ fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> Option<Upstr
 
 /// Every item of `servers`, host names resolved; each address of a name gets the
 /// item's weight.
-fn servers(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<Vec<UpstreamServer>> {
-    if raw.servers.get_ref().is_empty() {
-        diag.error(
-            raw.servers.span(),
-            "`servers` must list at least one server",
-        );
+fn servers(
+    list: &Spanned<Vec<Spanned<RawServerItem>>>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<UpstreamServer>> {
+    if list.get_ref().is_empty() {
+        diag.error(list.span(), "`servers` must list at least one server");
         return None;
     }
     let mut servers = Vec::new();
     let mut valid = true;
-    for item in raw.servers.get_ref() {
-        let (addr, addr_span, weight) = match item.get_ref() {
-            RawServerItem::Addr(addr) => (addr, item.span(), Some(1)),
+    for item in list.get_ref() {
+        let (addr, weight) = match item.get_ref() {
+            RawServerItem::Addr(addr) => (Some((addr, item.span())), Some(1)),
             RawServerItem::Table(table) => {
                 let weight = table.weight.as_ref().map_or(Some(1), |w| weight(w, diag));
-                (table.addr.get_ref(), table.addr.span(), weight)
+                let addr = diag.required(table.addr.as_ref(), &item.span(), "addr");
+                (addr.map(|addr| (addr.get_ref(), addr.span())), weight)
             }
         };
-        let addrs = diag.check(addr_span, values::upstream_addrs(addr));
+        let addrs = addr.and_then(|(addr, span)| diag.check(span, values::upstream_addrs(addr)));
         match (addrs, weight) {
             (Some(addrs), Some(weight)) => {
                 servers.extend(
@@ -291,7 +300,7 @@ fn servers(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<Vec<Upstream
     valid.then_some(servers)
 }
 
-fn weight(weight: &serde_spanned::Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
+fn weight(weight: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
     let value = *weight.get_ref();
     if (1..=MAX_WEIGHT).contains(&value) {
         return u32::try_from(value).ok();

@@ -141,12 +141,10 @@ pub async fn forward(
         let body = Timed::watched(body, ctx.client_body_timeout, progress.clone());
         (RequestBody::Client(body), Some(progress))
     };
-    let replay = (progress.is_none() && parts.method.is_idempotent() && !upgrade).then(|| {
-        Replay {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            headers: parts.headers.clone(),
-        }
+    let replay = (progress.is_none() && parts.method.is_idempotent() && !upgrade).then(|| Replay {
+        method: parts.method.clone(),
+        uri: parts.uri.clone(),
+        headers: parts.headers.clone(),
     });
     let mut unsent = Some(Request::from_parts(parts, body));
     let mut tried = 0u64;
@@ -169,13 +167,22 @@ pub async fn forward(
                 }
             },
         };
-        let Some(request) = unsent.take().or_else(|| replay.as_ref().map(Replay::request))
+        let Some(request) = unsent
+            .take()
+            .or_else(|| replay.as_ref().map(Replay::request))
         else {
             break;
         };
         let in_flight = InFlight::new(group.clone(), server);
         let started = Instant::now();
-        match exchange(&mut sender, request, group.read_timeout, progress.as_deref()).await {
+        match exchange(
+            &mut sender,
+            request,
+            group.read_timeout,
+            progress.as_deref(),
+        )
+        .await
+        {
             Ok(Ok(response)) => {
                 srv.health.record_success(std::time::Instant::now());
                 let upstream_time = started.elapsed();

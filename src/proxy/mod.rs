@@ -93,9 +93,13 @@ impl Pipeline {
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).
     fn identify(&self, peer: IpAddr, req: &Request<Incoming>) -> IpAddr {
         match &self.real_ip {
-            Some(rip) => {
-                access::real_client(peer, req.headers(), &rip.trusted, &rip.header, rip.recursive)
-            }
+            Some(rip) => access::real_client(
+                peer,
+                req.headers(),
+                &rip.trusted,
+                &rip.header,
+                rip.recursive,
+            ),
             None => peer,
         }
     }
@@ -124,4 +128,3 @@ fn report(err: &ProxyError, group: &Group) {
         error::Party::Upstream => tracing::warn!(upstream = %group.name, "{err}"),
     }
 }
-

@@ -186,4 +186,3 @@ impl Body for Guarded {
         self.inner.size_hint()
     }
 }
-

@@ -51,10 +51,11 @@ impl Gateway {
         let workers = config.server.workers.max(1);
         let snapshot = snapshot::build(&config, 1, workers)?;
         let mut addrs = Vec::new();
-        let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut per_worker: Vec<Vec<std::net::TcpListener>> =
+            (0..workers).map(|_| Vec::new()).collect();
         for &addr in &config.server.listen {
-            let (actual, listeners) =
-                listener::bind(addr, workers).map_err(|source| StartError::Listen { addr, source })?;
+            let (actual, listeners) = listener::bind(addr, workers)
+                .map_err(|source| StartError::Listen { addr, source })?;
             addrs.push(actual);
             for (slot, listener) in per_worker.iter_mut().zip(listeners) {
                 slot.push(listener);

@@ -29,7 +29,13 @@ pub fn run(
         for listener in listeners {
             listener.set_nonblocking(true)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            let task = accept_loop(worker, listener, shared.clone(), shutdown.clone(), alive.clone());
+            let task = accept_loop(
+                worker,
+                listener,
+                shared.clone(),
+                shutdown.clone(),
+                alive.clone(),
+            );
             tokio::spawn(task);
         }
         drop(alive);
@@ -37,7 +43,10 @@ pub fn run(
         let _ = stop.wait_for(|stop| *stop).await;
         let limit = shared.snapshot.load().conn.shutdown_timeout;
         if tokio::time::timeout(limit, all_done.recv()).await.is_err() {
-            tracing::warn!(worker, "shutdown_timeout reached; closing the connections still open");
+            tracing::warn!(
+                worker,
+                "shutdown_timeout reached; closing the connections still open"
+            );
         }
         Ok(())
     })

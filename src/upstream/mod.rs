@@ -94,7 +94,9 @@ pub struct InFlight {
 
 impl InFlight {
     pub fn new(group: Arc<Group>, server: usize) -> InFlight {
-        group.servers[server].in_flight.fetch_add(1, Ordering::Relaxed);
+        group.servers[server]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
         InFlight { group, server }
     }
 }

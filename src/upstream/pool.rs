@@ -30,7 +30,9 @@ pub struct IdlePool {
 impl IdlePool {
     pub fn new(workers: usize, keepalive: usize) -> IdlePool {
         IdlePool {
-            per_worker: (0..workers.max(1)).map(|_| Mutex::new(Vec::new())).collect(),
+            per_worker: (0..workers.max(1))
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
             keepalive,
         }
     }
@@ -78,11 +80,7 @@ pub enum ConnectError {
 }
 
 /// A pooled connection if one is idle, else a new one.
-pub async fn checkout(
-    group: &Group,
-    server: usize,
-    worker: usize,
-) -> Result<Sender, ConnectError> {
+pub async fn checkout(group: &Group, server: usize, worker: usize) -> Result<Sender, ConnectError> {
     let srv = &group.servers[server];
     match srv.pool.take(worker) {
         Some(sender) => Ok(sender),
@@ -95,7 +93,12 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Sender, Conn
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(source)) => return Err(ConnectError::Io { addr, source }),
-        Err(_) => return Err(ConnectError::Timeout { addr, after: timeout }),
+        Err(_) => {
+            return Err(ConnectError::Timeout {
+                addr,
+                after: timeout,
+            })
+        }
     };
     // Small requests and responses must not wait for Nagle.
     let _ = stream.set_nodelay(true);

@@ -297,3 +297,192 @@ fn syntax_errors_are_reported_with_position_beside_other_problems() {
     );
     assert_eq!(shown.lines().count(), 3);
 }
+
+#[test]
+fn missing_match_is_reported_at_the_location_header() {
+    let text = "\n[[location]]\nreturn = { status = 204 }\n";
+    assert_eq!(error(text), owned(4, 1, "missing key `match`"));
+}
+
+#[test]
+fn every_problem_in_one_server_table_is_reported() {
+    let text = "[server]\n\
+                bogus = 1\n\
+                listen = 8080\n\
+                client_header_timeout = \"10\"\n\
+                workers = 0\n\
+                lisen = [\"80\"]\n";
+    let found = errors(text);
+    assert_eq!(
+        at(&found),
+        [(2, 1), (3, 10), (4, 25), (5, 11), (6, 1)],
+        "{found:#?}"
+    );
+    assert!(
+        found[0].2.starts_with("unknown key `bogus`"),
+        "{}",
+        found[0].2
+    );
+    assert_eq!(
+        found[1].2,
+        "invalid type: integer `8080`, expected a sequence"
+    );
+    assert!(found[2].2.starts_with(r#"invalid duration "10""#));
+    assert!(found[3].2.starts_with("invalid workers 0"));
+    assert!(
+        found[4].2.starts_with("unknown key `lisen`"),
+        "{}",
+        found[4].2
+    );
+}
+
+#[test]
+fn a_bad_listen_item_does_not_hide_other_server_problems() {
+    let text = "[server]\nlisten = [\"80\", 81]\nkeepalive_timeout = \"0s\"\nbogus = 1\n";
+    let found = errors(text);
+    assert_eq!(at(&found), [(2, 17), (3, 21), (4, 1)], "{found:#?}");
+    assert_eq!(found[0].2, "invalid type: integer `81`, expected a string");
+}
+
+#[test]
+fn every_problem_in_one_location_is_reported() {
+    let text = "[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n\
+                [[location]]\n\
+                matchh = \"/\"\n\
+                match = 1\n\
+                upstream = \"nope\"\n\
+                [[location]]\n\
+                match = \"/x\"\n\
+                return = { status = \"200\", body = 2, location = \"a\\nb\" }\n\
+                [[location]]\n\
+                match = \"api\"\n\
+                return = 5\n\
+                cost = 1\n";
+    let found = errors(&format!("{SERVER}{text}"));
+    assert_eq!(
+        at(&found),
+        [
+            (6, 1),
+            (7, 9),
+            (8, 12),
+            (11, 21),
+            (11, 35),
+            (11, 49),
+            (13, 9),
+            (14, 10),
+            (15, 1)
+        ],
+        "{found:#?}"
+    );
+    let messages: Vec<&str> = found.iter().map(|(_, _, m)| m.as_str()).collect();
+    assert!(
+        messages[0].starts_with("unknown key `matchh`"),
+        "{}",
+        messages[0]
+    );
+    assert_eq!(messages[1], "invalid type: integer `1`, expected a string");
+    assert_eq!(
+        messages[2],
+        r#"unknown upstream "nope", expected one of "app""#
+    );
+    assert_eq!(messages[3], r#"invalid type: string "200", expected i64"#);
+    assert_eq!(messages[4], "invalid type: integer `2`, expected a string");
+    assert!(
+        messages[5].starts_with("invalid location"),
+        "{}",
+        messages[5]
+    );
+    assert!(
+        messages[6].starts_with(r#"invalid match "api""#),
+        "{}",
+        messages[6]
+    );
+    assert!(
+        messages[7].starts_with("invalid type: integer `5`"),
+        "{}",
+        messages[7]
+    );
+    assert_eq!(messages[8], "`cost` is not supported yet");
+}
+
+#[test]
+fn every_problem_in_one_upstream_is_reported_even_inside_server_items() {
+    let text = "[upstreams.x]\n\
+                servers = [{ addr = 1, wieght = 2 }, { addr = \"10.0.0.1:80\", weight = \"2\" }, \"10.0.0.1\", { weight = 3 }]\n\
+                balance = \"random\"\n\
+                keepalive = -1\n\
+                read_timeout = \"5\"\n\
+                bogus = 1\n\
+                [[location]]\n\
+                match = \"/\"\n\
+                upstream = \"x\"\n";
+    let found = errors(&format!("{SERVER}{text}"));
+    assert_eq!(
+        at(&found),
+        [
+            (4, 21),
+            (4, 24),
+            (4, 71),
+            (4, 78),
+            (4, 90),
+            (5, 11),
+            (6, 13),
+            (7, 16),
+            (8, 1)
+        ],
+        "{found:#?}"
+    );
+    let messages: Vec<&str> = found.iter().map(|(_, _, m)| m.as_str()).collect();
+    assert_eq!(messages[0], "invalid type: integer `1`, expected a string");
+    assert!(
+        messages[1].starts_with("unknown key `wieght`"),
+        "{}",
+        messages[1]
+    );
+    assert_eq!(messages[2], r#"invalid type: string "2", expected i64"#);
+    assert!(messages[3].starts_with(r#"invalid server address "10.0.0.1""#));
+    assert_eq!(messages[4], "missing key `addr`");
+    assert!(messages[5].starts_with("unknown variant `random`"));
+    assert_eq!(messages[6], "invalid value: integer `-1`, expected usize");
+    assert!(messages[7].starts_with(r#"invalid duration "5""#));
+    assert!(
+        messages[8].starts_with("unknown key `bogus`"),
+        "{}",
+        messages[8]
+    );
+}
+
+#[test]
+fn a_required_key_of_the_wrong_type_is_not_also_missing() {
+    let text = "[upstreams.app]\nservers = \"10.0.0.1:80\"\nconnect_timeout = \"2\"\n\
+                [real_ip]\ntrusted = \"10.0.0.0/8\"\nheader = \"X Bad\"\n";
+    let found = errors(&format!("{SERVER}{text}"));
+    assert_eq!(
+        at(&found),
+        [(4, 11), (5, 19), (7, 11), (8, 10)],
+        "{found:#?}"
+    );
+    assert!(
+        found[0].2.starts_with("invalid type: string"),
+        "{}",
+        found[0].2
+    );
+    assert!(
+        found[2].2.starts_with("invalid type: string"),
+        "{}",
+        found[2].2
+    );
+}
+
+#[test]
+fn problems_in_tables_opened_by_headers_or_dotted_keys_are_all_reported() {
+    let text = "[[upstreams.app.servers]]\naddr = 1\nweight = \"x\"\n\
+                [[upstreams.app.servers]]\naddr = \"10.0.0.1:80\"\nwieght = 1\n\
+                [[location]]\nmatch = \"/\"\nreturn.status = \"x\"\nreturn.body = 1\n";
+    let found = errors(&format!("{SERVER}{text}"));
+    assert_eq!(
+        at(&found),
+        [(4, 8), (5, 10), (8, 1), (11, 17), (12, 15)],
+        "{found:#?}"
+    );
+}
