@@ -272,3 +272,53 @@ upstream = "app"
     assert_eq!(within(5, get_text(addr(&gw), "/api/x")).await.status, 200);
     assert_eq!(up.count(), 1);
 }
+
+#[tokio::test]
+async fn every_listen_address_serves_ipv4_and_ipv6() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0", "[::1]:0"]
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+upstream = "app"
+"#,
+        up.addr
+    ));
+    let (v4, v6) = (gw.local_addrs()[0], gw.local_addrs()[1]);
+    assert!(v4.is_ipv4() && v6.is_ipv6());
+    assert_eq!(within(5, get_text(v4, "/")).await.status, 200);
+    assert_eq!(up.last().headers["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(within(5, get_text(v6, "/")).await.status, 200);
+    assert_eq!(up.last().headers["x-forwarded-for"], "::1");
+    let h2 = http::Request::get(format!("http://[::1]:{}/", v6.port()))
+        .body(empty())
+        .unwrap();
+    assert_eq!(within(5, send_h2(v6, h2)).await.status, 200);
+}
+
+#[tokio::test]
+async fn keepalive_connection_carries_many_requests() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for i in 0..20 {
+        sender.ready().await.unwrap();
+        let response = within(5, sender.send_request(get(&format!("/n/{i}"))))
+            .await
+            .unwrap();
+        let reply = read(response).await;
+        assert_eq!(reply.status, 200);
+    }
+    assert_eq!(up.count(), 20);
+}

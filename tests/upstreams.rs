@@ -573,3 +573,85 @@ async fn upstream_saying_connection_close_never_causes_a_502_for_gets() {
     gets_never_fail(&gw).await;
     assert_eq!(up.count(), 30);
 }
+
+/// Answers the first request on each connection (after `hold`); any later request on
+/// it finds the server closing: read, then hung up on unanswered. This is the race of
+/// an upstream's keep-alive timeout firing just as a pooled connection is reused,
+/// made deterministic.
+async fn answers_once_per_connection(hold: Duration) -> Raw {
+    Raw::start(move |mut stream| async move {
+        if read_head(&mut stream).await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(hold).await;
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+        read_head(&mut stream).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn get_meeting_a_stale_pooled_connection_is_answered() {
+    let up = answers_once_per_connection(Duration::ZERO).await;
+    let gw = gateway(&single_worker(up.addr, ""));
+    within(5, async {
+        for i in 0..10 {
+            let reply = get_text(addr(&gw), "/x").await;
+            assert_eq!(
+                (i, reply.status, reply.body.as_str()),
+                (i, StatusCode::OK, "ok")
+            );
+        }
+    })
+    .await;
+    // Every request after the first met a stale connection, then opened a fresh one.
+    assert_eq!(up.accepted(), 10);
+}
+
+#[tokio::test]
+async fn get_meeting_several_stale_pooled_connections_is_answered() {
+    let up = answers_once_per_connection(Duration::from_millis(100)).await;
+    let gw = gateway(&single_worker(up.addr, ""));
+    let gw_addr = addr(&gw);
+    within(5, async {
+        // Two requests at once: two upstream connections, both pooled afterwards.
+        let (one, two) = tokio::join!(get_text(gw_addr, "/x"), get_text(gw_addr, "/x"));
+        assert_eq!((one.status, two.status), (StatusCode::OK, StatusCode::OK));
+        assert_eq!(up.accepted(), 2);
+        let reply = get_text(gw_addr, "/x").await;
+        assert_eq!((reply.status, reply.body.as_str()), (StatusCode::OK, "ok"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn stale_pooled_connections_do_not_take_a_server_down() {
+    let a = answers_once_per_connection(Duration::ZERO).await;
+    let b = answers_once_per_connection(Duration::ZERO).await;
+    let toml = config(
+        &list(&[a.addr, b.addr]),
+        "max_fails = 1\nfail_timeout = \"10s\"",
+        a.addr,
+    )
+    .replace("workers = 2", "workers = 1");
+    let gw = gateway(&toml);
+    within(5, async {
+        for i in 0..20 {
+            let reply = get_text(addr(&gw), "/x").await;
+            assert_eq!(
+                (i, reply.status, reply.body.as_str()),
+                (i, StatusCode::OK, "ok")
+            );
+        }
+    })
+    .await;
+    // Each server answers exactly once per connection, so `accepted` counts answers.
+    let (a, b) = (a.accepted(), b.accepted());
+    assert!(
+        a >= 5 && b >= 5,
+        "answers: a {a}, b {b}: one was marked down"
+    );
+}
