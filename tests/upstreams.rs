@@ -504,24 +504,13 @@ async fn keepalive_zero_opens_a_connection_per_request() {
     assert_eq!(up.accepted(), 5);
 }
 
-/// Answers each request on a connection, then closes it `linger` after the answer
-/// unless another request arrives first (an upstream's own keep-alive timeout).
-/// `None`: closes right after the answer, without saying `Connection: close`.
-async fn closing_upstream(linger: Option<Duration>) -> Raw {
+/// Answers each request on a connection and closes it when it has been idle for
+/// `idle` (an upstream's own keep-alive timeout).
+async fn closing_when_idle(idle: Duration) -> Raw {
     Raw::start(move |mut stream| async move {
-        loop {
-            let head = match linger {
-                Some(idle) => match tokio::time::timeout(idle, read_head(&mut stream)).await {
-                    Ok(head) => head,
-                    Err(_) => return,
-                },
-                None => read_head(&mut stream).await,
-            };
-            if head.is_empty() {
-                return;
-            }
+        while let Ok(head) = tokio::time::timeout(idle, read_head(&mut stream)).await {
             let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-            if stream.write_all(answer).await.is_err() || linger.is_none() {
+            if head.is_empty() || stream.write_all(answer).await.is_err() {
                 return;
             }
         }
@@ -529,8 +518,9 @@ async fn closing_upstream(linger: Option<Duration>) -> Raw {
     .await
 }
 
-/// Sends 30 GETs with pauses from 0 to 28 ms, so that some meet a pooled connection
-/// just as the upstream closes it; none may fail.
+/// Sends 30 GETs with pauses from 0 to 28 ms, some shorter and some longer than the
+/// upstream keeps a connection; none may fail. (Catching the close in flight is left
+/// to [`answers_once_per_connection`], which makes that race deterministic.)
 async fn gets_never_fail(gw: &tollgate::Gateway) {
     within(10, async {
         for i in 0..30u64 {
@@ -546,15 +536,8 @@ async fn gets_never_fail(gw: &tollgate::Gateway) {
 }
 
 #[tokio::test]
-async fn upstream_closing_after_each_answer_never_causes_a_502_for_gets() {
-    let up = closing_upstream(None).await;
-    let gw = gateway(&single_worker(up.addr, ""));
-    gets_never_fail(&gw).await;
-}
-
-#[tokio::test]
 async fn upstream_closing_idle_connections_never_causes_a_502_for_gets() {
-    let up = closing_upstream(Some(Duration::from_millis(14))).await;
+    let up = closing_when_idle(Duration::from_millis(14)).await;
     let gw = gateway(&single_worker(up.addr, ""));
     gets_never_fail(&gw).await;
 }

@@ -148,15 +148,28 @@ pub async fn forward(
     });
     let mut unsent = Some(Request::from_parts(parts, body));
     let mut tried = 0u64;
+    // The one free retry after a stale kept-alive connection: same server, new connection.
     let mut fresh_retry = true;
+    let mut fresh_on = None;
     let mut last_error = None;
-    for _ in 0..=group.servers.len() {
-        let Some(server) = group.pick(ctx.client, tried, std::time::Instant::now()) else {
-            break;
+    for _ in 0..group.servers.len() + 2 {
+        let server = match fresh_on.take() {
+            Some(server) => server,
+            None => match group.pick(ctx.client, tried, std::time::Instant::now()) {
+                Some(server) => server,
+                None => break,
+            },
         };
         tried |= bit(server);
         let srv = &group.servers[server];
-        let (mut sender, pooled) = match srv.pool.take(ctx.conn.worker) {
+        // Counted from the pick, so that concurrent picks see each other (least_conn).
+        let in_flight = InFlight::new(group.clone(), server);
+        let idle = if fresh_retry {
+            srv.pool.take(ctx.conn.worker)
+        } else {
+            None
+        };
+        let (mut sender, pooled) = match idle {
             Some(sender) => (sender, true),
             None => match pool::connect(srv.addr, group.connect_timeout).await {
                 Ok(sender) => (sender, false),
@@ -173,7 +186,6 @@ pub async fn forward(
         else {
             break;
         };
-        let in_flight = InFlight::new(group.clone(), server);
         let started = Instant::now();
         match exchange(
             &mut sender,
@@ -203,7 +215,7 @@ pub async fn forward(
                 let can_resend = unsent.is_some() || replay.is_some();
                 if pooled && fresh_retry && can_resend {
                     fresh_retry = false;
-                    tried &= !bit(server);
+                    fresh_on = Some(server);
                 } else {
                     srv.health.record_failure(std::time::Instant::now());
                 }
