@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use super::error::{Party, ProxyError};
 use super::{headers, tunnel, Conn};
 use crate::body::{Progress, RequestBody, ResponseBody, Timed};
-use crate::upstream::pool::{self, Sender};
-use crate::upstream::{Group, InFlight};
+use crate::upstream::pool::{self, Checkin, Sender};
+use crate::upstream::{Group, InFlight, Lease};
 
 /// What the forwarder knows about the request's origin.
 pub struct Ctx<'a> {
@@ -39,7 +39,7 @@ pub struct Done {
     pub response: Response<ResponseBody>,
     pub addr: SocketAddr,
     pub upstream_time: Duration,
-    pub in_flight: InFlight,
+    pub lease: Lease,
 }
 
 /// Rewrites the request head for the upstream in place: forwarding headers,
@@ -164,22 +164,15 @@ pub async fn forward(
         let srv = &group.servers[server];
         // Counted from the pick, so that concurrent picks see each other (least_conn).
         let in_flight = InFlight::new(group.clone(), server);
-        let idle = if fresh_retry {
-            srv.pool.take(ctx.conn.worker)
-        } else {
-            None
-        };
-        let (mut sender, pooled) = match idle {
-            Some(sender) => (sender, true),
-            None => match pool::connect(srv.addr, group.connect_timeout).await {
-                Ok(sender) => (sender, false),
+        let (mut sender, pooled) =
+            match pool::checkout(group, server, ctx.conn.worker, fresh_retry).await {
+                Ok(checked_out) => checked_out,
                 Err(err) => {
                     srv.health.record_failure(std::time::Instant::now());
                     last_error = Some(ProxyError::from(err));
                     continue;
                 }
-            },
-        };
+            };
         let Some(request) = unsent
             .take()
             .or_else(|| replay.as_ref().map(Replay::request))
@@ -198,12 +191,13 @@ pub async fn forward(
             Ok(Ok(response)) => {
                 srv.health.record_success(std::time::Instant::now());
                 let upstream_time = started.elapsed();
-                let response = respond(response, client_upgrade, group, server, ctx, sender)?;
+                let (response, checkin) =
+                    respond(response, client_upgrade, group, server, ctx, sender)?;
                 return Ok(Done {
                     response,
                     addr: srv.addr,
                     upstream_time,
-                    in_flight,
+                    lease: Lease::new(in_flight, checkin),
                 });
             }
             Ok(Err(mut err)) => {
@@ -293,7 +287,7 @@ fn respond(
     server: usize,
     ctx: &Ctx<'_>,
     sender: Sender,
-) -> Result<Response<ResponseBody>, ProxyError> {
+) -> Result<(Response<ResponseBody>, Option<Checkin>), ProxyError> {
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
         let Some(client_upgrade) = client_upgrade else {
             return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
@@ -306,11 +300,11 @@ fn respond(
         ));
         let (mut parts, _) = response.into_parts();
         headers::to_client(&mut parts.headers, true);
-        return Ok(Response::from_parts(parts, ResponseBody::Empty));
+        return Ok((Response::from_parts(parts, ResponseBody::Empty), None));
     }
-    pool::release(group.clone(), server, ctx.conn.worker, sender);
+    let checkin = Checkin::new(group.clone(), server, ctx.conn.worker, sender);
     let (mut parts, body) = response.into_parts();
     headers::to_client(&mut parts.headers, false);
     let body = ResponseBody::Upstream(Timed::new(body, group.read_timeout));
-    Ok(Response::from_parts(parts, body))
+    Ok((Response::from_parts(parts, body), Some(checkin)))
 }

@@ -15,7 +15,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::body::{BodyError, ResponseBody};
 use crate::log::{AccessLog, Record};
-use crate::upstream::InFlight;
+use crate::upstream::Lease;
 
 /// nginx's status for "client closed the connection before the response".
 const CLIENT_CLOSED: u16 = 499;
@@ -75,7 +75,7 @@ impl Pending {
     pub fn finish(
         mut self,
         response: Response<ResponseBody>,
-        in_flight: Option<InFlight>,
+        lease: Option<Lease>,
     ) -> Response<Logged> {
         let mut entry = self.entry.take();
         if let Some(entry) = &mut entry {
@@ -85,7 +85,8 @@ impl Pending {
             inner,
             entry,
             sent: 0,
-            _in_flight: in_flight,
+            ended: false,
+            lease,
         })
     }
 }
@@ -103,8 +104,10 @@ pub struct Logged {
     inner: ResponseBody,
     entry: Option<Entry>,
     sent: u64,
-    /// Keeps the upstream server counted as busy (`least_conn`) until the body ends.
-    _in_flight: Option<InFlight>,
+    /// The body has been read to its end.
+    ended: bool,
+    /// The upstream server's load count and connection, released when the body ends.
+    lease: Option<Lease>,
 }
 
 impl Body for Logged {
@@ -117,10 +120,14 @@ impl Body for Logged {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                this.sent += data.len() as u64;
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.sent += data.len() as u64;
+                }
             }
+            Poll::Ready(None) => this.ended = true,
+            _ => {}
         }
         polled
     }
@@ -136,6 +143,9 @@ impl Body for Logged {
 
 impl Drop for Logged {
     fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.end(self.ended || self.inner.is_end_stream());
+        }
         if let Some(entry) = self.entry.take() {
             entry.write(self.sent);
         }

@@ -78,7 +78,7 @@ impl Pipeline {
                 match forward::forward(req, group, &ctx, upgrade).await {
                     Ok(done) => {
                         log.upstream(done.addr, done.upstream_time);
-                        return log.finish(done.response, Some(done.in_flight));
+                        return log.finish(done.response, Some(done.lease));
                     }
                     Err(err) => {
                         report(&err, group);

@@ -85,6 +85,30 @@ impl Group {
     }
 }
 
+/// What a request holds on its upstream server while the response streams: its
+/// place in the server's load count, and the connection to give back afterwards.
+pub struct Lease {
+    _in_flight: InFlight,
+    checkin: Option<pool::Checkin>,
+}
+
+impl Lease {
+    pub fn new(in_flight: InFlight, checkin: Option<pool::Checkin>) -> Lease {
+        Lease {
+            _in_flight: in_flight,
+            checkin,
+        }
+    }
+
+    /// The response is over. Its connection is kept for reuse only if the body was
+    /// read to the end; otherwise it is closed (it may still carry unread bytes).
+    pub fn end(self, body_complete: bool) {
+        if let (true, Some(checkin)) = (body_complete, self.checkin) {
+            checkin.finish();
+        }
+    }
+}
+
 /// An active request on one server of a group (for `least_conn`), from the moment it
 /// is sent until its response body ends; released on drop.
 pub struct InFlight {

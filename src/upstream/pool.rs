@@ -37,13 +37,15 @@ impl IdlePool {
         }
     }
 
-    /// A pooled connection that is still open and ready for a request, most recently
-    /// used first (it is the least likely to have been closed by the server).
-    pub fn take(&self, worker: usize) -> Option<Sender> {
+    /// The most recently used idle connection that is still open (it is the least
+    /// likely to have been closed by the server). It may not be ready yet: a
+    /// connection is checked in as soon as its response body has been read, a moment
+    /// before hyper has noticed; [`checkout`] waits for that.
+    fn take(&self, worker: usize) -> Option<Sender> {
         let list = self.per_worker.get(worker)?;
         let mut idle = list.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while let Some(sender) = idle.pop() {
-            if sender.is_ready() && !sender.is_closed() {
+            if !sender.is_closed() {
                 return Some(sender);
             }
         }
@@ -79,13 +81,22 @@ pub enum ConnectError {
     },
 }
 
-/// A pooled connection if one is idle, else a new one.
-pub async fn checkout(group: &Group, server: usize, worker: usize) -> Result<Sender, ConnectError> {
+/// A connection to `server`: an idle pooled one if `reuse` allows and one is left
+/// (`true` in the result), else a new one.
+pub async fn checkout(
+    group: &Group,
+    server: usize,
+    worker: usize,
+    reuse: bool,
+) -> Result<(Sender, bool), ConnectError> {
     let srv = &group.servers[server];
-    match srv.pool.take(worker) {
-        Some(sender) => Ok(sender),
-        None => connect(srv.addr, group.connect_timeout).await,
+    while let Some(mut sender) = reuse.then(|| srv.pool.take(worker)).flatten() {
+        // Ready at once, or as soon as hyper has finished the previous exchange.
+        if let Ok(Ok(())) = tokio::time::timeout(group.connect_timeout, sender.ready()).await {
+            return Ok((sender, true));
+        }
     }
+    Ok((connect(srv.addr, group.connect_timeout).await?, false))
 }
 
 /// Opens a new HTTP/1.1 connection and spawns its driver on the current runtime.
@@ -116,16 +127,30 @@ pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Sender, Conn
     Ok(sender)
 }
 
-/// Returns `sender` to its pool once the response in flight on it has been read to
-/// the end (an HTTP/1.1 connection carries one exchange at a time). A connection
-/// whose response was abandoned or that the server closed is dropped instead.
-pub fn release(group: Arc<Group>, server: usize, worker: usize, mut sender: Sender) {
-    if group.servers[server].pool.keepalive == 0 {
-        return;
-    }
-    tokio::spawn(async move {
-        if sender.ready().await.is_ok() {
-            group.servers[server].pool.put(worker, sender);
+/// A connection whose response is still being read, to go back to its pool once the
+/// body has been read to the end (an HTTP/1.1 connection carries one exchange at a
+/// time). Dropped without [`Checkin::finish`], the connection is closed.
+pub struct Checkin {
+    group: Arc<Group>,
+    server: usize,
+    worker: usize,
+    sender: Sender,
+}
+
+impl Checkin {
+    pub fn new(group: Arc<Group>, server: usize, worker: usize, sender: Sender) -> Checkin {
+        Checkin {
+            group,
+            server,
+            worker,
+            sender,
         }
-    });
+    }
+
+    /// The response was read whole: keep the connection for the next request.
+    pub fn finish(self) {
+        self.group.servers[self.server]
+            .pool
+            .put(self.worker, self.sender);
+    }
 }
