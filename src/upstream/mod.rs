@@ -4,6 +4,7 @@
 //! [`health`]; [`pool`] holds the I/O: connecting, keep-alive reuse and sending.
 
 pub mod balance;
+pub mod h1;
 pub mod health;
 pub mod pool;
 

@@ -1,0 +1,1 @@
+//! A lean HTTP/1.1 client connection (work in progress).
