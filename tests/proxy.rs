@@ -322,3 +322,23 @@ async fn keepalive_connection_carries_many_requests() {
     }
     assert_eq!(up.count(), 20);
 }
+
+#[tokio::test]
+async fn missing_or_duplicate_host_is_400_as_nginx() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let none = raw_exchange(addr(&gw), b"GET / HTTP/1.1\r\n\r\n").await;
+    assert!(none.starts_with("HTTP/1.1 400"), "{none}");
+    let two = raw_exchange(
+        addr(&gw),
+        b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n",
+    )
+    .await;
+    assert!(two.starts_with("HTTP/1.1 400"), "{two}");
+    let http10 = raw_exchange(addr(&gw), b"GET / HTTP/1.0\r\n\r\n").await;
+    assert!(
+        http10.starts_with("HTTP/1.0 200") || http10.starts_with("HTTP/1.1 200"),
+        "{http10}"
+    );
+    assert_eq!(up.count(), 1);
+}

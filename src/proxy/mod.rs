@@ -112,6 +112,7 @@ impl Pipeline {
 
     /// The location for this request, or the 400/404 that ends it.
     fn route(&self, req: &Request<Incoming>) -> Result<&Route, StatusCode> {
+        check_host(req)?;
         let path =
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         self.router
@@ -119,6 +120,22 @@ impl Pipeline {
             .and_then(|index| self.locations.get(index))
             .ok_or(StatusCode::NOT_FOUND)
     }
+}
+
+/// HTTP/1.1 requires exactly one `Host` (RFC 9112 §3.2); nginx answers 400 to a
+/// request without one or with two, and so does tollgate (a second `Host` is a classic
+/// way to make two servers disagree about the target).
+fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    let first = hosts.next();
+    if hosts.next().is_some() {
+        return Err(StatusCode::BAD_REQUEST);
+    }
+    if first.is_none() && req.version() == http::Version::HTTP_11 && req.uri().authority().is_none()
+    {
+        return Err(StatusCode::BAD_REQUEST);
+    }
+    Ok(())
 }
 
 /// One error-log line per failed request, at a level that matches who failed.
