@@ -187,3 +187,26 @@ async fn slow_but_steady_body_is_not_cut_off() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.ends_with("10"), "{response}");
 }
+
+#[tokio::test]
+async fn http2_header_list_is_bounded_too() {
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("http://example.test/")
+        .header("x-big", "a".repeat(6000))
+        .body(empty())
+        .unwrap();
+    let response = within(5, sender.send_request(req))
+        .await
+        .expect("an answer, not a reset");
+    assert_eq!(response.status(), 431);
+    assert_eq!(up.count(), 0);
+}
