@@ -20,11 +20,6 @@ struct Cli {
     test: bool,
 }
 
-/// mimalloc: per-request allocations are small and short-lived, and glibc's
-/// per-thread arenas measured slower here (see the proxy benchmark).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
