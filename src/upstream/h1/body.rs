@@ -1,0 +1,285 @@
+//! The response body, read straight from the upstream socket when the client side polls
+//! it, with `read_timeout` between two reads; once read whole on a keep-alive connection,
+//! it gives the connection back through [`Body::take_reusable`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+use super::chunked::{Decoder, Step};
+use super::conn::Conn;
+use super::decode::BodyKind;
+use super::encode::{Outbox, Upload, UploadError};
+use super::Error;
+use crate::body::BodyError;
+
+#[derive(Debug)]
+enum Kind {
+    /// This many bytes still to come.
+    Length(u64),
+    Chunked(Decoder),
+    /// Until the server closes.
+    Eof,
+    /// Read whole, or failed.
+    Done,
+}
+
+/// The rest of a request upload that goes on beside the response (a server that answered
+/// 2xx before reading the whole request body).
+pub(super) struct RestOf<B> {
+    pub(super) body: B,
+    pub(super) upload: Upload,
+}
+
+/// [`RestOf`] with its body type erased, so that [`Body`] is not generic.
+trait Rest: Send {
+    fn poll(
+        &mut self,
+        stream: &mut TcpStream,
+        out: &mut Outbox,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), UploadError>>;
+}
+
+impl<B> Rest for RestOf<B>
+where
+    B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send,
+{
+    fn poll(
+        &mut self,
+        stream: &mut TcpStream,
+        out: &mut Outbox,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), UploadError>> {
+        self.upload.poll(Pin::new(&mut self.body), stream, out, cx)
+    }
+}
+
+/// A response body streaming from its upstream connection. `Send`, not generic.
+pub struct Body {
+    /// `None` once handed back, or closed (after an error, or at the end of a body
+    /// whose connection cannot be reused).
+    conn: Option<Conn>,
+    kind: Kind,
+    /// The exchange allows reuse once the body has been read whole.
+    reusable: bool,
+    /// An error found while looking ahead, reported on the next poll.
+    failed: Option<Error>,
+    rest: Option<Box<dyn Rest>>,
+    timeout: Duration,
+    /// Armed lazily, only when a read has to wait: a body that is always ready costs no
+    /// timer at all.
+    sleep: Option<Pin<Box<Sleep>>>,
+    progressed: bool,
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Body")
+            .field("kind", &self.kind)
+            .field("reusable", &self.reusable)
+            .field("conn", &self.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Body {
+    pub(super) fn new<B>(
+        conn: Conn,
+        kind: BodyKind,
+        reusable: bool,
+        timeout: Duration,
+        rest: Option<RestOf<B>>,
+    ) -> Body
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
+    {
+        let mut body = Body {
+            conn: Some(conn),
+            kind: match kind {
+                BodyKind::Empty => Kind::Done,
+                BodyKind::Length(n) => Kind::Length(n),
+                BodyKind::Chunked => Kind::Chunked(Decoder::new()),
+                BodyKind::Eof => Kind::Eof,
+            },
+            reusable,
+            failed: None,
+            rest: rest.map(|rest| Box::new(rest) as Box<dyn Rest>),
+            timeout,
+            sleep: None,
+            progressed: true,
+        };
+        body.settle();
+        body
+    }
+
+    /// The connection, if the body has been read whole and the exchange allows reuse:
+    /// HTTP/1.1 without `Connection: close` (or 1.0 with `keep-alive`) both ways, a
+    /// length or chunked framing read to its end, the request fully written, and nothing
+    /// left over in the buffer. Call it when the body is dropped; `None` means the
+    /// connection has been (or will be, with the body) closed.
+    pub fn take_reusable(&mut self) -> Option<Conn> {
+        if !matches!(self.kind, Kind::Done) || !self.reusable || self.rest.is_some() {
+            return None;
+        }
+        self.conn
+            .take()
+            .filter(|conn| conn.buf.is_empty() && conn.out.is_empty())
+    }
+
+    /// At the end, closes a connection that cannot be reused (no need to hold a socket
+    /// until the body is dropped).
+    fn settle(&mut self) {
+        let leftover = self.conn.as_ref().is_some_and(|c| !c.buf.is_empty());
+        if matches!(self.kind, Kind::Done) && (!self.reusable || self.rest.is_some() || leftover) {
+            self.conn = None;
+            // An upload still going on is abandoned with its connection.
+            self.rest = None;
+            self.reusable = false;
+        }
+    }
+
+    fn fail(&mut self, err: Error) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        self.conn = None;
+        self.kind = Kind::Done;
+        self.reusable = false;
+        self.rest = None;
+        Poll::Ready(Some(Err(err)))
+    }
+
+    /// Writes more of a request that is still uploading; only the client's own body
+    /// failing is an error (if the server stopped reading, its response says the rest).
+    fn drive_rest(&mut self, cx: &mut Context<'_>) -> Result<(), Error> {
+        let (Some(rest), Some(conn)) = (self.rest.as_mut(), self.conn.as_mut()) else {
+            return Ok(());
+        };
+        match rest.poll(&mut conn.stream, &mut conn.out, cx) {
+            Poll::Pending => Ok(()),
+            Poll::Ready(Err(UploadError::Client(err))) => Err(Error::ClientBody(err)),
+            Poll::Ready(_) => {
+                // Done, or abandoned: either way the connection will not be reused.
+                self.rest = None;
+                self.reusable = false;
+                Ok(())
+            }
+        }
+    }
+
+    /// The next piece of data, `None` at the end.
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Poll::Ready(Ok(None));
+            };
+            match &mut self.kind {
+                Kind::Done => return Poll::Ready(Ok(None)),
+                Kind::Length(remaining) if !conn.buf.is_empty() => {
+                    let n = (*remaining).min(conn.buf.len() as u64);
+                    *remaining -= n;
+                    if *remaining == 0 {
+                        self.kind = Kind::Done;
+                    }
+                    return Poll::Ready(Ok(Some(conn.buf.split_to(n as usize).freeze())));
+                }
+                Kind::Length(_) => {}
+                Kind::Chunked(decoder) => match decoder.decode(&mut conn.buf)? {
+                    Step::Data(data) => {
+                        // See the end now if it is buffered, so that the last frame
+                        // comes with `is_end_stream`.
+                        match decoder.skip_framing(&mut conn.buf) {
+                            Err(err) => self.failed = Some(err),
+                            Ok(()) if decoder.is_done() => self.kind = Kind::Done,
+                            Ok(()) => {}
+                        }
+                        return Poll::Ready(Ok(Some(data)));
+                    }
+                    Step::Done => {
+                        self.kind = Kind::Done;
+                        return Poll::Ready(Ok(None));
+                    }
+                    Step::NeedMore => {}
+                },
+                Kind::Eof if !conn.buf.is_empty() => {
+                    return Poll::Ready(Ok(Some(conn.buf.split().freeze())));
+                }
+                Kind::Eof => {}
+            }
+            match ready!(conn.poll_read(cx)) {
+                Ok(0) if matches!(self.kind, Kind::Eof) => {
+                    self.kind = Kind::Done;
+                    return Poll::Ready(Ok(None));
+                }
+                // A body cut short is an error, never a clean end.
+                Ok(0) => return Poll::Ready(Err(Error::IncompleteBody)),
+                Ok(_) => {}
+                Err(err) => return Poll::Ready(Err(Error::Io(err))),
+            }
+        }
+    }
+
+    /// True once nothing has come for `timeout` since the last frame.
+    fn idle_too_long(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.progressed {
+            self.progressed = false;
+            let deadline = Instant::now() + self.timeout;
+            match &mut self.sleep {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        self.sleep
+            .as_mut()
+            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = self.get_mut();
+        if let Some(err) = this.failed.take() {
+            return this.fail(err);
+        }
+        if let Err(err) = this.drive_rest(cx) {
+            return this.fail(err);
+        }
+        match this.poll_data(cx) {
+            Poll::Ready(Ok(Some(data))) => {
+                this.progressed = true;
+                this.settle();
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Ok(None)) => {
+                this.settle();
+                Poll::Ready(None)
+            }
+            Poll::Ready(Err(err)) => this.fail(err),
+            Poll::Pending if this.idle_too_long(cx) => this.fail(Error::Timeout),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.kind, Kind::Done)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.kind {
+            Kind::Length(n) => SizeHint::with_exact(n),
+            Kind::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The chunked transfer coding (RFC 9112 §7.1), decoded from the connection's read buffer.
+//!
+//! Strict on purpose, since a lenient chunk parser is how response splitting starts: hex
+//! sizes with overflow checks, every line ended by CRLF (no bare LF), lines bounded by
+//! [`MAX_CHUNK_LINE`], extensions skipped, trailers read and discarded up to
+//! [`MAX_TRAILER_BYTES`]. Data comes out as slices of the buffer, never copied.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::{Error, MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk: this many data bytes still to come.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one.
+    Trailers,
+    Done,
+}
+
+/// One step of decoding.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Data(Bytes),
+    /// The buffer holds no further complete piece: read more.
+    NeedMore,
+    /// The last chunk and the trailers have been read.
+    Done,
+}
+
+#[derive(Debug)]
+pub(super) struct Decoder {
+    state: State,
+    trailer_bytes: usize,
+}
+
+impl Decoder {
+    pub(super) fn new() -> Decoder {
+        Decoder {
+            state: State::Size,
+            trailer_bytes: 0,
+        }
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decodes from the front of `buf` until a piece of data, the end, or a need for
+    /// more bytes.
+    pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Error> {
+        loop {
+            if let State::Data(remaining) = self.state {
+                if buf.is_empty() {
+                    return Ok(Step::NeedMore);
+                }
+                let n = remaining.min(buf.len() as u64);
+                self.state = match remaining - n {
+                    0 => State::DataEnd,
+                    left => State::Data(left),
+                };
+                return Ok(Step::Data(buf.split_to(n as usize).freeze()));
+            }
+            match self.skip_one(buf)? {
+                Some(Step::NeedMore) => return Ok(Step::NeedMore),
+                Some(Step::Done) => return Ok(Step::Done),
+                _ => {}
+            }
+        }
+    }
+
+    /// Consumes framing already in `buf` (CRLF, size lines, trailers) without taking any
+    /// data, so that the end of the body is seen with its last data frame.
+    pub(super) fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Error> {
+        while !matches!(self.state, State::Data(_) | State::Done) {
+            if let Some(Step::NeedMore) = self.skip_one(buf)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One framing element; `Some(NeedMore)` if it is not all there yet.
+    fn skip_one(&mut self, buf: &mut BytesMut) -> Result<Option<Step>, Error> {
+        match self.state {
+            State::Data(_) => Ok(None),
+            State::Done => Ok(Some(Step::Done)),
+            State::DataEnd => match buf.get(..2) {
+                Some(b"\r\n") => {
+                    buf.advance(2);
+                    self.state = State::Size;
+                    Ok(None)
+                }
+                Some(_) => Err(Error::Chunked("no CRLF after chunk data")),
+                None if buf.first().is_some_and(|&b| b != b'\r') => {
+                    Err(Error::Chunked("no CRLF after chunk data"))
+                }
+                None => Ok(Some(Step::NeedMore)),
+            },
+            State::Size => {
+                let Some(end) = line_end(buf)? else {
+                    return Ok(Some(Step::NeedMore));
+                };
+                let size = parse_size(&buf[..end])?;
+                buf.advance(end + 2);
+                self.state = if size == 0 {
+                    State::Trailers
+                } else {
+                    State::Data(size)
+                };
+                Ok(None)
+            }
+            State::Trailers => {
+                let Some(end) = line_end(buf)? else {
+                    return Ok(Some(Step::NeedMore));
+                };
+                if buf[..end]
+                    .iter()
+                    .any(|&b| b.is_ascii_control() && b != b'\t')
+                {
+                    return Err(Error::Chunked("control character in trailer"));
+                }
+                buf.advance(end + 2);
+                if end == 0 {
+                    self.state = State::Done;
+                    return Ok(Some(Step::Done));
+                }
+                self.trailer_bytes += end + 2;
+                if self.trailer_bytes > MAX_TRAILER_BYTES {
+                    return Err(Error::Chunked("trailers too large"));
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Where the CRLF of the line at the front of `buf` starts, if the whole line is there.
+fn line_end(buf: &[u8]) -> Result<Option<usize>, Error> {
+    let window = &buf[..buf.len().min(MAX_CHUNK_LINE)];
+    match window.iter().position(|&b| b == b'\n') {
+        Some(0) => Err(Error::Chunked("bare LF")),
+        Some(lf) if window[lf - 1] == b'\r' => Ok(Some(lf - 1)),
+        Some(_) => Err(Error::Chunked("bare LF")),
+        None if buf.len() >= MAX_CHUNK_LINE => Err(Error::Chunked("line too long")),
+        None => Ok(None),
+    }
+}
+
+/// `chunk-size [ BWS ";" chunk-ext ]`, without its CRLF; extensions are ignored.
+fn parse_size(line: &[u8]) -> Result<u64, Error> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return Err(Error::Chunked("bad chunk size"));
+    }
+    let mut size = 0u64;
+    for &b in &line[..digits] {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => b - b'A' + 10,
+        };
+        size = size
+            .checked_mul(16)
+            .and_then(|s| s.checked_add(u64::from(digit)))
+            .ok_or(Error::Chunked("chunk size overflows"))?;
+    }
+    let rest = &line[digits..];
+    let ext = rest.trim_ascii_start();
+    if !rest.is_empty() && ext.first() != Some(&b';') {
+        return Err(Error::Chunked("bad chunk size"));
+    }
+    if ext.iter().any(|&b| b.is_ascii_control() && b != b'\t') {
+        return Err(Error::Chunked("control character in chunk extension"));
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `wire` in two parts split at `at` and collects data until the end.
+    fn decode_split(wire: &[u8], at: usize) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        let mut decoder = Decoder::new();
+        let mut buf = BytesMut::from(&wire[..at]);
+        let mut rest = &wire[at..];
+        let mut body = Vec::new();
+        loop {
+            match decoder.decode(&mut buf)? {
+                Step::Data(data) => body.extend_from_slice(&data),
+                Step::Done => return Ok((body, [&buf[..], rest].concat())),
+                Step::NeedMore if rest.is_empty() => return Err(Error::IncompleteBody),
+                Step::NeedMore => {
+                    buf.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+    }
+
+    const WIRE: &[u8] =
+        b"5\r\nhello\r\n1;name=\"v\"\r\n \r\nA \t;x\r\n0123456789\r\n000\r\nx-t: 1\r\n\r\nNEXT";
+
+    #[test]
+    fn any_split_point_decodes_the_same() {
+        for at in 0..=WIRE.len() {
+            let (body, rest) = decode_split(WIRE, at).unwrap();
+            assert_eq!(body, b"hello 0123456789", "split at {at}");
+            assert_eq!(rest, b"NEXT", "split at {at}");
+        }
+    }
+
+    #[test]
+    fn skip_framing_reaches_the_end_without_taking_data() {
+        let mut decoder = Decoder::new();
+        let mut buf = BytesMut::from(&b"3\r\nabc\r\n0\r\n\r\n"[..]);
+        assert_eq!(
+            decoder.decode(&mut buf).unwrap(),
+            Step::Data(Bytes::from_static(b"abc"))
+        );
+        decoder.skip_framing(&mut buf).unwrap();
+        assert!(decoder.is_done());
+        let mut decoder = Decoder::new();
+        let mut buf = BytesMut::from(&b"3\r\nabc\r\n2\r\nde"[..]);
+        decoder.decode(&mut buf).unwrap();
+        decoder.skip_framing(&mut buf).unwrap();
+        assert_eq!(&buf[..], b"de");
+        assert_eq!(
+            decoder.decode(&mut buf).unwrap(),
+            Step::Data(Bytes::from_static(b"de"))
+        );
+    }
+
+    #[test]
+    fn malformed_framing_is_an_error() {
+        for wire in [
+            &b"5\r\nhelloXX0\r\n\r\n"[..],
+            b"5\r\nhello\n0\r\n\r\n",
+            b"5\nhello\r\n0\r\n\r\n",
+            b"g\r\n",
+            b"\r\n",
+            b" 5\r\nhello\r\n0\r\n\r\n",
+            b"5 x\r\nhello\r\n0\r\n\r\n",
+            b"-5\r\n",
+            b"1ffffffffffffffff\r\n",
+            b"5;a\rb\r\nhello\r\n0\r\n\r\n",
+            b"0\r\nx-t: 1\n\r\n",
+        ] {
+            assert!(
+                matches!(decode_split(wire, wire.len()), Err(Error::Chunked(_))),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+
+    #[test]
+    fn lines_and_trailers_are_bounded() {
+        let long = format!("5;{}\r\nhello\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE));
+        assert!(matches!(
+            decode_split(long.as_bytes(), 10),
+            Err(Error::Chunked(_))
+        ));
+        let mut trailers = String::from("0\r\n");
+        while trailers.len() <= MAX_TRAILER_BYTES {
+            trailers.push_str("x-trailer: 0123456789\r\n");
+        }
+        trailers.push_str("\r\n");
+        assert!(matches!(
+            decode_split(trailers.as_bytes(), 3),
+            Err(Error::Chunked(_))
+        ));
+        let largest = b"ffffffffffffffff\r\n";
+        let mut decoder = Decoder::new();
+        let mut buf = BytesMut::from(&largest[..]);
+        assert_eq!(decoder.decode(&mut buf).unwrap(), Step::NeedMore);
+        assert_eq!(decoder.state, State::Data(u64::MAX));
+    }
+}

@@ -1,0 +1,316 @@
+//! One upstream connection and the exchange on it: the request is written and the
+//! response head read by the calling task itself, reading and writing side by side so
+//! that an early response (a 413 to a big upload) is seen while the body still goes out.
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body as HttpBody;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+use super::body::{Body, RestOf};
+use super::decode::{self, Head};
+use super::encode::{self, Outbox, Upload, UploadError};
+use super::{Error, Exchange, SendError, Upgraded};
+use crate::body::{BodyError, Progress};
+use crate::upstream::pool::ConnectError;
+
+/// Read buffer size: most response heads and small bodies arrive in one read.
+const READ_BUF: usize = 8 * 1024;
+/// Below this much free room, the read buffer is topped up before reading.
+const MIN_SPARE: usize = 2 * 1024;
+
+/// An HTTP/1.1 connection to an upstream server, idle between exchanges. `Send`; it can
+/// sit in a pool and be used by any task, one exchange at a time.
+pub struct Conn {
+    pub(super) stream: TcpStream,
+    /// Bytes read and not yet consumed. Its allocation is reused across exchanges once
+    /// the previous response's slices of it have been dropped.
+    pub(super) buf: BytesMut,
+    /// The request's framing bytes; its allocation is reused as well.
+    pub(super) out: Outbox,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("peer", &self.stream.peer_addr().ok())
+            .field("buffered", &self.buf.len())
+            .finish()
+    }
+}
+
+impl Conn {
+    /// Connects within `timeout`, with `TCP_NODELAY` (small requests and responses must
+    /// not wait for Nagle).
+    pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, ConnectError> {
+        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => Ok(Conn::new(stream)),
+            Ok(Err(source)) => Err(ConnectError::Io { addr, source }),
+            Err(_) => Err(ConnectError::Timeout {
+                addr,
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Wraps an already connected stream (sets `TCP_NODELAY`).
+    pub fn new(stream: TcpStream) -> Conn {
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            buf: BytesMut::with_capacity(READ_BUF),
+            out: Outbox::default(),
+        }
+    }
+
+    /// Cheap check before reusing an idle connection: false if the server closed it or
+    /// sent something unasked (often a 408 before closing). No await and, unless the
+    /// reactor has seen the socket become readable, no syscall: a close that the reactor
+    /// has not noticed yet passes, and [`Conn::send`] then fails with [`Error::Closed`].
+    /// A connection found not reusable may have lost the byte looked at: drop it.
+    pub fn is_reusable(&self) -> bool {
+        self.buf.is_empty() && self.out.is_empty() && probe(&self.stream).is_none()
+    }
+
+    /// Sends `req` and reads the response head.
+    ///
+    /// Framing: a body of exact size N goes with `content-length: N` (`content-length:
+    /// 0` for an empty POST, PUT or PATCH), one of unknown size chunked; the caller has
+    /// removed the client's own framing headers. The head and the first body frame, if
+    /// it is ready, leave in one `writev`.
+    ///
+    /// `read_timeout`: the upstream must not be silent that long. With `progress` (a
+    /// body being uploaded), the clock restarts with each frame read from the client,
+    /// and time spent waiting on the client never counts (`client_body_timeout` is the
+    /// body's own business).
+    ///
+    /// A response that comes while the body is still going out (413) stops the upload
+    /// and is returned; the connection will not be reused. A 2xx that comes early keeps
+    /// the upload going from the response body (a streaming server reads as it answers).
+    pub async fn send<B>(
+        mut self,
+        mut req: Request<B>,
+        read_timeout: Duration,
+        progress: Option<&Progress>,
+    ) -> Result<Exchange, SendError<B>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
+    {
+        if let Some(err) = self.stale() {
+            return Err(SendError::Unsent(req, err));
+        }
+        let head_request = req.method() == Method::HEAD;
+        let mut upload = encode::start(&req, &mut self.out);
+        let mut write_failed = None;
+        let clock = Clock {
+            read_timeout,
+            progress,
+        };
+        let sleep = tokio::time::sleep_until(clock.first_deadline());
+        tokio::pin!(sleep);
+        let outcome = poll_fn(|cx| {
+            let body = req.body_mut();
+            let polled = self.poll_head(body, &mut upload, &mut write_failed, head_request, cx);
+            if polled.is_ready() {
+                return polled;
+            }
+            if clock.expired(sleep.as_mut(), cx) {
+                return Poll::Ready(Err(Failure::Timeout));
+            }
+            Poll::Pending
+        })
+        .await;
+        let head = match outcome {
+            Ok(head) => head,
+            Err(Failure::Unsent(err)) => return Err(SendError::Unsent(req, err)),
+            Err(Failure::Failed(err)) => return Err(SendError::Failed(err)),
+            Err(Failure::ClientBody(err)) => return Err(SendError::ClientBody(err)),
+            Err(Failure::Timeout) => return Err(SendError::Timeout),
+        };
+        Ok(self.respond(head, req, upload, write_failed.is_some(), read_timeout))
+    }
+
+    /// Turns a parsed head into the exchange's outcome, giving the connection to the
+    /// upgraded stream or to the response body.
+    fn respond<B>(
+        mut self,
+        head: Head,
+        req: Request<B>,
+        upload: Upload,
+        write_failed: bool,
+        read_timeout: Duration,
+    ) -> Exchange
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
+    {
+        let mut response = Response::new(());
+        *response.status_mut() = head.status;
+        *response.version_mut() = head.version;
+        *response.headers_mut() = head.headers;
+        if head.status == StatusCode::SWITCHING_PROTOCOLS {
+            let read_ahead = self.buf.split().freeze();
+            return Exchange::Upgraded(response, Upgraded::new(self.stream, read_ahead));
+        }
+        let complete = upload.is_complete(&self.out);
+        let reusable = head.keep_alive && complete && !upload.close;
+        // RFC 9112 §9.5: stop sending when the server answers early and does not want
+        // the rest; a 2xx that keeps the connection open may still be reading.
+        let rest = (!complete && !write_failed && head.keep_alive && head.status.is_success())
+            .then(|| RestOf {
+                body: req.into_body(),
+                upload,
+            });
+        let body = Body::new(self, head.kind, reusable, read_timeout, rest);
+        Exchange::Response(response.map(|()| body))
+    }
+
+    /// Why this connection must not carry a request, if it must not.
+    fn stale(&self) -> Option<io::Error> {
+        if !self.buf.is_empty() {
+            return Some(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unread bytes on an idle upstream connection",
+            ));
+        }
+        probe(&self.stream)
+    }
+
+    /// Drives the upload and reads until a final response head (or a 101) is parsed.
+    fn poll_head<B>(
+        &mut self,
+        body: &mut B,
+        upload: &mut Upload,
+        write_failed: &mut Option<io::Error>,
+        head_request: bool,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Head, Failure>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin,
+    {
+        loop {
+            if !self.buf.is_empty() {
+                match decode::parse(&mut self.buf, head_request) {
+                    Ok(Some(head)) => return Poll::Ready(Ok(head)),
+                    Ok(None) => {}
+                    Err(err) => return Poll::Ready(Err(Failure::Failed(err))),
+                }
+            }
+            if write_failed.is_none() && !upload.is_complete(&self.out) {
+                match upload.poll(Pin::new(&mut *body), &mut self.stream, &mut self.out, cx) {
+                    Poll::Ready(Ok(())) | Poll::Pending => {}
+                    Poll::Ready(Err(UploadError::Client(err))) => {
+                        return Poll::Ready(Err(Failure::ClientBody(err)))
+                    }
+                    Poll::Ready(Err(UploadError::Length)) => {
+                        return Poll::Ready(Err(Failure::Failed(Error::RequestLength)))
+                    }
+                    Poll::Ready(Err(UploadError::Io(err))) if !upload.wrote && !upload.touched => {
+                        return Poll::Ready(Err(Failure::Unsent(err)))
+                    }
+                    // The server may have answered before closing: read on.
+                    Poll::Ready(Err(UploadError::Io(err))) => *write_failed = Some(err),
+                }
+            }
+            match self.poll_read(cx) {
+                Poll::Ready(Ok(0)) => {
+                    let err = match write_failed.take() {
+                        Some(err) => Error::Io(err),
+                        None if self.buf.is_empty() => Error::Closed,
+                        None => Error::IncompleteHead,
+                    };
+                    return Poll::Ready(Err(Failure::Failed(err)));
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(Failure::Failed(Error::Io(err)))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Reads what the socket has into `buf`; `Ok(0)` is EOF. The buffer grows only when
+    /// less than [`MIN_SPARE`] is free (a head that does not fit doubles it).
+    pub(super) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < MIN_SPARE {
+            self.buf.reserve(READ_BUF.max(self.buf.len()));
+        }
+        // `read_buf` fills the spare capacity without initializing it first, and clears
+        // the socket's readiness on a short read, saving the EAGAIN syscall.
+        let read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
+        read.poll(cx)
+    }
+}
+
+/// How an exchange ended without a head.
+enum Failure {
+    Unsent(io::Error),
+    Failed(Error),
+    ClientBody(BodyError),
+    Timeout,
+}
+
+/// A non-blocking look at an idle socket: `None` if nothing is there to read.
+fn probe(stream: &TcpStream) -> Option<io::Error> {
+    let mut byte = [0u8; 1];
+    match stream.try_read(&mut byte) {
+        Err(err) if err.kind() == io::ErrorKind::WouldBlock => None,
+        Err(err) => Some(err),
+        Ok(0) => Some(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "upstream closed the idle connection",
+        )),
+        Ok(_) => Some(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "upstream sent bytes on an idle connection",
+        )),
+    }
+}
+
+/// `read_timeout` until the response head, as `exchange()` in `proxy::forward` had it.
+struct Clock<'a> {
+    read_timeout: Duration,
+    progress: Option<&'a Progress>,
+}
+
+impl Clock<'_> {
+    fn first_deadline(&self) -> Instant {
+        match self.progress {
+            Some(progress) => progress.deadline(self.read_timeout),
+            None => Instant::now() + self.read_timeout,
+        }
+    }
+
+    /// True once the upstream has been quiet for `read_timeout`, counting from the
+    /// last body frame and never while the body waits on the client.
+    fn expired(&self, mut sleep: Pin<&mut Sleep>, cx: &mut Context<'_>) -> bool {
+        loop {
+            if sleep.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let Some(progress) = self.progress else {
+                return true;
+            };
+            let now = Instant::now();
+            let deadline = progress.deadline(self.read_timeout);
+            if deadline > now {
+                sleep.as_mut().reset(deadline);
+            } else if progress.waiting_on_client() {
+                // The client is the slow one; look again a little later.
+                sleep
+                    .as_mut()
+                    .reset(now + Duration::from_millis(100).min(self.read_timeout));
+            } else {
+                return true;
+            }
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The request on the wire: the head as given plus the framing we choose, and the body
+//! streamed frame by frame, either as is (`content-length`) or chunk-encoded.
+//!
+//! Framing bytes (head, chunk-size lines) go into one reusable buffer; body data is never
+//! copied: each frame is written with a `writev` of [framing, data, CRLF]. The body is
+//! polled once before the first write so that a small request goes out in one syscall.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::header::CONNECTION;
+use http::{Method, Request};
+use http_body::Body as HttpBody;
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+use crate::body::BodyError;
+
+/// Bytes waiting to be written, in order: `pre`, `data`, `post`.
+#[derive(Default)]
+pub(super) struct Outbox {
+    /// Head and chunk-size lines; its allocation is kept for the connection's life.
+    pre: Vec<u8>,
+    pos: usize,
+    /// One body frame, sent without a copy.
+    data: Bytes,
+    /// What follows the frame: CRLF after a chunk, or the last chunk.
+    post: &'static [u8],
+}
+
+impl Outbox {
+    pub(super) fn is_empty(&self) -> bool {
+        self.pos == self.pre.len() && self.data.is_empty() && self.post.is_empty()
+    }
+
+    /// More may be queued only behind `pre` (data and post follow it on the wire).
+    fn can_queue(&self) -> bool {
+        self.data.is_empty() && self.post.is_empty()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.pre.clear();
+        self.pos = 0;
+        self.data = Bytes::new();
+        self.post = b"";
+    }
+
+    /// Writes everything queued; `wrote` turns true with the first byte that leaves.
+    pub(super) fn poll_flush(
+        &mut self,
+        stream: &mut TcpStream,
+        cx: &mut Context<'_>,
+        wrote: &mut bool,
+    ) -> Poll<io::Result<()>> {
+        while !self.is_empty() {
+            let slices = [
+                IoSlice::new(&self.pre[self.pos..]),
+                IoSlice::new(&self.data),
+                IoSlice::new(self.post),
+            ];
+            let n = ready!(Pin::new(&mut *stream).poll_write_vectored(cx, &slices))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *wrote = true;
+            self.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        let from_pre = n.min(self.pre.len() - self.pos);
+        self.pos += from_pre;
+        n -= from_pre;
+        if self.pos == self.pre.len() {
+            self.pre.clear();
+            self.pos = 0;
+        }
+        let from_data = n.min(self.data.len());
+        self.data.advance(from_data);
+        n -= from_data;
+        self.post = self.post.get(n..).unwrap_or_default();
+    }
+}
+
+/// How the request body is delimited on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body.
+    Empty,
+    /// `content-length`: this many bytes still to come.
+    Length(u64),
+    /// `transfer-encoding: chunked`.
+    Chunked,
+}
+
+/// Why the upload stopped.
+#[derive(Debug)]
+pub(super) enum UploadError {
+    /// The client's body failed.
+    Client(BodyError),
+    /// The body yielded more or fewer bytes than its exact size hint promised.
+    Length,
+    /// Writing to the upstream failed.
+    Io(io::Error),
+}
+
+/// The state of one request's upload.
+pub(super) struct Upload {
+    framing: Framing,
+    /// Every byte of the request is queued (the body ended or there is none).
+    ended: bool,
+    /// A frame or the end was taken from the body: it can no longer be resent as is.
+    pub(super) touched: bool,
+    /// At least one byte reached the socket.
+    pub(super) wrote: bool,
+    /// The request itself asked for `Connection: close`.
+    pub(super) close: bool,
+}
+
+/// Methods whose empty body is still announced with `content-length: 0`, as most
+/// clients do (RFC 9110 §8.6: a body is expected for them).
+fn announces_empty_body(method: &Method) -> bool {
+    *method == Method::POST || *method == Method::PUT || *method == Method::PATCH
+}
+
+/// Queues the request head (request line, the caller's headers as given, then our
+/// framing header) and returns the upload state for the body.
+pub(super) fn start<B: HttpBody>(req: &Request<B>, out: &mut Outbox) -> Upload {
+    let body = req.body();
+    let framing = match body.size_hint().exact() {
+        _ if body.is_end_stream() => Framing::Empty,
+        Some(0) => Framing::Empty,
+        Some(n) => Framing::Length(n),
+        None => Framing::Chunked,
+    };
+    out.clear();
+    let pre = &mut out.pre;
+    pre.extend_from_slice(req.method().as_str().as_bytes());
+    pre.push(b' ');
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    pre.extend_from_slice(if target.is_empty() {
+        b"/"
+    } else {
+        target.as_bytes()
+    });
+    pre.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut close = false;
+    for (name, value) in req.headers() {
+        if *name == CONNECTION {
+            close |= super::decode::has_token(value.as_bytes(), b"close");
+        }
+        pre.extend_from_slice(name.as_str().as_bytes());
+        pre.extend_from_slice(b": ");
+        pre.extend_from_slice(value.as_bytes());
+        pre.extend_from_slice(b"\r\n");
+    }
+    match framing {
+        Framing::Empty if announces_empty_body(req.method()) => {
+            pre.extend_from_slice(b"content-length: 0\r\n");
+        }
+        Framing::Empty => {}
+        Framing::Length(n) => {
+            pre.extend_from_slice(b"content-length: ");
+            push_decimal(pre, n);
+            pre.extend_from_slice(b"\r\n");
+        }
+        Framing::Chunked => pre.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    pre.extend_from_slice(b"\r\n");
+    Upload {
+        framing,
+        ended: framing == Framing::Empty,
+        touched: false,
+        wrote: false,
+        close,
+    }
+}
+
+impl Upload {
+    /// Every byte of the request has been written.
+    pub(super) fn is_complete(&self, out: &Outbox) -> bool {
+        self.ended && out.is_empty()
+    }
+
+    /// Writes the request: queued bytes, then body frames as they come, one `writev` per
+    /// frame. Ready(Ok) once all of it is written; Pending while waiting on the body or on
+    /// the socket (both wakers are registered).
+    pub(super) fn poll<B>(
+        &mut self,
+        mut body: Pin<&mut B>,
+        stream: &mut TcpStream,
+        out: &mut Outbox,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), UploadError>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError>,
+    {
+        let mut body_pending = false;
+        loop {
+            if !self.ended && !body_pending && out.can_queue() {
+                match body.as_mut().poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        self.touched = true;
+                        if let Ok(data) = frame.into_data() {
+                            self.queue(data, body.is_end_stream(), out)?;
+                        }
+                        continue;
+                    }
+                    Poll::Ready(Some(Err(err))) => {
+                        self.touched = true;
+                        return Poll::Ready(Err(UploadError::Client(err)));
+                    }
+                    Poll::Ready(None) => {
+                        self.touched = true;
+                        self.finish(out)?;
+                        continue;
+                    }
+                    Poll::Pending => body_pending = true,
+                }
+            }
+            if out.is_empty() {
+                return if self.ended {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                };
+            }
+            ready!(out.poll_flush(stream, cx, &mut self.wrote)).map_err(UploadError::Io)?;
+        }
+    }
+
+    /// Queues one data frame; `last` when the body says it has ended with it.
+    fn queue(&mut self, data: Bytes, last: bool, out: &mut Outbox) -> Result<(), UploadError> {
+        // Trailer frames are dropped (they are hop-by-hop for a proxy unless negotiated).
+        let len = data.len() as u64;
+        match self.framing {
+            Framing::Length(remaining) => {
+                let remaining = remaining.checked_sub(len).ok_or(UploadError::Length)?;
+                self.framing = Framing::Length(remaining);
+                out.data = data;
+                if last {
+                    self.finish(out)?;
+                }
+            }
+            Framing::Chunked if len == 0 => {
+                // An empty chunk would end the body on the wire.
+                if last {
+                    self.finish(out)?;
+                }
+            }
+            Framing::Chunked => {
+                push_hex(&mut out.pre, len);
+                out.pre.extend_from_slice(b"\r\n");
+                out.data = data;
+                out.post = if last { b"\r\n0\r\n\r\n" } else { b"\r\n" };
+                self.ended = last;
+            }
+            Framing::Empty => return Err(UploadError::Length),
+        }
+        Ok(())
+    }
+
+    /// The body ended: check its length, or queue the last chunk.
+    fn finish(&mut self, out: &mut Outbox) -> Result<(), UploadError> {
+        match self.framing {
+            Framing::Length(0) | Framing::Empty => {}
+            Framing::Length(_) => return Err(UploadError::Length),
+            Framing::Chunked if out.post.is_empty() => out.pre.extend_from_slice(b"0\r\n\r\n"),
+            // The last frame's post already carries the last chunk.
+            Framing::Chunked => {}
+        }
+        self.ended = true;
+        Ok(())
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = HEX[(n & 0xf) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_without_formatting_machinery() {
+        let mut out = Vec::new();
+        for (n, dec, hex) in [
+            (0u64, "0", "0"),
+            (9, "9", "9"),
+            (10, "10", "a"),
+            (4096, "4096", "1000"),
+            (u64::MAX, "18446744073709551615", "ffffffffffffffff"),
+        ] {
+            out.clear();
+            push_decimal(&mut out, n);
+            assert_eq!(out, dec.as_bytes());
+            out.clear();
+            push_hex(&mut out, n);
+            assert_eq!(out, hex.as_bytes());
+        }
+    }
+
+    #[test]
+    fn head_carries_headers_as_given_then_our_framing() {
+        let req = Request::post("/submit?x=1")
+            .header("host", "app")
+            .header("x-two", "a")
+            .header("x-two", "b")
+            .header("connection", "keep-alive, Close")
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap_or_default();
+        let mut out = Outbox::default();
+        let upload = start(&req, &mut out);
+        assert!(upload.close);
+        assert!(upload.ended);
+        assert_eq!(
+            String::from_utf8_lossy(&out.pre),
+            "POST /submit?x=1 HTTP/1.1\r\nhost: app\r\nx-two: a\r\nx-two: b\r\n\
+             connection: keep-alive, Close\r\ncontent-length: 0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn bodiless_get_announces_no_length() {
+        let req =
+            Request::get("http://ignored.example/").body(http_body_util::Empty::<Bytes>::new());
+        let req = req.unwrap_or_default();
+        let mut out = Outbox::default();
+        let upload = start(&req, &mut out);
+        assert!(!upload.close);
+        assert_eq!(out.pre, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn advance_walks_pre_then_data_then_post() {
+        let mut out = Outbox::default();
+        out.pre.extend_from_slice(b"5\r\n");
+        out.data = Bytes::from_static(b"hello");
+        out.post = b"\r\n";
+        out.advance(2);
+        assert_eq!(&out.pre[out.pos..], b"\n");
+        out.advance(3);
+        assert!(out.pre.is_empty());
+        assert_eq!(&out.data[..], b"llo");
+        out.advance(4);
+        assert_eq!(out.post, b"\n");
+        out.advance(1);
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,167 @@
+//! A lean HTTP/1.1 client connection to an upstream server, driven entirely by the task
+//! that uses it: the request future writes and reads the socket itself, and the response
+//! body reads straight from the socket when the client side polls it. No spawned
+//! connection task, no channels, no wake-ups between tasks (nginx's one event loop, in
+//! tokio terms). One exchange at a time, no pipelining.
+//!
+//! # Layout
+//! - `conn`: connecting, the cheap reuse check, and [`Conn::send`] (request out,
+//!   response head in, the `read_timeout` clock).
+//! - `encode`: the request head and body framing (`content-length` or chunked) and
+//!   the write queue that sends head and first body bytes in one `writev`.
+//! - `decode`: the response head (httparse) and how its body is delimited (RFC 9112 §6.3).
+//! - `chunked`: the chunked body decoder.
+//! - `body`: the response [`Body`], which hands the connection back once read whole.
+//! - `upgraded`: the raw stream after a `101 Switching Protocols`.
+//!
+//! # Use
+//! ```ignore
+//! let conn = Conn::connect(addr, connect_timeout).await?; // or one from the idle pool
+//! match conn.send(request, read_timeout, progress.as_deref()).await {
+//!     Ok(Exchange::Response(response)) => {
+//!         // Stream `response`; when its body is dropped:
+//!         if let Some(conn) = body.take_reusable() { /* back to the idle pool */ }
+//!     }
+//!     Ok(Exchange::Upgraded(head, stream)) => { /* tunnel */ }
+//!     Err(SendError::Unsent(request, _)) => { /* send it elsewhere, unchanged */ }
+//!     Err(_) => { /* 502 / 504 / 408 */ }
+//! }
+//! ```
+//!
+//! Every limit is a constant below; every protocol decision cites RFC 9112.
+
+mod body;
+mod chunked;
+mod conn;
+mod decode;
+mod encode;
+mod upgraded;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io;
+
+use http::{Request, Response};
+
+pub use body::Body;
+pub use conn::Conn;
+pub use upgraded::Upgraded;
+
+use crate::body::{BodyError, RequestBody};
+
+/// Largest response head accepted, status line included (a bigger one is a 502).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Most header fields accepted in a response head.
+pub const MAX_HEADERS: usize = 128;
+/// Longest chunk-size line or trailer line of a chunked body.
+pub const MAX_CHUNK_LINE: usize = 4 * 1024;
+/// Most trailer bytes accepted after the last chunk (they are read and discarded).
+pub const MAX_TRAILER_BYTES: usize = 64 * 1024;
+
+/// What came back for a request.
+#[derive(Debug)]
+pub enum Exchange {
+    /// A final response; its body streams from the connection, which the body gives
+    /// back through [`Body::take_reusable`] once read whole.
+    Response(Response<Body>),
+    /// `101 Switching Protocols`: the raw stream, with any bytes already read past the
+    /// head, for a tunnel.
+    Upgraded(Response<()>, Upgraded),
+}
+
+/// Why [`Conn::send`] produced no response. The connection is gone in every case.
+// Unboxed on purpose: `Result<Exchange, SendError>` is as large as `Exchange` anyway, and
+// boxing would allocate on the retry path.
+#[allow(clippy::large_enum_variant)]
+pub enum SendError<B = RequestBody> {
+    /// No byte was written and the body was not touched: the request can be sent
+    /// elsewhere unchanged (typically a pooled connection the server had closed).
+    Unsent(Request<B>, io::Error),
+    /// At least part of the request was written, then the exchange failed.
+    Failed(Error),
+    /// The upstream said nothing for `read_timeout`.
+    Timeout,
+    /// Our request body (the client's) failed: the client is to blame, not the upstream.
+    ClientBody(BodyError),
+}
+
+impl<B> fmt::Debug for SendError<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Unsent(req, err) => f
+                .debug_tuple("Unsent")
+                .field(&format_args!("{} {}", req.method(), req.uri()))
+                .field(err)
+                .finish(),
+            SendError::Failed(err) => f.debug_tuple("Failed").field(err).finish(),
+            SendError::Timeout => f.write_str("Timeout"),
+            SendError::ClientBody(err) => f.debug_tuple("ClientBody").field(err).finish(),
+        }
+    }
+}
+
+impl<B> fmt::Display for SendError<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Unsent(_, err) => write!(f, "request not sent: {err}"),
+            SendError::Failed(err) => err.fmt(f),
+            SendError::Timeout => f.write_str("upstream timed out"),
+            SendError::ClientBody(err) => write!(f, "client request body failed: {err}"),
+        }
+    }
+}
+
+impl<B> std::error::Error for SendError<B> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::Unsent(_, err) => Some(err),
+            SendError::Failed(err) => Some(err),
+            SendError::Timeout => None,
+            SendError::ClientBody(err) => Some(err),
+        }
+    }
+}
+
+/// A failed exchange or response body, upstream's fault unless said otherwise.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("upstream connection failed: {0}")]
+    Io(#[from] io::Error),
+    /// EOF before any byte of a response: on a kept-alive connection, usually the
+    /// server closing it just as the request went out.
+    #[error("upstream closed the connection before responding")]
+    Closed,
+    #[error("upstream closed the connection in the middle of the response head")]
+    IncompleteHead,
+    #[error("upstream closed the connection before the response body ended")]
+    IncompleteBody,
+    #[error("malformed response head: {0}")]
+    Head(&'static str),
+    #[error("response head larger than {MAX_HEAD_BYTES} bytes")]
+    HeadTooLarge,
+    #[error("more than {MAX_HEADERS} response header fields")]
+    TooManyHeaders,
+    #[error("invalid Content-Length in response")]
+    ContentLength,
+    #[error("malformed chunked body: {0}")]
+    Chunked(&'static str),
+    /// No body bytes for `read_timeout` (as `proxy_read_timeout` between two reads).
+    #[error("upstream response body timed out between two reads")]
+    Timeout,
+    /// The request body did not match the length it announced.
+    #[error("request body length does not match its size hint")]
+    RequestLength,
+    /// The client's body failed while it was still streaming up beside the response
+    /// (a server that answered 2xx before reading the whole request).
+    #[error("client request body failed: {0}")]
+    ClientBody(BodyError),
+}
+
+impl Error {
+    /// The response body idled past `read_timeout`.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout)
+    }
+}
