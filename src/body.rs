@@ -23,8 +23,10 @@ pub enum BodyError {
     /// No frame arrived within the idle timeout (`client_body_timeout` for requests,
     /// `read_timeout` for upstream responses).
     Timeout,
-    /// The other side failed: reset, closed early, malformed framing.
+    /// The client's body failed: reset, closed early, malformed framing.
     Stream(hyper::Error),
+    /// The upstream's response body failed (reset, cut short, malformed, idle too long).
+    Upstream(Box<crate::upstream::h1::Error>),
 }
 
 impl fmt::Display for BodyError {
@@ -32,6 +34,7 @@ impl fmt::Display for BodyError {
         match self {
             BodyError::Timeout => f.write_str("body timed out between two reads"),
             BodyError::Stream(err) => write!(f, "body stream failed: {err}"),
+            BodyError::Upstream(err) => write!(f, "upstream body failed: {err}"),
         }
     }
 }
@@ -41,21 +44,8 @@ impl StdError for BodyError {
         match self {
             BodyError::Timeout => None,
             BodyError::Stream(err) => Some(err),
+            BodyError::Upstream(err) => Some(err.as_ref()),
         }
-    }
-}
-
-impl BodyError {
-    /// True if `err`, or anything in its source chain, is a body timeout of ours.
-    pub fn is_timeout_in(err: &(dyn StdError + 'static)) -> bool {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(BodyError::Timeout) = e.downcast_ref::<BodyError>() {
-                return true;
-            }
-            cur = e.source();
-        }
-        false
     }
 }
 
@@ -227,12 +217,16 @@ impl Body for RequestBody {
 }
 
 /// The body of a response sent to the client.
+// The upstream variant is the common case and the large one; boxing it would cost an
+// allocation per proxied request to save bytes on the rarer ones.
+#[allow(clippy::large_enum_variant)]
 pub enum ResponseBody {
     Empty,
     /// A body made by tollgate itself (`return`, error pages).
     Full(Option<Bytes>),
-    /// The upstream's body, streamed as it arrives.
-    Upstream(Timed),
+    /// The upstream's body, read from its connection as the client takes it (the
+    /// connection applies `read_timeout` between reads).
+    Upstream(crate::upstream::h1::Body),
 }
 
 impl ResponseBody {
@@ -257,7 +251,9 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Empty => Poll::Ready(None),
             ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Upstream(body) => Pin::new(body).poll_frame(cx),
+            ResponseBody::Upstream(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_err(|err| BodyError::Upstream(Box::new(err))),
         }
     }
 

@@ -34,7 +34,7 @@ pub enum ProxyError {
     #[error("upstream {addr} failed: {source}")]
     Upstream {
         addr: std::net::SocketAddr,
-        source: hyper::Error,
+        source: crate::upstream::h1::Error,
     },
     /// A 101 the client did not ask for.
     #[error("upstream {0} switched protocols unasked")]
@@ -69,17 +69,12 @@ impl ProxyError {
         }
     }
 
-    /// Sorts a failed upstream exchange: our own request body may be what broke it.
-    pub fn from_exchange(addr: std::net::SocketAddr, err: hyper::Error) -> ProxyError {
-        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&err);
-        while let Some(e) = cur {
-            match e.downcast_ref::<BodyError>() {
-                Some(BodyError::Timeout) => return ProxyError::ClientBodyTimeout,
-                Some(BodyError::Stream(inner)) => return ProxyError::ClientBody(inner.to_string()),
-                None => cur = e.source(),
-            }
+    /// The client's request body broke off while it was being sent upstream.
+    pub fn client_body(err: BodyError) -> ProxyError {
+        match err {
+            BodyError::Timeout => ProxyError::ClientBodyTimeout,
+            other => ProxyError::ClientBody(other.to_string()),
         }
-        ProxyError::Upstream { addr, source: err }
     }
 }
 

@@ -13,16 +13,16 @@ use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
 use http::uri::{PathAndQuery, Uri};
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, Version};
 use http_body::Body;
 use hyper::body::Incoming;
-use hyper::client::conn::TrySendError;
 use tokio::time::Instant;
 
-use super::error::{Party, ProxyError};
+use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
 use crate::body::{Progress, RequestBody, ResponseBody, Timed};
-use crate::upstream::pool::{self, Checkin, Sender};
+use crate::upstream::h1::{self, Exchange, SendError};
+use crate::upstream::pool;
 use crate::upstream::{Group, InFlight, Lease};
 
 /// What the forwarder knows about the request's origin.
@@ -164,15 +164,15 @@ pub async fn forward(
         let srv = &group.servers[server];
         // Counted from the pick, so that concurrent picks see each other (least_conn).
         let in_flight = InFlight::new(group.clone(), server);
-        let (mut sender, pooled) =
-            match pool::checkout(group, server, ctx.conn.worker, fresh_retry).await {
-                Ok(checked_out) => checked_out,
-                Err(err) => {
-                    srv.health.record_failure(std::time::Instant::now());
-                    last_error = Some(ProxyError::from(err));
-                    continue;
-                }
-            };
+        let (conn, pooled) = match pool::checkout(group, server, ctx.conn.worker, fresh_retry).await
+        {
+            Ok(checked_out) => checked_out,
+            Err(err) => {
+                srv.health.record_failure(std::time::Instant::now());
+                last_error = Some(ProxyError::from(err));
+                continue;
+            }
+        };
         let Some(request) = unsent
             .take()
             .or_else(|| replay.as_ref().map(Replay::request))
@@ -180,47 +180,58 @@ pub async fn forward(
             break;
         };
         let started = Instant::now();
-        match exchange(
-            &mut sender,
-            request,
-            group.read_timeout,
-            progress.as_deref(),
-        )
-        .await
+        match conn
+            .send(request, group.read_timeout, progress.as_deref())
+            .await
         {
-            Ok(Ok(response)) => {
+            Ok(exchange) => {
                 srv.health.record_success(std::time::Instant::now());
                 let upstream_time = started.elapsed();
-                let (response, checkin) =
-                    respond(response, client_upgrade, group, server, ctx, sender)?;
+                let response = respond(exchange, client_upgrade, group, server)?;
                 return Ok(Done {
                     response,
                     addr: srv.addr,
                     upstream_time,
-                    lease: Lease::new(in_flight, checkin),
+                    lease: Lease::new(in_flight, ctx.conn.worker),
                 });
             }
-            Ok(Err(mut err)) => {
-                unsent = err.take_message();
-                let err = ProxyError::from_exchange(srv.addr, err.into_error());
-                if err.party() == Party::Client {
+            Err(SendError::ClientBody(err)) => return Err(ProxyError::client_body(err)),
+            Err(SendError::Timeout) => {
+                srv.health.record_failure(std::time::Instant::now());
+                let err = ProxyError::Timeout(srv.addr);
+                if replay.is_none() {
                     return Err(err);
                 }
-                let can_resend = unsent.is_some() || replay.is_some();
-                if pooled && fresh_retry && can_resend {
+                last_error = Some(err);
+            }
+            Err(SendError::Unsent(request, err)) => {
+                // Nothing was written: the request goes on unchanged.
+                unsent = Some(request);
+                if pooled && fresh_retry {
                     fresh_retry = false;
                     fresh_on = Some(server);
                 } else {
                     srv.health.record_failure(std::time::Instant::now());
                 }
-                if !can_resend {
-                    return Err(err);
-                }
-                last_error = Some(err);
+                last_error = Some(ProxyError::Upstream {
+                    addr: srv.addr,
+                    source: h1::Error::Io(err),
+                });
             }
-            Err(Elapsed) => {
-                srv.health.record_failure(std::time::Instant::now());
-                let err = ProxyError::Timeout(srv.addr);
+            Err(SendError::Failed(err)) => {
+                // A kept-alive connection closed before any answer: the server had
+                // dropped it while it sat in the pool.
+                let stale = pooled && matches!(err, h1::Error::Closed);
+                let err = ProxyError::Upstream {
+                    addr: srv.addr,
+                    source: err,
+                };
+                if stale && fresh_retry && replay.is_some() {
+                    fresh_retry = false;
+                    fresh_on = Some(server);
+                } else {
+                    srv.health.record_failure(std::time::Instant::now());
+                }
                 if replay.is_none() {
                     return Err(err);
                 }
@@ -239,72 +250,31 @@ fn bit(server: usize) -> u64 {
     }
 }
 
-/// The upstream said nothing within `read_timeout`.
-struct Elapsed;
-
-type Exchanged = Result<Response<Incoming>, TrySendError<Request<RequestBody>>>;
-
-/// Sends `request` and waits for the response head. The upstream must not stay
-/// silent for `read_timeout`: while a body is being uploaded, the clock restarts with
-/// every frame, and waiting on a slow client never counts (the body's own
-/// `client_body_timeout` covers that).
-async fn exchange(
-    sender: &mut Sender,
-    request: Request<RequestBody>,
-    read_timeout: Duration,
-    progress: Option<&Progress>,
-) -> Result<Exchanged, Elapsed> {
-    let send = sender.try_send_request(request);
-    let Some(progress) = progress else {
-        return tokio::time::timeout(read_timeout, send)
-            .await
-            .map_err(|_| Elapsed);
-    };
-    tokio::pin!(send);
-    loop {
-        let deadline = progress.deadline(read_timeout);
-        tokio::select! {
-            result = &mut send => return Ok(result),
-            () = tokio::time::sleep_until(deadline) => {
-                let quiet = progress.deadline(read_timeout) <= Instant::now();
-                if quiet && !progress.waiting_on_client() {
-                    return Err(Elapsed);
-                }
-                if quiet {
-                    // The client is the slow one; look again a little later.
-                    tokio::time::sleep(Duration::from_millis(100).min(read_timeout)).await;
-                }
-            }
-        }
-    }
-}
-
 /// Turns the upstream's response head into the client's.
 fn respond(
-    mut response: Response<Incoming>,
+    exchange: Exchange,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     group: &Arc<Group>,
     server: usize,
-    ctx: &Ctx<'_>,
-    sender: Sender,
-) -> Result<(Response<ResponseBody>, Option<Checkin>), ProxyError> {
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let Some(client_upgrade) = client_upgrade else {
-            return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
-        };
-        let upstream_upgrade = hyper::upgrade::on(&mut response);
-        tokio::spawn(tunnel::run(
-            client_upgrade,
-            upstream_upgrade,
-            group.read_timeout,
-        ));
-        let (mut parts, _) = response.into_parts();
-        headers::to_client(&mut parts.headers, true);
-        return Ok((Response::from_parts(parts, ResponseBody::Empty), None));
+) -> Result<Response<ResponseBody>, ProxyError> {
+    match exchange {
+        Exchange::Upgraded(head, upgraded) => {
+            let Some(client_upgrade) = client_upgrade else {
+                return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
+            };
+            tokio::spawn(tunnel::run(client_upgrade, upgraded, group.read_timeout));
+            let (mut parts, ()) = head.into_parts();
+            headers::to_client(&mut parts.headers, true);
+            parts.version = Version::HTTP_11;
+            Ok(Response::from_parts(parts, ResponseBody::Empty))
+        }
+        Exchange::Response(response) => {
+            let (mut parts, body) = response.into_parts();
+            headers::to_client(&mut parts.headers, false);
+            // The client's protocol is the client connection's business, whatever the
+            // upstream spoke (it may be HTTP/1.0).
+            parts.version = Version::HTTP_11;
+            Ok(Response::from_parts(parts, ResponseBody::Upstream(body)))
+        }
     }
-    let checkin = Checkin::new(group.clone(), server, ctx.conn.worker, sender);
-    let (mut parts, body) = response.into_parts();
-    headers::to_client(&mut parts.headers, false);
-    let body = ResponseBody::Upstream(Timed::new(body, group.read_timeout));
-    Ok((Response::from_parts(parts, body), Some(checkin)))
 }

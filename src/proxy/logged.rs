@@ -144,7 +144,11 @@ impl Body for Logged {
 impl Drop for Logged {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
-            lease.end(self.ended || self.inner.is_end_stream());
+            let conn = match &mut self.inner {
+                ResponseBody::Upstream(body) => body.take_reusable(),
+                _ => None,
+            };
+            lease.end(conn);
         }
         if let Some(entry) = self.entry.take() {
             entry.write(self.sent);

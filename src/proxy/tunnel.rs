@@ -9,17 +9,19 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep, Instant};
 
+use crate::upstream::h1::Upgraded;
+
 const BUF: usize = 16 * 1024;
 
-pub async fn run(client: OnUpgrade, upstream: OnUpgrade, idle: Duration) {
-    let (client, upstream) = match tokio::join!(client, upstream) {
-        (Ok(c), Ok(u)) => (c, u),
-        (Err(err), _) | (_, Err(err)) => {
-            tracing::debug!(error = %err, "upgrade did not complete");
+pub async fn run(client: OnUpgrade, upstream: Upgraded, idle: Duration) {
+    let client = match client.await {
+        Ok(client) => client,
+        Err(err) => {
+            tracing::debug!(error = %err, "client side of the upgrade did not complete");
             return;
         }
     };
-    if let Err(err) = pump(TokioIo::new(client), TokioIo::new(upstream), idle).await {
+    if let Err(err) = pump(TokioIo::new(client), upstream, idle).await {
         tracing::debug!(error = %err, "tunnel closed");
     }
 }

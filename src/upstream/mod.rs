@@ -87,25 +87,23 @@ impl Group {
 }
 
 /// What a request holds on its upstream server while the response streams: its
-/// place in the server's load count, and the connection to give back afterwards.
+/// place in the server's load count (`least_conn`), and where its connection goes
+/// back when the body has been read whole.
 pub struct Lease {
-    _in_flight: InFlight,
-    checkin: Option<pool::Checkin>,
+    in_flight: InFlight,
+    worker: usize,
 }
 
 impl Lease {
-    pub fn new(in_flight: InFlight, checkin: Option<pool::Checkin>) -> Lease {
-        Lease {
-            _in_flight: in_flight,
-            checkin,
-        }
+    pub fn new(in_flight: InFlight, worker: usize) -> Lease {
+        Lease { in_flight, worker }
     }
 
-    /// The response is over. Its connection is kept for reuse only if the body was
-    /// read to the end; otherwise it is closed (it may still carry unread bytes).
-    pub fn end(self, body_complete: bool) {
-        if let (true, Some(checkin)) = (body_complete, self.checkin) {
-            checkin.finish();
+    /// The response is over; `conn` is its connection if keep-alive allows reuse.
+    pub fn end(self, conn: Option<h1::Conn>) {
+        if let Some(conn) = conn {
+            let server = &self.in_flight.group.servers[self.in_flight.server];
+            server.pool.put(self.worker, conn);
         }
     }
 }

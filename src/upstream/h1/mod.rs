@@ -15,7 +15,7 @@
 //! - `upgraded`: the raw stream after a `101 Switching Protocols`.
 //!
 //! # Use
-//! ```ignore
+//! ```text
 //! let conn = Conn::connect(addr, connect_timeout).await?; // or one from the idle pool
 //! match conn.send(request, read_timeout, progress.as_deref()).await {
 //!     Ok(Exchange::Response(response)) => {
