@@ -13,7 +13,8 @@
 //! Thin I/O shell:
 //! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
 //! - [`proxy`]: the request pipeline (identify, route, forward, respond, log).
-//! - [`upstream`]: pooled keep-alive connections to upstream servers.
+//! - [`upstream`]: pooled keep-alive connections to upstream servers, spoken to by
+//!   [`upstream::h1`], a lean HTTP/1.1 client that runs inside the request's own task.
 //! - [`snapshot`]: the one place config meets runtime objects.
 //! - [`log`]: the access log.
 //! - [`signals`]: unix signals mapped to what the operator means by them.
