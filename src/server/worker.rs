@@ -39,6 +39,7 @@ pub fn run(
             tokio::spawn(task);
         }
         drop(alive);
+        tokio::spawn(heartbeat());
         let mut stop = shutdown.clone();
         let _ = stop.wait_for(|stop| *stop).await;
         let limit = shared.snapshot.load().conn.shutdown_timeout;
@@ -51,6 +52,22 @@ pub fn run(
         Ok(())
     })
 }
+
+/// Keeps a timer at most [`HEARTBEAT`] away. tokio's timer wakes its own driver
+/// (an eventfd write, a system call) whenever a timer is armed that expires before the
+/// driver's next planned wake-up; with nothing else pending, every request's
+/// `read_timeout` and every keep-alive reset would do that. A short periodic timer
+/// makes those long timers "later than the next wake-up", so arming them costs no
+/// system call. Measured: ~0.45 eventfd writes per proxied request without it.
+async fn heartbeat() {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+    }
+}
+
+const HEARTBEAT: Duration = Duration::from_millis(500);
 
 async fn accept_loop(
     worker: usize,
