@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
 use http::uri::{PathAndQuery, Uri};
-use http::{HeaderMap, HeaderValue, Method, Request, Response, Version};
+use http::{HeaderMap, HeaderValue, Request, Response, Version};
 use http_body::Body;
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -108,23 +108,6 @@ fn join_cookies(headers: &mut HeaderMap) {
     }
 }
 
-/// A request head kept aside so the request can be sent again.
-struct Replay {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-}
-
-impl Replay {
-    fn request(&self) -> Request<RequestBody> {
-        let mut req = Request::new(RequestBody::Empty);
-        *req.method_mut() = self.method.clone();
-        *req.uri_mut() = self.uri.clone();
-        *req.headers_mut() = self.headers.clone();
-        req
-    }
-}
-
 /// Sends an already [`prepare`]d request to a server of `group`.
 pub async fn forward(
     mut req: Request<Incoming>,
@@ -141,11 +124,8 @@ pub async fn forward(
         let body = Timed::watched(body, ctx.client_body_timeout, progress.clone());
         (RequestBody::Client(body), Some(progress))
     };
-    let replay = (progress.is_none() && parts.method.is_idempotent() && !upgrade).then(|| Replay {
-        method: parts.method.clone(),
-        uri: parts.uri.clone(),
-        headers: parts.headers.clone(),
-    });
+    // Can go again after it was (partly) sent: idempotent, and no body to replay.
+    let replayable = progress.is_none() && parts.method.is_idempotent() && !upgrade;
     let mut unsent = Some(Request::from_parts(parts, body));
     let mut tried = 0u64;
     // The one free retry after a stale kept-alive connection: same server, new connection.
@@ -173,10 +153,7 @@ pub async fn forward(
                 continue;
             }
         };
-        let Some(request) = unsent
-            .take()
-            .or_else(|| replay.as_ref().map(Replay::request))
-        else {
+        let Some(request) = unsent.take() else {
             break;
         };
         let started = Instant::now();
@@ -196,12 +173,13 @@ pub async fn forward(
                 });
             }
             Err(SendError::ClientBody(err)) => return Err(ProxyError::client_body(err)),
-            Err(SendError::Timeout) => {
+            Err(SendError::Timeout(request)) => {
                 srv.health.record_failure(std::time::Instant::now());
                 let err = ProxyError::Timeout(srv.addr);
-                if replay.is_none() {
+                if !replayable {
                     return Err(err);
                 }
+                unsent = Some(request);
                 last_error = Some(err);
             }
             Err(SendError::Unsent(request, err)) => {
@@ -218,7 +196,7 @@ pub async fn forward(
                     source: h1::Error::Io(err),
                 });
             }
-            Err(SendError::Failed(err)) => {
+            Err(SendError::Failed(err, request)) => {
                 // A kept-alive connection closed before any answer: the server had
                 // dropped it while it sat in the pool.
                 let stale = pooled && matches!(err, h1::Error::Closed);
@@ -226,15 +204,16 @@ pub async fn forward(
                     addr: srv.addr,
                     source: err,
                 };
-                if stale && fresh_retry && replay.is_some() {
+                if stale && fresh_retry && replayable {
                     fresh_retry = false;
                     fresh_on = Some(server);
                 } else {
                     srv.health.record_failure(std::time::Instant::now());
                 }
-                if replay.is_none() {
+                if !replayable {
                     return Err(err);
                 }
+                unsent = Some(request);
                 last_error = Some(err);
             }
         }

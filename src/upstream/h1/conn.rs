@@ -133,9 +133,9 @@ impl Conn {
         let head = match outcome {
             Ok(head) => head,
             Err(Failure::Unsent(err)) => return Err(SendError::Unsent(req, err)),
-            Err(Failure::Failed(err)) => return Err(SendError::Failed(err)),
+            Err(Failure::Failed(err)) => return Err(SendError::Failed(err, req)),
             Err(Failure::ClientBody(err)) => return Err(SendError::ClientBody(err)),
-            Err(Failure::Timeout) => return Err(SendError::Timeout),
+            Err(Failure::Timeout) => return Err(SendError::Timeout(req)),
         };
         Ok(self.respond(head, req, upload, write_failed.is_some(), read_timeout))
     }

@@ -79,10 +79,14 @@ pub enum SendError<B = RequestBody> {
     /// No byte was written and the body was not touched: the request can be sent
     /// elsewhere unchanged (typically a pooled connection the server had closed).
     Unsent(Request<B>, io::Error),
-    /// At least part of the request was written, then the exchange failed.
-    Failed(Error),
-    /// The upstream said nothing for `read_timeout`.
-    Timeout,
+    /// At least part of the request was written, then the exchange failed. The
+    /// request comes back as it is now: with an empty body it can be sent again
+    /// unchanged (no copy of it needs to be kept for a retry); a body may have been
+    /// partly sent.
+    Failed(Error, Request<B>),
+    /// The upstream said nothing for `read_timeout`; the request comes back as with
+    /// `Failed`.
+    Timeout(Request<B>),
     /// Our request body (the client's) failed: the client is to blame, not the upstream.
     ClientBody(BodyError),
 }
@@ -95,8 +99,8 @@ impl<B> fmt::Debug for SendError<B> {
                 .field(&format_args!("{} {}", req.method(), req.uri()))
                 .field(err)
                 .finish(),
-            SendError::Failed(err) => f.debug_tuple("Failed").field(err).finish(),
-            SendError::Timeout => f.write_str("Timeout"),
+            SendError::Failed(err, _) => f.debug_tuple("Failed").field(err).finish(),
+            SendError::Timeout(_) => f.write_str("Timeout"),
             SendError::ClientBody(err) => f.debug_tuple("ClientBody").field(err).finish(),
         }
     }
@@ -106,8 +110,8 @@ impl<B> fmt::Display for SendError<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SendError::Unsent(_, err) => write!(f, "request not sent: {err}"),
-            SendError::Failed(err) => err.fmt(f),
-            SendError::Timeout => f.write_str("upstream timed out"),
+            SendError::Failed(err, _) => err.fmt(f),
+            SendError::Timeout(_) => f.write_str("upstream timed out"),
             SendError::ClientBody(err) => write!(f, "client request body failed: {err}"),
         }
     }
@@ -117,8 +121,8 @@ impl<B> std::error::Error for SendError<B> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SendError::Unsent(_, err) => Some(err),
-            SendError::Failed(err) => Some(err),
-            SendError::Timeout => None,
+            SendError::Failed(err, _) => Some(err),
+            SendError::Timeout(_) => None,
             SendError::ClientBody(err) => Some(err),
         }
     }

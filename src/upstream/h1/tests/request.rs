@@ -121,7 +121,7 @@ async fn body_longer_than_announced_is_refused() {
     let req = Request::post("/").body(body).unwrap();
     let err = failure(connect(addr).await, req).await;
     assert!(
-        matches!(err, SendError::Failed(Error::RequestLength)),
+        matches!(err, SendError::Failed(Error::RequestLength, _)),
         "{err:?}"
     );
 }

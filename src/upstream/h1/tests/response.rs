@@ -197,7 +197,10 @@ async fn bytes_past_the_response_forbid_reuse() {
 async fn garbage_instead_of_a_response_fails_the_exchange() {
     let (addr, _server) = answering(&[b"SSH-2.0-OpenSSH_9.6\r\n\r\n"]).await;
     let err = failure(connect(addr).await, get("/")).await;
-    assert!(matches!(err, SendError::Failed(Error::Head(_))), "{err:?}");
+    assert!(
+        matches!(err, SendError::Failed(Error::Head(_), _)),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -218,7 +221,7 @@ async fn oversized_heads_and_too_many_headers_fail() {
     .await;
     let err = failure(connect(addr).await, get("/")).await;
     assert!(
-        matches!(err, SendError::Failed(Error::HeadTooLarge)),
+        matches!(err, SendError::Failed(Error::HeadTooLarge, _)),
         "{err:?}"
     );
 
@@ -231,7 +234,7 @@ async fn oversized_heads_and_too_many_headers_fail() {
     let (addr, _server) = answering(Vec::leak(vec![many])).await;
     let err = failure(connect(addr).await, get("/")).await;
     assert!(
-        matches!(err, SendError::Failed(Error::TooManyHeaders)),
+        matches!(err, SendError::Failed(Error::TooManyHeaders, _)),
         "{err:?}"
     );
 }
@@ -277,7 +280,10 @@ async fn a_close_before_any_response_byte_is_reported_as_such() {
     })
     .await;
     let err = failure(connect(addr).await, get("/")).await;
-    assert!(matches!(err, SendError::Failed(Error::Closed)), "{err:?}");
+    assert!(
+        matches!(err, SendError::Failed(Error::Closed, _)),
+        "{err:?}"
+    );
 
     let (addr, _server) = server(|mut stream| async move {
         read_request(&mut stream).await;
@@ -289,7 +295,7 @@ async fn a_close_before_any_response_byte_is_reported_as_such() {
     .await;
     let err = failure(connect(addr).await, get("/")).await;
     assert!(
-        matches!(err, SendError::Failed(Error::IncompleteHead)),
+        matches!(err, SendError::Failed(Error::IncompleteHead, _)),
         "{err:?}"
     );
 }
