@@ -131,13 +131,13 @@ impl Body {
         }
         self.conn
             .take()
-            .filter(|conn| conn.buf.is_empty() && conn.out.is_empty())
+            .filter(|conn| conn.0.buf.is_empty() && conn.0.out.is_empty())
     }
 
     /// At the end, closes a connection that cannot be reused (no need to hold a socket
     /// until the body is dropped).
     fn settle(&mut self) {
-        let leftover = self.conn.as_ref().is_some_and(|c| !c.buf.is_empty());
+        let leftover = self.conn.as_ref().is_some_and(|c| !c.0.buf.is_empty());
         if matches!(self.kind, Kind::Done) && (!self.reusable || self.rest.is_some() || leftover) {
             self.conn = None;
             // An upload still going on is abandoned with its connection.
@@ -160,7 +160,8 @@ impl Body {
         let (Some(rest), Some(conn)) = (self.rest.as_mut(), self.conn.as_mut()) else {
             return Ok(());
         };
-        match rest.poll(&mut conn.stream, &mut conn.out, cx) {
+        let parts = &mut *conn.0;
+        match rest.poll(&mut parts.stream, &mut parts.out, cx) {
             Poll::Pending => Ok(()),
             Poll::Ready(Err(UploadError::Client(err))) => Err(Error::ClientBody(err)),
             Poll::Ready(_) => {
@@ -180,20 +181,20 @@ impl Body {
             };
             match &mut self.kind {
                 Kind::Done => return Poll::Ready(Ok(None)),
-                Kind::Length(remaining) if !conn.buf.is_empty() => {
-                    let n = (*remaining).min(conn.buf.len() as u64);
+                Kind::Length(remaining) if !conn.0.buf.is_empty() => {
+                    let n = (*remaining).min(conn.0.buf.len() as u64);
                     *remaining -= n;
                     if *remaining == 0 {
                         self.kind = Kind::Done;
                     }
-                    return Poll::Ready(Ok(Some(conn.buf.split_to(n as usize).freeze())));
+                    return Poll::Ready(Ok(Some(conn.0.buf.split_to(n as usize).freeze())));
                 }
                 Kind::Length(_) => {}
-                Kind::Chunked(decoder) => match decoder.decode(&mut conn.buf)? {
+                Kind::Chunked(decoder) => match decoder.decode(&mut conn.0.buf)? {
                     Step::Data(data) => {
                         // See the end now if it is buffered, so that the last frame
                         // comes with `is_end_stream`.
-                        match decoder.skip_framing(&mut conn.buf) {
+                        match decoder.skip_framing(&mut conn.0.buf) {
                             Err(err) => self.failed = Some(err),
                             Ok(()) if decoder.is_done() => self.kind = Kind::Done,
                             Ok(()) => {}
@@ -206,8 +207,8 @@ impl Body {
                     }
                     Step::NeedMore => {}
                 },
-                Kind::Eof if !conn.buf.is_empty() => {
-                    return Poll::Ready(Ok(Some(conn.buf.split().freeze())));
+                Kind::Eof if !conn.0.buf.is_empty() => {
+                    return Poll::Ready(Ok(Some(conn.0.buf.split().freeze())));
                 }
                 Kind::Eof => {}
             }

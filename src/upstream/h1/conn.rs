@@ -31,7 +31,13 @@ const MIN_SPARE: usize = 2 * 1024;
 
 /// An HTTP/1.1 connection to an upstream server, idle between exchanges. `Send`; it can
 /// sit in a pool and be used by any task, one exchange at a time.
-pub struct Conn {
+///
+/// Boxed once when connected: a request's futures, results and response body move
+/// the connection several times per exchange, and a pointer is cheaper to move than
+/// the socket and its buffers (measured: fewer instructions per proxied request).
+pub struct Conn(pub(super) Box<Parts>);
+
+pub(super) struct Parts {
     pub(super) stream: TcpStream,
     /// Bytes read and not yet consumed. Its allocation is reused across exchanges once
     /// the previous response's slices of it have been dropped.
@@ -43,8 +49,8 @@ pub struct Conn {
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Conn")
-            .field("peer", &self.stream.peer_addr().ok())
-            .field("buffered", &self.buf.len())
+            .field("peer", &self.0.stream.peer_addr().ok())
+            .field("buffered", &self.0.buf.len())
             .finish()
     }
 }
@@ -66,11 +72,11 @@ impl Conn {
     /// Wraps an already connected stream (sets `TCP_NODELAY`).
     pub fn new(stream: TcpStream) -> Conn {
         let _ = stream.set_nodelay(true);
-        Conn {
+        Conn(Box::new(Parts {
             stream,
             buf: BytesMut::with_capacity(READ_BUF),
             out: Outbox::default(),
-        }
+        }))
     }
 
     /// Cheap check before reusing an idle connection: false if the server closed it or
@@ -79,7 +85,7 @@ impl Conn {
     /// has not noticed yet passes, and [`Conn::send`] then fails with [`Error::Closed`].
     /// A connection found not reusable may have lost the byte looked at: drop it.
     pub fn is_reusable(&self) -> bool {
-        self.buf.is_empty() && self.out.is_empty() && probe(&self.stream).is_none()
+        self.0.buf.is_empty() && self.0.out.is_empty() && probe(&self.0.stream).is_none()
     }
 
     /// Sends `req` and reads the response head.
@@ -110,7 +116,7 @@ impl Conn {
             return Err(SendError::Unsent(req, err));
         }
         let head_request = req.method() == Method::HEAD;
-        let mut upload = encode::start(&req, &mut self.out);
+        let mut upload = encode::start(&req, &mut self.0.out);
         let mut write_failed = None;
         let clock = Clock {
             read_timeout,
@@ -158,10 +164,11 @@ impl Conn {
         *response.version_mut() = head.version;
         *response.headers_mut() = head.headers;
         if head.status == StatusCode::SWITCHING_PROTOCOLS {
-            let read_ahead = self.buf.split().freeze();
-            return Exchange::Upgraded(response, Upgraded::new(self.stream, read_ahead));
+            let read_ahead = self.0.buf.split().freeze();
+            let Parts { stream, .. } = *self.0;
+            return Exchange::Upgraded(response, Upgraded::new(stream, read_ahead));
         }
-        let complete = upload.is_complete(&self.out);
+        let complete = upload.is_complete(&self.0.out);
         let reusable = head.keep_alive && complete && !upload.close;
         // RFC 9112 §9.5: stop sending when the server answers early and does not want
         // the rest; a 2xx that keeps the connection open may still be reading.
@@ -176,13 +183,13 @@ impl Conn {
 
     /// Why this connection must not carry a request, if it must not.
     fn stale(&self) -> Option<io::Error> {
-        if !self.buf.is_empty() {
+        if !self.0.buf.is_empty() {
             return Some(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unread bytes on an idle upstream connection",
             ));
         }
-        probe(&self.stream)
+        probe(&self.0.stream)
     }
 
     /// Drives the upload and reads until a final response head (or a 101) is parsed.
@@ -198,15 +205,16 @@ impl Conn {
         B: HttpBody<Data = Bytes, Error = BodyError> + Unpin,
     {
         loop {
-            if !self.buf.is_empty() {
-                match decode::parse(&mut self.buf, head_request) {
+            if !self.0.buf.is_empty() {
+                match decode::parse(&mut self.0.buf, head_request) {
                     Ok(Some(head)) => return Poll::Ready(Ok(head)),
                     Ok(None) => {}
                     Err(err) => return Poll::Ready(Err(Failure::Failed(err))),
                 }
             }
-            if write_failed.is_none() && !upload.is_complete(&self.out) {
-                match upload.poll(Pin::new(&mut *body), &mut self.stream, &mut self.out, cx) {
+            if write_failed.is_none() && !upload.is_complete(&self.0.out) {
+                let parts = &mut *self.0;
+                match upload.poll(Pin::new(&mut *body), &mut parts.stream, &mut parts.out, cx) {
                     Poll::Ready(Ok(())) | Poll::Pending => {}
                     Poll::Ready(Err(UploadError::Client(err))) => {
                         return Poll::Ready(Err(Failure::ClientBody(err)))
@@ -225,7 +233,7 @@ impl Conn {
                 Poll::Ready(Ok(0)) => {
                     let err = match write_failed.take() {
                         Some(err) => Error::Io(err),
-                        None if self.buf.is_empty() => Error::Closed,
+                        None if self.0.buf.is_empty() => Error::Closed,
                         None => Error::IncompleteHead,
                     };
                     return Poll::Ready(Err(Failure::Failed(err)));
@@ -240,12 +248,14 @@ impl Conn {
     /// Reads what the socket has into `buf`; `Ok(0)` is EOF. The buffer grows only when
     /// less than [`MIN_SPARE`] is free (a head that does not fit doubles it).
     pub(super) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < MIN_SPARE {
-            self.buf.reserve(READ_BUF.max(self.buf.len()));
+        if self.0.buf.capacity() - self.0.buf.len() < MIN_SPARE {
+            let len = self.0.buf.len();
+            self.0.buf.reserve(READ_BUF.max(len));
         }
         // `read_buf` fills the spare capacity without initializing it first, and clears
         // the socket's readiness on a short read, saving the EAGAIN syscall.
-        let read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
+        let parts = &mut *self.0;
+        let read = std::pin::pin!(parts.stream.read_buf(&mut parts.buf));
         read.poll(cx)
     }
 }
