@@ -58,6 +58,7 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> bool {
         peer_trusted: ctx.peer_trusted,
         https: ctx.conn.https,
         host: host.as_ref(),
+        client_value: (ctx.client == ctx.peer).then_some(&ctx.conn.peer_value),
     };
     let upgrade = headers::to_upstream(req.headers_mut(), &fwd);
     let version = req.version();

@@ -48,12 +48,25 @@ pub struct RealIp {
 }
 
 /// The connection a request arrived on.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Conn {
     pub peer: SocketAddr,
     /// Index of the worker thread serving it (selects the upstream idle pools).
     pub worker: usize,
     pub https: bool,
+    /// The peer's address as a header value, made once per connection.
+    pub peer_value: http::HeaderValue,
+}
+
+impl Conn {
+    pub fn new(peer: SocketAddr, worker: usize, https: bool) -> Conn {
+        Conn {
+            peer,
+            worker,
+            https,
+            peer_value: headers::ip_value(access::canonical(peer.ip())),
+        }
+    }
 }
 
 impl Pipeline {

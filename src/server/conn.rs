@@ -52,10 +52,13 @@ pub async fn serve<T>(
             return;
         }
     };
+    let conn = Arc::new(conn);
+    let peer = conn.peer;
     let service = service_fn(move |req: Request<Incoming>| {
         let guard = state.begin();
         let shared = shared.clone();
         let state = state.clone();
+        let conn = conn.clone();
         async move {
             let snapshot = shared.snapshot.load_full();
             let response = snapshot.pipeline.handle(req, &conn).await;
@@ -85,7 +88,7 @@ pub async fn serve<T>(
         drive(conn, &mut shutdown).await
     };
     if let Err(err) = result {
-        tracing::debug!(peer = %conn.peer, error = %err, "connection ended with an error");
+        tracing::debug!(%peer, error = %err, "connection ended with an error");
     }
 }
 

@@ -84,11 +84,7 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let conn = Conn {
-                    peer,
-                    worker,
-                    https: false,
-                };
+                let conn = Conn::new(peer, worker, false);
                 let (shared, shutdown, alive) = (shared.clone(), shutdown.clone(), alive.clone());
                 tokio::spawn(async move {
                     conn::serve(stream, conn, shared, shutdown).await;
