@@ -42,11 +42,12 @@ pub struct Done {
     pub lease: Lease,
 }
 
-/// Rewrites the request head for the upstream in place: forwarding headers,
-/// hop-by-hop headers out, origin-form URI, HTTP/1.1 with a `Host`, and no framing
-/// headers of the client's (hyper writes its own from the body). Returns true for a
-/// protocol upgrade (WebSocket).
-pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> bool {
+/// Rewrites the request head for the upstream in place: hop-by-hop headers out,
+/// origin-form URI, HTTP/1.1 with a `Host`, and no framing headers of the client's
+/// (the upstream client writes its own from the body). Returns whether this is a
+/// protocol upgrade (WebSocket), and the forwarding headers to send after the
+/// request's own.
+pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> (bool, headers::Added) {
     let host = req
         .headers()
         .get(HOST)
@@ -60,7 +61,7 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> bool {
         host: host.as_ref(),
         client_value: (ctx.client == ctx.peer).then_some(&ctx.conn.peer_value),
     };
-    let upgrade = headers::to_upstream(req.headers_mut(), &fwd);
+    let (upgrade, added) = headers::for_upstream(req.headers_mut(), &fwd);
     let version = req.version();
     let headers = req.headers_mut();
     headers.remove(CONTENT_LENGTH);
@@ -83,7 +84,7 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> bool {
         *req.uri_mut() = Uri::from(path);
     }
     *req.version_mut() = Version::HTTP_11;
-    upgrade
+    (upgrade, added)
 }
 
 fn authority(uri: &Uri) -> Option<HeaderValue> {
@@ -114,7 +115,7 @@ pub async fn forward(
     mut req: Request<Incoming>,
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
-    upgrade: bool,
+    (upgrade, added): (bool, headers::Added),
 ) -> Result<Done, ProxyError> {
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -159,7 +160,12 @@ pub async fn forward(
         };
         let started = Instant::now();
         match conn
-            .send(request, group.read_timeout, progress.as_deref())
+            .send_with(
+                request,
+                added.as_slice(),
+                group.read_timeout,
+                progress.as_deref(),
+            )
             .await
         {
             Ok(exchange) => {

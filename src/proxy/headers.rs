@@ -62,6 +62,35 @@ pub struct Forwarding<'a> {
 /// protocol upgrade (`Connection: upgrade` + `Upgrade: ...`), in which case `Connection: upgrade`
 /// and `Upgrade` are kept.
 pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> bool {
+    let (upgrade, added) = for_upstream(headers, fwd);
+    for (name, value) in added.iter() {
+        headers.insert(name.clone(), value.clone());
+    }
+    upgrade
+}
+
+/// The forwarding headers tollgate adds, kept beside the request rather than inserted
+/// into its map: the upstream client writes them after the request's own headers, so
+/// the map never has to grow (a rehash and an allocation per request otherwise).
+pub struct Added {
+    pairs: [(HeaderName, HeaderValue); 4],
+    len: usize,
+}
+
+impl Added {
+    pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+        self.pairs[..self.len].iter().map(|(n, v)| (n, v))
+    }
+
+    pub fn as_slice(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.pairs[..self.len]
+    }
+}
+
+/// [`to_upstream`] without the inserts: hop-by-hop headers and the client's own
+/// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send
+/// instead are returned.
+pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> (bool, Added) {
     let upgrade = is_upgrade_request(headers);
     strip_hop_by_hop(headers, upgrade);
 
@@ -75,19 +104,32 @@ pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> bool {
         // ours (§4): a header from an untrusted peer is a spoof, so it is dropped, not passed on.
         client.clone()
     };
-    headers.insert(X_FORWARDED_FOR, xff);
-    headers.insert(X_REAL_IP, client);
-    let proto = if fwd.https { "https" } else { "http" };
-    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(proto));
-    match fwd.host {
-        Some(host) => {
-            headers.insert(X_FORWARDED_HOST, host.clone());
-        }
-        None => {
-            headers.remove(X_FORWARDED_HOST);
-        }
+    // One pass over the names finds whether the client sent any of ours (rarely).
+    let sent_any = headers.keys().any(|name| {
+        *name == X_FORWARDED_FOR
+            || *name == X_REAL_IP
+            || *name == X_FORWARDED_PROTO
+            || *name == X_FORWARDED_HOST
+    });
+    if sent_any {
+        headers.remove(X_FORWARDED_FOR);
+        headers.remove(X_REAL_IP);
+        headers.remove(X_FORWARDED_PROTO);
+        headers.remove(X_FORWARDED_HOST);
     }
-    upgrade
+    let proto = if fwd.https { "https" } else { "http" };
+    let host = fwd.host.cloned();
+    let len = if host.is_some() { 4 } else { 3 };
+    let pairs = [
+        (X_FORWARDED_FOR, xff),
+        (X_REAL_IP, client),
+        (X_FORWARDED_PROTO, HeaderValue::from_static(proto)),
+        (
+            X_FORWARDED_HOST,
+            host.unwrap_or(HeaderValue::from_static("")),
+        ),
+    ];
+    (upgrade, Added { pairs, len })
 }
 
 /// Rewrites a response's headers in place for the client; `upgraded` (a 101 to an upgrade

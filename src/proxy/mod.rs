@@ -87,8 +87,8 @@ impl Pipeline {
                     conn,
                     client_body_timeout: self.client_body_timeout,
                 };
-                let upgrade = forward::prepare(&mut req, &ctx);
-                match forward::forward(req, group, &ctx, upgrade).await {
+                let prepared = forward::prepare(&mut req, &ctx);
+                match forward::forward(req, group, &ctx, prepared).await {
                     Ok(done) => {
                         log.upstream(done.addr, done.upstream_time);
                         return log.finish(done.response, Some(done.lease));

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{Method, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body as HttpBody;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -104,8 +104,23 @@ impl Conn {
     /// and is returned; the connection will not be reused. A 2xx that comes early keeps
     /// the upload going from the response body (a streaming server reads as it answers).
     pub async fn send<B>(
+        self,
+        req: Request<B>,
+        read_timeout: Duration,
+        progress: Option<&Progress>,
+    ) -> Result<Exchange, SendError<B>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
+    {
+        self.send_with(req, &[], read_timeout, progress).await
+    }
+
+    /// [`Conn::send`], with `extra` headers written after the request's own (the
+    /// forwarding headers, kept out of the request's map so that it never grows).
+    pub async fn send_with<B>(
         mut self,
         mut req: Request<B>,
+        extra: &[(HeaderName, HeaderValue)],
         read_timeout: Duration,
         progress: Option<&Progress>,
     ) -> Result<Exchange, SendError<B>>
@@ -116,7 +131,7 @@ impl Conn {
             return Err(SendError::Unsent(req, err));
         }
         let head_request = req.method() == Method::HEAD;
-        let mut upload = encode::start(&req, &mut self.0.out);
+        let mut upload = encode::start(&req, extra, &mut self.0.out);
         let mut write_failed = None;
         let clock = Clock {
             read_timeout,

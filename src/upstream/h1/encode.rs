@@ -11,6 +11,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes};
 use http::header::CONNECTION;
+use http::{HeaderName, HeaderValue};
 use http::{Method, Request};
 use http_body::Body as HttpBody;
 use tokio::io::AsyncWrite;
@@ -128,7 +129,11 @@ fn announces_empty_body(method: &Method) -> bool {
 
 /// Queues the request head (request line, the caller's headers as given, then our
 /// framing header) and returns the upload state for the body.
-pub(super) fn start<B: HttpBody>(req: &Request<B>, out: &mut Outbox) -> Upload {
+pub(super) fn start<B: HttpBody>(
+    req: &Request<B>,
+    extra: &[(HeaderName, HeaderValue)],
+    out: &mut Outbox,
+) -> Upload {
     let body = req.body();
     let framing = match body.size_hint().exact() {
         _ if body.is_end_stream() => Framing::Empty,
@@ -148,7 +153,8 @@ pub(super) fn start<B: HttpBody>(req: &Request<B>, out: &mut Outbox) -> Upload {
     });
     pre.extend_from_slice(b" HTTP/1.1\r\n");
     let mut close = false;
-    for (name, value) in req.headers() {
+    let extra = extra.iter().map(|(name, value)| (name, value));
+    for (name, value) in req.headers().iter().chain(extra) {
         if *name == CONNECTION {
             close |= super::decode::has_token(value.as_bytes(), b"close");
         }
@@ -339,7 +345,7 @@ mod tests {
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap_or_default();
         let mut out = Outbox::default();
-        let upload = start(&req, &mut out);
+        let upload = start(&req, &[], &mut out);
         assert!(upload.close);
         assert!(upload.ended);
         assert_eq!(
@@ -355,7 +361,7 @@ mod tests {
             Request::get("http://ignored.example/").body(http_body_util::Empty::<Bytes>::new());
         let req = req.unwrap_or_default();
         let mut out = Outbox::default();
-        let upload = start(&req, &mut out);
+        let upload = start(&req, &[], &mut out);
         assert!(!upload.close);
         assert_eq!(out.pre, b"GET / HTTP/1.1\r\n\r\n");
     }
