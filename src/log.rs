@@ -45,7 +45,8 @@ pub struct Record {
     pub body_bytes: u64,
     /// Seconds from the request head to the end of the response (or its abandonment).
     pub request_time: Duration,
-    /// Time from sending upstream to the response head, if a server was asked.
+    /// Time from picking the server (connect included) to its response head, if a
+    /// server was asked (nginx's `$upstream_header_time`).
     pub upstream_time: Option<Duration>,
     /// The server that answered, if any.
     pub upstream_addr: Option<std::net::SocketAddr>,

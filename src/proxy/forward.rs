@@ -135,9 +135,11 @@ pub async fn forward(
     let mut fresh_on = None;
     let mut last_error = None;
     for _ in 0..group.servers.len() + 2 {
+        // One clock read per try: health only looks at it on its slow paths.
+        let now = std::time::Instant::now();
         let server = match fresh_on.take() {
             Some(server) => server,
-            None => match group.pick(ctx.client, tried, std::time::Instant::now()) {
+            None => match group.pick(ctx.client, tried, now) {
                 Some(server) => server,
                 None => break,
             },
@@ -158,7 +160,7 @@ pub async fn forward(
         let Some(request) = unsent.take() else {
             break;
         };
-        let started = Instant::now();
+        let started = Instant::from_std(now);
         match conn
             .send_with(
                 request,
@@ -169,7 +171,7 @@ pub async fn forward(
             .await
         {
             Ok(exchange) => {
-                srv.health.record_success(std::time::Instant::now());
+                srv.health.record_success(now);
                 let upstream_time = started.elapsed();
                 let response = respond(exchange, client_upgrade, group, server)?;
                 return Ok(Done {
