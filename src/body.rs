@@ -20,8 +20,8 @@ use tokio::time::{Instant, Sleep};
 /// Why a streamed body stopped early.
 #[derive(Debug)]
 pub enum BodyError {
-    /// No frame arrived within the idle timeout (`client_body_timeout` for requests,
-    /// `read_timeout` for upstream responses).
+    /// The client's body paused longer than `client_body_timeout`. (An upstream body
+    /// that stalls past `read_timeout` is an [`BodyError::Upstream`] timeout.)
     Timeout,
     /// The client's body failed: reset, closed early, malformed framing.
     Stream(hyper::Error),

@@ -33,7 +33,7 @@ static HOP_BY_HOP: [HeaderName; 6] = [
 ];
 
 /// Names a peer may list in `Connection` that are removed anyway: `Host` and `Content-Length` are
-/// left alone (§4 passes Host unchanged; framing is hyper's), so a client cannot strip them by
+/// left alone (§4 passes Host unchanged; framing is the upstream client's), so a client cannot strip them by
 /// naming them — the hop-by-hop abuse trick. The X-Forwarded-* headers are rewritten afterwards,
 /// so naming those gains nothing either.
 fn is_protected(name: &[u8]) -> bool {
