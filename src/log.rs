@@ -150,7 +150,7 @@ fn format_combined(out: &mut String, r: &Record) {
     let _ = write!(out, "{} - - [", r.client);
     write_time_local(out, SystemTime::now());
     let _ = write!(out, "] \"{} ", r.method);
-    push_escaped(out, r.uri.to_string().as_bytes(), Escape::Combined);
+    push_escaped(out, request_target(&r.uri).as_bytes(), Escape::Combined);
     let _ = write!(
         out,
         " {:?}\" {} {} \"",
@@ -183,7 +183,7 @@ fn format_json(out: &mut String, r: &Record) {
         "\",\"remote_addr\":\"{}\",\"method\":\"{}\",\"uri\":\"",
         r.client, r.method
     );
-    push_escaped(out, r.uri.to_string().as_bytes(), Escape::Json);
+    push_escaped(out, request_target(&r.uri).as_bytes(), Escape::Json);
     let _ = write!(
         out,
         "\",\"protocol\":\"{:?}\",\"status\":{},\"body_bytes_sent\":{},\"referer\":\"",
@@ -214,6 +214,12 @@ fn format_json(out: &mut String, r: &Record) {
         None => out.push_str("null"),
     }
     out.push('}');
+}
+
+/// The request target as nginx's `$request` shows it: path and query, also for
+/// HTTP/2 requests and absolute-form URIs.
+fn request_target(uri: &Uri) -> &str {
+    uri.path_and_query().map_or("/", |pq| pq.as_str())
 }
 
 #[derive(Clone, Copy)]

@@ -133,3 +133,21 @@ async fn client_gone_before_the_response_is_logged_as_499() {
         lines[0]
     );
 }
+
+#[tokio::test]
+async fn http2_requests_are_logged_with_the_path_as_nginx() {
+    let up = Upstream::named("app").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let gw = gateway(&config(up.addr, &path, "combined"));
+    let req = http::Request::get("http://example.test/h2/page?x=1")
+        .body(empty())
+        .unwrap();
+    within(5, send_h2(addr(&gw), req)).await;
+    let lines = lines(&path, 1).await;
+    assert!(
+        lines[0].contains("\"GET /h2/page?x=1 HTTP/2.0\" 200 "),
+        "{}",
+        lines[0]
+    );
+}
