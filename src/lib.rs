@@ -29,6 +29,7 @@ pub mod access;
 pub mod body;
 pub mod clock;
 pub mod config;
+pub mod limit;
 pub mod log;
 pub mod proxy;
 pub mod routing;

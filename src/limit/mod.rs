@@ -1,0 +1,173 @@
+//! Pure limiting (DESIGN §5): one file per algorithm, each a set of functions over
+//! `(state, now, params)`; [`key`] turns a request into a zone key; [`store`] keeps
+//! per-key state in bounded memory; [`zone`] ties them together for the pipeline.
+//!
+//! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
+//! shell and passed down. Nothing here reads a clock or sleeps.
+
+pub mod concurrency;
+pub mod fixed_window;
+pub mod key;
+pub mod leaky_bucket;
+pub mod sliding_log;
+pub mod sliding_window;
+pub mod store;
+pub mod token_bucket;
+pub mod zone;
+
+use std::num::NonZeroU64;
+
+/// Nanoseconds in a millisecond; nginx's limiters count whole milliseconds.
+pub const NANOS_PER_MS: u64 = 1_000_000;
+
+/// A rate: `count` requests per `period`. Kept as written, never truncated to a per-second
+/// integer as nginx does (its `1r/m` is one request per 62.5 s; ours is per 60 s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rate {
+    pub count: NonZeroU64,
+    pub period: Period,
+}
+
+/// The unit a rate is written in (`r/s`, `r/m`, `r/h`, `r/d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Period {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+impl Period {
+    pub const fn millis(self) -> u64 {
+        match self {
+            Period::Second => 1_000,
+            Period::Minute => 60_000,
+            Period::Hour => 3_600_000,
+            Period::Day => 86_400_000,
+        }
+    }
+
+    pub const fn nanos(self) -> u64 {
+        self.millis() * NANOS_PER_MS
+    }
+
+    pub const fn seconds(self) -> u64 {
+        self.millis() / 1_000
+    }
+}
+
+impl Rate {
+    pub fn new(count: u64, period: Period) -> Option<Rate> {
+        Some(Rate {
+            count: NonZeroU64::new(count)?,
+            period,
+        })
+    }
+
+    /// Requests per second as a float, for comparing rates only (never for deciding).
+    pub fn per_second(self) -> f64 {
+        self.count.get() as f64 / self.period.seconds() as f64
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.period {
+            Period::Second => "s",
+            Period::Minute => "m",
+            Period::Hour => "h",
+            Period::Day => "d",
+        };
+        write!(f, "{}r/{unit}", self.count)
+    }
+}
+
+/// What one limit rule asks of one request in one zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The key's rate: the zone's own, or its plan's.
+    pub rate: Rate,
+    /// Requests allowed above the rate (nginx `burst`). For the window algorithms the
+    /// window admits `rate.count + burst`.
+    pub burst: u64,
+    /// Requests above the rate let through at once (nginx `delay=N`); the rest of the
+    /// burst waits. 0 delays every excess request (nginx's default); [`NODELAY`] never delays.
+    pub delay: u64,
+    /// Units this request takes (the location's `cost`); at least 1.
+    pub cost: u64,
+    /// In-flight requests allowed per key (`concurrency` only).
+    pub max: u64,
+}
+
+/// `delay` for `nodelay`: no request is ever delayed.
+pub const NODELAY: u64 = u64::MAX;
+
+impl Params {
+    /// `rate` with no burst, nginx's default (every excess delayed), cost 1.
+    pub fn new(rate: Rate) -> Params {
+        Params {
+            rate,
+            burst: 0,
+            delay: 0,
+            cost: 1,
+            max: 0,
+        }
+    }
+}
+
+/// The answer of one zone for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// Requests of cost 1 that would still be admitted right now after this one
+    /// (burst included): the draft header's `r`.
+    pub remaining: u64,
+    /// Nanoseconds until the key's state has fully drained, this request included when
+    /// admitted: the draft header's `t` and legacy `X-RateLimit-Reset`.
+    pub reset: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Admitted now.
+    Pass,
+    /// Admitted after this many nanoseconds, fixed at arrival.
+    Delay(u64),
+    /// Not admitted; the same request would be admitted after this many nanoseconds at
+    /// the earliest (0 when it never would, e.g. a cost above the whole burst).
+    Reject { retry_after: u64 },
+}
+
+impl Decision {
+    pub fn admitted(&self) -> bool {
+        !matches!(self.verdict, Verdict::Reject { .. })
+    }
+}
+
+/// One algorithm: how a key's state decides a request and is charged for it.
+///
+/// The pipeline calls [`check`](Algorithm::check) for every zone of a location first and
+/// [`charge`](Algorithm::charge) only when every zone admitted (nginx: a rejected request
+/// charges no zone), both at the same `now` under the key's lock.
+pub trait Algorithm {
+    type State: Send + 'static;
+    /// The state of a key seen for the first time at `now`.
+    fn fresh(now: u64) -> Self::State;
+    /// The decision for a request at `now`, changing nothing.
+    fn check(state: &Self::State, now: u64, p: &Params) -> Decision;
+    /// Takes an admitted request's units from the state.
+    fn charge(state: &mut Self::State, now: u64, p: &Params);
+    /// Whether the state carries no information any more: dropping it now would change
+    /// no later decision (it equals [`fresh`](Algorithm::fresh)).
+    fn is_drained(state: &Self::State, now: u64, p: &Params) -> bool;
+    /// Heap bytes the state owns beyond its own size (the store accounts them).
+    fn heap_bytes(_state: &Self::State) -> usize {
+        0
+    }
+}
+
+/// `ceil(a / b)` for `b > 0`.
+#[inline]
+pub(crate) const fn div_ceil(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}
