@@ -1,5 +1,6 @@
-//! The real client address, as nginx's realip module decides it (`set_real_ip_from`,
-//! `real_ip_header`, `real_ip_recursive`).
+//! Who the client is and whether it may pass: the real client address, as nginx's realip
+//! module decides it (`set_real_ip_from`, `real_ip_header`, `real_ip_recursive`), and
+//! CIDR rule lists (`[access]` and nginx's allow/deny).
 //!
 //! Pure and allocation-free: the header lines are walked in place, right to left.
 
@@ -89,6 +90,47 @@ fn parse_entry(entry: &[u8]) -> Option<IpAddr> {
 fn is_port(s: &str) -> bool {
     // The digit check rules out the `+` that `u16::from_str` would accept.
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse::<u16>().is_ok()
+}
+
+/// An ordered allow/deny list (nginx's access module): the first rule that matches the
+/// client decides; when none matches the request is allowed, so a list that should
+/// deny by default ends with `deny all`. Rules see the address after realip, and an
+/// IPv4-mapped IPv6 client is matched as the IPv4 address it is.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    rules: Box<[Rule]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub allow: bool,
+    /// `None` is `all`.
+    pub net: Option<ipnet::IpNet>,
+}
+
+impl Rules {
+    pub fn new(rules: Vec<Rule>) -> Rules {
+        Rules {
+            rules: rules.into_boxed_slice(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether `client` may pass; with the index of the rule that denied it otherwise.
+    pub fn check(&self, client: IpAddr) -> Result<(), usize> {
+        let client = canonical(client);
+        let decided = self
+            .rules
+            .iter()
+            .position(|rule| rule.net.is_none_or(|net| net.contains(&client)));
+        match decided {
+            Some(index) if !self.rules[index].allow => Err(index),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -250,5 +292,37 @@ mod tests {
         assert_eq!(canonical(ip("::1")), ip("::1"));
         assert_eq!(canonical(ip("1.2.3.4")), ip("1.2.3.4"));
         assert_eq!(canonical(ip("::ffff:1.2.3.4")), ip("1.2.3.4"));
+    }
+
+    fn rules(list: &[(bool, Option<&str>)]) -> Rules {
+        Rules::new(
+            list.iter()
+                .map(|(allow, net)| Rule {
+                    allow: *allow,
+                    net: net.map(|n| n.parse().expect("net")),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_first_matching_rule_decides_and_no_match_allows() {
+        // nginx's documentation example, shortened.
+        let list = rules(&[
+            (false, Some("10.0.0.13/32")),
+            (true, Some("10.0.0.0/8")),
+            (false, None),
+        ]);
+        assert_eq!(list.check("10.0.0.13".parse().expect("ip")), Err(0));
+        assert_eq!(list.check("10.9.9.9".parse().expect("ip")), Ok(()));
+        assert_eq!(list.check("192.0.2.1".parse().expect("ip")), Err(2));
+        let open = rules(&[(false, Some("192.0.2.0/24"))]);
+        assert_eq!(open.check("198.51.100.1".parse().expect("ip")), Ok(()));
+    }
+
+    #[test]
+    fn ipv4_mapped_clients_match_ipv4_rules() {
+        let list = rules(&[(false, Some("192.0.2.0/24"))]);
+        assert_eq!(list.check("::ffff:192.0.2.9".parse().expect("ip")), Err(0));
     }
 }

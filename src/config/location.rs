@@ -8,8 +8,9 @@ use regex::RegexBuilder;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{Action, Location, Pattern, Return};
+use super::{Action, Algorithm, Location, Pattern, Return};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
@@ -18,6 +19,7 @@ const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" o
 pub(super) fn locations(
     raw: Vec<Option<Spanned<RawLocation>>>,
     upstreams: &[String],
+    zones: &[(String, Algorithm, u64)],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
     // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).
@@ -48,9 +50,27 @@ pub(super) fn locations(
                     Some(pattern)
                 });
             let action = action(&location, &table, upstreams, diag);
+            let cost = limits::cost(location.cost.as_ref(), diag);
+            let rules = match (&location.limit, cost) {
+                (None, _) => Some(Vec::new()),
+                (Some(list), Some(cost)) => limits::limits(list, zones, cost, diag),
+                (Some(_), None) => None,
+            };
+            let access = match &location.access {
+                None => Some(Vec::new()),
+                Some(list) => limits::access_rules(list, diag),
+            };
+            let limit_status = match &location.limit_status {
+                None => Some(None),
+                Some(value) => limits::limit_status(value, diag).map(Some),
+            };
             Some(Location {
                 pattern: pattern?,
                 action: action?,
+                limits: rules?,
+                access: access?,
+                cost: cost?,
+                limit_status: limit_status?,
             })
         });
         typed.push(location);

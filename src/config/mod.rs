@@ -5,6 +5,7 @@
 //! `file:line:col: message`. Past this module no string is parsed again.
 
 mod diag;
+mod limits;
 mod location;
 mod raw;
 #[cfg(test)]
@@ -25,9 +26,14 @@ pub struct Config {
     pub origin: PathBuf,
     pub server: Server,
     pub real_ip: Option<RealIp>,
+    pub access: Access,
     pub log: Log,
     /// Upstream groups in file order; names are unique.
     pub upstreams: Vec<Upstream>,
+    /// Rate-limit zones in file order; names are unique.
+    pub zones: Vec<Zone>,
+    /// Which plan each API key is on; `None` without `[api_keys]`.
+    pub api_keys: Option<ApiKeys>,
     /// Locations in file order (regex locations are tried in this order).
     pub locations: Vec<Location>,
 }
@@ -50,6 +56,112 @@ pub struct Server {
     pub max_header_bytes: usize,
     /// How long in-flight requests may take to finish after SIGTERM.
     pub shutdown_timeout: Duration,
+    /// Status of a rate-limit rejection (ours: 429; nginx's default is 503).
+    pub limit_status: http::StatusCode,
+    pub ratelimit_headers: RateLimitHeaders,
+}
+
+/// Which rate-limit headers limited responses carry (DESIGN §5.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateLimitHeaders {
+    /// IETF draft-10 `RateLimit-Policy` and `RateLimit`.
+    Draft,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    Legacy,
+    Both,
+    None,
+}
+
+/// `[access]`: checked for every request, before routing.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// Answered 403.
+    pub deny: Vec<ipnet::IpNet>,
+    /// Never rate limited (ours).
+    pub exempt: Vec<ipnet::IpNet>,
+}
+
+/// `[zones.NAME]`.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    pub name: String,
+    pub key: KeyTemplate,
+    /// The rate of keys without a plan. Absent only for `concurrency`.
+    pub rate: Option<Rate>,
+    /// The `size` memory bound, in bytes.
+    pub size: u64,
+    pub algorithm: Algorithm,
+    /// Plan name to rate, by name.
+    pub plans: Vec<(String, Rate)>,
+    /// In-flight requests per key (`concurrency` only; 0 otherwise).
+    pub max: u64,
+    /// `$binary_remote_addr` keeps this many leading bits of an IPv4 client (default 32).
+    pub ipv4_prefix: u8,
+    /// ... and of an IPv6 client (default 128).
+    pub ipv6_prefix: u8,
+}
+
+/// A rate as written: `count` requests per `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub count: u64,
+    pub period: Period,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    LeakyBucket,
+    TokenBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+    Concurrency,
+}
+
+/// A zone's `key`: literal text and nginx variables, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    pub parts: Vec<KeyPart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    Literal(String),
+    /// `$binary_remote_addr`: the client address as 4 or 16 bytes, masked.
+    BinaryRemoteAddr,
+    /// `$remote_addr`: the client address as text.
+    RemoteAddr,
+    /// `$http_NAME`: a request header (`_` in NAME stands for `-`).
+    Header(http::HeaderName),
+    /// `$arg_NAME`: a query argument, as sent.
+    Arg(String),
+    /// `$cookie_NAME`.
+    Cookie(String),
+    /// `$uri`: the normalized path.
+    Uri,
+    /// `$request_method`.
+    RequestMethod,
+    /// `$host`: the host without port, lower case.
+    Host,
+}
+
+/// `[api_keys]`: which plan each API key is on.
+#[derive(Debug, Clone)]
+pub struct ApiKeys {
+    /// Where the key is read from.
+    pub header: http::HeaderName,
+    /// API key to plan name, `inline` and `file` merged (the file wins on a repeat).
+    pub keys: std::collections::HashMap<String, String>,
+    /// The `file` it came from, re-read on reload.
+    pub file: Option<PathBuf>,
 }
 
 /// `[real_ip]`: who the client is, as nginx's realip module decides it.
@@ -121,6 +233,33 @@ pub enum Balance {
 pub struct Location {
     pub pattern: Pattern,
     pub action: Action,
+    /// The `limit` list, in order.
+    pub limits: Vec<Limit>,
+    /// nginx allow/deny rules, in order; the first match decides, none matching allows.
+    pub access: Vec<AccessRule>,
+    /// Units taken from every zone per request (at least 1).
+    pub cost: u64,
+    /// Overrides `[server] limit_status`.
+    pub limit_status: Option<http::StatusCode>,
+}
+
+/// One item of a location's `limit` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// Index into [`Config::zones`].
+    pub zone: usize,
+    pub burst: u64,
+    /// Excess requests let through at once; `None` = `nodelay` (none delayed).
+    pub delay: Option<u64>,
+    /// Decide and count, never reject or delay.
+    pub dry_run: bool,
+}
+
+/// One allow/deny rule; `net` `None` is `all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRule {
+    pub allow: bool,
+    pub net: Option<ipnet::IpNet>,
 }
 
 /// The `match` string with its nginx modifier.

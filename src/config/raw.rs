@@ -29,11 +29,20 @@ pub(crate) type Span = Range<usize>;
 pub(crate) type Loose = Spanned<toml::Value>;
 
 /// The sections of this release; the order of the hint in "unknown section".
-const SECTIONS: &[&str] = &["server", "real_ip", "log", "upstreams", "location"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "real_ip",
+    "access",
+    "log",
+    "upstreams",
+    "zones",
+    "api_keys",
+    "location",
+];
 /// Sections that later releases add.
-const FUTURE_SECTIONS: &[&str] = &["zones", "access", "api_keys", "tls", "admin", "redis"];
-const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls", "limit_status", "ratelimit_headers"];
-const FUTURE_LOCATION_KEYS: &[&str] = &["limit", "access", "cost", "limit_status"];
+const FUTURE_SECTIONS: &[&str] = &["tls", "admin", "redis"];
+const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls"];
+const FUTURE_ZONE_KEYS: &[&str] = &["backend", "instances", "on_error"];
 
 /// A section as found in the file.
 #[derive(Default)]
@@ -50,9 +59,13 @@ pub(crate) enum Section<T> {
 pub(crate) struct RawConfig {
     pub server: Section<RawServer>,
     pub real_ip: Section<RawRealIp>,
+    pub access: Section<RawAccess>,
     pub log: Section<RawLog>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
+    /// In file order.
+    pub zones: Vec<Named<RawZone>>,
+    pub api_keys: Section<RawApiKeys>,
     /// In file order, each with the span of its table; `None` where the location could
     /// not be deserialized.
     pub locations: Vec<Option<Spanned<RawLocation>>>,
@@ -68,6 +81,65 @@ pub(crate) struct RawServer {
     pub keepalive_timeout: Option<Loose>,
     pub max_header_bytes: Option<Loose>,
     pub shutdown_timeout: Option<Loose>,
+    pub limit_status: Option<Spanned<i64>>,
+    pub ratelimit_headers: Option<RawRateLimitHeaders>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawRateLimitHeaders {
+    Draft,
+    Legacy,
+    Both,
+    None,
+}
+
+/// A list of address or network strings, each with its span.
+pub(crate) type Networks = Spanned<Vec<Spanned<String>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawAccess {
+    pub deny: Option<Networks>,
+    pub exempt: Option<Networks>,
+}
+
+/// One `[zones.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a zone table")]
+pub(crate) struct RawZone {
+    /// Required.
+    pub key: Option<Spanned<String>>,
+    /// Required, except for `concurrency`.
+    pub rate: Option<Spanned<String>>,
+    pub size: Option<Loose>,
+    pub algorithm: Option<Spanned<RawAlgorithm>>,
+    /// Plan name to rate, in name order.
+    pub plans: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    /// Required for `concurrency`, and only there.
+    pub max: Option<Spanned<i64>>,
+    pub ipv4_prefix: Option<Spanned<i64>>,
+    pub ipv6_prefix: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawAlgorithm {
+    LeakyBucket,
+    TokenBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+    Concurrency,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawApiKeys {
+    pub header: Option<Spanned<String>>,
+    /// API key to plan name.
+    pub inline: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    pub file: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -94,10 +166,13 @@ pub(crate) enum RawLogFormat {
 }
 
 /// One `[upstreams.NAME]`.
-pub(crate) struct RawUpstreamEntry {
+pub(crate) type RawUpstreamEntry = Named<RawUpstream>;
+
+/// One table of a named family, such as `[upstreams.NAME]` or `[zones.NAME]`.
+pub(crate) struct Named<T> {
     pub name: Spanned<String>,
     /// The table and its span; `None` when it could not be deserialized.
-    pub body: Option<Spanned<RawUpstream>>,
+    pub body: Option<Spanned<T>>,
 }
 
 #[derive(Deserialize)]
@@ -173,6 +248,26 @@ pub(crate) struct RawLocation {
     pub upstream: Option<Spanned<String>>,
     #[serde(rename = "return")]
     pub ret: Option<Spanned<RawReturn>>,
+    pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
+    /// nginx allow/deny rules, in order: `"allow CIDR"`, `"deny CIDR"`, `"deny all"`.
+    pub access: Option<Spanned<Vec<Spanned<String>>>>,
+    pub cost: Option<Spanned<i64>>,
+    pub limit_status: Option<Spanned<i64>>,
+}
+
+/// One item of a location's `limit` list.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { zone = \"per_ip\", burst = 5, nodelay = true }"
+)]
+pub(crate) struct RawLimit {
+    /// Required.
+    pub zone: Option<Spanned<String>>,
+    pub burst: Option<Spanned<i64>>,
+    pub nodelay: Option<Spanned<bool>>,
+    pub delay: Option<Spanned<i64>>,
+    pub dry_run: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -200,8 +295,11 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
         match name {
             "server" => raw.server = section(value, FUTURE_SERVER_KEYS, diag),
             "real_ip" => raw.real_ip = section(value, &[], diag),
+            "access" => raw.access = section(value, &[], diag),
             "log" => raw.log = section(value, &[], diag),
-            "upstreams" => raw.upstreams = upstreams(value, diag),
+            "upstreams" => raw.upstreams = named(value, &[], UPSTREAMS_HINT, diag),
+            "zones" => raw.zones = named(value, FUTURE_ZONE_KEYS, ZONES_HINT, diag),
+            "api_keys" => raw.api_keys = section(value, &[], diag),
             "location" => raw.locations = locations(value, diag),
             _ if FUTURE_SECTIONS.contains(&name) => {
                 diag.error(key.span(), format!("`[{name}]` is not supported yet"));
@@ -308,14 +406,20 @@ fn holds(span: &Span, offset: usize) -> bool {
     span.start <= offset && offset < span.end.max(span.start + 1)
 }
 
-/// `[upstreams.NAME]` tables, one at a time, in file order.
-fn upstreams(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<RawUpstreamEntry> {
+const UPSTREAMS_HINT: &str =
+    "`upstreams` must be a table of upstream groups, e.g. `[upstreams.app]`";
+const ZONES_HINT: &str = "`zones` must be a table of zones, e.g. `[zones.per_ip]`";
+
+/// `[upstreams.NAME]` or `[zones.NAME]` tables, one at a time, in file order.
+fn named<T: DeserializeOwned>(
+    value: Spanned<DeValue<'_>>,
+    future_keys: &[&str],
+    hint: &str,
+    diag: &mut Diagnostics<'_>,
+) -> Vec<Named<T>> {
     let span = value.span();
     let DeValue::Table(table) = value.into_inner() else {
-        diag.error(
-            span,
-            "`upstreams` must be a table of upstream groups, e.g. `[upstreams.app]`",
-        );
+        diag.error(span, hint);
         return Vec::new();
     };
     // Without toml's `preserve_order` the table iterates by name; spans give file order.
@@ -325,9 +429,9 @@ fn upstreams(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Raw
         .into_iter()
         .map(|(name, body)| {
             let span = body.span();
-            RawUpstreamEntry {
+            Named {
                 name: Spanned::new(name.span(), name.get_ref().to_string()),
-                body: deserialize(body, &[], diag).map(|raw| Spanned::new(span, raw)),
+                body: deserialize(body, future_keys, diag).map(|raw| Spanned::new(span, raw)),
             }
         })
         .collect()
@@ -350,7 +454,7 @@ fn locations(
         .into_iter()
         .map(|item| {
             let span = item.span();
-            deserialize(item, FUTURE_LOCATION_KEYS, diag).map(|raw| Spanned::new(span, raw))
+            deserialize(item, &[], diag).map(|raw| Spanned::new(span, raw))
         })
         .collect()
 }
@@ -454,14 +558,13 @@ mod tests {
 
     #[test]
     fn future_keys_and_sections_are_not_supported_yet() {
-        let text = "[server]\nlisten_tls = []\n[zones.per_ip]\nrate = \"1r/s\"\n\
-                    [[location]]\nmatch = \"/\"\nlimit = []\n[[tls.certificates]]\ncert = \"x\"\n";
+        let text = "[server]\nlisten_tls = []\n[zones.per_ip]\nbackend = \"redis\"\n\
+                    [[location]]\nmatch = \"/\"\n[[tls.certificates]]\ncert = \"x\"\n";
         let got = problems(text);
         let want = [
             (2, 1, "`listen_tls` is not supported yet"),
-            (3, 2, "`[zones]` is not supported yet"),
-            (7, 1, "`limit` is not supported yet"),
-            (8, 3, "`[tls]` is not supported yet"),
+            (4, 1, "`backend` is not supported yet"),
+            (7, 3, "`[tls]` is not supported yet"),
         ];
         let got: Vec<_> = got.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
         assert_eq!(got, want);
@@ -473,7 +576,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `log`, `upstreams`, `location`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`"
         );
     }
 

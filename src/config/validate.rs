@@ -5,16 +5,18 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use http::HeaderName;
+use http::{HeaderName, StatusCode};
 use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
+use super::raw::RawRateLimitHeaders;
 use super::raw::{
     self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServer, RawServerItem,
 };
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
-use super::{location, values};
-use super::{AccessLog, Balance, Config, Log, LogFormat, RealIp, Server, Upstream, UpstreamServer};
+use super::{limits, location, values};
+use super::{Access, AccessLog, Algorithm, Balance, Config, Log, LogFormat, RateLimitHeaders};
+use super::{RealIp, Server, Upstream, UpstreamServer, Zone};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -42,6 +44,35 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         Section::Invalid => None,
         Section::Present(_, raw) => log(raw, base, &mut diag),
     };
+    let access = match raw.access {
+        Section::Absent => Some(Access::default()),
+        Section::Invalid => None,
+        Section::Present(_, raw) => limits::access(raw, &mut diag),
+    };
+    let zones = limits::zones(raw.zones, &mut diag);
+    let plans: Vec<String> = zones
+        .iter()
+        .flatten()
+        .flat_map(|zone| zone.plans.iter().map(|(plan, _)| plan.clone()))
+        .collect();
+    let plan_names: Vec<&str> = plans.iter().map(String::as_str).collect();
+    let api_keys = match raw.api_keys {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(span, raw) => {
+            limits::api_keys(raw, &span, base, &plan_names, &mut diag).map(Some)
+        }
+    };
+    if matches!(api_keys, Some(None)) && !plans.is_empty() {
+        diag.error_nowhere(
+            "zones define `plans` but no `[api_keys]` says which key is on which plan",
+        );
+    }
+    let zone_limits: Vec<(String, Algorithm, u64)> = zones
+        .iter()
+        .flatten()
+        .map(|zone| (zone.name.clone(), zone.algorithm, admits_at_once(zone)))
+        .collect();
     let names: Vec<String> = raw
         .upstreams
         .iter()
@@ -51,21 +82,31 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         .upstreams
         .into_iter()
         .map(|entry| upstream(entry, &mut diag)));
-    let locations = location::locations(raw.locations, &names, &mut diag);
+    let locations = location::locations(raw.locations, &names, &zone_limits, &mut diag);
 
-    match (server, real_ip, log, upstreams, locations) {
-        (Some(server), Some(real_ip), Some(log), Some(upstreams), Some(locations))
-            if !diag.has_errors() =>
-        {
-            Ok(Config {
-                origin: origin.to_path_buf(),
-                server,
-                real_ip,
-                log,
-                upstreams,
-                locations,
-            })
-        }
+    match (
+        server, real_ip, access, log, upstreams, zones, api_keys, locations,
+    ) {
+        (
+            Some(server),
+            Some(real_ip),
+            Some(access),
+            Some(log),
+            Some(upstreams),
+            Some(zones),
+            Some(api_keys),
+            Some(locations),
+        ) if !diag.has_errors() => Ok(Config {
+            origin: origin.to_path_buf(),
+            server,
+            real_ip,
+            access,
+            log,
+            upstreams,
+            zones,
+            api_keys,
+            locations,
+        }),
         _ => {
             if !diag.has_errors() {
                 // A check returned nothing without saying why: a bug here, not in the file.
@@ -102,6 +143,16 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
     let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
     let keepalive_timeout = duration(&raw.keepalive_timeout, 75, diag);
     let shutdown_timeout = duration(&raw.shutdown_timeout, 30, diag);
+    let limit_status = match &raw.limit_status {
+        Some(value) => limits::limit_status(value, diag),
+        None => Some(StatusCode::TOO_MANY_REQUESTS),
+    };
+    let ratelimit_headers = match raw.ratelimit_headers.unwrap_or(RawRateLimitHeaders::Draft) {
+        RawRateLimitHeaders::Draft => RateLimitHeaders::Draft,
+        RawRateLimitHeaders::Legacy => RateLimitHeaders::Legacy,
+        RawRateLimitHeaders::Both => RateLimitHeaders::Both,
+        RawRateLimitHeaders::None => RateLimitHeaders::None,
+    };
     Some(Server {
         listen: listen?,
         workers: workers?,
@@ -110,6 +161,8 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
         keepalive_timeout: keepalive_timeout?,
         max_header_bytes: max_header_bytes?,
         shutdown_timeout: shutdown_timeout?,
+        limit_status: limit_status?,
+        ratelimit_headers,
     })
 }
 
@@ -317,4 +370,21 @@ fn weight(weight: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
 fn all<T>(items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
     let items: Vec<Option<T>> = items.collect();
     items.into_iter().collect()
+}
+
+/// The most units a request can take in `zone` when its key is fresh, before `burst`:
+/// one for the buckets (nginx's free first request), the window's count for the window
+/// algorithms (the smallest over its plans), `max` for `concurrency`.
+fn admits_at_once(zone: &Zone) -> u64 {
+    match zone.algorithm {
+        Algorithm::LeakyBucket | Algorithm::TokenBucket => 1,
+        Algorithm::Concurrency => zone.max,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => zone
+            .rate
+            .iter()
+            .chain(zone.plans.iter().map(|(_, rate)| rate))
+            .map(|rate| rate.count)
+            .min()
+            .unwrap_or(1),
+    }
 }

@@ -1,1 +1,273 @@
-//! (being written)
+//! Zone keys (DESIGN §5.1): a template of literal text and nginx variables, rendered
+//! per request into a reusable byte buffer.
+//!
+//! If every variable of a template renders empty, so does the key, and the zone does not
+//! limit that request (nginx: an empty key is skipped). A template of literal text only,
+//! such as `"global"`, is one key shared by everyone. As nginx, a key longer than 65 535
+//! bytes is skipped too.
+
+use std::io::Write;
+use std::net::IpAddr;
+
+use http::{HeaderMap, HeaderName, Method};
+
+/// nginx skips keys longer than this.
+const MAX_KEY_LEN: usize = 65_535;
+
+#[derive(Clone, Debug)]
+pub struct Template {
+    parts: Box<[Part]>,
+    ipv4_prefix: u8,
+    ipv6_prefix: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    Literal(Box<[u8]>),
+    /// The client address as 4 or 16 bytes, masked to the zone's prefix.
+    BinaryRemoteAddr,
+    /// The client address as text.
+    RemoteAddr,
+    Header(HeaderName),
+    /// A query argument as sent (not decoded); names compare case-insensitively, as nginx.
+    Arg(Box<str>),
+    /// A cookie's value; names compare case-insensitively, as nginx.
+    Cookie(Box<str>),
+    /// The normalized path.
+    Uri,
+    RequestMethod,
+    /// The host without port, lower case.
+    Host,
+}
+
+/// What a key can be made of, borrowed from the request.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestView<'a> {
+    /// After realip, canonical (IPv4-mapped IPv6 as IPv4).
+    pub client: IpAddr,
+    pub method: &'a Method,
+    /// The normalized path (`$uri`).
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    /// The request's host as sent (authority or `Host`), port included.
+    pub host: Option<&'a str>,
+}
+
+impl Template {
+    pub fn new(parts: Vec<Part>, ipv4_prefix: u8, ipv6_prefix: u8) -> Template {
+        Template {
+            parts: parts.into_boxed_slice(),
+            ipv4_prefix: ipv4_prefix.min(32),
+            ipv6_prefix: ipv6_prefix.min(128),
+        }
+    }
+
+    /// Renders the key into `out` (cleared first). `false` when the key is empty or too
+    /// long: the zone then does not apply to this request.
+    pub fn render(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let mut variables = 0usize;
+        let mut filled = 0usize;
+        for part in self.parts.iter() {
+            let before = out.len();
+            match part {
+                Part::Literal(text) => {
+                    out.extend_from_slice(text);
+                    continue;
+                }
+                Part::BinaryRemoteAddr => self.binary_addr(req.client, out),
+                Part::RemoteAddr => {
+                    // Writing to a Vec cannot fail.
+                    let _ = write!(out, "{}", req.client);
+                }
+                Part::Header(name) => {
+                    if let Some(value) = req.headers.get(name) {
+                        out.extend_from_slice(value.as_bytes());
+                    }
+                }
+                Part::Arg(name) => {
+                    if let Some(value) = req.query.and_then(|q| arg(q, name)) {
+                        out.extend_from_slice(value.as_bytes());
+                    }
+                }
+                Part::Cookie(name) => {
+                    if let Some(value) = cookie(req.headers, name) {
+                        out.extend_from_slice(value);
+                    }
+                }
+                Part::Uri => out.extend_from_slice(req.path.as_bytes()),
+                Part::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
+                Part::Host => {
+                    if let Some(host) = req.host {
+                        let host = strip_port(host);
+                        out.extend(host.bytes().map(|b| b.to_ascii_lowercase()));
+                    }
+                }
+            }
+            variables += 1;
+            filled += usize::from(out.len() > before);
+        }
+        let empty = variables > 0 && filled == 0;
+        !empty && !out.is_empty() && out.len() <= MAX_KEY_LEN
+    }
+
+    fn binary_addr(&self, client: IpAddr, out: &mut Vec<u8>) {
+        match client {
+            IpAddr::V4(v4) => {
+                let bits = u32::from(v4) & mask32(self.ipv4_prefix);
+                out.extend_from_slice(&bits.to_be_bytes());
+            }
+            IpAddr::V6(v6) => {
+                let bits = u128::from(v6) & mask128(self.ipv6_prefix);
+                out.extend_from_slice(&bits.to_be_bytes());
+            }
+        }
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p => u32::MAX << (32 - u32::from(p.min(32))),
+    }
+}
+
+fn mask128(prefix: u8) -> u128 {
+    match prefix {
+        0 => 0,
+        p => u128::MAX << (128 - u32::from(p.min(128))),
+    }
+}
+
+/// The first `name=value` of a query string.
+fn arg<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        key.eq_ignore_ascii_case(name).then_some(value)
+    })
+}
+
+/// The first cookie called `name` in any `Cookie` header line.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .flat_map(|line| line.as_bytes().split(|&b| b == b';'))
+        .find_map(|pair| {
+            let pair = pair.trim_ascii();
+            let at = pair.iter().position(|&b| b == b'=')?;
+            pair[..at]
+                .trim_ascii()
+                .eq_ignore_ascii_case(name.as_bytes())
+                .then(|| pair[at + 1..].trim_ascii())
+        })
+}
+
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(client: &str, headers: &'a HeaderMap, query: Option<&'a str>) -> RequestView<'a> {
+        RequestView {
+            client: client.parse().expect("ip"),
+            method: &Method::GET,
+            path: "/api/x",
+            query,
+            headers,
+            host: Some("Example.COM:8080"),
+        }
+    }
+
+    fn render(template: &Template, req: &RequestView<'_>) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        template.render(req, &mut out).then_some(out)
+    }
+
+    #[test]
+    fn binary_remote_addr_is_masked_to_the_zone_prefix() {
+        let headers = HeaderMap::new();
+        let t = Template::new(vec![Part::BinaryRemoteAddr], 24, 64);
+        assert_eq!(
+            render(&t, &view("192.0.2.77", &headers, None)),
+            Some(vec![192, 0, 2, 0])
+        );
+        let key = render(&t, &view("2001:db8:0:1:2:3:4:5", &headers, None)).expect("key");
+        assert_eq!(key.len(), 16);
+        assert_eq!(&key[..8], &[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1]);
+        assert_eq!(&key[8..], &[0; 8]);
+    }
+
+    #[test]
+    fn a_key_whose_variables_are_all_empty_is_empty() {
+        let headers = HeaderMap::new();
+        let t = Template::new(
+            vec![
+                Part::Header(HeaderName::from_static("x-api-key")),
+                Part::Literal(Box::from(&b":"[..])),
+                Part::Arg("k".into()),
+            ],
+            32,
+            128,
+        );
+        assert_eq!(render(&t, &view("1.2.3.4", &headers, None)), None);
+        assert_eq!(
+            render(&t, &view("1.2.3.4", &headers, Some("a=1&K=v"))),
+            Some(b":v".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_literal_key_is_one_key_for_everyone() {
+        let headers = HeaderMap::new();
+        let t = Template::new(vec![Part::Literal(Box::from(&b"global"[..]))], 32, 128);
+        assert_eq!(
+            render(&t, &view("1.2.3.4", &headers, None)),
+            Some(b"global".to_vec())
+        );
+    }
+
+    #[test]
+    fn composite_keys_join_headers_cookies_host_method_and_uri() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", "k1".parse().expect("value"));
+        headers.append("cookie", "a=1; Session = s2 ".parse().expect("value"));
+        let t = Template::new(
+            vec![
+                Part::Header(HeaderName::from_static("x-api-key")),
+                Part::Literal(Box::from(&b"|"[..])),
+                Part::Cookie("session".into()),
+                Part::Literal(Box::from(&b"|"[..])),
+                Part::Host,
+                Part::RequestMethod,
+                Part::Uri,
+                Part::Literal(Box::from(&b"|"[..])),
+                Part::RemoteAddr,
+            ],
+            32,
+            128,
+        );
+        assert_eq!(
+            render(&t, &view("10.1.2.3", &headers, None)),
+            Some(b"k1|s2|example.comGET/api/x|10.1.2.3".to_vec())
+        );
+    }
+
+    #[test]
+    fn hosts_lose_their_port_but_ipv6_keeps_its_brackets() {
+        assert_eq!(strip_port("a.example:80"), "a.example");
+        assert_eq!(strip_port("[::1]:8080"), "[::1]");
+        assert_eq!(strip_port("a.example"), "a.example");
+    }
+}

@@ -74,8 +74,8 @@ fn workers_and_header_limit_out_of_range_are_rejected() {
 #[test]
 fn unknown_and_future_server_keys_are_reported_at_the_key() {
     assert_eq!(
-        error("limit_status = 429\n"),
-        owned(3, 1, "`limit_status` is not supported yet")
+        error("limit_status = 200\n"),
+        owned(3, 16, "invalid limit_status 200: expected 400 to 599")
     );
     assert_eq!(
         error("  listen_tls = []\n"),
@@ -243,16 +243,16 @@ fn duplicate_exact_and_prefix_locations_name_the_first() {
 #[test]
 fn future_and_unknown_sections_are_reported_at_their_name() {
     assert_eq!(
-        error("[zones.per_ip]\nrate = \"10r/s\"\n"),
-        owned(3, 2, "`[zones]` is not supported yet")
+        error("[zones.per_ip]\nkey = \"$binary_remote_addr\"\nrate = \"10r/s\"\nbackend = \"redis\"\n"),
+        owned(6, 1, "`backend` is not supported yet")
     );
     assert_eq!(
         error("[admin]\nlisten = \"127.0.0.1:9901\"\n"),
         owned(3, 2, "`[admin]` is not supported yet")
     );
-    let found = error("[[location]]\nmatch = \"/\"\ncost = 1\nreturn = { status = 204 }\n");
-    assert_eq!(found, owned(5, 1, "`cost` is not supported yet"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `log`, `upstreams`, `location`";
+    let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
+    assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
 }
 
@@ -357,7 +357,7 @@ fn every_problem_in_one_location_is_reported() {
                 [[location]]\n\
                 match = \"api\"\n\
                 return = 5\n\
-                cost = 1\n";
+                cost = 0\n";
     let found = errors(&format!("{SERVER}{text}"));
     assert_eq!(
         at(&found),
@@ -370,7 +370,7 @@ fn every_problem_in_one_location_is_reported() {
             (11, 49),
             (13, 9),
             (14, 10),
-            (15, 1)
+            (15, 8)
         ],
         "{found:#?}"
     );
@@ -402,7 +402,7 @@ fn every_problem_in_one_location_is_reported() {
         "{}",
         messages[7]
     );
-    assert_eq!(messages[8], "`cost` is not supported yet");
+    assert_eq!(messages[8], "invalid cost 0: expected 1 to 1000000");
 }
 
 #[test]

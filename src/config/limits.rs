@@ -1,0 +1,634 @@
+//! Who may pass: `[zones.NAME]` (key templates, rates, plans), `[access]`,
+//! `[api_keys]`, and each location's `limit`, `access`, `cost` and `limit_status`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use http::{HeaderName, StatusCode};
+use serde_spanned::Spanned;
+
+use super::diag::Diagnostics;
+use super::raw::{Named, Networks, RawAccess, RawAlgorithm, RawApiKeys, RawLimit, RawZone, Span};
+use super::{values, Access, AccessRule, Algorithm, ApiKeys, KeyPart, KeyTemplate, Limit};
+use super::{Period, Rate, Zone};
+
+/// nginx's smallest zone: 8 pages.
+const MIN_ZONE_SIZE: u64 = 32 << 10;
+const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
+const MAX_RATE_COUNT: u64 = 1_000_000;
+const MAX_BURST: i64 = 1_000_000;
+const MAX_COST: i64 = 1_000_000;
+const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
+                         $cookie_NAME, $uri, $request_method, $host";
+
+pub(super) fn access(raw: RawAccess, diag: &mut Diagnostics<'_>) -> Option<Access> {
+    let deny = networks(raw.deny.as_ref(), diag);
+    let exempt = networks(raw.exempt.as_ref(), diag);
+    Some(Access {
+        deny: deny?,
+        exempt: exempt?,
+    })
+}
+
+fn networks(list: Option<&Networks>, diag: &mut Diagnostics<'_>) -> Option<Vec<ipnet::IpNet>> {
+    let Some(list) = list else {
+        return Some(Vec::new());
+    };
+    let nets: Vec<_> = list
+        .get_ref()
+        .iter()
+        .map(|item| diag.check(item.span(), values::network(item.get_ref())))
+        .collect();
+    nets.into_iter().collect()
+}
+
+/// Every zone, or `None` when any had a problem.
+pub(super) fn zones(raw: Vec<Named<RawZone>>, diag: &mut Diagnostics<'_>) -> Option<Vec<Zone>> {
+    let zones: Vec<_> = raw.into_iter().map(|entry| zone(entry, diag)).collect();
+    zones.into_iter().collect()
+}
+
+fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
+    let name = entry.name.get_ref().clone();
+    let valid_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_name {
+        let message = format!(r#"invalid zone name "{name}": use letters, digits, "_" and "-""#);
+        diag.error(entry.name.span(), message);
+    }
+    let body = entry.body?;
+    let table = body.span();
+    let raw = body.into_inner();
+    let key = diag
+        .required(raw.key.as_ref(), &table, "key")
+        .and_then(|key| diag.check(key.span(), parse_key(key.get_ref())));
+    let algorithm = match raw.algorithm.as_ref().map(|a| *a.get_ref()) {
+        None | Some(RawAlgorithm::LeakyBucket) => Algorithm::LeakyBucket,
+        Some(RawAlgorithm::TokenBucket) => Algorithm::TokenBucket,
+        Some(RawAlgorithm::FixedWindow) => Algorithm::FixedWindow,
+        Some(RawAlgorithm::SlidingWindow) => Algorithm::SlidingWindow,
+        Some(RawAlgorithm::SlidingLog) => Algorithm::SlidingLog,
+        Some(RawAlgorithm::Concurrency) => Algorithm::Concurrency,
+    };
+    let concurrency = algorithm == Algorithm::Concurrency;
+    let rate = match (&raw.rate, concurrency) {
+        (Some(rate), true) => {
+            let message =
+                "a `concurrency` zone counts requests in flight; it takes `max`, not `rate`";
+            diag.error(rate.span(), message);
+            None
+        }
+        (None, true) => Some(None),
+        (rate, false) => diag
+            .required(rate.as_ref(), &table, "rate")
+            .and_then(|rate| diag.check(rate.span(), parse_rate(rate.get_ref())))
+            .map(Some),
+    };
+    let max = match (&raw.max, concurrency) {
+        (Some(max), true) => {
+            let value = *max.get_ref();
+            if !(1..=MAX_BURST).contains(&value) {
+                let message = format!("invalid max {value}: expected 1 to {MAX_BURST}");
+                diag.error(max.span(), message);
+            }
+            u64::try_from(value).ok().filter(|v| *v >= 1)
+        }
+        (None, true) => {
+            if !diag.was_left_out(&table, "max") {
+                diag.error(table.clone(), "a `concurrency` zone needs `max`");
+            }
+            None
+        }
+        (Some(max), false) => {
+            let message = "`max` is for `algorithm = \"concurrency\"`; rate zones take `rate`";
+            diag.error(max.span(), message);
+            None
+        }
+        (None, false) => Some(0),
+    };
+    let plans = match (&raw.plans, concurrency) {
+        (None, _) => Some(Vec::new()),
+        (Some(plans), true) => {
+            diag.error(plans.span(), "a `concurrency` zone takes no `plans`");
+            None
+        }
+        (Some(plans), false) => {
+            let parsed: Vec<_> = plans
+                .get_ref()
+                .iter()
+                .map(|(plan, rate)| {
+                    diag.check(rate.span(), parse_rate(rate.get_ref()))
+                        .map(|rate| (plan.clone(), rate))
+                })
+                .collect();
+            parsed.into_iter().collect()
+        }
+    };
+    let size = match &raw.size {
+        None => Some(DEFAULT_ZONE_SIZE),
+        Some(size) => diag
+            .check(size.span(), values::size(size.get_ref()))
+            .and_then(|bytes| {
+                if bytes < MIN_ZONE_SIZE {
+                    let message = format!(
+                        r#"invalid size {}: a zone needs at least "32k""#,
+                        size.get_ref()
+                    );
+                    diag.error(size.span(), message);
+                    return None;
+                }
+                Some(bytes)
+            }),
+    };
+    let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
+    let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
+    valid_name.then_some(())?;
+    Some(Zone {
+        name,
+        key: key?,
+        rate: rate?,
+        size: size?,
+        algorithm,
+        plans: plans?,
+        max: max?,
+        ipv4_prefix: ipv4_prefix?,
+        ipv6_prefix: ipv6_prefix?,
+    })
+}
+
+fn prefix(value: Option<&Spanned<i64>>, bits: u8, diag: &mut Diagnostics<'_>) -> Option<u8> {
+    let Some(value) = value else {
+        return Some(bits);
+    };
+    let prefix = u8::try_from(*value.get_ref())
+        .ok()
+        .filter(|p| (1..=bits).contains(p));
+    if prefix.is_none() {
+        let message = format!("invalid prefix {}: expected 1 to {bits}", value.get_ref());
+        diag.error(value.span(), message);
+    }
+    prefix
+}
+
+/// nginx's rate syntax: `"10r/s"`, `"5r/m"`, `"100r/h"`, `"1000r/d"`; whole requests only.
+pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
+    let hint = || {
+        format!(r#"invalid rate "{text}": expected e.g. "10r/s", "5r/m", "100r/h" or "1000r/d""#)
+    };
+    let (count, unit) = text.trim().split_once("r/").ok_or_else(hint)?;
+    let period = match unit {
+        "s" => Period::Second,
+        "m" => Period::Minute,
+        "h" => Period::Hour,
+        "d" => Period::Day,
+        _ => return Err(hint()),
+    };
+    if count.contains('.') {
+        return Err(format!(
+            r#"invalid rate "{text}": whole requests only; write "30r/m" rather than "0.5r/s""#
+        ));
+    }
+    let count: u64 = count.parse().map_err(|_| hint())?;
+    if !(1..=MAX_RATE_COUNT).contains(&count) {
+        return Err(format!(
+            r#"invalid rate "{text}": the count must be 1 to {MAX_RATE_COUNT}"#
+        ));
+    }
+    Ok(Rate { count, period })
+}
+
+/// A key template: literal text and `$name` or `${name}` variables.
+pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
+    let mut parts = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, next) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced
+                .find('}')
+                .ok_or_else(|| format!(r#"invalid key "{text}": unclosed "${{""#))?;
+            (&braced[..end], &braced[end + 1..])
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            return Err(format!(
+                r#"invalid key "{text}": "$" must start a variable, one of {VARIABLES}"#
+            ));
+        }
+        if !literal.is_empty() {
+            parts.push(KeyPart::Literal(std::mem::take(&mut literal)));
+        }
+        parts.push(variable(name).ok_or_else(|| {
+            format!(
+                r#"invalid key "{text}": unknown variable "${name}", expected one of {VARIABLES}"#
+            )
+        })?);
+        rest = next;
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        parts.push(KeyPart::Literal(literal));
+    }
+    if parts.is_empty() {
+        return Err(format!(
+            r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#
+        ));
+    }
+    Ok(KeyTemplate { parts })
+}
+
+fn variable(name: &str) -> Option<KeyPart> {
+    let named = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .filter(|rest| !rest.is_empty())
+            .map(str::to_owned)
+    };
+    Some(match name {
+        "binary_remote_addr" => KeyPart::BinaryRemoteAddr,
+        "remote_addr" => KeyPart::RemoteAddr,
+        "uri" => KeyPart::Uri,
+        "request_method" => KeyPart::RequestMethod,
+        "host" => KeyPart::Host,
+        _ => {
+            if let Some(header) = named("http_") {
+                let header = header.replace('_', "-").to_ascii_lowercase();
+                KeyPart::Header(HeaderName::from_bytes(header.as_bytes()).ok()?)
+            } else if let Some(arg) = named("arg_") {
+                KeyPart::Arg(arg)
+            } else if let Some(cookie) = named("cookie_") {
+                KeyPart::Cookie(cookie)
+            } else {
+                return None;
+            }
+        }
+    })
+}
+
+/// `[api_keys]`, with its `file` read and merged. Every plan named must be defined by
+/// some zone's `plans`.
+pub(super) fn api_keys(
+    raw: RawApiKeys,
+    span: &Span,
+    base: &Path,
+    plans: &[&str],
+    diag: &mut Diagnostics<'_>,
+) -> Option<ApiKeys> {
+    let header = match &raw.header {
+        None => Some(HeaderName::from_static("x-api-key")),
+        Some(header) => {
+            let name = HeaderName::from_bytes(header.get_ref().as_bytes()).map_err(|_| {
+                format!(
+                    r#"invalid header name "{}": expected e.g. "X-API-Key""#,
+                    header.get_ref()
+                )
+            });
+            diag.check(header.span(), name)
+        }
+    };
+    let mut keys = HashMap::new();
+    let mut valid = true;
+    if let Some(inline) = &raw.inline {
+        for (key, plan) in inline.get_ref() {
+            valid &= known_plan(plan.get_ref(), plan.span(), plans, diag);
+            keys.insert(key.clone(), plan.get_ref().clone());
+        }
+    }
+    let file = raw.file.as_ref().map(|file| base.join(file.get_ref()));
+    if let (Some(written), Some(path)) = (&raw.file, &file) {
+        match read_key_file(path) {
+            Ok(entries) => {
+                for (key, plan) in entries {
+                    if !plans.contains(&plan.as_str()) {
+                        let message = format!(
+                            r#"{}: key "{key}" is on unknown plan "{plan}"; {}"#,
+                            path.display(),
+                            plan_hint(plans)
+                        );
+                        diag.error(written.span(), message);
+                        valid = false;
+                    }
+                    keys.insert(key, plan);
+                }
+            }
+            Err(message) => {
+                diag.error(written.span(), message);
+                valid = false;
+            }
+        }
+    }
+    if raw.inline.is_none() && raw.file.is_none() {
+        diag.error(span.clone(), "`[api_keys]` needs `inline` or `file`");
+        valid = false;
+    }
+    valid.then_some(())?;
+    Some(ApiKeys {
+        header: header?,
+        keys,
+        file,
+    })
+}
+
+/// A key file: `"key" = "plan"` lines.
+pub fn read_key_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read the API key file {}: {err}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|err| format!("{}: {}", path.display(), err.message()))?;
+    table
+        .into_iter()
+        .map(|(key, plan)| match plan {
+            toml::Value::String(plan) => Ok((key, plan)),
+            other => Err(format!(
+                r#"{}: key "{key}": expected a plan name string, found {}"#,
+                path.display(),
+                other.type_str()
+            )),
+        })
+        .collect()
+}
+
+fn known_plan(plan: &str, span: Span, plans: &[&str], diag: &mut Diagnostics<'_>) -> bool {
+    if plans.contains(&plan) {
+        return true;
+    }
+    diag.error(
+        span,
+        format!(r#"unknown plan "{plan}"; {}"#, plan_hint(plans)),
+    );
+    false
+}
+
+fn plan_hint(plans: &[&str]) -> String {
+    if plans.is_empty() {
+        return "no zone defines `plans`".to_owned();
+    }
+    let known: Vec<String> = plans.iter().map(|p| format!(r#""{p}""#)).collect();
+    format!("zones define {}", known.join(", "))
+}
+
+/// A location's `limit` list. `zones` are the valid zones by name, with their algorithm
+/// and the largest number of units one request may take in them.
+pub(super) fn limits(
+    list: &Spanned<Vec<Spanned<RawLimit>>>,
+    zones: &[(String, Algorithm, u64)],
+    cost: u64,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<Limit>> {
+    let mut limits = Vec::new();
+    let mut valid = true;
+    for item in list.get_ref() {
+        match limit(item, zones, cost, &limits, diag) {
+            Some(limit) => limits.push(limit),
+            None => valid = false,
+        }
+    }
+    valid.then_some(limits)
+}
+
+fn limit(
+    item: &Spanned<RawLimit>,
+    zones: &[(String, Algorithm, u64)],
+    cost: u64,
+    earlier: &[Limit],
+    diag: &mut Diagnostics<'_>,
+) -> Option<Limit> {
+    let raw = item.get_ref();
+    let zone = diag.required(raw.zone.as_ref(), &item.span(), "zone")?;
+    let Some(index) = zones.iter().position(|(name, _, _)| name == zone.get_ref()) else {
+        let known: Vec<String> = zones.iter().map(|(n, _, _)| format!(r#""{n}""#)).collect();
+        let message = if known.is_empty() {
+            format!(
+                r#"unknown zone "{}": no `[zones.NAME]` is defined"#,
+                zone.get_ref()
+            )
+        } else {
+            format!(
+                r#"unknown zone "{}", expected one of {}"#,
+                zone.get_ref(),
+                known.join(", ")
+            )
+        };
+        diag.error(zone.span(), message);
+        return None;
+    };
+    if earlier.iter().any(|l| l.zone == index) {
+        diag.error(
+            zone.span(),
+            format!(
+                r#"zone "{}" is listed twice in this location"#,
+                zone.get_ref()
+            ),
+        );
+        return None;
+    }
+    let (_, algorithm, base) = &zones[index];
+    if *algorithm == Algorithm::Concurrency {
+        let extra = [
+            raw.burst.as_ref().map(Spanned::span),
+            raw.nodelay.as_ref().map(Spanned::span),
+            raw.delay.as_ref().map(Spanned::span),
+        ];
+        if let Some(span) = extra.into_iter().flatten().next() {
+            let message = "`burst`, `nodelay` and `delay` do not apply to a `concurrency` zone";
+            diag.error(span, message);
+            return None;
+        }
+    }
+    let burst = match &raw.burst {
+        None => 0,
+        Some(burst) => {
+            let value = *burst.get_ref();
+            if !(0..=MAX_BURST).contains(&value) {
+                let message = format!("invalid burst {value}: expected 0 to {MAX_BURST}");
+                diag.error(burst.span(), message);
+                return None;
+            }
+            value.unsigned_abs()
+        }
+    };
+    let nodelay = raw.nodelay.as_ref().is_some_and(|n| *n.get_ref());
+    let delay = match (&raw.delay, nodelay) {
+        (Some(delay), true) => {
+            diag.error(
+                delay.span(),
+                "`delay` and `nodelay = true` exclude each other",
+            );
+            return None;
+        }
+        (Some(delay), false) => {
+            let value = *delay.get_ref();
+            if !(1..=MAX_BURST).contains(&value) {
+                let message = format!("invalid delay {value}: expected 1 to {MAX_BURST}");
+                diag.error(delay.span(), message);
+                return None;
+            }
+            Some(value.unsigned_abs())
+        }
+        (None, true) => None,
+        (None, false) => Some(0),
+    };
+    // A request's units must fit in an empty bucket, or every request is rejected.
+    let capacity = base.saturating_add(burst);
+    if cost > capacity {
+        let message = format!(
+            r#"cost {cost} exceeds what zone "{}" can ever admit at once ({capacity}); every request would be rejected"#,
+            zone.get_ref()
+        );
+        diag.error(zone.span(), message);
+        return None;
+    }
+    Some(Limit {
+        zone: index,
+        burst,
+        delay,
+        dry_run: raw.dry_run.unwrap_or(false),
+    })
+}
+
+/// nginx allow/deny rules: `"allow ADDR[/BITS]"`, `"deny ADDR[/BITS]"`, `"allow all"`,
+/// `"deny all"`.
+pub(super) fn access_rules(
+    list: &Spanned<Vec<Spanned<String>>>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<AccessRule>> {
+    let rules: Vec<_> = list
+        .get_ref()
+        .iter()
+        .map(|item| diag.check(item.span(), access_rule(item.get_ref())))
+        .collect();
+    rules.into_iter().collect()
+}
+
+pub(super) fn access_rule(text: &str) -> Result<AccessRule, String> {
+    let hint = || {
+        format!(
+            r#"invalid access rule "{text}": expected "allow CIDR", "deny CIDR", "allow all" or "deny all""#
+        )
+    };
+    let (verb, target) = text
+        .trim()
+        .split_once(char::is_whitespace)
+        .ok_or_else(hint)?;
+    let allow = match verb {
+        "allow" => true,
+        "deny" => false,
+        _ => return Err(hint()),
+    };
+    let target = target.trim();
+    let net = match target {
+        "all" => None,
+        _ => Some(values::network(target)?),
+    };
+    Ok(AccessRule { allow, net })
+}
+
+/// A status for `limit_status`: 400 to 599, as nginx's `limit_req_status`.
+pub(super) fn limit_status(value: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<StatusCode> {
+    let status = u16::try_from(*value.get_ref())
+        .ok()
+        .filter(|code| (400..=599).contains(code))
+        .and_then(|code| StatusCode::from_u16(code).ok());
+    if status.is_none() {
+        let message = format!(
+            "invalid limit_status {}: expected 400 to 599",
+            value.get_ref()
+        );
+        diag.error(value.span(), message);
+    }
+    status
+}
+
+/// A location's `cost`: 1 when absent.
+pub(super) fn cost(value: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<u64> {
+    let Some(value) = value else {
+        return Some(1);
+    };
+    let cost = *value.get_ref();
+    if !(1..=MAX_COST).contains(&cost) {
+        diag.error(
+            value.span(),
+            format!("invalid cost {cost}: expected 1 to {MAX_COST}"),
+        );
+        return None;
+    }
+    Some(cost.unsigned_abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_take_nginx_units_and_stay_exact() {
+        assert_eq!(
+            parse_rate("10r/s"),
+            Ok(Rate {
+                count: 10,
+                period: Period::Second
+            })
+        );
+        assert_eq!(parse_rate("1r/m").map(|r| r.period), Ok(Period::Minute));
+        assert_eq!(parse_rate("100r/h").map(|r| r.count), Ok(100));
+        assert_eq!(parse_rate("1000r/d").map(|r| r.period), Ok(Period::Day));
+        assert!(parse_rate("0.5r/s").unwrap_err().contains("30r/m"));
+        assert!(parse_rate("0r/s").unwrap_err().contains("1 to"));
+        assert!(parse_rate("10/s").unwrap_err().contains("expected e.g."));
+        assert!(parse_rate("10r/w").is_err());
+    }
+
+    #[test]
+    fn key_templates_split_into_literals_and_variables() {
+        let key = parse_key("$http_x_api_key:$uri").expect("valid");
+        assert_eq!(
+            key.parts,
+            [
+                KeyPart::Header(HeaderName::from_static("x-api-key")),
+                KeyPart::Literal(":".into()),
+                KeyPart::Uri
+            ]
+        );
+        let key = parse_key("ip-${binary_remote_addr}x").expect("valid");
+        assert_eq!(
+            key.parts,
+            [
+                KeyPart::Literal("ip-".into()),
+                KeyPart::BinaryRemoteAddr,
+                KeyPart::Literal("x".into())
+            ]
+        );
+        assert_eq!(
+            parse_key("global").expect("valid").parts,
+            [KeyPart::Literal("global".into())]
+        );
+        assert!(parse_key("$remote_adr")
+            .unwrap_err()
+            .contains("unknown variable"));
+        assert!(parse_key("$").is_err());
+        assert!(parse_key("${uri").is_err());
+        assert!(parse_key("").is_err());
+    }
+
+    #[test]
+    fn access_rules_are_allow_or_deny_of_a_network_or_all() {
+        let rule = access_rule("deny 10.0.0.13").expect("valid");
+        assert!(!rule.allow && rule.net == Some("10.0.0.13/32".parse().expect("net")));
+        assert_eq!(
+            access_rule("allow all"),
+            Ok(AccessRule {
+                allow: true,
+                net: None
+            })
+        );
+        assert!(access_rule("permit all").is_err());
+        assert!(access_rule("deny").is_err());
+        assert!(access_rule("deny 10.0.0.0/33").is_err());
+    }
+}
