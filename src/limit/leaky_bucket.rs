@@ -82,9 +82,11 @@ impl Algorithm for LeakyBucket {
         } else {
             p.delay.saturating_add(1).saturating_mul(UNIT)
         };
-        let verdict = if after > free {
-            // Fixed at arrival and floored to whole ms, as nginx.
-            Verdict::Delay(ms_to_ns((after - free) / per_ms))
+        // Fixed at arrival and floored to whole ms, as nginx; a wait that floors to 0 ms
+        // passes (nginx's `if (!delay)`: PASSED, not DELAYED).
+        let wait_ms = after.saturating_sub(free) / per_ms;
+        let verdict = if wait_ms > 0 {
+            Verdict::Delay(ms_to_ns(wait_ms))
         } else {
             Verdict::Pass
         };
@@ -208,6 +210,18 @@ mod tests {
         assert_eq!(passes(&mut key, 0), 6);
         assert_eq!(passes(&mut key, 730), 3);
         assert_eq!(passes(&mut key, 3000), 6);
+    }
+
+    #[test]
+    fn a_wait_that_floors_to_zero_ms_passes_as_in_nginx() {
+        // 11r/s, 90 ms after the first: excess 1000 − 990 = 10, a wait of 10/11 ms → 0.
+        let p = Params {
+            burst: 1,
+            ..Params::new(rate(11, Period::Second))
+        };
+        let mut key = Key::new(p);
+        assert_eq!(key.at(0), Verdict::Pass);
+        assert_eq!(key.at(90), Verdict::Pass);
     }
 
     #[test]
