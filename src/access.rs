@@ -21,8 +21,14 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 /// list is a handful of proxies, and `IpNet::contains` is a mask and compare.
 #[inline]
 pub fn is_trusted(ip: IpAddr, trusted: &[ipnet::IpNet]) -> bool {
+    listed(ip, trusted)
+}
+
+/// Whether `ip` (canonicalized first) lies in one of `nets` (`[access]` deny and exempt).
+#[inline]
+pub fn listed(ip: IpAddr, nets: &[ipnet::IpNet]) -> bool {
     let ip = canonical(ip);
-    trusted.iter().any(|net| net.contains(&ip))
+    nets.iter().any(|net| net.contains(&ip))
 }
 
 /// The client's address for a request from `peer`, per NGINX_LIMIT_REQ.md §9.

@@ -5,14 +5,17 @@
 //! Pure core (no sockets, no clocks read inside):
 //! - [`config`]: TOML text to a validated, immutable `Config`, with `file:line:col` errors.
 //! - [`routing`]: nginx location matching, as data plus an ordering.
-//! - [`access`]: the real client address (nginx realip).
+//! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
+//! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
+//!   per-zone store, and the decision over a location's zones.
 //! - [`proxy::headers`]: what is forwarded upstream and back (X-Forwarded-*, hop-by-hop).
 //! - [`upstream::balance`], [`upstream::health`]: choosing a server, passive health.
 //! - [`clock`]: time as a trait, so tests advance it by hand.
 //!
 //! Thin I/O shell:
 //! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
-//! - [`proxy`]: the request pipeline (identify, route, forward, respond, log).
+//! - [`proxy`]: the request pipeline (identify, deny, route, allow/deny, limit, forward,
+//!   respond, log).
 //! - [`upstream`]: pooled keep-alive connections to upstream servers, spoken to by
 //!   [`upstream::h1`], a lean HTTP/1.1 client that runs inside the request's own task.
 //! - [`snapshot`]: the one place config meets runtime objects.
@@ -21,7 +24,7 @@
 //! - [`body`]: streamed bodies with idle timeouts.
 //!
 //! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
-//! [`routing`], [`access`], [`upstream`]; [`snapshot`] → [`config`]. A request
+//! [`routing`], [`access`], [`limit`], [`upstream`]; [`snapshot`] → [`config`]. A request
 //! loads the snapshot exactly once.
 #![forbid(unsafe_code)]
 

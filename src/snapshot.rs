@@ -1,15 +1,20 @@
 //! The one place configuration meets run-time objects: [`build`] turns a validated
 //! [`Config`] into everything requests need, hung off one [`Snapshot`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::HeaderValue;
 
+use crate::access;
 use crate::config::{self, Config};
+use crate::limit::key::{Part, Template};
+use crate::limit::zone::{self, Kind, Rule, Spec, Zone};
+use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
-use crate::proxy::{Fixed, Pipeline, RealIp, Route};
+use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
 use crate::upstream::balance::Policy;
 use crate::upstream::{Group, GroupSpec};
@@ -44,11 +49,25 @@ pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapsho
         .iter()
         .map(|u| Arc::new(Group::new(group_spec(u), workers)))
         .collect();
+    // Plan ids: every plan name any zone defines, in name order.
+    let mut plans: Vec<&str> = config
+        .zones
+        .iter()
+        .flat_map(|z| z.plans.iter().map(|(name, _)| name.as_str()))
+        .collect();
+    plans.sort_unstable();
+    plans.dedup();
+    let epoch = Instant::now();
+    let zones: Vec<Arc<Zone>> = config
+        .zones
+        .iter()
+        .map(|z| Arc::new(Zone::new(zone_spec(z, &plans), epoch)))
+        .collect();
     let mut patterns = Vec::with_capacity(config.locations.len());
-    let mut routes = Vec::with_capacity(config.locations.len());
+    let mut locations = Vec::with_capacity(config.locations.len());
     for (index, location) in config.locations.iter().enumerate() {
         patterns.push(pattern(&location.pattern));
-        routes.push(match &location.action {
+        let route = match &location.action {
             config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
             config::Action::Return(ret) => Route::Return(Fixed {
                 status: ret.status,
@@ -60,8 +79,44 @@ pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapsho
                     None => None,
                 },
             }),
+        };
+        locations.push(Location {
+            route,
+            rules: location
+                .limits
+                .iter()
+                .map(|l| Rule {
+                    zone: Arc::clone(&zones[l.zone]),
+                    burst: l.burst,
+                    delay: zone::delay_of(l.delay),
+                    dry_run: l.dry_run,
+                })
+                .collect(),
+            access: access::Rules::new(
+                location
+                    .access
+                    .iter()
+                    .map(|r| access::Rule {
+                        allow: r.allow,
+                        net: r.net,
+                    })
+                    .collect(),
+            ),
+            cost: location.cost,
+            limit_status: location.limit_status.unwrap_or(config.server.limit_status),
         });
     }
+    let api_keys = config.api_keys.as_ref().map(|keys| ApiKeys {
+        header: keys.header.clone(),
+        plans: keys
+            .keys
+            .iter()
+            .filter_map(|(key, plan)| {
+                let id = plans.binary_search(&plan.as_str()).ok()?;
+                Some((Box::from(key.as_bytes()), id))
+            })
+            .collect::<HashMap<_, _>>(),
+    });
     let real_ip = config.real_ip.as_ref().map(|r| RealIp {
         trusted: r.trusted.clone(),
         header: r.header.clone(),
@@ -73,8 +128,12 @@ pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapsho
         generation,
         pipeline: Pipeline {
             router: Router::new(patterns),
-            locations: routes,
+            locations,
             real_ip,
+            deny: config.access.deny.clone(),
+            exempt: config.access.exempt.clone(),
+            api_keys,
+            ratelimit_headers: header_style(config.server.ratelimit_headers),
             client_body_timeout: server.client_body_timeout,
             access_log,
         },
@@ -110,5 +169,78 @@ fn pattern(p: &config::Pattern) -> routing::Pattern {
         config::Pattern::PriorityPrefix(path) => routing::Pattern::PriorityPrefix(path.clone()),
         config::Pattern::Prefix(path) => routing::Pattern::Prefix(path.clone()),
         config::Pattern::Regex { regex, .. } => routing::Pattern::Regex(regex.clone()),
+    }
+}
+
+fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
+    use config::RateLimitHeaders as H;
+    HeaderStyle {
+        draft: matches!(headers, H::Draft | H::Both),
+        legacy: matches!(headers, H::Legacy | H::Both),
+    }
+}
+
+fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
+    let rate = z.rate.map_or(
+        // `concurrency` has no rate; any value serves, it is never read.
+        Rate::new(1, Period::Second),
+        |r| Rate::new(r.count, period(r.period)),
+    );
+    let plan_rates = plans
+        .iter()
+        .map(|plan| {
+            z.plans
+                .iter()
+                .find(|(name, _)| name == plan)
+                .and_then(|(_, r)| Rate::new(r.count, period(r.period)))
+        })
+        .collect();
+    Spec {
+        name: z.name.clone(),
+        template: Template::new(
+            z.key.parts.iter().map(key_part).collect(),
+            z.ipv4_prefix,
+            z.ipv6_prefix,
+        ),
+        kind: match z.algorithm {
+            config::Algorithm::LeakyBucket => Kind::LeakyBucket,
+            config::Algorithm::TokenBucket => Kind::TokenBucket,
+            config::Algorithm::FixedWindow => Kind::FixedWindow,
+            config::Algorithm::SlidingWindow => Kind::SlidingWindow,
+            config::Algorithm::SlidingLog => Kind::SlidingLog,
+            config::Algorithm::Concurrency => Kind::Concurrency,
+        },
+        rate: rate.unwrap_or(ONE_PER_SECOND),
+        plan_rates,
+        max: z.max,
+        size: usize::try_from(z.size).unwrap_or(usize::MAX),
+    }
+}
+
+const ONE_PER_SECOND: Rate = Rate {
+    count: std::num::NonZeroU64::MIN,
+    period: Period::Second,
+};
+
+fn period(p: config::Period) -> Period {
+    match p {
+        config::Period::Second => Period::Second,
+        config::Period::Minute => Period::Minute,
+        config::Period::Hour => Period::Hour,
+        config::Period::Day => Period::Day,
+    }
+}
+
+fn key_part(part: &config::KeyPart) -> Part {
+    match part {
+        config::KeyPart::Literal(text) => Part::Literal(Box::from(text.as_bytes())),
+        config::KeyPart::BinaryRemoteAddr => Part::BinaryRemoteAddr,
+        config::KeyPart::RemoteAddr => Part::RemoteAddr,
+        config::KeyPart::Header(name) => Part::Header(name.clone()),
+        config::KeyPart::Arg(name) => Part::Arg(name.as_str().into()),
+        config::KeyPart::Cookie(name) => Part::Cookie(name.as_str().into()),
+        config::KeyPart::Uri => Part::Uri,
+        config::KeyPart::RequestMethod => Part::RequestMethod,
+        config::KeyPart::Host => Part::Host,
     }
 }

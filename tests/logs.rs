@@ -2,7 +2,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 
@@ -28,24 +28,6 @@ return = {{ status = 200, body = "hello\n" }}
     )
 }
 
-/// Waits until the log file has `n` lines (the log is flushed every 100 ms).
-async fn lines(path: &std::path::Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "log has {} lines: {lines:?}",
-            lines.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn combined_lines_carry_status_bytes_and_times() {
     let up = Upstream::named("app").await;
@@ -60,7 +42,7 @@ async fn combined_lines_carry_status_bytes_and_times() {
         .unwrap();
     within(5, send(addr(&gw), req)).await;
     within(5, get_text(addr(&gw), "/demo")).await;
-    let lines = lines(&path, 2).await;
+    let lines = log_lines(&path, 2).await;
     let first = &lines[0];
     assert!(first.starts_with("127.0.0.1 - - ["), "{first}");
     assert!(
@@ -92,7 +74,7 @@ async fn json_lines_are_one_object_per_request() {
     let path = dir.path().join("access.json");
     let gw = gateway(&config(up.addr, &path, "json"));
     within(5, get_text(addr(&gw), "/a\"b")).await;
-    let lines = lines(&path, 1).await;
+    let lines = log_lines(&path, 1).await;
     let line = &lines[0];
     assert!(line.starts_with("{\"time\":\""), "{line}");
     assert!(line.ends_with('}'), "{line}");
@@ -126,7 +108,7 @@ async fn client_gone_before_the_response_is_logged_as_499() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let lines = lines(&path, 1).await;
+    let lines = log_lines(&path, 1).await;
     assert!(
         lines[0].contains("\"GET /slow HTTP/1.1\" 499 0"),
         "{}",
@@ -144,7 +126,7 @@ async fn http2_requests_are_logged_with_the_path_as_nginx() {
         .body(empty())
         .unwrap();
     within(5, send_h2(addr(&gw), req)).await;
-    let lines = lines(&path, 1).await;
+    let lines = log_lines(&path, 1).await;
     assert!(
         lines[0].contains("\"GET /h2/page?x=1 HTTP/2.0\" 200 "),
         "{}",

@@ -238,9 +238,10 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
         parts.push(KeyPart::Literal(literal));
     }
     if parts.is_empty() {
-        return Err(format!(
+        return Err(
             r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#
-        ));
+                .to_owned(),
+        );
     }
     Ok(KeyTemplate { parts })
 }

@@ -319,3 +319,4 @@ fn reference_example_in_docs_is_valid() {
 }
 
 mod errors;
+mod limits;

@@ -67,6 +67,13 @@ impl Template {
     /// long: the zone then does not apply to this request.
     pub fn render(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
         out.clear();
+        self.render_append(req, out)
+    }
+
+    /// Renders the key at the end of `out`; what it wrote is the key. `false` as
+    /// [`render`](Template::render) (what was written is then to be discarded).
+    pub fn render_append(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
         let mut variables = 0usize;
         let mut filled = 0usize;
         for part in self.parts.iter() {
@@ -109,7 +116,8 @@ impl Template {
             filled += usize::from(out.len() > before);
         }
         let empty = variables > 0 && filled == 0;
-        !empty && !out.is_empty() && out.len() <= MAX_KEY_LEN
+        let len = out.len() - start;
+        !empty && len > 0 && len <= MAX_KEY_LEN
     }
 
     fn binary_addr(&self, client: IpAddr, out: &mut Vec<u8>) {

@@ -1,1 +1,506 @@
-//! (being written)
+//! A zone (one `[zones.NAME]`): a key template, an algorithm with its bounded store,
+//! and the rate of each plan; and [`decide`], which applies a location's `limit` list
+//! to one request with nginx's rules (NGINX_LIMIT_REQ.md §3).
+//!
+//! Every zone of the list is checked before any is charged, so a request rejected by
+//! one zone costs no zone anything. The keys' shards are locked for the whole decision,
+//! in one global order (zone id, then shard) so that two locations listing the same
+//! zones in different orders cannot deadlock; with the locks held, check-then-charge is
+//! atomic and no grant is lost or doubled between threads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::concurrency::{self, Concurrency};
+use super::fixed_window::FixedWindow;
+use super::key::{RequestView, Template};
+use super::leaky_bucket::LeakyBucket;
+use super::sliding_log::SlidingLog;
+use super::sliding_window::SlidingWindow;
+use super::store::{Entry, Locked, Stats, Store};
+use super::token_bucket::TokenBucket;
+use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
+
+/// Gives each zone a distinct id: the lock order.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Which algorithm a zone runs (DESIGN §5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    LeakyBucket,
+    TokenBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+    Concurrency,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::LeakyBucket => "leaky_bucket",
+            Kind::TokenBucket => "token_bucket",
+            Kind::FixedWindow => "fixed_window",
+            Kind::SlidingWindow => "sliding_window",
+            Kind::SlidingLog => "sliding_log",
+            Kind::Concurrency => "concurrency",
+        }
+    }
+}
+
+enum Stores {
+    Leaky(Store<LeakyBucket>),
+    Token(Store<TokenBucket>),
+    Fixed(Store<FixedWindow>),
+    Sliding(Store<SlidingWindow>),
+    Log(Store<SlidingLog>),
+    Concurrency(Store<Concurrency>),
+}
+
+/// What a zone is built from.
+pub struct Spec {
+    pub name: String,
+    pub template: Template,
+    pub kind: Kind,
+    /// The rate of keys without a plan (ignored by `concurrency`).
+    pub rate: Rate,
+    /// Indexed by plan id: that plan's rate in this zone, if it names one.
+    pub plan_rates: Vec<Option<Rate>>,
+    /// In-flight requests per key (`concurrency`).
+    pub max: u64,
+    /// The `size` bound in bytes.
+    pub size: usize,
+}
+
+pub struct Zone {
+    id: u64,
+    pub name: Box<str>,
+    pub template: Template,
+    pub kind: Kind,
+    rate: Rate,
+    plan_rates: Box<[Option<Rate>]>,
+    max: u64,
+    /// Parameters under which a key counts as drained: the slowest rate the zone uses, so
+    /// no key is dropped while any plan's bucket would still remember it.
+    idle: Params,
+    /// Time zero of this zone's `now`.
+    epoch: Instant,
+    stores: Stores,
+}
+
+impl Zone {
+    pub fn new(spec: Spec, epoch: Instant) -> Zone {
+        let slowest = spec
+            .plan_rates
+            .iter()
+            .flatten()
+            .copied()
+            .chain([spec.rate])
+            .min_by(|a, b| a.per_second().total_cmp(&b.per_second()))
+            .unwrap_or(spec.rate);
+        let stores = match spec.kind {
+            Kind::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
+            Kind::TokenBucket => Stores::Token(Store::new(spec.size)),
+            Kind::FixedWindow => Stores::Fixed(Store::new(spec.size)),
+            Kind::SlidingWindow => Stores::Sliding(Store::new(spec.size)),
+            Kind::SlidingLog => Stores::Log(Store::new(spec.size)),
+            Kind::Concurrency => Stores::Concurrency(Store::new(spec.size)),
+        };
+        Zone {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name: spec.name.into(),
+            template: spec.template,
+            kind: spec.kind,
+            rate: spec.rate,
+            plan_rates: spec.plan_rates.into(),
+            max: spec.max,
+            idle: Params {
+                max: spec.max,
+                ..Params::new(slowest)
+            },
+            epoch,
+            stores,
+        }
+    }
+
+    /// The rate a request on `plan` gets here.
+    pub fn rate_for(&self, plan: Option<usize>) -> Rate {
+        plan.and_then(|p| self.plan_rates.get(p).copied().flatten())
+            .unwrap_or(self.rate)
+    }
+
+    /// In-flight requests per key (`concurrency` zones).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    pub fn stats(&self) -> Stats {
+        match &self.stores {
+            Stores::Leaky(s) => s.stats(),
+            Stores::Token(s) => s.stats(),
+            Stores::Fixed(s) => s.stats(),
+            Stores::Sliding(s) => s.stats(),
+            Stores::Log(s) => s.stats(),
+            Stores::Concurrency(s) => s.stats(),
+        }
+    }
+
+    /// `now` as this zone counts time: nanoseconds since its epoch.
+    pub fn nanos(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        match &self.stores {
+            Stores::Leaky(s) => s.hash(key),
+            Stores::Token(s) => s.hash(key),
+            Stores::Fixed(s) => s.hash(key),
+            Stores::Sliding(s) => s.hash(key),
+            Stores::Log(s) => s.hash(key),
+            Stores::Concurrency(s) => s.hash(key),
+        }
+    }
+
+    fn shard_of(&self, hash: u64) -> usize {
+        match &self.stores {
+            Stores::Leaky(s) => s.shard_of(hash),
+            Stores::Token(s) => s.shard_of(hash),
+            Stores::Fixed(s) => s.shard_of(hash),
+            Stores::Sliding(s) => s.shard_of(hash),
+            Stores::Log(s) => s.shard_of(hash),
+            Stores::Concurrency(s) => s.shard_of(hash),
+        }
+    }
+
+    fn lock(&self, hash: u64) -> Guard<'_> {
+        match &self.stores {
+            Stores::Leaky(s) => Guard::Leaky(s.lock(hash)),
+            Stores::Token(s) => Guard::Token(s.lock(hash)),
+            Stores::Fixed(s) => Guard::Fixed(s.lock(hash)),
+            Stores::Sliding(s) => Guard::Sliding(s.lock(hash)),
+            Stores::Log(s) => Guard::Log(s.lock(hash)),
+            Stores::Concurrency(s) => Guard::Concurrency(s.lock(hash)),
+        }
+    }
+
+    /// Gives back the units an in-flight request took (`concurrency`).
+    fn release(&self, hash: u64, key: &[u8], cost: u64) {
+        if let Stores::Concurrency(store) = &self.stores {
+            let mut locked = store.lock(hash);
+            let drained = match locked.get(hash, key) {
+                Some(mut count) => {
+                    concurrency::release(&mut count, cost);
+                    *count == 0
+                }
+                None => false,
+            };
+            if drained {
+                locked.remove(hash, key);
+            }
+        }
+    }
+}
+
+/// A locked shard of some zone.
+enum Guard<'a> {
+    Leaky(Locked<'a, LeakyBucket>),
+    Token(Locked<'a, TokenBucket>),
+    Fixed(Locked<'a, FixedWindow>),
+    Sliding(Locked<'a, SlidingWindow>),
+    Log(Locked<'a, SlidingLog>),
+    Concurrency(Locked<'a, Concurrency>),
+}
+
+impl Guard<'_> {
+    fn check(&mut self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
+        match self {
+            Guard::Leaky(g) => check_in(g, hash, key, now, p),
+            Guard::Token(g) => check_in(g, hash, key, now, p),
+            Guard::Fixed(g) => check_in(g, hash, key, now, p),
+            Guard::Sliding(g) => check_in(g, hash, key, now, p),
+            Guard::Log(g) => check_in(g, hash, key, now, p),
+            Guard::Concurrency(g) => check_in(g, hash, key, now, p),
+        }
+    }
+
+    fn charge(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) {
+        match self {
+            Guard::Leaky(g) => charge_in(g, hash, key, now, p, idle),
+            Guard::Token(g) => charge_in(g, hash, key, now, p, idle),
+            Guard::Fixed(g) => charge_in(g, hash, key, now, p, idle),
+            Guard::Sliding(g) => charge_in(g, hash, key, now, p, idle),
+            Guard::Log(g) => charge_in(g, hash, key, now, p, idle),
+            Guard::Concurrency(g) => charge_in(g, hash, key, now, p, idle),
+        }
+    }
+}
+
+fn check_in<A: Algorithm>(
+    g: &mut Locked<'_, A>,
+    hash: u64,
+    key: &[u8],
+    now: u64,
+    p: &Params,
+) -> Decision {
+    g.entry(hash, key).check(now, p)
+}
+
+/// Charges an admitted request; a new key is judged for eviction with `idle` (the
+/// zone's slowest rate), not with this request's plan.
+fn charge_in<A: Algorithm>(
+    g: &mut Locked<'_, A>,
+    hash: u64,
+    key: &[u8],
+    now: u64,
+    p: &Params,
+    idle: &Params,
+) {
+    match g.entry(hash, key) {
+        Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
+        Entry::Vacant(vacant) => {
+            let mut state = A::fresh(now);
+            A::charge(&mut state, now, p);
+            vacant.insert(state, now, idle);
+        }
+    }
+}
+
+/// One item of a location's `limit` list, ready to use.
+#[derive(Clone)]
+pub struct Rule {
+    pub zone: Arc<Zone>,
+    pub burst: u64,
+    /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
+    pub delay: u64,
+    pub dry_run: bool,
+}
+
+/// nginx's `$limit_req_status`, for the access log: the most telling outcome of the
+/// request over its zones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    Passed,
+    DelayedDryRun,
+    RejectedDryRun,
+    Delayed,
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "PASSED",
+            Status::Delayed => "DELAYED",
+            Status::Rejected => "REJECTED",
+            Status::DelayedDryRun => "DELAYED_DRY_RUN",
+            Status::RejectedDryRun => "REJECTED_DRY_RUN",
+        }
+    }
+}
+
+/// What one zone said about a request: what the rate-limit headers report.
+#[derive(Clone, Copy, Debug)]
+pub struct Applied {
+    /// Index of the rule in the location's list.
+    pub rule: usize,
+    /// The rate this request was held to (its plan's, or the zone's).
+    pub rate: Rate,
+    pub decision: Decision,
+    pub dry_run: bool,
+}
+
+/// The decision over every zone of a location.
+#[derive(Default)]
+pub struct Outcome {
+    /// `None` when no zone applied (every key empty).
+    pub status: Option<Status>,
+    /// Nanoseconds to wait before going on (the largest delay of the zones).
+    pub delay: u64,
+    /// When rejected: nanoseconds until every rejecting zone would admit it (0: unknown).
+    pub retry_after: u64,
+    /// The rule that rejected it (the first in the list).
+    pub rejected_by: Option<usize>,
+    /// Every zone whose key was not empty, in list order.
+    pub applied: Vec<Applied>,
+    /// In-flight counts taken in `concurrency` zones; dropping them gives them back.
+    pub in_flight: Vec<InFlight>,
+}
+
+impl Outcome {
+    pub fn rejected(&self) -> bool {
+        self.status == Some(Status::Rejected)
+    }
+}
+
+/// A request in flight in a `concurrency` zone: released when dropped, which is when the
+/// response body has ended or the client has gone away.
+pub struct InFlight {
+    zone: Arc<Zone>,
+    hash: u64,
+    key: Box<[u8]>,
+    cost: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.zone.release(self.hash, &self.key, self.cost);
+    }
+}
+
+thread_local! {
+    /// Rendered keys of the request being decided on this thread, end to end; reused so
+    /// that deciding allocates nothing once warm.
+    static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One rule's key for this request.
+struct Keyed {
+    rule: usize,
+    hash: u64,
+    shard: usize,
+    /// The key's bytes in the shared buffer.
+    span: std::ops::Range<usize>,
+    params: Params,
+    now: u64,
+}
+
+/// Applies `rules` to a request at `now`. `plan` is the request's plan id (from its API
+/// key), `cost` the location's. Zones whose key is empty are skipped.
+pub fn decide(
+    rules: &[Rule],
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+) -> Outcome {
+    KEYS.with(|keys| match keys.try_borrow_mut() {
+        Ok(mut keys) => decide_with(rules, req, plan, cost, now, &mut keys),
+        // Only re-entry could hold it; decide with a buffer of its own.
+        Err(_) => decide_with(rules, req, plan, cost, now, &mut Vec::new()),
+    })
+}
+
+fn decide_with(
+    rules: &[Rule],
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+    keys: &mut Vec<u8>,
+) -> Outcome {
+    keys.clear();
+    let mut keyed: Vec<Keyed> = Vec::with_capacity(rules.len());
+    for (index, rule) in rules.iter().enumerate() {
+        let start = keys.len();
+        if !rule.zone.template.render_append(req, keys) {
+            keys.truncate(start);
+            continue;
+        }
+        let zone = &rule.zone;
+        let hash = zone.hash(&keys[start..]);
+        keyed.push(Keyed {
+            rule: index,
+            hash,
+            shard: zone.shard_of(hash),
+            span: start..keys.len(),
+            params: Params {
+                rate: zone.rate_for(plan),
+                burst: rule.burst,
+                delay: rule.delay,
+                cost,
+                max: zone.max,
+            },
+            now: zone.nanos(now),
+        });
+    }
+    if keyed.is_empty() {
+        return Outcome::default();
+    }
+
+    // Lock every shard involved, in the global order, then put the guards back in list
+    // order.
+    let mut guards: Vec<(usize, Guard<'_>)> = if keyed.len() == 1 {
+        vec![(0, rules[keyed[0].rule].zone.lock(keyed[0].hash))]
+    } else {
+        let mut order: Vec<usize> = (0..keyed.len()).collect();
+        order.sort_unstable_by_key(|&i| (rules[keyed[i].rule].zone.id, keyed[i].shard));
+        let mut guards: Vec<_> = order
+            .iter()
+            .map(|&i| (i, rules[keyed[i].rule].zone.lock(keyed[i].hash)))
+            .collect();
+        guards.sort_unstable_by_key(|(i, _)| *i);
+        guards
+    };
+
+    let mut outcome = Outcome {
+        applied: Vec::with_capacity(keyed.len()),
+        ..Outcome::default()
+    };
+    let mut enforced_reject = false;
+    for (k, (_, guard)) in keyed.iter().zip(guards.iter_mut()) {
+        let rule = &rules[k.rule];
+        let decision = guard.check(k.hash, &keys[k.span.clone()], k.now, &k.params);
+        if let Verdict::Reject { retry_after } = decision.verdict {
+            if !rule.dry_run {
+                enforced_reject = true;
+                outcome.retry_after = outcome.retry_after.max(retry_after);
+                outcome.rejected_by.get_or_insert(k.rule);
+            }
+        }
+        outcome.applied.push(Applied {
+            rule: k.rule,
+            rate: k.params.rate,
+            decision,
+            dry_run: rule.dry_run,
+        });
+    }
+
+    let mut status = Status::Passed;
+    for ((k, (_, guard)), applied) in keyed
+        .iter()
+        .zip(guards.iter_mut())
+        .zip(&mut outcome.applied)
+    {
+        let rule = &rules[k.rule];
+        let zone_status = match (applied.decision.verdict, rule.dry_run) {
+            (Verdict::Pass, _) => Status::Passed,
+            (Verdict::Delay(_), false) => Status::Delayed,
+            (Verdict::Delay(_), true) => Status::DelayedDryRun,
+            (Verdict::Reject { .. }, false) => Status::Rejected,
+            (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
+        };
+        status = status.max(zone_status);
+        if !applied.decision.admitted() {
+            continue;
+        }
+        if enforced_reject {
+            // Nothing is charged: this zone still has the room it reported.
+            let d = &mut applied.decision;
+            d.remaining = d.remaining.saturating_add(cost);
+            continue;
+        }
+        let key = &keys[k.span.clone()];
+        guard.charge(k.hash, key, k.now, &k.params, &rule.zone.idle);
+        if let (Verdict::Delay(ns), false) = (applied.decision.verdict, rule.dry_run) {
+            outcome.delay = outcome.delay.max(ns);
+        }
+        if rule.zone.kind == Kind::Concurrency {
+            outcome.in_flight.push(InFlight {
+                zone: Arc::clone(&rule.zone),
+                hash: k.hash,
+                key: key.into(),
+                cost,
+            });
+        }
+    }
+    // Unlock before an in-flight count could be given back (its drop locks the shard).
+    drop(guards);
+    outcome.status = Some(status);
+    outcome
+}
+
+/// `delay` of a rule from the config's `Option` (None = `nodelay`).
+pub fn delay_of(delay: Option<u64>) -> u64 {
+    delay.unwrap_or(NODELAY)
+}

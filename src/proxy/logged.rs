@@ -14,6 +14,7 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use crate::body::{BodyError, ResponseBody};
+use crate::limit::zone::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
 use crate::upstream::Lease;
 
@@ -39,6 +40,8 @@ impl Entry {
 /// The log line of a request that has no response yet.
 pub struct Pending {
     entry: Option<Entry>,
+    /// In-flight counts of `concurrency` zones, handed on to the response body.
+    in_flight: Vec<InFlight>,
 }
 
 impl Pending {
@@ -61,7 +64,22 @@ impl Pending {
             }),
             start: Instant::now(),
         });
-        Pending { entry }
+        Pending {
+            entry,
+            in_flight: Vec::new(),
+        }
+    }
+
+    /// Records the limit outcome (`$limit_req_status`).
+    pub fn limit(&mut self, outcome: &Outcome) {
+        if let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) {
+            entry.record.limit_status = status.as_str();
+        }
+    }
+
+    /// Keeps in-flight counts until the response body ends or is abandoned.
+    pub fn hold(&mut self, in_flight: Vec<InFlight>) {
+        self.in_flight = in_flight;
     }
 
     pub fn upstream(&mut self, addr: SocketAddr, time: Duration) {
@@ -81,12 +99,14 @@ impl Pending {
         if let Some(entry) = &mut entry {
             entry.record.status = response.status();
         }
+        let in_flight = std::mem::take(&mut self.in_flight);
         response.map(|inner| Logged {
             inner,
             entry,
             sent: 0,
             ended: false,
             lease,
+            in_flight,
         })
     }
 }
@@ -108,6 +128,8 @@ pub struct Logged {
     ended: bool,
     /// The upstream server's load count and connection, released when the body ends.
     lease: Option<Lease>,
+    /// Released when the body ends (dropped with it).
+    in_flight: Vec<InFlight>,
 }
 
 impl Body for Logged {
@@ -126,7 +148,10 @@ impl Body for Logged {
                     this.sent += data.len() as u64;
                 }
             }
-            Poll::Ready(None) => this.ended = true,
+            Poll::Ready(None) => {
+                this.ended = true;
+                this.in_flight.clear();
+            }
             _ => {}
         }
         polled

@@ -1,26 +1,30 @@
-//! The request pipeline (DESIGN §3): identify, route, forward or answer, respond, log.
-//! Each phase is a small function that either goes on or finishes the response.
+//! The request pipeline (DESIGN §3): identify, deny, route, allow/deny, limit, forward or
+//! answer, respond, log. Each phase is a small function that either goes on or finishes
+//! the response.
 
 pub mod error;
 mod forward;
 pub mod headers;
+pub mod limit;
 mod logged;
 pub mod response;
 mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
+use crate::limit::zone::{Outcome, Rule};
 use crate::log::AccessLog;
 use crate::routing::{self, Router};
 use crate::upstream::Group;
 
 pub use error::ProxyError;
+pub use limit::{ApiKeys, HeaderStyle};
 pub use logged::Logged;
 pub use response::Fixed;
 
@@ -28,10 +32,28 @@ pub use response::Fixed;
 pub struct Pipeline {
     pub router: Router,
     /// Indexed by the router's location index.
-    pub locations: Vec<Route>,
+    pub locations: Vec<Location>,
     pub real_ip: Option<RealIp>,
+    /// `[access]`: `deny` answers 403 before routing; `exempt` is never limited.
+    pub deny: Vec<ipnet::IpNet>,
+    pub exempt: Vec<ipnet::IpNet>,
+    pub api_keys: Option<ApiKeys>,
+    pub ratelimit_headers: HeaderStyle,
     pub client_body_timeout: Duration,
     pub access_log: Option<Arc<AccessLog>>,
+}
+
+/// One `[[location]]`, ready to use.
+pub struct Location {
+    pub route: Route,
+    /// The `limit` list, in order.
+    pub rules: Vec<Rule>,
+    /// nginx allow/deny.
+    pub access: access::Rules,
+    /// Units taken from every zone per request.
+    pub cost: u64,
+    /// The status of a rejection here.
+    pub limit_status: StatusCode,
 }
 
 /// What a location does.
@@ -73,13 +95,34 @@ impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
     /// afterwards; the access-log line is written when it ends (or is abandoned).
     pub async fn handle(&self, mut req: Request<Incoming>, conn: &Conn) -> Response<Logged> {
+        let now = Instant::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
         let mut log = logged::Pending::new(self.access_log.clone(), &req, client);
-        let response = match self.route(&req) {
-            Err(status) => response::error(status),
-            Ok(Route::Return(fixed)) => fixed.respond(),
-            Ok(Route::Proxy(group)) => {
+        if access::listed(client, &self.deny) {
+            return log.finish(response::error(StatusCode::FORBIDDEN), None);
+        }
+        let (location, path) = match self.route(&req) {
+            Ok(found) => found,
+            Err(status) => return log.finish(response::error(status), None),
+        };
+        if location.access.check(client).is_err() {
+            return log.finish(response::error(StatusCode::FORBIDDEN), None);
+        }
+        let limited = self.limit(location, &req, client, &path, now);
+        log.limit(&limited);
+        if limited.rejected() {
+            let response = limit::rejection(location, &limited, self.ratelimit_headers);
+            return log.finish(response, None);
+        }
+        if let Some(delay) = limit::delay(&limited) {
+            // Fixed at arrival; a client that leaves meanwhile drops this future (499).
+            tokio::time::sleep_until((now + delay).into()).await;
+        }
+        drop(path);
+        let mut response = match &location.route {
+            Route::Return(fixed) => fixed.respond(),
+            Route::Proxy(group) => {
                 let ctx = forward::Ctx {
                     client,
                     peer,
@@ -91,7 +134,15 @@ impl Pipeline {
                 match forward::forward(req, group, &ctx, prepared).await {
                     Ok(done) => {
                         log.upstream(done.addr, done.upstream_time);
-                        return log.finish(done.response, Some(done.lease));
+                        let mut response = done.response;
+                        limit::add_headers(
+                            response.headers_mut(),
+                            location,
+                            &limited,
+                            self.ratelimit_headers,
+                        );
+                        log.hold(limited.in_flight);
+                        return log.finish(response, Some(done.lease));
                     }
                     Err(err) => {
                         report(&err, group);
@@ -100,7 +151,30 @@ impl Pipeline {
                 }
             }
         };
+        limit::add_headers(
+            response.headers_mut(),
+            location,
+            &limited,
+            self.ratelimit_headers,
+        );
+        log.hold(limited.in_flight);
         log.finish(response, None)
+    }
+
+    /// The limit phase: every zone of the location, unless the client is exempt.
+    fn limit<B>(
+        &self,
+        location: &Location,
+        req: &Request<B>,
+        client: IpAddr,
+        path: &str,
+        now: Instant,
+    ) -> Outcome {
+        if location.rules.is_empty() || access::listed(client, &self.exempt) {
+            return Outcome::default();
+        }
+        let plan = self.api_keys.as_ref().and_then(|keys| keys.plan(req));
+        limit::decide(location, req, client, path, plan, now)
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).
@@ -123,15 +197,20 @@ impl Pipeline {
             .is_some_and(|rip| access::is_trusted(peer, &rip.trusted))
     }
 
-    /// The location for this request, or the 400/404 that ends it.
-    fn route(&self, req: &Request<Incoming>) -> Result<&Route, StatusCode> {
+    /// The location for this request and its normalized path, or the 400/404 that ends it.
+    fn route<'p>(
+        &self,
+        req: &'p Request<Incoming>,
+    ) -> Result<(&Location, std::borrow::Cow<'p, str>), StatusCode> {
         check_host(req)?;
         let path =
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
-        self.router
+        let location = self
+            .router
             .find(&path)
             .and_then(|index| self.locations.get(index))
-            .ok_or(StatusCode::NOT_FOUND)
+            .ok_or(StatusCode::NOT_FOUND)?;
+        Ok((location, path))
     }
 }
 

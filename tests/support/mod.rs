@@ -7,7 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
@@ -193,4 +193,22 @@ pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
 pub fn closed_port() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap()
+}
+
+/// Waits until the log file has `n` lines (the log is flushed every 100 ms).
+pub async fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "log has {} lines: {lines:?}",
+            lines.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
