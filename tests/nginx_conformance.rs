@@ -16,17 +16,16 @@
 
 mod support;
 
+use support::nginx::{Nginx, NGINX};
+
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::time::Instant;
-
-const NGINX: &str = "/usr/sbin/nginx";
 
 /// How far two latencies (or a latency and its expected delay) may differ.
 const TOLERANCE_MS: u64 = 15;
@@ -454,96 +453,12 @@ access = "off"
 // ---------------------------------------------------------------------------------------------
 // nginx as a child process
 
-/// A running nginx, killed when dropped (also when the test panics).
-struct Nginx {
-    child: Child,
-    addr: SocketAddr,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Nginx {
-    /// Starts nginx on a free loopback port. A port taken between choosing and binding it
-    /// makes nginx exit; then another port is tried.
-    fn start(scenarios: &[Scenario]) -> Nginx {
-        let mut last_error = String::new();
-        for _ in 0..3 {
-            match Nginx::try_start(scenarios) {
-                Ok(nginx) => return nginx,
-                Err(error) => last_error = error,
-            }
-        }
-        panic!("nginx did not start:\n{last_error}");
-    }
-
-    fn try_start(scenarios: &[Scenario]) -> Result<Nginx, String> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("tmp")).unwrap();
-        std::fs::create_dir_all(root.join("www")).unwrap();
-        std::fs::write(root.join("www/warm"), "ok\n").unwrap();
-        for index in 0..scenarios.len() {
-            std::fs::write(root.join("www").join(&path(index)[1..]), "ok\n").unwrap();
-        }
-        let conf = root.join("nginx.conf");
-        std::fs::write(&conf, nginx_config(root, port, scenarios)).unwrap();
-        let child = Command::new(NGINX)
-            .arg("-p")
-            .arg(root)
-            .arg("-c")
-            .arg(&conf)
-            // Errors before the config is read would go to the package's log path otherwise.
-            .arg("-e")
-            .arg(root.join("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|error| format!("cannot run {NGINX}: {error}"))?;
-        let mut nginx = Nginx {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            dir,
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Ok(Some(status)) = nginx.child.try_wait() {
-                return Err(format!("nginx exited ({status}):\n{}", nginx.error_log()));
-            }
-            if std::net::TcpStream::connect(nginx.addr).is_ok() {
-                return Ok(nginx);
-            }
-            if std::time::Instant::now() > deadline {
-                return Err(format!("nginx is not listening:\n{}", nginx.error_log()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
-    }
-
-    /// The error log without the line nginx writes for every rejected or delayed request.
-    fn error_log_problems(&self) -> String {
-        let log = self.error_log();
-        let problems = log.lines().filter(|line| {
-            !line.contains("limiting requests") && !line.contains("delaying request")
-        });
-        problems.collect::<Vec<_>>().join("\n")
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// Starts nginx serving every scenario's location from a static file (nginx's `return`
+/// would answer before `limit_req` runs).
+fn start_nginx(scenarios: &[Scenario]) -> Nginx {
+    let mut files = vec!["warm".to_owned()];
+    files.extend((0..scenarios.len()).map(|index| path(index)[1..].to_owned()));
+    Nginx::start(|root, port| nginx_config(root, port, scenarios), &files)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -771,7 +686,7 @@ fn nginx_available() -> bool {
 
 /// One full run against a fresh nginx and a fresh tollgate (fresh state on both sides).
 async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
-    let nginx = Nginx::start(scenarios);
+    let nginx = start_nginx(scenarios);
     let tollgate = support::gateway(&tollgate_config(scenarios));
     let (nginx_addr, tollgate_addr) = (nginx.addr, support::addr(&tollgate));
     for server in [nginx_addr, tollgate_addr] {

@@ -2,6 +2,8 @@
 //! TOML text, run an in-process hyper upstream, and talk to both with a real client.
 #![allow(dead_code)]
 
+pub mod nginx;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;

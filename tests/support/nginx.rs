@@ -1,0 +1,106 @@
+//! nginx as a child process for tests that compare tollgate with it: its own temporary
+//! prefix, one worker, no master, no daemon, on a free loopback port; killed when dropped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Debian's nginx.
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+/// A running nginx, killed when dropped (also when the test panics).
+pub struct Nginx {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Nginx {
+    /// Starts nginx on a free loopback port with the configuration `config(prefix, port)`
+    /// makes, and `files` (each holding `ok`) under `PREFIX/www`. A port taken between
+    /// choosing and binding it makes nginx exit; then another port is tried.
+    pub fn start(config: impl Fn(&Path, u16) -> String, files: &[String]) -> Nginx {
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            match Nginx::try_start(&config, files) {
+                Ok(nginx) => return nginx,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("nginx did not start:\n{last_error}");
+    }
+
+    fn try_start(
+        config: &impl Fn(&Path, u16) -> String,
+        files: &[String],
+    ) -> Result<Nginx, String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
+        std::fs::create_dir_all(root.join("www")).unwrap();
+        for file in files {
+            std::fs::write(root.join("www").join(file), "ok\n").unwrap();
+        }
+        let conf = root.join("nginx.conf");
+        std::fs::write(&conf, config(root, port)).unwrap();
+        let child = Command::new(NGINX)
+            .arg("-p")
+            .arg(root)
+            .arg("-c")
+            .arg(&conf)
+            // Errors before the config is read would go to the package's log path otherwise.
+            .arg("-e")
+            .arg(root.join("error.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| format!("cannot run {NGINX}: {error}"))?;
+        let mut nginx = Nginx {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(Some(status)) = nginx.child.try_wait() {
+                return Err(format!("nginx exited ({status}):\n{}", nginx.error_log()));
+            }
+            if std::net::TcpStream::connect(nginx.addr).is_ok() {
+                return Ok(nginx);
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("nginx is not listening:\n{}", nginx.error_log()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+
+    /// The error log without the line nginx writes for every rejected or delayed request.
+    pub fn error_log_problems(&self) -> String {
+        let log = self.error_log();
+        let problems = log.lines().filter(|line| {
+            !line.contains("limiting requests") && !line.contains("delaying request")
+        });
+        problems.collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
