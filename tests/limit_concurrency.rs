@@ -93,3 +93,146 @@ fn racing_requests_for_many_keys_admit_each_its_own_quota() {
         assert!(!entry.check(NOW, &p).admitted());
     }
 }
+
+mod through_zones {
+    //! The same through `zone::decide`, as the gateway calls it: tasks on a multi-threaded
+    //! runtime, several zones per request.
+
+    use std::net::IpAddr;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use http::{HeaderMap, Method};
+    use tollgate::limit::key::{Part, RequestView, Template};
+    use tollgate::limit::zone::{self, Kind, Rule, Spec, Zone};
+    use tollgate::limit::{Period, Rate, NODELAY};
+
+    fn zone(name: &str, parts: Vec<Part>, kind: Kind, max: u64, epoch: Instant) -> Arc<Zone> {
+        let spec = Spec {
+            name: name.to_owned(),
+            template: Template::new(parts, 32, 128),
+            kind,
+            rate: Rate::new(1, Period::Minute).expect("non-zero"),
+            plan_rates: Vec::new(),
+            max,
+            size: 1 << 20,
+        };
+        Arc::new(Zone::new(spec, epoch))
+    }
+
+    fn rule(zone: &Arc<Zone>, burst: u64) -> Rule {
+        Rule {
+            zone: Arc::clone(zone),
+            burst,
+            delay: NODELAY,
+            dry_run: false,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_tasks_over_two_zones_admit_exactly_the_tighter_bound() {
+        let epoch = Instant::now();
+        let per_ip = zone(
+            "per_ip",
+            vec![Part::BinaryRemoteAddr],
+            Kind::LeakyBucket,
+            0,
+            epoch,
+        );
+        let literal = Part::Literal(Box::from(&b"everyone"[..]));
+        let global = zone("global", vec![literal], Kind::LeakyBucket, 0, epoch);
+        // Each client may have 21, all together 51: the global zone binds.
+        let rules = Arc::new(vec![rule(&per_ip, 20), rule(&global, 50)]);
+        let now = epoch + Duration::from_secs(1);
+        let per_client: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        let tasks: Vec<_> = (0..16)
+            .map(|t| {
+                let (rules, per_client) = (Arc::clone(&rules), Arc::clone(&per_client));
+                tokio::spawn(async move {
+                    let headers = HeaderMap::new();
+                    for i in 0..50 {
+                        let client = (t + i) % 4;
+                        let view = RequestView {
+                            client: IpAddr::from([10, 0, 0, client as u8]),
+                            method: &Method::GET,
+                            path: "/",
+                            query: None,
+                            headers: &headers,
+                            host: None,
+                        };
+                        let outcome = zone::decide(&rules, &view, None, 1, now);
+                        if !outcome.rejected() {
+                            per_client[client].fetch_add(1, Ordering::Relaxed);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let counts: Vec<u64> = per_client
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 51, "{counts:?}");
+        assert!(counts.iter().all(|&c| c <= 21), "{counts:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn in_flight_counts_never_exceed_max_and_are_given_back() {
+        let epoch = Instant::now();
+        let conns = zone(
+            "conns",
+            vec![Part::BinaryRemoteAddr],
+            Kind::Concurrency,
+            5,
+            epoch,
+        );
+        let rules = Arc::new(vec![Rule {
+            zone: Arc::clone(&conns),
+            burst: 0,
+            delay: NODELAY,
+            dry_run: false,
+        }]);
+        let holding = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (rules, holding, most) =
+                    (Arc::clone(&rules), Arc::clone(&holding), Arc::clone(&most));
+                tokio::spawn(async move {
+                    let headers = HeaderMap::new();
+                    let view = RequestView {
+                        client: IpAddr::from([10, 0, 0, 1]),
+                        method: &Method::GET,
+                        path: "/",
+                        query: None,
+                        headers: &headers,
+                        host: None,
+                    };
+                    for _ in 0..20 {
+                        let outcome = zone::decide(&rules, &view, None, 1, Instant::now());
+                        if outcome.rejected() {
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
+                        let now_holding = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now_holding, Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                        holding.fetch_sub(1, Ordering::SeqCst);
+                        drop(outcome);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=5).contains(&most), "{most}");
+        assert_eq!(conns.stats().keys, 0, "every count was given back");
+    }
+}
