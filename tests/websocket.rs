@@ -85,3 +85,53 @@ upstream = "app"
     within(5, ws.close(None)).await.unwrap();
     assert_eq!(up.last().headers["upgrade"], "websocket");
 }
+
+#[tokio::test]
+async fn an_open_tunnel_counts_as_a_request_in_flight() {
+    let up = echo_upstream().await;
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[log]
+access = "off"
+[zones.conns]
+key = "$binary_remote_addr"
+algorithm = "concurrency"
+max = 1
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+limit = [{{ zone = "conns" }}]
+upstream = "app"
+"#,
+        up.addr
+    ));
+    let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    let url = format!("ws://{}/ws", addr(&gw));
+    let (mut ws, _) = within(5, tokio_tungstenite::client_async(url, stream))
+        .await
+        .expect("websocket handshake through the gateway");
+    within(5, ws.send(Message::text("hi"))).await.unwrap();
+    within(5, ws.next()).await.unwrap().unwrap();
+    // The tunnel is open: the client's one slot is taken.
+    assert_eq!(get_text(addr(&gw), "/ws").await.status, 429);
+    within(5, ws.close(None)).await.unwrap();
+    drop(ws);
+    // Closed: the slot is given back (the tunnel ends a moment after the close).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let status = get_text(addr(&gw), "/ws").await.status;
+        if status == 400 {
+            break; // the upstream answered: not a websocket request
+        }
+        assert_eq!(status, 429);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tunnel kept its slot"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

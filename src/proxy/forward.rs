@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
 use crate::body::{Progress, RequestBody, ResponseBody, Timed};
+use crate::limit::zone::InFlight as Held;
 use crate::upstream::h1::{self, Exchange, SendError};
 use crate::upstream::pool;
 use crate::upstream::{Group, InFlight, Lease};
@@ -116,6 +117,7 @@ pub async fn forward(
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
     (upgrade, added): (bool, headers::Added),
+    held: &mut Vec<Held>,
 ) -> Result<Done, ProxyError> {
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -173,7 +175,7 @@ pub async fn forward(
             Ok(exchange) => {
                 srv.health.record_success(now);
                 let upstream_time = started.elapsed();
-                let response = respond(exchange, client_upgrade, group, server)?;
+                let response = respond(exchange, client_upgrade, group, server, held)?;
                 return Ok(Done {
                     response,
                     addr: srv.addr,
@@ -244,13 +246,21 @@ fn respond(
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     group: &Arc<Group>,
     server: usize,
+    held: &mut Vec<Held>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
         Exchange::Upgraded(head, upgraded) => {
             let Some(client_upgrade) = client_upgrade else {
                 return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
             };
-            tokio::spawn(tunnel::run(client_upgrade, upgraded, group.read_timeout));
+            // A tunnel is a request in flight until it closes (nginx's limit_conn counts
+            // it until the request is freed), so it holds the in-flight counts.
+            let held = std::mem::take(held);
+            let idle = group.read_timeout;
+            tokio::spawn(async move {
+                tunnel::run(client_upgrade, upgraded, idle).await;
+                drop(held);
+            });
             let (mut parts, ()) = head.into_parts();
             headers::to_client(&mut parts.headers, true);
             parts.version = Version::HTTP_11;

@@ -109,7 +109,7 @@ impl Pipeline {
         if location.access.check(client).is_err() {
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
-        let limited = self.limit(location, &req, client, &path, now);
+        let mut limited = self.limit(location, &req, client, &path, now);
         log.limit(&limited);
         if limited.rejected() {
             let response = limit::rejection(location, &limited, self.ratelimit_headers);
@@ -131,7 +131,7 @@ impl Pipeline {
                     client_body_timeout: self.client_body_timeout,
                 };
                 let prepared = forward::prepare(&mut req, &ctx);
-                match forward::forward(req, group, &ctx, prepared).await {
+                match forward::forward(req, group, &ctx, prepared, &mut limited.in_flight).await {
                     Ok(done) => {
                         log.upstream(done.addr, done.upstream_time);
                         let mut response = done.response;
