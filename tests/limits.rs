@@ -602,7 +602,7 @@ async fn window_algorithms_admit_rate_plus_burst_per_window() {
             r#"
 [zones.w]
 key = "$binary_remote_addr"
-rate = "3r/m"
+rate = "3r/d"
 algorithm = "{algorithm}"
 [[location]]
 match = "/"

@@ -126,6 +126,27 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
             parsed.into_iter().collect()
         }
     };
+    let windowed = matches!(
+        algorithm,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog
+    );
+    if let (true, Some(Some(rate)), Some(plans), Some(written)) =
+        (windowed, rate, &plans, &raw.plans)
+    {
+        for (plan, plan_rate) in plans {
+            if plan_rate.period != rate.period {
+                let span = written
+                    .get_ref()
+                    .get(plan)
+                    .map_or(written.span(), Spanned::span);
+                let message = format!(
+                    r#"plan "{plan}": a window zone's plans must count in the unit of its `rate` ({}), as a key's window is one unit long"#,
+                    show_rate(rate)
+                );
+                diag.error(span, message);
+            }
+        }
+    }
     let size = match &raw.size {
         None => Some(DEFAULT_ZONE_SIZE),
         Some(size) => diag
@@ -375,11 +396,54 @@ fn plan_hint(plans: &[&str]) -> String {
     format!("zones define {}", known.join(", "))
 }
 
-/// A location's `limit` list. `zones` are the valid zones by name, with their algorithm
-/// and the largest number of units one request may take in them.
+/// What a location's `limit` list needs to know of a valid zone.
+pub(super) struct ZoneInfo {
+    pub name: String,
+    pub algorithm: Algorithm,
+    /// The most units a fresh key admits at once, before `burst`.
+    pub at_once: u64,
+    /// The zone's `rate` and every plan's.
+    pub rates: Vec<Rate>,
+    pub size: u64,
+}
+
+impl ZoneInfo {
+    pub(super) fn new(zone: &Zone) -> ZoneInfo {
+        let rates: Vec<Rate> = zone
+            .rate
+            .iter()
+            .copied()
+            .chain(zone.plans.iter().map(|(_, rate)| *rate))
+            .collect();
+        let at_once = match zone.algorithm {
+            Algorithm::LeakyBucket | Algorithm::TokenBucket => 1,
+            Algorithm::Concurrency => zone.max,
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+                rates.iter().map(|rate| rate.count).min().unwrap_or(1)
+            }
+        };
+        ZoneInfo {
+            name: zone.name.clone(),
+            algorithm: zone.algorithm,
+            at_once,
+            rates,
+            size: zone.size,
+        }
+    }
+}
+
+/// The longest a bucket may take to drain (`(burst + cost) / rate`): beyond a year a limit
+/// is surely a typo, and the arithmetic stays far from overflow.
+const MAX_HORIZON_MS: u128 = 366 * 86_400_000;
+/// Bytes a `sliding_log` entry takes, and the fewest shards' worth of `size` one key may
+/// have to itself (the store splits a zone in up to 64 shards).
+const LOG_ENTRY_BYTES: u64 = 16;
+const MAX_SHARDS: u64 = 64;
+
+/// A location's `limit` list. `zones` describes the valid zones.
 pub(super) fn limits(
     list: &Spanned<Vec<Spanned<RawLimit>>>,
-    zones: &[(String, Algorithm, u64)],
+    zones: &[ZoneInfo],
     cost: u64,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Limit>> {
@@ -396,15 +460,15 @@ pub(super) fn limits(
 
 fn limit(
     item: &Spanned<RawLimit>,
-    zones: &[(String, Algorithm, u64)],
+    zones: &[ZoneInfo],
     cost: u64,
     earlier: &[Limit],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Limit> {
     let raw = item.get_ref();
     let zone = diag.required(raw.zone.as_ref(), &item.span(), "zone")?;
-    let Some(index) = zones.iter().position(|(name, _, _)| name == zone.get_ref()) else {
-        let known: Vec<String> = zones.iter().map(|(n, _, _)| format!(r#""{n}""#)).collect();
+    let Some(index) = zones.iter().position(|z| &z.name == zone.get_ref()) else {
+        let known: Vec<String> = zones.iter().map(|z| format!(r#""{}""#, z.name)).collect();
         let message = if known.is_empty() {
             format!(
                 r#"unknown zone "{}": no `[zones.NAME]` is defined"#,
@@ -430,7 +494,8 @@ fn limit(
         );
         return None;
     }
-    let (_, algorithm, base) = &zones[index];
+    let info = &zones[index];
+    let algorithm = &info.algorithm;
     if *algorithm == Algorithm::Concurrency {
         let extra = [
             raw.burst.as_ref().map(Spanned::span),
@@ -477,7 +542,7 @@ fn limit(
         (None, false) => Some(0),
     };
     // A request's units must fit in an empty bucket, or every request is rejected.
-    let capacity = base.saturating_add(burst);
+    let capacity = info.at_once.saturating_add(burst);
     if cost > capacity {
         let message = format!(
             r#"cost {cost} exceeds what zone "{}" can ever admit at once ({capacity}); every request would be rejected"#,
@@ -486,12 +551,66 @@ fn limit(
         diag.error(zone.span(), message);
         return None;
     }
+    if let Some(message) = too_big(info, burst, cost) {
+        diag.error(item.span(), message);
+        return None;
+    }
     Some(Limit {
         zone: index,
         burst,
         delay,
         dry_run: raw.dry_run.unwrap_or(false),
     })
+}
+
+/// A limit whose state would be absurd: a bucket remembering a client for over a year, or
+/// a `sliding_log` key needing more memory than its zone gives one key.
+fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
+    let name = &zone.name;
+    match zone.algorithm {
+        Algorithm::LeakyBucket | Algorithm::TokenBucket => zone.rates.iter().find_map(|rate| {
+            let units = u128::from(burst) + u128::from(cost);
+            let horizon = units * u128::from(period_ms(rate.period)) / u128::from(rate.count);
+            (horizon > MAX_HORIZON_MS).then(|| {
+                format!(
+                    r#"burst {burst} at zone "{name}"'s rate {} takes over a year to drain; use a smaller burst or a faster rate"#,
+                    show_rate(*rate)
+                )
+            })
+        }),
+        Algorithm::SlidingLog => zone.rates.iter().find_map(|rate| {
+            let entries = rate.count.saturating_add(burst).next_power_of_two();
+            let bytes = entries.saturating_mul(LOG_ENTRY_BYTES);
+            let share = zone.size / MAX_SHARDS;
+            (bytes > share).then(|| {
+                let need = bytes.saturating_mul(MAX_SHARDS).div_ceil(1 << 20);
+                format!(
+                    r#"a sliding_log key of zone "{name}" may hold {} requests ({bytes} bytes), more than its `size` leaves one key; give the zone `size = "{need}m"` or more, or use "sliding_window""#,
+                    rate.count + burst
+                )
+            })
+        }),
+        _ => None,
+    }
+}
+
+fn period_ms(period: Period) -> u64 {
+    match period {
+        Period::Second => 1_000,
+        Period::Minute => 60_000,
+        Period::Hour => 3_600_000,
+        Period::Day => 86_400_000,
+    }
+}
+
+fn show_rate(rate: Rate) -> String {
+    let unit = match rate.period {
+        Period::Second => "s",
+        Period::Minute => "m",
+        Period::Hour => "h",
+        Period::Day => "d",
+    };
+    format!("{}r/{unit}", rate.count)
 }
 
 /// nginx allow/deny rules: `"allow ADDR[/BITS]"`, `"deny ADDR[/BITS]"`, `"allow all"`,

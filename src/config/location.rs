@@ -10,7 +10,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{Action, Algorithm, Location, Pattern, Return};
+use super::{Action, Location, Pattern, Return};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
@@ -19,7 +19,7 @@ const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" o
 pub(super) fn locations(
     raw: Vec<Option<Spanned<RawLocation>>>,
     upstreams: &[String],
-    zones: &[(String, Algorithm, u64)],
+    zones: &[limits::ZoneInfo],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
     // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).

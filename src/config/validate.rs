@@ -15,8 +15,8 @@ use super::raw::{
 };
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
 use super::{limits, location, values};
-use super::{Access, AccessLog, Algorithm, Balance, Config, Log, LogFormat, RateLimitHeaders};
-use super::{RealIp, Server, Upstream, UpstreamServer, Zone};
+use super::{Access, AccessLog, Balance, Config, Log, LogFormat, RateLimitHeaders};
+use super::{RealIp, Server, Upstream, UpstreamServer};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -68,11 +68,8 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             "zones define `plans` but no `[api_keys]` says which key is on which plan",
         );
     }
-    let zone_limits: Vec<(String, Algorithm, u64)> = zones
-        .iter()
-        .flatten()
-        .map(|zone| (zone.name.clone(), zone.algorithm, admits_at_once(zone)))
-        .collect();
+    let zone_limits: Vec<limits::ZoneInfo> =
+        zones.iter().flatten().map(limits::ZoneInfo::new).collect();
     let names: Vec<String> = raw
         .upstreams
         .iter()
@@ -370,21 +367,4 @@ fn weight(weight: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
 fn all<T>(items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
     let items: Vec<Option<T>> = items.collect();
     items.into_iter().collect()
-}
-
-/// The most units a request can take in `zone` when its key is fresh, before `burst`:
-/// one for the buckets (nginx's free first request), the window's count for the window
-/// algorithms (the smallest over its plans), `max` for `concurrency`.
-fn admits_at_once(zone: &Zone) -> u64 {
-    match zone.algorithm {
-        Algorithm::LeakyBucket | Algorithm::TokenBucket => 1,
-        Algorithm::Concurrency => zone.max,
-        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => zone
-            .rate
-            .iter()
-            .chain(zone.plans.iter().map(|(_, rate)| rate))
-            .map(|rate| rate.count)
-            .min()
-            .unwrap_or(1),
-    }
 }

@@ -6,6 +6,10 @@
 //! mean nothing here and are ignored; nothing is ever delayed. An in-flight count has no
 //! known release time, so a rejection says `retry_after: 0` ("unknown", not "never") and
 //! the response layer prints `Retry-After: 1`. `reset` is 0 for the same reason.
+//!
+//! Every stored key has requests in flight (a count back at 0 is removed), so a full zone
+//! evicts a key that is in use and that key's requests then count from 0: a zone of `size`
+//! must hold the clients in flight at once (10m holds about 200,000). nginx rejects instead.
 
 use super::{Algorithm, Decision, Params, Verdict};
 

@@ -1,5 +1,7 @@
 //! `fixed_window`: a count per window of one rate unit (a second for r/s, a day for r/d),
-//! windows aligned to the zone's epoch; each window admits `count + burst` units.
+//! windows aligned to `now = 0`; each window admits `count + burst` units. The zone puts
+//! `now = 0` on a midnight UTC, so windows start on the wall clock's second, minute, hour
+//! and day.
 //!
 //! The cheapest algorithm and the easiest to explain to an API client ("100 per hour, the
 //! hour starting on the hour"), at the price of the classic edge: a client may spend one

@@ -66,9 +66,9 @@ impl Algorithm for LeakyBucket {
             } else {
                 // The first whole millisecond at which enough has drained.
                 let wait_ms = div_ceil(after - cap, per_ms);
-                let at = (now_ms + wait_ms) * NANOS_PER_MS;
+                let at = now_ms.saturating_add(wait_ms).saturating_mul(NANOS_PER_MS);
                 Verdict::Reject {
-                    retry_after: at - now,
+                    retry_after: at.saturating_sub(now),
                 }
             };
             return Decision {

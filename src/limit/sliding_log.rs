@@ -25,6 +25,9 @@ pub struct SlidingLog;
 pub struct State {
     /// Oldest first; times never decrease.
     entries: VecDeque<Entry>,
+    /// The units of all `entries`, so that a check need not add up the whole log (only
+    /// the few entries that have left the window since the last charge).
+    total: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +77,13 @@ impl Algorithm for SlidingLog {
 
     fn check(state: &State, now: u64, p: &Params) -> Decision {
         let len = p.rate.period.nanos();
-        let live = state.entries.range(state.first_live(now, len)..);
-        let used = live.clone().fold(0u64, |n, e| n.saturating_add(e.units));
+        let first = state.first_live(now, len);
+        let live = state.entries.range(first..);
+        let expired = state
+            .entries
+            .range(..first)
+            .fold(0u64, |n, e| n.saturating_add(e.units));
+        let used = state.total.saturating_sub(expired);
         let limit = p.rate.count.get().saturating_add(p.burst);
         let after = used.saturating_add(p.cost);
         // Nanoseconds until an entry at `at` leaves the window.
@@ -113,7 +121,10 @@ impl Algorithm for SlidingLog {
 
     fn charge(state: &mut State, now: u64, p: &Params) {
         let first = state.first_live(now, p.rate.period.nanos());
-        state.entries.drain(..first);
+        for gone in state.entries.drain(..first) {
+            state.total = state.total.saturating_sub(gone.units);
+        }
+        state.total = state.total.saturating_add(p.cost);
         let stamp = state.stamp(now);
         match state.entries.back_mut() {
             Some(newest) if newest.at == stamp => {

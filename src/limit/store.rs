@@ -4,7 +4,7 @@
 //!
 //! Keys are spread over up to 64 shards (a power of two, about one per 64 KiB of `size`),
 //! each behind its own mutex on its own cache lines. A shard is a slab of nodes — 8 bytes
-//! of LRU links and key tag, 16 bytes of key, then the state (40 bytes for
+//! of LRU links and key tag, 16 bytes of key, then the state (nodes of 40 bytes for
 //! `leaky_bucket`, 32 for `token_bucket`) — and a hashbrown index of `u32` slab
 //! positions, kept at most 66% full so that removals seldom leave it needing a rebuild.
 //! Slab and index double as keys come, each only within the shard's byte share (an index

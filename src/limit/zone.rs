@@ -22,6 +22,15 @@ use super::store::{Entry, Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
 use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
 
+/// Nanoseconds since the last midnight UTC, by the wall clock (0 if it reads before 1970).
+fn into_utc_day() -> u64 {
+    const DAY: u128 = 86_400 * 1_000_000_000;
+    let since_1970 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    u64::try_from(since_1970 % DAY).unwrap_or(0)
+}
+
 /// Gives each zone a distinct id: the lock order.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -86,6 +95,10 @@ pub struct Zone {
     idle: Params,
     /// Time zero of this zone's `now`.
     epoch: Instant,
+    /// For the window algorithms: how far into a UTC day `epoch` was, added to `now` so
+    /// that windows start on the second, minute, hour and day of the wall clock (an r/d
+    /// quota resets at midnight UTC). 0 for the others.
+    window_offset: u64,
     stores: Stores,
 }
 
@@ -120,6 +133,10 @@ impl Zone {
                 ..Params::new(slowest)
             },
             epoch,
+            window_offset: match spec.kind {
+                Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(),
+                _ => 0,
+            },
             stores,
         }
     }
@@ -146,9 +163,13 @@ impl Zone {
         }
     }
 
-    /// `now` as this zone counts time: nanoseconds since its epoch.
+    /// `now` as this zone counts time: nanoseconds since its epoch (plus, for windows,
+    /// the epoch's offset into its UTC day).
     pub fn nanos(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+        let since = now.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(since)
+            .unwrap_or(u64::MAX)
+            .saturating_add(self.window_offset)
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
@@ -350,7 +371,7 @@ impl Drop for InFlight {
 
 thread_local! {
     /// Rendered keys of the request being decided on this thread, end to end; reused so
-    /// that deciding allocates nothing once warm.
+    /// that keys cost no allocation once warm.
     static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -418,6 +439,9 @@ fn decide_with(
         return Outcome::default();
     }
 
+    // One lock per shard: a location lists a zone at most once (config), so no shard is
+    // locked twice, which would deadlock.
+    debug_assert!(order_is_strict(rules, &keyed));
     // Lock every shard involved, in the global order, then put the guards back in list
     // order.
     let mut guards: Vec<(usize, Guard<'_>)> = if keyed.len() == 1 {
@@ -498,6 +522,13 @@ fn decide_with(
     drop(guards);
     outcome.status = Some(status);
     outcome
+}
+
+/// Whether no two keyed rules share a zone (and so could share a shard).
+fn order_is_strict(rules: &[Rule], keyed: &[Keyed]) -> bool {
+    let mut ids: Vec<u64> = keyed.iter().map(|k| rules[k.rule].zone.id).collect();
+    ids.sort_unstable();
+    ids.windows(2).all(|pair| pair[0] != pair[1])
 }
 
 /// `delay` of a rule from the config's `Option` (None = `nodelay`).

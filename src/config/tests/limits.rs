@@ -252,3 +252,50 @@ fn access_problems_point_at_each_bad_entry() {
 fn at(found: &[(usize, usize, String)]) -> Vec<(usize, usize)> {
     found.iter().map(|(line, col, _)| (*line, *col)).collect()
 }
+
+#[test]
+fn window_zones_keep_one_unit_across_plans() {
+    let text = format!(
+        "{SERVER}[zones.w]\nkey = \"$http_x_api_key\"\nrate = \"10r/m\"\nalgorithm = \"fixed_window\"\n\
+         plans = {{ pro = \"1000r/h\", free = \"5r/m\" }}\n[api_keys]\ninline = {{ \"k\" = \"pro\" }}\n"
+    );
+    let found = errors(&text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!((found[0].0, found[0].1), (7, 17));
+    assert!(
+        found[0].2.starts_with(
+            r#"plan "pro": a window zone's plans must count in the unit of its `rate` (10r/m)"#
+        ),
+        "{}",
+        found[0].2
+    );
+}
+
+#[test]
+fn limits_that_could_never_work_in_memory_or_time_are_refused() {
+    let zones = "[zones.daily]\nkey = \"$binary_remote_addr\"\nrate = \"1r/d\"\nalgorithm = \"token_bucket\"\n\
+                 [zones.log]\nkey = \"$binary_remote_addr\"\nrate = \"20000r/h\"\nalgorithm = \"sliding_log\"\n";
+    let text = format!(
+        "{SERVER}{zones}[[location]]\nmatch = \"/\"\nlimit = [{{ zone = \"daily\", burst = 400 }}, {{ zone = \"log\" }}]\n{RETURN}"
+    );
+    let found = errors(&text);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0]
+            .2
+            .starts_with(r#"burst 400 at zone "daily"'s rate 1r/d takes over a year to drain"#),
+        "{}",
+        found[0].2
+    );
+    assert!(
+        found[1]
+            .2
+            .contains(r#"give the zone `size = "32m"` or more"#),
+        "{}",
+        found[1].2
+    );
+    let fits = text
+        .replace("burst = 400", "burst = 300")
+        .replace("rate = \"20000r/h\"", "rate = \"5000r/h\"");
+    parse(&fits);
+}
