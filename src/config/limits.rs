@@ -18,6 +18,8 @@ const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
 const MAX_RATE_COUNT: u64 = 1_000_000;
 const MAX_BURST: i64 = 1_000_000;
 const MAX_COST: i64 = 1_000_000;
+/// Zones per location (`limit::zone::MAX_LIMITS`: a decision keeps them in fixed arrays).
+const MAX_LIMITS: usize = 8;
 const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
                          $cookie_NAME, $uri, $request_method, $host";
 
@@ -449,6 +451,11 @@ pub(super) fn limits(
 ) -> Option<Vec<Limit>> {
     let mut limits = Vec::new();
     let mut valid = true;
+    if list.get_ref().len() > MAX_LIMITS {
+        let message = format!("a location may list at most {MAX_LIMITS} limits");
+        diag.error(list.span(), message);
+        valid = false;
+    }
     for item in list.get_ref() {
         match limit(item, zones, cost, &limits, diag) {
             Some(limit) => limits.push(limit),

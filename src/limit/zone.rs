@@ -31,6 +31,10 @@ fn into_utc_day() -> u64 {
     u64::try_from(since_1970 % DAY).unwrap_or(0)
 }
 
+/// Most zones one location may list (the config refuses more): a decision keeps its keys
+/// and locks in arrays of this size.
+pub const MAX_LIMITS: usize = 8;
+
 /// Gives each zone a distinct id: the lock order.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -411,8 +415,11 @@ fn decide_with(
     keys: &mut Vec<u8>,
 ) -> Outcome {
     keys.clear();
-    let mut keyed: Vec<Keyed> = Vec::with_capacity(rules.len());
-    for (index, rule) in rules.iter().enumerate() {
+    // Fixed arrays, not vectors: a location lists at most MAX_LIMITS zones (config), and
+    // deciding then allocates nothing but the outcome's list.
+    let mut slots: [Option<Keyed>; MAX_LIMITS] = Default::default();
+    let mut n = 0;
+    for (index, rule) in rules.iter().enumerate().take(MAX_LIMITS) {
         let start = keys.len();
         if !rule.zone.template.render_append(req, keys) {
             keys.truncate(start);
@@ -420,7 +427,7 @@ fn decide_with(
         }
         let zone = &rule.zone;
         let hash = zone.hash(&keys[start..]);
-        keyed.push(Keyed {
+        slots[n] = Some(Keyed {
             rule: index,
             hash,
             shard: zone.shard_of(hash),
@@ -434,35 +441,40 @@ fn decide_with(
             },
             now: zone.nanos(now),
         });
+        n += 1;
     }
+    let keyed = &slots[..n];
     if keyed.is_empty() {
         return Outcome::default();
     }
 
     // One lock per shard: a location lists a zone at most once (config), so no shard is
     // locked twice, which would deadlock.
-    debug_assert!(order_is_strict(rules, &keyed));
-    // Lock every shard involved, in the global order, then put the guards back in list
-    // order.
-    let mut guards: Vec<(usize, Guard<'_>)> = if keyed.len() == 1 {
-        vec![(0, rules[keyed[0].rule].zone.lock(keyed[0].hash))]
-    } else {
-        let mut order: Vec<usize> = (0..keyed.len()).collect();
-        order.sort_unstable_by_key(|&i| (rules[keyed[i].rule].zone.id, keyed[i].shard));
-        let mut guards: Vec<_> = order
-            .iter()
-            .map(|&i| (i, rules[keyed[i].rule].zone.lock(keyed[i].hash)))
-            .collect();
-        guards.sort_unstable_by_key(|(i, _)| *i);
-        guards
-    };
+    debug_assert!(order_is_strict(rules, keyed));
+    // Lock every shard involved in the global order (zone, then shard); `guards[i]` is
+    // the lock of `keyed[i]`.
+    let mut order = [0usize; MAX_LIMITS];
+    for (i, slot) in order.iter_mut().enumerate().take(n) {
+        *slot = i;
+    }
+    let sort_key = |i: &usize| keyed[*i].as_ref().map(|k| (rules[k.rule].zone.id, k.shard));
+    order[..n].sort_unstable_by_key(sort_key);
+    let mut guards: [Option<Guard<'_>>; MAX_LIMITS] = Default::default();
+    for &i in &order[..n] {
+        if let Some(k) = &keyed[i] {
+            guards[i] = Some(rules[k.rule].zone.lock(k.hash));
+        }
+    }
 
     let mut outcome = Outcome {
-        applied: Vec::with_capacity(keyed.len()),
+        applied: Vec::with_capacity(n),
         ..Outcome::default()
     };
     let mut enforced_reject = false;
-    for (k, (_, guard)) in keyed.iter().zip(guards.iter_mut()) {
+    for (k, guard) in keyed.iter().zip(guards.iter_mut()) {
+        let (Some(k), Some(guard)) = (k, guard) else {
+            continue;
+        };
         let rule = &rules[k.rule];
         let decision = guard.check(k.hash, &keys[k.span.clone()], k.now, &k.params);
         if let Verdict::Reject { retry_after } = decision.verdict {
@@ -481,11 +493,14 @@ fn decide_with(
     }
 
     let mut status = Status::Passed;
-    for ((k, (_, guard)), applied) in keyed
+    for ((k, guard), applied) in keyed
         .iter()
         .zip(guards.iter_mut())
         .zip(&mut outcome.applied)
     {
+        let (Some(k), Some(guard)) = (k, guard) else {
+            continue;
+        };
         let rule = &rules[k.rule];
         let zone_status = match (applied.decision.verdict, rule.dry_run) {
             (Verdict::Pass, _) => Status::Passed,
@@ -525,8 +540,12 @@ fn decide_with(
 }
 
 /// Whether no two keyed rules share a zone (and so could share a shard).
-fn order_is_strict(rules: &[Rule], keyed: &[Keyed]) -> bool {
-    let mut ids: Vec<u64> = keyed.iter().map(|k| rules[k.rule].zone.id).collect();
+fn order_is_strict(rules: &[Rule], keyed: &[Option<Keyed>]) -> bool {
+    let mut ids: Vec<u64> = keyed
+        .iter()
+        .flatten()
+        .map(|k| rules[k.rule].zone.id)
+        .collect();
     ids.sort_unstable();
     ids.windows(2).all(|pair| pair[0] != pair[1])
 }

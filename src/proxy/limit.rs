@@ -138,7 +138,7 @@ pub(super) fn add_headers(
         return;
     }
     if style.draft {
-        let (mut policy, mut state) = (String::new(), String::new());
+        let (mut policy, mut state) = (String::with_capacity(64), String::with_capacity(64));
         for (zone, a) in applied.clone() {
             let sep = if policy.is_empty() { "" } else { ", " };
             let name = &zone.name;
@@ -160,9 +160,10 @@ pub(super) fn add_headers(
                 );
             }
         }
+        // Handed over without a copy; zone names and numbers are always valid values.
         if let (Ok(policy), Ok(state)) = (
-            HeaderValue::from_str(&policy),
-            HeaderValue::from_str(&state),
+            HeaderValue::from_maybe_shared(Bytes::from(policy)),
+            HeaderValue::from_maybe_shared(Bytes::from(state)),
         ) {
             headers.insert(POLICY, policy);
             headers.insert(RATELIMIT, state);
