@@ -374,7 +374,16 @@ return = { status = 200 }
     ));
     let addr = addr(&gw);
     within(10, async {
-        assert_eq!(send(addr, with_key("10.0.0.1", "/", "k")).await.status, 200);
+        let first = send(addr, with_key("10.0.0.1", "/", "k")).await;
+        assert_eq!(first.status, 200);
+        assert_eq!(
+            first.headers["ratelimit-policy"],
+            r#""per_ip";q=1;w=60, "per_key";q=1;w=60"#
+        );
+        assert_eq!(
+            first.headers["ratelimit"],
+            r#""per_ip";r=3;t=60, "per_key";r=0;t=60"#
+        );
         // per_key rejects these: per_ip must not be charged for them.
         for _ in 0..5 {
             let reply = send(addr, with_key("10.0.0.1", "/", "k")).await;
