@@ -335,6 +335,39 @@ pub struct Applied {
     pub dry_run: bool,
 }
 
+/// The zones' answers, in list order. The first is kept inline: most locations list one
+/// zone, and then deciding allocates nothing.
+#[derive(Clone, Default)]
+pub struct AppliedList {
+    first: Option<Applied>,
+    rest: Vec<Applied>,
+}
+
+impl AppliedList {
+    pub fn push(&mut self, applied: Applied) {
+        match self.first {
+            None => self.first = Some(applied),
+            Some(_) => self.rest.push(applied),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Applied> + Clone {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Applied> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
 /// The decision over every zone of a location.
 #[derive(Default)]
 pub struct Outcome {
@@ -347,7 +380,7 @@ pub struct Outcome {
     /// The rule that rejected it (the first in the list).
     pub rejected_by: Option<usize>,
     /// Every zone whose key was not empty, in list order.
-    pub applied: Vec<Applied>,
+    pub applied: AppliedList,
     /// In-flight counts taken in `concurrency` zones; dropping them gives them back.
     pub in_flight: Vec<InFlight>,
 }
@@ -467,7 +500,6 @@ fn decide_with(
     }
 
     let mut outcome = Outcome {
-        applied: Vec::with_capacity(n),
         ..Outcome::default()
     };
     let mut enforced_reject = false;
@@ -496,7 +528,7 @@ fn decide_with(
     for ((k, guard), applied) in keyed
         .iter()
         .zip(guards.iter_mut())
-        .zip(&mut outcome.applied)
+        .zip(outcome.applied.iter_mut())
     {
         let (Some(k), Some(guard)) = (k, guard) else {
             continue;
