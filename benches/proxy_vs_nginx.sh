@@ -1,27 +1,54 @@
 #!/usr/bin/env bash
-# proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies (DESIGN.md §10).
+# proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies (DESIGN.md §10),
+# plain and with rate limiting on.
+#
+# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|all; default proxy, the figure README quotes):
+#   proxy         plain reverse proxy, no limiting;
+#   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
+#                 sends one of API_KEYS distinct keys per request, round robin. nginx:
+#                 `limit_req_zone $http_x_api_key zone=k:10m rate=1000000r/s;`
+#                 `limit_req zone=k burst=1000000 nodelay;` — tollgate: `[zones.k] key = "$http_x_api_key"`
+#                 `rate = "1000000r/s"`, `limit = [{ zone = "k", burst = 1000000, nodelay = true }]`
+#                 (the most either accepts); both then proxy to the upstream;
+#   limit_reject  one key rejected: every request comes from 127.0.0.1, keyed by `$binary_remote_addr`
+#                 at `1r/s` nodelay, so all but about one request a second are answered 429 by the
+#                 proxy itself (nginx: `limit_req_status 429`). wrk counts them as "Non-2xx"; req/s
+#                 counts every response. nginx's error-log line per rejection is not written
+#                 (`limit_req_log_level info` below the log's `warn`): tollgate writes nothing for a
+#                 rejection with its access log off, so both do the same work;
+#   all           the three in turn, each with freshly started proxies.
+# tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
+# RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
+# the limiting alone.
 #
 # What it does:
 #   1. installs nginx (nginx-light) and wrk from Debian when they are missing (apt-get; needs root);
 #   2. builds `target/release/tollgate` and the `bench_upstream` example (cargo build --release);
 #   3. starts one bench_upstream (a one-thread hyper server answering "hello\n") on a free loopback
-#      port, then nginx and tollgate as reverse proxies to it, each on its own loopback port, with
-#      configs written to a temp dir: upstream keepalive 64, no access log, no caching, nginx's
-#      buffering defaults, the same forwarding headers (Host, X-Real-IP, X-Forwarded-For/-Proto/-Host);
-#   4. checks that each proxy answers 200 "hello" through the upstream, warms each up (2 s), then runs
-#      wrk interleaved, nginx tollgate nginx tollgate …, RUNS times each;
-#   5. prints every run (req/s, p50, p99, CPU time per request of proxy and upstream, errors), the
-#      medians, the ratios tollgate/nginx, and each proxy's peak RSS (VmHWM; nginx: master + workers),
-#      as a Markdown block ready to paste into a note;
-#   6. stops every process it started on exit, on failure and on Ctrl-C.
+#      port; then, for each scenario, nginx and tollgate as reverse proxies to it, each on its own
+#      loopback port, with configs written to a temp dir: upstream keepalive 64, no access log, no
+#      caching, nginx's buffering defaults, the same forwarding headers (Host, X-Real-IP,
+#      X-Forwarded-For/-Proto/-Host), and the scenario's limit;
+#   4. checks that each proxy answers 200 "hello" through the upstream (and, limiting, that it
+#      limits as the scenario says), warms each up (2 s), then runs wrk interleaved,
+#      nginx tollgate nginx tollgate …, RUNS times each;
+#   5. prints every run (req/s, p50, p99, CPU time per request of proxy and upstream, non-2xx
+#      answers, socket errors), the medians, the ratios tollgate/nginx, and each proxy's peak RSS
+#      (VmHWM; nginx: master + workers), as a Markdown block per scenario ready to paste into a note;
+#   6. stops the proxies after each scenario, and every process it started on exit, on failure and
+#      on Ctrl-C.
 # All traffic goes to 127.0.0.1 only. It is a benchmark, not a test: CI does not run it.
 #
 # Run (from anywhere; takes about 2 × RUNS × DURATION seconds plus build time):
 #   benches/proxy_vs_nginx.sh
 #   RUNS=3 DURATION=5 benches/proxy_vs_nginx.sh
+#   SCENARIO=all RUNS=3 DURATION=5 benches/proxy_vs_nginx.sh
 #   ONLY=nginx benches/proxy_vs_nginx.sh          # only one side: ONLY=nginx or ONLY=tollgate
 #
 # Environment (defaults in brackets):
+#   SCENARIO [proxy]    proxy, limit_pass, limit_reject or all (above)
+#   API_KEYS [10000]    distinct X-API-Key values wrk sends in limit_pass
+#   TOLLGATE_RATELIMIT_HEADERS [draft]   tollgate's `ratelimit_headers` in the limit scenarios
 #   RUNS [5]            measured runs per proxy, interleaved
 #   DURATION [8]        seconds per measured run (a bare number of seconds)
 #   WARMUP [2]          seconds of warm-up per proxy before the measured runs (0: none)
@@ -40,7 +67,8 @@
 #                       (it is also kept, and its path printed, when the script fails)
 #
 # nginx runs with its defaults except what a proxy benchmark needs (worker_connections raised so that
-# CONNECTIONS fit); note its defaults keepalive_requests 1000 (client and upstream side) stay as shipped.
+# CONNECTIONS fit) and the scenario's limit; note its defaults keepalive_requests 1000 (client and
+# upstream side) stay as shipped.
 
 set -euo pipefail
 
@@ -60,6 +88,9 @@ ONLY="${ONLY:-}"
 BUILD="${BUILD:-1}"
 STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-30}"
 KEEP="${KEEP:-0}"
+SCENARIO="${SCENARIO:-proxy}"
+API_KEYS="${API_KEYS:-10000}"
+TOLLGATE_RATELIMIT_HEADERS="${TOLLGATE_RATELIMIT_HEADERS:-draft}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -83,6 +114,16 @@ is_pos "$CONNECTIONS" || die "CONNECTIONS must be a positive integer, not '$CONN
 is_pos "$THREADS" || die "THREADS must be a positive integer, not '$THREADS'"
 [ "$CONNECTIONS" -ge "$THREADS" ] || die "CONNECTIONS ($CONNECTIONS) must be >= THREADS ($THREADS)"
 is_uint "$STARTUP_TIMEOUT" || die "STARTUP_TIMEOUT must be whole seconds"
+is_pos "$API_KEYS" || die "API_KEYS must be a positive integer, not '$API_KEYS'"
+case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
+    *) die "TOLLGATE_RATELIMIT_HEADERS must be draft, legacy, both or none" ;;
+esac
+
+case "$SCENARIO" in
+    proxy | limit_pass | limit_reject) SCENARIOS=("$SCENARIO") ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject or all, not '$SCENARIO'" ;;
+esac
 
 case "$ONLY" in
     "") PROXIES=(nginx tollgate) ;;
@@ -122,19 +163,28 @@ stop_pid() { # stop_pid PID NAME: TERM, wait up to 5 s, then KILL
     wait "$pid" 2>/dev/null || true
 }
 
-cleanup() {
-    local status=$? pid
-    trap - EXIT INT TERM
-    set +e
-    stop_pid "$WRK_PID" wrk
+# Stops the proxies (after each scenario, and on exit).
+stop_proxies() {
+    local pid
     stop_pid "$TOLLGATE_PID" tollgate
+    TOLLGATE_PID=""
     stop_pid "$NGINX_PID" nginx
+    NGINX_PID=""
     # Workers exit with their master; make sure none outlives it (checking the pid is still a worker).
     for pid in "${NGINX_WORKER_PIDS[@]}"; do
         if grep -qs 'nginx: worker' "/proc/$pid/cmdline" 2>/dev/null; then
-            kill -KILL "$pid" 2>/dev/null
+            kill -KILL "$pid" 2>/dev/null || true
         fi
     done
+    NGINX_WORKER_PIDS=()
+}
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    set +e
+    stop_pid "$WRK_PID" wrk
+    stop_proxies
     stop_pid "$UPSTREAM_PID" bench_upstream
     if [ -n "$WORKDIR" ] && [ -d "$WORKDIR" ]; then
         if [ "$KEEP" = 1 ] || { [ "$status" -ne 0 ] && [ "$status" -ne 130 ] && [ "$status" -ne 143 ]; }; then
@@ -339,7 +389,96 @@ proxy_port() {
 }
 
 # ---------------------------------------------------------------------------------------------------
-# Start the upstream and the proxies
+# Scenarios: what each proxy is configured with, and what wrk sends
+
+scenario_title() {
+    case "$1" in
+        proxy) echo "reverse proxy to one keep-alive upstream" ;;
+        limit_pass) echo "limiting on, $API_KEYS API keys, every request allowed, then proxied" ;;
+        limit_reject) echo "limiting on, one key at 1r/s: nearly every request rejected (429)" ;;
+    esac
+}
+scenario_limit_note() {
+    case "$1" in
+        proxy) ;;
+        limit_pass)
+            echo "nginx \`limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s\` + \`limit_req zone=k burst=1000000 nodelay\`;"
+            echo "  tollgate \`[zones.k] key = \"\$http_x_api_key\" rate = \"1000000r/s\" size = \"10m\"\` +"
+            echo "  \`limit = [{ zone = \"k\", burst = 1000000, nodelay = true }]\`, ratelimit_headers \"$TOLLGATE_RATELIMIT_HEADERS\";"
+            echo "  wrk sends \`X-API-Key: key-<28 digits>\`, $API_KEYS values round robin (Lua script)"
+            ;;
+        limit_reject)
+            echo "nginx \`limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s\` + \`limit_req zone=r nodelay\`,"
+            echo "  \`limit_req_status 429\`, \`limit_req_log_level info\` (no error-log line per rejection);"
+            echo "  tollgate \`[zones.r] key = \"\$binary_remote_addr\" rate = \"1r/s\" size = \"10m\"\` +"
+            echo "  \`limit = [{ zone = \"r\", nodelay = true }]\` (429, problem+json), ratelimit_headers \"$TOLLGATE_RATELIMIT_HEADERS\""
+            ;;
+    esac
+}
+
+# nginx: lines for the http block, and for the location.
+nginx_http_limit() {
+    case "$1" in
+        limit_pass) echo "    limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s;" ;;
+        limit_reject) echo "    limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s;" ;;
+    esac
+}
+nginx_location_limit() {
+    case "$1" in
+        limit_pass) echo "            limit_req zone=k burst=1000000 nodelay;" ;;
+        limit_reject)
+            echo "            limit_req zone=r nodelay;"
+            echo "            limit_req_status 429;"
+            # Rejections are logged at `info`, below the error log's `warn`: not written.
+            echo "            limit_req_log_level info;"
+            ;;
+    esac
+}
+
+# tollgate: lines for [server], the zones, and the location.
+tollgate_server_limit() {
+    case "$1" in
+        limit_pass | limit_reject) echo "ratelimit_headers = \"$TOLLGATE_RATELIMIT_HEADERS\"" ;;
+    esac
+}
+tollgate_zones() {
+    # shellcheck disable=SC2016 # the $ names are the template's variables, written as they are
+    case "$1" in
+        limit_pass)
+            printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\nsize = "10m"\n\n'
+            ;;
+        limit_reject)
+            printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\nsize = "10m"\n\n'
+            ;;
+    esac
+}
+tollgate_location_limit() {
+    case "$1" in
+        limit_pass) echo 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]' ;;
+        limit_reject) echo 'limit = [{ zone = "r", nodelay = true }]' ;;
+    esac
+}
+
+# wrk's Lua script for limit_pass: one of API_KEYS keys per request, round robin (each wrk thread
+# has its own Lua state and so its own round).
+write_wrk_script() {
+    cat >"$1" <<EOF
+-- written by benches/proxy_vs_nginx.sh
+local count = $API_KEYS
+local keys = {}
+for i = 1, count do keys[i] = string.format("key-%028d", i - 1) end
+local n = 0
+local headers = {}
+request = function()
+    n = n % count + 1
+    headers["X-API-Key"] = keys[n]
+    return wrk.format(nil, nil, headers)
+end
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------------
+# Start the upstream (once) and the proxies (per scenario, in the scenario's directory SDIR)
 
 UPSTREAM_PORT="$(free_port)"
 say "starting bench_upstream on 127.0.0.1:$UPSTREAM_PORT"
@@ -347,21 +486,21 @@ say "starting bench_upstream on 127.0.0.1:$UPSTREAM_PORT"
 UPSTREAM_PID=$!
 wait_ready bench_upstream "$UPSTREAM_PORT" "$UPSTREAM_PID" "$WORKDIR/upstream.log"
 
-if wants nginx; then
+start_nginx() { # start_nginx SCENARIO
+    local scen="$1" nginx_v extra_temp="" m
     NGINX_PORT="$(free_port)"
-    NGINX_CONF="$WORKDIR/nginx.conf"
+    NGINX_CONF="$SDIR/nginx.conf"
     nginx_v="$("$NGINX" -V 2>&1)"
-    extra_temp=""
     for m in fastcgi uwsgi scgi; do
         case "$nginx_v" in *"--without-http_${m}_module"*) ;;
-            *) extra_temp+="    ${m}_temp_path $WORKDIR/${m}_temp;"$'\n' ;;
+            *) extra_temp+="    ${m}_temp_path $SDIR/${m}_temp;"$'\n' ;;
         esac
     done
     cat >"$NGINX_CONF" <<EOF
-# written by benches/proxy_vs_nginx.sh
+# written by benches/proxy_vs_nginx.sh (scenario $scen)
 worker_processes $NGINX_WORKERS;
-pid $WORKDIR/nginx.pid;
-error_log $WORKDIR/nginx-error.log warn;
+pid $SDIR/nginx.pid;
+error_log $SDIR/nginx-error.log warn;
 
 events {
     worker_connections $((CONNECTIONS * 2 + 1024));
@@ -369,9 +508,9 @@ events {
 
 http {
     access_log off;
-    client_body_temp_path $WORKDIR/client_body_temp;
-    proxy_temp_path $WORKDIR/proxy_temp;
-$extra_temp
+    client_body_temp_path $SDIR/client_body_temp;
+    proxy_temp_path $SDIR/proxy_temp;
+$extra_temp$(nginx_http_limit "$scen")
     upstream app {
         server 127.0.0.1:$UPSTREAM_PORT;
         keepalive 64;
@@ -381,6 +520,7 @@ $extra_temp
         listen 127.0.0.1:$NGINX_PORT;
 
         location / {
+$(nginx_location_limit "$scen")
             proxy_pass http://app;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
@@ -393,24 +533,26 @@ $extra_temp
     }
 }
 EOF
-    "$NGINX" -t -q -c "$NGINX_CONF" -p "$WORKDIR" >"$WORKDIR/nginx-t.log" 2>&1 ||
-        { cat "$WORKDIR/nginx-t.log" >&2; die "nginx rejected $NGINX_CONF"; }
+    "$NGINX" -t -q -c "$NGINX_CONF" -p "$SDIR" >"$SDIR/nginx-t.log" 2>&1 ||
+        { cat "$SDIR/nginx-t.log" >&2; die "nginx rejected $NGINX_CONF"; }
     say "starting nginx on 127.0.0.1:$NGINX_PORT ($NGINX_CONF)"
-    "${SERVER_PREFIX[@]}" "$NGINX" -c "$NGINX_CONF" -p "$WORKDIR" -g 'daemon off;' \
-        >"$WORKDIR/nginx.log" 2>&1 &
+    "${SERVER_PREFIX[@]}" "$NGINX" -c "$NGINX_CONF" -p "$SDIR" -g 'daemon off;' \
+        >"$SDIR/nginx.log" 2>&1 &
     NGINX_PID=$!
-    wait_ready nginx "$NGINX_PORT" "$NGINX_PID" "$WORKDIR/nginx.log" "$WORKDIR/nginx-error.log"
+    wait_ready nginx "$NGINX_PORT" "$NGINX_PID" "$SDIR/nginx.log" "$SDIR/nginx-error.log"
     mapfile -t NGINX_WORKER_PIDS < <(pgrep -P "$NGINX_PID" || true)
     say "nginx master $NGINX_PID, ${#NGINX_WORKER_PIDS[@]} worker(s): ${NGINX_WORKER_PIDS[*]}"
-fi
+}
 
-if wants tollgate; then
+start_tollgate() { # start_tollgate SCENARIO
+    local scen="$1"
     TOLLGATE_PORT="$(free_port)"
-    TOLLGATE_CONF="$WORKDIR/gateway.toml"
+    TOLLGATE_CONF="$SDIR/gateway.toml"
     cat >"$TOLLGATE_CONF" <<EOF
-# written by benches/proxy_vs_nginx.sh
+# written by benches/proxy_vs_nginx.sh (scenario $scen)
 [server]
 listen = ["127.0.0.1:$TOLLGATE_PORT"]
+$(tollgate_server_limit "$scen")
 
 [log]
 access = "off"
@@ -419,16 +561,40 @@ access = "off"
 servers = ["127.0.0.1:$UPSTREAM_PORT"]
 keepalive = 64
 
+$(tollgate_zones "$scen")
 [[location]]
 match = "/"
 upstream = "app"
+$(tollgate_location_limit "$scen")
 EOF
     say "starting tollgate on 127.0.0.1:$TOLLGATE_PORT ($TOLLGATE_CONF)"
-    "${SERVER_PREFIX[@]}" "$TOLLGATE_BIN" -c "$TOLLGATE_CONF" >"$WORKDIR/tollgate.log" 2>&1 &
+    "${SERVER_PREFIX[@]}" "$TOLLGATE_BIN" -c "$TOLLGATE_CONF" >"$SDIR/tollgate.log" 2>&1 &
     TOLLGATE_PID=$!
-    wait_ready tollgate "$TOLLGATE_PORT" "$TOLLGATE_PID" "$WORKDIR/tollgate.log"
+    wait_ready tollgate "$TOLLGATE_PORT" "$TOLLGATE_PID" "$SDIR/tollgate.log"
     say "tollgate pid $TOLLGATE_PID"
-fi
+}
+
+# check_limiting SCENARIO PROXY: the proxy limits as the scenario says, or fail.
+check_limiting() {
+    local scen="$1" proxy="$2" port code codes="" i
+    port="$(proxy_port "$proxy")"
+    case "$scen" in
+        limit_pass)
+            code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 \
+                -H 'X-API-Key: key-0000000000000000000000000000' "http://127.0.0.1:$port/" || true)"
+            if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
+                die "$proxy ($scen): a request with an API key got status '$code', not 200 \"hello\""
+            fi
+            ;;
+        limit_reject)
+            # wait_ready's request took this second's one pass: the next ones are rejected.
+            for ((i = 0; i < 3; i++)); do
+                codes+="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/" || true) "
+            done
+            case "$codes" in *429*) ;; *) die "$proxy ($scen): no 429 in three quick requests (got: $codes)" ;; esac
+            ;;
+    esac
+}
 
 # ---------------------------------------------------------------------------------------------------
 # Measure
@@ -438,7 +604,7 @@ run_wrk() {
     local proxy="$1" secs="$2" out="$3" port rc=0
     port="$(proxy_port "$proxy")"
     timeout --kill-after=5 $((secs + 30)) "${WRK_CMD[@]}" --latency -t"$THREADS" -c"$CONNECTIONS" \
-        -d"${secs}s" "http://127.0.0.1:$port/" >"$out" 2>&1 &
+        -d"${secs}s" "${WRK_SCRIPT[@]}" "http://127.0.0.1:$port/" >"$out" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -448,7 +614,7 @@ run_wrk() {
     fi
 }
 
-# parse_wrk FILE: prints "rps p50_us p99_us requests errors" (latencies in microseconds).
+# parse_wrk FILE: prints "rps p50_us p99_us requests non2xx socket_errors" (latencies in microseconds).
 parse_wrk() {
     awk '
         function us(v,   n, u) {
@@ -465,84 +631,89 @@ parse_wrk() {
         /Latency Distribution/          { dist = 1; next }
         dist && $1 == "50%"             { p50 = us($2) }
         dist && $1 == "99%"             { p99 = us($2) }
-        /Non-2xx or 3xx responses:/     { errs += $NF }
-        /Socket errors:/                { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) errs += $i + 0 }
+        /Non-2xx or 3xx responses:/     { non2xx += $NF }
+        /Socket errors:/                { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) sock += $i + 0 }
         END {
             if (rps == "") rps = 0
             if (reqs == "") reqs = 0
             if (p50 == "") p50 = -1
             if (p99 == "") p99 = -1
-            printf "%s %s %s %s %d\n", rps, p50, p99, reqs, errs
+            printf "%s %s %s %s %d %d\n", rps, p50, p99, reqs, non2xx, sock
         }
     ' "$1"
 }
 
-# run proxy rps p50 p99 proxy_cpu_us_per_req upstream_cpu_us_per_req errors busy%_per_cpu
-RESULTS="$WORKDIR/results.tsv"
-: >"$RESULTS"
+# measure SCENARIO: warm-up, then RUNS interleaved runs per proxy into $SDIR/results.tsv:
+# run proxy rps p50 p99 proxy_cpu_us_per_req upstream_cpu_us_per_req non2xx socket_errors busy% requests
+measure() {
+    local scen="$1" run p out cpu0 cpu1 up0 up1 busy rps p50 p99 reqs non2xx sock pcpu ucpu total_secs
+    local -a pids
+    RESULTS="$SDIR/results.tsv"
+    : >"$RESULTS"
+    if [ "$WARMUP" -gt 0 ]; then
+        for p in "${PROXIES[@]}"; do
+            say "$scen: warm-up: $p ${WARMUP}s"
+            run_wrk "$p" "$WARMUP" "$SDIR/warmup-$p.txt"
+        done
+    fi
 
-if [ "$WARMUP" -gt 0 ]; then
-    for p in "${PROXIES[@]}"; do
-        say "warm-up: $p ${WARMUP}s"
-        run_wrk "$p" "$WARMUP" "$WORKDIR/warmup-$p.txt"
+    # Is anything else using the CPUs? (Other builds on the machine make every figure noisy.)
+    cpu_snapshot >"$SDIR/idle0"
+    sleep 1
+    cpu_snapshot >"$SDIR/idle1"
+    IDLE_BUSY="$(busy_pct "$SDIR/idle0" "$SDIR/idle1")"
+    IDLE_MAX="$(tr '/' '\n' <<<"$IDLE_BUSY" | sort -n | tail -n 1)"
+    if [ "${IDLE_MAX//\?/0}" -gt 10 ]; then
+        say "warning: CPUs already busy ($IDLE_BUSY %) before any load: other work on this machine will add noise"
+    fi
+
+    total_secs=$((RUNS * ${#PROXIES[@]} * DURATION))
+    say "$scen: measuring: $RUNS run(s) of ${DURATION}s per proxy, interleaved (about ${total_secs}s)"
+    for ((run = 1; run <= RUNS; run++)); do
+        for p in "${PROXIES[@]}"; do
+            out="$SDIR/run-$run-$p.txt"
+            mapfile -t pids < <(proxy_pids "$p")
+            cpu0="$(cpu_ticks "${pids[@]}")"
+            up0="$(cpu_ticks "$UPSTREAM_PID")"
+            cpu_snapshot >"$SDIR/stat0"
+            run_wrk "$p" "$DURATION" "$out"
+            cpu_snapshot >"$SDIR/stat1"
+            cpu1="$(cpu_ticks "${pids[@]}")"
+            up1="$(cpu_ticks "$UPSTREAM_PID")"
+            busy="$(busy_pct "$SDIR/stat0" "$SDIR/stat1")"
+            read -r rps p50 p99 reqs non2xx sock < <(parse_wrk "$out")
+            read -r pcpu ucpu < <(awk -v a="$((cpu1 - cpu0))" -v b="$((up1 - up0))" -v n="$reqs" \
+                -v hz="$CLK_TCK" 'BEGIN {
+                    if (n > 0) printf "%.1f %.1f\n", a * 1e6 / hz / n, b * 1e6 / hz / n
+                    else print "-1 -1" }')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$p" "$rps" "$p50" "$p99" \
+                "$pcpu" "$ucpu" "$non2xx" "$sock" "$busy" "$reqs" >>"$RESULTS"
+            say "$scen: run $run $p: $rps req/s, p50 ${p50}us, p99 ${p99}us, non-2xx $non2xx, socket errors $sock, CPUs busy $busy %"
+        done
     done
-fi
 
-# Is anything else using the CPUs? (Other builds on the machine make every figure noisy.)
-cpu_snapshot >"$WORKDIR/idle0"
-sleep 1
-cpu_snapshot >"$WORKDIR/idle1"
-IDLE_BUSY="$(busy_pct "$WORKDIR/idle0" "$WORKDIR/idle1")"
-IDLE_MAX="$(tr '/' '\n' <<<"$IDLE_BUSY" | sort -n | tail -n 1)"
-if [ "${IDLE_MAX//\?/0}" -gt 10 ]; then
-    say "warning: CPUs already busy ($IDLE_BUSY %) before any load: other work on this machine will add noise"
-fi
-
-total_secs=$((RUNS * ${#PROXIES[@]} * DURATION))
-say "measuring: $RUNS run(s) of ${DURATION}s per proxy, interleaved (about ${total_secs}s)"
-for ((run = 1; run <= RUNS; run++)); do
-    for p in "${PROXIES[@]}"; do
-        out="$WORKDIR/run-$run-$p.txt"
-        mapfile -t pids < <(proxy_pids "$p")
-        cpu0="$(cpu_ticks "${pids[@]}")"
-        up0="$(cpu_ticks "$UPSTREAM_PID")"
-        cpu_snapshot >"$WORKDIR/stat0"
-        run_wrk "$p" "$DURATION" "$out"
-        cpu_snapshot >"$WORKDIR/stat1"
-        cpu1="$(cpu_ticks "${pids[@]}")"
-        up1="$(cpu_ticks "$UPSTREAM_PID")"
-        busy="$(busy_pct "$WORKDIR/stat0" "$WORKDIR/stat1")"
-        read -r rps p50 p99 reqs errs < <(parse_wrk "$out")
-        read -r pcpu ucpu < <(awk -v a="$((cpu1 - cpu0))" -v b="$((up1 - up0))" -v n="$reqs" \
-            -v hz="$CLK_TCK" 'BEGIN {
-                if (n > 0) printf "%.1f %.1f\n", a * 1e6 / hz / n, b * 1e6 / hz / n
-                else print "-1 -1" }')
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$p" "$rps" "$p50" "$p99" "$pcpu" "$ucpu" \
-            "$errs" "$busy" >>"$RESULTS"
-        say "run $run $p: $rps req/s, p50 ${p50}us, p99 ${p99}us, errors $errs, CPUs busy $busy %"
-    done
-done
-
-# Peak RSS, read while the processes are still alive.
-declare -A RSS_KB RSS_NOTE
-if wants nginx; then
-    sum=0
-    parts=()
-    while read -r pid; do
-        [ -n "$pid" ] || continue
-        kb="$(hwm_kb "$pid")"
-        sum=$((sum + kb))
-        parts+=("$kb")
-    done < <(nginx_pids)
-    RSS_KB[nginx]="$sum"
-    RSS_NOTE[nginx]="master + $((${#parts[@]} - 1)) worker(s), kB each: ${parts[*]}"
-fi
-if wants tollgate; then
-    RSS_KB[tollgate]="$(hwm_kb "$TOLLGATE_PID")"
-    TOLLGATE_THREADS="$(awk '/^Threads:/ {print $2}' "/proc/$TOLLGATE_PID/status" 2>/dev/null || echo '?')"
-    RSS_NOTE[tollgate]="one process, $TOLLGATE_THREADS thread(s)"
-fi
-UPSTREAM_RSS_KB="$(hwm_kb "$UPSTREAM_PID")"
+    # Peak RSS, read while the processes are still alive.
+    local sum pid kb
+    local -a parts
+    if wants nginx; then
+        sum=0
+        parts=()
+        while read -r pid; do
+            [ -n "$pid" ] || continue
+            kb="$(hwm_kb "$pid")"
+            sum=$((sum + kb))
+            parts+=("$kb")
+        done < <(nginx_pids)
+        RSS_KB[nginx]="$sum"
+        RSS_NOTE[nginx]="master + $((${#parts[@]} - 1)) worker(s), kB each: ${parts[*]}"
+    fi
+    if wants tollgate; then
+        RSS_KB[tollgate]="$(hwm_kb "$TOLLGATE_PID")"
+        TOLLGATE_THREADS="$(awk '/^Threads:/ {print $2}' "/proc/$TOLLGATE_PID/status" 2>/dev/null || echo '?')"
+        RSS_NOTE[tollgate]="one process, $TOLLGATE_THREADS thread(s)"
+    fi
+    UPSTREAM_RSS_KB="$(hwm_kb "$UPSTREAM_PID")"
+}
 
 # ---------------------------------------------------------------------------------------------------
 # Report
@@ -562,62 +733,130 @@ nginx_version="$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')"
 git_rev="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")"
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then git_rev+=" (dirty tree)"; fi
 cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)"
-nginx_workers="${#NGINX_WORKER_PIDS[@]}"
-cpu_names="$(awk '{ s = s (s == "" ? "" : "/") $1 } END { print s }' "$WORKDIR/stat1")"
-any_errors="$(awk -F'\t' '$8 > 0 || $3 <= 0 { n++ } END { print n + 0 }' "$RESULTS")"
-cmd="RUNS=$RUNS DURATION=$DURATION CONNECTIONS=$CONNECTIONS THREADS=$THREADS PIN=$PIN"
-[ -n "$ONLY" ] && cmd+=" ONLY=$ONLY"
-cmd+=" benches/proxy_vs_nginx.sh"
 
-{
-    echo
-    echo "### tollgate vs nginx: reverse proxy to one keep-alive upstream ($(date -u '+%Y-%m-%d %H:%M UTC'))"
-    echo
-    echo "- command: \`$cmd\`"
-    echo "- load: \`wrk --latency -t$THREADS -c$CONNECTIONS -d${DURATION}s\`, $RUNS run(s) per proxy interleaved (${PROXIES[*]}), ${WARMUP}s warm-up each"
-    echo "- machine: $(nproc --all 2>/dev/null || echo '?') CPU(s)${cpu_model:+, $cpu_model}; $PIN_NOTE"
-    echo "- CPUs busy before the load (1 s, $cpu_names): $IDLE_BUSY %$([ "${IDLE_MAX//\?/0}" -gt 10 ] && echo ' -- NOT idle: other work on the machine, figures are noisy')"
-    echo "- upstream: bench_upstream (hyper 1, one thread), 200 \"hello\\n\"; peak RSS $(mib "$UPSTREAM_RSS_KB")"
-    if wants nginx; then
-        echo "- nginx: $nginx_version, worker_processes $NGINX_WORKERS ($nginx_workers worker(s)), upstream keepalive 64, access_log off"
-    fi
-    if wants tollgate; then
-        echo "- tollgate: $git_rev, $TOLLGATE_THREADS thread(s), upstream keepalive 64, access log off"
-    fi
-    echo "- CPU us/req: CPU time (user+sys, /proc, ${CLK_TCK} Hz ticks) of the process(es) during the run / requests;"
-    echo "  busy %: each CPU's non-idle share during the run ($cpu_names), from /proc/stat"
-    echo
-    echo "| run | proxy | req/s | p50 us | p99 us | proxy CPU us/req | upstream CPU us/req | errors | busy % |"
-    echo "|----:|:------|------:|-------:|-------:|-----------------:|--------------------:|-------:|-------:|"
-    awk -F'\t' '{ printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %s%s | %s |\n",
-                  $1, $2, $3, $4, $5, $6, $7, $8, ($8 > 0 ? " !" : ""), $9 }' "$RESULTS"
-    for p in "${PROXIES[@]}"; do
-        printf '| median | %s | %.0f | %.0f | %.0f | %s | %s | | |\n' "$p" "$(median_of "$p" 3)" \
-            "$(median_of "$p" 4)" "$(median_of "$p" 5)" "$(median_of "$p" 6)" "$(median_of "$p" 7)"
-    done
-    echo
-    if wants nginx && wants tollgate; then
-        echo "tollgate/nginx (medians):"
-        echo "- req/s: $(ratio "$(median_of tollgate 3)" "$(median_of nginx 3)")x  (higher is better)"
-        echo "- p99:   $(ratio "$(median_of tollgate 5)" "$(median_of nginx 5)")x  (lower is better)"
-        echo "- p50:   $(ratio "$(median_of tollgate 4)" "$(median_of nginx 4)")x  (lower is better)"
-        echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of nginx 6)")x  (lower is better)"
-        echo "- peak RSS: $(ratio "${RSS_KB[tollgate]}" "${RSS_KB[nginx]}")x  (lower is better)"
+# Flags a run that did not do what its scenario means (marked ! in the table): any socket error or no
+# request at all; a non-2xx answer, except in limit_reject, where instead more than one request a
+# second must not have passed.
+unexpected_runs() {
+    awk -F'\t' -v scen="$1" -v secs="$DURATION" '
+        { bad = ($9 > 0 || $3 <= 0)
+          if (scen == "limit_reject") bad = bad || ($11 - $8 > secs + 1); else bad = bad || $8 > 0
+          n += bad }
+        END { print n + 0 }' "$RESULTS"
+}
+
+report() { # report SCENARIO
+    local scen="$1" p cpu_names any_errors cmd nginx_workers note
+    nginx_workers="${#NGINX_WORKER_PIDS[@]}"
+    cpu_names="$(awk '{ s = s (s == "" ? "" : "/") $1 } END { print s }' "$SDIR/stat1")"
+    any_errors="$(unexpected_runs "$scen")"
+    cmd="SCENARIO=$scen RUNS=$RUNS DURATION=$DURATION CONNECTIONS=$CONNECTIONS THREADS=$THREADS PIN=$PIN"
+    [ "$scen" = limit_pass ] && cmd+=" API_KEYS=$API_KEYS"
+    [ "$scen" != proxy ] && cmd+=" TOLLGATE_RATELIMIT_HEADERS=$TOLLGATE_RATELIMIT_HEADERS"
+    [ -n "$ONLY" ] && cmd+=" ONLY=$ONLY"
+    cmd+=" benches/proxy_vs_nginx.sh"
+    {
         echo
-    fi
-    echo "peak RSS (VmHWM):"
-    for p in "${PROXIES[@]}"; do
-        echo "- $p: $(mib "${RSS_KB[$p]}") (${RSS_KB[$p]} kB; ${RSS_NOTE[$p]})"
-    done
-    for p in "${PROXIES[@]}"; do
-        if awk -v u="$(median_of "$p" 7)" 'BEGIN { exit !(u < 1) }'; then
-            echo
-            echo "WARNING: the upstream used under 1 us of CPU per request through $p: is $p forwarding at all?"
+        echo "### tollgate vs nginx ($scen): $(scenario_title "$scen") ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+        echo
+        echo "- command: \`$cmd\`"
+        echo "- load: \`wrk --latency -t$THREADS -c$CONNECTIONS -d${DURATION}s\`, $RUNS run(s) per proxy interleaved (${PROXIES[*]}), ${WARMUP}s warm-up each"
+        echo "- machine: $(nproc --all 2>/dev/null || echo '?') CPU(s)${cpu_model:+, $cpu_model}; $PIN_NOTE"
+        echo "- CPUs busy before the load (1 s, $cpu_names): $IDLE_BUSY %$([ "${IDLE_MAX//\?/0}" -gt 10 ] && echo ' -- NOT idle: other work on the machine, figures are noisy')"
+        echo "- upstream: bench_upstream (hyper 1, one thread), 200 \"hello\\n\"; peak RSS $(mib "$UPSTREAM_RSS_KB")"
+        if wants nginx; then
+            echo "- nginx: $nginx_version, worker_processes $NGINX_WORKERS ($nginx_workers worker(s)), upstream keepalive 64, access_log off"
         fi
-    done
-    if [ "$any_errors" -gt 0 ]; then
+        if wants tollgate; then
+            echo "- tollgate: $git_rev, $TOLLGATE_THREADS thread(s), upstream keepalive 64, access log off"
+        fi
+        note="$(scenario_limit_note "$scen")"
+        [ -n "$note" ] && echo "- limit: $note"
+        echo "- CPU us/req: CPU time (user+sys, /proc, ${CLK_TCK} Hz ticks) of the process(es) during the run / requests;"
+        echo "  busy %: each CPU's non-idle share during the run ($cpu_names), from /proc/stat"
         echo
-        echo "WARNING: $any_errors run(s) had non-2xx responses, socket errors or no requests (marked !);"
-        echo "their numbers do not compare a working proxy."
+        echo "| run | proxy | req/s | p50 us | p99 us | proxy CPU us/req | upstream CPU us/req | non-2xx | socket errors | busy % |"
+        echo "|----:|:------|------:|-------:|-------:|-----------------:|--------------------:|--------:|--------------:|-------:|"
+        awk -F'\t' -v scen="$scen" -v secs="$DURATION" '{
+            bad = ($9 > 0 || $3 <= 0)
+            if (scen == "limit_reject") bad = bad || ($11 - $8 > secs + 1); else bad = bad || $8 > 0
+            printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s%s | %s |\n",
+                $1, $2, $3, $4, $5, $6, $7, $8, $9, (bad ? " !" : ""), $10 }' "$RESULTS"
+        for p in "${PROXIES[@]}"; do
+            printf '| median | %s | %.0f | %.0f | %.0f | %s | %s | | | |\n' "$p" "$(median_of "$p" 3)" \
+                "$(median_of "$p" 4)" "$(median_of "$p" 5)" "$(median_of "$p" 6)" "$(median_of "$p" 7)"
+        done
+        echo
+        if wants nginx && wants tollgate; then
+            echo "tollgate/nginx (medians):"
+            echo "- req/s: $(ratio "$(median_of tollgate 3)" "$(median_of nginx 3)")x  (higher is better)"
+            echo "- p99:   $(ratio "$(median_of tollgate 5)" "$(median_of nginx 5)")x  (lower is better)"
+            echo "- p50:   $(ratio "$(median_of tollgate 4)" "$(median_of nginx 4)")x  (lower is better)"
+            echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of nginx 6)")x  (lower is better)"
+            echo "- peak RSS: $(ratio "${RSS_KB[tollgate]}" "${RSS_KB[nginx]}")x  (lower is better)"
+            echo
+        fi
+        echo "peak RSS (VmHWM):"
+        for p in "${PROXIES[@]}"; do
+            echo "- $p: $(mib "${RSS_KB[$p]}") (${RSS_KB[$p]} kB; ${RSS_NOTE[$p]})"
+        done
+        if [ "$scen" != limit_reject ]; then
+            for p in "${PROXIES[@]}"; do
+                if awk -v u="$(median_of "$p" 7)" 'BEGIN { exit !(u < 1) }'; then
+                    echo
+                    echo "WARNING: the upstream used under 1 us of CPU per request through $p: is $p forwarding at all?"
+                fi
+            done
+        fi
+        if [ "$any_errors" -gt 0 ]; then
+            echo
+            if [ "$scen" = limit_reject ]; then
+                echo "WARNING: $any_errors run(s) had socket errors, no requests, or more than one request a second"
+                echo "passed (marked !): the limit did not hold, so their numbers do not compare rejections."
+            else
+                echo "WARNING: $any_errors run(s) had non-2xx responses, socket errors or no requests (marked !);"
+                echo "their numbers do not compare a working proxy."
+            fi
+        fi
+    }
+    if wants nginx && wants tollgate; then
+        printf '%s\t%.0f\t%.0f\t%s\t%s\n' "$scen" "$(median_of nginx 3)" "$(median_of tollgate 3)" \
+            "$(ratio "$(median_of tollgate 3)" "$(median_of nginx 3)")" "$any_errors" >>"$WORKDIR/summary.tsv"
     fi
 }
+
+# ---------------------------------------------------------------------------------------------------
+# Run every scenario: fresh proxies, check, measure, report, stop
+
+declare -A RSS_KB RSS_NOTE
+for scen in "${SCENARIOS[@]}"; do
+    SDIR="$WORKDIR/$scen"
+    mkdir -p "$SDIR"
+    chmod 755 "$SDIR"
+    WRK_SCRIPT=()
+    if [ "$scen" = limit_pass ]; then
+        write_wrk_script "$SDIR/api_keys.lua"
+        WRK_SCRIPT=(-s "$SDIR/api_keys.lua")
+    fi
+    say "scenario $scen: $(scenario_title "$scen")"
+    if wants nginx; then
+        start_nginx "$scen"
+        check_limiting "$scen" nginx
+    fi
+    if wants tollgate; then
+        start_tollgate "$scen"
+        check_limiting "$scen" tollgate
+    fi
+    measure "$scen"
+    report "$scen"
+    stop_proxies
+done
+
+if [ "${#SCENARIOS[@]}" -gt 1 ] && [ -s "$WORKDIR/summary.tsv" ]; then
+    echo
+    echo "### Summary: median req/s per scenario"
+    echo
+    echo "| scenario | nginx req/s | tollgate req/s | tollgate/nginx | runs flagged |"
+    echo "|:---------|------------:|---------------:|---------------:|-------------:|"
+    awk -F'\t' '{ printf "| %s | %s | %s | %sx | %s |\n", $1, $2, $3, $4, $5 }' "$WORKDIR/summary.tsv"
+fi
