@@ -249,6 +249,18 @@ impl Guard<'_> {
         }
     }
 
+    /// One zone alone: check, and charge if admitted, in one lookup.
+    fn decide(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) -> Decision {
+        match self {
+            Guard::Leaky(g) => decide_in(g, hash, key, now, p, idle),
+            Guard::Token(g) => decide_in(g, hash, key, now, p, idle),
+            Guard::Fixed(g) => decide_in(g, hash, key, now, p, idle),
+            Guard::Sliding(g) => decide_in(g, hash, key, now, p, idle),
+            Guard::Log(g) => decide_in(g, hash, key, now, p, idle),
+            Guard::Concurrency(g) => decide_in(g, hash, key, now, p, idle),
+        }
+    }
+
     fn charge(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) {
         match self {
             Guard::Leaky(g) => charge_in(g, hash, key, now, p, idle),
@@ -269,6 +281,31 @@ fn check_in<A: Algorithm>(
     p: &Params,
 ) -> Decision {
     g.entry(hash, key).check(now, p)
+}
+
+/// Checks, and charges if admitted, with one lookup; a new key is judged for eviction
+/// with `idle`, as in [`charge_in`].
+fn decide_in<A: Algorithm>(
+    g: &mut Locked<'_, A>,
+    hash: u64,
+    key: &[u8],
+    now: u64,
+    p: &Params,
+    idle: &Params,
+) -> Decision {
+    let entry = g.entry(hash, key);
+    let decision = entry.check(now, p);
+    if decision.admitted() {
+        match entry {
+            Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
+            Entry::Vacant(vacant) => {
+                let mut state = A::fresh(now);
+                A::charge(&mut state, now, p);
+                vacant.insert(state, now, idle);
+            }
+        }
+    }
+    decision
 }
 
 /// Charges an admitted request; a new key is judged for eviction with `idle` (the
@@ -448,6 +485,9 @@ fn decide_with(
     keys: &mut Vec<u8>,
 ) -> Outcome {
     keys.clear();
+    if let [rule] = rules {
+        return decide_one(rule, req, plan, cost, now, keys);
+    }
     // Fixed arrays, not vectors: a location lists at most MAX_LIMITS zones (config), and
     // deciding then allocates nothing but the outcome's list.
     let mut slots: [Option<Keyed>; MAX_LIMITS] = Default::default();
@@ -580,6 +620,65 @@ fn order_is_strict(rules: &[Rule], keyed: &[Option<Keyed>]) -> bool {
         .collect();
     ids.sort_unstable();
     ids.windows(2).all(|pair| pair[0] != pair[1])
+}
+
+/// [`decide_with`] for a location with one rule, the usual case: one lookup (check and
+/// charge on the same entry) and no list of keys or guards. The request is charged exactly
+/// when its one zone admits it, dry run or not, as in the general case.
+fn decide_one(
+    rule: &Rule,
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+    keys: &mut Vec<u8>,
+) -> Outcome {
+    let zone = &rule.zone;
+    if !zone.template.render_append(req, keys) {
+        return Outcome::default();
+    }
+    let key = &keys[..];
+    let hash = zone.hash(key);
+    let params = Params {
+        rate: zone.rate_for(plan),
+        burst: rule.burst,
+        delay: rule.delay,
+        cost,
+        max: zone.max,
+    };
+    let now = zone.nanos(now);
+    let decision = zone.lock(hash).decide(hash, key, now, &params, &zone.idle);
+    let mut outcome = Outcome::default();
+    let status = match (decision.verdict, rule.dry_run) {
+        (Verdict::Pass, _) => Status::Passed,
+        (Verdict::Delay(_), true) => Status::DelayedDryRun,
+        (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
+        (Verdict::Delay(ns), false) => {
+            outcome.delay = ns;
+            Status::Delayed
+        }
+        (Verdict::Reject { retry_after }, false) => {
+            outcome.retry_after = retry_after;
+            outcome.rejected_by = Some(0);
+            Status::Rejected
+        }
+    };
+    if decision.admitted() && zone.kind == Kind::Concurrency {
+        outcome.in_flight.push(InFlight {
+            zone: Arc::clone(zone),
+            hash,
+            key: key.into(),
+            cost,
+        });
+    }
+    outcome.applied.push(Applied {
+        rule: 0,
+        rate: params.rate,
+        decision,
+        dry_run: rule.dry_run,
+    });
+    outcome.status = Some(status);
+    outcome
 }
 
 /// `delay` of a rule from the config's `Option` (None = `nodelay`).
