@@ -98,34 +98,13 @@ impl Algorithm for FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, Rate, NANOS_PER_MS};
+    use crate::limit::{Period, NANOS_PER_MS};
 
     const MS: u64 = NANOS_PER_MS;
 
-    fn rate(count: u64, period: Period) -> Rate {
-        Rate::new(count, period).expect("non-zero")
-    }
+    use crate::limit::testing::rate;
 
-    /// A key of one zone, driven request by request at given nanoseconds.
-    struct Key {
-        state: Option<State>,
-        p: Params,
-    }
-
-    impl Key {
-        fn new(p: Params) -> Key {
-            Key { state: None, p }
-        }
-
-        fn at(&mut self, now: u64) -> Verdict {
-            let state = self.state.get_or_insert_with(|| FixedWindow::fresh(now));
-            let d = FixedWindow::check(state, now, &self.p);
-            if d.admitted() {
-                FixedWindow::charge(state, now, &self.p);
-            }
-            d.verdict
-        }
-    }
+    type Key = crate::limit::testing::Key<FixedWindow>;
 
     fn ten_per_second(burst: u64, delay: u64) -> Params {
         Params {

@@ -117,33 +117,11 @@ fn ms_to_ns(ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, Rate};
+    use crate::limit::Period;
 
-    fn rate(count: u64, period: Period) -> Rate {
-        Rate::new(count, period).expect("non-zero")
-    }
+    use crate::limit::testing::rate;
 
-    /// A key of one zone, driven request by request at given milliseconds.
-    struct Key {
-        state: Option<State>,
-        p: Params,
-    }
-
-    impl Key {
-        fn new(p: Params) -> Key {
-            Key { state: None, p }
-        }
-
-        fn at(&mut self, ms: u64) -> Verdict {
-            let now = ms * NANOS_PER_MS;
-            let state = self.state.get_or_insert_with(|| LeakyBucket::fresh(now));
-            let d = LeakyBucket::check(state, now, &self.p);
-            if d.admitted() {
-                LeakyBucket::charge(state, now, &self.p);
-            }
-            d.verdict
-        }
-    }
+    type Key = crate::limit::testing::Key<LeakyBucket, NANOS_PER_MS>;
 
     fn ten_per_second(burst: u64, delay: u64) -> Params {
         Params {

@@ -171,3 +171,36 @@ pub trait Algorithm {
 pub(crate) const fn div_ceil(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
+
+/// What the algorithms' unit tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Algorithm, Params, Period, Rate, Verdict};
+
+    pub fn rate(count: u64, period: Period) -> Rate {
+        Rate::new(count, period).expect("non-zero")
+    }
+
+    /// One key of one zone, driven request by request at times counted in `UNIT`
+    /// nanoseconds: each request is checked, and charged when admitted.
+    pub struct Key<A: Algorithm, const UNIT: u64 = 1> {
+        state: Option<A::State>,
+        p: Params,
+    }
+
+    impl<A: Algorithm, const UNIT: u64> Key<A, UNIT> {
+        pub fn new(p: Params) -> Self {
+            Key { state: None, p }
+        }
+
+        pub fn at(&mut self, t: u64) -> Verdict {
+            let now = t * UNIT;
+            let state = self.state.get_or_insert_with(|| A::fresh(now));
+            let d = A::check(state, now, &self.p);
+            if d.admitted() {
+                A::charge(state, now, &self.p);
+            }
+            d.verdict
+        }
+    }
+}
