@@ -350,6 +350,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// One zone's outcome for the log.
+    fn of(verdict: Verdict, dry_run: bool) -> Status {
+        match (verdict, dry_run) {
+            (Verdict::Pass, _) => Status::Passed,
+            (Verdict::Delay(_), false) => Status::Delayed,
+            (Verdict::Delay(_), true) => Status::DelayedDryRun,
+            (Verdict::Reject { .. }, false) => Status::Rejected,
+            (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Passed => "PASSED",
@@ -574,14 +585,7 @@ fn decide_with(
             continue;
         };
         let rule = &rules[k.rule];
-        let zone_status = match (applied.decision.verdict, rule.dry_run) {
-            (Verdict::Pass, _) => Status::Passed,
-            (Verdict::Delay(_), false) => Status::Delayed,
-            (Verdict::Delay(_), true) => Status::DelayedDryRun,
-            (Verdict::Reject { .. }, false) => Status::Rejected,
-            (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
-        };
-        status = status.max(zone_status);
+        status = status.max(Status::of(applied.decision.verdict, rule.dry_run));
         if !applied.decision.admitted() {
             continue;
         }
@@ -649,20 +653,15 @@ fn decide_one(
     let now = zone.nanos(now);
     let decision = zone.lock(hash).decide(hash, key, now, &params, &zone.idle);
     let mut outcome = Outcome::default();
-    let status = match (decision.verdict, rule.dry_run) {
-        (Verdict::Pass, _) => Status::Passed,
-        (Verdict::Delay(_), true) => Status::DelayedDryRun,
-        (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
-        (Verdict::Delay(ns), false) => {
-            outcome.delay = ns;
-            Status::Delayed
-        }
+    match (decision.verdict, rule.dry_run) {
+        (Verdict::Delay(ns), false) => outcome.delay = ns,
         (Verdict::Reject { retry_after }, false) => {
             outcome.retry_after = retry_after;
             outcome.rejected_by = Some(0);
-            Status::Rejected
         }
-    };
+        _ => {}
+    }
+    let status = Status::of(decision.verdict, rule.dry_run);
     if decision.admitted() && zone.kind == Kind::Concurrency {
         outcome.in_flight.push(InFlight {
             zone: Arc::clone(zone),
