@@ -6,8 +6,9 @@
 //! cargo bench --bench limiter -- existing_key    # one group (a criterion filter)
 //! ```
 //!
-//! A decision is what one zone costs one request: `store.hash(key)`, `store.lock(hash)`
-//! and `Locked::decide` (lookup, check, charge). `now` is passed in, as production reads
+//! A decision is what one zone costs one request: `store.hash(key)` and `Store::decide`
+//! (for a stored key: a lookup without the shard's lock, then check and charge under the
+//! key's node lock). `now` is passed in, as production reads
 //! the clock once per request, and advances slowly ([`Clock`]) so that buckets drain about
 //! as fast as the benchmark fills them. Keys are IPv4 addresses (4 bytes, as
 //! `$binary_remote_addr`) in a store holding [`PRESENT`] keys, so its index has a
@@ -146,7 +147,7 @@ impl Clock {
 #[inline]
 fn decide<A: Algorithm>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> Decision {
     let hash = store.hash(key);
-    store.lock(hash).decide(hash, key, now, p)
+    store.decide(hash, key, now, p, p)
 }
 
 /// A concurrency request that ends at once: taken, then given back as `zone`'s in-flight
@@ -154,7 +155,7 @@ fn decide<A: Algorithm>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> D
 #[inline]
 fn enter_and_leave(store: &Store<Concurrency>, key: &[u8], p: &Params) -> Decision {
     let hash = store.hash(key);
-    let decision = store.lock(hash).decide(hash, key, 0, p);
+    let decision = store.decide(hash, key, 0, p, p);
     if decision.admitted() {
         let mut locked = store.lock(hash);
         let drained = match locked.get(hash, key) {
@@ -462,7 +463,7 @@ fn new_key(c: &mut Criterion) {
         ..Params::new(rate(1, Period::Minute))
     };
     for (label, p, clock) in [
-        ("leaky_bucket/evict_lru", slow_keys, Clock::stopped()),
+        ("leaky_bucket/evict", slow_keys, Clock::stopped()),
         (
             "leaky_bucket/expire_drained",
             pass,
@@ -484,7 +485,7 @@ fn new_key(c: &mut Criterion) {
         let evicted = after.evictions - before.evictions;
         let expired = after.expired - before.expired;
         eprintln!("{label}: {inserted} inserted, {evicted} evicted, {expired} expired");
-        let (named, other) = if label.ends_with("evict_lru") {
+        let (named, other) = if label.ends_with("evict") {
             (evicted, expired)
         } else {
             (expired, evicted)

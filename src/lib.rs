@@ -26,7 +26,7 @@
 //! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
 //! [`routing`], [`access`], [`limit`], [`upstream`]; [`snapshot`] → [`config`]. A request
 //! loads the snapshot exactly once.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod access;
 pub mod body;

@@ -1,5 +1,7 @@
-//! The store under many threads: a key's shard lock makes check-then-charge atomic, so
-//! no admission is lost or doubled however many requests race for the key.
+//! The store under many threads: a stored key is decided under its node's lock, with or
+//! without its shard's lock, and a locked check keeps the node until the charge, so no
+//! admission is lost or doubled however many requests race for the key, whichever path
+//! each takes, while other keys come and go around it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -41,11 +43,17 @@ fn racing_requests_for_one_key_admit_exactly_burst_plus_one() {
     let store = Store::<LeakyBucket>::new(1 << 20);
     let p = burst_nodelay(BURST);
     let admitted = AtomicU64::new(0);
-    race(|_| {
-        for _ in 0..1_000 {
+    race(|t| {
+        for i in 0..1_000 {
             let key = b"one key for everyone";
             let hash = store.hash(key);
-            if store.lock(hash).decide(hash, key, NOW, &p).admitted() {
+            // Half the requests through the shard's lock, half without it.
+            let decision = if (t + i) % 2 == 0 {
+                store.lock(hash).decide(hash, key, NOW, &p)
+            } else {
+                store.decide(hash, key, NOW, &p, &p)
+            };
+            if decision.admitted() {
                 admitted.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -94,6 +102,58 @@ fn racing_requests_for_many_keys_admit_each_its_own_quota() {
     }
 }
 
+#[test]
+fn hot_keys_keep_exact_counts_while_other_keys_churn_through_their_shards() {
+    const BURST: u64 = 20;
+    const HOT: usize = 64;
+    // Few shards, and churn keys come and go in them: index slots shift back on every
+    // removal, the index doubles, free nodes are reused, all under the lock-free readers.
+    let store = Store::<LeakyBucket>::new(64 << 10);
+    let p = burst_nodelay(BURST);
+    let admitted: Vec<AtomicU64> = (0..HOT).map(|_| AtomicU64::new(0)).collect();
+    race(|t| {
+        if t % 2 == 1 {
+            let mut live = std::collections::VecDeque::new();
+            for i in 0..20_000u32 {
+                let key = (u32::MAX - (t as u32) * 1_000_000 - i).to_be_bytes();
+                let hash = store.hash(&key);
+                store.lock(hash).decide(hash, &key, NOW, &p);
+                live.push_back(key);
+                if live.len() > 150 {
+                    let gone = live.pop_front().expect("non-empty");
+                    let hash = store.hash(&gone);
+                    assert!(store.lock(hash).remove(hash, &gone));
+                }
+            }
+            return;
+        }
+        // Long past every key's quota, so that the churn runs throughout.
+        for round in 0..(BURST as usize + 1) * HOT * 40 {
+            let k = (round + t * 7) % HOT;
+            let key = (k as u32).to_be_bytes();
+            let hash = store.hash(&key);
+            let admit = if round % 3 == 0 {
+                let mut locked = store.lock(hash);
+                let entry = locked.entry(hash, &key);
+                let admit = entry.check(NOW, &p).admitted();
+                if admit {
+                    entry.charge(NOW, &p);
+                }
+                admit
+            } else {
+                store.decide(hash, &key, NOW, &p, &p).admitted()
+            };
+            if admit {
+                admitted[k].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    for (k, count) in admitted.iter().enumerate() {
+        assert_eq!(count.load(Ordering::Relaxed), BURST + 1, "key {k}");
+    }
+    assert_eq!(store.stats().evictions, 0, "the test needs no evictions");
+}
+
 mod through_zones {
     //! The same through `zone::decide`, as the gateway calls it: tasks on a multi-threaded
     //! runtime, several zones per request.
@@ -130,8 +190,8 @@ mod through_zones {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn racing_tasks_over_two_zones_admit_exactly_the_tighter_bound() {
+    /// `per_ip` (20 burst) and `global` (a literal key), two zones of one epoch.
+    fn per_ip_and_global() -> (Arc<Zone>, Arc<Zone>, Instant) {
         let epoch = Instant::now();
         let per_ip = zone(
             "per_ip",
@@ -142,16 +202,24 @@ mod through_zones {
         );
         let literal = Part::Literal(Box::from(&b"everyone"[..]));
         let global = zone("global", vec![literal], Kind::LeakyBucket, 0, epoch);
-        // Each client may have 21, all together 51: the global zone binds.
-        let rules = Arc::new(vec![rule(&per_ip, 20), rule(&global, 50)]);
-        let now = epoch + Duration::from_secs(1);
+        (per_ip, global, epoch)
+    }
+
+    /// 16 tasks each send `each` requests from 4 clients in turn at `now`, request `i` of
+    /// task `t` through `rules(t, i)`; how many each client had admitted.
+    async fn race_clients(
+        each: usize,
+        now: Instant,
+        rules: impl Fn(usize, usize) -> Arc<Vec<Rule>> + Send + Sync + 'static,
+    ) -> Vec<u64> {
         let per_client: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        let rules = Arc::new(rules);
         let tasks: Vec<_> = (0..16)
             .map(|t| {
                 let (rules, per_client) = (Arc::clone(&rules), Arc::clone(&per_client));
                 tokio::spawn(async move {
                     let headers = HeaderMap::new();
-                    for i in 0..50 {
+                    for i in 0..each {
                         let client = (t + i) % 4;
                         let view = RequestView {
                             client: IpAddr::from([10, 0, 0, client as u8]),
@@ -161,11 +229,13 @@ mod through_zones {
                             headers: &headers,
                             host: None,
                         };
-                        let outcome = zone::decide(&rules, &view, None, 1, now);
+                        let outcome = zone::decide(&rules(t, i), &view, None, 1, now);
                         if !outcome.rejected() {
                             per_client[client].fetch_add(1, Ordering::Relaxed);
                         }
-                        tokio::task::yield_now().await;
+                        if i % 4 == 0 {
+                            tokio::task::yield_now().await;
+                        }
                     }
                 })
             })
@@ -173,12 +243,41 @@ mod through_zones {
         for task in tasks {
             task.await.expect("task");
         }
-        let counts: Vec<u64> = per_client
+        per_client
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
-            .collect();
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_tasks_over_two_zones_admit_exactly_the_tighter_bound() {
+        let (per_ip, global, epoch) = per_ip_and_global();
+        // Each client may have 21, all together 51: the global zone binds.
+        let rules = Arc::new(vec![rule(&per_ip, 20), rule(&global, 50)]);
+        let now = epoch + Duration::from_secs(1);
+        let counts = race_clients(50, now, move |_, _| Arc::clone(&rules)).await;
         assert_eq!(counts.iter().sum::<u64>(), 51, "{counts:?}");
         assert!(counts.iter().all(|&c| c <= 21), "{counts:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_zone_alone_in_one_location_and_shared_in_another_admits_exactly_its_bound() {
+        // Location A lists per_ip alone (decided without the shard's lock), B lists it after
+        // a roomy global zone (checked, then charged, under the locks): the same keys race
+        // through both.
+        let (per_ip, global, epoch) = per_ip_and_global();
+        let alone = Arc::new(vec![rule(&per_ip, 20)]);
+        let shared = Arc::new(vec![rule(&global, 1_000_000), rule(&per_ip, 20)]);
+        let now = epoch + Duration::from_secs(1);
+        let pick = move |t: usize, i: usize| {
+            let rules = if (t + i / 4) % 2 == 0 {
+                &alone
+            } else {
+                &shared
+            };
+            Arc::clone(rules)
+        };
+        assert_eq!(race_clients(200, now, pick).await, [21; 4]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -3,43 +3,62 @@
 //! # Layout
 //!
 //! Keys are spread over up to 64 shards (a power of two, about one per 64 KiB of `size`),
-//! each behind its own mutex on its own cache lines. A shard is a slab of nodes — 8 bytes
-//! of LRU links and key tag, 16 bytes of key, then the state (nodes of 40 bytes for
-//! `leaky_bucket`, 32 for `token_bucket`) — and a hashbrown index of `u32` slab
-//! positions, kept at most 66% full so that removals seldom leave it needing a rebuild.
-//! Slab and index double as keys come, each only within the shard's byte share (an index
-//! allocated at once for the most keys is sparse, and a lookup in it misses the cache
-//! several times more often); neither ever shrinks. Keys up to 16 bytes (IPv4 and IPv6
-//! addresses) are stored as they are; a longer key as a 128-bit keyed digest of it, so
-//! every key costs the same and 64 KiB header values cannot crowd out addresses.
+//! on cache lines of their own. A shard is a slab of nodes — a 4-byte lock word, a 4-byte
+//! tag, 16 bytes of key, then the state (nodes of 40 bytes for `leaky_bucket`, 32 for
+//! `token_bucket`) — and an open-addressing index of slab positions (8 bytes a bucket, at
+//! most 3/4 full). The memory for the most nodes and buckets the shard's byte share allows
+//! is reserved when the store is made, as nginx maps a zone's shared memory at start, and
+//! never moves; it is written as keys come (the index doubles in place within it, so
+//! lookups stay in a dense table). Keys up to 16 bytes (IPv4 and IPv6 addresses) are
+//! stored as they are; a longer key as a 128-bit keyed digest of it, so every key costs
+//! the same and 64 KiB header values cannot crowd out addresses.
+//!
+//! # Concurrency
+//!
+//! A request on a stored key ([`Store::decide`]) takes no shard lock: it reads the index
+//! (module `index` says what a reader racing a change may see), locks the key's node —
+//! a spin lock held for one decision — compares the key, decides, and marks the node
+//! used. Two threads on different keys then share no cache line that either writes, so
+//! they scale as two separate stores would; an exact LRU list, or a shard mutex taken
+//! per request, would move a line between cores on every decision. A new key, and every
+//! change to which keys are stored, takes the shard's lock ([`Locked`]); under it, the
+//! node last looked up stays locked until the next lookup or the unlock, so a check and
+//! the charge after it are atomic against the lock-free path too. Lock order: shards in
+//! (zone, [`Store::shard_of`]) order, then within a shard one node at a time; the
+//! lock-free path holds one node and waits for nothing else, so no cycle can form.
 //!
 //! A state that owns heap memory must have drop glue (a `Vec`, a `Box`): the store asks
-//! [`Algorithm::heap_bytes`] only of such states.
+//! [`Algorithm::heap_bytes`] only of such states, and decides on them only under the
+//! shard's lock, where their heap is re-accounted.
 //!
 //! # Accounting
 //!
-//! The accounted bytes are what the store allocates: the slab's capacity, the index's
-//! allocation, the heap states own ([`Algorithm::heap_bytes`]), the shard array and the
+//! The accounted bytes are the memory in use: the index buckets in use, the nodes
+//! written, the heap states own ([`Algorithm::heap_bytes`]), the shard array and the
 //! store itself. They never exceed `capacity_bytes`: each shard gets an equal share and
-//! evicts to stay in it. At full load a shard costs about 48 bytes per key for
-//! `leaky_bucket` (nginx: 128) and 40 for `token_bucket`, up to 8 more when the share
-//! falls badly between two index sizes. Growing the slab or the index briefly holds the
-//! old allocation beside the new one, for one copy under the shard's lock.
+//! evicts to stay in it; and the reservation itself fits the share, so not even the
+//! address space a store holds exceeds `size`. A full 64 MB store holds a key in 54 bytes for
+//! `leaky_bucket` (nginx: 128) and 43 for `token_bucket` (the node and 10.7 bytes of index
+//! at 3/4 load, more when the share falls between two index sizes). Doubling the index briefly copies its
+//! slots aside, under the shard's lock.
 //!
 //! # Eviction
 //!
 //! Only inserting a key, or a state's heap growing, makes room, and only in that key's
 //! shard. When the shard is full (it holds its most keys, or the new state would not fit
 //! in its bytes):
-//! 1. those of the 3 least recently used keys that are drained ([`Algorithm::is_drained`]
-//!    at the inserting request's `now` and params) are dropped: they carry no
-//!    information, so this loses nothing (counted as `expired`);
-//! 2. while still full, the least recently used key is evicted by force, though it is not
-//!    drained (counted as `evictions`): its next request starts afresh.
+//! 1. those of the next 3 keys at the CLOCK hand that are drained
+//!    ([`Algorithm::is_drained`] at the inserting request's `now` and params) are dropped:
+//!    they carry no information, so this loses nothing (counted as `expired`);
+//! 2. while still full, the hand goes round the nodes (CLOCK, or second chance, an
+//!    approximation of least-recently-used eviction): a drained key is dropped; a key
+//!    used since the hand last passed is passed over, its mark cleared; the first key not
+//!    used since is evicted by force, though it is not drained (counted as `evictions`):
+//!    its next request starts afresh. A key just stored is unmarked until used again.
 //!
-//! nginx does the same, except that when even force fails it rejects the request (503);
-//! here a full zone always evicts (DESIGN §5.3). [`Store::sweep`] drops drained keys from
-//! the least recently used ends of every shard, a bounded tidy for a periodic task.
+//! nginx does the same with an exact LRU queue, and when even force fails it rejects the
+//! request (503); here a full zone always evicts (DESIGN §5.3). [`Store::sweep`] drops
+//! drained keys among the next nodes of every shard, a bounded tidy for a periodic task.
 //!
 //! Drained-ness is judged with the params the caller passes. In a zone whose keys have
 //! different rates (plans), pass the slowest plan's params to [`Vacant::insert`] and
@@ -62,18 +81,22 @@
 //! }
 //! # assert!(decision.admitted());
 //! ```
-//! [`Locked::decide`] does exactly this for one zone. Several zones' shards are locked
-//! in one global order (zone, then [`Store::shard_of`]) and each [`Entry`] checked
-//! before any is charged. A thread must not lock a shard it holds (the mutex is not
-//! reentrant): two limits in one zone whose keys share a shard share its guard.
+//! [`Locked::decide`] does exactly this for one zone, and [`Store::decide`] too, without
+//! the shard's lock when the key is stored. Several zones' shards are locked in one global
+//! order (zone, then [`Store::shard_of`]) and each [`Entry`] checked before any is
+//! charged. A thread must not lock a shard it holds (the mutex is not reentrant).
 
+mod index;
 mod shard;
+mod slab;
 
 use std::hash::RandomState;
+use std::mem::needs_drop;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
-use self::shard::{hash_bytes, node_size, Plan, Shard, StoredKey};
+use self::shard::{hash_bytes, Inner, Plan, Shard, StoredKey};
+use self::slab::node_size;
 use super::{Algorithm, Decision, Params};
 
 /// Smallest capacity a store takes; smaller requests are raised to it.
@@ -82,12 +105,10 @@ pub const MIN_CAPACITY: usize = 4096;
 pub const MAX_SHARDS: usize = 64;
 /// Capacity per shard below which a store has fewer shards.
 const SHARD_BYTES: usize = 64 * 1024;
-/// Least recently used keys each shard looks at per [`Store::sweep`].
+/// Nodes each shard looks at per [`Store::sweep`].
 const SWEEP_LOOKS: usize = 64;
-/// The shard index is taken from the hash bits just below hashbrown's 7-bit tag (the top
-/// bits), and above the bits it takes bucket positions from (the low bits), so keys of
-/// one shard still spread over its whole index.
-const SHARD_SHIFT: u32 = 64 - 7 - MAX_SHARDS.trailing_zeros();
+/// The shard index is taken from the top bits of the hash; the index uses the low 32.
+const SHARD_SHIFT: u32 = 64 - MAX_SHARDS.trailing_zeros();
 
 /// Two shards on different cache lines (128: adjacent-line prefetch pairs 64-byte lines).
 #[repr(align(128))]
@@ -95,7 +116,7 @@ struct Padded<T>(T);
 
 /// The keyed state of one zone: see the [module docs](self).
 pub struct Store<A: Algorithm> {
-    shards: Box<[Padded<Mutex<Shard<A>>>]>,
+    shards: Box<[Padded<Shard<A>>]>,
     hasher: RandomState,
     shard_mask: u64,
     capacity: usize,
@@ -115,9 +136,6 @@ pub struct Stats {
     pub evictions: u64,
     /// Drained keys dropped to make room or by [`Store::sweep`].
     pub expired: u64,
-    /// Times a shard re-indexed its keys to clear removal tombstones (each costs a hash
-    /// per key of that shard).
-    pub index_rebuilds: u64,
 }
 
 impl<A: Algorithm> Store<A> {
@@ -126,12 +144,12 @@ impl<A: Algorithm> Store<A> {
     pub fn new(capacity_bytes: usize) -> Store<A> {
         let capacity = capacity_bytes.max(MIN_CAPACITY);
         let count = shard_count(capacity);
-        let fixed = size_of::<Store<A>>() + count * size_of::<Padded<Mutex<Shard<A>>>>();
+        let fixed = size_of::<Store<A>>() + count * size_of::<Padded<Shard<A>>>();
         let budget = (capacity - fixed) / count;
-        let plan = Plan::for_budget(budget, node_size::<A>());
+        let plan = Plan::for_budget(budget, node_size::<A::State>());
         let hasher = RandomState::new();
         let shards = (0..count)
-            .map(|_| Padded(Mutex::new(Shard::new(plan, budget, hasher.clone()))))
+            .map(|_| Padded(Shard::new(plan, budget, hasher.clone())))
             .collect();
         Store {
             shards,
@@ -165,11 +183,36 @@ impl<A: Algorithm> Store<A> {
         self.plan.max_nodes * self.shards.len()
     }
 
+    /// One zone's whole decision: check, and charge if admitted. A stored key is decided
+    /// under its node's lock alone; a new key is stored only when admitted (so a rejected
+    /// one costs no memory), under the shard's lock, and judged for eviction with `idle`
+    /// (see [`Vacant::insert`]).
+    #[inline]
+    pub fn decide(&self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) -> Decision {
+        let shard = &self.shards[self.shard_of(hash)].0;
+        // A state owning heap is re-accounted after each change, under the shard's lock.
+        if !needs_drop::<A::State>() {
+            if let Some((_, mut node)) = shard.find(hash, &shard.stored_key(hash, key)) {
+                node.set_referenced(true);
+                let state = node.state_mut();
+                let decision = A::check(state, now, p);
+                if decision.admitted() {
+                    A::charge(state, now, p);
+                }
+                return decision;
+            }
+        }
+        self.lock(hash).decide_with(hash, key, now, p, idle)
+    }
+
     /// Locks the shard holding `hash`. A lock poisoned by a panic under it is taken over
-    /// and its shard emptied: half-updated links must not outlive the panic.
+    /// and its shard emptied.
     pub fn lock(&self, hash: u64) -> Locked<'_, A> {
+        let shard = &self.shards[self.shard_of(hash)].0;
         Locked {
-            shard: lock(&self.shards[self.shard_of(hash)].0),
+            shard,
+            inner: shard.lock(),
+            held: Held::default(),
         }
     }
 
@@ -180,22 +223,21 @@ impl<A: Algorithm> Store<A> {
             ..Stats::default()
         };
         for shard in self.shards.iter() {
-            let shard = lock(&shard.0);
-            stats.keys += shard.len();
-            stats.bytes += shard.bytes();
-            stats.evictions += shard.evictions;
-            stats.expired += shard.expired;
-            stats.index_rebuilds += shard.rebuilds;
+            let inner = shard.0.lock();
+            stats.keys += inner.len();
+            stats.bytes += inner.bytes();
+            stats.evictions += inner.evictions;
+            stats.expired += inner.expired;
         }
         stats
     }
 
-    /// Drops drained keys among the 64 least recently used of every shard, one shard
-    /// locked at a time; how many. `p` as for [`Vacant::insert`].
+    /// Drops drained keys among the next 64 nodes of every shard, one shard locked at a
+    /// time; how many. `p` as for [`Vacant::insert`].
     pub fn sweep(&self, now: u64, p: &Params) -> usize {
         self.shards
             .iter()
-            .map(|shard| lock(&shard.0).expire(SWEEP_LOOKS, now, p))
+            .map(|shard| shard.0.expire(&mut shard.0.lock(), SWEEP_LOOKS, now, p))
             .sum()
     }
 }
@@ -206,38 +248,41 @@ fn shard_count(capacity: usize) -> usize {
     1 << wanted.ilog2()
 }
 
-fn lock<T>(mutex: &Mutex<Shard<T>>) -> MutexGuard<'_, Shard<T>>
-where
-    T: Algorithm,
-{
-    mutex.lock().unwrap_or_else(|poisoned| {
-        let mut shard = poisoned.into_inner();
-        shard.reset();
-        mutex.clear_poison();
-        shard
-    })
-}
-
-/// One locked shard. Hold it briefly: every key of the shard waits.
+/// One locked shard. Hold it briefly: every new key of the shard waits.
+///
+/// The node last looked up stays locked until another key is looked up or the shard is
+/// unlocked, so that between a check and a charge of the same key nothing changes it, not
+/// even [`Store::decide`], which takes no shard lock.
 pub struct Locked<'a, A: Algorithm> {
-    shard: MutexGuard<'a, Shard<A>>,
+    shard: &'a Shard<A>,
+    inner: MutexGuard<'a, Inner>,
+    held: Held,
 }
 
-impl<A: Algorithm> Locked<'_, A> {
-    /// The key's entry; a present key is marked most recently used.
+/// The node a [`Locked`] keeps locked, and whether it is marked used when let go (a key
+/// just stored is not: CLOCK gives it no second chance until it is used again).
+#[derive(Default)]
+struct Held {
+    pos: Option<u32>,
+    used: bool,
+}
+
+impl<'a, A: Algorithm> Locked<'a, A> {
+    /// The key's entry; a present key is marked used.
     pub fn entry(&mut self, hash: u64, key: &[u8]) -> Entry<'_, A> {
-        let shard = &mut *self.shard;
-        let key = shard.stored_key(hash, key);
-        match shard.find(hash, &key) {
-            Some(pos) => {
-                shard.touch(pos);
-                Entry::Occupied(Slot::new(shard, pos))
-            }
-            None => Entry::Vacant(Vacant { shard, hash, key }),
+        match self.hold(hash, key) {
+            Ok(pos) => Entry::Occupied(self.slot(pos)),
+            Err(key) => Entry::Vacant(Vacant {
+                shard: self.shard,
+                inner: &mut self.inner,
+                held: &mut self.held,
+                hash,
+                key,
+            }),
         }
     }
 
-    /// The key's state, marked most recently used. None when absent.
+    /// The key's state, marked used. None when absent.
     pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<Slot<'_, A>> {
         match self.entry(hash, key) {
             Entry::Occupied(slot) => Some(slot),
@@ -266,25 +311,85 @@ impl<A: Algorithm> Locked<'_, A> {
 
     /// Forgets the key; whether it was present.
     pub fn remove(&mut self, hash: u64, key: &[u8]) -> bool {
-        let key = self.shard.stored_key(hash, key);
-        match self.shard.find(hash, &key) {
-            Some(pos) => {
-                self.shard.remove(pos);
-                true
-            }
-            None => false,
-        }
+        let Ok(pos) = self.hold(hash, key) else {
+            return false;
+        };
+        self.held.pos = None;
+        // SAFETY: the node was held locked; the guard takes the lock over.
+        let mut node = unsafe { self.shard.node(pos).resume() };
+        self.shard.remove(&mut self.inner, pos, &mut node);
+        true
     }
 
     /// One zone's whole decision: check, and charge if admitted. A new key is stored only
     /// when admitted, so a rejected one costs no memory.
     pub fn decide(&mut self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
+        self.decide_with(hash, key, now, p, p)
+    }
+
+    /// [`Locked::decide`], a new key judged for eviction with `idle`.
+    fn decide_with(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        now: u64,
+        p: &Params,
+        idle: &Params,
+    ) -> Decision {
         let entry = self.entry(hash, key);
         let decision = entry.check(now, p);
         if decision.admitted() {
-            entry.charge(now, p);
+            match entry {
+                Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
+                Entry::Vacant(vacant) => {
+                    let mut state = A::fresh(now);
+                    A::charge(&mut state, now, p);
+                    vacant.insert(state, now, idle);
+                }
+            }
         }
         decision
+    }
+
+    /// The key's node, held locked: its position; or, absent, the key as stored. A node
+    /// held for another key is let go.
+    fn hold(&mut self, hash: u64, key: &[u8]) -> Result<u32, StoredKey> {
+        let stored = self.shard.stored_key(hash, key);
+        if let Some(pos) = self.held.pos {
+            // SAFETY: held locked by this guard; the borrow ends here.
+            if stored.is_in(unsafe { self.shard.node(pos).head_kept() }) {
+                return Ok(pos);
+            }
+            self.release();
+        }
+        match self.shard.find(hash, &stored) {
+            Some((pos, node)) => {
+                node.keep();
+                self.held = Held {
+                    pos: Some(pos),
+                    used: true,
+                };
+                Ok(pos)
+            }
+            None => Err(stored),
+        }
+    }
+
+    fn slot(&mut self, pos: u32) -> Slot<'_, A> {
+        Slot::new(self.shard, &mut self.inner, &mut self.held, pos)
+    }
+
+    fn release(&mut self) {
+        if let Some(pos) = self.held.pos.take() {
+            // SAFETY: held locked by this guard, and no borrow of it remains.
+            unsafe { self.shard.node(pos).unlock(self.held.used) }
+        }
+    }
+}
+
+impl<A: Algorithm> Drop for Locked<'_, A> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -322,7 +427,9 @@ impl<'a, A: Algorithm> Entry<'a, A> {
 
 /// An absent key in a locked shard.
 pub struct Vacant<'a, A: Algorithm> {
-    shard: &'a mut Shard<A>,
+    shard: &'a Shard<A>,
+    inner: &'a mut Inner,
+    held: &'a mut Held,
     hash: u64,
     key: StoredKey,
 }
@@ -331,34 +438,52 @@ impl<'a, A: Algorithm> Vacant<'a, A> {
     /// Stores the key with `state`, making room first (see the module docs): drained keys
     /// are judged at `now` with `p`.
     pub fn insert(self, state: A::State, now: u64, p: &Params) -> Slot<'a, A> {
-        let pos = self.shard.insert(self.hash, self.key, state, now, p);
-        Slot::new(self.shard, pos)
+        debug_assert!(self.held.pos.is_none(), "a lookup lets the held node go");
+        let (pos, node) = self
+            .shard
+            .insert(self.inner, self.hash, self.key, state, now, p);
+        node.keep();
+        *self.held = Held {
+            pos: Some(pos),
+            used: false,
+        };
+        Slot::new(self.shard, self.inner, self.held, pos)
     }
 }
 
-/// A stored key's state, borrowed from its locked shard. If the state's heap changed when
-/// the slot is dropped, it is re-accounted, and the shard evicts if now over budget.
+/// A stored key's state, its node held locked. If the state's heap changed when the slot
+/// is dropped, it is re-accounted, and the shard evicts if now over budget.
 pub struct Slot<'a, A: Algorithm> {
-    shard: &'a mut Shard<A>,
+    shard: &'a Shard<A>,
+    inner: &'a mut Inner,
+    held: &'a mut Held,
     pos: u32,
     heap: usize,
 }
 
 impl<'a, A: Algorithm> Slot<'a, A> {
-    fn new(shard: &'a mut Shard<A>, pos: u32) -> Slot<'a, A> {
-        let heap = heap_at(shard, pos);
-        Slot { shard, pos, heap }
+    fn new(shard: &'a Shard<A>, inner: &'a mut Inner, held: &'a mut Held, pos: u32) -> Slot<'a, A> {
+        debug_assert_eq!(held.pos, Some(pos));
+        let mut slot = Slot {
+            shard,
+            inner,
+            held,
+            pos,
+            heap: 0,
+        };
+        slot.heap = slot.heap_now();
+        slot
     }
-}
 
-/// The heap the state at `pos` owns. A state without drop glue owns none, and is not
-/// looked at: that spares the hot path two bounds-checked lookups.
-#[inline]
-fn heap_at<A: Algorithm>(shard: &Shard<A>, pos: u32) -> usize {
-    if std::mem::needs_drop::<A::State>() {
-        A::heap_bytes(shard.state(pos))
-    } else {
-        0
+    /// The heap the state owns. A state without drop glue owns none, and is not looked
+    /// at.
+    #[inline]
+    fn heap_now(&self) -> usize {
+        if needs_drop::<A::State>() {
+            A::heap_bytes(self)
+        } else {
+            0
+        }
     }
 }
 
@@ -367,22 +492,34 @@ impl<A: Algorithm> Deref for Slot<'_, A> {
 
     #[inline]
     fn deref(&self) -> &A::State {
-        self.shard.state(self.pos)
+        // SAFETY: the node is held locked (`held`), and this borrow is tied to the slot's.
+        unsafe { self.shard.node(self.pos).state_kept() }
     }
 }
 
 impl<A: Algorithm> DerefMut for Slot<'_, A> {
     #[inline]
     fn deref_mut(&mut self) -> &mut A::State {
-        self.shard.state_mut(self.pos)
+        // SAFETY: as in `deref`, and `&mut self` makes this the only borrow.
+        unsafe { self.shard.node(self.pos).state_kept() }
     }
 }
 
 impl<A: Algorithm> Drop for Slot<'_, A> {
     fn drop(&mut self) {
-        let heap = heap_at(self.shard, self.pos);
-        if heap != self.heap {
-            self.shard.reaccount(self.heap, heap);
+        let heap = self.heap_now();
+        if heap == self.heap {
+            return;
+        }
+        let inner = &mut *self.inner;
+        self.shard.reaccount(inner, self.heap, heap, Some(self.pos));
+        if inner.bytes() > inner.budget() {
+            // The state alone outweighs the budget: it goes too.
+            self.held.pos = None;
+            // SAFETY: the node was held locked; the guard takes the lock over.
+            let mut node = unsafe { self.shard.node(self.pos).resume() };
+            self.shard.remove(inner, self.pos, &mut node);
+            inner.evictions += 1;
         }
     }
 }

@@ -198,6 +198,19 @@ impl Zone {
         }
     }
 
+    /// One request's whole decision in this zone alone (see [`Store::decide`]).
+    fn decide(&self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
+        let idle = &self.idle;
+        match &self.stores {
+            Stores::Leaky(s) => s.decide(hash, key, now, p, idle),
+            Stores::Token(s) => s.decide(hash, key, now, p, idle),
+            Stores::Fixed(s) => s.decide(hash, key, now, p, idle),
+            Stores::Sliding(s) => s.decide(hash, key, now, p, idle),
+            Stores::Log(s) => s.decide(hash, key, now, p, idle),
+            Stores::Concurrency(s) => s.decide(hash, key, now, p, idle),
+        }
+    }
+
     fn lock(&self, hash: u64) -> Guard<'_> {
         match &self.stores {
             Stores::Leaky(s) => Guard::Leaky(s.lock(hash)),
@@ -249,18 +262,6 @@ impl Guard<'_> {
         }
     }
 
-    /// One zone alone: check, and charge if admitted, in one lookup.
-    fn decide(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) -> Decision {
-        match self {
-            Guard::Leaky(g) => decide_in(g, hash, key, now, p, idle),
-            Guard::Token(g) => decide_in(g, hash, key, now, p, idle),
-            Guard::Fixed(g) => decide_in(g, hash, key, now, p, idle),
-            Guard::Sliding(g) => decide_in(g, hash, key, now, p, idle),
-            Guard::Log(g) => decide_in(g, hash, key, now, p, idle),
-            Guard::Concurrency(g) => decide_in(g, hash, key, now, p, idle),
-        }
-    }
-
     fn charge(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) {
         match self {
             Guard::Leaky(g) => charge_in(g, hash, key, now, p, idle),
@@ -281,31 +282,6 @@ fn check_in<A: Algorithm>(
     p: &Params,
 ) -> Decision {
     g.entry(hash, key).check(now, p)
-}
-
-/// Checks, and charges if admitted, with one lookup; a new key is judged for eviction
-/// with `idle`, as in [`charge_in`].
-fn decide_in<A: Algorithm>(
-    g: &mut Locked<'_, A>,
-    hash: u64,
-    key: &[u8],
-    now: u64,
-    p: &Params,
-    idle: &Params,
-) -> Decision {
-    let entry = g.entry(hash, key);
-    let decision = entry.check(now, p);
-    if decision.admitted() {
-        match entry {
-            Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
-            Entry::Vacant(vacant) => {
-                let mut state = A::fresh(now);
-                A::charge(&mut state, now, p);
-                vacant.insert(state, now, idle);
-            }
-        }
-    }
-    decision
 }
 
 /// Charges an admitted request; a new key is judged for eviction with `idle` (the
@@ -651,7 +627,7 @@ fn decide_one(
         max: zone.max,
     };
     let now = zone.nanos(now);
-    let decision = zone.lock(hash).decide(hash, key, now, &params, &zone.idle);
+    let decision = zone.decide(hash, key, now, &params);
     let mut outcome = Outcome::default();
     match (decision.verdict, rule.dry_run) {
         (Verdict::Delay(ns), false) => outcome.delay = ns,
