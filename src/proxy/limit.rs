@@ -2,18 +2,19 @@
 //! carries (§5.6): the rejection itself (status, `Retry-After`, problem+json) and the
 //! rate-limit headers added to every response a zone applied to.
 
-use std::fmt::Write;
 use std::net::IpAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
 use crate::body::ResponseBody;
 use crate::limit::key::RequestView;
 use crate::limit::zone::{self, Applied, Kind, Outcome};
+use crate::limit::{Period, Rate};
 
+use super::text::{number_value, Text};
 use super::Location;
 
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
@@ -30,6 +31,13 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 pub struct HeaderStyle {
     pub draft: bool,
     pub legacy: bool,
+}
+
+impl HeaderStyle {
+    /// How many headers a limited response gets.
+    fn count(self) -> usize {
+        2 * usize::from(self.draft) + 3 * usize::from(self.legacy)
+    }
 }
 
 /// `[api_keys]`, ready to use: API key → plan id.
@@ -84,34 +92,76 @@ pub(super) fn rejection(
         Some((&location.rules.get(rule)?.zone, applied))
     });
     let (zone, detail) = match rejected {
-        Some((zone, _)) if zone.kind == Kind::Concurrency => (
-            zone.name.as_ref(),
-            format!(
-                "more than {} requests in flight for this client",
-                zone.max()
-            ),
-        ),
-        Some((zone, applied)) => (
-            zone.name.as_ref(),
-            format!("rate limit of {} exceeded", applied.rate),
-        ),
-        None => ("", "rate limit exceeded".to_owned()),
+        Some((zone, _)) if zone.kind == Kind::Concurrency => {
+            (&*zone.name, Detail::InFlight(zone.max()))
+        }
+        Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
+        None => ("", Detail::Unknown),
     };
-    let mut body = String::with_capacity(256);
-    let _ = write!(
-        body,
-        r#"{{"type":"{QUOTA_EXCEEDED}","title":"{}","status":{},"detail":"{detail}","zone":"{zone}","retry_after":{retry_after}}}"#,
-        status.canonical_reason().unwrap_or("Too Many Requests"),
-        status.as_u16(),
-    );
-    body.push('\n');
-    let mut response = Response::new(ResponseBody::full(Bytes::from(body)));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
+    let body = problem(status, detail, zone, retry_after);
+    // Sized for every header it gets, so that adding them never regrows the map.
+    let mut headers = HeaderMap::with_capacity(2 + style.count());
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-    headers.insert(RETRY_AFTER, HeaderValue::from(retry_after));
-    add_headers(headers, location, outcome, style);
+    headers.insert(RETRY_AFTER, number_value(retry_after));
+    add_headers(&mut headers, location, outcome, style);
+    let mut response = Response::new(ResponseBody::full(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
     response
+}
+
+/// What the rejecting zone enforces, as the problem's `detail` tells it.
+enum Detail {
+    /// A `concurrency` zone's most requests in flight.
+    InFlight(u64),
+    /// The rate the request was held to.
+    Rate(Rate),
+    /// No zone is known.
+    Unknown,
+}
+
+/// The problem+json body (RFC 9457) of a rejection, written piece by piece.
+fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> Bytes {
+    let mut body = Text::<320>::new();
+    body.push(r#"{"type":""#)
+        .push(QUOTA_EXCEEDED)
+        .push(r#"","title":""#)
+        .push(status.canonical_reason().unwrap_or("Too Many Requests"))
+        .push(r#"","status":"#)
+        .push_u64(u64::from(status.as_u16()))
+        .push(r#","detail":""#);
+    match detail {
+        Detail::InFlight(max) => {
+            body.push("more than ")
+                .push_u64(max)
+                .push(" requests in flight for this client");
+        }
+        Detail::Rate(rate) => {
+            body.push("rate limit of ");
+            push_rate(&mut body, rate);
+            body.push(" exceeded");
+        }
+        Detail::Unknown => {
+            body.push("rate limit exceeded");
+        }
+    }
+    body.push(r#"","zone":""#)
+        .push(zone)
+        .push(r#"","retry_after":"#)
+        .push_u64(retry_after)
+        .push("}\n");
+    body.to_bytes()
+}
+
+/// `rate` as its `Display` writes it (`10r/s`), without the formatting machinery.
+fn push_rate<const N: usize>(text: &mut Text<N>, rate: Rate) {
+    let unit = match rate.period {
+        Period::Second => "r/s",
+        Period::Minute => "r/m",
+        Period::Hour => "r/h",
+        Period::Day => "r/d",
+    };
+    text.push_u64(rate.count.get()).push(unit);
 }
 
 /// Seconds for `Retry-After`: rounded up, at least 1 (0 would invite an instant retry,
@@ -128,79 +178,64 @@ pub(super) fn add_headers(
     outcome: &Outcome,
     style: HeaderStyle,
 ) {
-    let mut applied = outcome
-        .applied
-        .iter()
-        .filter(|a| !a.dry_run)
-        .filter_map(|a| Some((&location.rules.get(a.rule)?.zone, a)))
-        .peekable();
-    if applied.peek().is_none() {
+    let announced = || {
+        outcome
+            .applied
+            .iter()
+            .filter(|a| !a.dry_run)
+            .filter_map(|a| Some((&location.rules.get(a.rule)?.zone, a)))
+    };
+    if style.count() == 0 || announced().next().is_none() {
         return;
     }
+    // An upstream response's map has room for the two draft headers (`upstream::h1`'s
+    // decoder leaves it); when more are added, the map grows once, here, to fit them all.
+    headers.reserve(style.count());
     if style.draft {
-        let (mut policy, mut state) = (String::with_capacity(64), String::with_capacity(64));
-        for (zone, a) in applied.clone() {
+        let (mut policy, mut state) = (Text::<96>::new(), Text::<96>::new());
+        for (zone, a) in announced() {
             if !policy.is_empty() {
-                policy.push_str(", ");
-                state.push_str(", ");
+                policy.push(", ");
+                state.push(", ");
             }
             for text in [&mut policy, &mut state] {
-                text.push('"');
-                text.push_str(&zone.name);
-                text.push('"');
+                text.push("\"").push(&zone.name).push("\"");
             }
-            // Numbers pushed by hand: `write!` costs more than the rest of the header.
             if zone.kind == Kind::Concurrency {
-                push_field(&mut policy, ";q=", zone.max());
-                push_field(&mut state, ";r=", a.decision.remaining);
+                policy.push(";q=").push_u64(zone.max());
+                state.push(";r=").push_u64(a.decision.remaining);
             } else {
-                push_field(&mut policy, ";q=", a.rate.count.get());
-                push_field(&mut policy, ";w=", a.rate.period.seconds());
-                push_field(&mut state, ";r=", a.decision.remaining);
-                push_field(&mut state, ";t=", reset_secs(a));
+                policy
+                    .push(";q=")
+                    .push_u64(a.rate.count.get())
+                    .push(";w=")
+                    .push_u64(a.rate.period.seconds());
+                state
+                    .push(";r=")
+                    .push_u64(a.decision.remaining)
+                    .push(";t=")
+                    .push_u64(reset_secs(a));
             }
         }
-        // Handed over without a copy; zone names and numbers are always valid values.
-        if let (Ok(policy), Ok(state)) = (
-            HeaderValue::from_maybe_shared(Bytes::from(policy)),
-            HeaderValue::from_maybe_shared(Bytes::from(state)),
-        ) {
+        // Zone names and numbers are always valid values.
+        if let (Some(policy), Some(state)) = (policy.to_value(), state.to_value()) {
             headers.insert(POLICY, policy);
             headers.insert(RATELIMIT, state);
         }
     }
     if style.legacy {
         // The most restrictive zone: the fewest requests left, then the longest wait.
-        let fewest = applied
+        let fewest = announced()
             .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)));
         if let Some((zone, a)) = fewest {
             let limit = match zone.kind {
                 Kind::Concurrency => zone.max(),
                 _ => a.rate.count.get(),
             };
-            headers.insert(X_LIMIT, HeaderValue::from(limit));
-            headers.insert(X_REMAINING, HeaderValue::from(a.decision.remaining));
-            headers.insert(X_RESET, HeaderValue::from(reset_secs(a)));
+            headers.insert(X_LIMIT, number_value(limit));
+            headers.insert(X_REMAINING, number_value(a.decision.remaining));
+            headers.insert(X_RESET, number_value(reset_secs(a)));
         }
-    }
-}
-
-/// Appends `name` and the decimal digits of `value`.
-fn push_field(text: &mut String, name: &str, value: u64) {
-    text.push_str(name);
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = value;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        text.push(char::from(digit));
     }
 }
 
@@ -212,4 +247,69 @@ fn reset_secs(a: &Applied) -> u64 {
 /// The delay the request must wait, as a `Duration`.
 pub(super) fn delay(outcome: &Outcome) -> Option<std::time::Duration> {
     (outcome.delay > 0).then(|| std::time::Duration::from_nanos(outcome.delay))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body as `format!` wrote it before it was written piece by piece.
+    fn formatted(status: StatusCode, detail: &str, zone: &str, retry_after: u64) -> String {
+        format!(
+            r#"{{"type":"{QUOTA_EXCEEDED}","title":"{}","status":{},"detail":"{detail}","zone":"{zone}","retry_after":{retry_after}}}"#,
+            status.canonical_reason().unwrap_or("Too Many Requests"),
+            status.as_u16(),
+        ) + "\n"
+    }
+
+    #[test]
+    fn problem_body_reads_as_the_formatted_one() {
+        let rate = |count, period| Rate::new(count, period).expect("a rate");
+        let cases = [
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                Detail::Rate(rate(1, Period::Second)),
+                "per_ip",
+                1,
+                "rate limit of 1r/s exceeded",
+            ),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Detail::Rate(rate(120, Period::Minute)),
+                "k",
+                60,
+                "rate limit of 120r/m exceeded",
+            ),
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                Detail::InFlight(10),
+                "conns",
+                1,
+                "more than 10 requests in flight for this client",
+            ),
+            (
+                StatusCode::from_u16(599).expect("a status"),
+                Detail::Unknown,
+                "",
+                86_400,
+                "rate limit exceeded",
+            ),
+        ];
+        for (status, detail, zone, retry_after, text) in cases {
+            let body = problem(status, detail, zone, retry_after);
+            assert_eq!(body, formatted(status, text, zone, retry_after).as_bytes());
+        }
+    }
+
+    #[test]
+    fn rates_are_written_as_display_writes_them() {
+        for period in [Period::Second, Period::Minute, Period::Hour, Period::Day] {
+            for count in [1, 9, 10, 1_000_000, u64::MAX] {
+                let rate = Rate::new(count, period).expect("a rate");
+                let mut text = Text::<64>::new();
+                push_rate(&mut text, rate);
+                assert_eq!(text.as_bytes(), rate.to_string().as_bytes());
+            }
+        }
+    }
 }

@@ -45,7 +45,13 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn new<B>(log: Option<Arc<AccessLog>>, req: &Request<B>, client: IpAddr) -> Pending {
+    /// `start` is when the request arrived (`$request_time` counts from it).
+    pub fn new<B>(
+        log: Option<Arc<AccessLog>>,
+        req: &Request<B>,
+        client: IpAddr,
+        start: Instant,
+    ) -> Pending {
         let entry = log.map(|log| Entry {
             log,
             record: Box::new(Record {
@@ -62,7 +68,7 @@ impl Pending {
                 upstream_addr: None,
                 limit_status: "-",
             }),
-            start: Instant::now(),
+            start,
         });
         Pending {
             entry,

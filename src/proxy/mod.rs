@@ -8,6 +8,7 @@ pub mod headers;
 pub mod limit;
 mod logged;
 pub mod response;
+mod text;
 mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
@@ -98,7 +99,7 @@ impl Pipeline {
         let now = Instant::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
-        let mut log = logged::Pending::new(self.access_log.clone(), &req, client);
+        let mut log = logged::Pending::new(self.access_log.clone(), &req, client, now);
         if access::listed(client, &self.deny) {
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }

@@ -9,6 +9,11 @@ use http::{HeaderMap, StatusCode, Version};
 
 use super::{Error, MAX_HEADERS, MAX_HEAD_BYTES};
 
+/// Room left in a response's header map for the headers the proxy adds to it on its way
+/// to the client (the two draft rate-limit headers), so that adding them does not regrow
+/// the map: a reallocation and a rehash of every header, per limited response.
+const ADDED_ON_THE_WAY_BACK: usize = 2;
+
 /// How the response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum BodyKind {
@@ -70,7 +75,7 @@ pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Hea
             Version::HTTP_10
         };
         let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(count);
+        let mut headers = HeaderMap::with_capacity(count + ADDED_ON_THE_WAY_BACK);
         for span in spans.iter().take(count) {
             let (name, value) = header_at(&head, span)?;
             headers.append(name, value);
