@@ -27,7 +27,8 @@
 //!   and for the baseline; and, to see what sharing costs, with each thread's keys in its
 //!   own half of the shards, and on a store of each thread's own (nothing shared: the most
 //!   this machine allows). Time is per decision *per thread*; the throughput line is the
-//!   aggregate, so `2 × t(1 thread) / t(2 threads)` is the scaling;
+//!   aggregate, so `2 × t(1 thread) / t(2 threads)` is the scaling. `threads/scaling/…`
+//!   then prints that scaling measured in back-to-back pairs (the robust figure);
 //! - `baseline`: the `Mutex<HashMap>` running the same leaky-bucket arithmetic.
 //!
 //! Each benchmark counts the decisions that went the unexpected way and panics if any did,
@@ -637,6 +638,51 @@ fn threads(c: &mut Criterion) {
         }
     }
     group.finish();
+    for (label, work) in cases {
+        if selected(&format!("threads/scaling/{label}")) {
+            paired_scaling(label, work);
+        }
+    }
+}
+
+/// Whether the command line's filter (criterion's: a regex; none selects all) selects `id`.
+fn selected(id: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| regex::Regex::new(f).is_ok_and(|re| re.is_match(id)))
+}
+
+/// Paired rounds of [`paired_scaling`].
+const SCALING_ROUNDS: usize = 21;
+/// Decisions per thread in each half of a round (tens of milliseconds).
+const SCALING_ITERS: u64 = 500_000;
+
+/// Scaling measured in pairs, printed: each round times [`SCALING_ITERS`] decisions on
+/// one thread, then as many on each of two threads, back to back, so that whatever else
+/// the (shared, 2-core) machine does meanwhile weighs on both halves of a pair alike. The
+/// criterion figures above time one and two threads seconds apart, and on this machine
+/// their ratio drifts by ±30% from run to run; the median of paired ratios does not.
+fn paired_scaling(label: &str, work: &Work<'_>) {
+    let mut ratios: Vec<f64> = (0..SCALING_ROUNDS)
+        .map(|_| {
+            let one = on_threads(1, SCALING_ITERS, work);
+            let two = on_threads(2, SCALING_ITERS, work);
+            2.0 * one.as_secs_f64() / two.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    eprintln!(
+        "threads/scaling/{label}: {:.2}x median of {SCALING_ROUNDS} paired rounds \
+         (quartiles {:.2}x..{:.2}x)",
+        ratios[SCALING_ROUNDS / 2],
+        ratios[SCALING_ROUNDS / 4],
+        ratios[SCALING_ROUNDS * 3 / 4],
+    );
 }
 
 criterion_group! {
