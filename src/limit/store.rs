@@ -87,6 +87,7 @@
 //! charged. A thread must not lock a shard it holds (the mutex is not reentrant).
 
 mod index;
+mod reserved;
 mod shard;
 mod slab;
 
@@ -273,9 +274,7 @@ impl<'a, A: Algorithm> Locked<'a, A> {
         match self.hold(hash, key) {
             Ok(pos) => Entry::Occupied(self.slot(pos)),
             Err(key) => Entry::Vacant(Vacant {
-                shard: self.shard,
-                inner: &mut self.inner,
-                held: &mut self.held,
+                locked: self.parts(),
                 hash,
                 key,
             }),
@@ -339,14 +338,7 @@ impl<'a, A: Algorithm> Locked<'a, A> {
         let entry = self.entry(hash, key);
         let decision = entry.check(now, p);
         if decision.admitted() {
-            match entry {
-                Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
-                Entry::Vacant(vacant) => {
-                    let mut state = A::fresh(now);
-                    A::charge(&mut state, now, p);
-                    vacant.insert(state, now, idle);
-                }
-            }
+            entry.charge_with(now, p, idle);
         }
         decision
     }
@@ -376,7 +368,15 @@ impl<'a, A: Algorithm> Locked<'a, A> {
     }
 
     fn slot(&mut self, pos: u32) -> Slot<'_, A> {
-        Slot::new(self.shard, &mut self.inner, &mut self.held, pos)
+        Slot::new(self.parts(), pos)
+    }
+
+    fn parts(&mut self) -> Parts<'_, A> {
+        Parts {
+            shard: self.shard,
+            inner: &mut self.inner,
+            held: &mut self.held,
+        }
     }
 
     fn release(&mut self) {
@@ -411,6 +411,12 @@ impl<'a, A: Algorithm> Entry<'a, A> {
 
     /// Charges an admitted request, storing an absent key first.
     pub fn charge(self, now: u64, p: &Params) -> Slot<'a, A> {
+        self.charge_with(now, p, p)
+    }
+
+    /// [`Entry::charge`], an absent key stored judging drained keys with `idle` (see
+    /// [`Vacant::insert`]: in a zone with plans, its slowest rate).
+    pub fn charge_with(self, now: u64, p: &Params, idle: &Params) -> Slot<'a, A> {
         match self {
             Entry::Occupied(mut slot) => {
                 A::charge(&mut slot, now, p);
@@ -419,17 +425,22 @@ impl<'a, A: Algorithm> Entry<'a, A> {
             Entry::Vacant(vacant) => {
                 let mut state = A::fresh(now);
                 A::charge(&mut state, now, p);
-                vacant.insert(state, now, p)
+                vacant.insert(state, now, idle)
             }
         }
     }
 }
 
-/// An absent key in a locked shard.
-pub struct Vacant<'a, A: Algorithm> {
+/// What an [`Entry`] borrows of its [`Locked`]: the shard, its bookkeeping, the held node.
+struct Parts<'a, A: Algorithm> {
     shard: &'a Shard<A>,
     inner: &'a mut Inner,
     held: &'a mut Held,
+}
+
+/// An absent key in a locked shard.
+pub struct Vacant<'a, A: Algorithm> {
+    locked: Parts<'a, A>,
     hash: u64,
     key: StoredKey,
 }
@@ -438,36 +449,33 @@ impl<'a, A: Algorithm> Vacant<'a, A> {
     /// Stores the key with `state`, making room first (see the module docs): drained keys
     /// are judged at `now` with `p`.
     pub fn insert(self, state: A::State, now: u64, p: &Params) -> Slot<'a, A> {
-        debug_assert!(self.held.pos.is_none(), "a lookup lets the held node go");
-        let (pos, node) = self
+        let locked = self.locked;
+        debug_assert!(locked.held.pos.is_none(), "a lookup lets the held node go");
+        let (pos, node) = locked
             .shard
-            .insert(self.inner, self.hash, self.key, state, now, p);
+            .insert(locked.inner, self.hash, self.key, state, now, p);
         node.keep();
-        *self.held = Held {
+        *locked.held = Held {
             pos: Some(pos),
             used: false,
         };
-        Slot::new(self.shard, self.inner, self.held, pos)
+        Slot::new(locked, pos)
     }
 }
 
 /// A stored key's state, its node held locked. If the state's heap changed when the slot
 /// is dropped, it is re-accounted, and the shard evicts if now over budget.
 pub struct Slot<'a, A: Algorithm> {
-    shard: &'a Shard<A>,
-    inner: &'a mut Inner,
-    held: &'a mut Held,
+    locked: Parts<'a, A>,
     pos: u32,
     heap: usize,
 }
 
 impl<'a, A: Algorithm> Slot<'a, A> {
-    fn new(shard: &'a Shard<A>, inner: &'a mut Inner, held: &'a mut Held, pos: u32) -> Slot<'a, A> {
-        debug_assert_eq!(held.pos, Some(pos));
+    fn new(locked: Parts<'a, A>, pos: u32) -> Slot<'a, A> {
+        debug_assert_eq!(locked.held.pos, Some(pos));
         let mut slot = Slot {
-            shard,
-            inner,
-            held,
+            locked,
             pos,
             heap: 0,
         };
@@ -493,7 +501,7 @@ impl<A: Algorithm> Deref for Slot<'_, A> {
     #[inline]
     fn deref(&self) -> &A::State {
         // SAFETY: the node is held locked (`held`), and this borrow is tied to the slot's.
-        unsafe { self.shard.node(self.pos).state_kept() }
+        unsafe { self.locked.shard.node(self.pos).state_kept() }
     }
 }
 
@@ -501,7 +509,7 @@ impl<A: Algorithm> DerefMut for Slot<'_, A> {
     #[inline]
     fn deref_mut(&mut self) -> &mut A::State {
         // SAFETY: as in `deref`, and `&mut self` makes this the only borrow.
-        unsafe { self.shard.node(self.pos).state_kept() }
+        unsafe { self.locked.shard.node(self.pos).state_kept() }
     }
 }
 
@@ -511,14 +519,16 @@ impl<A: Algorithm> Drop for Slot<'_, A> {
         if heap == self.heap {
             return;
         }
-        let inner = &mut *self.inner;
-        self.shard.reaccount(inner, self.heap, heap, Some(self.pos));
+        let inner = &mut *self.locked.inner;
+        self.locked
+            .shard
+            .reaccount(inner, self.heap, heap, Some(self.pos));
         if inner.bytes() > inner.budget() {
             // The state alone outweighs the budget: it goes too.
-            self.held.pos = None;
+            self.locked.held.pos = None;
             // SAFETY: the node was held locked; the guard takes the lock over.
-            let mut node = unsafe { self.shard.node(self.pos).resume() };
-            self.shard.remove(inner, self.pos, &mut node);
+            let mut node = unsafe { self.locked.shard.node(self.pos).resume() };
+            self.locked.shard.remove(inner, self.pos, &mut node);
             inner.evictions += 1;
         }
     }

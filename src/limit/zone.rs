@@ -18,7 +18,7 @@ use super::key::{RequestView, Template};
 use super::leaky_bucket::LeakyBucket;
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
-use super::store::{Entry, Locked, Stats, Store};
+use super::store::{Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
 use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
 
@@ -294,14 +294,7 @@ fn charge_in<A: Algorithm>(
     p: &Params,
     idle: &Params,
 ) {
-    match g.entry(hash, key) {
-        Entry::Occupied(mut slot) => A::charge(&mut slot, now, p),
-        Entry::Vacant(vacant) => {
-            let mut state = A::fresh(now);
-            A::charge(&mut state, now, p);
-            vacant.insert(state, now, idle);
-        }
-    }
+    g.entry(hash, key).charge_with(now, p, idle);
 }
 
 /// One item of a location's `limit` list, ready to use.

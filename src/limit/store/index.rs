@@ -14,9 +14,9 @@
 //! slot can be moved without rehashing the key) above the slab position plus one; 0 is
 //! empty. Removal shifts later slots back, leaving no tombstones.
 
-use std::alloc::{self, Layout};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use super::reserved::Reserved;
 
 const EMPTY: u64 = 0;
 
@@ -32,18 +32,12 @@ pub(super) const fn index_room(buckets: usize) -> usize {
 }
 
 pub(super) struct Index {
-    slots: NonNull<AtomicU64>,
     /// Buckets reserved: a power of two.
-    reserved: usize,
+    slots: Reserved<AtomicU64>,
     /// Buckets in use, less one (a power of two less one). Only grows; every slot below it
     /// is initialised before it is published.
     mask: AtomicUsize,
 }
-
-// SAFETY: the slots are atomics; the pointer is owned and freed only on drop.
-unsafe impl Send for Index {}
-// SAFETY: as above; shared access only reads or writes atomics.
-unsafe impl Sync for Index {}
 
 fn slot_of(hash: u64, pos: u32) -> u64 {
     u64::from(hash as u32) << 32 | (u64::from(pos) + 1)
@@ -62,15 +56,8 @@ impl Index {
     /// `initial` (a power of two) in use.
     pub fn new(reserved: usize, initial: usize) -> Index {
         assert!(reserved.is_power_of_two() && initial.is_power_of_two() && initial <= reserved);
-        let layout = Layout::array::<AtomicU64>(reserved).expect("index size");
-        // SAFETY: the layout has a non-zero size (reserved ≥ 1).
-        let raw = unsafe { alloc::alloc(layout) } as *mut AtomicU64;
-        let Some(slots) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
         let index = Index {
-            slots,
-            reserved,
+            slots: Reserved::new(reserved),
             mask: AtomicUsize::new(0),
         };
         index.init(0, initial);
@@ -84,22 +71,22 @@ impl Index {
     }
 
     pub fn reserved(&self) -> usize {
-        self.reserved
+        self.slots.len()
     }
 
     /// Writes empty slots into `from..to`, memory not yet in use.
     fn init(&self, from: usize, to: usize) {
-        debug_assert!(to <= self.reserved);
         for i in from..to {
-            // SAFETY: in bounds; no reader reaches a slot above the published mask.
-            unsafe { self.slots.as_ptr().add(i).write(AtomicU64::new(EMPTY)) }
+            // SAFETY: written once, as the mask grows past it; no reader reaches a slot
+            // above the published mask.
+            unsafe { self.slots.write(i, AtomicU64::new(EMPTY)) }
         }
     }
 
     fn slot(&self, i: usize) -> &AtomicU64 {
         debug_assert!(i <= self.mask.load(Ordering::Relaxed));
         // SAFETY: callers pass `i` masked by a published mask: initialised and in bounds.
-        unsafe { &*self.slots.as_ptr().add(i) }
+        unsafe { self.slots.get(i) }
     }
 
     /// Calls `found` with each position stored under `hash`'s bits, in probe order, until
@@ -170,7 +157,7 @@ impl Index {
     /// Every slot is placed anew: readers meanwhile may miss keys (and look again locked).
     pub fn grow(&self) -> bool {
         let buckets = self.buckets();
-        if buckets * 2 > self.reserved {
+        if buckets * 2 > self.reserved() {
             return false;
         }
         let slots: Vec<u64> = (0..buckets)
@@ -198,14 +185,6 @@ impl Index {
         (0..self.buckets())
             .filter(|&i| self.slot(i).load(Ordering::Relaxed) != EMPTY)
             .count()
-    }
-}
-
-impl Drop for Index {
-    fn drop(&mut self) {
-        let layout = Layout::array::<AtomicU64>(self.reserved).expect("index size");
-        // SAFETY: allocated in `new` with this layout; atomics need no drop.
-        unsafe { alloc::dealloc(self.slots.as_ptr().cast(), layout) }
     }
 }
 

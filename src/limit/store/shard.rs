@@ -447,7 +447,7 @@ impl<A: Algorithm> Drop for Shard<A> {
             Err(poisoned) => poisoned.into_inner().high,
         };
         // SAFETY: `high` nodes were initialised; the shard is not used after.
-        unsafe { self.slab.free(high as usize) }
+        unsafe { self.slab.drop_nodes(high as usize) }
     }
 }
 

@@ -6,12 +6,12 @@
 //! nanoseconds); its word also carries the node's CLOCK reference bit, set by every use
 //! and cleared by the shard's eviction hand.
 
-use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
 use std::hint;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
+
+use super::reserved::Reserved;
 
 const LOCKED: u32 = 1;
 const REFERENCED: u32 = 2;
@@ -181,29 +181,19 @@ impl<S> Drop for NodeGuard<'_, S> {
     }
 }
 
+/// Nodes in memory reserved once ([`Reserved`]).
 pub(super) struct Slab<S> {
-    nodes: NonNull<Node<S>>,
-    /// Nodes reserved.
-    reserved: usize,
+    nodes: Reserved<Node<S>>,
 }
 
-// SAFETY: a node's head and state are reached only under its lock (or through `&mut Slab`), so states
-// move between threads but are never shared: `S: Send` suffices.
-unsafe impl<S: Send> Send for Slab<S> {}
-// SAFETY: as above.
-unsafe impl<S: Send> Sync for Slab<S> {}
+// SAFETY: a node's head and state are reached only under its lock (or through `&mut`), so
+// states move between threads but are never shared: `S: Send` suffices.
+unsafe impl<S: Send> Sync for Node<S> {}
 
 impl<S> Slab<S> {
     pub fn new(reserved: usize) -> Slab<S> {
-        let layout = Layout::array::<Node<S>>(reserved.max(1)).expect("slab size");
-        // SAFETY: the layout has a non-zero size (a node is at least its lock word).
-        let raw = unsafe { alloc::alloc(layout) } as *mut Node<S>;
-        let Some(nodes) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
         Slab {
-            nodes,
-            reserved: reserved.max(1),
+            nodes: Reserved::new(reserved),
         }
     }
 
@@ -213,38 +203,33 @@ impl<S> Slab<S> {
     /// `pos` must be below the count of nodes initialised by [`Slab::init`].
     #[inline]
     pub unsafe fn node(&self, pos: u32) -> &Node<S> {
-        debug_assert!((pos as usize) < self.reserved);
-        // SAFETY: the caller's promise: initialised, so in bounds.
-        unsafe { &*self.nodes.as_ptr().add(pos as usize) }
+        // SAFETY: the caller's promise: initialised.
+        unsafe { self.nodes.get(pos as usize) }
     }
 
     /// Initialises the node at `pos`, unlocked, with `head` and `state`.
     ///
     /// # Safety
-    /// `pos` must be the count of nodes initialised so far (each is initialised once), and
-    /// below [`Slab::reserved`].
+    /// `pos` must be the count of nodes initialised so far (each is initialised once); it
+    /// is checked against the reservation.
     pub unsafe fn init(&self, pos: u32, head: Head, state: S) {
-        assert!((pos as usize) < self.reserved, "slab overrun");
         let node = Node {
             lock: AtomicU32::new(0),
             head: UnsafeCell::new(head),
             state: UnsafeCell::new(state),
         };
-        // SAFETY: in bounds (checked), and not yet initialised, so no reader reaches it.
-        unsafe { self.nodes.as_ptr().add(pos as usize).write(node) }
+        // SAFETY: not yet initialised, so no reader reaches it.
+        unsafe { self.nodes.write(pos as usize, node) }
     }
 
-    /// Drops the first `initialised` nodes' states and frees the memory.
+    /// Drops the first `initialised` nodes (the memory goes with the slab).
     ///
     /// # Safety
-    /// `initialised` must be the count of nodes initialised; the slab is not used after.
-    pub unsafe fn free(&mut self, initialised: usize) {
+    /// `initialised` must be the count of nodes initialised; no node is used after.
+    pub unsafe fn drop_nodes(&mut self, initialised: usize) {
         for pos in 0..initialised {
-            // SAFETY: initialised, and no longer shared (`&mut self`).
-            unsafe { self.nodes.as_ptr().add(pos).drop_in_place() }
+            // SAFETY: initialised, and not used after (the caller's promise).
+            unsafe { self.nodes.drop_at(pos) }
         }
-        let layout = Layout::array::<Node<S>>(self.reserved).expect("slab size");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { alloc::dealloc(self.nodes.as_ptr().cast(), layout) }
     }
 }
