@@ -102,17 +102,9 @@ mod tests {
 
     const MS: u64 = NANOS_PER_MS;
 
-    use crate::limit::testing::rate;
+    use crate::limit::testing::{rate, ten_per_second};
 
     type Key = crate::limit::testing::Key<FixedWindow>;
-
-    fn ten_per_second(burst: u64, delay: u64) -> Params {
-        Params {
-            burst,
-            delay,
-            ..Params::new(rate(10, Period::Second))
-        }
-    }
 
     #[test]
     fn a_window_admits_count_plus_burst_then_rejects_until_the_next() {

@@ -119,17 +119,9 @@ mod tests {
     use super::*;
     use crate::limit::Period;
 
-    use crate::limit::testing::rate;
+    use crate::limit::testing::{rate, ten_per_second};
 
     type Key = crate::limit::testing::Key<LeakyBucket, NANOS_PER_MS>;
-
-    fn ten_per_second(burst: u64, delay: u64) -> Params {
-        Params {
-            burst,
-            delay,
-            ..Params::new(rate(10, Period::Second))
-        }
-    }
 
     fn delay_ms(ms: u64) -> Verdict {
         Verdict::Delay(ms * NANOS_PER_MS)

@@ -183,6 +183,19 @@ pub(crate) mod testing {
         Rate::new(count, period).expect("non-zero")
     }
 
+    /// `10r/s` with `burst` and `delay` (the rate most unit tests use).
+    pub fn ten_per_second(burst: u64, delay: u64) -> Params {
+        Params {
+            burst,
+            delay,
+            ..Params::new(rate(10, Period::Second))
+        }
+    }
+
+    pub fn rejected(v: Verdict) -> bool {
+        matches!(v, Verdict::Reject { .. })
+    }
+
     /// One key of one zone, driven request by request at times counted in `UNIT`
     /// nanoseconds: each request is checked, and charged when admitted.
     pub struct Key<A: Algorithm, const UNIT: u64 = 1> {

@@ -186,21 +186,9 @@ mod tests {
 
     const MS: u64 = NANOS_PER_MS;
 
-    use crate::limit::testing::rate;
+    use crate::limit::testing::{rate, rejected, ten_per_second};
 
     type Key = crate::limit::testing::Key<SlidingWindow>;
-
-    fn ten_per_second(burst: u64, delay: u64) -> Params {
-        Params {
-            burst,
-            delay,
-            ..Params::new(rate(10, Period::Second))
-        }
-    }
-
-    fn rejected(v: Verdict) -> bool {
-        matches!(v, Verdict::Reject { .. })
-    }
 
     #[test]
     fn a_full_window_still_weighs_on_the_next_one() {

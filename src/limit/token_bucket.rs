@@ -88,17 +88,9 @@ mod tests {
     use super::*;
     use crate::limit::{Period, NANOS_PER_MS};
 
-    use crate::limit::testing::rate;
+    use crate::limit::testing::{rate, ten_per_second};
 
     type Key = crate::limit::testing::Key<TokenBucket>;
-
-    fn ten_per_second(burst: u64, delay: u64) -> Params {
-        Params {
-            burst,
-            delay,
-            ..Params::new(rate(10, Period::Second))
-        }
-    }
 
     const MS: u64 = NANOS_PER_MS;
 
