@@ -26,6 +26,14 @@ access = "off"
     )
 }
 
+/// [`config`] with the access log written to `log`.
+fn config_logging_to(log: &std::path::Path, rest: &str) -> String {
+    config(rest).replace(
+        "access = \"off\"",
+        &format!("access = \"{}\"", log.display()),
+    )
+}
+
 /// `GET path` as the client `ip` (through the trusted loopback proxy).
 fn from(ip: &str, path: &str) -> Request<Body> {
     Request::get(path)
@@ -440,20 +448,17 @@ return = {{ status = 200 }}
 async fn dry_run_decides_and_counts_but_never_rejects() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let gw = gateway(
-        &config(&format!(
+    let gw = gateway(&config_logging_to(
+        &log,
+        &format!(
             r#"{PER_IP}
 [[location]]
 match = "/"
 limit = [{{ zone = "per_ip", dry_run = true, nodelay = true }}]
 return = {{ status = 200 }}
 "#
-        ))
-        .replace(
-            "access = \"off\"",
-            &format!("access = \"{}\"", log.display()),
         ),
-    );
+    ));
     let addr = addr(&gw);
     within(10, async {
         assert_eq!(
@@ -472,8 +477,9 @@ return = {{ status = 200 }}
 async fn the_access_log_tells_passed_delayed_rejected_and_unlimited() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let gw = gateway(
-        &config(&format!(
+    let gw = gateway(&config_logging_to(
+        &log,
+        &format!(
             r#"{PER_IP}
 [zones.fast]
 key = "$binary_remote_addr"
@@ -490,12 +496,8 @@ match = "/"
 limit = [{{ zone = "per_ip", nodelay = true }}]
 return = {{ status = 200 }}
 "#
-        ))
-        .replace(
-            "access = \"off\"",
-            &format!("access = \"{}\"", log.display()),
         ),
-    );
+    ));
     let addr = addr(&gw);
     within(10, async {
         assert_eq!(
@@ -517,9 +519,9 @@ return = {{ status = 200 }}
 async fn a_client_that_leaves_while_delayed_is_logged_as_499() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let gw = gateway(
-        &config(
-            r#"
+    let gw = gateway(&config_logging_to(
+        &log,
+        r#"
 [zones.slow]
 key = "$binary_remote_addr"
 rate = "1r/m"
@@ -528,12 +530,7 @@ match = "/"
 limit = [{ zone = "slow", burst = 1 }]
 return = { status = 200 }
 "#,
-        )
-        .replace(
-            "access = \"off\"",
-            &format!("access = \"{}\"", log.display()),
-        ),
-    );
+    ));
     let addr = addr(&gw);
     within(10, async {
         assert_eq!(send(addr, from("10.0.0.1", "/")).await.status, 200);
