@@ -44,6 +44,19 @@ async fn echo_upstream() -> Upstream {
     .await
 }
 
+/// A WebSocket on `/ws` through the gateway, its handshake answered 101.
+async fn open_ws(
+    gw: &tollgate::Gateway,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect(addr(gw)).await.unwrap();
+    let url = format!("ws://{}/ws", addr(gw));
+    let (ws, response) = within(5, tokio_tungstenite::client_async(url, stream))
+        .await
+        .expect("websocket handshake through the gateway");
+    assert_eq!(response.status(), 101);
+    ws
+}
+
 #[tokio::test]
 async fn websocket_echo_through_the_gateway() {
     let up = echo_upstream().await;
@@ -62,12 +75,7 @@ upstream = "app"
 "#,
         up.addr
     ));
-    let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
-    let url = format!("ws://{}/ws", addr(&gw));
-    let (mut ws, response) = within(5, tokio_tungstenite::client_async(url, stream))
-        .await
-        .expect("websocket handshake through the gateway");
-    assert_eq!(response.status(), 101);
+    let mut ws = open_ws(&gw).await;
     for i in 0..5 {
         let sent = format!("message {i}");
         within(5, ws.send(Message::text(sent.clone())))
@@ -109,11 +117,7 @@ upstream = "app"
 "#,
         up.addr
     ));
-    let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
-    let url = format!("ws://{}/ws", addr(&gw));
-    let (mut ws, _) = within(5, tokio_tungstenite::client_async(url, stream))
-        .await
-        .expect("websocket handshake through the gateway");
+    let mut ws = open_ws(&gw).await;
     within(5, ws.send(Message::text("hi"))).await.unwrap();
     within(5, ws.next()).await.unwrap().unwrap();
     // The tunnel is open: the client's one slot is taken.
