@@ -1,7 +1,7 @@
 //! The `tollgate` command: flags, logging and exit codes. Everything else is the library.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -44,10 +44,10 @@ fn main() -> ExitCode {
         println!("configuration ok");
         return ExitCode::SUCCESS;
     }
-    run(config)
+    run(config, &cli.config)
 }
 
-fn run(config: config::Config) -> ExitCode {
+fn run(config: config::Config, path: &Path) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -76,9 +76,7 @@ fn run(config: config::Config) -> ExitCode {
         loop {
             match signals.next().await {
                 Intent::Stop => break,
-                Intent::Reload => {
-                    tracing::warn!("SIGHUP: reload is not supported yet; restart to apply changes")
-                }
+                Intent::Reload => reload(&gateway, path),
                 Intent::ReopenLogs => {
                     tracing::warn!("SIGUSR1: reopening logs is not supported yet")
                 }
@@ -95,4 +93,23 @@ fn run(config: config::Config) -> ExitCode {
             }
         }
     })
+}
+
+/// SIGHUP: re-reads and validates the file, then puts it in force; an invalid file
+/// changes nothing, and its every problem goes to the error log.
+fn reload(gateway: &Gateway, path: &Path) {
+    let in_force = gateway.generation();
+    match config::load(path) {
+        Err(errors) => tracing::error!(
+            generation = in_force,
+            "reload failed, the configuration in force stays:\n{errors}"
+        ),
+        Ok(config) => match gateway.reload(&config) {
+            Ok(generation) => tracing::info!(generation, "reloaded {}", path.display()),
+            Err(err) => tracing::error!(
+                generation = in_force,
+                "reload failed, the configuration in force stays: {err}"
+            ),
+        },
+    }
 }

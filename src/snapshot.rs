@@ -22,6 +22,8 @@ use crate::upstream::{Group, GroupSpec};
 /// Everything one configuration generation needs at run time.
 pub struct Snapshot {
     pub generation: u64,
+    /// Every zone, in config order: the next generation takes over their state.
+    pub zones: Vec<Arc<Zone>>,
     pub pipeline: Pipeline,
     pub conn: ConnSettings,
 }
@@ -43,7 +45,15 @@ pub enum BuildError {
     Location(usize),
 }
 
-pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapshot, BuildError> {
+/// Builds generation `generation` of the run-time objects. A zone of `previous` (the
+/// zones in force, empty at start) whose name, key, algorithm and size are unchanged
+/// passes its keys and their state on ([`Zone::succeed`]); any other zone starts empty.
+pub fn build(
+    config: &Config,
+    generation: u64,
+    workers: usize,
+    previous: &[Arc<Zone>],
+) -> Result<Snapshot, BuildError> {
     let groups: Vec<Arc<Group>> = config
         .upstreams
         .iter()
@@ -61,7 +71,14 @@ pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapsho
     let zones: Vec<Arc<Zone>> = config
         .zones
         .iter()
-        .map(|z| Arc::new(Zone::new(zone_spec(z, &plans), epoch)))
+        .map(|z| {
+            let spec = zone_spec(z, &plans);
+            let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
+            Arc::new(match kept {
+                Some(old) => old.succeed(spec),
+                None => Zone::new(spec, epoch),
+            })
+        })
         .collect();
     let mut patterns = Vec::with_capacity(config.locations.len());
     let mut locations = Vec::with_capacity(config.locations.len());
@@ -126,6 +143,7 @@ pub fn build(config: &Config, generation: u64, workers: usize) -> Result<Snapsho
     let server = &config.server;
     Ok(Snapshot {
         generation,
+        zones,
         pipeline: Pipeline {
             router: Router::new(patterns),
             locations,

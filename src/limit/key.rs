@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderName, Method};
 /// nginx skips keys longer than this.
 const MAX_KEY_LEN: usize = 65_535;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
     parts: Box<[Part]>,
     ipv4_prefix: u8,

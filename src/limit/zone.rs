@@ -103,19 +103,14 @@ pub struct Zone {
     /// that windows start on the second, minute, hour and day of the wall clock (an r/d
     /// quota resets at midnight UTC). 0 for the others.
     window_offset: u64,
-    stores: Stores,
+    /// The `size` bound in bytes.
+    size: usize,
+    /// Shared with the zone's successors on reload while they keep its state.
+    stores: Arc<Stores>,
 }
 
 impl Zone {
     pub fn new(spec: Spec, epoch: Instant) -> Zone {
-        let slowest = spec
-            .plan_rates
-            .iter()
-            .flatten()
-            .copied()
-            .chain([spec.rate])
-            .min_by(|a, b| a.per_second().total_cmp(&b.per_second()))
-            .unwrap_or(spec.rate);
         let stores = match spec.kind {
             Kind::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
             Kind::TokenBucket => Stores::Token(Store::new(spec.size)),
@@ -124,8 +119,57 @@ impl Zone {
             Kind::SlidingLog => Stores::Log(Store::new(spec.size)),
             Kind::Concurrency => Stores::Concurrency(Store::new(spec.size)),
         };
+        let window_offset = match spec.kind {
+            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(),
+            _ => 0,
+        };
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        Zone::with_state(spec, id, epoch, window_offset, Arc::new(stores))
+    }
+
+    /// Whether a zone built from `spec` may keep this zone's keys and their state: the
+    /// same name, key, algorithm and size, so that each key means the same client and each
+    /// state the same thing (rates, plans, `max` and bursts may change: they apply to the
+    /// state as it is).
+    pub fn can_pass_state_to(&self, spec: &Spec) -> bool {
+        *self.name == spec.name
+            && self.kind == spec.kind
+            && self.template == spec.template
+            && self.size == spec.size
+    }
+
+    /// The zone `spec` describes, holding this zone's keys and their state (see
+    /// [`Zone::can_pass_state_to`]), as a reload builds it: a client gets no fresh burst.
+    /// It keeps this zone's id, so requests of the old and the new configuration lock
+    /// the shared shards in one order.
+    pub fn succeed(&self, spec: Spec) -> Zone {
+        debug_assert!(self.can_pass_state_to(&spec));
+        let stores = Arc::clone(&self.stores);
+        Zone::with_state(spec, self.id, self.epoch, self.window_offset, stores)
+    }
+
+    /// Whether the two hold the same keys (one succeeded the other on reload).
+    pub fn shares_state_with(&self, other: &Zone) -> bool {
+        Arc::ptr_eq(&self.stores, &other.stores)
+    }
+
+    fn with_state(
+        spec: Spec,
+        id: u64,
+        epoch: Instant,
+        window_offset: u64,
+        stores: Arc<Stores>,
+    ) -> Zone {
+        let slowest = spec
+            .plan_rates
+            .iter()
+            .flatten()
+            .copied()
+            .chain([spec.rate])
+            .min_by(|a, b| a.per_second().total_cmp(&b.per_second()))
+            .unwrap_or(spec.rate);
         Zone {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             name: spec.name.into(),
             template: spec.template,
             kind: spec.kind,
@@ -137,10 +181,8 @@ impl Zone {
                 ..Params::new(slowest)
             },
             epoch,
-            window_offset: match spec.kind {
-                Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(),
-                _ => 0,
-            },
+            window_offset,
+            size: spec.size,
             stores,
         }
     }
@@ -157,7 +199,7 @@ impl Zone {
     }
 
     pub fn stats(&self) -> Stats {
-        match &self.stores {
+        match &*self.stores {
             Stores::Leaky(s) => s.stats(),
             Stores::Token(s) => s.stats(),
             Stores::Fixed(s) => s.stats(),
@@ -177,7 +219,7 @@ impl Zone {
     }
 
     fn hash(&self, key: &[u8]) -> u64 {
-        match &self.stores {
+        match &*self.stores {
             Stores::Leaky(s) => s.hash(key),
             Stores::Token(s) => s.hash(key),
             Stores::Fixed(s) => s.hash(key),
@@ -188,7 +230,7 @@ impl Zone {
     }
 
     fn shard_of(&self, hash: u64) -> usize {
-        match &self.stores {
+        match &*self.stores {
             Stores::Leaky(s) => s.shard_of(hash),
             Stores::Token(s) => s.shard_of(hash),
             Stores::Fixed(s) => s.shard_of(hash),
@@ -201,7 +243,7 @@ impl Zone {
     /// One request's whole decision in this zone alone (see [`Store::decide`]).
     fn decide(&self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
         let idle = &self.idle;
-        match &self.stores {
+        match &*self.stores {
             Stores::Leaky(s) => s.decide(hash, key, now, p, idle),
             Stores::Token(s) => s.decide(hash, key, now, p, idle),
             Stores::Fixed(s) => s.decide(hash, key, now, p, idle),
@@ -212,7 +254,7 @@ impl Zone {
     }
 
     fn lock(&self, hash: u64) -> Guard<'_> {
-        match &self.stores {
+        match &*self.stores {
             Stores::Leaky(s) => Guard::Leaky(s.lock(hash)),
             Stores::Token(s) => Guard::Token(s.lock(hash)),
             Stores::Fixed(s) => Guard::Fixed(s.lock(hash)),
@@ -224,7 +266,7 @@ impl Zone {
 
     /// Gives back the units an in-flight request took (`concurrency`).
     fn release(&self, hash: u64, key: &[u8], cost: u64) {
-        if let Stores::Concurrency(store) = &self.stores {
+        if let Stores::Concurrency(store) = &*self.stores {
             let mut locked = store.lock(hash);
             let drained = match locked.get(hash, key) {
                 Some(mut count) => {

@@ -38,6 +38,10 @@ pub enum StartError {
 /// A running gateway. Dropping it starts a graceful shutdown without waiting.
 pub struct Gateway {
     addrs: Vec<SocketAddr>,
+    /// The `listen` addresses as configured (port 0 unresolved), and the worker count: a
+    /// reload cannot change them yet.
+    listen: Vec<SocketAddr>,
+    worker_count: usize,
     shared: Arc<Shared>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
@@ -49,7 +53,7 @@ impl Gateway {
     /// current-thread runtime that it would block; it does not block at all.
     pub fn start(config: Config) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
-        let snapshot = snapshot::build(&config, 1, workers)?;
+        let snapshot = snapshot::build(&config, 1, workers, &[])?;
         let mut addrs = Vec::new();
         let mut per_worker: Vec<Vec<std::net::TcpListener>> =
             (0..workers).map(|_| Vec::new()).collect();
@@ -83,6 +87,8 @@ impl Gateway {
         }
         Ok(Gateway {
             addrs,
+            listen: config.server.listen.clone(),
+            worker_count: workers,
             shared,
             shutdown,
             workers: handles,
@@ -92,6 +98,33 @@ impl Gateway {
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Puts `config` in force (SIGHUP): builds the next generation, zones that keep
+    /// their name, key, algorithm and size keeping their state too, and swaps it in.
+    /// Requests already under way finish on the generation they started with. Returns
+    /// the new generation; on an error nothing changes.
+    pub fn reload(&self, config: &Config) -> Result<u64, snapshot::BuildError> {
+        let current = self.shared.snapshot.load();
+        if config.server.listen != self.listen || config.server.workers.max(1) != self.worker_count
+        {
+            tracing::warn!(
+                "reload: `listen` and `workers` changes take effect on restart; the other changes apply now"
+            );
+        }
+        let generation = current.generation + 1;
+        let next = snapshot::build(config, generation, self.worker_count, &current.zones)?;
+        for zone in &next.zones {
+            let kept = current.zones.iter().any(|old| old.shares_state_with(zone));
+            tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
+        }
+        self.shared.snapshot.store(Arc::new(next));
+        Ok(generation)
+    }
+
+    /// The configuration generation in force (1 at start, one more per reload).
+    pub fn generation(&self) -> u64 {
+        self.shared.snapshot.load().generation
     }
 
     /// Stops accepting at once; open connections finish their requests and close.

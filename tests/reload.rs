@@ -1,0 +1,197 @@
+//! Reload (DESIGN §7): a new configuration is put in force without a restart; zones that
+//! keep their name, key, algorithm and size keep every client's state (no fresh burst),
+//! while new rates and bursts apply at once; a file that does not validate changes nothing.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use http::Request;
+use support::*;
+
+/// A gateway config trusting loopback's `X-Forwarded-For`, with one zone `per_ip`
+/// (`key`, 1r/m) limiting `/` at `burst`.
+fn limited(key: &str, burst: u64) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[zones.per_ip]
+key = "{key}"
+rate = "1r/m"
+[[location]]
+match = "/"
+limit = [{{ zone = "per_ip", burst = {burst}, nodelay = true }}]
+return = {{ status = 200 }}
+"#
+    )
+}
+
+fn parse(toml: &str) -> tollgate::config::Config {
+    tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
+        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
+}
+
+async fn status_of(gw: &tollgate::Gateway, client: &str) -> u16 {
+    let req = Request::get("/")
+        .header("host", "example.test")
+        .header("x-forwarded-for", client)
+        .body(empty())
+        .unwrap();
+    within(5, send(addr(gw), req)).await.status.as_u16()
+}
+
+#[tokio::test]
+async fn a_reload_keeps_every_clients_state_and_applies_new_bursts_at_once() {
+    let gw = gateway(&limited("$binary_remote_addr", 0));
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
+
+    // The same zone again: the client gets no fresh burst.
+    assert_eq!(
+        gw.reload(&parse(&limited("$binary_remote_addr", 0)))
+            .unwrap(),
+        2
+    );
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
+    assert_eq!(status_of(&gw, "10.0.0.2").await, 200);
+
+    // A larger burst applies to the state as it is: one more request fits, not three.
+    assert_eq!(
+        gw.reload(&parse(&limited("$binary_remote_addr", 1)))
+            .unwrap(),
+        3
+    );
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
+
+    // Another key means other clients: the zone starts empty.
+    assert_eq!(gw.reload(&parse(&limited("$remote_addr", 0))).unwrap(), 4);
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
+    assert_eq!(gw.generation(), 4);
+}
+
+#[tokio::test]
+async fn a_configuration_that_cannot_be_built_changes_nothing() {
+    let gw = gateway(&limited("$binary_remote_addr", 0));
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
+    let unbuildable = limited("$binary_remote_addr", 5).replace(
+        "access = \"off\"",
+        "access = \"/nonexistent-tollgate-dir/access.log\"",
+    );
+    assert!(gw.reload(&parse(&unbuildable)).is_err());
+    assert_eq!(gw.generation(), 1);
+    // Still the old burst of 0, and the old state.
+    assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
+}
+
+/// The `tollgate` binary, killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap();
+}
+
+fn answering(port: u16, body: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:{port}\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"{body}\" }}\n"
+    )
+}
+
+fn sighup(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// GETs `/` until the body is `want` (a reload is applied a moment after the signal).
+async fn until_body(port: u16, want: &str) {
+    let addr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // `send` wants a listener: the first time, the process may still be starting.
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            if let Ok(reply) =
+                tokio::time::timeout(Duration::from_secs(2), send(addr, get("/"))).await
+            {
+                if reply.body == want {
+                    return;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "never answered {want:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    write(&path, &answering(port, "one"));
+    let running = Running(
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    until_body(port, "one").await;
+
+    write(&path, &answering(port, "two"));
+    sighup(&running.0);
+    until_body(port, "two").await;
+
+    // Invalid: the old configuration keeps answering, and the process lives on.
+    write(
+        &path,
+        "[server]\nlisten = [\"127.0.0.1:1\"]\nbogus = 3\n[[location]]\n",
+    );
+    sighup(&running.0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_body(port, "two").await;
+
+    write(&path, &answering(port, "three"));
+    sighup(&running.0);
+    until_body(port, "three").await;
+
+    // The invalid file's problems went to the error log, with file:line:col.
+    let mut running = running;
+    let _ = running.0.kill();
+    let _ = running.0.wait();
+    let mut out = String::new();
+    if let Some(mut stderr) = running.0.stderr.take() {
+        std::io::Read::read_to_string(&mut stderr, &mut out).unwrap();
+    }
+    let file = path.display().to_string();
+    assert!(out.contains("reload failed"), "{out}");
+    assert!(out.contains(&format!("{file}:3:1")), "{out}");
+}
