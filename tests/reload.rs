@@ -127,13 +127,17 @@ fn sighup(child: &Child) {
 
 /// GETs `/` until the body is `want` (a reload is applied a moment after the signal).
 async fn until_body(port: u16, want: &str) {
+    until_body_at(port, "/", want).await
+}
+
+async fn until_body_at(port: u16, path: &str, want: &str) {
     let addr = ([127, 0, 0, 1], port).into();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         // `send` wants a listener: the first time, the process may still be starting.
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             if let Ok(reply) =
-                tokio::time::timeout(Duration::from_secs(2), send(addr, get("/"))).await
+                tokio::time::timeout(Duration::from_secs(2), send(addr, get(path))).await
             {
                 if reply.body == want {
                     return;
@@ -194,4 +198,125 @@ async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
     let file = path.display().to_string();
     assert!(out.contains("reload failed"), "{out}");
     assert!(out.contains(&format!("{file}:3:1")), "{out}");
+}
+
+/// Config `which` (`"a"` or `"b"`): `/` proxied to `upstream`, limited by a roomy zone
+/// whose rate differs between the two, and `/which` answered with the config's name.
+fn proxying(port: u16, upstream: std::net::SocketAddr, which: &str) -> String {
+    let rate = if which == "a" {
+        "100000r/s"
+    } else {
+        "200000r/s"
+    };
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 2
+[log]
+access = "off"
+[zones.all]
+key = "$binary_remote_addr"
+rate = "{rate}"
+[upstreams.app]
+servers = ["{upstream}"]
+[[location]]
+match = "= /which"
+return = {{ status = 200, body = "{which}" }}
+[[location]]
+match = "/"
+limit = [{{ zone = "all", burst = 100000, nodelay = true }}]
+upstream = "app"
+"#
+    )
+}
+
+/// Requests over one keep-alive connection until `stop`; (answered 200, anything else).
+async fn keep_busy(
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+) -> (u64, Vec<String>) {
+    use std::sync::atomic::Ordering;
+    let (mut ok, mut failures) = (0, Vec::new());
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let path = if i % 2 == 0 { "/which" } else { "/" };
+        match sender.send_request(get(path)).await {
+            Ok(response) => {
+                let reply = read(response).await;
+                if reply.status != 200 {
+                    failures.push(format!("{path}: {}", reply.status));
+                } else if path == "/which" {
+                    seen.lock().unwrap().insert(reply.body);
+                } else {
+                    ok += 1;
+                }
+            }
+            Err(err) => {
+                failures.push(format!("{path}: {err}"));
+                break;
+            }
+        }
+    }
+    (ok, failures)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let up = Upstream::named("app").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    write(&path, &proxying(port, up.addr, "a"));
+    let running = Running(
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    until_body_at(port, "/which", "a").await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let addr = ([127, 0, 0, 1], port).into();
+    let clients: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(keep_busy(addr, stop.clone(), seen.clone())))
+        .collect();
+    // A valid config, the other valid one, an invalid one, in turn: 60 signals.
+    for i in 0..60 {
+        match i % 3 {
+            0 => write(&path, &proxying(port, up.addr, "b")),
+            1 => write(&path, &proxying(port, up.addr, "a")),
+            _ => write(&path, "[server]\nlisten = 8080\n[[location]]\nmatch = 3\n"),
+        }
+        sighup(&running.0);
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut proxied = 0;
+    for client in clients {
+        let (ok, failures) = within(10, client).await.unwrap();
+        assert!(failures.is_empty(), "{failures:?}");
+        proxied += ok;
+    }
+    assert!(proxied > 100, "only {proxied} requests went through");
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
 }
