@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -24,7 +24,8 @@ const FLUSH_BYTES: usize = 64 * 1024;
 /// Where lines go.
 enum Sink {
     Stdout,
-    File(File),
+    /// The open file, and its path to open it again (SIGUSR1).
+    File(File, PathBuf),
 }
 
 pub struct AccessLog {
@@ -60,7 +61,7 @@ impl AccessLog {
         let sink = match &log.access {
             config::AccessLog::Off => return Ok(None),
             config::AccessLog::Stdout => Sink::Stdout,
-            config::AccessLog::File(path) => Sink::File(open_append(path)?),
+            config::AccessLog::File(path) => Sink::File(open_append(path)?, path.clone()),
         };
         let log = Arc::new(AccessLog {
             format: log.format,
@@ -101,11 +102,22 @@ impl AccessLog {
                 let mut out = io::stdout().lock();
                 out.write_all(&pending).and_then(|()| out.flush())
             }
-            Sink::File(file) => file.write_all(&pending),
+            Sink::File(file, _) => file.write_all(&pending),
         };
         if let Err(err) = result {
             tracing::error!(error = %err, "cannot write the access log");
         }
+    }
+
+    /// Writes out what is buffered, then opens the file again by its path (after
+    /// logrotate has moved it away: SIGUSR1). On an error the old file stays in use.
+    pub fn reopen(&self) -> io::Result<()> {
+        self.flush();
+        let mut sink = lock(&self.sink);
+        if let Sink::File(file, path) = &mut *sink {
+            *file = open_append(path)?;
+        }
+        Ok(())
     }
 }
 

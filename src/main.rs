@@ -77,9 +77,10 @@ fn run(config: config::Config, path: &Path) -> ExitCode {
             match signals.next().await {
                 Intent::Stop => break,
                 Intent::Reload => reload(&gateway, path),
-                Intent::ReopenLogs => {
-                    tracing::warn!("SIGUSR1: reopening logs is not supported yet")
-                }
+                Intent::ReopenLogs => match gateway.reopen_logs() {
+                    Ok(()) => tracing::info!("SIGUSR1: access log reopened"),
+                    Err(err) => tracing::error!("SIGUSR1: cannot reopen the access log: {err}"),
+                },
             }
         }
         tracing::info!("shutting down: no new connections, draining open ones");

@@ -1,6 +1,8 @@
-//! Reload (DESIGN §7): a new configuration is put in force without a restart; zones that
-//! keep their name, key, algorithm and size keep every client's state (no fresh burst),
-//! while new rates and bursts apply at once; a file that does not validate changes nothing.
+//! The operator's signals to a running gateway (DESIGN §7). SIGHUP reloads: a new
+//! configuration is put in force without a restart; zones that keep their name, key,
+//! algorithm and size keep every client's state (no fresh burst), while new rates and
+//! bursts apply at once; a file that does not validate changes nothing. SIGUSR1 reopens
+//! the access log after logrotate has moved it.
 
 mod support;
 
@@ -117,12 +119,32 @@ fn answering(port: u16, body: &str) -> String {
     )
 }
 
-fn sighup(child: &Child) {
+fn signal(child: &Child, which: &str) {
     let status = Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
+        .args([which, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+fn spawn_tollgate(config: &Path, stderr: Stdio) -> Running {
+    Running(
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// GETs `/` until the body is `want` (a reload is applied a moment after the signal).
@@ -151,27 +173,15 @@ async fn until_body_at(port: u16, path: &str, want: &str) {
 
 #[tokio::test]
 async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     write(&path, &answering(port, "one"));
-    let running = Running(
-        Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .arg("-c")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let running = spawn_tollgate(&path, Stdio::piped());
     until_body(port, "one").await;
 
     write(&path, &answering(port, "two"));
-    sighup(&running.0);
+    signal(&running.0, "-HUP");
     until_body(port, "two").await;
 
     // Invalid: the old configuration keeps answering, and the process lives on.
@@ -179,12 +189,12 @@ async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
         &path,
         "[server]\nlisten = [\"127.0.0.1:1\"]\nbogus = 3\n[[location]]\n",
     );
-    sighup(&running.0);
+    signal(&running.0, "-HUP");
     tokio::time::sleep(Duration::from_millis(300)).await;
     until_body(port, "two").await;
 
     write(&path, &answering(port, "three"));
-    sighup(&running.0);
+    signal(&running.0, "-HUP");
     until_body(port, "three").await;
 
     // The invalid file's problems went to the error log, with file:line:col.
@@ -274,23 +284,11 @@ async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     let up = Upstream::named("app").await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     write(&path, &proxying(port, up.addr, "a"));
-    let running = Running(
-        Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .arg("-c")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let running = spawn_tollgate(&path, Stdio::null());
     until_body_at(port, "/which", "a").await;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -306,7 +304,7 @@ async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
             1 => write(&path, &proxying(port, up.addr, "a")),
             _ => write(&path, "[server]\nlisten = 8080\n[[location]]\nmatch = 3\n"),
         }
-        sighup(&running.0);
+        signal(&running.0, "-HUP");
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -319,4 +317,40 @@ async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
     assert!(proxied > 100, "only {proxied} requests went through");
     let seen = seen.lock().unwrap().clone();
     assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, log) = (
+        dir.path().join("gateway.toml"),
+        dir.path().join("access.log"),
+    );
+    let config = answering(port, "hi").replace(
+        "access = \"off\"",
+        &format!("access = \"{}\"", log.display()),
+    );
+    write(&path, &config);
+    let running = spawn_tollgate(&path, Stdio::null());
+    until_body(port, "hi").await;
+    assert_eq!(log_lines(&log, 1).await.len(), 1);
+
+    // logrotate: move the file away, then signal.
+    let rotated = dir.path().join("access.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    signal(&running.0, "-USR1");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.exists() {
+        assert!(Instant::now() < deadline, "the log was not opened again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let addr = ([127, 0, 0, 1], port).into();
+    assert_eq!(within(5, send(addr, get("/second"))).await.body, "hi");
+    let lines = log_lines(&log, 1).await;
+    assert!(lines[0].contains("GET /second "), "{lines:?}");
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap().lines().count(),
+        1
+    );
 }

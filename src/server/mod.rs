@@ -122,6 +122,14 @@ impl Gateway {
         Ok(generation)
     }
 
+    /// Opens the access-log file again by its path (SIGUSR1, after logrotate moved it).
+    pub fn reopen_logs(&self) -> std::io::Result<()> {
+        match &self.shared.snapshot.load().pipeline.access_log {
+            Some(log) => log.reopen(),
+            None => Ok(()),
+        }
+    }
+
     /// The configuration generation in force (1 at start, one more per reload).
     pub fn generation(&self) -> u64 {
         self.shared.snapshot.load().generation
