@@ -354,3 +354,60 @@ async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
         1
     );
 }
+
+/// A gateway answering `body` on every address of `listen`.
+fn listening_on(listen: &[std::net::SocketAddr], body: &str) -> String {
+    let listen: Vec<String> = listen.iter().map(|a| format!("\"{a}\"")).collect();
+    format!(
+        "[server]\nlisten = [{}]\nworkers = 2\n[log]\naccess = \"off\"\n\
+         [[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"{body}\" }}\n",
+        listen.join(", ")
+    )
+}
+
+fn loopback(port: u16) -> std::net::SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+#[tokio::test]
+async fn a_reload_opens_added_addresses_and_drains_removed_ones() {
+    let (a, b) = (loopback(free_port()), loopback(free_port()));
+    let gw = gateway(&listening_on(&[a], "one"));
+    assert_eq!(within(5, send(a, get("/"))).await.body, "one");
+
+    // A keep-alive connection on `a`, idle between requests.
+    let stream = tokio::net::TcpStream::connect(a).await.unwrap();
+    let (mut idle, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let reply = read(idle.send_request(get("/")).await.unwrap()).await;
+    assert_eq!(reply.body, "one");
+
+    // Add `b`.
+    assert_eq!(gw.reload(&parse(&listening_on(&[a, b], "two"))).unwrap(), 2);
+    assert_eq!(within(5, send(b, get("/"))).await.body, "two");
+    assert_eq!(within(5, send(a, get("/"))).await.body, "two");
+    assert_eq!(gw.local_addrs(), [a, b]);
+
+    // Drop `a`: it refuses new connections, and its idle connection is closed.
+    assert_eq!(gw.reload(&parse(&listening_on(&[b], "three"))).unwrap(), 3);
+    assert_eq!(gw.local_addrs(), [b]);
+    assert!(
+        tokio::net::TcpStream::connect(a).await.is_err(),
+        "a still accepts"
+    );
+    within(5, conn).await.unwrap().unwrap();
+    assert_eq!(within(5, send(b, get("/"))).await.body, "three");
+
+    // A port that cannot be bound fails the reload, and nothing changes.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = busy.local_addr().unwrap();
+    assert!(gw
+        .reload(&parse(&listening_on(&[b, taken], "four")))
+        .is_err());
+    assert_eq!(gw.generation(), 3);
+    assert_eq!(gw.local_addrs(), [b]);
+    assert_eq!(within(5, send(b, get("/"))).await.body, "three");
+}

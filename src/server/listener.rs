@@ -1,10 +1,14 @@
 //! Listening sockets: one per worker per address, bound with `SO_REUSEPORT` so the
-//! kernel spreads new connections over the workers without a shared accept lock.
+//! kernel spreads new connections over the workers without a shared accept lock; and the
+//! addresses in force, each opened at start or by a reload and closed by a reload.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::{mpsc, watch};
+
+use super::worker::Listen;
 
 const BACKLOG: i32 = 4096;
 
@@ -33,4 +37,58 @@ fn bind_one(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(socket.into())
+}
+
+/// A `listen` address bound for every worker, not yet accepting.
+pub struct Bound {
+    configured: SocketAddr,
+    actual: SocketAddr,
+    sockets: Vec<TcpListener>,
+}
+
+/// A `listen` address in force: its sockets accept until [`Listening::close`].
+pub struct Listening {
+    /// As configured (port 0 unresolved): what a reload compares.
+    pub configured: SocketAddr,
+    pub actual: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl Bound {
+    /// Binds `addr` once per worker (see [`bind`]): a busy port fails here, before
+    /// anything changes.
+    pub fn new(addr: SocketAddr, workers: usize) -> io::Result<Bound> {
+        let (actual, sockets) = bind(addr, workers)?;
+        Ok(Bound {
+            configured: addr,
+            actual,
+            sockets,
+        })
+    }
+
+    /// Hands each worker its socket: accepting starts.
+    pub fn serve(self, workers: &[mpsc::UnboundedSender<Listen>]) -> Listening {
+        let (stop, _) = watch::channel(false);
+        for (worker, listener) in workers.iter().zip(self.sockets) {
+            // A worker that has ended (shutting down) no longer needs it.
+            let _ = worker.send(Listen {
+                listener,
+                stop: stop.subscribe(),
+            });
+        }
+        tracing::info!(addr = %self.actual, "listening");
+        Listening {
+            configured: self.configured,
+            actual: self.actual,
+            stop,
+        }
+    }
+}
+
+impl Listening {
+    /// Stops accepting at once; the connections it accepted finish what they are doing
+    /// and close.
+    pub fn close(&self) {
+        self.stop.send_replace(true);
+    }
 }

@@ -7,11 +7,14 @@ mod timeouts;
 mod worker;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+
+use self::listener::{Bound, Listening};
+use self::worker::Listen;
 
 use crate::config::Config;
 use crate::snapshot::{self, Snapshot};
@@ -21,7 +24,7 @@ pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
 }
 
-/// Why the gateway could not start.
+/// Why the gateway could not start, or a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
@@ -37,10 +40,11 @@ pub enum StartError {
 
 /// A running gateway. Dropping it starts a graceful shutdown without waiting.
 pub struct Gateway {
-    addrs: Vec<SocketAddr>,
-    /// The `listen` addresses as configured (port 0 unresolved), and the worker count: a
-    /// reload cannot change them yet.
-    listen: Vec<SocketAddr>,
+    /// The addresses in force, in `listen` order.
+    listening: Mutex<Vec<Listening>>,
+    /// Each worker's channel for new listening sockets.
+    to_workers: Vec<mpsc::UnboundedSender<Listen>>,
+    /// A reload cannot change the worker count.
     worker_count: usize,
     shared: Arc<Shared>,
     shutdown: watch::Sender<bool>,
@@ -54,40 +58,31 @@ impl Gateway {
     pub fn start(config: Config) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
         let snapshot = snapshot::build(&config, 1, workers, &[])?;
-        let mut addrs = Vec::new();
-        let mut per_worker: Vec<Vec<std::net::TcpListener>> =
-            (0..workers).map(|_| Vec::new()).collect();
-        for &addr in &config.server.listen {
-            let (actual, listeners) = listener::bind(addr, workers)
-                .map_err(|source| StartError::Listen { addr, source })?;
-            addrs.push(actual);
-            for (slot, listener) in per_worker.iter_mut().zip(listeners) {
-                slot.push(listener);
-            }
-        }
+        let bound = bind_all(&config.server.listen, workers)?;
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
         });
         let (shutdown, _) = watch::channel(false);
         let mut handles = Vec::with_capacity(workers);
-        for (id, listeners) in per_worker.into_iter().enumerate() {
-            let (shared, rx) = (shared.clone(), shutdown.subscribe());
+        let mut to_workers = Vec::with_capacity(workers);
+        for id in 0..workers {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (shared, stop) = (shared.clone(), shutdown.subscribe());
             let handle = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{id}"))
                 .spawn(move || {
-                    if let Err(err) = worker::run(id, listeners, shared, rx) {
+                    if let Err(err) = worker::run(id, rx, shared, stop) {
                         tracing::error!(worker = id, error = %err, "worker failed");
                     }
                 })
                 .map_err(StartError::Thread)?;
             handles.push(handle);
+            to_workers.push(tx);
         }
-        for addr in &addrs {
-            tracing::info!(%addr, workers, "listening");
-        }
+        let listening = bound.into_iter().map(|b| b.serve(&to_workers)).collect();
         Ok(Gateway {
-            addrs,
-            listen: config.server.listen.clone(),
+            listening: Mutex::new(listening),
+            to_workers,
             worker_count: workers,
             shared,
             shutdown,
@@ -96,22 +91,30 @@ impl Gateway {
     }
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
-    pub fn local_addrs(&self) -> &[SocketAddr] {
-        &self.addrs
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        lock(&self.listening).iter().map(|l| l.actual).collect()
     }
 
-    /// Puts `config` in force (SIGHUP): builds the next generation, zones that keep
-    /// their name, key, algorithm and size keeping their state too, and swaps it in.
-    /// Requests already under way finish on the generation they started with. Returns
-    /// the new generation; on an error nothing changes.
-    pub fn reload(&self, config: &Config) -> Result<u64, snapshot::BuildError> {
-        let current = self.shared.snapshot.load();
-        if config.server.listen != self.listen || config.server.workers.max(1) != self.worker_count
-        {
-            tracing::warn!(
-                "reload: `listen` and `workers` changes take effect on restart; the other changes apply now"
-            );
+    /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the
+    /// next generation (zones that keep their name, key, algorithm and size keep their
+    /// state too) and swaps it in, then closes the addresses `listen` dropped (their
+    /// connections drain). Requests already under way finish on the generation they
+    /// started with. Returns the new generation; on an error (a busy port, a file that
+    /// cannot be opened) nothing changes.
+    pub fn reload(&self, config: &Config) -> Result<u64, StartError> {
+        // Held throughout: one reload at a time.
+        let mut listening = lock(&self.listening);
+        if config.server.workers.max(1) != self.worker_count {
+            tracing::warn!("reload: a `workers` change takes effect on restart");
         }
+        let wanted = &config.server.listen;
+        let added: Vec<SocketAddr> = wanted
+            .iter()
+            .filter(|addr| !listening.iter().any(|l| l.configured == **addr))
+            .copied()
+            .collect();
+        let bound = bind_all(&added, self.worker_count)?;
+        let current = self.shared.snapshot.load();
         let generation = current.generation + 1;
         let next = snapshot::build(config, generation, self.worker_count, &current.zones)?;
         for zone in &next.zones {
@@ -119,6 +122,14 @@ impl Gateway {
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
         }
         self.shared.snapshot.store(Arc::new(next));
+        for gone in listening.iter().filter(|l| !wanted.contains(&l.configured)) {
+            tracing::info!(addr = %gone.actual, "no longer listening; draining its connections");
+            gone.close();
+        }
+        listening.retain(|l| wanted.contains(&l.configured));
+        listening.extend(bound.into_iter().map(|b| b.serve(&self.to_workers)));
+        // `listen` order, for `local_addrs`.
+        listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
         Ok(generation)
     }
 
@@ -137,6 +148,9 @@ impl Gateway {
 
     /// Stops accepting at once; open connections finish their requests and close.
     pub fn shutdown(&self) {
+        for listening in lock(&self.listening).iter() {
+            listening.close();
+        }
         self.shutdown.send_replace(true);
     }
 
@@ -159,6 +173,23 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        self.shutdown.send_replace(true);
+        self.shutdown();
     }
+}
+
+/// Binds each address for every worker; the first that fails fails all (the others are
+/// closed again).
+fn bind_all(addrs: &[SocketAddr], workers: usize) -> Result<Vec<Bound>, StartError> {
+    addrs
+        .iter()
+        .map(|&addr| {
+            Bound::new(addr, workers).map_err(|source| StartError::Listen { addr, source })
+        })
+        .collect()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

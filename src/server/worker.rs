@@ -1,6 +1,9 @@
 //! A worker: one thread with its own single-threaded runtime, accepting on its own
 //! listening sockets and serving its connections start to end. Nothing is shared
-//! between workers on the request path but the snapshot and upstream health.
+//! between workers on the request path but the snapshot and upstream health. Sockets
+//! arrive over a channel, at start and on reload, each with its own stop signal: a
+//! listener removed by a reload stops accepting, and its connections drain, while the
+//! others serve on.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -12,11 +15,19 @@ use super::conn;
 use super::Shared;
 use crate::proxy::Conn;
 
-/// Runs until `shutdown` turns true, then stops accepting at once and gives open
-/// connections until the snapshot's `shutdown_timeout` to finish.
+/// A listening socket for one worker, and the signal that stops it: accepting ends at
+/// once, and its connections finish what they are doing and close.
+pub struct Listen {
+    pub listener: TcpListener,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
+/// stops every socket first), then gives open connections until the snapshot's
+/// `shutdown_timeout` to finish.
 pub fn run(
     worker: usize,
-    listeners: Vec<TcpListener>,
+    mut listen: mpsc::UnboundedReceiver<Listen>,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -26,22 +37,26 @@ pub fn run(
     runtime.block_on(async move {
         // Every task holds a sender; `recv` returns `None` once all have ended.
         let (alive, mut all_done) = mpsc::channel::<()>(1);
-        for listener in listeners {
-            listener.set_nonblocking(true)?;
-            let listener = tokio::net::TcpListener::from_std(listener)?;
-            let task = accept_loop(
-                worker,
-                listener,
-                shared.clone(),
-                shutdown.clone(),
-                alive.clone(),
-            );
-            tokio::spawn(task);
-        }
-        drop(alive);
         tokio::spawn(heartbeat());
         let mut stop = shutdown.clone();
-        let _ = stop.wait_for(|stop| *stop).await;
+        loop {
+            let Listen { listener, stop } = tokio::select! {
+                Some(next) = listen.recv() => next,
+                _ = stop.wait_for(|stop| *stop) => break,
+            };
+            let addr = listener.local_addr().ok();
+            match listener
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(listener))
+            {
+                Ok(listener) => {
+                    let task = accept_loop(worker, listener, shared.clone(), stop, alive.clone());
+                    tokio::spawn(task);
+                }
+                Err(err) => tracing::error!(worker, ?addr, error = %err, "cannot accept"),
+            }
+        }
+        drop(alive);
         let limit = shared.snapshot.load().conn.shutdown_timeout;
         if tokio::time::timeout(limit, all_done.recv()).await.is_err() {
             tracing::warn!(
@@ -73,21 +88,21 @@ async fn accept_loop(
     worker: usize,
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
     alive: mpsc::Sender<()>,
 ) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            _ = stop.wait_for(|stop| *stop) => return,
         };
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
                 let conn = Conn::new(peer, worker, false);
-                let (shared, shutdown, alive) = (shared.clone(), shutdown.clone(), alive.clone());
+                let (shared, stop, alive) = (shared.clone(), stop.clone(), alive.clone());
                 tokio::spawn(async move {
-                    conn::serve(stream, conn, shared, shutdown).await;
+                    conn::serve(stream, conn, shared, stop).await;
                     drop(alive);
                 });
             }
