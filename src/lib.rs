@@ -29,6 +29,7 @@
 #![deny(unsafe_code)]
 
 pub mod access;
+pub mod admin;
 pub mod body;
 pub mod clock;
 pub mod config;

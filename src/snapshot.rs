@@ -24,6 +24,8 @@ pub struct Snapshot {
     pub generation: u64,
     /// Every zone, in config order: the next generation takes over their state.
     pub zones: Vec<Arc<Zone>>,
+    /// Every upstream group, in config order (for `/status`).
+    pub upstreams: Vec<Arc<Group>>,
     pub pipeline: Pipeline,
     pub conn: ConnSettings,
 }
@@ -144,6 +146,7 @@ pub fn build(
     Ok(Snapshot {
         generation,
         zones,
+        upstreams: groups,
         pipeline: Pipeline {
             router: Router::new(patterns),
             locations,

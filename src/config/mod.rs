@@ -36,6 +36,15 @@ pub struct Config {
     pub api_keys: Option<ApiKeys>,
     /// Locations in file order (regex locations are tried in this order).
     pub locations: Vec<Location>,
+    /// `[admin]`: `/healthz` and `/status`; `None` when the section is absent.
+    pub admin: Option<Admin>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admin {
+    /// Where the admin API listens; meant for loopback (it tells about every client).
+    pub listen: SocketAddr,
 }
 
 /// `[server]`.

@@ -38,9 +38,10 @@ const SECTIONS: &[&str] = &[
     "zones",
     "api_keys",
     "location",
+    "admin",
 ];
 /// Sections that later releases add.
-const FUTURE_SECTIONS: &[&str] = &["tls", "admin", "redis"];
+const FUTURE_SECTIONS: &[&str] = &["tls", "redis"];
 const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls"];
 const FUTURE_ZONE_KEYS: &[&str] = &["backend", "instances", "on_error"];
 
@@ -61,6 +62,7 @@ pub(crate) struct RawConfig {
     pub real_ip: Section<RawRealIp>,
     pub access: Section<RawAccess>,
     pub log: Section<RawLog>,
+    pub admin: Section<RawAdmin>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order.
@@ -149,6 +151,13 @@ pub(crate) struct RawRealIp {
     pub trusted: Option<Spanned<Vec<Spanned<String>>>>,
     pub header: Option<Spanned<String>>,
     pub recursive: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawAdmin {
+    /// Required.
+    pub listen: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +306,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "real_ip" => raw.real_ip = section(value, &[], diag),
             "access" => raw.access = section(value, &[], diag),
             "log" => raw.log = section(value, &[], diag),
+            "admin" => raw.admin = section(value, &[], diag),
             "upstreams" => raw.upstreams = named(value, &[], UPSTREAMS_HINT, diag),
             "zones" => raw.zones = named(value, FUTURE_ZONE_KEYS, ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, &[], diag),
@@ -576,7 +586,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`"
         );
     }
 

@@ -320,3 +320,20 @@ fn reference_example_in_docs_is_valid() {
 
 mod errors;
 mod limits;
+
+#[test]
+fn admin_listens_where_it_is_told_and_needs_an_address() {
+    let config = parse(&format!("{SERVER}[admin]\nlisten = \"127.0.0.1:9901\"\n"));
+    assert_eq!(
+        config.admin,
+        Some(Admin {
+            listen: addr("127.0.0.1:9901")
+        })
+    );
+    assert_eq!(parse(SERVER).admin, None);
+    let (line, col, message) = error("[admin]\nlisten = \"nowhere\"\n");
+    assert_eq!((line, col), (4, 10), "{message}");
+    let (line, col, message) = error("[admin]\n");
+    assert_eq!((line, col), (3, 1), "{message}");
+    assert!(message.contains("listen"), "{message}");
+}

@@ -15,7 +15,7 @@ use super::raw::{
 };
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
 use super::{limits, location, values};
-use super::{Access, AccessLog, Balance, Config, Log, LogFormat, RateLimitHeaders};
+use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat, RateLimitHeaders};
 use super::{RealIp, Server, Upstream, UpstreamServer};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
@@ -80,9 +80,17 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         .into_iter()
         .map(|entry| upstream(entry, &mut diag)));
     let locations = location::locations(raw.locations, &names, &zone_limits, &mut diag);
+    let admin = match raw.admin {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(span, raw) => diag
+            .required(raw.listen.as_ref(), &span, "listen")
+            .and_then(|listen| diag.check(listen.span(), values::listen_addr(listen.get_ref())))
+            .map(|listen| Some(Admin { listen })),
+    };
 
     match (
-        server, real_ip, access, log, upstreams, zones, api_keys, locations,
+        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin,
     ) {
         (
             Some(server),
@@ -93,6 +101,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             Some(zones),
             Some(api_keys),
             Some(locations),
+            Some(admin),
         ) if !diag.has_errors() => Ok(Config {
             origin: origin.to_path_buf(),
             server,
@@ -103,6 +112,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             zones,
             api_keys,
             locations,
+            admin,
         }),
         _ => {
             if !diag.has_errors() {

@@ -55,6 +55,11 @@ pub struct Listening {
 }
 
 impl Bound {
+    /// The address actually bound (port 0 resolved).
+    pub fn addr(&self) -> SocketAddr {
+        self.actual
+    }
+
     /// Binds `addr` once per worker (see [`bind`]): a busy port fails here, before
     /// anything changes.
     pub fn new(addr: SocketAddr, workers: usize) -> io::Result<Bound> {

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use self::listener::{Bound, Listening};
 use self::worker::Listen;
+use crate::admin::Admin;
 
 use crate::config::Config;
 use crate::snapshot::{self, Snapshot};
@@ -22,6 +23,8 @@ use crate::snapshot::{self, Snapshot};
 /// What every worker shares: the configuration in force.
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
+    /// The addresses listened on, in `listen` order (for `/status`).
+    pub listeners: ArcSwap<Vec<SocketAddr>>,
 }
 
 /// Why the gateway could not start, or a reload changed nothing.
@@ -49,6 +52,10 @@ pub struct Gateway {
     shared: Arc<Shared>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    /// `[admin]`, when configured, and its address as configured: a reload cannot move
+    /// it.
+    admin: Option<Admin>,
+    admin_config: Option<SocketAddr>,
 }
 
 impl Gateway {
@@ -61,7 +68,18 @@ impl Gateway {
         let bound = bind_all(&config.server.listen, workers)?;
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
+            listeners: ArcSwap::from_pointee(bound.iter().map(Bound::addr).collect()),
         });
+        let admin =
+            match &config.admin {
+                Some(admin) => Some(Admin::start(admin.listen, shared.clone()).map_err(
+                    |source| StartError::Listen {
+                        addr: admin.listen,
+                        source,
+                    },
+                )?),
+                None => None,
+            };
         let (shutdown, _) = watch::channel(false);
         let mut handles = Vec::with_capacity(workers);
         let mut to_workers = Vec::with_capacity(workers);
@@ -87,7 +105,14 @@ impl Gateway {
             shared,
             shutdown,
             workers: handles,
+            admin,
+            admin_config: config.admin.as_ref().map(|a| a.listen),
         })
+    }
+
+    /// Where the admin API listens (port 0 resolved), if configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(Admin::addr)
     }
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
@@ -106,6 +131,9 @@ impl Gateway {
         let mut listening = lock(&self.listening);
         if config.server.workers.max(1) != self.worker_count {
             tracing::warn!("reload: a `workers` change takes effect on restart");
+        }
+        if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
+            tracing::warn!("reload: an `[admin]` change takes effect on restart");
         }
         let wanted = &config.server.listen;
         let added: Vec<SocketAddr> = wanted
@@ -130,6 +158,8 @@ impl Gateway {
         listening.extend(bound.into_iter().map(|b| b.serve(&self.to_workers)));
         // `listen` order, for `local_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
+        let addrs = listening.iter().map(|l| l.actual).collect();
+        self.shared.listeners.store(Arc::new(addrs));
         Ok(generation)
     }
 
@@ -159,6 +189,8 @@ impl Gateway {
         for handle in self.workers.drain(..) {
             let _ = handle.join();
         }
+        // The admin API answers until the workers have drained.
+        drop(self.admin.take());
         if let Some(log) = &self.shared.snapshot.load().pipeline.access_log {
             log.flush();
         }

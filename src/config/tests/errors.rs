@@ -247,12 +247,12 @@ fn future_and_unknown_sections_are_reported_at_their_name() {
         owned(6, 1, "`backend` is not supported yet")
     );
     assert_eq!(
-        error("[admin]\nlisten = \"127.0.0.1:9901\"\n"),
-        owned(3, 2, "`[admin]` is not supported yet")
+        error("[redis]\nurl = \"redis://127.0.0.1:6379\"\n"),
+        owned(3, 2, "`[redis]` is not supported yet")
     );
     let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`";
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
 }
 

@@ -1,0 +1,196 @@
+//! The admin API (`[admin]`, DESIGN §5.7): `GET /healthz` and `GET /status` on a
+//! listener of its own, served by a thread of its own, so that it answers while the
+//! workers are busy and its requests never count among theirs.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::sync::watch;
+
+use crate::log::push_json_string;
+use crate::server::Shared;
+
+/// The running admin listener; stops (after the request at hand) when dropped.
+pub struct Admin {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Admin {
+    /// Binds `addr` now (a busy port fails the start), then serves on a thread.
+    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> io::Result<Admin> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name("tollgate-admin".into())
+            .spawn(move || serve(listener, shared, stopped))?;
+        tracing::info!(%addr, "admin API listening");
+        Ok(Admin {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "admin API cannot start");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(err) => {
+                tracing::error!(error = %err, "admin API cannot listen");
+                return;
+            }
+        };
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "admin API accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = stop.wait_for(|stop| *stop) => return,
+            };
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let response = answer(&req, &shared);
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
+
+fn answer<B>(req: &Request<B>, shared: &Shared) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match req.uri().path() {
+        "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
+        "/status" => reply(StatusCode::OK, "application/json", status(shared)),
+        _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+    }
+}
+
+fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// `/status`: the generation in force, the addresses listened on, each upstream
+/// server's passive health, and each zone's keys and memory.
+fn status(shared: &Shared) -> String {
+    let snapshot = shared.snapshot.load();
+    let mut out = String::with_capacity(1024);
+    let _ = write!(
+        out,
+        "{{\"generation\":{},\"listeners\":[",
+        snapshot.generation
+    );
+    for (i, addr) in shared.listeners.load().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, &addr.to_string());
+    }
+    out.push_str("],\"upstreams\":{");
+    let now = Instant::now();
+    for (i, group) in snapshot.upstreams.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, &group.name);
+        out.push_str(":[");
+        for (j, server) in group.servers.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"server\":");
+            push_json_string(&mut out, &server.addr.to_string());
+            let _ = write!(
+                out,
+                ",\"healthy\":{},\"fails\":{}}}",
+                server.health.is_available(now),
+                server.health.fails()
+            );
+        }
+        out.push(']');
+    }
+    out.push_str("},\"zones\":{");
+    for (i, zone) in snapshot.zones.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let stats = zone.stats();
+        push_json_string(&mut out, &zone.name);
+        let _ = write!(
+            out,
+            ":{{\"algorithm\":\"{}\",\"keys\":{},\"bytes\":{},\"capacity_bytes\":{},\"evictions\":{}}}",
+            zone.kind.name(),
+            stats.keys,
+            stats.bytes,
+            stats.capacity_bytes,
+            stats.evictions
+        );
+    }
+    out.push_str("}}\n");
+    out
+}

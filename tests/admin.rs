@@ -1,0 +1,96 @@
+//! The admin API (`[admin]`): `/healthz` and `/status` on a listener of their own.
+
+mod support;
+
+use std::path::Path;
+
+use http::Request;
+use support::*;
+
+fn config(admin: &str, rate: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+{admin}
+[zones.per_ip]
+key = "$binary_remote_addr"
+rate = "{rate}"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+limit = [{{ zone = "per_ip", nodelay = true }}]
+return = {{ status = 200 }}
+"#,
+        closed_port()
+    )
+}
+
+async fn from(gw: &tollgate::Gateway, client: &str) -> u16 {
+    let req = Request::get("/")
+        .header("host", "example.test")
+        .header("x-forwarded-for", client)
+        .body(empty())
+        .unwrap();
+    within(5, send(addr(gw), req)).await.status.as_u16()
+}
+
+#[tokio::test]
+async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
+    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let admin = gw.admin_addr().expect("admin configured");
+    let health = within(5, send(admin, get("/healthz"))).await;
+    assert_eq!(
+        (health.status.as_u16(), health.body.as_str()),
+        (200, "ok\n")
+    );
+
+    for client in ["10.0.0.1", "10.0.0.2", "10.0.0.2"] {
+        from(&gw, client).await;
+    }
+    let status = within(5, send(admin, get("/status"))).await;
+    assert_eq!(status.status, 200);
+    assert_eq!(status.headers["content-type"], "application/json");
+    let body = status.body;
+    assert!(body.starts_with("{\"generation\":1,"), "{body}");
+    assert!(
+        body.contains(&format!("\"listeners\":[\"{}\"]", addr(&gw))),
+        "{body}"
+    );
+    assert!(body.contains("\"healthy\":true,\"fails\":0"), "{body}");
+    assert!(
+        body.contains("\"per_ip\":{\"algorithm\":\"leaky_bucket\",\"keys\":2,"),
+        "{body}"
+    );
+
+    // After a reload: the next generation, the zone's keys kept.
+    let next = tollgate::config::from_str(
+        &config("[admin]\nlisten = \"127.0.0.1:0\"", "2r/m"),
+        Path::new("/tmp/tollgate-test/gateway.toml"),
+    )
+    .unwrap();
+    assert_eq!(gw.reload(&next).unwrap(), 2);
+    let body = within(5, send(admin, get("/status"))).await.body;
+    assert!(body.starts_with("{\"generation\":2,"), "{body}");
+    assert!(body.contains("\"keys\":2,"), "{body}");
+
+    let missing = within(5, send(admin, get("/nothing"))).await;
+    assert_eq!(missing.status, 404);
+    let post = Request::post("/status")
+        .header("host", "admin")
+        .body(empty())
+        .unwrap();
+    assert_eq!(within(5, send(admin, post)).await.status, 405);
+}
+
+#[tokio::test]
+async fn without_an_admin_section_there_is_no_admin_listener() {
+    let gw = gateway(&config("", "1r/m"));
+    assert!(gw.admin_addr().is_none());
+}
