@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -135,15 +136,19 @@ fn reply(
     response
 }
 
-/// `/status`: the generation in force, the addresses listened on, each upstream
-/// server's passive health, and each zone's keys and memory.
+/// `/status`: the generation in force (its file's SHA-256, and how many reloads took
+/// effect or failed), the addresses listened on, each upstream server's passive health,
+/// and each zone's keys and memory.
 fn status(shared: &Shared) -> String {
     let snapshot = shared.snapshot.load();
     let mut out = String::with_capacity(1024);
     let _ = write!(
         out,
-        "{{\"generation\":{},\"listeners\":[",
-        snapshot.generation
+        "{{\"generation\":{},\"config_sha256\":\"{}\",\"reloads\":{{\"ok\":{},\"failed\":{}}},\"listeners\":[",
+        snapshot.generation,
+        snapshot.config_sha256,
+        shared.reloads_ok.load(Ordering::Relaxed),
+        shared.reloads_failed.load(Ordering::Relaxed),
     );
     for (i, addr) in shared.listeners.load().iter().enumerate() {
         if i > 0 {

@@ -100,17 +100,11 @@ fn run(config: config::Config, path: &Path) -> ExitCode {
 /// changes nothing, and its every problem goes to the error log.
 fn reload(gateway: &Gateway, path: &Path) {
     let in_force = gateway.generation();
-    match config::load(path) {
-        Err(errors) => tracing::error!(
+    match gateway.reload_file(path) {
+        Ok(generation) => tracing::info!(generation, "reloaded {}", path.display()),
+        Err(err) => tracing::error!(
             generation = in_force,
-            "reload failed, the configuration in force stays:\n{errors}"
+            "reload failed, the configuration in force stays:\n{err}"
         ),
-        Ok(config) => match gateway.reload(&config) {
-            Ok(generation) => tracing::info!(generation, "reloaded {}", path.display()),
-            Err(err) => tracing::error!(
-                generation = in_force,
-                "reload failed, the configuration in force stays: {err}"
-            ),
-        },
     }
 }

@@ -22,6 +22,8 @@ use crate::upstream::{Group, GroupSpec};
 /// Everything one configuration generation needs at run time.
 pub struct Snapshot {
     pub generation: u64,
+    /// SHA-256 of the configuration file in force, hex.
+    pub config_sha256: String,
     /// Every zone, in config order: the next generation takes over their state.
     pub zones: Vec<Arc<Zone>>,
     /// Every upstream group, in config order (for `/status`).
@@ -145,6 +147,7 @@ pub fn build(
     let server = &config.server;
     Ok(Snapshot {
         generation,
+        config_sha256: config.sha256.clone(),
         zones,
         upstreams: groups,
         pipeline: Pipeline {

@@ -58,7 +58,14 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
     assert_eq!(status.status, 200);
     assert_eq!(status.headers["content-type"], "application/json");
     let body = status.body;
-    assert!(body.starts_with("{\"generation\":1,"), "{body}");
+    assert!(
+        body.starts_with("{\"generation\":1,\"config_sha256\":\""),
+        "{body}"
+    );
+    assert!(
+        body.contains("\"reloads\":{\"ok\":0,\"failed\":0}"),
+        "{body}"
+    );
     assert!(
         body.contains(&format!("\"listeners\":[\"{}\"]", addr(&gw))),
         "{body}"
@@ -78,7 +85,23 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
     assert_eq!(gw.reload(&next).unwrap(), 2);
     let body = within(5, send(admin, get("/status"))).await.body;
     assert!(body.starts_with("{\"generation\":2,"), "{body}");
+    assert!(
+        body.contains("\"reloads\":{\"ok\":1,\"failed\":0}"),
+        "{body}"
+    );
     assert!(body.contains("\"keys\":2,"), "{body}");
+
+    // A file that does not validate changes nothing, and counts as failed.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("gateway.toml");
+    std::fs::write(&broken, "[server]\nlisten = 3\n").unwrap();
+    assert!(gw.reload_file(&broken).is_err());
+    let body = within(5, send(admin, get("/status"))).await.body;
+    assert!(body.starts_with("{\"generation\":2,"), "{body}");
+    assert!(
+        body.contains("\"reloads\":{\"ok\":1,\"failed\":1}"),
+        "{body}"
+    );
 
     let missing = within(5, send(admin, get("/nothing"))).await;
     assert_eq!(missing.status, 404);

@@ -24,6 +24,8 @@ pub use diag::{ConfigError, ConfigErrors};
 pub struct Config {
     /// The file this came from (for messages and relative paths); `<string>` when parsed from text.
     pub origin: PathBuf,
+    /// SHA-256 of the text, lowercase hex (`/status` tells which file is in force).
+    pub sha256: String,
     pub server: Server,
     pub real_ip: Option<RealIp>,
     pub access: Access,
@@ -306,7 +308,20 @@ pub struct Return {
 /// Parses and validates configuration text. `origin` names the file in messages and is
 /// the base for relative paths; nothing is read from disk.
 pub fn from_str(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
-    validate::validate(text, origin)
+    let mut config = validate::validate(text, origin)?;
+    config.sha256 = sha256_hex(text.as_bytes());
+    Ok(config)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 /// Reads and validates the file at `path`.

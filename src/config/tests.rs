@@ -337,3 +337,10 @@ fn admin_listens_where_it_is_told_and_needs_an_address() {
     assert_eq!((line, col), (3, 1), "{message}");
     assert!(message.contains("listen"), "{message}");
 }
+
+#[test]
+fn a_config_knows_the_sha256_of_its_text() {
+    // `sha256sum` of SERVER's text.
+    let want = "cf27c8e5f876251cc17eea425adcd5589aa06b93cf5d50cc89bd2dc538427b8b";
+    assert_eq!(parse(SERVER).sha256, want);
+}

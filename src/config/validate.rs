@@ -104,6 +104,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             Some(admin),
         ) if !diag.has_errors() => Ok(Config {
             origin: origin.to_path_buf(),
+            sha256: String::new(),
             server,
             real_ip,
             access,

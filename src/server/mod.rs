@@ -7,6 +7,8 @@ mod timeouts;
 mod worker;
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -17,7 +19,7 @@ use self::listener::{Bound, Listening};
 use self::worker::Listen;
 use crate::admin::Admin;
 
-use crate::config::Config;
+use crate::config::{self, Config, ConfigErrors};
 use crate::snapshot::{self, Snapshot};
 
 /// What every worker shares: the configuration in force.
@@ -25,6 +27,9 @@ pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     /// The addresses listened on, in `listen` order (for `/status`).
     pub listeners: ArcSwap<Vec<SocketAddr>>,
+    /// Reloads that took effect, and those that changed nothing.
+    pub reloads_ok: AtomicU64,
+    pub reloads_failed: AtomicU64,
 }
 
 /// Why the gateway could not start, or a reload changed nothing.
@@ -39,6 +44,15 @@ pub enum StartError {
     Build(#[from] snapshot::BuildError),
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+}
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Config(#[from] ConfigErrors),
+    #[error("{0}")]
+    Start(#[from] StartError),
 }
 
 /// A running gateway. Dropping it starts a graceful shutdown without waiting.
@@ -69,6 +83,8 @@ impl Gateway {
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(bound.iter().map(Bound::addr).collect()),
+            reloads_ok: AtomicU64::new(0),
+            reloads_failed: AtomicU64::new(0),
         });
         let admin =
             match &config.admin {
@@ -127,6 +143,28 @@ impl Gateway {
     /// started with. Returns the new generation; on an error (a busy port, a file that
     /// cannot be opened) nothing changes.
     pub fn reload(&self, config: &Config) -> Result<u64, StartError> {
+        let result = self.put_in_force(config);
+        let counter = match result {
+            Ok(_) => &self.shared.reloads_ok,
+            Err(_) => &self.shared.reloads_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    /// [`Gateway::reload`] from the file at `path` (SIGHUP): a file that does not
+    /// validate changes nothing either, and counts as a failed reload.
+    pub fn reload_file(&self, path: &Path) -> Result<u64, ReloadError> {
+        match config::load(path) {
+            Ok(config) => Ok(self.reload(&config)?),
+            Err(errors) => {
+                self.shared.reloads_failed.fetch_add(1, Ordering::Relaxed);
+                Err(errors.into())
+            }
+        }
+    }
+
+    fn put_in_force(&self, config: &Config) -> Result<u64, StartError> {
         // Held throughout: one reload at a time.
         let mut listening = lock(&self.listening);
         if config.server.workers.max(1) != self.worker_count {
