@@ -1,5 +1,5 @@
-//! The admin API (`[admin]`, DESIGN §5.7): `GET /healthz` and `GET /status` on a
-//! listener of its own, served by a thread of its own, so that it answers while the
+//! The admin API (`[admin]`, DESIGN §5.7): `GET /healthz`, `GET /status`, and
+//! `GET`/`DELETE /zones/NAME/keys/KEY` on a listener of its own, served by a thread of its own, so that it answers while the
 //! workers are busy and its requests never count among theirs.
 
 use std::convert::Infallible;
@@ -21,6 +21,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
 use crate::log::push_json_string;
+use crate::routing::percent_decode;
 use crate::server::Shared;
 
 /// The running admin listener; stops (after the request at hand) when dropped.
@@ -108,18 +109,79 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::
 }
 
 fn answer<B>(req: &Request<B>, shared: &Shared) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
-        return response;
+    let (method, path) = (req.method(), req.uri().path());
+    if let Some(rest) = path.strip_prefix("/zones/") {
+        return zone_key(method, rest, shared);
     }
-    match req.uri().path() {
+    if method != Method::GET && method != Method::HEAD {
+        return not_allowed("GET, HEAD");
+    }
+    match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
         "/status" => reply(StatusCode::OK, "application/json", status(shared)),
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }
+}
+
+/// `/zones/NAME/keys/KEY`: GET shows the key's stored state, DELETE forgets it (its next
+/// request starts afresh). KEY is percent-encoded; in a zone keyed by
+/// `$binary_remote_addr` alone it is an address, masked as the zone masks clients.
+fn zone_key(method: &Method, rest: &str, shared: &Shared) -> Response<Full<Bytes>> {
+    let Some((name, key)) = rest.split_once("/keys/") else {
+        return reply(StatusCode::NOT_FOUND, "text/plain", "not found\n");
+    };
+    let snapshot = shared.snapshot.load();
+    let Some(zone) = snapshot.zones.iter().find(|zone| *zone.name == *name) else {
+        return reply(StatusCode::NOT_FOUND, "text/plain", "no such zone\n");
+    };
+    let Ok(text) = percent_decode(key.as_bytes()) else {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            "text/plain",
+            "bad percent-encoding\n",
+        );
+    };
+    let key = zone.template.key_of(&text);
+    let mut body = String::from("{\"zone\":");
+    push_json_string(&mut body, &zone.name);
+    body.push_str(",\"key\":");
+    push_json_string(&mut body, &String::from_utf8_lossy(&text));
+    let found = match *method {
+        Method::GET | Method::HEAD => {
+            let state = zone.state_of(&key);
+            let _ = write!(body, ",\"stored\":{}", state.is_some());
+            if let Some(state) = &state {
+                body.push_str(",\"state\":");
+                push_json_string(&mut body, state);
+            }
+            state.is_some()
+        }
+        Method::DELETE => {
+            let forgotten = zone.forget(&key);
+            let _ = write!(body, ",\"reset\":{forgotten}");
+            forgotten
+        }
+        _ => return not_allowed("GET, HEAD, DELETE"),
+    };
+    body.push_str("}\n");
+    let status = if found {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    reply(status, "application/json", body)
+}
+
+fn not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
+    let mut response = reply(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "text/plain",
+        "method not allowed\n",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    response
 }
 
 fn reply(

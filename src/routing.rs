@@ -271,7 +271,7 @@ fn dot_segment_len(rest: &[u8]) -> usize {
     }
 }
 
-fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
+pub(crate) fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {

@@ -117,3 +117,63 @@ async fn without_an_admin_section_there_is_no_admin_listener() {
     let gw = gateway(&config("", "1r/m"));
     assert!(gw.admin_addr().is_none());
 }
+
+fn request(method: &str, path: &str) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "admin")
+        .body(empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_limited_client_is_shown_and_freed_by_hand() {
+    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let admin = gw.admin_addr().expect("admin configured");
+    assert_eq!(from(&gw, "10.0.0.1").await, 200);
+    assert_eq!(from(&gw, "10.0.0.1").await, 429);
+
+    let shown = within(5, send(admin, get("/zones/per_ip/keys/10.0.0.1"))).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert!(
+        shown
+            .body
+            .starts_with("{\"zone\":\"per_ip\",\"key\":\"10.0.0.1\",\"stored\":true,\"state\":\""),
+        "{}",
+        shown.body
+    );
+    let unknown = within(5, send(admin, get("/zones/per_ip/keys/10.0.0.9"))).await;
+    assert_eq!(unknown.status, 404);
+    assert!(
+        unknown.body.contains("\"stored\":false"),
+        "{}",
+        unknown.body
+    );
+    let no_zone = within(5, send(admin, get("/zones/nope/keys/10.0.0.1"))).await;
+    assert_eq!(no_zone.status, 404);
+
+    // Freed: the client's next request passes, once.
+    let reset = within(
+        5,
+        send(admin, request("DELETE", "/zones/per_ip/keys/10.0.0.1")),
+    )
+    .await;
+    assert_eq!(reset.status, 200);
+    assert!(reset.body.contains("\"reset\":true"), "{}", reset.body);
+    assert_eq!(from(&gw, "10.0.0.1").await, 200);
+    assert_eq!(from(&gw, "10.0.0.1").await, 429);
+    let again = within(
+        5,
+        send(admin, request("DELETE", "/zones/per_ip/keys/10.0.0.2")),
+    )
+    .await;
+    assert_eq!(again.status, 404);
+    let put = within(
+        5,
+        send(admin, request("PUT", "/zones/per_ip/keys/10.0.0.1")),
+    )
+    .await;
+    assert_eq!(put.status, 405);
+    assert_eq!(put.headers["allow"], "GET, HEAD, DELETE");
+}

@@ -120,6 +120,21 @@ impl Template {
         !empty && len > 0 && len <= MAX_KEY_LEN
     }
 
+    /// The stored key an operator means by `text` (the admin API): for a key of
+    /// `$binary_remote_addr` alone, the address `text` names, masked as requests are;
+    /// otherwise `text`'s bytes, as the template renders them.
+    pub fn key_of(&self, text: &[u8]) -> Vec<u8> {
+        let addr = std::str::from_utf8(text).ok().and_then(|t| t.parse().ok());
+        match (&*self.parts, addr) {
+            ([Part::BinaryRemoteAddr], Some(addr)) => {
+                let mut key = Vec::with_capacity(16);
+                self.binary_addr(addr, &mut key);
+                key
+            }
+            _ => text.to_vec(),
+        }
+    }
+
     fn binary_addr(&self, client: IpAddr, out: &mut Vec<u8>) {
         match client {
             IpAddr::V4(v4) => {

@@ -152,7 +152,7 @@ impl Decision {
 /// [`charge`](Algorithm::charge) only when every zone admitted (nginx: a rejected request
 /// charges no zone), both at the same `now` under the key's lock.
 pub trait Algorithm {
-    type State: Send + 'static;
+    type State: Send + std::fmt::Debug + 'static;
     /// The state of a key seen for the first time at `now`.
     fn fresh(now: u64) -> Self::State;
     /// The decision for a request at `now`, changing nothing.

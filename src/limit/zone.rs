@@ -264,6 +264,32 @@ impl Zone {
         }
     }
 
+    /// The stored state of `key` (as [`Template::key_of`] gives it), in the algorithm's
+    /// own units; None when the key is not stored (it is then as fresh).
+    pub fn state_of(&self, key: &[u8]) -> Option<String> {
+        match &*self.stores {
+            Stores::Leaky(s) => state_in(s, key),
+            Stores::Token(s) => state_in(s, key),
+            Stores::Fixed(s) => state_in(s, key),
+            Stores::Sliding(s) => state_in(s, key),
+            Stores::Log(s) => state_in(s, key),
+            Stores::Concurrency(s) => state_in(s, key),
+        }
+    }
+
+    /// Forgets `key`: its next request starts afresh (an operator freeing a client by
+    /// hand). Whether it was stored.
+    pub fn forget(&self, key: &[u8]) -> bool {
+        match &*self.stores {
+            Stores::Leaky(s) => forget_in(s, key),
+            Stores::Token(s) => forget_in(s, key),
+            Stores::Fixed(s) => forget_in(s, key),
+            Stores::Sliding(s) => forget_in(s, key),
+            Stores::Log(s) => forget_in(s, key),
+            Stores::Concurrency(s) => forget_in(s, key),
+        }
+    }
+
     /// Gives back the units an in-flight request took (`concurrency`).
     fn release(&self, hash: u64, key: &[u8], cost: u64) {
         if let Stores::Concurrency(store) = &*self.stores {
@@ -314,6 +340,18 @@ impl Guard<'_> {
             Guard::Concurrency(g) => charge_in(g, hash, key, now, p, idle),
         }
     }
+}
+
+fn state_in<A: Algorithm>(store: &Store<A>, key: &[u8]) -> Option<String> {
+    let hash = store.hash(key);
+    let mut locked = store.lock(hash);
+    let state = locked.get(hash, key).map(|slot| format!("{:?}", *slot));
+    state
+}
+
+fn forget_in<A: Algorithm>(store: &Store<A>, key: &[u8]) -> bool {
+    let hash = store.hash(key);
+    store.lock(hash).remove(hash, key)
 }
 
 fn check_in<A: Algorithm>(
