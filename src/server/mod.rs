@@ -18,11 +18,11 @@ use tokio::sync::{mpsc, watch};
 use self::listener::{Bound, Listening};
 use self::worker::Listen;
 use crate::admin::Admin;
-
 use crate::config::{self, Config, ConfigErrors};
 use crate::snapshot::{self, Snapshot};
 
-/// What every worker shares: the configuration in force.
+/// What the workers and the admin API share: the configuration in force, and what
+/// `/status` tells of the gateway around it.
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     /// The addresses listened on, in `listen` order (for `/status`).
@@ -133,7 +133,7 @@ impl Gateway {
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        lock(&self.listening).iter().map(|l| l.actual).collect()
+        self.shared.listeners.load().to_vec()
     }
 
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the
