@@ -1,6 +1,7 @@
-//! The admin API (`[admin]`, DESIGN §5.7): `GET /healthz`, `GET /status`, and
-//! `GET`/`DELETE /zones/NAME/keys/KEY` on a listener of its own, served by a thread of its own, so that it answers while the
-//! workers are busy and its requests never count among theirs.
+//! The admin API (`[admin]`, DESIGN §5.7): `GET /metrics`, `GET /healthz`,
+//! `GET /status`, and `GET`/`DELETE /zones/NAME/keys/KEY`, on a listener of its own
+//! and served by a thread of its own, so that it answers while the workers are busy and
+//! its requests never count among theirs.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -21,6 +22,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
 use crate::log::push_json_string;
+use crate::metrics::export;
 use crate::routing::percent_decode;
 use crate::server::Shared;
 
@@ -119,6 +121,7 @@ fn answer<B>(req: &Request<B>, shared: &Shared) -> Response<Full<Bytes>> {
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
         "/status" => reply(StatusCode::OK, "application/json", status(shared)),
+        "/metrics" => reply(StatusCode::OK, export::CONTENT_TYPE, metrics(shared)),
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }
 }
@@ -196,6 +199,16 @@ fn reply(
         header::HeaderValue::from_static(content_type),
     );
     response
+}
+
+/// `/metrics`: every counter, in the Prometheus text format.
+fn metrics(shared: &Shared) -> String {
+    export::render(export::Scrape {
+        metrics: shared.metrics.clone(),
+        snapshot: shared.snapshot.load_full(),
+        reloads_ok: shared.reloads_ok.load(Ordering::Relaxed),
+        reloads_failed: shared.reloads_failed.load(Ordering::Relaxed),
+    })
 }
 
 /// `/status`: the generation in force (its file's SHA-256, and how many reloads took

@@ -20,6 +20,7 @@
 //!   [`upstream::h1`], a lean HTTP/1.1 client that runs inside the request's own task.
 //! - [`snapshot`]: the one place config meets runtime objects.
 //! - [`log`]: the access log.
+//! - [`metrics`]: per-worker counters, and the Prometheus text `/metrics` serves.
 //! - [`signals`]: unix signals mapped to what the operator means by them.
 //! - [`body`]: streamed bodies with idle timeouts.
 //!
@@ -35,6 +36,7 @@ pub mod clock;
 pub mod config;
 pub mod limit;
 pub mod log;
+pub mod metrics;
 pub mod proxy;
 pub mod routing;
 pub mod server;

@@ -14,6 +14,7 @@ use crate::limit::key::{Part, Template};
 use crate::limit::zone::{self, Kind, Rule, Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
+use crate::metrics::Metrics;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
 use crate::upstream::balance::Policy;
@@ -52,16 +53,20 @@ pub enum BuildError {
 /// Builds generation `generation` of the run-time objects. A zone of `previous` (the
 /// zones in force, empty at start) whose name, key, algorithm and size are unchanged
 /// passes its keys and their state on ([`Zone::succeed`]); any other zone starts empty.
+///
+/// Counters come from `metrics` by label, so a location, zone or upstream that keeps its
+/// name keeps its counts.
 pub fn build(
     config: &Config,
     generation: u64,
     workers: usize,
     previous: &[Arc<Zone>],
+    metrics: &Metrics,
 ) -> Result<Snapshot, BuildError> {
     let groups: Vec<Arc<Group>> = config
         .upstreams
         .iter()
-        .map(|u| Arc::new(Group::new(group_spec(u), workers)))
+        .map(|u| Arc::new(Group::new(group_spec(u, metrics), workers)))
         .collect();
     // Plan ids: every plan name any zone defines, in name order.
     let mut plans: Vec<&str> = config
@@ -88,6 +93,7 @@ pub fn build(
     let mut locations = Vec::with_capacity(config.locations.len());
     for (index, location) in config.locations.iter().enumerate() {
         patterns.push(pattern(&location.pattern));
+        let label = location_label(&location.pattern);
         let route = match &location.action {
             config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
             config::Action::Return(ret) => Route::Return(Fixed {
@@ -111,6 +117,22 @@ pub fn build(
                     burst: l.burst,
                     delay: zone::delay_of(l.delay),
                     dry_run: l.dry_run,
+                })
+                .collect(),
+            zone_stats: location
+                .limits
+                .iter()
+                .map(|l| metrics.zone(&config.zones[l.zone].name))
+                .collect(),
+            stats: metrics.location(&label),
+            denied: location
+                .access
+                .iter()
+                .map(|r| {
+                    let net = r
+                        .net
+                        .map_or_else(|| "all".to_owned(), |net| net.to_string());
+                    (!r.allow).then(|| metrics.denied(&format!("location {label}: deny {net}")))
                 })
                 .collect(),
             access: access::Rules::new(
@@ -155,6 +177,8 @@ pub fn build(
             locations,
             real_ip,
             deny: config.access.deny.clone(),
+            denied: metrics.denied("[access] deny"),
+            unrouted: metrics.location(UNROUTED),
             exempt: config.access.exempt.clone(),
             api_keys,
             ratelimit_headers: header_style(config.server.ratelimit_headers),
@@ -170,10 +194,17 @@ pub fn build(
     })
 }
 
-fn group_spec(u: &config::Upstream) -> GroupSpec {
+fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
     GroupSpec {
         name: u.name.clone(),
-        servers: u.servers.iter().map(|s| (s.addr, s.weight)).collect(),
+        servers: u
+            .servers
+            .iter()
+            .map(|s| {
+                let failures = metrics.server(&u.name, &s.addr.to_string());
+                (s.addr, s.weight, failures)
+            })
+            .collect(),
         policy: match u.balance {
             config::Balance::RoundRobin => Policy::RoundRobin,
             config::Balance::LeastConn => Policy::LeastConn,
@@ -184,6 +215,29 @@ fn group_spec(u: &config::Upstream) -> GroupSpec {
         keepalive: u.keepalive,
         max_fails: u.max_fails,
         fail_timeout: u.fail_timeout,
+        stats: metrics.upstream(&u.name),
+    }
+}
+
+/// The `location` label of requests no location matched (and of those denied before
+/// routing).
+const UNROUTED: &str = "-";
+
+/// A location's `location` label: its pattern as nginx writes it (`= /login`,
+/// `^~ /static/`, `/api/`, `~* \.php$`).
+fn location_label(p: &config::Pattern) -> String {
+    match p {
+        config::Pattern::Exact(path) => format!("= {path}"),
+        config::Pattern::PriorityPrefix(path) => format!("^~ {path}"),
+        config::Pattern::Prefix(path) => path.clone(),
+        config::Pattern::Regex {
+            regex,
+            case_insensitive: false,
+        } => format!("~ {}", regex.as_str()),
+        config::Pattern::Regex {
+            regex,
+            case_insensitive: true,
+        } => format!("~* {}", regex.as_str().trim_start_matches("(?i)")),
     }
 }
 

@@ -22,8 +22,9 @@ use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
 use crate::body::{Progress, RequestBody, ResponseBody, Timed};
 use crate::limit::zone::InFlight as Held;
+use crate::metrics::FailureKind;
 use crate::upstream::h1::{self, Exchange, SendError};
-use crate::upstream::pool;
+use crate::upstream::pool::{self, ConnectError};
 use crate::upstream::{Group, InFlight, Lease};
 
 /// What the forwarder knows about the request's origin.
@@ -154,7 +155,10 @@ pub async fn forward(
         {
             Ok(checked_out) => checked_out,
             Err(err) => {
-                srv.health.record_failure(std::time::Instant::now());
+                srv.failed(match err {
+                    ConnectError::Timeout { .. } => FailureKind::ConnectTimeout,
+                    ConnectError::Io { .. } => FailureKind::Connect,
+                });
                 last_error = Some(ProxyError::from(err));
                 continue;
             }
@@ -175,6 +179,7 @@ pub async fn forward(
             Ok(exchange) => {
                 srv.health.record_success(now);
                 let upstream_time = started.elapsed();
+                group.stats.time.get(ctx.conn.worker).observe(upstream_time);
                 let response = respond(exchange, client_upgrade, group, server, held)?;
                 return Ok(Done {
                     response,
@@ -185,7 +190,7 @@ pub async fn forward(
             }
             Err(SendError::ClientBody(err)) => return Err(ProxyError::client_body(err)),
             Err(SendError::Timeout(request)) => {
-                srv.health.record_failure(std::time::Instant::now());
+                srv.failed(FailureKind::Timeout);
                 let err = ProxyError::Timeout(srv.addr);
                 if !replayable {
                     return Err(err);
@@ -200,7 +205,7 @@ pub async fn forward(
                     fresh_retry = false;
                     fresh_on = Some(server);
                 } else {
-                    srv.health.record_failure(std::time::Instant::now());
+                    srv.failed(FailureKind::Broken);
                 }
                 last_error = Some(ProxyError::Upstream {
                     addr: srv.addr,
@@ -219,7 +224,7 @@ pub async fn forward(
                     fresh_retry = false;
                     fresh_on = Some(server);
                 } else {
-                    srv.health.record_failure(std::time::Instant::now());
+                    srv.failed(FailureKind::Broken);
                 }
                 if !replayable {
                     return Err(err);
@@ -229,7 +234,10 @@ pub async fn forward(
             }
         }
     }
-    Err(last_error.unwrap_or_else(|| ProxyError::NoLiveUpstream(group.name.clone())))
+    Err(last_error.unwrap_or_else(|| {
+        group.stats.no_live.add(1);
+        ProxyError::NoLiveUpstream(group.name.clone())
+    }))
 }
 
 fn bit(server: usize) -> u64 {

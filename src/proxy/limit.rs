@@ -12,7 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use crate::body::ResponseBody;
 use crate::limit::key::RequestView;
 use crate::limit::zone::{self, Applied, Kind, Outcome};
-use crate::limit::{Period, Rate};
+use crate::limit::{Period, Rate, Verdict};
+use crate::metrics;
 
 use super::text::{number_value, Text};
 use super::Location;
@@ -76,6 +77,27 @@ pub(super) fn decide<B>(
         host,
     };
     zone::decide(&location.rules, &view, plan, location.cost, now)
+}
+
+/// Counts each zone's decision (`/metrics`) on the worker's own cells.
+pub(super) fn count(location: &Location, outcome: &Outcome, worker: usize) {
+    for applied in outcome.applied.iter() {
+        if let Some(stats) = location.zone_stats.get(applied.rule) {
+            stats.get(worker).add(metric_outcome(applied));
+        }
+    }
+}
+
+fn metric_outcome(applied: &Applied) -> metrics::Outcome {
+    use metrics::Outcome as O;
+    match (applied.decision.verdict, applied.dry_run) {
+        (Verdict::Pass, false) => O::Passed,
+        (Verdict::Delay(_), false) => O::Delayed,
+        (Verdict::Reject { .. }, false) => O::Rejected,
+        (Verdict::Pass, true) => O::PassedDryRun,
+        (Verdict::Delay(_), true) => O::DelayedDryRun,
+        (Verdict::Reject { .. }, true) => O::RejectedDryRun,
+    }
 }
 
 /// The answer to a rejected request: the location's `limit_status`, `Retry-After`

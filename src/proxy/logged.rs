@@ -16,6 +16,8 @@ use http_body::{Body, Frame, SizeHint};
 use crate::body::{BodyError, ResponseBody};
 use crate::limit::zone::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
+use crate::metrics::cells::Aligned;
+use crate::metrics::{LocationCell, LocationStats};
 use crate::upstream::Lease;
 
 /// nginx's status for "client closed the connection before the response".
@@ -25,33 +27,40 @@ const CLIENT_CLOSED: u16 = 499;
 struct Entry {
     log: Arc<AccessLog>,
     record: Box<Record>,
-    start: Instant,
 }
 
 impl Entry {
-    fn write(self, body_bytes: u64) {
+    fn write(self, body_bytes: u64, request_time: Duration) {
         let mut record = self.record;
         record.body_bytes = body_bytes;
-        record.request_time = self.start.elapsed();
+        record.request_time = request_time;
         self.log.write(&record);
     }
 }
 
-/// The log line of a request that has no response yet.
-pub struct Pending {
+/// The log line and counts of a request that has no response yet.
+pub struct Pending<'a> {
     entry: Option<Entry>,
     /// In-flight counts of `concurrency` zones, handed on to the response body.
     in_flight: Vec<InFlight>,
+    /// Where the request is counted: its location's, once routed.
+    stats: &'a LocationStats,
+    worker: usize,
+    start: Instant,
+    /// A response was made: the response body counts and logs the request.
+    answered: bool,
 }
 
-impl Pending {
-    /// `start` is when the request arrived (`$request_time` counts from it).
+impl<'a> Pending<'a> {
+    /// `start` is when the request arrived (`$request_time` counts from it); the
+    /// request is counted in `stats` until [`Pending::route`] says otherwise.
     pub fn new<B>(
         log: Option<Arc<AccessLog>>,
         req: &Request<B>,
         client: IpAddr,
         start: Instant,
-    ) -> Pending {
+        (stats, worker): (&'a LocationStats, usize),
+    ) -> Pending<'a> {
         let entry = log.map(|log| Entry {
             log,
             record: Box::new(Record {
@@ -68,12 +77,20 @@ impl Pending {
                 upstream_addr: None,
                 limit_status: "-",
             }),
-            start,
         });
         Pending {
             entry,
             in_flight: Vec::new(),
+            stats,
+            worker,
+            start,
+            answered: false,
         }
+    }
+
+    /// The request's location: it is counted there.
+    pub fn route(&mut self, stats: &'a LocationStats) {
+        self.stats = stats;
     }
 
     /// Records the limit outcome (`$limit_req_status`).
@@ -106,6 +123,10 @@ impl Pending {
             entry.record.status = response.status();
         }
         let in_flight = std::mem::take(&mut self.in_flight);
+        let status = response.status().as_u16();
+        let counted = self.stats.cell(self.worker);
+        // Counted by the response body from here on.
+        self.answered = true;
         response.map(|inner| Logged {
             inner,
             entry,
@@ -113,14 +134,22 @@ impl Pending {
             ended: false,
             lease,
             in_flight,
+            counted,
+            status,
+            start: self.start,
         })
     }
 }
 
-impl Drop for Pending {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let elapsed = self.start.elapsed();
+        self.stats.finish(self.worker, CLIENT_CLOSED, elapsed);
         if let Some(entry) = self.entry.take() {
-            entry.write(0);
+            entry.write(0, elapsed);
         }
     }
 }
@@ -136,6 +165,10 @@ pub struct Logged {
     lease: Option<Lease>,
     /// Released when the body ends (dropped with it).
     in_flight: Vec<InFlight>,
+    /// The worker's counts of the request's location.
+    counted: Arc<Aligned<LocationCell>>,
+    status: u16,
+    start: Instant,
 }
 
 impl Body for Logged {
@@ -181,8 +214,10 @@ impl Drop for Logged {
             };
             lease.end(conn);
         }
+        let elapsed = self.start.elapsed();
+        self.counted.finish(self.status, elapsed);
         if let Some(entry) = self.entry.take() {
-            entry.write(self.sent);
+            entry.write(self.sent, elapsed);
         }
     }
 }

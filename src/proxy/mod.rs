@@ -21,6 +21,8 @@ use hyper::body::Incoming;
 use crate::access;
 use crate::limit::zone::{Outcome, Rule};
 use crate::log::AccessLog;
+use crate::metrics::cells::{Counter, PerWorker};
+use crate::metrics::{Decisions, LocationStats};
 use crate::routing::{self, Router};
 use crate::upstream::Group;
 
@@ -38,6 +40,10 @@ pub struct Pipeline {
     /// `[access]`: `deny` answers 403 before routing; `exempt` is never limited.
     pub deny: Vec<ipnet::IpNet>,
     pub exempt: Vec<ipnet::IpNet>,
+    /// Requests `[access] deny` answered 403.
+    pub denied: Arc<PerWorker<Counter>>,
+    /// Where requests that match no location are counted.
+    pub unrouted: LocationStats,
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: HeaderStyle,
     pub client_body_timeout: Duration,
@@ -53,6 +59,12 @@ pub struct Location {
     pub access: access::Rules,
     /// Units taken from every zone per request.
     pub cost: u64,
+    /// Requests answered here, by status (`/metrics`).
+    pub stats: LocationStats,
+    /// Each rule's zone's decision counts, in `rules` order.
+    pub zone_stats: Vec<Arc<PerWorker<Decisions>>>,
+    /// Requests each `access` rule denied, in rule order (`None` for `allow` rules).
+    pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
     pub limit_status: StatusCode,
 }
@@ -99,19 +111,26 @@ impl Pipeline {
         let now = Instant::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
-        let mut log = logged::Pending::new(self.access_log.clone(), &req, client, now);
+        let counted = (&self.unrouted, conn.worker);
+        let mut log = logged::Pending::new(self.access_log.clone(), &req, client, now, counted);
         if access::listed(client, &self.deny) {
+            self.denied.get(conn.worker).add(1);
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
         let (location, path) = match self.route(&req) {
             Ok(found) => found,
             Err(status) => return log.finish(response::error(status), None),
         };
-        if location.access.check(client).is_err() {
+        log.route(&location.stats);
+        if let Err(rule) = location.access.check(client) {
+            if let Some(Some(denied)) = location.denied.get(rule) {
+                denied.get(conn.worker).add(1);
+            }
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
         let mut limited = self.limit(location, &req, client, &path, now);
         log.limit(&limited);
+        limit::count(location, &limited, conn.worker);
         if limited.rejected() {
             let response = limit::rejection(location, &limited, self.ratelimit_headers);
             return log.finish(response, None);

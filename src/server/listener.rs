@@ -9,6 +9,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 use super::worker::Listen;
+use crate::metrics::Metrics;
 
 const BACKLOG: i32 = 4096;
 
@@ -71,14 +72,17 @@ impl Bound {
         })
     }
 
-    /// Hands each worker its socket: accepting starts.
-    pub fn serve(self, workers: &[mpsc::UnboundedSender<Listen>]) -> Listening {
+    /// Hands each worker its socket: accepting starts. Open connections are counted
+    /// in `metrics` under the actual address.
+    pub fn serve(self, workers: &[mpsc::UnboundedSender<Listen>], metrics: &Metrics) -> Listening {
         let (stop, _) = watch::channel(false);
+        let open = metrics.connections(&self.actual.to_string());
         for (worker, listener) in workers.iter().zip(self.sockets) {
             // A worker that has ended (shutting down) no longer needs it.
             let _ = worker.send(Listen {
                 listener,
                 stop: stop.subscribe(),
+                open: open.clone(),
             });
         }
         tracing::info!(addr = %self.actual, "listening");

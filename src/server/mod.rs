@@ -19,6 +19,7 @@ use self::listener::{Bound, Listening};
 use self::worker::Listen;
 use crate::admin::Admin;
 use crate::config::{self, Config, ConfigErrors};
+use crate::metrics::Metrics;
 use crate::snapshot::{self, Snapshot};
 
 /// What the workers and the admin API share: the configuration in force, and what
@@ -30,6 +31,8 @@ pub struct Shared {
     /// Reloads that took effect, and those that changed nothing.
     pub reloads_ok: AtomicU64,
     pub reloads_failed: AtomicU64,
+    /// Every generation's counters (`/metrics`).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Why the gateway could not start, or a reload changed nothing.
@@ -78,13 +81,15 @@ impl Gateway {
     /// current-thread runtime that it would block; it does not block at all.
     pub fn start(config: Config) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
-        let snapshot = snapshot::build(&config, 1, workers, &[])?;
+        let metrics = Arc::new(Metrics::new(workers));
+        let snapshot = snapshot::build(&config, 1, workers, &[], &metrics)?;
         let bound = bind_all(&config.server.listen, workers)?;
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(bound.iter().map(Bound::addr).collect()),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
+            metrics,
         });
         let admin =
             match &config.admin {
@@ -113,7 +118,10 @@ impl Gateway {
             handles.push(handle);
             to_workers.push(tx);
         }
-        let listening = bound.into_iter().map(|b| b.serve(&to_workers)).collect();
+        let listening = bound
+            .into_iter()
+            .map(|b| b.serve(&to_workers, &shared.metrics))
+            .collect();
         Ok(Gateway {
             listening: Mutex::new(listening),
             to_workers,
@@ -182,7 +190,14 @@ impl Gateway {
         let bound = bind_all(&added, self.worker_count)?;
         let current = self.shared.snapshot.load();
         let generation = current.generation + 1;
-        let next = snapshot::build(config, generation, self.worker_count, &current.zones)?;
+        let metrics = &self.shared.metrics;
+        let next = snapshot::build(
+            config,
+            generation,
+            self.worker_count,
+            &current.zones,
+            metrics,
+        )?;
         for zone in &next.zones {
             let kept = current.zones.iter().any(|old| old.shares_state_with(zone));
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
@@ -193,7 +208,11 @@ impl Gateway {
             gone.close();
         }
         listening.retain(|l| wanted.contains(&l.configured));
-        listening.extend(bound.into_iter().map(|b| b.serve(&self.to_workers)));
+        listening.extend(
+            bound
+                .into_iter()
+                .map(|b| b.serve(&self.to_workers, metrics)),
+        );
         // `listen` order, for `local_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
         let addrs = listening.iter().map(|l| l.actual).collect();

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::conn;
 use super::Shared;
+use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
@@ -20,6 +21,8 @@ use crate::proxy::Conn;
 pub struct Listen {
     pub listener: TcpListener,
     pub stop: watch::Receiver<bool>,
+    /// Open connections accepted on this address (`/metrics`).
+    pub open: Arc<PerWorker<Gauge>>,
 }
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
@@ -40,7 +43,11 @@ pub fn run(
         tokio::spawn(heartbeat());
         let mut stop = shutdown.clone();
         loop {
-            let Listen { listener, stop } = tokio::select! {
+            let Listen {
+                listener,
+                stop,
+                open,
+            } = tokio::select! {
                 Some(next) = listen.recv() => next,
                 _ = stop.wait_for(|stop| *stop) => break,
             };
@@ -50,8 +57,14 @@ pub fn run(
                 .and_then(|()| tokio::net::TcpListener::from_std(listener))
             {
                 Ok(listener) => {
-                    let task = accept_loop(worker, listener, shared.clone(), stop, alive.clone());
-                    tokio::spawn(task);
+                    let accepting = Accepting {
+                        worker,
+                        shared: shared.clone(),
+                        stop,
+                        alive: alive.clone(),
+                        open,
+                    };
+                    tokio::spawn(accepting.run(listener));
                 }
                 Err(err) => tracing::error!(worker, ?addr, error = %err, "cannot accept"),
             }
@@ -84,32 +97,42 @@ async fn heartbeat() {
 
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
-async fn accept_loop(
+/// One listening socket's accept loop, and what each connection it accepts gets.
+struct Accepting {
     worker: usize,
-    listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    /// Held by every task, so the worker knows when all have ended.
     alive: mpsc::Sender<()>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stop.wait_for(|stop| *stop) => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let conn = Conn::new(peer, worker, false);
-                let (shared, stop, alive) = (shared.clone(), stop.clone(), alive.clone());
-                tokio::spawn(async move {
-                    conn::serve(stream, conn, shared, stop).await;
-                    drop(alive);
-                });
-            }
-            Err(err) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::error!(error = %err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+    open: Arc<PerWorker<Gauge>>,
+}
+
+impl Accepting {
+    async fn run(mut self, listener: tokio::net::TcpListener) {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = self.stop.wait_for(|stop| *stop) => return,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let conn = Conn::new(peer, self.worker, false);
+                    let (shared, stop, alive) =
+                        (self.shared.clone(), self.stop.clone(), self.alive.clone());
+                    let open = self.open.get(self.worker).clone();
+                    open.add(1);
+                    tokio::spawn(async move {
+                        conn::serve(stream, conn, shared, stop).await;
+                        open.add(-1);
+                        drop(alive);
+                    });
+                }
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::error!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             }
         }
     }

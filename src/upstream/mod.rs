@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::metrics::{FailureKind, Failures, UpstreamStats};
 use balance::{Balancer, Policy};
 use health::Health;
 use pool::IdlePool;
@@ -26,6 +27,8 @@ pub struct Group {
     pub read_timeout: Duration,
     /// A group of one server is never marked down (nginx ignores `max_fails` there).
     single: bool,
+    /// Response times and requests that found no server (`/metrics`).
+    pub stats: Arc<UpstreamStats>,
 }
 
 /// One upstream server: its address, passive health, load and idle connections.
@@ -34,33 +37,47 @@ pub struct Server {
     pub health: Health,
     in_flight: AtomicU32,
     pub pool: IdlePool,
+    /// Failed attempts by kind (`/metrics`).
+    failures: Arc<Failures>,
+}
+
+impl Server {
+    /// An attempt on this server failed: passive health counts it, and so does
+    /// `/metrics`.
+    pub fn failed(&self, kind: FailureKind) {
+        self.health.record_failure(Instant::now());
+        self.failures.add(kind);
+    }
 }
 
 /// Settings a [`Group`] is built from (the snapshot maps the config onto this).
 pub struct GroupSpec {
     pub name: String,
-    pub servers: Vec<(SocketAddr, u32)>,
+    /// Address, weight, and where the server's failures are counted.
+    pub servers: Vec<(SocketAddr, u32, Arc<Failures>)>,
     pub policy: Policy,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub keepalive: usize,
     pub max_fails: u32,
     pub fail_timeout: Duration,
+    pub stats: Arc<UpstreamStats>,
 }
 
 impl Group {
     /// `workers` is the number of worker threads; each gets its own idle pool per
     /// server, so a connection is only ever driven by the runtime that opened it.
     pub fn new(spec: GroupSpec, workers: usize) -> Group {
-        let weights: Vec<u32> = spec.servers.iter().map(|(_, w)| *w).collect();
+        let weights: Vec<u32> = spec.servers.iter().map(|(_, w, _)| *w).collect();
         let servers = spec
             .servers
-            .iter()
-            .map(|(addr, _)| Server {
-                addr: *addr,
+            .into_iter()
+            .map(|(addr, _, failures)| Server {
+                addr,
                 health: Health::new(spec.max_fails, spec.fail_timeout),
                 in_flight: AtomicU32::new(0),
                 pool: IdlePool::new(workers, spec.keepalive),
+                failures,
             })
             .collect::<Vec<_>>();
         Group {
@@ -70,6 +87,7 @@ impl Group {
             balancer: Balancer::new(spec.policy, &weights),
             connect_timeout: spec.connect_timeout,
             read_timeout: spec.read_timeout,
+            stats: spec.stats,
         }
     }
 

@@ -1,0 +1,272 @@
+//! `/metrics`: the Prometheus (OpenMetrics) text, written by prometheus-client's
+//! encoder at scrape time from the workers' cells added up, the zones' stores, the
+//! upstream servers' health and the reload counts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::cells::{Counter, HistogramSum};
+use super::{FailureKind, Metrics, Outcome};
+use crate::snapshot::Snapshot;
+
+/// The `Content-Type` of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What a scrape reads.
+pub struct Scrape {
+    pub metrics: Arc<Metrics>,
+    pub snapshot: Arc<Snapshot>,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+}
+
+impl fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrape")
+            .field("generation", &self.snapshot.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The exposition text of every metric.
+pub fn render(scrape: Scrape) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(scrape));
+    let mut out = String::with_capacity(8 * 1024);
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        self.requests(&mut encoder)?;
+        self.upstreams(&mut encoder)?;
+        self.zones(&mut encoder)?;
+        self.gateway(&mut encoder)
+    }
+}
+
+type Labels<'a, const N: usize> = [(&'static str, &'a str); N];
+
+impl Scrape {
+    fn requests(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let m = &self.metrics;
+        let locations = m.locations.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_requests",
+            "Requests answered, by location (as configured; \"-\" when none matched) and status.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (location, cells) in &locations {
+            let mut by_status = BTreeMap::new();
+            for cell in cells.iter() {
+                cell.statuses.collect(&mut by_status);
+            }
+            for (status, count) in by_status {
+                let status = status.to_string();
+                counter(
+                    &mut family,
+                    &[("location", location), ("status", &status)],
+                    count,
+                )?;
+            }
+        }
+        let mut time = HistogramSum::default();
+        for cell in m.request_time.iter() {
+            time.add(cell);
+        }
+        let family = encoder.encode_descriptor(
+            "tollgate_request_duration",
+            "Time from a request's arrival to the last byte of its response.",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        histogram(family, &time)?;
+
+        let denied = m.denied.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_access_denied",
+            "Requests answered 403 by an allow/deny rule.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (rule, cells) in &denied {
+            let count = cells.iter().map(Counter::get).sum();
+            counter(&mut family, &[("rule", rule)], count)?;
+        }
+        Ok(())
+    }
+
+    fn upstreams(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let m = &self.metrics;
+        let upstreams = m.upstreams.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_duration",
+            "Time from sending a request upstream to the response head.",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (name, stats) in &upstreams {
+            let mut time = HistogramSum::default();
+            for cell in stats.time.iter() {
+                time.add(cell);
+            }
+            histogram(family.encode_family(&[("upstream", name.as_str())])?, &time)?;
+        }
+
+        let servers = m.servers.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_failures",
+            "Failed attempts on an upstream server by kind; kind=\"no_live_upstream\" \
+             counts requests that found no server left to try.",
+            None,
+            MetricType::Counter,
+        )?;
+        for ((upstream, server), failures) in &servers {
+            for kind in FailureKind::ALL {
+                let labels = [
+                    ("upstream", upstream.as_str()),
+                    ("server", server.as_str()),
+                    ("kind", kind.label()),
+                ];
+                counter(&mut family, &labels, failures.get(kind))?;
+            }
+        }
+        for (name, stats) in &upstreams {
+            let labels = [
+                ("upstream", name.as_str()),
+                ("server", ""),
+                ("kind", "no_live_upstream"),
+            ];
+            counter(&mut family, &labels, stats.no_live.get())?;
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_healthy",
+            "1 while passive health lets an upstream server be picked, 0 while it is out.",
+            None,
+            MetricType::Gauge,
+        )?;
+        let now = Instant::now();
+        for group in &self.snapshot.upstreams {
+            for server in &group.servers {
+                let addr = server.addr.to_string();
+                let labels = [("upstream", group.name.as_str()), ("server", &addr)];
+                let up = i64::from(server.health.is_available(now));
+                family.encode_family(&labels)?.encode_gauge(&up)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn zones(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let zones = self.metrics.zones.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_limit_decisions",
+            "What a zone decided for a request.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (zone, cells) in &zones {
+            for outcome in Outcome::ALL {
+                let count = cells.iter().map(|cell| cell.get(outcome)).sum();
+                let labels = [("zone", zone.as_str()), ("outcome", outcome.label())];
+                counter(&mut family, &labels, count)?;
+            }
+        }
+        let stats: Vec<_> = self
+            .snapshot
+            .zones
+            .iter()
+            .map(|zone| (&*zone.name, zone.stats()))
+            .collect();
+        let gauges = [
+            ("tollgate_zone_keys", "Keys a zone holds state for."),
+            ("tollgate_zone_bytes", "Memory a zone's state uses."),
+            (
+                "tollgate_zone_capacity_bytes",
+                "A zone's `size`: its memory bound.",
+            ),
+        ];
+        for (i, (name, help)) in gauges.into_iter().enumerate() {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (zone, stats) in &stats {
+                let value = [stats.keys, stats.bytes, stats.capacity_bytes][i] as u64;
+                family
+                    .encode_family(&[("zone", *zone)])?
+                    .encode_gauge(&value)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "tollgate_zone_evictions",
+            "Keys evicted from a full zone before their state had drained.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (zone, stats) in &stats {
+            counter(&mut family, &[("zone", *zone)], stats.evictions)?;
+        }
+        Ok(())
+    }
+
+    fn gateway(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            "tollgate_reloads",
+            "Reloads that took effect (ok) and that changed nothing (failed).",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(&mut family, &[("result", "ok")], self.reloads_ok)?;
+        counter(&mut family, &[("result", "failed")], self.reloads_failed)?;
+        let mut family = encoder.encode_descriptor(
+            "tollgate_config_generation",
+            "The configuration generation in force: 1 at start, one more per reload.",
+            None,
+            MetricType::Gauge,
+        )?;
+        family.encode_gauge(&self.snapshot.generation)?;
+
+        let connections = self.metrics.connections.in_use();
+        let mut family = encoder.encode_descriptor(
+            "tollgate_connections",
+            "Open client connections, by listening address.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (listener, cells) in &connections {
+            let open: i64 = cells.iter().map(|cell| cell.get()).sum();
+            let open = open.max(0);
+            family
+                .encode_family(&[("listener", listener.as_str())])?
+                .encode_gauge(&open)?;
+        }
+        Ok(())
+    }
+}
+
+fn counter<const N: usize>(
+    family: &mut MetricEncoder<'_>,
+    labels: &Labels<'_, N>,
+    value: u64,
+) -> fmt::Result
+where
+    for<'a> Labels<'a, N>: EncodeLabelSet,
+{
+    family
+        .encode_family(labels)?
+        .encode_counter::<NoLabelSet, u64, f64>(&value, None::<&Exemplar<NoLabelSet, f64>>)
+}
+
+fn histogram(mut encoder: MetricEncoder<'_>, sum: &HistogramSum) -> fmt::Result {
+    encoder.encode_histogram::<NoLabelSet>(sum.sum_seconds(), sum.count(), &sum.buckets(), None)
+}

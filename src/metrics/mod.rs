@@ -1,0 +1,304 @@
+//! What `/metrics` reports (DESIGN §5.7). Counters live in per-worker cells
+//! ([`cells`]), handed out by [`Metrics`] by label when a snapshot is built, so that a
+//! location, zone or upstream that a reload keeps keeps counting from where it was.
+//! [`export`] adds the cells up and writes the Prometheus text at scrape time.
+
+pub mod cells;
+pub mod export;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use cells::{Aligned, Counter, Gauge, Histogram, PerWorker, StatusCounts};
+
+/// Every metric family, by label. Only snapshot building and scrapes lock it.
+#[derive(Debug)]
+pub struct Metrics {
+    workers: usize,
+    request_time: PerWorker<Histogram>,
+    locations: Family<String, PerWorker<LocationCell>>,
+    zones: Family<String, PerWorker<Decisions>>,
+    upstreams: Family<String, UpstreamStats>,
+    servers: Family<(String, String), Failures>,
+    denied: Family<String, PerWorker<Counter>>,
+    connections: Family<String, PerWorker<Gauge>>,
+}
+
+impl Metrics {
+    pub fn new(workers: usize) -> Metrics {
+        let workers = workers.max(1);
+        Metrics {
+            workers,
+            request_time: PerWorker::new(workers),
+            locations: Family::default(),
+            zones: Family::default(),
+            upstreams: Family::default(),
+            servers: Family::default(),
+            denied: Family::default(),
+            connections: Family::default(),
+        }
+    }
+
+    /// The request counts of the location labelled `label`.
+    pub fn location(&self, label: &str) -> LocationStats {
+        let cells = self.locations.get(label, || {
+            PerWorker::from_fn(self.workers, |worker| LocationCell {
+                statuses: StatusCounts::default(),
+                request_time: self.request_time.get(worker).clone(),
+            })
+        });
+        LocationStats { cells }
+    }
+
+    /// The decision counts of zone `name`.
+    pub fn zone(&self, name: &str) -> Arc<PerWorker<Decisions>> {
+        self.zones.get(name, || PerWorker::new(self.workers))
+    }
+
+    pub fn upstream(&self, name: &str) -> Arc<UpstreamStats> {
+        self.upstreams.get(name, || UpstreamStats {
+            time: PerWorker::new(self.workers),
+            no_live: Counter::default(),
+        })
+    }
+
+    pub fn server(&self, upstream: &str, server: &str) -> Arc<Failures> {
+        let key = (upstream.to_owned(), server.to_owned());
+        self.servers.get(&key, Failures::default)
+    }
+
+    /// Requests denied by the allow/deny rule labelled `rule`.
+    pub fn denied(&self, rule: &str) -> Arc<PerWorker<Counter>> {
+        self.denied.get(rule, || PerWorker::new(self.workers))
+    }
+
+    /// Open client connections of the listener at `addr`.
+    pub fn connections(&self, addr: &str) -> Arc<PerWorker<Gauge>> {
+        self.connections.get(addr, || PerWorker::new(self.workers))
+    }
+}
+
+/// Members of one metric family by label. A member no one but the family holds any
+/// more (its location, zone or listener was removed by a reload, and the last request
+/// using it has finished) is dropped at the next scrape.
+#[derive(Debug)]
+struct Family<K, T> {
+    members: Mutex<BTreeMap<K, Arc<T>>>,
+}
+
+impl<K, T> Default for Family<K, T> {
+    fn default() -> Self {
+        Family {
+            members: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<K: Ord + Clone, T> Family<K, T> {
+    fn get<Q>(&self, key: &Q, make: impl FnOnce() -> T) -> Arc<T>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut members = self.lock();
+        if let Some(member) = members.get(key) {
+            return member.clone();
+        }
+        let member = Arc::new(make());
+        members.insert(key.to_owned(), member.clone());
+        member
+    }
+
+    /// The members in use, in label order.
+    fn in_use(&self) -> Vec<(K, Arc<T>)> {
+        let mut members = self.lock();
+        members.retain(|_, member| Arc::strong_count(member) > 1);
+        members
+            .iter()
+            .map(|(key, member)| (key.clone(), member.clone()))
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<K, Arc<T>>> {
+        self.members
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A location's counts: one cell per worker.
+#[derive(Clone, Debug)]
+pub struct LocationStats {
+    cells: Arc<PerWorker<LocationCell>>,
+}
+
+impl LocationStats {
+    /// Worker `worker`'s cell, for a request to keep until its response has been sent.
+    pub fn cell(&self, worker: usize) -> Arc<Aligned<LocationCell>> {
+        self.cells.get(worker).clone()
+    }
+
+    /// [`LocationCell::finish`] on worker `worker`'s cell.
+    pub fn finish(&self, worker: usize, status: u16, elapsed: Duration) {
+        self.cells.get(worker).finish(status, elapsed);
+    }
+}
+
+/// One worker's counts for one location.
+#[derive(Debug)]
+pub struct LocationCell {
+    statuses: StatusCounts,
+    /// The worker's cell of the (unlabelled) request latency histogram.
+    request_time: Arc<Aligned<Histogram>>,
+}
+
+impl LocationCell {
+    /// A request has been answered: its status and its time from arrival to the last
+    /// byte sent (or until the client left).
+    pub fn finish(&self, status: u16, elapsed: Duration) {
+        self.statuses.add(status);
+        self.request_time.observe(elapsed);
+    }
+}
+
+/// A zone's decisions, by [`Outcome`].
+#[derive(Debug, Default)]
+pub struct Decisions([Counter; Outcome::ALL.len()]);
+
+impl Decisions {
+    pub fn add(&self, outcome: Outcome) {
+        self.0[outcome as usize].add(1);
+    }
+
+    fn get(&self, outcome: Outcome) -> u64 {
+        self.0[outcome as usize].get()
+    }
+}
+
+/// What one zone said about one request (the `outcome` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Delayed,
+    Rejected,
+    PassedDryRun,
+    DelayedDryRun,
+    RejectedDryRun,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Passed,
+        Outcome::Delayed,
+        Outcome::Rejected,
+        Outcome::PassedDryRun,
+        Outcome::DelayedDryRun,
+        Outcome::RejectedDryRun,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Delayed => "delayed",
+            Outcome::Rejected => "rejected",
+            Outcome::PassedDryRun => "passed_dry_run",
+            Outcome::DelayedDryRun => "delayed_dry_run",
+            Outcome::RejectedDryRun => "rejected_dry_run",
+        }
+    }
+}
+
+/// An upstream group's counts.
+#[derive(Debug)]
+pub struct UpstreamStats {
+    /// From sending the request to the response head.
+    pub time: PerWorker<Histogram>,
+    /// Requests that found no server to try.
+    pub no_live: Counter,
+}
+
+/// Why an attempt on an upstream server failed (the `kind` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The connection was refused or broke while connecting.
+    Connect,
+    ConnectTimeout,
+    /// No response head within `read_timeout`.
+    Timeout,
+    /// The exchange broke: reset, closed early, a malformed response.
+    Broken,
+}
+
+impl FailureKind {
+    pub const ALL: [FailureKind; 4] = [
+        FailureKind::Connect,
+        FailureKind::ConnectTimeout,
+        FailureKind::Timeout,
+        FailureKind::Broken,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureKind::Connect => "connect",
+            FailureKind::ConnectTimeout => "connect_timeout",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Broken => "broken",
+        }
+    }
+}
+
+/// One upstream server's failed attempts, by kind. Failures are rare and slow anyway:
+/// one shared count each is enough.
+#[derive(Debug, Default)]
+pub struct Failures([Counter; FailureKind::ALL.len()]);
+
+impl Failures {
+    pub fn add(&self, kind: FailureKind) {
+        self.0[kind as usize].add(1);
+    }
+
+    pub fn get(&self, kind: FailureKind) -> u64 {
+        self.0[kind as usize].get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_asked_for_again_gets_the_same_counts() {
+        let metrics = Metrics::new(2);
+        let first = metrics.zone("per_ip");
+        first.get(1).add(Outcome::Rejected);
+        let again = metrics.zone("per_ip");
+        assert_eq!(again.get(1).get(Outcome::Rejected), 1);
+        assert!(!Arc::ptr_eq(&metrics.zone("other"), &again));
+    }
+
+    #[test]
+    fn members_no_one_holds_are_dropped_at_the_next_scrape() {
+        let metrics = Metrics::new(1);
+        let kept = metrics.zone("kept");
+        drop(metrics.zone("gone"));
+        let names: Vec<String> = metrics.zones.in_use().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(names, ["kept"]);
+        drop(kept);
+    }
+
+    #[test]
+    fn locations_share_the_workers_request_histogram() {
+        let metrics = Metrics::new(2);
+        let a = metrics.location("/a");
+        let b = metrics.location("/b");
+        a.cell(0).finish(200, Duration::from_millis(1));
+        b.cell(0).finish(404, Duration::from_millis(1));
+        b.cell(1).finish(404, Duration::from_millis(1));
+        let mut sum = cells::HistogramSum::default();
+        for cell in metrics.request_time.iter() {
+            sum.add(cell);
+        }
+        assert_eq!(sum.count(), 3);
+    }
+}
