@@ -211,9 +211,12 @@ fn metrics(shared: &Shared) -> String {
     })
 }
 
+/// How many of a zone's most-limited keys `/status` shows.
+const TOP_LIMITED: usize = 10;
+
 /// `/status`: the generation in force (its file's SHA-256, and how many reloads took
 /// effect or failed), the addresses listened on, each upstream server's passive health,
-/// and each zone's keys and memory.
+/// and each zone's keys, memory, and the keys it rejected most over the last minute.
 fn status(shared: &Shared) -> String {
     let snapshot = shared.snapshot.load();
     let mut out = String::with_capacity(1024);
@@ -263,13 +266,31 @@ fn status(shared: &Shared) -> String {
         push_json_string(&mut out, &zone.name);
         let _ = write!(
             out,
-            ":{{\"algorithm\":\"{}\",\"keys\":{},\"bytes\":{},\"capacity_bytes\":{},\"evictions\":{}}}",
+            ":{{\"algorithm\":\"{}\",\"keys\":{},\"bytes\":{},\"capacity_bytes\":{},\"evictions\":{},\"top_limited\":[",
             zone.kind.name(),
             stats.keys,
             stats.bytes,
             stats.capacity_bytes,
             stats.evictions
         );
+        let top = shared
+            .metrics
+            .zone_stats(&zone.name)
+            .map(|stats| stats.top_limited(now, TOP_LIMITED))
+            .unwrap_or_default();
+        for (j, ((key, cut), rejected)) in top.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            let mut text = zone.template.text_of(key);
+            if *cut {
+                text.push('…');
+            }
+            out.push_str("{\"key\":");
+            push_json_string(&mut out, &text);
+            let _ = write!(out, ",\"rejected\":{rejected}}}");
+        }
+        out.push_str("]}");
     }
     out.push_str("}}\n");
     out

@@ -177,3 +177,34 @@ async fn a_limited_client_is_shown_and_freed_by_hand() {
     assert_eq!(put.status, 405);
     assert_eq!(put.headers["allow"], "GET, HEAD, DELETE");
 }
+
+#[tokio::test]
+async fn status_shows_the_keys_limited_most_over_the_last_minute() {
+    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let admin = gw.admin_addr().expect("admin configured");
+    let before = within(5, send(admin, get("/status"))).await.body;
+    assert!(
+        before.contains("\"evictions\":0,\"top_limited\":[]}"),
+        "{before}"
+    );
+
+    // 1r/m without burst: each client's first request passes, the rest are rejected.
+    for (client, requests) in [
+        ("10.0.0.1", 5),
+        ("10.0.0.2", 3),
+        ("10.0.0.3", 1),
+        ("2001:db8::7", 2),
+    ] {
+        for _ in 0..requests {
+            from(&gw, client).await;
+        }
+    }
+    let body = within(5, send(admin, get("/status"))).await.body;
+    assert!(
+        body.contains(
+            "\"top_limited\":[{\"key\":\"10.0.0.1\",\"rejected\":4},\
+             {\"key\":\"10.0.0.2\",\"rejected\":2},{\"key\":\"2001:db8::7\",\"rejected\":1}]"
+        ),
+        "{body}"
+    );
+}

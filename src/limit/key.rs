@@ -135,6 +135,26 @@ impl Template {
         }
     }
 
+    /// A stored key as people read it: in a zone keyed by `$binary_remote_addr` alone,
+    /// the address (with the zone's prefix when it masks, `2001:db8::/64`); otherwise the
+    /// key's text.
+    pub fn text_of(&self, key: &[u8]) -> String {
+        let addr = match (&*self.parts, key.len()) {
+            ([Part::BinaryRemoteAddr], 4) => <[u8; 4]>::try_from(key)
+                .ok()
+                .map(|bytes| (IpAddr::from(bytes), self.ipv4_prefix, 32)),
+            ([Part::BinaryRemoteAddr], 16) => <[u8; 16]>::try_from(key)
+                .ok()
+                .map(|bytes| (IpAddr::from(bytes), self.ipv6_prefix, 128)),
+            _ => None,
+        };
+        match addr {
+            Some((addr, prefix, full)) if prefix < full => format!("{addr}/{prefix}"),
+            Some((addr, ..)) => addr.to_string(),
+            None => String::from_utf8_lossy(key).into_owned(),
+        }
+    }
+
     fn binary_addr(&self, client: IpAddr, out: &mut Vec<u8>) {
         match client {
             IpAddr::V4(v4) => {
@@ -230,6 +250,17 @@ mod tests {
         assert_eq!(key.len(), 16);
         assert_eq!(&key[..8], &[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1]);
         assert_eq!(&key[8..], &[0; 8]);
+        // Shown as the zone sees clients.
+        assert_eq!(t.text_of(&key), "2001:db8:0:1::/64");
+        assert_eq!(t.text_of(&[192, 0, 2, 0]), "192.0.2.0/24");
+        let whole = Template::new(vec![Part::BinaryRemoteAddr], 32, 128);
+        assert_eq!(whole.text_of(&[192, 0, 2, 77]), "192.0.2.77");
+        let api = Template::new(
+            vec![Part::Header(HeaderName::from_static("x-api-key"))],
+            32,
+            128,
+        );
+        assert_eq!(api.text_of(b"abcd"), "abcd");
     }
 
     #[test]

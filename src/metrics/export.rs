@@ -177,9 +177,9 @@ impl Scrape {
             None,
             MetricType::Counter,
         )?;
-        for (zone, cells) in &zones {
+        for (zone, stats) in &zones {
             for outcome in Outcome::ALL {
-                let count = cells.iter().map(|cell| cell.get(outcome)).sum();
+                let count = stats.decisions.iter().map(|cell| cell.get(outcome)).sum();
                 let labels = [("zone", zone.as_str()), ("outcome", outcome.label())];
                 counter(&mut family, &labels, count)?;
             }

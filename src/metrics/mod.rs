@@ -5,12 +5,14 @@
 
 pub mod cells;
 pub mod export;
+pub mod top;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cells::{Aligned, Counter, Gauge, Histogram, PerWorker, StatusCounts};
+use top::Sketch;
 
 /// Every metric family, by label. Only snapshot building and scrapes lock it.
 #[derive(Debug)]
@@ -18,7 +20,7 @@ pub struct Metrics {
     workers: usize,
     request_time: PerWorker<Histogram>,
     locations: Family<String, PerWorker<LocationCell>>,
-    zones: Family<String, PerWorker<Decisions>>,
+    zones: Family<String, ZoneStats>,
     upstreams: Family<String, UpstreamStats>,
     servers: Family<(String, String), Failures>,
     denied: Family<String, PerWorker<Counter>>,
@@ -51,9 +53,18 @@ impl Metrics {
         LocationStats { cells }
     }
 
-    /// The decision counts of zone `name`.
-    pub fn zone(&self, name: &str) -> Arc<PerWorker<Decisions>> {
-        self.zones.get(name, || PerWorker::new(self.workers))
+    /// The decision counts and most-limited keys of zone `name`.
+    pub fn zone(&self, name: &str) -> Arc<ZoneStats> {
+        self.zones.get(name, || ZoneStats {
+            decisions: PerWorker::new(self.workers),
+            limited: PerWorker::new(self.workers),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// Zone `name`'s counts, if it has any (`/status`).
+    pub fn zone_stats(&self, name: &str) -> Option<Arc<ZoneStats>> {
+        self.zones.lock().get(name).cloned()
     }
 
     pub fn upstream(&self, name: &str) -> Arc<UpstreamStats> {
@@ -121,9 +132,7 @@ impl<K: Ord + Clone, T> Family<K, T> {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<K, Arc<T>>> {
-        self.members
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.members)
     }
 }
 
@@ -160,6 +169,40 @@ impl LocationCell {
         self.statuses.add(status);
         self.request_time.observe(elapsed);
     }
+}
+
+/// A zone's counts: its decisions, and the keys it rejected most.
+#[derive(Debug)]
+pub struct ZoneStats {
+    pub decisions: PerWorker<Decisions>,
+    limited: PerWorker<Mutex<Sketch>>,
+    /// Where the sketches' clock starts.
+    epoch: Instant,
+}
+
+impl ZoneStats {
+    /// Counts a rejection of `key` (as the zone stores it) at `now`.
+    pub fn limited(&self, worker: usize, now: Instant, key: &[u8]) {
+        let secs = now.saturating_duration_since(self.epoch).as_secs();
+        lock(self.limited.get(worker)).add(secs, key);
+    }
+
+    /// The `n` keys rejected most over the last minute at `now`, most first: the key
+    /// (cut short when the `bool` says so) and its rejections.
+    pub fn top_limited(&self, now: Instant, n: usize) -> Vec<((Vec<u8>, bool), u64)> {
+        let secs = now.saturating_duration_since(self.epoch).as_secs();
+        let mut counts = std::collections::HashMap::new();
+        for sketch in self.limited.iter() {
+            lock(sketch).collect(secs, &mut counts);
+        }
+        top::top(counts, n)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A zone's decisions, by [`Outcome`].
@@ -271,10 +314,27 @@ mod tests {
     fn a_label_asked_for_again_gets_the_same_counts() {
         let metrics = Metrics::new(2);
         let first = metrics.zone("per_ip");
-        first.get(1).add(Outcome::Rejected);
+        first.decisions.get(1).add(Outcome::Rejected);
         let again = metrics.zone("per_ip");
-        assert_eq!(again.get(1).get(Outcome::Rejected), 1);
+        assert_eq!(again.decisions.get(1).get(Outcome::Rejected), 1);
         assert!(!Arc::ptr_eq(&metrics.zone("other"), &again));
+    }
+
+    #[test]
+    fn the_most_limited_keys_are_added_up_over_workers() {
+        let metrics = Metrics::new(2);
+        let zone = metrics.zone("per_ip");
+        let now = Instant::now();
+        for worker in [0, 1, 1] {
+            zone.limited(worker, now, b"a");
+        }
+        zone.limited(0, now, b"b");
+        let top = zone.top_limited(now, 10);
+        assert_eq!(
+            top,
+            [((b"a".to_vec(), false), 3), ((b"b".to_vec(), false), 1)]
+        );
+        assert_eq!(zone.top_limited(now + Duration::from_secs(120), 10), []);
     }
 
     #[test]

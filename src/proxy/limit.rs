@@ -54,14 +54,16 @@ impl ApiKeys {
     }
 }
 
-/// Applies the location's limits. `path` is the normalized path.
+/// Applies the location's limits, and counts each zone's decision (`/metrics`) and
+/// rejected key (`/status`) on the worker's own cells. `path` is the normalized path;
+/// `at` is the request's arrival and its worker.
 pub(super) fn decide<B>(
     location: &Location,
     req: &Request<B>,
     client: IpAddr,
     path: &str,
     plan: Option<usize>,
-    now: Instant,
+    (now, worker): (Instant, usize),
 ) -> Outcome {
     let host = req
         .uri()
@@ -76,16 +78,34 @@ pub(super) fn decide<B>(
         headers: req.headers(),
         host,
     };
-    zone::decide(&location.rules, &view, plan, location.cost, now)
-}
-
-/// Counts each zone's decision (`/metrics`) on the worker's own cells.
-pub(super) fn count(location: &Location, outcome: &Outcome, worker: usize) {
+    let outcome = zone::decide(&location.rules, &view, plan, location.cost, now);
     for applied in outcome.applied.iter() {
-        if let Some(stats) = location.zone_stats.get(applied.rule) {
-            stats.get(worker).add(metric_outcome(applied));
+        let (Some(stats), Some(rule)) = (
+            location.zone_stats.get(applied.rule),
+            location.rules.get(applied.rule),
+        ) else {
+            continue;
+        };
+        stats.decisions.get(worker).add(metric_outcome(applied));
+        if !applied.decision.admitted() {
+            // The key again, for the sketch: only rejections pay for it.
+            KEY.with(|key| {
+                // Only re-entry could hold it; the sketch then misses one rejection.
+                if let Ok(mut key) = key.try_borrow_mut() {
+                    key.clear();
+                    if rule.zone.template.render_append(&view, &mut key) {
+                        stats.limited(worker, now, &key);
+                    }
+                }
+            });
         }
     }
+    outcome
+}
+
+thread_local! {
+    /// A rejected request's key, rendered again for the most-limited sketch.
+    static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn metric_outcome(applied: &Applied) -> metrics::Outcome {

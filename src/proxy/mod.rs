@@ -22,7 +22,7 @@ use crate::access;
 use crate::limit::zone::{Outcome, Rule};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
-use crate::metrics::{Decisions, LocationStats};
+use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing::{self, Router};
 use crate::upstream::Group;
 
@@ -61,8 +61,8 @@ pub struct Location {
     pub cost: u64,
     /// Requests answered here, by status (`/metrics`).
     pub stats: LocationStats,
-    /// Each rule's zone's decision counts, in `rules` order.
-    pub zone_stats: Vec<Arc<PerWorker<Decisions>>>,
+    /// Each rule's zone's counts, in `rules` order.
+    pub zone_stats: Vec<Arc<ZoneStats>>,
     /// Requests each `access` rule denied, in rule order (`None` for `allow` rules).
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
@@ -128,9 +128,8 @@ impl Pipeline {
             }
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
-        let mut limited = self.limit(location, &req, client, &path, now);
+        let mut limited = self.limit(location, &req, client, &path, (now, conn.worker));
         log.limit(&limited);
-        limit::count(location, &limited, conn.worker);
         if limited.rejected() {
             let response = limit::rejection(location, &limited, self.ratelimit_headers);
             return log.finish(response, None);
@@ -182,19 +181,20 @@ impl Pipeline {
     }
 
     /// The limit phase: every zone of the location, unless the client is exempt.
+    /// `at` is the request's arrival and its worker.
     fn limit<B>(
         &self,
         location: &Location,
         req: &Request<B>,
         client: IpAddr,
         path: &str,
-        now: Instant,
+        at: (Instant, usize),
     ) -> Outcome {
         if location.rules.is_empty() || access::listed(client, &self.exempt) {
             return Outcome::default();
         }
         let plan = self.api_keys.as_ref().and_then(|keys| keys.plan(req));
-        limit::decide(location, req, client, path, plan, now)
+        limit::decide(location, req, client, path, plan, at)
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).
