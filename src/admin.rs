@@ -228,7 +228,15 @@ fn status(shared: &Shared) -> String {
         shared.reloads_ok.load(Ordering::Relaxed),
         shared.reloads_failed.load(Ordering::Relaxed),
     );
-    for (i, addr) in shared.listeners.load().iter().enumerate() {
+    let listeners = shared.listeners.load();
+    for (i, addr) in listeners.plain.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, &addr.to_string());
+    }
+    out.push_str("],\"tls_listeners\":[");
+    for (i, addr) in listeners.tls.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }

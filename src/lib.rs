@@ -22,6 +22,7 @@
 //! - [`log`]: the access log.
 //! - [`metrics`]: per-worker counters, and the Prometheus text `/metrics` serves.
 //! - [`signals`]: unix signals mapped to what the operator means by them.
+//! - [`tls`]: certificates (read and checked with the config), SNI, ALPN, resumption.
 //! - [`body`]: streamed bodies with idle timeouts.
 //!
 //! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
@@ -42,6 +43,7 @@ pub mod routing;
 pub mod server;
 pub mod signals;
 pub mod snapshot;
+pub mod tls;
 pub mod upstream;
 
 pub use config::Config;

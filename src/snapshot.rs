@@ -17,6 +17,7 @@ use crate::log::AccessLog;
 use crate::metrics::Metrics;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
+use crate::tls;
 use crate::upstream::balance::Policy;
 use crate::upstream::{Group, GroupSpec};
 
@@ -31,6 +32,25 @@ pub struct Snapshot {
     pub upstreams: Vec<Arc<Group>>,
     pub pipeline: Pipeline,
     pub conn: ConnSettings,
+    /// What `listen_tls` connections are served with; `None` without `[tls]`.
+    pub tls: Option<TlsServer>,
+}
+
+/// `[tls]`, ready to use.
+#[derive(Clone)]
+pub struct TlsServer {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub handshake_timeout: Duration,
+}
+
+/// What outlives a generation: handed from one snapshot to the next.
+pub struct Lasting<'a> {
+    /// The zones in force (empty at start): zones that stay take their state over.
+    pub zones: &'a [Arc<Zone>],
+    /// Counters, by label.
+    pub metrics: &'a Metrics,
+    /// TLS session tickets and cache, so clients resume across reloads.
+    pub sessions: &'a tls::Sessions,
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -48,21 +68,22 @@ pub enum BuildError {
     AccessLog(std::io::Error),
     #[error("location {0}: invalid redirect target")]
     Location(usize),
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
 }
 
-/// Builds generation `generation` of the run-time objects. A zone of `previous` (the
-/// zones in force, empty at start) whose name, key, algorithm and size are unchanged
-/// passes its keys and their state on ([`Zone::succeed`]); any other zone starts empty.
-///
-/// Counters come from `metrics` by label, so a location, zone or upstream that keeps its
-/// name keeps its counts.
+/// Builds generation `generation` of the run-time objects. A zone in force whose name,
+/// key, algorithm and size are unchanged passes its keys and their state on
+/// ([`Zone::succeed`]); any other zone starts empty. Counters come from the lasting
+/// metrics by label, so a location, zone or upstream that keeps its name keeps its
+/// counts.
 pub fn build(
     config: &Config,
     generation: u64,
     workers: usize,
-    previous: &[Arc<Zone>],
-    metrics: &Metrics,
+    lasting: &Lasting<'_>,
 ) -> Result<Snapshot, BuildError> {
+    let (previous, metrics) = (lasting.zones, lasting.metrics);
     let groups: Vec<Arc<Group>> = config
         .upstreams
         .iter()
@@ -166,6 +187,17 @@ pub fn build(
         recursive: r.recursive,
     });
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
+    let tls = match &config.tls {
+        Some(settings) => {
+            tls::warn_expired(&settings.certificates);
+            let server = tls::server_config(&settings.certificates, lasting.sessions)?;
+            Some(TlsServer {
+                acceptor: tokio_rustls::TlsAcceptor::from(server),
+                handshake_timeout: settings.handshake_timeout,
+            })
+        }
+        None => None,
+    };
     let server = &config.server;
     Ok(Snapshot {
         generation,
@@ -191,6 +223,7 @@ pub fn build(
             max_header_bytes: server.max_header_bytes,
             shutdown_timeout: server.shutdown_timeout,
         },
+        tls,
     })
 }
 

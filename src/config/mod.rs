@@ -38,8 +38,19 @@ pub struct Config {
     pub api_keys: Option<ApiKeys>,
     /// Locations in file order (regex locations are tried in this order).
     pub locations: Vec<Location>,
-    /// `[admin]`: `/healthz` and `/status`; `None` when the section is absent.
+    /// `[admin]`: `/metrics`, `/healthz` and `/status`; `None` when the section is absent.
     pub admin: Option<Admin>,
+    /// `[tls]`: the certificates `listen_tls` serves, loaded and checked.
+    pub tls: Option<Tls>,
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// In file order, never empty; the first is served when SNI matches none.
+    pub certificates: Vec<crate::tls::Certificate>,
+    /// A TLS handshake not done in time closes the connection.
+    pub handshake_timeout: Duration,
 }
 
 /// `[admin]`.
@@ -52,8 +63,10 @@ pub struct Admin {
 /// `[server]`.
 #[derive(Debug, Clone)]
 pub struct Server {
-    /// Plain-text listeners (HTTP/1.1 and h2c prior knowledge). Never empty.
+    /// Plain-text listeners (HTTP/1.1 and h2c prior knowledge).
     pub listen: Vec<SocketAddr>,
+    /// TLS listeners (ALPN `h2` and `http/1.1`). This or `listen` is never empty.
+    pub listen_tls: Vec<SocketAddr>,
     /// Worker threads, each with its own runtime and `SO_REUSEPORT` listeners (ours,
     /// like nginx's `worker_processes`). `"auto"` = one per CPU.
     pub workers: usize,

@@ -39,10 +39,10 @@ const SECTIONS: &[&str] = &[
     "api_keys",
     "location",
     "admin",
+    "tls",
 ];
 /// Sections that later releases add.
-const FUTURE_SECTIONS: &[&str] = &["tls", "redis"];
-const FUTURE_SERVER_KEYS: &[&str] = &["listen_tls"];
+const FUTURE_SECTIONS: &[&str] = &["redis"];
 const FUTURE_ZONE_KEYS: &[&str] = &["backend", "instances", "on_error"];
 
 /// A section as found in the file.
@@ -63,6 +63,7 @@ pub(crate) struct RawConfig {
     pub access: Section<RawAccess>,
     pub log: Section<RawLog>,
     pub admin: Section<RawAdmin>,
+    pub tls: Section<RawTls>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order.
@@ -77,6 +78,7 @@ pub(crate) struct RawConfig {
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawServer {
     pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    pub listen_tls: Option<Spanned<Vec<Spanned<String>>>>,
     pub workers: Option<Loose>,
     pub client_header_timeout: Option<Loose>,
     pub client_body_timeout: Option<Loose>,
@@ -158,6 +160,27 @@ pub(crate) struct RawRealIp {
 pub(crate) struct RawAdmin {
     /// Required.
     pub listen: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawTls {
+    /// Required when `listen_tls` is set.
+    pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
+    pub handshake_timeout: Option<Loose>,
+}
+
+/// One `[[tls.certificates]]`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { cert = \"example.pem\", key = \"example.key\" }"
+)]
+pub(crate) struct RawCertificate {
+    /// Required.
+    pub cert: Option<Spanned<String>>,
+    /// Required.
+    pub key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -302,11 +325,12 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
     for (key, value) in root.into_inner() {
         let name: &str = key.get_ref();
         match name {
-            "server" => raw.server = section(value, FUTURE_SERVER_KEYS, diag),
+            "server" => raw.server = section(value, &[], diag),
             "real_ip" => raw.real_ip = section(value, &[], diag),
             "access" => raw.access = section(value, &[], diag),
             "log" => raw.log = section(value, &[], diag),
             "admin" => raw.admin = section(value, &[], diag),
+            "tls" => raw.tls = section(value, &[], diag),
             "upstreams" => raw.upstreams = named(value, &[], UPSTREAMS_HINT, diag),
             "zones" => raw.zones = named(value, FUTURE_ZONE_KEYS, ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, &[], diag),
@@ -568,13 +592,12 @@ mod tests {
 
     #[test]
     fn future_keys_and_sections_are_not_supported_yet() {
-        let text = "[server]\nlisten_tls = []\n[zones.per_ip]\nbackend = \"redis\"\n\
-                    [[location]]\nmatch = \"/\"\n[[tls.certificates]]\ncert = \"x\"\n";
+        let text = "[server]\nlisten = []\n[zones.per_ip]\nbackend = \"redis\"\n\
+                    [[location]]\nmatch = \"/\"\n[redis]\nurl = \"x\"\n";
         let got = problems(text);
         let want = [
-            (2, 1, "`listen_tls` is not supported yet"),
             (4, 1, "`backend` is not supported yet"),
-            (7, 3, "`[tls]` is not supported yet"),
+            (7, 2, "`[redis]` is not supported yet"),
         ];
         let got: Vec<_> = got.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
         assert_eq!(got, want);
@@ -586,7 +609,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`, `tls`"
         );
     }
 

@@ -320,6 +320,7 @@ fn reference_example_in_docs_is_valid() {
 
 mod errors;
 mod limits;
+mod tls;
 
 #[test]
 fn admin_listens_where_it_is_told_and_needs_an_address() {

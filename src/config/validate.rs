@@ -16,7 +16,7 @@ use super::raw::{
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
 use super::{limits, location, values};
 use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat, RateLimitHeaders};
-use super::{RealIp, Server, Upstream, UpstreamServer};
+use super::{RealIp, Server, Tls, Upstream, UpstreamServer};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -30,7 +30,22 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let raw = raw::parse(text, &mut diag);
     let base = origin.parent().unwrap_or(Path::new(""));
 
-    let server = server(raw.server, &mut diag);
+    // Whether `[tls]` lists a certificate (`None`: the section is invalid, so say nothing).
+    let certificates = match &raw.tls {
+        Section::Absent => Some(false),
+        Section::Invalid => None,
+        Section::Present(_, tls) => Some(
+            tls.certificates
+                .as_ref()
+                .is_some_and(|list| !list.get_ref().is_empty()),
+        ),
+    };
+    let server = server(raw.server, certificates, &mut diag);
+    let tls = match raw.tls {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(span, raw) => tls(raw, &span, base, &mut diag).map(Some),
+    };
     let real_ip = match raw.real_ip {
         Section::Absent => Some(None),
         Section::Invalid => None,
@@ -90,7 +105,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     };
 
     match (
-        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin,
+        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin, tls,
     ) {
         (
             Some(server),
@@ -102,6 +117,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             Some(api_keys),
             Some(locations),
             Some(admin),
+            Some(tls),
         ) if !diag.has_errors() => Ok(Config {
             origin: origin.to_path_buf(),
             sha256: String::new(),
@@ -114,6 +130,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             api_keys,
             locations,
             admin,
+            tls,
         }),
         _ => {
             if !diag.has_errors() {
@@ -127,7 +144,12 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     }
 }
 
-fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Server> {
+/// `[server]`. `certificates` tells whether `[tls]` lists any (`listen_tls` needs one).
+fn server(
+    section: Section<RawServer>,
+    certificates: Option<bool>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Server> {
     let (span, raw) = match section {
         Section::Absent => {
             diag.error_nowhere(NO_LISTENER);
@@ -136,7 +158,28 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
         Section::Invalid => return None,
         Section::Present(span, raw) => (span, raw),
     };
-    let listen = listen(raw.listen, span, diag);
+    let mut seen = Vec::new();
+    let listen_span = raw.listen.as_ref().map(|l| l.span());
+    let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
+    let listen = addresses(raw.listen, &mut seen, diag);
+    let listen_tls = addresses(raw.listen_tls, &mut seen, diag);
+    let left_out = |diag: &Diagnostics<'_>| {
+        diag.was_left_out(&span, "listen") || diag.was_left_out(&span, "listen_tls")
+    };
+    if let (Some(plain), Some(tls)) = (&listen, &listen_tls) {
+        if plain.is_empty() && tls.is_empty() && !left_out(diag) {
+            diag.error(
+                listen_span.or(tls_span.clone()).unwrap_or(span.clone()),
+                NO_LISTENER,
+            );
+        }
+        if let (false, Some(false), Some(at)) = (tls.is_empty(), certificates, tls_span) {
+            diag.error(
+                at,
+                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`",
+            );
+        }
+    }
     let workers = match &raw.workers {
         Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
         None => Some(values::auto_workers()),
@@ -163,6 +206,7 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
     };
     Some(Server {
         listen: listen?,
+        listen_tls: listen_tls?,
         workers: workers?,
         client_header_timeout: client_header_timeout?,
         client_body_timeout: client_body_timeout?,
@@ -174,38 +218,73 @@ fn server(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<Ser
     })
 }
 
-fn listen(
+/// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
+/// lists before, so an address is listened on once, plain or TLS.
+fn addresses(
     raw: Option<Spanned<Vec<Spanned<String>>>>,
-    server: Span,
+    seen: &mut Vec<SocketAddr>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<SocketAddr>> {
-    let raw = match raw {
-        Some(list) if !list.get_ref().is_empty() => list,
-        Some(empty) => {
-            diag.error(empty.span(), NO_LISTENER);
-            return None;
-        }
-        None if diag.was_left_out(&server, "listen") => return None,
-        None => {
-            diag.error(server, NO_LISTENER);
-            return None;
-        }
-    };
     let mut addrs: Vec<SocketAddr> = Vec::new();
     let mut valid = true;
-    for item in raw.into_inner() {
+    for item in raw.map(Spanned::into_inner).unwrap_or_default() {
         let Some(addr) = diag.check(item.span(), values::listen_addr(item.get_ref())) else {
             valid = false;
             continue;
         };
         // Port 0 asks for any free port, so two of them do not collide.
-        if addr.port() != 0 && addrs.contains(&addr) {
+        if addr.port() != 0 && seen.contains(&addr) {
             diag.error(item.span(), format!("duplicate listen address {addr}"));
             valid = false;
         }
+        seen.push(addr);
         addrs.push(addr);
     }
     valid.then_some(addrs)
+}
+
+/// `[tls]`: every certificate is read and checked now, so that `tollgate -t` and a
+/// reload catch a missing file or a key that does not match.
+fn tls(raw: raw::RawTls, span: &Span, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Tls> {
+    let handshake_timeout = duration(&raw.handshake_timeout, 10, diag);
+    let list = diag.required(raw.certificates, span, "certificates")?;
+    if list.get_ref().is_empty() {
+        diag.error(
+            list.span(),
+            "`certificates` is empty: list at least one { cert, key }",
+        );
+        return None;
+    }
+    let mut certificates = Vec::new();
+    let mut valid = true;
+    for entry in list.into_inner() {
+        let at = entry.span();
+        let entry = entry.into_inner();
+        let (Some(cert), Some(key)) = (
+            diag.required(entry.cert, &at, "cert"),
+            diag.required(entry.key, &at, "key"),
+        ) else {
+            valid = false;
+            continue;
+        };
+        let (cert_path, key_path) = (base.join(cert.get_ref()), base.join(key.get_ref()));
+        match crate::tls::load(&cert_path, &key_path) {
+            Ok(loaded) => certificates.push(loaded),
+            Err(err) => {
+                let at = if err.path() == key_path {
+                    key.span()
+                } else {
+                    cert.span()
+                };
+                diag.error(at, err.to_string());
+                valid = false;
+            }
+        }
+    }
+    Some(Tls {
+        certificates: valid.then_some(certificates)?,
+        handshake_timeout: handshake_timeout?,
+    })
 }
 
 fn header_limit(size: u64, value: &Loose, diag: &mut Diagnostics<'_>) -> Option<usize> {

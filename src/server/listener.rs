@@ -40,33 +40,35 @@ fn bind_one(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
-/// A `listen` address bound for every worker, not yet accepting.
+/// Where a listener listens, and whether it speaks TLS (`listen_tls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Address {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+/// A `listen` or `listen_tls` address bound for every worker, not yet accepting.
 pub struct Bound {
-    configured: SocketAddr,
+    configured: Address,
     actual: SocketAddr,
     sockets: Vec<TcpListener>,
 }
 
-/// A `listen` address in force: its sockets accept until [`Listening::close`].
+/// An address in force: its sockets accept until [`Listening::close`].
 pub struct Listening {
     /// As configured (port 0 unresolved): what a reload compares.
-    pub configured: SocketAddr,
+    pub configured: Address,
     pub actual: SocketAddr,
     stop: watch::Sender<bool>,
 }
 
 impl Bound {
-    /// The address actually bound (port 0 resolved).
-    pub fn addr(&self) -> SocketAddr {
-        self.actual
-    }
-
     /// Binds `addr` once per worker (see [`bind`]): a busy port fails here, before
     /// anything changes.
-    pub fn new(addr: SocketAddr, workers: usize) -> io::Result<Bound> {
-        let (actual, sockets) = bind(addr, workers)?;
+    pub fn new(configured: Address, workers: usize) -> io::Result<Bound> {
+        let (actual, sockets) = bind(configured.addr, workers)?;
         Ok(Bound {
-            configured: addr,
+            configured,
             actual,
             sockets,
         })
@@ -83,9 +85,10 @@ impl Bound {
                 listener,
                 stop: stop.subscribe(),
                 open: open.clone(),
+                tls: self.configured.tls,
             });
         }
-        tracing::info!(addr = %self.actual, "listening");
+        tracing::info!(addr = %self.actual, tls = self.configured.tls, "listening");
         Listening {
             configured: self.configured,
             actual: self.actual,

@@ -15,24 +15,42 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 
-use self::listener::{Bound, Listening};
+use self::listener::{Address, Bound, Listening};
 use self::worker::Listen;
 use crate::admin::Admin;
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::Metrics;
-use crate::snapshot::{self, Snapshot};
+use crate::snapshot::{self, Lasting, Snapshot};
+use crate::tls;
 
 /// What the workers and the admin API share: the configuration in force, and what
 /// `/status` tells of the gateway around it.
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
-    /// The addresses listened on, in `listen` order (for `/status`).
-    pub listeners: ArcSwap<Vec<SocketAddr>>,
+    /// The addresses listened on (for `/status`).
+    pub listeners: ArcSwap<Listeners>,
     /// Reloads that took effect, and those that changed nothing.
     pub reloads_ok: AtomicU64,
     pub reloads_failed: AtomicU64,
     /// Every generation's counters (`/metrics`).
     pub metrics: Arc<Metrics>,
+}
+
+/// The addresses actually listened on (port 0 resolved), each list in config order.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    pub plain: Vec<SocketAddr>,
+    pub tls: Vec<SocketAddr>,
+}
+
+impl Listeners {
+    fn of(listening: &[Listening]) -> Listeners {
+        let (tls, plain): (Vec<_>, Vec<_>) = listening.iter().partition(|l| l.configured.tls);
+        Listeners {
+            plain: plain.iter().map(|l| l.actual).collect(),
+            tls: tls.iter().map(|l| l.actual).collect(),
+        }
+    }
 }
 
 /// Why the gateway could not start, or a reload changed nothing.
@@ -47,6 +65,8 @@ pub enum StartError {
     Build(#[from] snapshot::BuildError),
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
 }
 
 /// Why a reload changed nothing.
@@ -73,6 +93,8 @@ pub struct Gateway {
     /// it.
     admin: Option<Admin>,
     admin_config: Option<SocketAddr>,
+    /// TLS ticket keys and session cache, kept across reloads for resumption.
+    sessions: tls::Sessions,
 }
 
 impl Gateway {
@@ -82,11 +104,17 @@ impl Gateway {
     pub fn start(config: Config) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
         let metrics = Arc::new(Metrics::new(workers));
-        let snapshot = snapshot::build(&config, 1, workers, &[], &metrics)?;
-        let bound = bind_all(&config.server.listen, workers)?;
+        let sessions = tls::Sessions::new()?;
+        let lasting = Lasting {
+            zones: &[],
+            metrics: &metrics,
+            sessions: &sessions,
+        };
+        let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
+        let bound = bind_all(&addresses(&config), workers)?;
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
-            listeners: ArcSwap::from_pointee(bound.iter().map(Bound::addr).collect()),
+            listeners: ArcSwap::from_pointee(Listeners::default()),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             metrics,
@@ -118,10 +146,11 @@ impl Gateway {
             handles.push(handle);
             to_workers.push(tx);
         }
-        let listening = bound
+        let listening: Vec<Listening> = bound
             .into_iter()
             .map(|b| b.serve(&to_workers, &shared.metrics))
             .collect();
+        shared.listeners.store(Arc::new(Listeners::of(&listening)));
         Ok(Gateway {
             listening: Mutex::new(listening),
             to_workers,
@@ -131,6 +160,7 @@ impl Gateway {
             workers: handles,
             admin,
             admin_config: config.admin.as_ref().map(|a| a.listen),
+            sessions,
         })
     }
 
@@ -141,7 +171,12 @@ impl Gateway {
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.shared.listeners.load().to_vec()
+        self.shared.listeners.load().plain.clone()
+    }
+
+    /// The TLS addresses actually listened on, in `listen_tls` order.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.shared.listeners.load().tls.clone()
     }
 
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the
@@ -181,8 +216,8 @@ impl Gateway {
         if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
             tracing::warn!("reload: an `[admin]` change takes effect on restart");
         }
-        let wanted = &config.server.listen;
-        let added: Vec<SocketAddr> = wanted
+        let wanted = addresses(config);
+        let added: Vec<Address> = wanted
             .iter()
             .filter(|addr| !listening.iter().any(|l| l.configured == **addr))
             .copied()
@@ -191,13 +226,12 @@ impl Gateway {
         let current = self.shared.snapshot.load();
         let generation = current.generation + 1;
         let metrics = &self.shared.metrics;
-        let next = snapshot::build(
-            config,
-            generation,
-            self.worker_count,
-            &current.zones,
+        let lasting = Lasting {
+            zones: &current.zones,
             metrics,
-        )?;
+            sessions: &self.sessions,
+        };
+        let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
         for zone in &next.zones {
             let kept = current.zones.iter().any(|old| old.shares_state_with(zone));
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
@@ -213,10 +247,11 @@ impl Gateway {
                 .into_iter()
                 .map(|b| b.serve(&self.to_workers, metrics)),
         );
-        // `listen` order, for `local_addrs`.
+        // Config order, for `local_addrs` and `tls_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
-        let addrs = listening.iter().map(|l| l.actual).collect();
-        self.shared.listeners.store(Arc::new(addrs));
+        self.shared
+            .listeners
+            .store(Arc::new(Listeners::of(&listening)));
         Ok(generation)
     }
 
@@ -266,13 +301,31 @@ impl Drop for Gateway {
     }
 }
 
+/// Every `listen` then `listen_tls` address.
+fn addresses(config: &Config) -> Vec<Address> {
+    let plain = config
+        .server
+        .listen
+        .iter()
+        .map(|&addr| Address { addr, tls: false });
+    let tls = config
+        .server
+        .listen_tls
+        .iter()
+        .map(|&addr| Address { addr, tls: true });
+    plain.chain(tls).collect()
+}
+
 /// Binds each address for every worker; the first that fails fails all (the others are
 /// closed again).
-fn bind_all(addrs: &[SocketAddr], workers: usize) -> Result<Vec<Bound>, StartError> {
+fn bind_all(addrs: &[Address], workers: usize) -> Result<Vec<Bound>, StartError> {
     addrs
         .iter()
-        .map(|&addr| {
-            Bound::new(addr, workers).map_err(|source| StartError::Listen { addr, source })
+        .map(|&address| {
+            Bound::new(address, workers).map_err(|source| StartError::Listen {
+                addr: address.addr,
+                source,
+            })
         })
         .collect()
 }

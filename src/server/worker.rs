@@ -23,6 +23,8 @@ pub struct Listen {
     pub stop: watch::Receiver<bool>,
     /// Open connections accepted on this address (`/metrics`).
     pub open: Arc<PerWorker<Gauge>>,
+    /// `listen_tls`: connections start with a TLS handshake.
+    pub tls: bool,
 }
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
@@ -47,6 +49,7 @@ pub fn run(
                 listener,
                 stop,
                 open,
+                tls,
             } = tokio::select! {
                 Some(next) = listen.recv() => next,
                 _ = stop.wait_for(|stop| *stop) => break,
@@ -63,6 +66,7 @@ pub fn run(
                         stop,
                         alive: alive.clone(),
                         open,
+                        tls,
                     };
                     tokio::spawn(accepting.run(listener));
                 }
@@ -97,6 +101,26 @@ async fn heartbeat() {
 
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
+/// The TLS handshake (within the snapshot's `handshake_timeout`, with its certificates),
+/// then the connection as any other.
+async fn serve_tls(
+    stream: tokio::net::TcpStream,
+    conn: Conn,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    let Some(tls) = shared.snapshot.load().tls.clone() else {
+        // Validation makes `listen_tls` need certificates; nothing to serve without.
+        tracing::error!(peer = %conn.peer, "TLS connection without certificates");
+        return;
+    };
+    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => conn::serve(stream, conn, shared, stop).await,
+        Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
+        Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
+    }
+}
+
 /// One listening socket's accept loop, and what each connection it accepts gets.
 struct Accepting {
     worker: usize,
@@ -105,6 +129,7 @@ struct Accepting {
     /// Held by every task, so the worker knows when all have ended.
     alive: mpsc::Sender<()>,
     open: Arc<PerWorker<Gauge>>,
+    tls: bool,
 }
 
 impl Accepting {
@@ -117,13 +142,18 @@ impl Accepting {
             match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let conn = Conn::new(peer, self.worker, false);
+                    let conn = Conn::new(peer, self.worker, self.tls);
                     let (shared, stop, alive) =
                         (self.shared.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
+                    let tls = self.tls;
                     tokio::spawn(async move {
-                        conn::serve(stream, conn, shared, stop).await;
+                        if tls {
+                            serve_tls(stream, conn, shared, stop).await;
+                        } else {
+                            conn::serve(stream, conn, shared, stop).await;
+                        }
                         open.add(-1);
                         drop(alive);
                     });

@@ -78,13 +78,22 @@ fn unknown_and_future_server_keys_are_reported_at_the_key() {
         owned(3, 16, "invalid limit_status 200: expected 400 to 599")
     );
     assert_eq!(
-        error("  listen_tls = []\n"),
-        owned(3, 3, "`listen_tls` is not supported yet")
+        error("  listen_tls = [\"127.0.0.1:8443\"]\n"),
+        owned(
+            3,
+            16,
+            "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`"
+        )
+    );
+    assert_eq!(
+        error("listen_tls = [\"8080\"]\n"),
+        owned(3, 15, "duplicate listen address 0.0.0.0:8080")
     );
     let (line, col, message) = error("lisen = []\n");
     assert_eq!((line, col), (3, 1));
     assert!(
-        message.starts_with("unknown key `lisen`, expected one of `listen`, `workers`"),
+        message
+            .starts_with("unknown key `lisen`, expected one of `listen`, `listen_tls`, `workers`"),
         "{message}"
     );
 }
@@ -252,7 +261,7 @@ fn future_and_unknown_sections_are_reported_at_their_name() {
     );
     let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`";
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`, `tls`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
 }
 
