@@ -26,7 +26,8 @@
 //! - [`body`]: streamed bodies with idle timeouts.
 //!
 //! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
-//! [`routing`], [`access`], [`limit`], [`upstream`]; [`snapshot`] → [`config`]. A request
+//! [`routing`], [`access`], [`limit`], [`upstream`]; [`snapshot`] → [`config`], [`tls`],
+//! [`metrics`]; [`config`] → [`tls`] (certificates are checked with the file). A request
 //! loads the snapshot exactly once.
 #![deny(unsafe_code)]
 
