@@ -67,7 +67,10 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
         "{body}"
     );
     assert!(
-        body.contains(&format!("\"listeners\":[\"{}\"]", addr(&gw))),
+        body.contains(&format!(
+            "\"listeners\":[\"{}\"],\"tls_listeners\":[]",
+            addr(&gw)
+        )),
         "{body}"
     );
     assert!(body.contains("\"healthy\":true,\"fails\":0"), "{body}");
