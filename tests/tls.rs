@@ -446,6 +446,28 @@ async fn a_reload_swaps_the_certificate_and_sessions_resume_across_it() {
         fresh.get_ref().1.handshake_kind(),
         Some(HandshakeKind::Full)
     );
+
+    // A TLS address added by a reload opens; the one removed stops accepting.
+    let moved = text.replace(
+        "listen_tls = [\"127.0.0.1:0\"]",
+        "listen_tls = [\"127.0.0.2:0\"]",
+    );
+    let moved =
+        tollgate::config::from_str(&moved, Path::new("/tmp/tollgate-test/gateway.toml")).unwrap();
+    assert_eq!(gw.reload(&moved).unwrap(), 3);
+    let now = gw.tls_addrs();
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].ip().to_string(), "127.0.0.2");
+    let there = connect(now[0], client(ca.roots(), &[b"h2"]), "a.test").await;
+    assert_eq!(within(5, get_over(there, "/")).await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(tls_addr).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the old TLS address still accepts"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// `tollgate -t` on a file: (exit success, stdout, stderr).
