@@ -9,6 +9,7 @@ pub mod concurrency;
 pub mod fixed_window;
 pub mod key;
 pub mod leaky_bucket;
+pub mod redis;
 pub mod sliding_log;
 pub mod sliding_window;
 // The one module with `unsafe`: memory a lock-free lookup reads (see its docs).

@@ -1,0 +1,204 @@
+//! `leaky_bucket` on Redis decides as the local `leaky_bucket` does: the same schedules of
+//! arrivals (burst, delay, nodelay, cost, several rates) go through the Lua script on a
+//! real redis-server and through the local algorithm, and every decision must match. Then
+//! what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
+//! its TTL; two connections (two instances) sharing one limit; the script loaded again
+//! after `SCRIPT FLUSH`.
+
+mod support;
+
+use tollgate::limit::leaky_bucket::LeakyBucket;
+use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NODELAY};
+
+use support::redis::{self as server, Redis};
+
+async fn connect(redis: &Redis) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(redis.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+fn params(count: u64, period: Period, burst: u64, delay: u64, cost: u64) -> Params {
+    Params {
+        rate: Rate::new(count, period).unwrap(),
+        burst,
+        delay,
+        cost,
+        max: 0,
+    }
+}
+
+/// Arrival gaps in microseconds from a fixed-seed generator: bursts of back-to-back
+/// requests, then pauses long and short.
+fn gaps(seed: u64, n: usize, scale_us: u64) -> Vec<u64> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            match (x >> 33) % 4 {
+                0 => 0,
+                1 => (x >> 40) % 1_000,
+                _ => (x >> 40) % scale_us,
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_leaky_bucket() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let scripts = Scripts::default();
+    let cases = [
+        (
+            "10r/s burst 5",
+            params(10, Period::Second, 5, 0, 1),
+            200_000,
+        ),
+        (
+            "10r/s burst 5 nodelay",
+            params(10, Period::Second, 5, NODELAY, 1),
+            200_000,
+        ),
+        (
+            "10r/s burst 8 delay 3",
+            params(10, Period::Second, 8, 3, 1),
+            200_000,
+        ),
+        (
+            "2r/s burst 10 nodelay cost 3",
+            params(2, Period::Second, 10, NODELAY, 3),
+            1_000_000,
+        ),
+        (
+            "1r/m burst 2 nodelay",
+            params(1, Period::Minute, 2, NODELAY, 1),
+            40_000_000,
+        ),
+        (
+            "7r/m burst 0",
+            params(7, Period::Minute, 0, 0, 1),
+            10_000_000,
+        ),
+        (
+            "7r/s burst 10",
+            params(7, Period::Second, 10, 0, 1),
+            300_000,
+        ),
+        (
+            "3r/m burst 4 delay 1",
+            params(3, Period::Minute, 4, 1, 1),
+            30_000_000,
+        ),
+        (
+            "1000r/s burst 50 delay 10",
+            params(1000, Period::Second, 50, 10, 1),
+            1_000,
+        ),
+        (
+            "100r/h burst 6 nodelay cost 5",
+            params(100, Period::Hour, 6, NODELAY, 5),
+            60_000_000,
+        ),
+    ];
+    let start_us: u64 = 1_763_000_000_000_000; // an absolute time, as Redis's TIME gives
+    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
+        let key = redis_key("conformance", format!("case-{i}").as_bytes());
+        let mut local = LeakyBucket::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
+        for (n, gap) in gaps(i as u64 + 1, 300, scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want: Decision = LeakyBucket::check(&local, now, &p);
+            if want.admitted() {
+                LeakyBucket::charge(&mut local, now, &p);
+            }
+            let got = scripts
+                .leaky_bucket(&mut conn, &key, &p, Clock::At(t))
+                .await
+                .unwrap();
+            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
+            match want.verdict {
+                tollgate::limit::Verdict::Pass => admitted += 1,
+                tollgate::limit::Verdict::Delay(_) => delayed += 1,
+                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
+            }
+        }
+        // Each schedule exercises what its parameters allow.
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{delayed}/{rejected}"
+        );
+        if p.delay != NODELAY && p.burst > p.delay {
+            assert!(delayed > 0, "{name}: no request was delayed");
+        }
+    }
+    // A cost above the whole burst is never admitted, and says so (retry_after 0).
+    let p = params(2, Period::Second, 1, NODELAY, 3);
+    let key = redis_key("conformance", b"too-costly");
+    let want = LeakyBucket::check(&LeakyBucket::fresh(start_us * 1_000), start_us * 1_000, &p);
+    let got = scripts
+        .leaky_bucket(&mut conn, &key, &p, Clock::At(start_us))
+        .await
+        .unwrap();
+    assert_eq!(got, want);
+    assert_eq!(
+        got.verdict,
+        tollgate::limit::Verdict::Reject { retry_after: 0 }
+    );
+}
+
+#[tokio::test]
+async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connection() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let (mut a, mut b) = (connect(&redis).await, connect(&redis).await);
+    let scripts = Scripts::default();
+    // 1r/m, burst 4, nodelay: five pass, shared between two instances, on Redis's clock.
+    let p = params(1, Period::Minute, 4, NODELAY, 1);
+    let key = redis_key("login", &[192, 0, 2, 7]);
+    let mut passed = 0;
+    for i in 0..10 {
+        let conn = if i % 2 == 0 { &mut a } else { &mut b };
+        let d = scripts
+            .leaky_bucket(conn, &key, &p, Clock::Redis)
+            .await
+            .unwrap();
+        passed += usize::from(d.admitted());
+    }
+    assert_eq!(passed, 5);
+
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("tollgate:*")
+        .query_async(&mut a)
+        .await
+        .unwrap();
+    assert_eq!(keys, [b"tollgate:login:\xc0\x00\x02\x07".to_vec()]);
+    // Five requests of a minute each: the state drains in five minutes.
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut a)
+        .await
+        .unwrap();
+    assert!((299_000..=300_000).contains(&ttl), "PTTL {ttl}");
+
+    // After SCRIPT FLUSH (as after a Redis restart) the script is loaded again.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut a)
+        .await
+        .unwrap();
+    let d = scripts
+        .leaky_bucket(&mut b, &key, &p, Clock::Redis)
+        .await
+        .unwrap();
+    assert!(!d.admitted());
+}

@@ -1,0 +1,111 @@
+//! redis-server as a child process for the Redis-backed zone tests: no persistence, on a
+//! free loopback port; killed when dropped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::nginx::free_port;
+
+/// A free loopback port no other Redis of this test process was given: two tests that
+/// start servers at once could otherwise be handed the same released port.
+fn unused_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    loop {
+        let port = free_port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// Debian's redis-server.
+pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
+
+/// A running redis-server, killed when dropped (also when the test panics).
+pub struct Redis {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Redis {
+    /// Starts redis-server on a free loopback port; a port taken between choosing and
+    /// binding it makes it exit, and then another is tried.
+    pub fn start() -> Redis {
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            match Redis::try_start(unused_port()) {
+                Ok(redis) => return redis,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    /// Starts redis-server on `port` (to bring a killed one back where it was).
+    pub fn try_start(port: u16) -> Result<Redis, String> {
+        let child = Command::new(REDIS_SERVER)
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| format!("cannot run {REDIS_SERVER}: {error}"))?;
+        let mut redis = Redis {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(Some(status)) = redis.child.try_wait() {
+                return Err(format!("redis-server exited ({status})"));
+            }
+            if std::net::TcpStream::connect(redis.addr).is_ok() {
+                // Ours, not another process's on the same port: ours is still running.
+                std::thread::sleep(Duration::from_millis(20));
+                if let Ok(Some(status)) = redis.child.try_wait() {
+                    return Err(format!("redis-server exited ({status})"));
+                }
+                return Ok(redis);
+            }
+            if Instant::now() > deadline {
+                return Err("redis-server is not listening".to_owned());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+}
+
+/// Whether to run: redis-server is there. Without it the test is skipped (with a note
+/// saying why), except in CI, where its absence fails the test.
+pub fn available() -> bool {
+    if Path::new(REDIS_SERVER).exists() {
+        return true;
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    assert!(
+        !in_ci,
+        "{REDIS_SERVER} not found: CI must install redis-server (`apt-get install -y redis-server` in .ci/run)"
+    );
+    eprintln!(
+        "note: {REDIS_SERVER} not found; skipping this Redis test (apt-get install redis-server)"
+    );
+    false
+}
