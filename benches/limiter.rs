@@ -355,6 +355,7 @@ fn zone_decide(c: &mut Criterion) {
                 plan_rates: Vec::new(),
                 max: 0,
                 size: ZONE_BYTES,
+                shared: None,
             },
             epoch,
         );

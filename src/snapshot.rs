@@ -11,10 +11,12 @@ use http::HeaderValue;
 use crate::access;
 use crate::config::{self, Config};
 use crate::limit::key::{Part, Template};
+use crate::limit::redis::{self, OnError, Shared};
 use crate::limit::zone::{self, Kind, Rule, Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
+use crate::proxy::limit::SharedRules;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
 use crate::tls;
@@ -34,6 +36,8 @@ pub struct Snapshot {
     pub conn: ConnSettings,
     /// What `listen_tls` connections are served with; `None` without `[tls]`.
     pub tls: Option<TlsServer>,
+    /// `[redis]`, connected per worker; `None` without the section.
+    pub redis: Option<Arc<redis::Backend>>,
 }
 
 /// `[tls]`, ready to use.
@@ -51,6 +55,9 @@ pub struct Lasting<'a> {
     pub metrics: &'a Metrics,
     /// TLS session tickets and cache, so clients resume across reloads.
     pub sessions: &'a tls::Sessions,
+    /// The Redis backend in force: kept, connections and all, while `[redis]` names the
+    /// same server with the same timeout.
+    pub redis: Option<&'a Arc<redis::Backend>>,
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -70,6 +77,8 @@ pub enum BuildError {
     Location(usize),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("Redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
 }
 
 /// Builds generation `generation` of the run-time objects. A zone in force whose name,
@@ -102,7 +111,7 @@ pub fn build(
         .zones
         .iter()
         .map(|z| {
-            let spec = zone_spec(z, &plans);
+            let spec = zone_spec(z, &plans, config.redis.as_ref());
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
             Arc::new(match kept {
                 Some(old) => old.succeed(spec),
@@ -128,18 +137,20 @@ pub fn build(
                 },
             }),
         };
+        let rules: Vec<Rule> = location
+            .limits
+            .iter()
+            .map(|l| Rule {
+                zone: Arc::clone(&zones[l.zone]),
+                burst: l.burst,
+                delay: zone::delay_of(l.delay),
+                dry_run: l.dry_run,
+            })
+            .collect();
         locations.push(Location {
             route,
-            rules: location
-                .limits
-                .iter()
-                .map(|l| Rule {
-                    zone: Arc::clone(&zones[l.zone]),
-                    burst: l.burst,
-                    delay: zone::delay_of(l.delay),
-                    dry_run: l.dry_run,
-                })
-                .collect(),
+            shared: SharedRules::of(&rules),
+            rules,
             zone_stats: location
                 .limits
                 .iter()
@@ -187,6 +198,17 @@ pub fn build(
         recursive: r.recursive,
     });
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
+    let redis = match (&config.redis, lasting.redis) {
+        (Some(wanted), Some(kept)) if kept.url == wanted.url && kept.timeout == wanted.timeout => {
+            Some(Arc::clone(kept))
+        }
+        (Some(wanted), _) => Some(Arc::new(redis::Backend::new(
+            &wanted.url,
+            wanted.timeout,
+            workers,
+        )?)),
+        (None, _) => None,
+    };
     let tls = match &config.tls {
         Some(settings) => {
             tls::warn_expired(&settings.certificates);
@@ -216,6 +238,7 @@ pub fn build(
             ratelimit_headers: header_style(config.server.ratelimit_headers),
             client_body_timeout: server.client_body_timeout,
             access_log,
+            redis: redis.clone(),
         },
         conn: ConnSettings {
             client_header_timeout: server.client_header_timeout,
@@ -224,6 +247,7 @@ pub fn build(
             shutdown_timeout: server.shutdown_timeout,
         },
         tls,
+        redis,
     })
 }
 
@@ -291,7 +315,7 @@ fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
     }
 }
 
-fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
+fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) -> Spec {
     let rate = z.rate.map_or(
         // `concurrency` has no rate; any value serves, it is never read.
         Rate::new(1, Period::Second),
@@ -325,6 +349,14 @@ fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
         plan_rates,
         max: z.max,
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
+        shared: z.redis.map(|zone| Shared {
+            on_error: on_error(
+                zone.on_error
+                    .or(redis.map(|r| r.on_error))
+                    .unwrap_or(config::OnError::Local),
+            ),
+            instances: zone.instances,
+        }),
     }
 }
 
@@ -332,6 +364,14 @@ const ONE_PER_SECOND: Rate = Rate {
     count: std::num::NonZeroU64::MIN,
     period: Period::Second,
 };
+
+fn on_error(o: config::OnError) -> OnError {
+    match o {
+        config::OnError::Allow => OnError::Allow,
+        config::OnError::Deny => OnError::Deny,
+        config::OnError::Local => OnError::Local,
+    }
+}
 
 fn period(p: config::Period) -> Period {
     match p {

@@ -177,6 +177,7 @@ mod through_zones {
             plan_rates: Vec::new(),
             max,
             size: 1 << 20,
+            shared: None,
         };
         Arc::new(Zone::new(spec, epoch))
     }

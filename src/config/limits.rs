@@ -9,8 +9,9 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Named, Networks, RawAccess, RawAlgorithm, RawApiKeys, RawLimit, RawZone, Span};
+use super::raw::{RawBackend, RawOnError};
 use super::{values, Access, AccessRule, Algorithm, ApiKeys, KeyPart, KeyTemplate, Limit};
-use super::{Period, Rate, Zone};
+use super::{OnError, Period, Rate, Zone, ZoneRedis};
 
 /// nginx's smallest zone: 8 pages.
 const MIN_ZONE_SIZE: u64 = 32 << 10;
@@ -167,6 +168,7 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
     };
     let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
     let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
+    let redis = zone_redis(&raw, algorithm, diag);
     valid_name.then_some(())?;
     Some(Zone {
         name,
@@ -178,7 +180,84 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
         max: max?,
         ipv4_prefix: ipv4_prefix?,
         ipv6_prefix: ipv6_prefix?,
+        redis: redis?,
     })
+}
+
+/// Most instances `instances` may name.
+const MAX_INSTANCES: i64 = 1000;
+
+/// `backend`, `instances` and `on_error` of a zone: `Some(None)` for a local zone.
+fn zone_redis(
+    raw: &RawZone,
+    algorithm: Algorithm,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<ZoneRedis>> {
+    let redis = raw
+        .backend
+        .as_ref()
+        .is_some_and(|b| *b.get_ref() == RawBackend::Redis);
+    if !redis {
+        let stray = [
+            raw.instances.as_ref().map(|i| i.span()),
+            raw.on_error.as_ref().map(|o| o.span()),
+        ];
+        let mut valid = true;
+        for span in stray.into_iter().flatten() {
+            diag.error(
+                span,
+                "only a zone with `backend = \"redis\"` takes this key",
+            );
+            valid = false;
+        }
+        return valid.then_some(None);
+    }
+    let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
+    match algorithm {
+        Algorithm::LeakyBucket => {}
+        Algorithm::Concurrency => {
+            diag.error(
+                backend,
+                "a `concurrency` zone cannot be kept in Redis: its counts are released by the instance that took them; use `backend = \"local\"`",
+            );
+            return None;
+        }
+        other => {
+            diag.error(
+                backend,
+                format!(
+                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket`)",
+                    other.name()
+                ),
+            );
+            return None;
+        }
+    }
+    let instances = match &raw.instances {
+        None => Some(1),
+        Some(value) => {
+            let n = *value.get_ref();
+            if (1..=MAX_INSTANCES).contains(&n) {
+                u64::try_from(n).ok()
+            } else {
+                let message = format!("invalid instances {n}: expected 1 to {MAX_INSTANCES}");
+                diag.error(value.span(), message);
+                None
+            }
+        }
+    };
+    Some(Some(ZoneRedis {
+        on_error: raw.on_error.as_ref().map(|o| on_error(*o.get_ref())),
+        instances: instances?,
+    }))
+}
+
+pub(super) fn on_error(raw: RawOnError) -> OnError {
+    match raw {
+        RawOnError::Allow => OnError::Allow,
+        RawOnError::Deny => OnError::Deny,
+        RawOnError::Local => OnError::Local,
+    }
 }
 
 fn prefix(value: Option<&Spanned<i64>>, bits: u8, diag: &mut Diagnostics<'_>) -> Option<u8> {

@@ -42,6 +42,39 @@ pub struct Config {
     pub admin: Option<Admin>,
     /// `[tls]`: the certificates `listen_tls` serves, loaded and checked.
     pub tls: Option<Tls>,
+    /// `[redis]`: where zones with `backend = "redis"` keep their state.
+    pub redis: Option<Redis>,
+}
+
+/// `[redis]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redis {
+    /// `redis://HOST:PORT[/DB]`, as written.
+    pub url: String,
+    /// A decision that takes longer follows `on_error`.
+    pub timeout: Duration,
+    /// What a Redis zone does when Redis fails, unless the zone says otherwise.
+    pub on_error: OnError,
+}
+
+/// What a Redis zone does while Redis is slow or down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail open: the zone admits.
+    Allow,
+    /// Fail closed: 503 with `Retry-After: 1`.
+    Deny,
+    /// The instance's own limiter at the zone's rate divided by `instances`.
+    Local,
+}
+
+/// A zone's `backend = "redis"` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneRedis {
+    /// The zone's own `on_error`; `None`: `[redis]`'s.
+    pub on_error: Option<OnError>,
+    /// Instances sharing the zone: `on_error = "local"` admits the rate divided by it.
+    pub instances: u64,
 }
 
 /// `[tls]`.
@@ -123,6 +156,8 @@ pub struct Zone {
     pub ipv4_prefix: u8,
     /// ... and of an IPv6 client (default 128).
     pub ipv6_prefix: u8,
+    /// `backend = "redis"`: state shared through `[redis]`; `None` for a local zone.
+    pub redis: Option<ZoneRedis>,
 }
 
 /// A rate as written: `count` requests per `period`.
@@ -148,6 +183,20 @@ pub enum Algorithm {
     SlidingWindow,
     SlidingLog,
     Concurrency,
+}
+
+impl Algorithm {
+    /// As written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::Concurrency => "concurrency",
+        }
+    }
 }
 
 /// A zone's `key`: literal text and nginx variables, in order.

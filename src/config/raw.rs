@@ -40,10 +40,10 @@ const SECTIONS: &[&str] = &[
     "location",
     "admin",
     "tls",
+    "redis",
 ];
 /// Sections that later releases add.
-const FUTURE_SECTIONS: &[&str] = &["redis"];
-const FUTURE_ZONE_KEYS: &[&str] = &["backend", "instances", "on_error"];
+const FUTURE_SECTIONS: &[&str] = &[];
 
 /// A section as found in the file.
 #[derive(Default)]
@@ -64,6 +64,7 @@ pub(crate) struct RawConfig {
     pub log: Section<RawLog>,
     pub admin: Section<RawAdmin>,
     pub tls: Section<RawTls>,
+    pub redis: Section<RawRedis>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order.
@@ -124,6 +125,36 @@ pub(crate) struct RawZone {
     pub max: Option<Spanned<i64>>,
     pub ipv4_prefix: Option<Spanned<i64>>,
     pub ipv6_prefix: Option<Spanned<i64>>,
+    pub backend: Option<Spanned<RawBackend>>,
+    /// Only with `backend = "redis"`.
+    pub instances: Option<Spanned<i64>>,
+    /// Only with `backend = "redis"`.
+    pub on_error: Option<Spanned<RawOnError>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawBackend {
+    Local,
+    Redis,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawOnError {
+    Allow,
+    Deny,
+    Local,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawRedis {
+    /// Required (until `urls` for a cluster is supported).
+    pub url: Option<Spanned<String>>,
+    pub urls: Option<Spanned<Vec<Spanned<String>>>>,
+    pub timeout: Option<Loose>,
+    pub on_error: Option<Spanned<RawOnError>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -331,8 +362,9 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "log" => raw.log = section(value, &[], diag),
             "admin" => raw.admin = section(value, &[], diag),
             "tls" => raw.tls = section(value, &[], diag),
+            "redis" => raw.redis = section(value, &[], diag),
             "upstreams" => raw.upstreams = named(value, &[], UPSTREAMS_HINT, diag),
-            "zones" => raw.zones = named(value, FUTURE_ZONE_KEYS, ZONES_HINT, diag),
+            "zones" => raw.zones = named(value, &[], ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, &[], diag),
             "location" => raw.locations = locations(value, diag),
             _ if FUTURE_SECTIONS.contains(&name) => {
@@ -591,25 +623,12 @@ mod tests {
     }
 
     #[test]
-    fn future_keys_and_sections_are_not_supported_yet() {
-        let text = "[server]\nlisten = []\n[zones.per_ip]\nbackend = \"redis\"\n\
-                    [[location]]\nmatch = \"/\"\n[redis]\nurl = \"x\"\n";
-        let got = problems(text);
-        let want = [
-            (4, 1, "`backend` is not supported yet"),
-            (7, 2, "`[redis]` is not supported yet"),
-        ];
-        let got: Vec<_> = got.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
     fn unknown_section_lists_the_valid_sections() {
         let got = problems("[sever]\n");
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`, `tls`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`, `tls`, `redis`"
         );
     }
 

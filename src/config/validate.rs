@@ -16,7 +16,7 @@ use super::raw::{
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
 use super::{limits, location, values};
 use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat, RateLimitHeaders};
-use super::{RealIp, Server, Tls, Upstream, UpstreamServer};
+use super::{OnError, RealIp, Redis, Server, Tls, Upstream, UpstreamServer};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -45,6 +45,11 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         Section::Absent => Some(None),
         Section::Invalid => None,
         Section::Present(span, raw) => tls(raw, &span, base, &mut diag).map(Some),
+    };
+    let redis = match raw.redis {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(span, raw) => redis(raw, &span, &mut diag).map(Some),
     };
     let real_ip = match raw.real_ip {
         Section::Absent => Some(None),
@@ -78,6 +83,14 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             limits::api_keys(raw, &span, base, &plan_names, &mut diag).map(Some)
         }
     };
+    if let (Some(zones), Some(None)) = (&zones, &redis) {
+        for zone in zones.iter().filter(|zone| zone.redis.is_some()) {
+            diag.error_nowhere(format!(
+                "zone \"{}\" has `backend = \"redis\"` but no [redis] section says where Redis is",
+                zone.name
+            ));
+        }
+    }
     if matches!(api_keys, Some(None)) && !plans.is_empty() {
         diag.error_nowhere(
             "zones define `plans` but no `[api_keys]` says which key is on which plan",
@@ -105,7 +118,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     };
 
     match (
-        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin, tls,
+        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin, tls, redis,
     ) {
         (
             Some(server),
@@ -118,6 +131,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             Some(locations),
             Some(admin),
             Some(tls),
+            Some(redis),
         ) if !diag.has_errors() => Ok(Config {
             origin: origin.to_path_buf(),
             sha256: String::new(),
@@ -131,6 +145,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             locations,
             admin,
             tls,
+            redis,
         }),
         _ => {
             if !diag.has_errors() {
@@ -241,6 +256,48 @@ fn addresses(
         addrs.push(addr);
     }
     valid.then_some(addrs)
+}
+
+/// `[redis]`: one server by `url` (a cluster's `urls` is not supported yet).
+fn redis(raw: raw::RawRedis, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Redis> {
+    let timeout = match &raw.timeout {
+        Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
+        None => Some(Duration::from_millis(50)),
+    };
+    if let Some(urls) = &raw.urls {
+        diag.error(
+            urls.span(),
+            "`urls` (Redis Cluster) is not supported yet; give one server as `url`",
+        );
+        return None;
+    }
+    let url = diag.required(raw.url, span, "url").and_then(|url| {
+        let text = url.get_ref();
+        match redis::parse_redis_url(text) {
+            Some(parsed) if parsed.scheme() == "redis" => Some(text.clone()),
+            Some(_) => {
+                let message = format!(
+                    "unsupported Redis URL {text:?}: only redis:// is supported yet (rediss:// is not)"
+                );
+                diag.error(url.span(), message);
+                None
+            }
+            None => {
+                let message =
+                    format!("invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB]");
+                diag.error(url.span(), message);
+                None
+            }
+        }
+    });
+    let on_error = raw
+        .on_error
+        .map_or(OnError::Local, |o| limits::on_error(*o.get_ref()));
+    Some(Redis {
+        url: url?,
+        timeout: timeout?,
+        on_error,
+    })
 }
 
 /// `[tls]`: every certificate is read and checked now, so that `tollgate -t` and a

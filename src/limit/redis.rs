@@ -8,11 +8,15 @@
 //! still agree. The script is sent by SHA (`EVALSHA`) and loaded again when Redis
 //! answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
 
-use redis::aio::ConnectionLike;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisResult, Script};
 
 use super::leaky_bucket::UNIT;
-use super::{Decision, Params, Verdict, NANOS_PER_MS, NODELAY};
+use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// The leaky bucket's script (nginx's `limit_req`).
 pub const LEAKY_BUCKET: &str = include_str!("redis/leaky_bucket.lua");
@@ -64,6 +68,31 @@ impl Scripts {
         p: &Params,
         clock: Clock,
     ) -> RedisResult<Decision> {
+        self.run_leaky_bucket(conn, redis_key, p, clock, "").await
+    }
+
+    /// Gives back what [`Scripts::leaky_bucket`] charged for a request that a later
+    /// zone rejected.
+    pub async fn refund_leaky_bucket<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+    ) -> RedisResult<()> {
+        self.run_leaky_bucket(conn, redis_key, p, clock, "refund")
+            .await
+            .map(drop)
+    }
+
+    async fn run_leaky_bucket<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+        mode: &str,
+    ) -> RedisResult<Decision> {
         let per_ms = p
             .rate
             .count
@@ -87,12 +116,232 @@ impl Scripts {
             .arg(free)
             .arg(UNIT)
             .arg(now)
+            .arg(mode)
             .invoke_async(conn)
             .await?;
         decision(&reply).ok_or_else(|| {
             let detail = format!("{reply:?}");
             (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
         })
+    }
+}
+
+/// What a Redis zone does while Redis is slow or down (`on_error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail open: the zone admits.
+    Allow,
+    /// Fail closed: 503 with `Retry-After: 1`.
+    Deny,
+    /// The instance's own limiter at the zone's rate divided by the instances.
+    Local,
+}
+
+/// A zone's `backend = "redis"` settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shared {
+    pub on_error: OnError,
+    /// Instances sharing the zone (for [`OnError::Local`]).
+    pub instances: u64,
+}
+
+impl Shared {
+    /// The rate one instance of `instances` enforces alone when Redis fails: the zone's
+    /// rate divided by the instances, counted per day so that the division is nearly
+    /// exact (`5r/m` over 3 instances is `2400r/d`), and at least one a day.
+    pub fn fallback_rate(&self, rate: Rate) -> Rate {
+        if self.instances <= 1 {
+            return rate;
+        }
+        let per_day = rate
+            .count
+            .get()
+            .saturating_mul(Period::Day.millis() / rate.period.millis());
+        Rate::new((per_day / self.instances).max(1), Period::Day).unwrap_or(rate)
+    }
+}
+
+/// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within `timeout`.
+    Timeout,
+    /// Not connected: refused, reset, or still connecting.
+    Connection,
+    /// Redis answered with an error.
+    Reply,
+}
+
+impl Failure {
+    pub const ALL: [Failure; 3] = [Failure::Timeout, Failure::Connection, Failure::Reply];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connection => "connection",
+            Failure::Reply => "reply",
+        }
+    }
+
+    fn of(err: &redis::RedisError) -> Failure {
+        if err.is_timeout() {
+            Failure::Timeout
+        } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+            Failure::Connection
+        } else {
+            Failure::Reply
+        }
+    }
+}
+
+/// How long a worker waits before connecting again after a failed attempt; requests in
+/// that time follow `on_error` at once.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// One Redis server and a connection per worker, each made on its worker's runtime by
+/// the first request that needs it (within that request's `timeout`). A broken
+/// connection is made again by the connection manager in the background; a worker whose
+/// attempt failed tries again after [`RECONNECT_PAUSE`]. Whatever happens, a call takes
+/// at most `timeout`.
+pub struct Backend {
+    client: redis::Client,
+    pub url: String,
+    pub timeout: Duration,
+    scripts: Scripts,
+    links: Box<[tokio::sync::Mutex<Link>]>,
+}
+
+enum Link {
+    Idle,
+    /// No attempt before this instant.
+    Paused(Instant),
+    Up(ConnectionManager),
+}
+
+impl Backend {
+    pub fn new(url: &str, timeout: Duration, workers: usize) -> RedisResult<Backend> {
+        Ok(Backend {
+            client: redis::Client::open(url)?,
+            url: url.to_owned(),
+            timeout,
+            scripts: Scripts::default(),
+            links: (0..workers.max(1))
+                .map(|_| tokio::sync::Mutex::new(Link::Idle))
+                .collect(),
+        })
+    }
+
+    /// Decides (and charges) a `leaky_bucket` request on Redis's clock, within `timeout`.
+    pub async fn leaky_bucket(
+        &self,
+        worker: usize,
+        redis_key: &[u8],
+        p: &Params,
+    ) -> Result<Decision, Failure> {
+        self.within_timeout(async {
+            let mut conn = self.connection(worker).await?;
+            let call = self
+                .scripts
+                .leaky_bucket(&mut conn, redis_key, p, Clock::Redis);
+            call.await.map_err(|err| Failure::of(&err))
+        })
+        .await
+    }
+
+    /// Gives back a charge (see [`Scripts::refund_leaky_bucket`]), within `timeout`.
+    pub async fn refund_leaky_bucket(
+        &self,
+        worker: usize,
+        redis_key: &[u8],
+        p: &Params,
+    ) -> Result<(), Failure> {
+        self.within_timeout(async {
+            let mut conn = self.connection(worker).await?;
+            let call = self
+                .scripts
+                .refund_leaky_bucket(&mut conn, redis_key, p, Clock::Redis);
+            call.await.map_err(|err| Failure::of(&err))
+        })
+        .await
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Timeout),
+        }
+    }
+
+    /// This worker's connection, made now if there is none (and no pause is on).
+    async fn connection(&self, worker: usize) -> Result<ConnectionManager, Failure> {
+        let mut link = self.links[worker % self.links.len()].lock().await;
+        match &*link {
+            Link::Up(conn) => return Ok(conn.clone()),
+            Link::Paused(until) if Instant::now() < *until => return Err(Failure::Connection),
+            Link::Idle | Link::Paused(_) => {}
+        }
+        // Stands if this attempt is cut short by the caller's timeout.
+        *link = Link::Paused(Instant::now() + RECONNECT_PAUSE);
+        let config = ConnectionManagerConfig::new()
+            .set_max_delay(Duration::from_millis(500))
+            .set_number_of_retries(1);
+        match ConnectionManager::new_with_config(self.client.clone(), config).await {
+            Ok(conn) => {
+                *link = Link::Up(conn.clone());
+                Ok(conn)
+            }
+            Err(err) => {
+                tracing::warn!(url = %self.url, error = %err, "cannot connect to Redis");
+                Err(Failure::Connection)
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Rejections an instance remembers, so that a flood from one key costs Redis nothing
+/// after its first rejection: key → the zone-clock nanosecond it may conform again.
+/// Bounded: when full, expired entries go, and if none has expired, all of them.
+#[derive(Default)]
+pub struct Rejections {
+    until: Mutex<HashMap<Box<[u8]>, u64>>,
+}
+
+/// Keys a zone remembers rejections for.
+const REMEMBERED: usize = 64 * 1024;
+
+impl Rejections {
+    /// When `key` was rejected before and may not pass yet at `now`: the nanoseconds
+    /// left.
+    pub fn remaining(&self, key: &[u8], now: u64) -> Option<u64> {
+        let mut until = lock(&self.until);
+        match until.get(key) {
+            Some(&at) if at > now => Some(at - now),
+            Some(_) => {
+                until.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn remember(&self, key: &[u8], until_ns: u64, now: u64) {
+        let mut until = lock(&self.until);
+        if until.len() >= REMEMBERED {
+            until.retain(|_, at| *at > now);
+            if until.len() >= REMEMBERED {
+                until.clear();
+            }
+        }
+        until.insert(key.into(), until_ns);
     }
 }
 
@@ -133,6 +382,37 @@ mod tests {
             b"tollgate:per_ip:\x0a\x00\x00\x01"
         );
         assert_eq!(redis_key("api", b"k:1"), b"tollgate:api:k:1");
+    }
+
+    #[test]
+    fn the_fallback_rate_divides_the_zones_rate_by_the_instances() {
+        let shared = |instances| Shared {
+            on_error: OnError::Local,
+            instances,
+        };
+        let rate = Rate::new(5, Period::Minute).unwrap();
+        assert_eq!(shared(1).fallback_rate(rate), rate);
+        assert_eq!(
+            shared(3).fallback_rate(rate),
+            Rate::new(2_400, Period::Day).unwrap()
+        );
+        let slow = Rate::new(1, Period::Day).unwrap();
+        assert_eq!(shared(4).fallback_rate(slow), slow);
+    }
+
+    #[test]
+    fn rejections_are_remembered_until_they_expire_and_bounded() {
+        let r = Rejections::default();
+        r.remember(b"k", 1_000, 0);
+        assert_eq!(r.remaining(b"k", 400), Some(600));
+        assert_eq!(r.remaining(b"k", 1_000), None);
+        assert_eq!(r.remaining(b"k", 400), None, "an expired entry is gone");
+        for i in 0..REMEMBERED as u64 {
+            r.remember(&i.to_be_bytes(), 10, 0);
+        }
+        r.remember(b"new", 2_000, 20);
+        assert_eq!(r.remaining(b"new", 20), Some(1_980));
+        assert_eq!(lock(&r.until).len(), 1, "the expired ones made room");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::{RequestView, Template};
 use super::leaky_bucket::LeakyBucket;
+use super::redis::{Rejections, Shared};
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
 use super::store::{Locked, Stats, Store};
@@ -84,6 +85,9 @@ pub struct Spec {
     pub max: u64,
     /// The `size` bound in bytes.
     pub size: usize,
+    /// `backend = "redis"`: the state lives in Redis, and the local store serves only
+    /// `on_error = "local"`.
+    pub shared: Option<Shared>,
 }
 
 pub struct Zone {
@@ -107,6 +111,10 @@ pub struct Zone {
     size: usize,
     /// Shared with the zone's successors on reload while they keep its state.
     stores: Arc<Stores>,
+    /// `backend = "redis"` settings; `None` for a local zone.
+    pub shared: Option<Shared>,
+    /// Keys Redis rejected, remembered until they may pass (Redis zones only).
+    pub rejections: Rejections,
 }
 
 impl Zone {
@@ -184,6 +192,8 @@ impl Zone {
             window_offset,
             size: spec.size,
             stores,
+            shared: spec.shared,
+            rejections: Rejections::default(),
         }
     }
 
@@ -238,6 +248,13 @@ impl Zone {
             Stores::Log(s) => s.shard_of(hash),
             Stores::Concurrency(s) => s.shard_of(hash),
         }
+    }
+
+    /// A request decided and charged in this zone's own store at `now`, as a location
+    /// with this zone alone would (`on_error = "local"` of a Redis zone). Not for
+    /// `concurrency` zones (their in-flight count is not handed back).
+    pub fn decide_alone(&self, key: &[u8], now: Instant, p: &Params) -> Decision {
+        self.decide(self.hash(key), key, self.nanos(now), p)
     }
 
     /// One request's whole decision in this zone alone (see [`Store::decide`]).
@@ -400,7 +417,7 @@ pub enum Status {
 
 impl Status {
     /// One zone's outcome for the log.
-    fn of(verdict: Verdict, dry_run: bool) -> Status {
+    pub fn of(verdict: Verdict, dry_run: bool) -> Status {
         match (verdict, dry_run) {
             (Verdict::Pass, _) => Status::Passed,
             (Verdict::Delay(_), false) => Status::Delayed,
@@ -480,6 +497,8 @@ pub struct Outcome {
     pub applied: AppliedList,
     /// In-flight counts taken in `concurrency` zones; dropping them gives them back.
     pub in_flight: Vec<InFlight>,
+    /// A Redis zone with `on_error = "deny"` could not decide: answer 503.
+    pub unavailable: bool,
 }
 
 impl Outcome {

@@ -15,6 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::cells::{Counter, HistogramSum};
 use super::{FailureKind, Metrics, Outcome};
+use crate::limit::redis::Failure;
 use crate::snapshot::Snapshot;
 
 /// The `Content-Type` of [`render`]'s text.
@@ -205,6 +206,26 @@ impl Scrape {
                 family
                     .encode_family(&[("zone", *zone)])?
                     .encode_gauge(&value)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "tollgate_redis_errors",
+            "Redis calls of a zone with `backend = \"redis\"` that failed: timeout, connection or reply; each followed `on_error`.",
+            None,
+            MetricType::Counter,
+        )?;
+        for zone in self.snapshot.zones.iter().filter(|z| z.shared.is_some()) {
+            let Some((_, stats)) = zones.iter().find(|(name, _)| **name == *zone.name) else {
+                continue;
+            };
+            for failure in Failure::ALL {
+                let count = stats
+                    .redis_errors
+                    .iter()
+                    .map(|cells| cells[failure as usize].get())
+                    .sum();
+                let labels = [("zone", &*zone.name), ("kind", failure.label())];
+                counter(&mut family, &labels, count)?;
             }
         }
         let mut family = encoder.encode_descriptor(

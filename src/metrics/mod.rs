@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::limit::redis::Failure;
 use cells::{Aligned, Counter, Gauge, Histogram, PerWorker, StatusCounts};
 use top::Sketch;
 
@@ -58,6 +59,7 @@ impl Metrics {
         self.zones.get(name, || ZoneStats {
             decisions: PerWorker::new(self.workers),
             limited: PerWorker::new(self.workers),
+            redis_errors: PerWorker::new(self.workers),
             epoch: Instant::now(),
         })
     }
@@ -176,11 +178,17 @@ impl LocationCell {
 pub struct ZoneStats {
     pub decisions: PerWorker<Decisions>,
     limited: PerWorker<Mutex<Sketch>>,
+    /// Redis calls that failed, by [`Failure`] (Redis zones only).
+    pub redis_errors: PerWorker<[Counter; Failure::ALL.len()]>,
     /// Where the sketches' clock starts.
     epoch: Instant,
 }
 
 impl ZoneStats {
+    pub fn redis_failed(&self, worker: usize, failure: Failure) {
+        self.redis_errors.get(worker)[failure as usize].add(1);
+    }
+
     /// Counts a rejection of `key` (as the zone stores it) at `now`.
     pub fn limited(&self, worker: usize, now: Instant, key: &[u8]) {
         let secs = now.saturating_duration_since(self.epoch).as_secs();

@@ -3,6 +3,7 @@
 //! rate-limit headers added to every response a zone applied to.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -11,8 +12,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
 use crate::body::ResponseBody;
 use crate::limit::key::RequestView;
-use crate::limit::zone::{self, Applied, Kind, Outcome};
-use crate::limit::{Period, Rate, Verdict};
+use crate::limit::redis::{redis_key, Backend, OnError};
+use crate::limit::zone::{self, Applied, Kind, Outcome, Rule, Status};
+use crate::limit::{Decision, Params, Period, Rate, Verdict};
 use crate::metrics;
 
 use super::text::{number_value, Text};
@@ -20,6 +22,8 @@ use super::Location;
 
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+const REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -65,20 +69,36 @@ pub(super) fn decide<B>(
     plan: Option<usize>,
     (now, worker): (Instant, usize),
 ) -> Outcome {
+    let view = view_of(req, client, path);
+    let outcome = zone::decide(&location.rules, &view, plan, location.cost, now);
+    count(location, &outcome, &view, (now, worker));
+    outcome
+}
+
+/// The request as key templates read it.
+fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r str) -> RequestView<'r> {
     let host = req
         .uri()
         .authority()
         .map(|a| a.as_str())
         .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok());
-    let view = RequestView {
+    RequestView {
         client,
         method: req.method(),
         path,
         query: req.uri().query(),
         headers: req.headers(),
         host,
-    };
-    let outcome = zone::decide(&location.rules, &view, plan, location.cost, now);
+    }
+}
+
+/// Counts each zone's decision, and each rejected key in the zone's sketch.
+fn count(
+    location: &Location,
+    outcome: &Outcome,
+    view: &RequestView<'_>,
+    (now, worker): (Instant, usize),
+) {
     for applied in outcome.applied.iter() {
         let (Some(stats), Some(rule)) = (
             location.zone_stats.get(applied.rule),
@@ -93,14 +113,222 @@ pub(super) fn decide<B>(
                 // Only re-entry could hold it; the sketch then misses one rejection.
                 if let Ok(mut key) = key.try_borrow_mut() {
                     key.clear();
-                    if rule.zone.template.render_append(&view, &mut key) {
+                    if rule.zone.template.render_append(view, &mut key) {
                         stats.limited(worker, now, &key);
                     }
                 }
             });
         }
     }
+}
+
+/// The local zones of a location whose `limit` list also names Redis zones.
+pub struct SharedRules {
+    pub local: Vec<Rule>,
+    /// `local[i]` is item `local_index[i]` of the location's list.
+    pub local_index: Vec<usize>,
+}
+
+impl SharedRules {
+    /// `None` when no zone of `rules` is kept in Redis.
+    pub fn of(rules: &[Rule]) -> Option<SharedRules> {
+        if rules.iter().all(|rule| rule.zone.shared.is_none()) {
+            return None;
+        }
+        let (local, local_index) = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.zone.shared.is_none())
+            .map(|(index, rule)| (rule.clone(), index))
+            .unzip();
+        Some(SharedRules { local, local_index })
+    }
+}
+
+/// [`decide`] for a location with Redis zones (DESIGN §6). The Redis zones go first, in
+/// list order, each decided and charged by one script call; a rejection ends it. Then
+/// the local zones, at once as [`decide`] does. A request that a later zone rejects
+/// gives back what the Redis zones before it charged. A key Redis rejected is rejected
+/// here, without asking Redis, until it may pass. When Redis fails, the zone follows its
+/// `on_error`.
+pub(super) async fn decide_shared<B>(
+    location: &Location,
+    shared: &SharedRules,
+    redis: &Arc<Backend>,
+    req: &Request<B>,
+    (client, path): (IpAddr, &str),
+    plan: Option<usize>,
+    (now, worker): (Instant, usize),
+) -> Outcome {
+    let view = view_of(req, client, path);
+    let mut outcome = Outcome::default();
+    let mut status = None;
+    let mut charged = Vec::new();
+    let mut rejected = false;
+    for (index, rule) in location.rules.iter().enumerate() {
+        let (zone, Some(settings)) = (&rule.zone, rule.zone.shared) else {
+            continue;
+        };
+        let mut key = Vec::new();
+        if !zone.template.render_append(&view, &mut key) {
+            continue;
+        }
+        let params = Params {
+            rate: zone.rate_for(plan),
+            burst: rule.burst,
+            delay: rule.delay,
+            cost: location.cost,
+            max: zone.max(),
+        };
+        let zone_now = zone.nanos(now);
+        let decision = match zone.rejections.remaining(&key, zone_now) {
+            Some(left) => Decision {
+                verdict: Verdict::Reject { retry_after: left },
+                remaining: 0,
+                reset: left,
+            },
+            None => {
+                let redis_key = redis_key(&zone.name, &key);
+                match redis.leaky_bucket(worker, &redis_key, &params).await {
+                    Ok(decision) => {
+                        match decision.verdict {
+                            Verdict::Reject { retry_after } if retry_after > 0 => {
+                                let until = zone_now.saturating_add(retry_after);
+                                zone.rejections.remember(&key, until, zone_now);
+                            }
+                            Verdict::Reject { .. } => {}
+                            _ => charged.push((redis_key, params)),
+                        }
+                        decision
+                    }
+                    Err(failure) => {
+                        if let Some(stats) = location.zone_stats.get(index) {
+                            stats.redis_failed(worker, failure);
+                        }
+                        match settings.on_error {
+                            OnError::Allow => Decision {
+                                verdict: Verdict::Pass,
+                                remaining: rule.burst,
+                                reset: 0,
+                            },
+                            OnError::Deny => {
+                                outcome.unavailable = !rule.dry_run;
+                                Decision {
+                                    verdict: Verdict::Reject {
+                                        retry_after: NANOS_PER_SEC,
+                                    },
+                                    remaining: 0,
+                                    reset: 0,
+                                }
+                            }
+                            OnError::Local => {
+                                let alone = Params {
+                                    rate: settings.fallback_rate(params.rate),
+                                    ..params
+                                };
+                                zone.decide_alone(&key, now, &alone)
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        apply(
+            &mut outcome,
+            &mut status,
+            index,
+            rule.dry_run,
+            params.rate,
+            decision,
+        );
+        if outcome.rejected_by.is_some() || outcome.unavailable {
+            rejected = true;
+            break;
+        }
+    }
+    if !rejected && !shared.local.is_empty() {
+        let local = zone::decide(&shared.local, &view, plan, location.cost, now);
+        rejected = local.rejected();
+        for applied in local.applied.iter() {
+            let index = shared.local_index.get(applied.rule).copied().unwrap_or(0);
+            apply(
+                &mut outcome,
+                &mut status,
+                index,
+                applied.dry_run,
+                applied.rate,
+                applied.decision,
+            );
+        }
+        outcome.in_flight = local.in_flight;
+    }
+    if rejected && !charged.is_empty() {
+        refund(redis, worker, charged);
+    }
+    outcome.status = status;
+    count(location, &outcome, &view, (now, worker));
     outcome
+}
+
+/// Adds one zone's decision to the request's outcome.
+fn apply(
+    outcome: &mut Outcome,
+    status: &mut Option<Status>,
+    index: usize,
+    dry_run: bool,
+    rate: Rate,
+    decision: Decision,
+) {
+    *status = Some(
+        status
+            .map_or(Status::Passed, |s| s)
+            .max(Status::of(decision.verdict, dry_run)),
+    );
+    match (decision.verdict, dry_run) {
+        (Verdict::Delay(ns), false) => outcome.delay = outcome.delay.max(ns),
+        (Verdict::Reject { retry_after }, false) => {
+            outcome.retry_after = outcome.retry_after.max(retry_after);
+            let first = outcome.rejected_by.map_or(index, |r| r.min(index));
+            outcome.rejected_by = Some(first);
+        }
+        _ => {}
+    }
+    outcome.applied.push(Applied {
+        rule: index,
+        rate,
+        decision,
+        dry_run,
+    });
+}
+
+/// Gives back the Redis charges of a request a later zone rejected, in the background:
+/// the answer does not wait for it.
+fn refund(redis: &Arc<Backend>, worker: usize, charged: Vec<(Vec<u8>, Params)>) {
+    let redis = Arc::clone(redis);
+    tokio::spawn(async move {
+        for (key, params) in charged {
+            if let Err(failure) = redis.refund_leaky_bucket(worker, &key, &params).await {
+                tracing::debug!(failure = failure.label(), "Redis refund failed");
+            }
+        }
+    });
+}
+
+/// The answer when Redis cannot decide and a zone says `on_error = "deny"`: 503, with
+/// `Retry-After: 1` and a problem+json body.
+pub(super) fn unavailable() -> Response<ResponseBody> {
+    let status = StatusCode::SERVICE_UNAVAILABLE;
+    let mut body = Text::<256>::new();
+    body.push(r#"{"type":""#)
+        .push(REDUCED_CAPACITY)
+        .push(r#"","title":"Service Unavailable","status":503,"detail":"the rate limiter cannot decide right now","retry_after":1}"#)
+        .push("\n");
+    let mut response = Response::new(ResponseBody::full(body.to_bytes()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 thread_local! {

@@ -48,6 +48,8 @@ pub struct Pipeline {
     pub ratelimit_headers: HeaderStyle,
     pub client_body_timeout: Duration,
     pub access_log: Option<Arc<AccessLog>>,
+    /// `[redis]`, for zones with `backend = "redis"`.
+    pub redis: Option<Arc<crate::limit::redis::Backend>>,
 }
 
 /// One `[[location]]`, ready to use.
@@ -55,6 +57,8 @@ pub struct Location {
     pub route: Route,
     /// The `limit` list, in order.
     pub rules: Vec<Rule>,
+    /// When some zones of the list are kept in Redis: the local ones.
+    pub shared: Option<limit::SharedRules>,
     /// nginx allow/deny.
     pub access: access::Rules,
     /// Units taken from every zone per request.
@@ -128,8 +132,13 @@ impl Pipeline {
             }
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
-        let mut limited = self.limit(location, &req, client, &path, (now, conn.worker));
+        let mut limited = self
+            .limit(location, &req, client, &path, (now, conn.worker))
+            .await;
         log.limit(&limited);
+        if limited.unavailable {
+            return log.finish(limit::unavailable(), None);
+        }
         if limited.rejected() {
             let response = limit::rejection(location, &limited, self.ratelimit_headers);
             return log.finish(response, None);
@@ -182,7 +191,7 @@ impl Pipeline {
 
     /// The limit phase: every zone of the location, unless the client is exempt.
     /// `at` is the request's arrival and its worker.
-    fn limit<B>(
+    async fn limit<B>(
         &self,
         location: &Location,
         req: &Request<B>,
@@ -194,7 +203,15 @@ impl Pipeline {
             return Outcome::default();
         }
         let plan = self.api_keys.as_ref().and_then(|keys| keys.plan(req));
-        limit::decide(location, req, client, path, plan, at)
+        match (&location.shared, &self.redis) {
+            // Boxed: the request future stays as small as without Redis zones.
+            (Some(shared), Some(redis)) => {
+                let deciding =
+                    limit::decide_shared(location, shared, redis, req, (client, path), plan, at);
+                Box::pin(deciding).await
+            }
+            _ => limit::decide(location, req, client, path, plan, at),
+        }
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).

@@ -109,6 +109,7 @@ impl Gateway {
             zones: &[],
             metrics: &metrics,
             sessions: &sessions,
+            redis: None,
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers)?;
@@ -230,6 +231,7 @@ impl Gateway {
             zones: &current.zones,
             metrics,
             sessions: &self.sessions,
+            redis: current.redis.as_ref(),
         };
         let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
         for zone in &next.zones {

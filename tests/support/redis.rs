@@ -91,6 +91,25 @@ impl Redis {
     pub fn url(&self) -> String {
         format!("redis://{}/", self.addr)
     }
+
+    /// Stops the server without closing its sockets (SIGSTOP): it accepts connections
+    /// and answers nothing, as a Redis stuck or far away would.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
 }
 
 /// Whether to run: redis-server is there. Without it the test is skipped (with a note

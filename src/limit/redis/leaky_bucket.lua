@@ -11,6 +11,8 @@
 -- ARGV[4]  free: units admitted without delay ((delay + 1) x UNIT), or -1 for nodelay
 -- ARGV[5]  UNIT
 -- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[7]  "refund" to give back `cost` taken by an earlier call (a later zone rejected
+--          the request), else ""
 --
 -- Returns {1, delay_ms, remaining, reset_ms} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_ms} when rejected.
@@ -34,6 +36,19 @@ local fill = tonumber(stored[1]) or 0
 local last = tonumber(stored[2]) or now_ms
 local elapsed = math.max(now_ms - last, 0)
 local level = math.max(fill - per_ms * elapsed, 0)
+
+if ARGV[7] == 'refund' then
+  local left = math.max(level - cost, 0)
+  if left == 0 then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('HSET', KEYS[1], 'f', string.format('%.0f', left), 'l',
+      string.format('%.0f', math.max(last, now_ms)))
+    redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(left / per_ms), 1))
+  end
+  return {1, 0, 0, 0}
+end
+
 local after = level + cost
 
 if after > cap then

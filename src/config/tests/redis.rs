@@ -1,0 +1,105 @@
+//! `[redis]` and a zone's `backend`, `instances` and `on_error`.
+
+use super::*;
+
+const LOGIN: &str = "[zones.login]\nkey = \"$binary_remote_addr\"\nrate = \"5r/m\"\n";
+
+#[test]
+fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
+    let config = parse(&format!(
+        "{SERVER}[redis]\nurl = \"redis://127.0.0.1:6379/2\"\n\
+         {LOGIN}backend = \"redis\"\ninstances = 3\n\
+         [zones.api]\nkey = \"$http_x_api_key\"\nrate = \"10r/s\"\nbackend = \"redis\"\non_error = \"deny\"\n\
+         [zones.near]\nkey = \"$binary_remote_addr\"\nrate = \"10r/s\"\nbackend = \"local\"\n"
+    ));
+    assert_eq!(
+        config.redis,
+        Some(Redis {
+            url: "redis://127.0.0.1:6379/2".into(),
+            timeout: Duration::from_millis(50),
+            on_error: OnError::Local,
+        })
+    );
+    let redis: Vec<_> = config.zones.iter().map(|z| z.redis).collect();
+    assert_eq!(
+        redis,
+        [
+            Some(ZoneRedis {
+                on_error: None,
+                instances: 3
+            }),
+            Some(ZoneRedis {
+                on_error: Some(OnError::Deny),
+                instances: 1
+            }),
+            None
+        ]
+    );
+    let config = parse(&format!(
+        "{SERVER}[redis]\nurl = \"redis://10.0.0.5:6380\"\ntimeout = \"20ms\"\non_error = \"allow\"\n"
+    ));
+    let redis = config.redis.expect("[redis]");
+    assert_eq!(
+        (redis.timeout, redis.on_error),
+        (Duration::from_millis(20), OnError::Allow)
+    );
+}
+
+#[test]
+fn redis_problems_are_reported_where_they_are() {
+    let found = errors(&format!(
+        "{SERVER}[redis]\nurl = \"rediss://127.0.0.1:6379\"\n\
+         [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\nbackend = \"redis\"\n\
+         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"token_bucket\"\nbackend = \"redis\"\n\
+         {LOGIN}instances = 2\n\
+         [zones.many]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\ninstances = 0\n"
+    ));
+    let found: Vec<(usize, usize, &str)> =
+        found.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
+    assert_eq!(found.len(), 5, "{found:#?}");
+    assert_eq!((found[0].0, found[0].1), (4, 7));
+    assert!(
+        found[0].2.contains("only redis:// is supported yet"),
+        "{}",
+        found[0].2
+    );
+    assert_eq!((found[1].0, found[1].1), (9, 11));
+    assert!(found[1]
+        .2
+        .starts_with("a `concurrency` zone cannot be kept in Redis"));
+    assert_eq!(
+        found[2],
+        (
+            14,
+            11,
+            "`backend = \"redis\"` is not supported yet for `token_bucket` (only `leaky_bucket`)"
+        )
+    );
+    assert_eq!(
+        found[3],
+        (
+            18,
+            13,
+            "only a zone with `backend = \"redis\"` takes this key"
+        )
+    );
+    assert_eq!(
+        found[4],
+        (23, 13, "invalid instances 0: expected 1 to 1000")
+    );
+
+    let found = errors(&format!("{SERVER}{LOGIN}backend = \"redis\"\n"));
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].2,
+        "zone \"login\" has `backend = \"redis\"` but no [redis] section says where Redis is"
+    );
+    let (line, col, message) = error("[redis]\nurl = \"nonsense\"\n");
+    assert_eq!((line, col), (4, 7));
+    assert!(message.starts_with("invalid Redis URL"), "{message}");
+    let (_, _, message) = error("[redis]\nurls = [\"redis://a:1\"]\nurl = \"redis://a:1\"\n");
+    assert!(
+        message.starts_with("`urls` (Redis Cluster) is not supported yet"),
+        "{message}"
+    );
+}

@@ -1,0 +1,323 @@
+//! Zones with `backend = "redis"` through the real gateway and a real redis-server:
+//! two instances sharing one limit under load, what each `on_error` does while Redis is
+//! down and after it comes back, a Redis that stops answering, and a flood from one
+//! key that costs Redis nothing after its first rejection.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use http::Request;
+use hyper_util::rt::TokioIo;
+use support::redis::{self as server, Redis};
+use support::*;
+
+fn config(url: &str, on_error: &str, rate: &str, burst: u64) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[admin]
+listen = "127.0.0.1:0"
+[redis]
+url = "{url}"
+timeout = "50ms"
+on_error = "{on_error}"
+[zones.shared]
+key = "$binary_remote_addr"
+rate = "{rate}"
+backend = "redis"
+[[location]]
+match = "/"
+return = {{ status = 200 }}
+limit = [{{ zone = "shared", burst = {burst}, nodelay = true }}]
+"#
+    )
+}
+
+async fn from(addr: SocketAddr, client: &str) -> Reply {
+    let req = Request::get("/")
+        .header("host", "example.test")
+        .header("x-forwarded-for", client)
+        .body(empty())
+        .unwrap();
+    within(5, send(addr, req)).await
+}
+
+async fn redis_conn(redis: &Redis) -> ::redis::aio::MultiplexedConnection {
+    let client = ::redis::Client::open(redis.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// Sends requests from `client` over one keep-alive connection until `until`; returns
+/// how many were admitted and how many were sent.
+async fn load(addr: SocketAddr, client: &'static str, until: Instant) -> (u64, u64) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let (mut admitted, mut sent) = (0, 0);
+    while Instant::now() < until {
+        let req = Request::get("/")
+            .header("host", "example.test")
+            .header("x-forwarded-for", client)
+            .body(empty())
+            .unwrap();
+        let reply = read(sender.send_request(req).await.unwrap()).await;
+        sent += 1;
+        match reply.status.as_u16() {
+            200 => admitted += 1,
+            429 => {}
+            other => panic!("unexpected status {other}: {}", reply.body),
+        }
+    }
+    (admitted, sent)
+}
+
+#[tokio::test]
+async fn two_instances_share_one_limit_under_load() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    // 20r/s with burst 5: over T seconds one instance admits at most 6 + 20 T.
+    let text = config(&redis.url(), "deny", "20r/s", 5);
+    let (a, b) = (gateway(&text), gateway(&text));
+    let (a, b) = (addr(&a), addr(&b));
+    let started = Instant::now();
+    let until = started + Duration::from_secs(10);
+    let tasks: Vec<_> = [a, b, a, b]
+        .into_iter()
+        .map(|gw| tokio::spawn(load(gw, "203.0.113.50", until)))
+        .collect();
+    let (mut admitted, mut sent) = (0, 0);
+    for task in tasks {
+        let (ok, all) = task.await.unwrap();
+        admitted += ok;
+        sent += all;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let limit = 6.0 + 20.0 * secs;
+    eprintln!("{sent} requests in {secs:.1} s over two instances: {admitted} admitted (one instance's limit: {limit:.0})");
+    assert!(
+        sent > 2 * admitted,
+        "the load must exceed the limit: {sent} sent"
+    );
+    assert!(
+        (admitted as f64) <= limit + 2.0,
+        "{admitted} admitted, more than one instance's {limit:.0} (+1 per instance)"
+    );
+    assert!(
+        (admitted as f64) >= 0.9 * 20.0 * secs,
+        "{admitted} admitted: far below the limit"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_from_one_key_costs_redis_nothing_after_its_first_rejection() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let gw = gateway(&config(&redis.url(), "deny", "1r/m", 0));
+    let mut conn = redis_conn(&redis).await;
+    let calls = |info: String| -> u64 {
+        info.lines()
+            .filter(|line| {
+                line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:")
+            })
+            .filter_map(|line| {
+                line.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    assert_eq!(from(addr(&gw), "198.51.100.1").await.status, 200);
+    assert_eq!(from(addr(&gw), "198.51.100.1").await.status, 429);
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = calls(info);
+    for _ in 0..200 {
+        assert_eq!(from(addr(&gw), "198.51.100.1").await.status, 429);
+    }
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(calls(info), before, "the flood went to Redis");
+    // The key is where DESIGN says, with the drain time as TTL (one request of a minute).
+    let key = b"tollgate:shared:\xc6\x33\x64\x01".to_vec();
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((50_000..=60_000).contains(&ttl), "PTTL {ttl}");
+}
+
+/// What each `on_error` does while Redis is down, and that decisions go back to Redis
+/// within 2 s of its return.
+#[tokio::test]
+async fn each_on_error_while_redis_is_down_and_back() {
+    if !server::available() {
+        return;
+    }
+    for on_error in ["allow", "deny", "local"] {
+        let redis = Redis::start();
+        let port = redis.addr.port();
+        let gw = gateway(&config(&redis.url(), on_error, "1r/m", 2));
+        let (addr, admin) = (addr(&gw), gw.admin_addr().unwrap());
+        // Redis decides: three pass, the fourth is rejected (and remembered).
+        for expected in [200, 200, 200, 429] {
+            assert_eq!(from(addr, "192.0.2.1").await.status, expected, "{on_error}");
+        }
+
+        drop(redis);
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let reply = from(addr, "192.0.2.2").await;
+            assert!(
+                started.elapsed() < Duration::from_millis(50 + 250),
+                "{on_error}: answered in {:?}",
+                started.elapsed()
+            );
+            if reply.status == 503 {
+                assert_eq!(reply.headers["retry-after"], "1");
+                assert!(
+                    reply.body.contains("temporary-reduced-capacity"),
+                    "{}",
+                    reply.body
+                );
+            }
+            statuses.push(reply.status.as_u16());
+        }
+        let want: &[u16] = match on_error {
+            "allow" => &[200; 5],
+            "deny" => &[503; 5],
+            _ => &[200, 200, 200, 429, 429], // the instance's own limiter, 1r/m burst 2
+        };
+        assert_eq!(statuses, want, "{on_error}");
+        // A rejection Redis gave is remembered: no Redis needed to reject it again.
+        assert_eq!(from(addr, "192.0.2.1").await.status, 429, "{on_error}");
+        let metrics = within(5, send(admin, get("/metrics"))).await.body;
+        // Every failed call is counted (refused, or cut by the timeout while reconnecting).
+        let errors: u64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("tollgate_redis_errors_total{zone=\"shared\","))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert!(
+            errors >= 5,
+            "{on_error}: {errors} errors counted:\n{metrics}"
+        );
+
+        // Back on the same port: within 2 s a new client's decision is made by Redis.
+        let redis = Redis::try_start(port).expect("redis-server restarts");
+        let mut conn = redis_conn(&redis).await;
+        let back = Instant::now();
+        let mut n = 0u32;
+        loop {
+            n += 1;
+            let client = format!("192.0.3.{n}");
+            from(addr, &client).await;
+            let key = [b"tollgate:shared:".as_slice(), &[192, 0, 3, n as u8]].concat();
+            let stored: bool = ::redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if stored {
+                break;
+            }
+            assert!(
+                back.elapsed() < Duration::from_secs(2),
+                "{on_error}: not back on Redis after 2 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_redis_that_stops_answering_costs_a_request_the_timeout_and_no_more() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let gw = gateway(&config(&redis.url(), "allow", "1r/m", 0));
+    let addr = addr(&gw);
+    assert_eq!(from(addr, "192.0.2.9").await.status, 200);
+    redis.pause();
+    let mut slowest = Duration::ZERO;
+    for i in 0..10 {
+        let started = Instant::now();
+        let reply = from(addr, &format!("192.0.2.{}", 20 + i)).await;
+        let took = started.elapsed();
+        assert_eq!(reply.status, 200, "on_error = \"allow\"");
+        // A worker that has just given up waits a moment before trying Redis again, and
+        // its requests are answered at once meanwhile.
+        assert!(
+            took < Duration::from_millis(50 + 150),
+            "answered in {took:?}"
+        );
+        slowest = slowest.max(took);
+    }
+    assert!(
+        slowest >= Duration::from_millis(45),
+        "no request waited for the timeout"
+    );
+    redis.resume();
+}
+
+#[tokio::test]
+async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    // `shared` (Redis, 1r/m burst 2) first, then `strict` (local, 1r/m, no burst).
+    let text = config(&redis.url(), "deny", "1r/m", 2).replace(
+        "limit = [{ zone = \"shared\", burst = 2, nodelay = true }]",
+        "limit = [{ zone = \"shared\", burst = 2, nodelay = true }, { zone = \"strict\", nodelay = true }]",
+    ) + "[zones.strict]\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n";
+    let gw = gateway(&text);
+    assert_eq!(from(addr(&gw), "192.0.2.77").await.status, 200);
+    // Redis admits each of these, `strict` rejects them: each charge is given back.
+    for _ in 0..4 {
+        assert_eq!(from(addr(&gw), "192.0.2.77").await.status, 429);
+    }
+    let mut conn = redis_conn(&redis).await;
+    let key = b"tollgate:shared:\xc0\x00\x02\x4d".to_vec();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let fill: Option<u64> = ::redis::cmd("HGET")
+            .arg(&key)
+            .arg("f")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // One request is 86,400,000 units; without refunds Redis would hold three.
+        let fill = fill.expect("the key is stored");
+        if fill <= 86_400_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Redis still holds {fill} units");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
