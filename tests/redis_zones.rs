@@ -321,3 +321,31 @@ async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_token_bucket_zone_is_shared_too() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let text = config(&redis.url(), "deny", "1r/m", 2).replace(
+        "backend = \"redis\"",
+        "backend = \"redis\"\nalgorithm = \"token_bucket\"",
+    );
+    let (a, b) = (gateway(&text), gateway(&text));
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        statuses.push(from(addr(gw), "192.0.2.88").await.status.as_u16());
+    }
+    // burst 2: three pass between the two instances, then both reject.
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    let mut conn = redis_conn(&redis).await;
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(b"tollgate:shared:\xc0\x00\x02\x58".as_slice())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Three requests of a minute each drain in three minutes.
+    assert!((170_000..=180_000).contains(&ttl), "PTTL {ttl}");
+}

@@ -20,20 +20,31 @@ use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// The leaky bucket's script (nginx's `limit_req`).
 pub const LEAKY_BUCKET: &str = include_str!("redis/leaky_bucket.lua");
+/// The token bucket's script (GCRA), in microseconds.
+pub const TOKEN_BUCKET: &str = include_str!("redis/token_bucket.lua");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
 const MAX_EXACT: u64 = 1 << 53;
 
+/// The algorithms a zone may keep in Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    LeakyBucket,
+    TokenBucket,
+}
+
 /// The scripts, each with its SHA computed once.
 pub struct Scripts {
     leaky_bucket: Script,
+    token_bucket: Script,
 }
 
 impl Default for Scripts {
     fn default() -> Self {
         Scripts {
             leaky_bucket: Script::new(LEAKY_BUCKET),
+            token_bucket: Script::new(TOKEN_BUCKET),
         }
     }
 }
@@ -68,62 +79,139 @@ impl Scripts {
         p: &Params,
         clock: Clock,
     ) -> RedisResult<Decision> {
-        self.run_leaky_bucket(conn, redis_key, p, clock, "").await
+        self.run(
+            Algorithm::LeakyBucket,
+            conn,
+            redis_key,
+            p,
+            clock,
+            Mode::Decide,
+        )
+        .await
     }
 
-    /// Gives back what [`Scripts::leaky_bucket`] charged for a request that a later
-    /// zone rejected.
-    pub async fn refund_leaky_bucket<C: ConnectionLike>(
+    /// The same for a `token_bucket` zone.
+    pub async fn token_bucket<C: ConnectionLike>(
         &self,
         conn: &mut C,
         redis_key: &[u8],
         p: &Params,
         clock: Clock,
-    ) -> RedisResult<()> {
-        self.run_leaky_bucket(conn, redis_key, p, clock, "refund")
-            .await
-            .map(drop)
-    }
-
-    async fn run_leaky_bucket<C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-        redis_key: &[u8],
-        p: &Params,
-        clock: Clock,
-        mode: &str,
     ) -> RedisResult<Decision> {
-        let per_ms = p
-            .rate
-            .count
-            .get()
-            .saturating_mul(UNIT / p.rate.period.millis());
-        let cap = p.burst.saturating_add(1).saturating_mul(UNIT);
-        let free = match p.delay {
-            NODELAY => -1,
-            delay => exact(delay.saturating_add(1).saturating_mul(UNIT)) as i64,
-        };
+        self.run(
+            Algorithm::TokenBucket,
+            conn,
+            redis_key,
+            p,
+            clock,
+            Mode::Decide,
+        )
+        .await
+    }
+
+    /// Decides a request (and charges it when admitted), or gives back what an earlier
+    /// call charged for a request that a later zone rejected.
+    pub async fn run<C: ConnectionLike>(
+        &self,
+        algorithm: Algorithm,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+        mode: Mode,
+    ) -> RedisResult<Decision> {
         let now = match clock {
             Clock::Redis => String::new(),
             Clock::At(us) => us.to_string(),
         };
-        let reply: Vec<i64> = self
-            .leaky_bucket
-            .key(redis_key)
-            .arg(exact(per_ms))
-            .arg(exact(p.cost.saturating_mul(UNIT)))
-            .arg(exact(cap))
-            .arg(free)
-            .arg(UNIT)
-            .arg(now)
-            .arg(mode)
-            .invoke_async(conn)
-            .await?;
-        decision(&reply).ok_or_else(|| {
+        let mode = match mode {
+            Mode::Decide => "",
+            Mode::Refund => "refund",
+        };
+        let (reply, units): (Vec<i64>, Units) = match algorithm {
+            Algorithm::LeakyBucket => {
+                let per_ms = p
+                    .rate
+                    .count
+                    .get()
+                    .saturating_mul(UNIT / p.rate.period.millis());
+                let cap = p.burst.saturating_add(1).saturating_mul(UNIT);
+                let free = match p.delay {
+                    NODELAY => -1,
+                    delay => exact(delay.saturating_add(1).saturating_mul(UNIT)) as i64,
+                };
+                let reply = self
+                    .leaky_bucket
+                    .key(redis_key)
+                    .arg(exact(per_ms))
+                    .arg(exact(p.cost.saturating_mul(UNIT)))
+                    .arg(exact(cap))
+                    .arg(free)
+                    .arg(UNIT)
+                    .arg(now)
+                    .arg(mode)
+                    .invoke_async(conn)
+                    .await?;
+                (reply, Units::LEAKY_BUCKET)
+            }
+            Algorithm::TokenBucket => {
+                let t = (p.rate.period.millis().saturating_mul(1_000) / p.rate.count.get()).max(1);
+                let cap = p.burst.saturating_add(1).saturating_mul(t);
+                let free = match p.delay {
+                    NODELAY => -1,
+                    delay => exact(delay.saturating_add(1).saturating_mul(t)) as i64,
+                };
+                let reply = self
+                    .token_bucket
+                    .key(redis_key)
+                    .arg(exact(t))
+                    .arg(exact(p.cost.saturating_mul(t)))
+                    .arg(exact(cap))
+                    .arg(free)
+                    .arg(now)
+                    .arg(mode)
+                    .invoke_async(conn)
+                    .await?;
+                (reply, Units::TOKEN_BUCKET)
+            }
+        };
+        decision(&reply, units).ok_or_else(|| {
             let detail = format!("{reply:?}");
             (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
         })
     }
+}
+
+/// What a script call does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Decide, and charge an admitted request.
+    Decide,
+    /// Give back a charge (its reply means nothing).
+    Refund,
+}
+
+/// Nanoseconds per unit of a script's reply: of the delay, of `retry_after`, of `reset`.
+#[derive(Clone, Copy, Debug)]
+struct Units {
+    delay: u64,
+    retry_after: u64,
+    reset: u64,
+}
+
+impl Units {
+    /// Whole milliseconds (nginx's grain), and `retry_after` in µs.
+    const LEAKY_BUCKET: Units = Units {
+        delay: NANOS_PER_MS,
+        retry_after: 1_000,
+        reset: NANOS_PER_MS,
+    };
+    /// Microseconds throughout.
+    const TOKEN_BUCKET: Units = Units {
+        delay: 1_000,
+        retry_after: 1_000,
+        reset: 1_000,
+    };
 }
 
 /// What a Redis zone does while Redis is slow or down (`on_error`).
@@ -231,35 +319,44 @@ impl Backend {
         })
     }
 
-    /// Decides (and charges) a `leaky_bucket` request on Redis's clock, within `timeout`.
-    pub async fn leaky_bucket(
+    /// Decides (and charges) a request on Redis's clock, within `timeout`.
+    pub async fn decide(
         &self,
         worker: usize,
+        algorithm: Algorithm,
         redis_key: &[u8],
         p: &Params,
+    ) -> Result<Decision, Failure> {
+        self.call(worker, algorithm, redis_key, p, Mode::Decide)
+            .await
+    }
+
+    /// Gives back a charge for a request a later zone rejected, within `timeout`.
+    pub async fn refund(
+        &self,
+        worker: usize,
+        algorithm: Algorithm,
+        redis_key: &[u8],
+        p: &Params,
+    ) -> Result<(), Failure> {
+        self.call(worker, algorithm, redis_key, p, Mode::Refund)
+            .await
+            .map(drop)
+    }
+
+    async fn call(
+        &self,
+        worker: usize,
+        algorithm: Algorithm,
+        redis_key: &[u8],
+        p: &Params,
+        mode: Mode,
     ) -> Result<Decision, Failure> {
         self.within_timeout(async {
             let mut conn = self.connection(worker).await?;
             let call = self
                 .scripts
-                .leaky_bucket(&mut conn, redis_key, p, Clock::Redis);
-            call.await.map_err(|err| Failure::of(&err))
-        })
-        .await
-    }
-
-    /// Gives back a charge (see [`Scripts::refund_leaky_bucket`]), within `timeout`.
-    pub async fn refund_leaky_bucket(
-        &self,
-        worker: usize,
-        redis_key: &[u8],
-        p: &Params,
-    ) -> Result<(), Failure> {
-        self.within_timeout(async {
-            let mut conn = self.connection(worker).await?;
-            let call = self
-                .scripts
-                .refund_leaky_bucket(&mut conn, redis_key, p, Clock::Redis);
+                .run(algorithm, &mut conn, redis_key, p, Clock::Redis, mode);
             call.await.map_err(|err| Failure::of(&err))
         })
         .await
@@ -349,25 +446,25 @@ fn exact(n: u64) -> u64 {
     n.min(MAX_EXACT)
 }
 
-/// The script's reply: `{1, delay_ms, remaining, reset_ms}` or
-/// `{0, retry_after_us, remaining, reset_ms}` (`-1`: never).
-fn decision(reply: &[i64]) -> Option<Decision> {
-    let &[admitted, wait, remaining, reset_ms] = reply else {
+/// A script's reply: `{1, delay, remaining, reset}` or
+/// `{0, retry_after, remaining, reset}` (`retry_after` `-1`: never), in `units`.
+fn decision(reply: &[i64], units: Units) -> Option<Decision> {
+    let &[admitted, wait, remaining, reset] = reply else {
         return None;
     };
     let nonnegative = |n: i64| u64::try_from(n).unwrap_or(0);
     let verdict = match (admitted, wait) {
         (1, 0) => Verdict::Pass,
-        (1, ms) => Verdict::Delay(nonnegative(ms).saturating_mul(NANOS_PER_MS)),
-        (0, us) => Verdict::Reject {
-            retry_after: nonnegative(us).saturating_mul(1_000),
+        (1, delay) => Verdict::Delay(nonnegative(delay).saturating_mul(units.delay)),
+        (0, retry) => Verdict::Reject {
+            retry_after: nonnegative(retry).saturating_mul(units.retry_after),
         },
         _ => return None,
     };
     Some(Decision {
         verdict,
         remaining: nonnegative(remaining),
-        reset: nonnegative(reset_ms).saturating_mul(NANOS_PER_MS),
+        reset: nonnegative(reset).saturating_mul(units.reset),
     })
 }
 
@@ -418,7 +515,7 @@ mod tests {
     #[test]
     fn replies_map_to_decisions() {
         assert_eq!(
-            decision(&[1, 0, 4, 100]),
+            decision(&[1, 0, 4, 100], Units::LEAKY_BUCKET),
             Some(Decision {
                 verdict: Verdict::Pass,
                 remaining: 4,
@@ -426,20 +523,20 @@ mod tests {
             })
         );
         assert_eq!(
-            decision(&[1, 250, 0, 300]).map(|d| d.verdict),
+            decision(&[1, 250, 0, 300], Units::LEAKY_BUCKET).map(|d| d.verdict),
             Some(Verdict::Delay(250 * NANOS_PER_MS))
         );
         assert_eq!(
-            decision(&[0, 1_500, 0, 300]).map(|d| d.verdict),
+            decision(&[0, 1_500, 0, 300], Units::LEAKY_BUCKET).map(|d| d.verdict),
             Some(Verdict::Reject {
                 retry_after: 1_500_000
             })
         );
         assert_eq!(
-            decision(&[0, -1, 0, 0]).map(|d| d.verdict),
+            decision(&[0, -1, 0, 0], Units::LEAKY_BUCKET).map(|d| d.verdict),
             Some(Verdict::Reject { retry_after: 0 })
         );
-        assert_eq!(decision(&[2, 0, 0, 0]), None);
-        assert_eq!(decision(&[1, 0]), None);
+        assert_eq!(decision(&[2, 0, 0, 0], Units::TOKEN_BUCKET), None);
+        assert_eq!(decision(&[1, 0], Units::TOKEN_BUCKET), None);
     }
 }

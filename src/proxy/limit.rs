@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
 use crate::body::ResponseBody;
 use crate::limit::key::RequestView;
-use crate::limit::redis::{redis_key, Backend, OnError};
+use crate::limit::redis::{redis_key, Algorithm, Backend, OnError};
 use crate::limit::zone::{self, Applied, Kind, Outcome, Rule, Status};
 use crate::limit::{Decision, Params, Period, Rate, Verdict};
 use crate::metrics;
@@ -189,7 +189,12 @@ pub(super) async fn decide_shared<B>(
             },
             None => {
                 let redis_key = redis_key(&zone.name, &key);
-                match redis.leaky_bucket(worker, &redis_key, &params).await {
+                let algorithm = match zone.kind {
+                    Kind::TokenBucket => Algorithm::TokenBucket,
+                    // Configuration keeps no other algorithm in Redis.
+                    _ => Algorithm::LeakyBucket,
+                };
+                match redis.decide(worker, algorithm, &redis_key, &params).await {
                     Ok(decision) => {
                         match decision.verdict {
                             Verdict::Reject { retry_after } if retry_after > 0 => {
@@ -197,7 +202,7 @@ pub(super) async fn decide_shared<B>(
                                 zone.rejections.remember(&key, until, zone_now);
                             }
                             Verdict::Reject { .. } => {}
-                            _ => charged.push((redis_key, params)),
+                            _ => charged.push((algorithm, redis_key, params)),
                         }
                         decision
                     }
@@ -303,11 +308,11 @@ fn apply(
 
 /// Gives back the Redis charges of a request a later zone rejected, in the background:
 /// the answer does not wait for it.
-fn refund(redis: &Arc<Backend>, worker: usize, charged: Vec<(Vec<u8>, Params)>) {
+fn refund(redis: &Arc<Backend>, worker: usize, charged: Vec<(Algorithm, Vec<u8>, Params)>) {
     let redis = Arc::clone(redis);
     tokio::spawn(async move {
-        for (key, params) in charged {
-            if let Err(failure) = redis.refund_leaky_bucket(worker, &key, &params).await {
+        for (algorithm, key, params) in charged {
+            if let Err(failure) = redis.refund(worker, algorithm, &key, &params).await {
                 tracing::debug!(failure = failure.label(), "Redis refund failed");
             }
         }

@@ -1,7 +1,8 @@
-//! `leaky_bucket` on Redis decides as the local `leaky_bucket` does: the same schedules of
-//! arrivals (burst, delay, nodelay, cost, several rates) go through the Lua script on a
-//! real redis-server and through the local algorithm, and every decision must match. Then
-//! what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
+//! `leaky_bucket` on Redis decides as the local `leaky_bucket` does, and `token_bucket` as
+//! the local `token_bucket` (for rates whose interval is a whole microsecond, Redis's
+//! grain): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
+//! through the Lua script on a real redis-server and through the local algorithm, and
+//! every decision must match. Then what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
 //! after `SCRIPT FLUSH`.
 
@@ -9,6 +10,7 @@ mod support;
 
 use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::token_bucket::TokenBucket;
 use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NODELAY};
 
 use support::redis::{self as server, Redis};
@@ -201,4 +203,73 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
         .await
         .unwrap();
     assert!(!d.admitted());
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_token_bucket() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let scripts = Scripts::default();
+    let cases = [
+        (
+            "10r/s burst 5",
+            params(10, Period::Second, 5, 0, 1),
+            200_000,
+        ),
+        (
+            "4r/s burst 6 nodelay",
+            params(4, Period::Second, 6, NODELAY, 1),
+            400_000,
+        ),
+        (
+            "10r/s burst 8 delay 3",
+            params(10, Period::Second, 8, 3, 1),
+            200_000,
+        ),
+        (
+            "5r/m burst 2 nodelay cost 2",
+            params(5, Period::Minute, 2, NODELAY, 2),
+            20_000_000,
+        ),
+        (
+            "1000r/s burst 50 delay 10",
+            params(1000, Period::Second, 50, 10, 1),
+            1_000,
+        ),
+        (
+            "3r/h burst 1 nodelay",
+            params(3, Period::Hour, 1, NODELAY, 1),
+            1_500_000_000,
+        ),
+    ];
+    let start_us: u64 = 1_763_000_000_000_000;
+    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
+        let key = redis_key("gcra", format!("case-{i}").as_bytes());
+        let mut local = TokenBucket::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut rejected) = (0, 0);
+        for (n, gap) in gaps(i as u64 + 11, 300, scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want: Decision = TokenBucket::check(&local, now, &p);
+            if want.admitted() {
+                TokenBucket::charge(&mut local, now, &p);
+                admitted += 1;
+            } else {
+                rejected += 1;
+            }
+            let got = scripts
+                .token_bucket(&mut conn, &key, &p, Clock::At(t))
+                .await
+                .unwrap();
+            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
+        }
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{rejected}"
+        );
+    }
 }

@@ -1,0 +1,57 @@
+-- token_bucket (GCRA) on Redis: the decision of src/limit/token_bucket.rs for one key,
+-- in microseconds (Redis's TIME has no finer grain; the local one counts nanoseconds, so
+-- the two agree exactly whenever a request's interval is a whole number of µs, as for
+-- 10r/s or 5r/m). The key holds `tat`, the theoretical arrival time in µs since the Unix
+-- epoch; the bucket's level at `now` is tat - now. Check and charge are one step.
+--
+-- KEYS[1]  tollgate:<zone>:<key>
+-- ARGV[1]  t: the emission interval, µs per request (at least 1)
+-- ARGV[2]  cost: cost x t
+-- ARGV[3]  cap: (burst + 1) x t
+-- ARGV[4]  free: (delay + 1) x t, or -1 for nodelay
+-- ARGV[5]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[6]  "refund" to give back `cost` taken by an earlier call, else ""
+--
+-- Returns {1, delay_us, remaining, reset_us} when admitted, or
+--         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
+
+local t = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local cap = tonumber(ARGV[3])
+local free = tonumber(ARGV[4])
+local now
+if ARGV[5] ~= '' then
+  now = tonumber(ARGV[5])
+else
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+end
+
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+local level = math.max(tat - now, 0)
+
+if ARGV[6] == 'refund' then
+  local left = level - cost
+  if left <= 0 then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], string.format('%.0f', now + left), 'PX', math.ceil(left / 1000))
+  end
+  return {1, 0, 0, 0}
+end
+
+local after = level + cost
+if after > cap then
+  local retry = -1
+  if cost <= cap then
+    retry = after - cap
+  end
+  return {0, retry, math.floor((cap - math.min(level, cap)) / t), level}
+end
+
+local delay = 0
+if free >= 0 and after > free then
+  delay = after - free
+end
+redis.call('SET', KEYS[1], string.format('%.0f', now + after), 'PX', math.max(math.ceil(after / 1000), 1))
+return {1, delay, math.floor((cap - after) / t), after}
