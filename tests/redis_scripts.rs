@@ -1,6 +1,6 @@
-//! `leaky_bucket` on Redis decides as the local `leaky_bucket` does, and `token_bucket` as
-//! the local `token_bucket` (for rates whose interval is a whole microsecond, Redis's
-//! grain): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
+//! `leaky_bucket` on Redis decides as the local `leaky_bucket` does, `fixed_window` as the
+//! local `fixed_window`, and `token_bucket` as the local `token_bucket` (for rates whose
+//! interval is a whole microsecond, Redis's grain): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
 //! through the Lua script on a real redis-server and through the local algorithm, and
 //! every decision must match. Then what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
@@ -8,6 +8,7 @@
 
 mod support;
 
+use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::redis::{redis_key, Clock, Scripts};
 use tollgate::limit::token_bucket::TokenBucket;
@@ -271,5 +272,75 @@ async fn every_decision_matches_the_local_token_bucket() {
             admitted > 0 && rejected > 0,
             "{name}: {admitted}/{rejected}"
         );
+    }
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_fixed_window() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let scripts = Scripts::default();
+    let cases = [
+        (
+            "10r/s burst 5 nodelay",
+            params(10, Period::Second, 5, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "10r/s burst 20 delay 0",
+            params(10, Period::Second, 20, 0, 1),
+            30_000,
+        ),
+        (
+            "5r/s burst 10 delay 3",
+            params(5, Period::Second, 10, 3, 1),
+            60_000,
+        ),
+        (
+            "3r/m burst 1 nodelay cost 2",
+            params(3, Period::Minute, 1, NODELAY, 2),
+            9_000_000,
+        ),
+        (
+            "100r/h burst 0 nodelay",
+            params(100, Period::Hour, 0, NODELAY, 1),
+            30_000_000,
+        ),
+    ];
+    // Not on a window boundary: the schedule crosses several.
+    let start_us: u64 = 1_763_000_000_123_456;
+    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
+        let key = redis_key("windows", format!("case-{i}").as_bytes());
+        let mut local = FixedWindow::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
+        for (n, gap) in gaps(i as u64 + 21, 300, scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want: Decision = FixedWindow::check(&local, now, &p);
+            if want.admitted() {
+                FixedWindow::charge(&mut local, now, &p);
+            }
+            let got = scripts
+                .fixed_window(&mut conn, &key, &p, Clock::At(t))
+                .await
+                .unwrap();
+            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
+            match want.verdict {
+                tollgate::limit::Verdict::Pass => admitted += 1,
+                tollgate::limit::Verdict::Delay(_) => delayed += 1,
+                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
+            }
+        }
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{delayed}/{rejected}"
+        );
+        if p.delay != NODELAY {
+            assert!(delayed > 0, "{name}: no request was delayed");
+        }
     }
 }

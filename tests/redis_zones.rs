@@ -323,29 +323,39 @@ async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
 }
 
 #[tokio::test]
-async fn a_token_bucket_zone_is_shared_too() {
+async fn token_bucket_and_fixed_window_zones_are_shared_too() {
     if !server::available() {
         return;
     }
     let redis = Redis::start();
-    let text = config(&redis.url(), "deny", "1r/m", 2).replace(
-        "backend = \"redis\"",
-        "backend = \"redis\"\nalgorithm = \"token_bucket\"",
-    );
-    let (a, b) = (gateway(&text), gateway(&text));
-    let mut statuses = Vec::new();
-    for i in 0..6 {
-        let gw = if i % 2 == 0 { &a } else { &b };
-        statuses.push(from(addr(gw), "192.0.2.88").await.status.as_u16());
-    }
-    // burst 2: three pass between the two instances, then both reject.
-    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
     let mut conn = redis_conn(&redis).await;
-    let ttl: i64 = ::redis::cmd("PTTL")
-        .arg(b"tollgate:shared:\xc0\x00\x02\x58".as_slice())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    // Three requests of a minute each drain in three minutes.
-    assert!((170_000..=180_000).contains(&ttl), "PTTL {ttl}");
+    // (algorithm, rate, client, the key's TTL range in ms after three requests)
+    let cases = [
+        // Three minutes to drain.
+        ("token_bucket", "1r/m", "192.0.2.88", 170_000..=180_000),
+        // The rest of this hour (an hour, so that the run rarely straddles two windows).
+        ("fixed_window", "1r/h", "192.0.2.89", 1..=3_600_000),
+    ];
+    for (algorithm, rate, client, ttl_range) in cases {
+        let text = config(&redis.url(), "deny", rate, 2).replace(
+            "backend = \"redis\"",
+            &format!("backend = \"redis\"\nalgorithm = \"{algorithm}\""),
+        );
+        let (a, b) = (gateway(&text), gateway(&text));
+        let mut statuses = Vec::new();
+        for i in 0..6 {
+            let gw = if i % 2 == 0 { &a } else { &b };
+            statuses.push(from(addr(gw), client).await.status.as_u16());
+        }
+        // burst 2: three pass between the two instances, then both reject.
+        assert_eq!(statuses, [200, 200, 200, 429, 429, 429], "{algorithm}");
+        let ip: std::net::Ipv4Addr = client.parse().unwrap();
+        let key = [b"tollgate:shared:".as_slice(), &ip.octets()].concat();
+        let ttl: i64 = ::redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl_range.contains(&ttl), "{algorithm}: PTTL {ttl}");
+    }
 }

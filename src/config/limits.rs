@@ -214,7 +214,7 @@ fn zone_redis(
     }
     let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
     match algorithm {
-        Algorithm::LeakyBucket | Algorithm::TokenBucket => {}
+        Algorithm::LeakyBucket | Algorithm::TokenBucket | Algorithm::FixedWindow => {}
         Algorithm::Concurrency => {
             diag.error(
                 backend,
@@ -226,7 +226,7 @@ fn zone_redis(
             diag.error(
                 backend,
                 format!(
-                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket` and `token_bucket`)",
+                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket`, `token_bucket` and `fixed_window`)",
                     other.name()
                 ),
             );

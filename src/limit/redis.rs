@@ -22,6 +22,8 @@ use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 pub const LEAKY_BUCKET: &str = include_str!("redis/leaky_bucket.lua");
 /// The token bucket's script (GCRA), in microseconds.
 pub const TOKEN_BUCKET: &str = include_str!("redis/token_bucket.lua");
+/// The fixed window's script, in microseconds.
+pub const FIXED_WINDOW: &str = include_str!("redis/fixed_window.lua");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
@@ -32,12 +34,14 @@ const MAX_EXACT: u64 = 1 << 53;
 pub enum Algorithm {
     LeakyBucket,
     TokenBucket,
+    FixedWindow,
 }
 
 /// The scripts, each with its SHA computed once.
 pub struct Scripts {
     leaky_bucket: Script,
     token_bucket: Script,
+    fixed_window: Script,
 }
 
 impl Default for Scripts {
@@ -45,6 +49,7 @@ impl Default for Scripts {
         Scripts {
             leaky_bucket: Script::new(LEAKY_BUCKET),
             token_bucket: Script::new(TOKEN_BUCKET),
+            fixed_window: Script::new(FIXED_WINDOW),
         }
     }
 }
@@ -81,6 +86,25 @@ impl Scripts {
     ) -> RedisResult<Decision> {
         self.run(
             Algorithm::LeakyBucket,
+            conn,
+            redis_key,
+            p,
+            clock,
+            Mode::Decide,
+        )
+        .await
+    }
+
+    /// The same for a `fixed_window` zone.
+    pub async fn fixed_window<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+    ) -> RedisResult<Decision> {
+        self.run(
+            Algorithm::FixedWindow,
             conn,
             redis_key,
             p,
@@ -172,7 +196,26 @@ impl Scripts {
                     .arg(mode)
                     .invoke_async(conn)
                     .await?;
-                (reply, Units::TOKEN_BUCKET)
+                (reply, Units::MICROS)
+            }
+            Algorithm::FixedWindow => {
+                let delay = match p.delay {
+                    NODELAY => -1,
+                    delay => exact(delay) as i64,
+                };
+                let reply = self
+                    .fixed_window
+                    .key(redis_key)
+                    .arg(p.rate.period.millis().saturating_mul(1_000))
+                    .arg(exact(p.rate.count.get()))
+                    .arg(exact(p.rate.count.get().saturating_add(p.burst)))
+                    .arg(delay)
+                    .arg(exact(p.cost))
+                    .arg(now)
+                    .arg(mode)
+                    .invoke_async(conn)
+                    .await?;
+                (reply, Units::MICROS)
             }
         };
         decision(&reply, units).ok_or_else(|| {
@@ -207,7 +250,7 @@ impl Units {
         reset: NANOS_PER_MS,
     };
     /// Microseconds throughout.
-    const TOKEN_BUCKET: Units = Units {
+    const MICROS: Units = Units {
         delay: 1_000,
         retry_after: 1_000,
         reset: 1_000,
@@ -536,7 +579,7 @@ mod tests {
             decision(&[0, -1, 0, 0], Units::LEAKY_BUCKET).map(|d| d.verdict),
             Some(Verdict::Reject { retry_after: 0 })
         );
-        assert_eq!(decision(&[2, 0, 0, 0], Units::TOKEN_BUCKET), None);
-        assert_eq!(decision(&[1, 0], Units::TOKEN_BUCKET), None);
+        assert_eq!(decision(&[2, 0, 0, 0], Units::MICROS), None);
+        assert_eq!(decision(&[1, 0], Units::MICROS), None);
     }
 }

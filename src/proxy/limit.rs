@@ -191,6 +191,7 @@ pub(super) async fn decide_shared<B>(
                 let redis_key = redis_key(&zone.name, &key);
                 let algorithm = match zone.kind {
                     Kind::TokenBucket => Algorithm::TokenBucket,
+                    Kind::FixedWindow => Algorithm::FixedWindow,
                     // Configuration keeps no other algorithm in Redis.
                     _ => Algorithm::LeakyBucket,
                 };

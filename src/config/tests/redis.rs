@@ -50,7 +50,7 @@ fn redis_problems_are_reported_where_they_are() {
     let found = errors(&format!(
         "{SERVER}[redis]\nurl = \"rediss://127.0.0.1:6379\"\n\
          [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\nbackend = \"redis\"\n\
-         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"fixed_window\"\nbackend = \"redis\"\n\
+         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"sliding_window\"\nbackend = \"redis\"\n\
          {LOGIN}instances = 2\n\
          [zones.many]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\ninstances = 0\n"
     ));
@@ -72,7 +72,7 @@ fn redis_problems_are_reported_where_they_are() {
         (
             14,
             11,
-            "`backend = \"redis\"` is not supported yet for `fixed_window` (only `leaky_bucket` and `token_bucket`)"
+            "`backend = \"redis\"` is not supported yet for `sliding_window` (only `leaky_bucket`, `token_bucket` and `fixed_window`)"
         )
     );
     assert_eq!(
