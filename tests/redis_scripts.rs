@@ -1,6 +1,7 @@
 //! `leaky_bucket` on Redis decides as the local `leaky_bucket` does, `fixed_window` as the
-//! local `fixed_window`, and `token_bucket` as the local `token_bucket` (for rates whose
-//! interval is a whole microsecond, Redis's grain): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
+//! local `fixed_window`, `token_bucket` as the local `token_bucket` (for rates whose
+//! interval is a whole microsecond, Redis's grain), and `sliding_window` as the local one
+//! (the same verdicts and counts; its waits, in µs, within 1 µs of the local ns): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
 //! through the Lua script on a real redis-server and through the local algorithm, and
 //! every decision must match. Then what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
@@ -11,6 +12,7 @@ mod support;
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
 use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NODELAY};
 
@@ -329,6 +331,92 @@ async fn every_decision_matches_the_local_fixed_window() {
                 .await
                 .unwrap();
             assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
+            match want.verdict {
+                tollgate::limit::Verdict::Pass => admitted += 1,
+                tollgate::limit::Verdict::Delay(_) => delayed += 1,
+                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
+            }
+        }
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{delayed}/{rejected}"
+        );
+        if p.delay != NODELAY {
+            assert!(delayed > 0, "{name}: no request was delayed");
+        }
+    }
+}
+
+/// `got` is `want` with every time within 1 µs (Redis counts microseconds).
+fn within_a_microsecond(got: &Decision, want: &Decision) -> bool {
+    use tollgate::limit::Verdict::*;
+    let close = |a: u64, b: u64| a.abs_diff(b) < 1_000;
+    let verdicts = match (got.verdict, want.verdict) {
+        (Pass, Pass) => true,
+        (Delay(a), Delay(b)) => close(a, b),
+        (Reject { retry_after: a }, Reject { retry_after: b }) => close(a, b),
+        _ => false,
+    };
+    verdicts && got.remaining == want.remaining && close(got.reset, want.reset)
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_sliding_window() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let scripts = Scripts::default();
+    let cases = [
+        (
+            "10r/s burst 0 nodelay",
+            params(10, Period::Second, 0, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "3r/s burst 2 nodelay",
+            params(3, Period::Second, 2, NODELAY, 1),
+            200_000,
+        ),
+        (
+            "10r/s burst 10 delay 2",
+            params(10, Period::Second, 10, 2, 1),
+            40_000,
+        ),
+        (
+            "7r/m burst 3 delay 0 cost 2",
+            params(7, Period::Minute, 3, 0, 2),
+            6_000_000,
+        ),
+        (
+            "50r/h burst 5 nodelay",
+            params(50, Period::Hour, 5, NODELAY, 1),
+            40_000_000,
+        ),
+    ];
+    let start_us: u64 = 1_763_000_000_654_321;
+    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
+        let key = redis_key("sliding", format!("case-{i}").as_bytes());
+        let mut local = SlidingWindow::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
+        for (n, gap) in gaps(i as u64 + 31, 300, scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want: Decision = SlidingWindow::check(&local, now, &p);
+            if want.admitted() {
+                SlidingWindow::charge(&mut local, now, &p);
+            }
+            let got = scripts
+                .sliding_window(&mut conn, &key, &p, Clock::At(t))
+                .await
+                .unwrap();
+            assert!(
+                within_a_microsecond(&got, &want),
+                "{name}: request {n} at +{} µs: Redis {got:?}, local {want:?}",
+                t - start_us
+            );
             match want.verdict {
                 tollgate::limit::Verdict::Pass => admitted += 1,
                 tollgate::limit::Verdict::Delay(_) => delayed += 1,

@@ -323,7 +323,7 @@ async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
 }
 
 #[tokio::test]
-async fn token_bucket_and_fixed_window_zones_are_shared_too() {
+async fn token_bucket_and_window_zones_are_shared_too() {
     if !server::available() {
         return;
     }
@@ -335,6 +335,13 @@ async fn token_bucket_and_fixed_window_zones_are_shared_too() {
         ("token_bucket", "1r/m", "192.0.2.88", 170_000..=180_000),
         // The rest of this hour (an hour, so that the run rarely straddles two windows).
         ("fixed_window", "1r/h", "192.0.2.89", 1..=3_600_000),
+        // Until the next hour's end.
+        (
+            "sliding_window",
+            "1r/h",
+            "192.0.2.90",
+            3_600_000..=7_200_000,
+        ),
     ];
     for (algorithm, rate, client, ttl_range) in cases {
         let text = config(&redis.url(), "deny", rate, 2).replace(

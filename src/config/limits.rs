@@ -214,7 +214,10 @@ fn zone_redis(
     }
     let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
     match algorithm {
-        Algorithm::LeakyBucket | Algorithm::TokenBucket | Algorithm::FixedWindow => {}
+        Algorithm::LeakyBucket
+        | Algorithm::TokenBucket
+        | Algorithm::FixedWindow
+        | Algorithm::SlidingWindow => {}
         Algorithm::Concurrency => {
             diag.error(
                 backend,
@@ -226,7 +229,7 @@ fn zone_redis(
             diag.error(
                 backend,
                 format!(
-                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket`, `token_bucket` and `fixed_window`)",
+                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket`, `token_bucket`, `fixed_window` and `sliding_window`)",
                     other.name()
                 ),
             );
@@ -486,6 +489,8 @@ pub(super) struct ZoneInfo {
     /// The zone's `rate` and every plan's.
     pub rates: Vec<Rate>,
     pub size: u64,
+    /// `backend = "redis"`.
+    pub redis: bool,
 }
 
 impl ZoneInfo {
@@ -509,6 +514,7 @@ impl ZoneInfo {
             at_once,
             rates,
             size: zone.size,
+            redis: zone.redis.is_some(),
         }
     }
 }
@@ -676,9 +682,25 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
                 )
             })
         }),
+        // Redis's Lua holds numbers as doubles: the estimate's products must stay exact.
+        Algorithm::SlidingWindow if zone.redis => zone.rates.iter().find_map(|rate| {
+            let limit = u128::from(rate.count) + u128::from(burst);
+            let window_us = u128::from(period_ms(rate.period)) * 1_000;
+            (limit * window_us >= MAX_EXACT_IN_LUA).then(|| {
+                let most = MAX_EXACT_IN_LUA / window_us - 1;
+                format!(
+                    r#"rate {} with burst {burst} is too large for a sliding_window zone in Redis ("{name}"): count + burst must stay below {}; use a shorter unit (r/h rather than r/d) or "fixed_window""#,
+                    show_rate(*rate),
+                    most + 1
+                )
+            })
+        }),
         _ => None,
     }
 }
+
+/// Integers above this are not exact in Lua's doubles.
+const MAX_EXACT_IN_LUA: u128 = 1 << 53;
 
 fn period_ms(period: Period) -> u64 {
     match period {

@@ -24,6 +24,8 @@ pub const LEAKY_BUCKET: &str = include_str!("redis/leaky_bucket.lua");
 pub const TOKEN_BUCKET: &str = include_str!("redis/token_bucket.lua");
 /// The fixed window's script, in microseconds.
 pub const FIXED_WINDOW: &str = include_str!("redis/fixed_window.lua");
+/// The sliding window's script, in microseconds.
+pub const SLIDING_WINDOW: &str = include_str!("redis/sliding_window.lua");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
@@ -35,6 +37,7 @@ pub enum Algorithm {
     LeakyBucket,
     TokenBucket,
     FixedWindow,
+    SlidingWindow,
 }
 
 /// The scripts, each with its SHA computed once.
@@ -42,6 +45,7 @@ pub struct Scripts {
     leaky_bucket: Script,
     token_bucket: Script,
     fixed_window: Script,
+    sliding_window: Script,
 }
 
 impl Default for Scripts {
@@ -50,6 +54,7 @@ impl Default for Scripts {
             leaky_bucket: Script::new(LEAKY_BUCKET),
             token_bucket: Script::new(TOKEN_BUCKET),
             fixed_window: Script::new(FIXED_WINDOW),
+            sliding_window: Script::new(SLIDING_WINDOW),
         }
     }
 }
@@ -105,6 +110,25 @@ impl Scripts {
     ) -> RedisResult<Decision> {
         self.run(
             Algorithm::FixedWindow,
+            conn,
+            redis_key,
+            p,
+            clock,
+            Mode::Decide,
+        )
+        .await
+    }
+
+    /// The same for a `sliding_window` zone.
+    pub async fn sliding_window<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+    ) -> RedisResult<Decision> {
+        self.run(
+            Algorithm::SlidingWindow,
             conn,
             redis_key,
             p,
@@ -198,13 +222,16 @@ impl Scripts {
                     .await?;
                 (reply, Units::MICROS)
             }
-            Algorithm::FixedWindow => {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
                 let delay = match p.delay {
                     NODELAY => -1,
                     delay => exact(delay) as i64,
                 };
-                let reply = self
-                    .fixed_window
+                let script = match algorithm {
+                    Algorithm::FixedWindow => &self.fixed_window,
+                    _ => &self.sliding_window,
+                };
+                let reply = script
                     .key(redis_key)
                     .arg(p.rate.period.millis().saturating_mul(1_000))
                     .arg(exact(p.rate.count.get()))

@@ -192,6 +192,7 @@ pub(super) async fn decide_shared<B>(
                 let algorithm = match zone.kind {
                     Kind::TokenBucket => Algorithm::TokenBucket,
                     Kind::FixedWindow => Algorithm::FixedWindow,
+                    Kind::SlidingWindow => Algorithm::SlidingWindow,
                     // Configuration keeps no other algorithm in Redis.
                     _ => Algorithm::LeakyBucket,
                 };

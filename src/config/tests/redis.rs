@@ -50,7 +50,7 @@ fn redis_problems_are_reported_where_they_are() {
     let found = errors(&format!(
         "{SERVER}[redis]\nurl = \"rediss://127.0.0.1:6379\"\n\
          [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\nbackend = \"redis\"\n\
-         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"sliding_window\"\nbackend = \"redis\"\n\
+         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"sliding_log\"\nbackend = \"redis\"\n\
          {LOGIN}instances = 2\n\
          [zones.many]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\ninstances = 0\n"
     ));
@@ -72,7 +72,7 @@ fn redis_problems_are_reported_where_they_are() {
         (
             14,
             11,
-            "`backend = \"redis\"` is not supported yet for `sliding_window` (only `leaky_bucket`, `token_bucket` and `fixed_window`)"
+            "`backend = \"redis\"` is not supported yet for `sliding_log` (only `leaky_bucket`, `token_bucket`, `fixed_window` and `sliding_window`)"
         )
     );
     assert_eq!(
@@ -101,5 +101,28 @@ fn redis_problems_are_reported_where_they_are() {
     assert!(
         message.starts_with("`urls` (Redis Cluster) is not supported yet"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_sliding_window_in_redis_must_keep_its_products_exact() {
+    let zone = "[zones.daily]\nkey = \"$binary_remote_addr\"\nrate = \"100000r/d\"\n\
+                algorithm = \"sliding_window\"\nbackend = \"redis\"\n";
+    let location = |burst: u64| {
+        format!(
+            "[[location]]\nmatch = \"/\"\nreturn = {{ status = 200 }}\n\
+             limit = [{{ zone = \"daily\", burst = {burst}, nodelay = true }}]\n"
+        )
+    };
+    let redis = "[redis]\nurl = \"redis://127.0.0.1:6379\"\n";
+    parse(&format!("{SERVER}{redis}{zone}{}", location(4_000)));
+    let found = errors(&format!("{SERVER}{redis}{zone}{}", location(5_000)));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].2.starts_with(
+            "rate 100000r/d with burst 5000 is too large for a sliding_window zone in Redis (\"daily\"): count + burst must stay below 104249"
+        ),
+        "{}",
+        found[0].2
     );
 }
