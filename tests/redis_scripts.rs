@@ -1,7 +1,8 @@
 //! `leaky_bucket` on Redis decides as the local `leaky_bucket` does, `fixed_window` as the
 //! local `fixed_window`, `token_bucket` as the local `token_bucket` (for rates whose
-//! interval is a whole microsecond, Redis's grain), and `sliding_window` as the local one
-//! (the same verdicts and counts; its waits, in µs, within 1 µs of the local ns): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
+//! interval is a whole microsecond, Redis's grain), `sliding_log` as the local one, and
+//! `sliding_window` as the local one (the same verdicts and counts; its waits, in µs,
+//! within 1 µs of the local ns): the same schedules of arrivals (burst, delay, nodelay, cost, several rates) go
 //! through the Lua script on a real redis-server and through the local algorithm, and
 //! every decision must match. Then what Redis holds: one key per client, `tollgate:<zone>:<key>`, with the drain time as
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
@@ -12,6 +13,7 @@ mod support;
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
 use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NODELAY};
@@ -417,6 +419,70 @@ async fn every_decision_matches_the_local_sliding_window() {
                 "{name}: request {n} at +{} µs: Redis {got:?}, local {want:?}",
                 t - start_us
             );
+            match want.verdict {
+                tollgate::limit::Verdict::Pass => admitted += 1,
+                tollgate::limit::Verdict::Delay(_) => delayed += 1,
+                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
+            }
+        }
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{delayed}/{rejected}"
+        );
+        if p.delay != NODELAY {
+            assert!(delayed > 0, "{name}: no request was delayed");
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_sliding_log() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let scripts = Scripts::default();
+    let cases = [
+        (
+            "10r/s burst 0 nodelay",
+            params(10, Period::Second, 0, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "4r/s burst 4 delay 1",
+            params(4, Period::Second, 4, 1, 1),
+            100_000,
+        ),
+        (
+            "6r/m burst 2 delay 0 cost 2",
+            params(6, Period::Minute, 2, 0, 2),
+            5_000_000,
+        ),
+        (
+            "20r/h burst 5 nodelay cost 3",
+            params(20, Period::Hour, 5, NODELAY, 3),
+            60_000_000,
+        ),
+    ];
+    let start_us: u64 = 1_763_000_000_000_007;
+    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
+        let key = redis_key("log", format!("case-{i}").as_bytes());
+        let mut local = SlidingLog::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
+        for (n, gap) in gaps(i as u64 + 41, 300, scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want: Decision = SlidingLog::check(&local, now, &p);
+            if want.admitted() {
+                SlidingLog::charge(&mut local, now, &p);
+            }
+            let got = scripts
+                .sliding_log(&mut conn, &key, &p, Clock::At(t))
+                .await
+                .unwrap();
+            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
             match want.verdict {
                 tollgate::limit::Verdict::Pass => admitted += 1,
                 tollgate::limit::Verdict::Delay(_) => delayed += 1,

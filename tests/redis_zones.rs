@@ -323,7 +323,7 @@ async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
 }
 
 #[tokio::test]
-async fn token_bucket_and_window_zones_are_shared_too() {
+async fn every_other_algorithm_is_shared_too() {
     if !server::available() {
         return;
     }
@@ -342,6 +342,8 @@ async fn token_bucket_and_window_zones_are_shared_too() {
             "192.0.2.90",
             3_600_000..=7_200_000,
         ),
+        // Until the newest request leaves the window, an hour after it.
+        ("sliding_log", "1r/h", "192.0.2.91", 3_590_000..=3_600_000),
     ];
     for (algorithm, rate, client, ttl_range) in cases {
         let text = config(&redis.url(), "deny", rate, 2).replace(

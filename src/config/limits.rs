@@ -213,28 +213,12 @@ fn zone_redis(
         return valid.then_some(None);
     }
     let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
-    match algorithm {
-        Algorithm::LeakyBucket
-        | Algorithm::TokenBucket
-        | Algorithm::FixedWindow
-        | Algorithm::SlidingWindow => {}
-        Algorithm::Concurrency => {
-            diag.error(
-                backend,
-                "a `concurrency` zone cannot be kept in Redis: its counts are released by the instance that took them; use `backend = \"local\"`",
-            );
-            return None;
-        }
-        other => {
-            diag.error(
-                backend,
-                format!(
-                    "`backend = \"redis\"` is not supported yet for `{}` (only `leaky_bucket`, `token_bucket`, `fixed_window` and `sliding_window`)",
-                    other.name()
-                ),
-            );
-            return None;
-        }
+    if algorithm == Algorithm::Concurrency {
+        diag.error(
+            backend,
+            "a `concurrency` zone cannot be kept in Redis: its counts are released by the instance that took them; use `backend = \"local\"`",
+        );
+        return None;
     }
     let instances = match &raw.instances {
         None => Some(1),

@@ -185,20 +185,6 @@ pub enum Algorithm {
     Concurrency,
 }
 
-impl Algorithm {
-    /// As written in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::LeakyBucket => "leaky_bucket",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::Concurrency => "concurrency",
-        }
-    }
-}
-
 /// A zone's `key`: literal text and nginx variables, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyTemplate {

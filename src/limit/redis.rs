@@ -26,6 +26,8 @@ pub const TOKEN_BUCKET: &str = include_str!("redis/token_bucket.lua");
 pub const FIXED_WINDOW: &str = include_str!("redis/fixed_window.lua");
 /// The sliding window's script, in microseconds.
 pub const SLIDING_WINDOW: &str = include_str!("redis/sliding_window.lua");
+/// The sliding log's script, in microseconds.
+pub const SLIDING_LOG: &str = include_str!("redis/sliding_log.lua");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
@@ -38,6 +40,7 @@ pub enum Algorithm {
     TokenBucket,
     FixedWindow,
     SlidingWindow,
+    SlidingLog,
 }
 
 /// The scripts, each with its SHA computed once.
@@ -46,6 +49,7 @@ pub struct Scripts {
     token_bucket: Script,
     fixed_window: Script,
     sliding_window: Script,
+    sliding_log: Script,
 }
 
 impl Default for Scripts {
@@ -55,6 +59,7 @@ impl Default for Scripts {
             token_bucket: Script::new(TOKEN_BUCKET),
             fixed_window: Script::new(FIXED_WINDOW),
             sliding_window: Script::new(SLIDING_WINDOW),
+            sliding_log: Script::new(SLIDING_LOG),
         }
     }
 }
@@ -129,6 +134,25 @@ impl Scripts {
     ) -> RedisResult<Decision> {
         self.run(
             Algorithm::SlidingWindow,
+            conn,
+            redis_key,
+            p,
+            clock,
+            Mode::Decide,
+        )
+        .await
+    }
+
+    /// The same for a `sliding_log` zone.
+    pub async fn sliding_log<C: ConnectionLike>(
+        &self,
+        conn: &mut C,
+        redis_key: &[u8],
+        p: &Params,
+        clock: Clock,
+    ) -> RedisResult<Decision> {
+        self.run(
+            Algorithm::SlidingLog,
             conn,
             redis_key,
             p,
@@ -222,14 +246,15 @@ impl Scripts {
                     .await?;
                 (reply, Units::MICROS)
             }
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
                 let delay = match p.delay {
                     NODELAY => -1,
                     delay => exact(delay) as i64,
                 };
                 let script = match algorithm {
                     Algorithm::FixedWindow => &self.fixed_window,
-                    _ => &self.sliding_window,
+                    Algorithm::SlidingWindow => &self.sliding_window,
+                    _ => &self.sliding_log,
                 };
                 let reply = script
                     .key(redis_key)

@@ -193,6 +193,7 @@ pub(super) async fn decide_shared<B>(
                     Kind::TokenBucket => Algorithm::TokenBucket,
                     Kind::FixedWindow => Algorithm::FixedWindow,
                     Kind::SlidingWindow => Algorithm::SlidingWindow,
+                    Kind::SlidingLog => Algorithm::SlidingLog,
                     // Configuration keeps no other algorithm in Redis.
                     _ => Algorithm::LeakyBucket,
                 };

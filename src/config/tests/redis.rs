@@ -50,13 +50,12 @@ fn redis_problems_are_reported_where_they_are() {
     let found = errors(&format!(
         "{SERVER}[redis]\nurl = \"rediss://127.0.0.1:6379\"\n\
          [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\nbackend = \"redis\"\n\
-         [zones.t]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nalgorithm = \"sliding_log\"\nbackend = \"redis\"\n\
          {LOGIN}instances = 2\n\
          [zones.many]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\ninstances = 0\n"
     ));
     let found: Vec<(usize, usize, &str)> =
         found.iter().map(|(l, c, m)| (*l, *c, m.as_str())).collect();
-    assert_eq!(found.len(), 5, "{found:#?}");
+    assert_eq!(found.len(), 4, "{found:#?}");
     assert_eq!((found[0].0, found[0].1), (4, 7));
     assert!(
         found[0].2.contains("only redis:// is supported yet"),
@@ -70,22 +69,14 @@ fn redis_problems_are_reported_where_they_are() {
     assert_eq!(
         found[2],
         (
-            14,
-            11,
-            "`backend = \"redis\"` is not supported yet for `sliding_log` (only `leaky_bucket`, `token_bucket`, `fixed_window` and `sliding_window`)"
-        )
-    );
-    assert_eq!(
-        found[3],
-        (
-            18,
+            13,
             13,
             "only a zone with `backend = \"redis\"` takes this key"
         )
     );
     assert_eq!(
-        found[4],
-        (23, 13, "invalid instances 0: expected 1 to 1000")
+        found[3],
+        (18, 13, "invalid instances 0: expected 1 to 1000")
     );
 
     let found = errors(&format!("{SERVER}{LOGIN}backend = \"redis\"\n"));
