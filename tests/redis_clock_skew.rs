@@ -1,0 +1,142 @@
+//! Instances whose clocks disagree still share one limit: the Redis scripts read Redis's
+//! clock, never the instance's. Two real `tollgate` processes share a zone; one runs two
+//! hours ahead under libfaketime (Debian's `faketime`). A `fixed_window` zone shows it
+//! best: were windows taken from the instances' clocks, each would count in its own hour.
+//!
+//! Without `faketime` or `redis-server` the test is skipped with a note, unless `CI` is
+//! set: then it fails (`.ci/run` installs both).
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use http::Request;
+use support::redis::{self as server, Redis};
+use support::*;
+
+const FAKETIME: &str = "/usr/bin/faketime";
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(config: &Path, ahead: Option<&str>) -> Running {
+    let bin = env!("CARGO_BIN_EXE_tollgate");
+    let mut command = match ahead {
+        Some(offset) => {
+            let mut c = Command::new(FAKETIME);
+            c.arg("-f").arg(offset).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let child = command
+        .arg("-c")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tollgate");
+    Running(child)
+}
+
+fn config(port: u16, redis: &Redis) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 1
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[redis]
+url = "{}"
+timeout = "200ms"
+on_error = "deny"
+[zones.hourly]
+key = "$binary_remote_addr"
+rate = "3r/h"
+algorithm = "fixed_window"
+backend = "redis"
+[[location]]
+match = "/"
+return = {{ status = 200 }}
+limit = [{{ zone = "hourly", nodelay = true }}]
+"#,
+        redis.url()
+    )
+}
+
+async fn status_from(port: u16, client: &str) -> u16 {
+    let addr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            let req = Request::get("/")
+                .header("host", "example.test")
+                .header("x-forwarded-for", client)
+                .body(empty())
+                .unwrap();
+            return within(5, send(addr, req)).await.status.as_u16();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tollgate on port {port} never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn faketime_available() -> bool {
+    if Path::new(FAKETIME).exists() {
+        return true;
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    assert!(
+        !in_ci,
+        "{FAKETIME} not found: CI must install faketime (.ci/run)"
+    );
+    eprintln!(
+        "note: {FAKETIME} not found; skipping the clock skew test (apt-get install faketime)"
+    );
+    false
+}
+
+#[tokio::test]
+async fn instances_with_skewed_clocks_share_one_window() {
+    if !server::available() || !faketime_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (port_a, port_b) = (free_port(), free_port());
+    let (file_a, file_b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+    std::fs::write(&file_a, config(port_a, &redis)).unwrap();
+    std::fs::write(&file_b, config(port_b, &redis)).unwrap();
+    let _a = spawn(&file_a, None);
+    let _b = spawn(&file_b, Some("+2h"));
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let port = if i % 2 == 0 { port_a } else { port_b };
+        statuses.push(status_from(port, "198.51.100.33").await);
+    }
+    // 3 per hour between both, on Redis's clock (a window straddled by this run would
+    // show as more; an hour-long window makes that next to impossible).
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
