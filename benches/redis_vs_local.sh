@@ -440,8 +440,8 @@ EOF
 
 # check_decide NAME: a request with an API key is admitted (200), with rate-limit headers when the
 # gateway has a zone, and reaches Redis (one script call) exactly when the zone is in Redis; or fail.
-# The first request of a redis gateway also loads the script (EVALSHA answered NOSCRIPT, then EVAL):
-# the second one is counted.
+# The first request of a redis gateway also loads the script (EVALSHA answered NOSCRIPT, SCRIPT LOAD,
+# EVALSHA again: two calls counted): the second one is checked.
 check_decide() {
     local name="$1" port="${TG_PORT[$1]}" calls0 calls1 code has_headers=0 want_calls i
     for ((i = 1; i <= 2; i++)); do
