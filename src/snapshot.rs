@@ -199,14 +199,17 @@ pub fn build(
     });
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     let redis = match (&config.redis, lasting.redis) {
-        (Some(wanted), Some(kept)) if kept.url == wanted.url && kept.timeout == wanted.timeout => {
-            Some(Arc::clone(kept))
+        (Some(wanted), kept) => {
+            let settings = redis::Settings {
+                urls: wanted.urls.clone(),
+                cluster: wanted.cluster,
+                timeout: wanted.timeout,
+            };
+            match kept {
+                Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),
+                _ => Some(Arc::new(redis::Backend::new(settings, workers)?)),
+            }
         }
-        (Some(wanted), _) => Some(Arc::new(redis::Backend::new(
-            &wanted.url,
-            wanted.timeout,
-            workers,
-        )?)),
         (None, _) => None,
     };
     let tls = match &config.tls {

@@ -368,3 +368,38 @@ async fn every_other_algorithm_is_shared_too() {
         assert!(ttl_range.contains(&ttl), "{algorithm}: PTTL {ttl}");
     }
 }
+
+#[tokio::test]
+async fn a_zone_spreads_over_a_redis_cluster_and_still_holds_each_limit() {
+    if !server::available() {
+        return;
+    }
+    let cluster = server::Cluster::start(3);
+    let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let text = config(&cluster.nodes[0].url(), "deny", "1r/m", 2).replace(
+        &format!("url = \"{}\"", cluster.nodes[0].url()),
+        &format!("urls = [{}]", urls.join(", ")),
+    );
+    let (a, b) = (gateway(&text), gateway(&text));
+    // 30 clients, each three admitted then rejected, across both instances.
+    for client in 1..=30u8 {
+        let ip = format!("10.7.0.{client}");
+        let mut statuses = Vec::new();
+        for i in 0..5 {
+            let gw = if i % 2 == 0 { &a } else { &b };
+            statuses.push(from(addr(gw), &ip).await.status.as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 200, 429, 429], "client {ip}");
+    }
+    // No hash tag: the zone's keys are spread over the nodes.
+    let mut holding = 0;
+    let mut total = 0;
+    for node in &cluster.nodes {
+        let mut conn = redis_conn(node).await;
+        let keys: i64 = ::redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        total += keys;
+        holding += usize::from(keys > 0);
+    }
+    assert_eq!(total, 30);
+    assert!(holding >= 2, "all keys on one node");
+}

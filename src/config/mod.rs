@@ -49,8 +49,10 @@ pub struct Config {
 /// `[redis]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redis {
-    /// `redis://HOST:PORT[/DB]`, as written.
-    pub url: String,
+    /// `redis://HOST:PORT[/DB]`, as written: one for `url`, or the cluster nodes of `urls`.
+    pub urls: Vec<String>,
+    /// `urls`: a Redis Cluster, whose slots decide which node holds a key.
+    pub cluster: bool,
     /// A decision that takes longer follows `on_error`.
     pub timeout: Duration,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.

@@ -258,46 +258,74 @@ fn addresses(
     valid.then_some(addrs)
 }
 
-/// `[redis]`: one server by `url` (a cluster's `urls` is not supported yet).
+/// `[redis]`: one server by `url`, or a Redis Cluster by the `urls` of some of its nodes.
 fn redis(raw: raw::RawRedis, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Redis> {
     let timeout = match &raw.timeout {
         Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
         None => Some(Duration::from_millis(50)),
     };
-    if let Some(urls) = &raw.urls {
-        diag.error(
-            urls.span(),
-            "`urls` (Redis Cluster) is not supported yet; give one server as `url`",
-        );
-        return None;
-    }
-    let url = diag.required(raw.url, span, "url").and_then(|url| {
-        let text = url.get_ref();
-        match redis::parse_redis_url(text) {
-            Some(parsed) if parsed.scheme() == "redis" => Some(text.clone()),
-            Some(_) => {
-                let message = format!(
-                    "unsupported Redis URL {text:?}: only redis:// is supported yet (rediss:// is not)"
-                );
-                diag.error(url.span(), message);
-                None
-            }
-            None => {
-                let message =
-                    format!("invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB]");
-                diag.error(url.span(), message);
-                None
-            }
+    let cluster = raw.urls.is_some();
+    let urls = match (raw.url, raw.urls) {
+        (Some(url), None) => redis_url(&url, diag).map(|url| vec![url]),
+        (None, Some(urls)) if urls.get_ref().is_empty() => {
+            diag.error(
+                urls.span(),
+                "`urls` is empty: list some nodes of the cluster",
+            );
+            None
         }
-    });
+        (None, Some(urls)) => {
+            let parsed: Vec<_> = urls
+                .into_inner()
+                .iter()
+                .map(|url| redis_url(url, diag))
+                .collect();
+            parsed.into_iter().collect()
+        }
+        (Some(url), Some(_)) => {
+            let message = "give either `url` (one server) or `urls` (a Redis Cluster), not both";
+            diag.error(url.span(), message);
+            None
+        }
+        (None, None) => {
+            if !diag.was_left_out(span, "url") && !diag.was_left_out(span, "urls") {
+                diag.error(
+                    span.clone(),
+                    "missing key `url` (or `urls` for a Redis Cluster)",
+                );
+            }
+            None
+        }
+    };
     let on_error = raw
         .on_error
         .map_or(OnError::Local, |o| limits::on_error(*o.get_ref()));
     Some(Redis {
-        url: url?,
+        urls: urls?,
+        cluster,
         timeout: timeout?,
         on_error,
     })
+}
+
+/// One `redis://` URL, checked.
+fn redis_url(url: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<String> {
+    let text = url.get_ref();
+    match redis::parse_redis_url(text) {
+        Some(parsed) if parsed.scheme() == "redis" => Some(text.clone()),
+        Some(_) => {
+            let message = format!(
+                "unsupported Redis URL {text:?}: only redis:// is supported yet (rediss:// is not)"
+            );
+            diag.error(url.span(), message);
+            None
+        }
+        None => {
+            let message = format!("invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB]");
+            diag.error(url.span(), message);
+            None
+        }
+    }
 }
 
 /// `[tls]`: every certificate is read and checked now, so that `tollgate -t` and a

@@ -13,6 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, Script};
 
 use super::leaky_bucket::UNIT;
@@ -387,31 +389,96 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 /// attempt failed tries again after [`RECONNECT_PAUSE`]. Whatever happens, a call takes
 /// at most `timeout`.
 pub struct Backend {
-    client: redis::Client,
-    pub url: String,
-    pub timeout: Duration,
+    target: Target,
+    /// What this serves (a reload keeps a backend that serves the same).
+    settings: Settings,
     scripts: Scripts,
     links: Box<[tokio::sync::Mutex<Link>]>,
+}
+
+/// Where Redis is, and how long a decision may take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `redis://` URLs: one server, or some nodes of a cluster.
+    pub urls: Vec<String>,
+    pub cluster: bool,
+    pub timeout: Duration,
+}
+
+/// One server, or a Redis Cluster.
+enum Target {
+    Single(redis::Client),
+    /// Boxed: its client is the larger by far.
+    Cluster(Box<ClusterClient>),
 }
 
 enum Link {
     Idle,
     /// No attempt before this instant.
     Paused(Instant),
-    Up(ConnectionManager),
+    Up(Connection),
+}
+
+/// A worker's connection: to one server (reconnected by the connection manager), or to
+/// every node of a cluster (each command sent to the node holding its key).
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+        }
+    }
 }
 
 impl Backend {
-    pub fn new(url: &str, timeout: Duration, workers: usize) -> RedisResult<Backend> {
+    pub fn new(settings: Settings, workers: usize) -> RedisResult<Backend> {
+        let target = if settings.cluster {
+            let nodes = settings.urls.iter().map(String::as_str);
+            Target::Cluster(Box::new(ClusterClient::new(nodes)?))
+        } else {
+            let url = settings.urls.first().map_or("", String::as_str);
+            Target::Single(redis::Client::open(url)?)
+        };
         Ok(Backend {
-            client: redis::Client::open(url)?,
-            url: url.to_owned(),
-            timeout,
+            target,
+            settings,
             scripts: Scripts::default(),
             links: (0..workers.max(1))
                 .map(|_| tokio::sync::Mutex::new(Link::Idle))
                 .collect(),
         })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Decides (and charges) a request on Redis's clock, within `timeout`.
@@ -461,14 +528,14 @@ impl Backend {
         &self,
         call: impl std::future::Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
-        match tokio::time::timeout(self.timeout, call).await {
+        match tokio::time::timeout(self.settings.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(Failure::Timeout),
         }
     }
 
     /// This worker's connection, made now if there is none (and no pause is on).
-    async fn connection(&self, worker: usize) -> Result<ConnectionManager, Failure> {
+    async fn connection(&self, worker: usize) -> Result<Connection, Failure> {
         let mut link = self.links[worker % self.links.len()].lock().await;
         match &*link {
             Link::Up(conn) => return Ok(conn.clone()),
@@ -477,16 +544,24 @@ impl Backend {
         }
         // Stands if this attempt is cut short by the caller's timeout.
         *link = Link::Paused(Instant::now() + RECONNECT_PAUSE);
-        let config = ConnectionManagerConfig::new()
-            .set_max_delay(Duration::from_millis(500))
-            .set_number_of_retries(1);
-        match ConnectionManager::new_with_config(self.client.clone(), config).await {
+        let made = match &self.target {
+            Target::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map(Connection::Single)
+            }
+            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
+        };
+        match made {
             Ok(conn) => {
                 *link = Link::Up(conn.clone());
                 Ok(conn)
             }
             Err(err) => {
-                tracing::warn!(url = %self.url, error = %err, "cannot connect to Redis");
+                tracing::warn!(urls = ?self.settings.urls, error = %err, "cannot connect to Redis");
                 Err(Failure::Connection)
             }
         }

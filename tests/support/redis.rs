@@ -56,9 +56,14 @@ impl Redis {
 
     /// Starts redis-server on `port` (to bring a killed one back where it was).
     pub fn try_start(port: u16) -> Result<Redis, String> {
+        Redis::try_start_with(port, &[])
+    }
+
+    fn try_start_with(port: u16, extra: &[&str]) -> Result<Redis, String> {
         let child = Command::new(REDIS_SERVER)
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--port", &port.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -127,4 +132,66 @@ pub fn available() -> bool {
         "note: {REDIS_SERVER} not found; skipping this Redis test (apt-get install redis-server)"
     );
     false
+}
+
+/// A Redis Cluster of `n` primaries (no replicas) on free loopback ports, its nodes killed
+/// when dropped.
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut nodes = Vec::new();
+        while nodes.len() < n {
+            let port = unused_port();
+            let conf = dir.path().join(format!("nodes-{port}.conf"));
+            let extra = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                conf.to_str().expect("utf-8 temp path"),
+                "--dir",
+                dir.path().to_str().expect("utf-8 temp path"),
+            ];
+            if let Ok(node) = Redis::try_start_with(port, &extra) {
+                nodes.push(node);
+            }
+        }
+        let addrs: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed:\n{}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        // Every node must see every slot served before a client can rely on it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for node in &nodes {
+            loop {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &node.addr.port().to_string(), "cluster", "info"])
+                    .output()
+                    .expect("run redis-cli cluster info");
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the cluster never became ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes, _dir: dir }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
 }

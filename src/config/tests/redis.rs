@@ -15,7 +15,8 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
     assert_eq!(
         config.redis,
         Some(Redis {
-            url: "redis://127.0.0.1:6379/2".into(),
+            urls: vec!["redis://127.0.0.1:6379/2".into()],
+            cluster: false,
             timeout: Duration::from_millis(50),
             on_error: OnError::Local,
         })
@@ -89,10 +90,18 @@ fn redis_problems_are_reported_where_they_are() {
     assert_eq!((line, col), (4, 7));
     assert!(message.starts_with("invalid Redis URL"), "{message}");
     let (_, _, message) = error("[redis]\nurls = [\"redis://a:1\"]\nurl = \"redis://a:1\"\n");
-    assert!(
-        message.starts_with("`urls` (Redis Cluster) is not supported yet"),
-        "{message}"
+    assert_eq!(
+        message,
+        "give either `url` (one server) or `urls` (a Redis Cluster), not both"
     );
+    let (_, _, message) = error("[redis]\ntimeout = \"1s\"\n");
+    assert_eq!(message, "missing key `url` (or `urls` for a Redis Cluster)");
+    let config = parse(&format!(
+        "{SERVER}[redis]\nurls = [\"redis://10.0.0.1:7000\", \"redis://10.0.0.2:7000\"]\n"
+    ));
+    let redis = config.redis.expect("[redis]");
+    assert!(redis.cluster);
+    assert_eq!(redis.urls.len(), 2);
 }
 
 #[test]
