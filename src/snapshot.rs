@@ -204,6 +204,7 @@ pub fn build(
                 urls: wanted.urls.clone(),
                 cluster: wanted.cluster,
                 timeout: wanted.timeout,
+                ca: wanted.ca.clone(),
             };
             match kept {
                 Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),

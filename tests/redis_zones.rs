@@ -403,3 +403,54 @@ async fn a_zone_spreads_over_a_redis_cluster_and_still_holds_each_limit() {
     assert_eq!(total, 30);
     assert!(holding >= 2, "all keys on one node");
 }
+
+#[tokio::test]
+async fn rediss_speaks_tls_to_redis_and_checks_its_certificate() {
+    if !server::available() {
+        return;
+    }
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "tollgate test Redis CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(d.join("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(d.join("redis.pem"), cert.pem()).unwrap();
+    std::fs::write(d.join("redis.key"), key.serialize_pem()).unwrap();
+    let redis = Redis::start_tls(&d.join("redis.pem"), &d.join("redis.key"));
+    let url = format!("rediss://{}/", redis.addr);
+
+    // Trusting the test CA: the zone is shared over TLS.
+    let trusted = config(&url, "deny", "1r/m", 2).replace(
+        "timeout = \"50ms\"",
+        &format!(
+            "timeout = \"500ms\"\nca = \"{}\"",
+            d.join("ca.pem").display()
+        ),
+    );
+    let (a, b) = (gateway(&trusted), gateway(&trusted));
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        statuses.push(from(addr(gw), "192.0.2.120").await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+
+    // Trusting only the system's store, the certificate is refused: every call fails,
+    // and `on_error = "deny"` answers 503.
+    let untrusted =
+        config(&url, "deny", "1r/m", 2).replace("timeout = \"50ms\"", "timeout = \"500ms\"");
+    let c = gateway(&untrusted);
+    assert_eq!(from(addr(&c), "192.0.2.121").await.status, 503);
+}

@@ -53,6 +53,9 @@ pub struct Redis {
     pub urls: Vec<String>,
     /// `urls`: a Redis Cluster, whose slots decide which node holds a key.
     pub cluster: bool,
+    /// `ca`: the PEM certificates `rediss://` trusts, read with the file; `None`: the
+    /// system's trust store.
+    pub ca: Option<Vec<u8>>,
     /// A decision that takes longer follows `on_error`.
     pub timeout: Duration,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.

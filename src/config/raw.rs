@@ -155,6 +155,8 @@ pub(crate) struct RawRedis {
     pub urls: Option<Spanned<Vec<Spanned<String>>>>,
     pub timeout: Option<Loose>,
     pub on_error: Option<Spanned<RawOnError>>,
+    /// PEM CA certificates to trust for `rediss://` instead of the system's.
+    pub ca: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]

@@ -49,7 +49,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let redis = match raw.redis {
         Section::Absent => Some(None),
         Section::Invalid => None,
-        Section::Present(span, raw) => redis(raw, &span, &mut diag).map(Some),
+        Section::Present(span, raw) => redis(raw, &span, base, &mut diag).map(Some),
     };
     let real_ip = match raw.real_ip {
         Section::Absent => Some(None),
@@ -259,7 +259,12 @@ fn addresses(
 }
 
 /// `[redis]`: one server by `url`, or a Redis Cluster by the `urls` of some of its nodes.
-fn redis(raw: raw::RawRedis, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Redis> {
+fn redis(
+    raw: raw::RawRedis,
+    span: &Span,
+    base: &Path,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Redis> {
     let timeout = match &raw.timeout {
         Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
         None => Some(Duration::from_millis(50)),
@@ -300,9 +305,34 @@ fn redis(raw: raw::RawRedis, span: &Span, diag: &mut Diagnostics<'_>) -> Option<
     let on_error = raw
         .on_error
         .map_or(OnError::Local, |o| limits::on_error(*o.get_ref()));
+    let ca = match &raw.ca {
+        None => Some(None),
+        Some(path) => {
+            let file = base.join(path.get_ref());
+            match std::fs::read(&file) {
+                Ok(pem) if pem.windows(17).any(|w| w == b"BEGIN CERTIFICATE") => Some(Some(pem)),
+                Ok(_) => {
+                    let message = format!(
+                        "{}: no certificate found: expected a PEM \"BEGIN CERTIFICATE\" block",
+                        file.display()
+                    );
+                    diag.error(path.span(), message);
+                    None
+                }
+                Err(err) => {
+                    diag.error(
+                        path.span(),
+                        format!("cannot read {}: {err}", file.display()),
+                    );
+                    None
+                }
+            }
+        }
+    };
     Some(Redis {
         urls: urls?,
         cluster,
+        ca: ca?,
         timeout: timeout?,
         on_error,
     })
@@ -312,16 +342,16 @@ fn redis(raw: raw::RawRedis, span: &Span, diag: &mut Diagnostics<'_>) -> Option<
 fn redis_url(url: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<String> {
     let text = url.get_ref();
     match redis::parse_redis_url(text) {
-        Some(parsed) if parsed.scheme() == "redis" => Some(text.clone()),
+        Some(parsed) if matches!(parsed.scheme(), "redis" | "rediss") => Some(text.clone()),
         Some(_) => {
-            let message = format!(
-                "unsupported Redis URL {text:?}: only redis:// is supported yet (rediss:// is not)"
-            );
+            let message = format!("unsupported Redis URL {text:?}: expected redis:// or rediss://");
             diag.error(url.span(), message);
             None
         }
         None => {
-            let message = format!("invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB]");
+            let message = format!(
+                "invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"
+            );
             diag.error(url.span(), message);
             None
         }

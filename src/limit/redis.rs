@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisResult, Script};
+use redis::{RedisResult, Script, TlsCertificates};
 
 use super::leaky_bucket::UNIT;
 use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
@@ -403,12 +403,14 @@ pub struct Settings {
     pub urls: Vec<String>,
     pub cluster: bool,
     pub timeout: Duration,
+    /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
+    pub ca: Option<Vec<u8>>,
 }
 
 /// One server, or a Redis Cluster.
 enum Target {
-    Single(redis::Client),
-    /// Boxed: its client is the larger by far.
+    // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
+    Single(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
 }
 
@@ -460,12 +462,26 @@ impl ConnectionLike for Connection {
 
 impl Backend {
     pub fn new(settings: Settings, workers: usize) -> RedisResult<Backend> {
+        let certificates = || TlsCertificates {
+            client_tls: None,
+            root_cert: settings.ca.clone(),
+        };
         let target = if settings.cluster {
             let nodes = settings.urls.iter().map(String::as_str);
-            Target::Cluster(Box::new(ClusterClient::new(nodes)?))
+            let mut builder = ClusterClient::builder(nodes);
+            if settings.ca.is_some() {
+                builder = builder.certs(certificates());
+            }
+            Target::Cluster(Box::new(builder.build()?))
         } else {
             let url = settings.urls.first().map_or("", String::as_str);
-            Target::Single(redis::Client::open(url)?)
+            let client = match settings.ca {
+                Some(_) if url.starts_with("rediss://") => {
+                    redis::Client::build_with_tls(url, certificates())?
+                }
+                _ => redis::Client::open(url)?,
+            };
+            Target::Single(Box::new(client))
         };
         Ok(Backend {
             target,
@@ -549,7 +565,7 @@ impl Backend {
                 let config = ConnectionManagerConfig::new()
                     .set_max_delay(Duration::from_millis(500))
                     .set_number_of_retries(1);
-                ConnectionManager::new_with_config(client.clone(), config)
+                ConnectionManager::new_with_config(redis::Client::clone(client), config)
                     .await
                     .map(Connection::Single)
             }

@@ -97,6 +97,32 @@ impl Redis {
         format!("redis://{}/", self.addr)
     }
 
+    /// Starts redis-server speaking only TLS (`--tls-port`), serving `cert`/`key`, on a
+    /// free loopback port; clients need no certificate of their own.
+    pub fn start_tls(cert: &Path, key: &Path) -> Redis {
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            let port = unused_port();
+            let extra = [
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                cert.to_str().expect("utf-8 path"),
+                "--tls-key-file",
+                key.to_str().expect("utf-8 path"),
+                "--tls-auth-clients",
+                "no",
+            ];
+            match Redis::try_start_with(port, &extra) {
+                Ok(redis) => return redis,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("redis-server with TLS did not start: {last_error}");
+    }
+
     /// Stops the server without closing its sockets (SIGSTOP): it accepts connections
     /// and answers nothing, as a Redis stuck or far away would.
     pub fn pause(&self) {

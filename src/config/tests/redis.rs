@@ -17,6 +17,7 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
         Some(Redis {
             urls: vec!["redis://127.0.0.1:6379/2".into()],
             cluster: false,
+            ca: None,
             timeout: Duration::from_millis(50),
             on_error: OnError::Local,
         })
@@ -49,7 +50,7 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
 #[test]
 fn redis_problems_are_reported_where_they_are() {
     let found = errors(&format!(
-        "{SERVER}[redis]\nurl = \"rediss://127.0.0.1:6379\"\n\
+        "{SERVER}[redis]\nurl = \"http://127.0.0.1:6379\"\n\
          [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\nbackend = \"redis\"\n\
          {LOGIN}instances = 2\n\
          [zones.many]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\ninstances = 0\n"
@@ -59,7 +60,9 @@ fn redis_problems_are_reported_where_they_are() {
     assert_eq!(found.len(), 4, "{found:#?}");
     assert_eq!((found[0].0, found[0].1), (4, 7));
     assert!(
-        found[0].2.contains("only redis:// is supported yet"),
+        found[0]
+            .2
+            .starts_with("invalid Redis URL \"http://127.0.0.1:6379\""),
         "{}",
         found[0].2
     );
@@ -125,4 +128,32 @@ fn a_sliding_window_in_redis_must_keep_its_products_exact() {
         "{}",
         found[0].2
     );
+}
+
+#[test]
+fn rediss_takes_a_ca_file_read_with_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ca.pem"),
+        "-----BEGIN CERTIFICATE-----\nMII=\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("empty.pem"), "nothing\n").unwrap();
+    let text =
+        |ca: &str| format!("{SERVER}[redis]\nurl = \"rediss://10.0.0.5:6380\"\nca = \"{ca}\"\n");
+    let config = from_str(&text("ca.pem"), &dir.path().join("gateway.toml")).unwrap();
+    let redis = config.redis.expect("[redis]");
+    assert_eq!(redis.urls, ["rediss://10.0.0.5:6380"]);
+    assert!(redis
+        .ca
+        .is_some_and(|pem| pem.starts_with(b"-----BEGIN CERTIFICATE")));
+    for (file, want) in [
+        ("missing.pem", "cannot read "),
+        ("empty.pem", "no certificate found"),
+    ] {
+        let errors = from_str(&text(file), &dir.path().join("gateway.toml")).expect_err("invalid");
+        let e = &errors.errors[0];
+        assert_eq!((e.line, e.col), (5, 6), "{}", e.message);
+        assert!(e.message.contains(want), "{}", e.message);
+    }
 }
