@@ -680,7 +680,9 @@ fn nginx_available() -> bool {
         !in_ci,
         "{NGINX} not found: CI must install nginx (`apt-get install -y nginx` in .ci/run)"
     );
-    eprintln!("note: {NGINX} not found; skipping the nginx conformance test");
+    support::skip_note(&format!(
+        "{NGINX} not found; skipping the nginx conformance test"
+    ));
     false
 }
 

@@ -104,9 +104,9 @@ fn faketime_available() -> bool {
         !in_ci,
         "{FAKETIME} not found: CI must install faketime (.ci/run)"
     );
-    eprintln!(
-        "note: {FAKETIME} not found; skipping the clock skew test (apt-get install faketime)"
-    );
+    skip_note(&format!(
+        "{FAKETIME} not found; skipping the clock skew test (apt-get install faketime)"
+    ));
     false
 }
 

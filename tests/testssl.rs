@@ -107,7 +107,7 @@ fn testssl_available() -> bool {
         !in_ci,
         "{TESTSSL} not found: CI must install testssl.sh (`apt-get install -y testssl.sh` in .ci/run)"
     );
-    eprintln!("note: {TESTSSL} not found; skipping the testssl test");
+    support::skip_note(&format!("{TESTSSL} not found; skipping the testssl test"));
     false
 }
 

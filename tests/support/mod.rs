@@ -185,6 +185,13 @@ pub async fn get_text(addr: SocketAddr, path: &str) -> Reply {
     send(addr, get(path)).await
 }
 
+/// Says why a test is skipped, where `cargo test` shows it: straight to the process's
+/// stderr, which the test harness does not capture (it captures `eprintln!`).
+pub fn skip_note(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "note: {message}");
+}
+
 /// Fails the test if `fut` takes longer than `secs` seconds.
 pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(secs), fut)

@@ -154,9 +154,9 @@ pub fn available() -> bool {
         !in_ci,
         "{REDIS_SERVER} not found: CI must install redis-server (`apt-get install -y redis-server` in .ci/run)"
     );
-    eprintln!(
-        "note: {REDIS_SERVER} not found; skipping this Redis test (apt-get install redis-server)"
-    );
+    super::skip_note(&format!(
+        "{REDIS_SERVER} not found; skipping this Redis test (apt-get install redis-server)"
+    ));
     false
 }
 
