@@ -160,13 +160,29 @@ async fn a_flood_from_one_key_costs_redis_nothing_after_its_first_rejection() {
         .await
         .unwrap();
     assert_eq!(calls(info), before, "the flood went to Redis");
-    // The key is where DESIGN says, with the drain time as TTL (one request of a minute).
-    let key = b"tollgate:shared:\xc6\x33\x64\x01".to_vec();
-    let ttl: i64 = ::redis::cmd("PTTL")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // The key is where DESIGN says, as redis-cli lists it, with the drain time as its TTL
+    // (one request of a minute).
+    use std::os::unix::ffi::OsStrExt;
+    let key = b"tollgate:shared:\xc6\x33\x64\x01";
+    let cli = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.addr.port().to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        out.stdout
+    };
+    let listed = cli(&[
+        "--scan".as_ref(),
+        "--pattern".as_ref(),
+        "tollgate:*".as_ref(),
+    ]);
+    assert_eq!(listed, [key.as_slice(), b"\n"].concat(), "redis-cli --scan");
+    let pttl = cli(&["PTTL".as_ref(), std::ffi::OsStr::from_bytes(key)]);
+    let ttl: i64 = String::from_utf8_lossy(&pttl)
+        .trim()
+        .parse()
+        .expect("a PTTL");
     assert!((50_000..=60_000).contains(&ttl), "PTTL {ttl}");
 }
 
@@ -453,4 +469,97 @@ async fn rediss_speaks_tls_to_redis_and_checks_its_certificate() {
         config(&url, "deny", "1r/m", 2).replace("timeout = \"50ms\"", "timeout = \"500ms\"");
     let c = gateway(&untrusted);
     assert_eq!(from(addr(&c), "192.0.2.121").await.status, 503);
+}
+
+/// Sends requests from `client` over one keep-alive connection until `until`; returns each
+/// status with how long it took.
+async fn timed_load(addr: SocketAddr, client: String, until: Instant) -> Vec<(u16, Duration)> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut seen = Vec::new();
+    while Instant::now() < until {
+        let req = Request::get("/")
+            .header("host", "example.test")
+            .header("x-forwarded-for", client.as_str())
+            .body(empty())
+            .unwrap();
+        let started = Instant::now();
+        let response = sender.send_request(req).await.expect("no connection error");
+        let status = response.status().as_u16();
+        read(response).await;
+        seen.push((status, started.elapsed()));
+    }
+    seen
+}
+
+/// Redis killed while clients keep the gateway busy, then brought back: no request
+/// fails but as `on_error` says, none waits much beyond `timeout`, and decisions go back
+/// to Redis.
+#[tokio::test]
+async fn redis_killed_and_restarted_under_load() {
+    if !server::available() {
+        return;
+    }
+    for on_error in ["allow", "deny", "local"] {
+        let redis = Redis::start();
+        let port = redis.addr.port();
+        // Fast enough that every client is mostly admitted while Redis decides.
+        let gw = gateway(&config(&redis.url(), on_error, "1000r/s", 50));
+        let addr = addr(&gw);
+        let until = Instant::now() + Duration::from_secs(3);
+        let tasks: Vec<_> = (0..4)
+            .map(|i| tokio::spawn(timed_load(addr, format!("10.9.{i}.1"), until)))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        drop(redis);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let redis = Redis::try_start(port).expect("redis-server restarts");
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        let allowed: &[u16] = match on_error {
+            "deny" => &[200, 429, 503],
+            _ => &[200, 429],
+        };
+        let unexpected: Vec<_> = all.iter().filter(|(s, _)| !allowed.contains(s)).collect();
+        assert!(unexpected.is_empty(), "{on_error}: {unexpected:?}");
+        let slowest = all.iter().map(|(_, took)| *took).max().unwrap_or_default();
+        assert!(
+            slowest < Duration::from_millis(50 + 250),
+            "{on_error}: a request took {slowest:?} with a 50 ms timeout"
+        );
+        if on_error == "deny" {
+            assert!(
+                all.iter().any(|(s, _)| *s == 503),
+                "deny: no 503 while Redis was down"
+            );
+        }
+        // Back on Redis: a new client's key is stored there within 2 s of the restart.
+        let mut conn = redis_conn(&redis).await;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut n = 0u8;
+        loop {
+            n += 1;
+            from(addr, &format!("10.9.100.{n}")).await;
+            let key = [b"tollgate:shared:".as_slice(), &[10, 9, 100, n]].concat();
+            let stored: bool = ::redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if stored {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{on_error}: not back on Redis");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        eprintln!(
+            "{on_error}: {} requests while Redis was killed and restarted",
+            all.len()
+        );
+    }
 }
