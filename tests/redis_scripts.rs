@@ -12,7 +12,7 @@ mod support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
-use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::redis::{self as shared, redis_key, Clock, Scripts};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
@@ -127,7 +127,13 @@ async fn every_decision_matches_the_local_leaky_bucket() {
                 LeakyBucket::charge(&mut local, now, &p);
             }
             let got = scripts
-                .leaky_bucket(&mut conn, &key, &p, Clock::At(t))
+                .decide(
+                    shared::Algorithm::LeakyBucket,
+                    &mut conn,
+                    &key,
+                    &p,
+                    Clock::At(t),
+                )
                 .await
                 .unwrap();
             assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
@@ -151,7 +157,13 @@ async fn every_decision_matches_the_local_leaky_bucket() {
     let key = redis_key("conformance", b"too-costly");
     let want = LeakyBucket::check(&LeakyBucket::fresh(start_us * 1_000), start_us * 1_000, &p);
     let got = scripts
-        .leaky_bucket(&mut conn, &key, &p, Clock::At(start_us))
+        .decide(
+            shared::Algorithm::LeakyBucket,
+            &mut conn,
+            &key,
+            &p,
+            Clock::At(start_us),
+        )
         .await
         .unwrap();
     assert_eq!(got, want);
@@ -176,7 +188,7 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
     for i in 0..10 {
         let conn = if i % 2 == 0 { &mut a } else { &mut b };
         let d = scripts
-            .leaky_bucket(conn, &key, &p, Clock::Redis)
+            .decide(shared::Algorithm::LeakyBucket, conn, &key, &p, Clock::Redis)
             .await
             .unwrap();
         passed += usize::from(d.admitted());
@@ -204,7 +216,13 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
         .await
         .unwrap();
     let d = scripts
-        .leaky_bucket(&mut b, &key, &p, Clock::Redis)
+        .decide(
+            shared::Algorithm::LeakyBucket,
+            &mut b,
+            &key,
+            &p,
+            Clock::Redis,
+        )
         .await
         .unwrap();
     assert!(!d.admitted());
@@ -267,7 +285,13 @@ async fn every_decision_matches_the_local_token_bucket() {
                 rejected += 1;
             }
             let got = scripts
-                .token_bucket(&mut conn, &key, &p, Clock::At(t))
+                .decide(
+                    shared::Algorithm::TokenBucket,
+                    &mut conn,
+                    &key,
+                    &p,
+                    Clock::At(t),
+                )
                 .await
                 .unwrap();
             assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
@@ -329,7 +353,13 @@ async fn every_decision_matches_the_local_fixed_window() {
                 FixedWindow::charge(&mut local, now, &p);
             }
             let got = scripts
-                .fixed_window(&mut conn, &key, &p, Clock::At(t))
+                .decide(
+                    shared::Algorithm::FixedWindow,
+                    &mut conn,
+                    &key,
+                    &p,
+                    Clock::At(t),
+                )
                 .await
                 .unwrap();
             assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
@@ -411,7 +441,13 @@ async fn every_decision_matches_the_local_sliding_window() {
                 SlidingWindow::charge(&mut local, now, &p);
             }
             let got = scripts
-                .sliding_window(&mut conn, &key, &p, Clock::At(t))
+                .decide(
+                    shared::Algorithm::SlidingWindow,
+                    &mut conn,
+                    &key,
+                    &p,
+                    Clock::At(t),
+                )
                 .await
                 .unwrap();
             assert!(
@@ -479,7 +515,13 @@ async fn every_decision_matches_the_local_sliding_log() {
                 SlidingLog::charge(&mut local, now, &p);
             }
             let got = scripts
-                .sliding_log(&mut conn, &key, &p, Clock::At(t))
+                .decide(
+                    shared::Algorithm::SlidingLog,
+                    &mut conn,
+                    &key,
+                    &p,
+                    Clock::At(t),
+                )
                 .await
                 .unwrap();
             assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);

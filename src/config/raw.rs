@@ -42,8 +42,6 @@ const SECTIONS: &[&str] = &[
     "tls",
     "redis",
 ];
-/// Sections that later releases add.
-const FUTURE_SECTIONS: &[&str] = &[];
 
 /// A section as found in the file.
 #[derive(Default)]
@@ -358,20 +356,17 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
     for (key, value) in root.into_inner() {
         let name: &str = key.get_ref();
         match name {
-            "server" => raw.server = section(value, &[], diag),
-            "real_ip" => raw.real_ip = section(value, &[], diag),
-            "access" => raw.access = section(value, &[], diag),
-            "log" => raw.log = section(value, &[], diag),
-            "admin" => raw.admin = section(value, &[], diag),
-            "tls" => raw.tls = section(value, &[], diag),
-            "redis" => raw.redis = section(value, &[], diag),
-            "upstreams" => raw.upstreams = named(value, &[], UPSTREAMS_HINT, diag),
-            "zones" => raw.zones = named(value, &[], ZONES_HINT, diag),
-            "api_keys" => raw.api_keys = section(value, &[], diag),
+            "server" => raw.server = section(value, diag),
+            "real_ip" => raw.real_ip = section(value, diag),
+            "access" => raw.access = section(value, diag),
+            "log" => raw.log = section(value, diag),
+            "admin" => raw.admin = section(value, diag),
+            "tls" => raw.tls = section(value, diag),
+            "redis" => raw.redis = section(value, diag),
+            "upstreams" => raw.upstreams = named(value, UPSTREAMS_HINT, diag),
+            "zones" => raw.zones = named(value, ZONES_HINT, diag),
+            "api_keys" => raw.api_keys = section(value, diag),
             "location" => raw.locations = locations(value, diag),
-            _ if FUTURE_SECTIONS.contains(&name) => {
-                diag.error(key.span(), format!("`[{name}]` is not supported yet"));
-            }
             _ => {
                 let known = SECTIONS
                     .iter()
@@ -390,17 +385,16 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
 
 fn section<T: DeserializeOwned>(
     value: Spanned<DeValue<'_>>,
-    future_keys: &[&str],
     diag: &mut Diagnostics<'_>,
 ) -> Section<T> {
     let span = value.span();
-    match deserialize(value, future_keys, diag) {
+    match deserialize(value, diag) {
         Some(raw) => Section::Present(span, raw),
         None => Section::Invalid,
     }
 }
 
-/// Deserializes one table after reporting (and removing) the keys a later release adds.
+/// Deserializes one table.
 ///
 /// serde stops at the first problem. When it lies in a key/value entry (of this table or
 /// of a table nested in it), the problem is reported, the innermost such entry left out
@@ -408,19 +402,8 @@ fn section<T: DeserializeOwned>(
 /// this ends. `None` when a problem lies in no entry, e.g. the value is not a table.
 fn deserialize<T: DeserializeOwned>(
     mut value: Spanned<DeValue<'_>>,
-    future_keys: &[&str],
     diag: &mut Diagnostics<'_>,
 ) -> Option<T> {
-    if let DeValue::Table(table) = value.get_mut() {
-        for key in future_keys {
-            if let Some((key, _)) = table.remove_entry(*key) {
-                diag.error(
-                    key.span(),
-                    format!("`{}` is not supported yet", key.get_ref()),
-                );
-            }
-        }
-    }
     let span = value.span();
     loop {
         let err = match T::deserialize(ValueDeserializer::from(value.clone())) {
@@ -481,7 +464,6 @@ const ZONES_HINT: &str = "`zones` must be a table of zones, e.g. `[zones.per_ip]
 /// `[upstreams.NAME]` or `[zones.NAME]` tables, one at a time, in file order.
 fn named<T: DeserializeOwned>(
     value: Spanned<DeValue<'_>>,
-    future_keys: &[&str],
     hint: &str,
     diag: &mut Diagnostics<'_>,
 ) -> Vec<Named<T>> {
@@ -499,7 +481,7 @@ fn named<T: DeserializeOwned>(
             let span = body.span();
             Named {
                 name: Spanned::new(name.span(), name.get_ref().to_string()),
-                body: deserialize(body, future_keys, diag).map(|raw| Spanned::new(span, raw)),
+                body: deserialize(body, diag).map(|raw| Spanned::new(span, raw)),
             }
         })
         .collect()
@@ -522,7 +504,7 @@ fn locations(
         .into_iter()
         .map(|item| {
             let span = item.span();
-            deserialize(item, &[], diag).map(|raw| Spanned::new(span, raw))
+            deserialize(item, diag).map(|raw| Spanned::new(span, raw))
         })
         .collect()
 }

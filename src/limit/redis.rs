@@ -87,100 +87,18 @@ pub fn redis_key(zone: &str, key: &[u8]) -> Vec<u8> {
 }
 
 impl Scripts {
-    /// Decides and (when admitted) charges one request of a `leaky_bucket` zone at
+    /// Decides and (when admitted) charges one request of a zone of `algorithm` at
     /// `redis_key`, in one round trip.
-    pub async fn leaky_bucket<C: ConnectionLike>(
+    pub async fn decide<C: ConnectionLike>(
         &self,
+        algorithm: Algorithm,
         conn: &mut C,
         redis_key: &[u8],
         p: &Params,
         clock: Clock,
     ) -> RedisResult<Decision> {
-        self.run(
-            Algorithm::LeakyBucket,
-            conn,
-            redis_key,
-            p,
-            clock,
-            Mode::Decide,
-        )
-        .await
-    }
-
-    /// The same for a `fixed_window` zone.
-    pub async fn fixed_window<C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-        redis_key: &[u8],
-        p: &Params,
-        clock: Clock,
-    ) -> RedisResult<Decision> {
-        self.run(
-            Algorithm::FixedWindow,
-            conn,
-            redis_key,
-            p,
-            clock,
-            Mode::Decide,
-        )
-        .await
-    }
-
-    /// The same for a `sliding_window` zone.
-    pub async fn sliding_window<C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-        redis_key: &[u8],
-        p: &Params,
-        clock: Clock,
-    ) -> RedisResult<Decision> {
-        self.run(
-            Algorithm::SlidingWindow,
-            conn,
-            redis_key,
-            p,
-            clock,
-            Mode::Decide,
-        )
-        .await
-    }
-
-    /// The same for a `sliding_log` zone.
-    pub async fn sliding_log<C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-        redis_key: &[u8],
-        p: &Params,
-        clock: Clock,
-    ) -> RedisResult<Decision> {
-        self.run(
-            Algorithm::SlidingLog,
-            conn,
-            redis_key,
-            p,
-            clock,
-            Mode::Decide,
-        )
-        .await
-    }
-
-    /// The same for a `token_bucket` zone.
-    pub async fn token_bucket<C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-        redis_key: &[u8],
-        p: &Params,
-        clock: Clock,
-    ) -> RedisResult<Decision> {
-        self.run(
-            Algorithm::TokenBucket,
-            conn,
-            redis_key,
-            p,
-            clock,
-            Mode::Decide,
-        )
-        .await
+        self.run(algorithm, conn, redis_key, p, clock, Mode::Decide)
+            .await
     }
 
     /// Decides a request (and charges it when admitted), or gives back what an earlier
