@@ -7,7 +7,8 @@
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
-//!   per-zone store, and the decision over a location's zones.
+//!   per-zone store, and the decision over a location's zones. Its one I/O part is
+//!   [`limit::redis`]: zones kept in Redis, one Lua script per algorithm.
 //! - [`proxy::headers`]: what is forwarded upstream and back (X-Forwarded-*, hop-by-hop).
 //! - [`upstream::balance`], [`upstream::health`]: choosing a server, passive health.
 //! - [`clock`]: time as a trait, so tests advance it by hand.
