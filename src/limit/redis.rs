@@ -21,15 +21,30 @@ use super::leaky_bucket::UNIT;
 use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// The leaky bucket's script (nginx's `limit_req`).
-pub const LEAKY_BUCKET: &str = include_str!("redis/leaky_bucket.lua");
+pub const LEAKY_BUCKET: &str = concat!(
+    include_str!("redis/now.lua"),
+    include_str!("redis/leaky_bucket.lua")
+);
 /// The token bucket's script (GCRA), in microseconds.
-pub const TOKEN_BUCKET: &str = include_str!("redis/token_bucket.lua");
+pub const TOKEN_BUCKET: &str = concat!(
+    include_str!("redis/now.lua"),
+    include_str!("redis/token_bucket.lua")
+);
 /// The fixed window's script, in microseconds.
-pub const FIXED_WINDOW: &str = include_str!("redis/fixed_window.lua");
+pub const FIXED_WINDOW: &str = concat!(
+    include_str!("redis/now.lua"),
+    include_str!("redis/fixed_window.lua")
+);
 /// The sliding window's script, in microseconds.
-pub const SLIDING_WINDOW: &str = include_str!("redis/sliding_window.lua");
+pub const SLIDING_WINDOW: &str = concat!(
+    include_str!("redis/now.lua"),
+    include_str!("redis/sliding_window.lua")
+);
 /// The sliding log's script, in microseconds.
-pub const SLIDING_LOG: &str = include_str!("redis/sliding_log.lua");
+pub const SLIDING_LOG: &str = concat!(
+    include_str!("redis/now.lua"),
+    include_str!("redis/sliding_log.lua")
+);
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
@@ -120,7 +135,12 @@ impl Scripts {
             Mode::Decide => "",
             Mode::Refund => "refund",
         };
-        let (reply, units): (Vec<i64>, Units) = match algorithm {
+        // Each script's own arguments, then the time and the mode.
+        let free = |unit: u64| match p.delay {
+            NODELAY => -1,
+            delay => exact(delay.saturating_add(1).saturating_mul(unit)) as i64,
+        };
+        let (script, args, units) = match algorithm {
             Algorithm::LeakyBucket => {
                 let per_ms = p
                     .rate
@@ -128,68 +148,58 @@ impl Scripts {
                     .get()
                     .saturating_mul(UNIT / p.rate.period.millis());
                 let cap = p.burst.saturating_add(1).saturating_mul(UNIT);
-                let free = match p.delay {
-                    NODELAY => -1,
-                    delay => exact(delay.saturating_add(1).saturating_mul(UNIT)) as i64,
-                };
-                let reply = self
-                    .leaky_bucket
-                    .key(redis_key)
-                    .arg(exact(per_ms))
-                    .arg(exact(p.cost.saturating_mul(UNIT)))
-                    .arg(exact(cap))
-                    .arg(free)
-                    .arg(UNIT)
-                    .arg(now)
-                    .arg(mode)
-                    .invoke_async(conn)
-                    .await?;
-                (reply, Units::LEAKY_BUCKET)
+                let cost = p.cost.saturating_mul(UNIT);
+                let args = vec![
+                    exact(per_ms) as i64,
+                    exact(cost) as i64,
+                    exact(cap) as i64,
+                    free(UNIT),
+                    UNIT as i64,
+                ];
+                (&self.leaky_bucket, args, Units::LEAKY_BUCKET)
             }
             Algorithm::TokenBucket => {
                 let t = (p.rate.period.millis().saturating_mul(1_000) / p.rate.count.get()).max(1);
                 let cap = p.burst.saturating_add(1).saturating_mul(t);
-                let free = match p.delay {
-                    NODELAY => -1,
-                    delay => exact(delay.saturating_add(1).saturating_mul(t)) as i64,
-                };
-                let reply = self
-                    .token_bucket
-                    .key(redis_key)
-                    .arg(exact(t))
-                    .arg(exact(p.cost.saturating_mul(t)))
-                    .arg(exact(cap))
-                    .arg(free)
-                    .arg(now)
-                    .arg(mode)
-                    .invoke_async(conn)
-                    .await?;
-                (reply, Units::MICROS)
+                let cost = p.cost.saturating_mul(t);
+                let args = vec![
+                    exact(t) as i64,
+                    exact(cost) as i64,
+                    exact(cap) as i64,
+                    free(t),
+                ];
+                (&self.token_bucket, args, Units::MICROS)
             }
             Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
-                let delay = match p.delay {
-                    NODELAY => -1,
-                    delay => exact(delay) as i64,
-                };
                 let script = match algorithm {
                     Algorithm::FixedWindow => &self.fixed_window,
                     Algorithm::SlidingWindow => &self.sliding_window,
                     _ => &self.sliding_log,
                 };
-                let reply = script
-                    .key(redis_key)
-                    .arg(p.rate.period.millis().saturating_mul(1_000))
-                    .arg(exact(p.rate.count.get()))
-                    .arg(exact(p.rate.count.get().saturating_add(p.burst)))
-                    .arg(delay)
-                    .arg(exact(p.cost))
-                    .arg(now)
-                    .arg(mode)
-                    .invoke_async(conn)
-                    .await?;
-                (reply, Units::MICROS)
+                let len = p.rate.period.millis().saturating_mul(1_000);
+                let count = p.rate.count.get();
+                let delay = match p.delay {
+                    NODELAY => -1,
+                    delay => exact(delay) as i64,
+                };
+                let limit = count.saturating_add(p.burst);
+                let args = vec![
+                    len as i64,
+                    exact(count) as i64,
+                    exact(limit) as i64,
+                    delay,
+                    exact(p.cost) as i64,
+                ];
+                (script, args, Units::MICROS)
             }
         };
+        let mut call = script.prepare_invoke();
+        call.key(redis_key);
+        for arg in args {
+            call.arg(arg);
+        }
+        call.arg(now).arg(mode);
+        let reply: Vec<i64> = call.invoke_async(conn).await?;
         decision(&reply, units).ok_or_else(|| {
             let detail = format!("{reply:?}");
             (redis::ErrorKind::Parse, "unexpected script reply", detail).into()

@@ -22,13 +22,7 @@ local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local free = tonumber(ARGV[4])
 local unit = tonumber(ARGV[5])
-local now_us
-if ARGV[6] ~= '' then
-  now_us = tonumber(ARGV[6])
-else
-  local t = redis.call('TIME')
-  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now_us = clock_us(ARGV[6])
 local now_ms = math.floor(now_us / 1000)
 
 local stored = redis.call('HMGET', KEYS[1], 'f', 'l')

@@ -23,13 +23,7 @@ local count = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
-local now
-if ARGV[6] ~= '' then
-  now = tonumber(ARGV[6])
-else
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-end
+local now = clock_us(ARGV[6])
 
 -- The counts at `now`, rolled forward over the windows begun since they were stored.
 local window = math.floor(now / len)

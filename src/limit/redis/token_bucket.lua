@@ -19,13 +19,7 @@ local t = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local free = tonumber(ARGV[4])
-local now
-if ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
-else
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-end
+local now = clock_us(ARGV[5])
 
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 local level = math.max(tat - now, 0)
