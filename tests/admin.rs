@@ -33,12 +33,7 @@ return = {{ status = 200 }}
 }
 
 async fn from(gw: &tollgate::Gateway, client: &str) -> u16 {
-    let req = Request::get("/")
-        .header("host", "example.test")
-        .header("x-forwarded-for", client)
-        .body(empty())
-        .unwrap();
-    within(5, send(addr(gw), req)).await.status.as_u16()
+    get_as(addr(gw), "/", client).await.status.as_u16()
 }
 
 #[tokio::test]

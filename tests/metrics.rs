@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use http::Request;
 use support::*;
 
 fn config(up: SocketAddr, dead: SocketAddr, shadow_rate: &str) -> String {
@@ -55,12 +54,7 @@ return = {{ status = 200 }}
 }
 
 async fn from(addr: SocketAddr, path: &str, client: &str) -> u16 {
-    let req = Request::get(path)
-        .header("host", "example.test")
-        .header("x-forwarded-for", client)
-        .body(empty())
-        .unwrap();
-    within(5, send(addr, req)).await.status.as_u16()
+    get_as(addr, path, client).await.status.as_u16()
 }
 
 /// The scrape as `name{labels}` → value, with the text itself for messages.

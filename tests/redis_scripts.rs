@@ -16,7 +16,7 @@ use tollgate::limit::redis::{self as shared, redis_key, Clock, Scripts};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NODELAY};
+use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, Verdict, NODELAY};
 
 use support::redis::{self as server, Redis};
 
@@ -53,6 +53,72 @@ fn gaps(seed: u64, n: usize, scale_us: u64) -> Vec<u64> {
         .collect()
 }
 
+/// One schedule per case, each on a key of its own: arrivals whose gaps come from a fixed
+/// seed go through `algorithm`'s script (at injected times) and through the local `A`, and
+/// every decision must be `same`. Each case must admit and reject some requests, and delay
+/// some when its `delay` leaves room for it.
+async fn replay<A: Algorithm>(
+    conn: &mut ::redis::aio::MultiplexedConnection,
+    algorithm: shared::Algorithm,
+    cases: &[(&str, Params, u64)],
+    (seed, start_us): (u64, u64),
+    same: fn(&Decision, &Decision) -> bool,
+) {
+    let scripts = Scripts::default();
+    for (i, (name, p, scale)) in cases.iter().enumerate() {
+        let key = redis_key("conformance", format!("{algorithm:?}-{i}").as_bytes());
+        let mut local = A::fresh(start_us * 1_000);
+        let mut t = start_us;
+        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
+        for (n, gap) in gaps(seed + i as u64, 300, *scale).into_iter().enumerate() {
+            t += gap;
+            let now = t * 1_000;
+            let want = A::check(&local, now, p);
+            if want.admitted() {
+                A::charge(&mut local, now, p);
+            }
+            let got = scripts
+                .decide(algorithm, conn, &key, p, Clock::At(t))
+                .await
+                .unwrap();
+            assert!(
+                same(&got, &want),
+                "{name}: request {n} at +{} µs: Redis {got:?}, local {want:?}",
+                t - start_us
+            );
+            match want.verdict {
+                Verdict::Pass => admitted += 1,
+                Verdict::Delay(_) => delayed += 1,
+                Verdict::Reject { .. } => rejected += 1,
+            }
+        }
+        assert!(
+            admitted > 0 && rejected > 0,
+            "{name}: {admitted}/{delayed}/{rejected}"
+        );
+        if p.delay != NODELAY && p.burst > p.delay {
+            assert!(delayed > 0, "{name}: no request was delayed");
+        }
+    }
+}
+
+fn exactly(got: &Decision, want: &Decision) -> bool {
+    got == want
+}
+
+/// `got` is `want` with every time within 1 µs (Redis counts microseconds).
+fn within_a_microsecond(got: &Decision, want: &Decision) -> bool {
+    use tollgate::limit::Verdict::*;
+    let close = |a: u64, b: u64| a.abs_diff(b) < 1_000;
+    let verdicts = match (got.verdict, want.verdict) {
+        (Pass, Pass) => true,
+        (Delay(a), Delay(b)) => close(a, b),
+        (Reject { retry_after: a }, Reject { retry_after: b }) => close(a, b),
+        _ => false,
+    };
+    verdicts && got.remaining == want.remaining && close(got.reset, want.reset)
+}
+
 #[tokio::test]
 async fn every_decision_matches_the_local_leaky_bucket() {
     if !server::available() {
@@ -60,7 +126,6 @@ async fn every_decision_matches_the_local_leaky_bucket() {
     }
     let redis = Redis::start();
     let mut conn = connect(&redis).await;
-    let scripts = Scripts::default();
     let cases = [
         (
             "10r/s burst 5",
@@ -113,56 +178,26 @@ async fn every_decision_matches_the_local_leaky_bucket() {
             60_000_000,
         ),
     ];
-    let start_us: u64 = 1_763_000_000_000_000; // an absolute time, as Redis's TIME gives
-    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
-        let key = redis_key("conformance", format!("case-{i}").as_bytes());
-        let mut local = LeakyBucket::fresh(start_us * 1_000);
-        let mut t = start_us;
-        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
-        for (n, gap) in gaps(i as u64 + 1, 300, scale).into_iter().enumerate() {
-            t += gap;
-            let now = t * 1_000;
-            let want: Decision = LeakyBucket::check(&local, now, &p);
-            if want.admitted() {
-                LeakyBucket::charge(&mut local, now, &p);
-            }
-            let got = scripts
-                .decide(
-                    shared::Algorithm::LeakyBucket,
-                    &mut conn,
-                    &key,
-                    &p,
-                    Clock::At(t),
-                )
-                .await
-                .unwrap();
-            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
-            match want.verdict {
-                tollgate::limit::Verdict::Pass => admitted += 1,
-                tollgate::limit::Verdict::Delay(_) => delayed += 1,
-                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
-            }
-        }
-        // Each schedule exercises what its parameters allow.
-        assert!(
-            admitted > 0 && rejected > 0,
-            "{name}: {admitted}/{delayed}/{rejected}"
-        );
-        if p.delay != NODELAY && p.burst > p.delay {
-            assert!(delayed > 0, "{name}: no request was delayed");
-        }
-    }
+    let start = (1, 1_763_000_000_000_000);
+    replay::<LeakyBucket>(
+        &mut conn,
+        shared::Algorithm::LeakyBucket,
+        &cases,
+        start,
+        exactly,
+    )
+    .await;
     // A cost above the whole burst is never admitted, and says so (retry_after 0).
     let p = params(2, Period::Second, 1, NODELAY, 3);
     let key = redis_key("conformance", b"too-costly");
-    let want = LeakyBucket::check(&LeakyBucket::fresh(start_us * 1_000), start_us * 1_000, &p);
-    let got = scripts
+    let want = LeakyBucket::check(&LeakyBucket::fresh(start.1 * 1_000), start.1 * 1_000, &p);
+    let got = Scripts::default()
         .decide(
             shared::Algorithm::LeakyBucket,
             &mut conn,
             &key,
             &p,
-            Clock::At(start_us),
+            Clock::At(start.1),
         )
         .await
         .unwrap();
@@ -171,6 +206,186 @@ async fn every_decision_matches_the_local_leaky_bucket() {
         got.verdict,
         tollgate::limit::Verdict::Reject { retry_after: 0 }
     );
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_token_bucket() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let cases = [
+        (
+            "10r/s burst 5",
+            params(10, Period::Second, 5, 0, 1),
+            200_000,
+        ),
+        (
+            "4r/s burst 6 nodelay",
+            params(4, Period::Second, 6, NODELAY, 1),
+            400_000,
+        ),
+        (
+            "10r/s burst 8 delay 3",
+            params(10, Period::Second, 8, 3, 1),
+            200_000,
+        ),
+        (
+            "5r/m burst 2 nodelay cost 2",
+            params(5, Period::Minute, 2, NODELAY, 2),
+            20_000_000,
+        ),
+        (
+            "1000r/s burst 50 delay 10",
+            params(1000, Period::Second, 50, 10, 1),
+            1_000,
+        ),
+        (
+            "3r/h burst 1 nodelay",
+            params(3, Period::Hour, 1, NODELAY, 1),
+            1_500_000_000,
+        ),
+    ];
+    let start = (11, 1_763_000_000_000_000);
+    replay::<TokenBucket>(
+        &mut conn,
+        shared::Algorithm::TokenBucket,
+        &cases,
+        start,
+        exactly,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_fixed_window() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let cases = [
+        (
+            "10r/s burst 5 nodelay",
+            params(10, Period::Second, 5, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "10r/s burst 20 delay 0",
+            params(10, Period::Second, 20, 0, 1),
+            30_000,
+        ),
+        (
+            "5r/s burst 10 delay 3",
+            params(5, Period::Second, 10, 3, 1),
+            60_000,
+        ),
+        (
+            "3r/m burst 1 nodelay cost 2",
+            params(3, Period::Minute, 1, NODELAY, 2),
+            9_000_000,
+        ),
+        (
+            "100r/h burst 0 nodelay",
+            params(100, Period::Hour, 0, NODELAY, 1),
+            30_000_000,
+        ),
+    ];
+    let start = (21, 1_763_000_000_123_456);
+    replay::<FixedWindow>(
+        &mut conn,
+        shared::Algorithm::FixedWindow,
+        &cases,
+        start,
+        exactly,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_sliding_window() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let cases = [
+        (
+            "10r/s burst 0 nodelay",
+            params(10, Period::Second, 0, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "3r/s burst 2 nodelay",
+            params(3, Period::Second, 2, NODELAY, 1),
+            200_000,
+        ),
+        (
+            "10r/s burst 10 delay 2",
+            params(10, Period::Second, 10, 2, 1),
+            40_000,
+        ),
+        (
+            "7r/m burst 3 delay 0 cost 2",
+            params(7, Period::Minute, 3, 0, 2),
+            6_000_000,
+        ),
+        (
+            "50r/h burst 5 nodelay",
+            params(50, Period::Hour, 5, NODELAY, 1),
+            40_000_000,
+        ),
+    ];
+    let start = (31, 1_763_000_000_654_321);
+    replay::<SlidingWindow>(
+        &mut conn,
+        shared::Algorithm::SlidingWindow,
+        &cases,
+        start,
+        within_a_microsecond,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_decision_matches_the_local_sliding_log() {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let mut conn = connect(&redis).await;
+    let cases = [
+        (
+            "10r/s burst 0 nodelay",
+            params(10, Period::Second, 0, NODELAY, 1),
+            60_000,
+        ),
+        (
+            "4r/s burst 4 delay 1",
+            params(4, Period::Second, 4, 1, 1),
+            100_000,
+        ),
+        (
+            "6r/m burst 2 delay 0 cost 2",
+            params(6, Period::Minute, 2, 0, 2),
+            5_000_000,
+        ),
+        (
+            "20r/h burst 5 nodelay cost 3",
+            params(20, Period::Hour, 5, NODELAY, 3),
+            60_000_000,
+        ),
+    ];
+    let start = (41, 1_763_000_000_000_007);
+    replay::<SlidingLog>(
+        &mut conn,
+        shared::Algorithm::SlidingLog,
+        &cases,
+        start,
+        exactly,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -226,317 +441,4 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
         .await
         .unwrap();
     assert!(!d.admitted());
-}
-
-#[tokio::test]
-async fn every_decision_matches_the_local_token_bucket() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
-    let scripts = Scripts::default();
-    let cases = [
-        (
-            "10r/s burst 5",
-            params(10, Period::Second, 5, 0, 1),
-            200_000,
-        ),
-        (
-            "4r/s burst 6 nodelay",
-            params(4, Period::Second, 6, NODELAY, 1),
-            400_000,
-        ),
-        (
-            "10r/s burst 8 delay 3",
-            params(10, Period::Second, 8, 3, 1),
-            200_000,
-        ),
-        (
-            "5r/m burst 2 nodelay cost 2",
-            params(5, Period::Minute, 2, NODELAY, 2),
-            20_000_000,
-        ),
-        (
-            "1000r/s burst 50 delay 10",
-            params(1000, Period::Second, 50, 10, 1),
-            1_000,
-        ),
-        (
-            "3r/h burst 1 nodelay",
-            params(3, Period::Hour, 1, NODELAY, 1),
-            1_500_000_000,
-        ),
-    ];
-    let start_us: u64 = 1_763_000_000_000_000;
-    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
-        let key = redis_key("gcra", format!("case-{i}").as_bytes());
-        let mut local = TokenBucket::fresh(start_us * 1_000);
-        let mut t = start_us;
-        let (mut admitted, mut rejected) = (0, 0);
-        for (n, gap) in gaps(i as u64 + 11, 300, scale).into_iter().enumerate() {
-            t += gap;
-            let now = t * 1_000;
-            let want: Decision = TokenBucket::check(&local, now, &p);
-            if want.admitted() {
-                TokenBucket::charge(&mut local, now, &p);
-                admitted += 1;
-            } else {
-                rejected += 1;
-            }
-            let got = scripts
-                .decide(
-                    shared::Algorithm::TokenBucket,
-                    &mut conn,
-                    &key,
-                    &p,
-                    Clock::At(t),
-                )
-                .await
-                .unwrap();
-            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
-        }
-        assert!(
-            admitted > 0 && rejected > 0,
-            "{name}: {admitted}/{rejected}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn every_decision_matches_the_local_fixed_window() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
-    let scripts = Scripts::default();
-    let cases = [
-        (
-            "10r/s burst 5 nodelay",
-            params(10, Period::Second, 5, NODELAY, 1),
-            60_000,
-        ),
-        (
-            "10r/s burst 20 delay 0",
-            params(10, Period::Second, 20, 0, 1),
-            30_000,
-        ),
-        (
-            "5r/s burst 10 delay 3",
-            params(5, Period::Second, 10, 3, 1),
-            60_000,
-        ),
-        (
-            "3r/m burst 1 nodelay cost 2",
-            params(3, Period::Minute, 1, NODELAY, 2),
-            9_000_000,
-        ),
-        (
-            "100r/h burst 0 nodelay",
-            params(100, Period::Hour, 0, NODELAY, 1),
-            30_000_000,
-        ),
-    ];
-    // Not on a window boundary: the schedule crosses several.
-    let start_us: u64 = 1_763_000_000_123_456;
-    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
-        let key = redis_key("windows", format!("case-{i}").as_bytes());
-        let mut local = FixedWindow::fresh(start_us * 1_000);
-        let mut t = start_us;
-        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
-        for (n, gap) in gaps(i as u64 + 21, 300, scale).into_iter().enumerate() {
-            t += gap;
-            let now = t * 1_000;
-            let want: Decision = FixedWindow::check(&local, now, &p);
-            if want.admitted() {
-                FixedWindow::charge(&mut local, now, &p);
-            }
-            let got = scripts
-                .decide(
-                    shared::Algorithm::FixedWindow,
-                    &mut conn,
-                    &key,
-                    &p,
-                    Clock::At(t),
-                )
-                .await
-                .unwrap();
-            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
-            match want.verdict {
-                tollgate::limit::Verdict::Pass => admitted += 1,
-                tollgate::limit::Verdict::Delay(_) => delayed += 1,
-                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
-            }
-        }
-        assert!(
-            admitted > 0 && rejected > 0,
-            "{name}: {admitted}/{delayed}/{rejected}"
-        );
-        if p.delay != NODELAY {
-            assert!(delayed > 0, "{name}: no request was delayed");
-        }
-    }
-}
-
-/// `got` is `want` with every time within 1 µs (Redis counts microseconds).
-fn within_a_microsecond(got: &Decision, want: &Decision) -> bool {
-    use tollgate::limit::Verdict::*;
-    let close = |a: u64, b: u64| a.abs_diff(b) < 1_000;
-    let verdicts = match (got.verdict, want.verdict) {
-        (Pass, Pass) => true,
-        (Delay(a), Delay(b)) => close(a, b),
-        (Reject { retry_after: a }, Reject { retry_after: b }) => close(a, b),
-        _ => false,
-    };
-    verdicts && got.remaining == want.remaining && close(got.reset, want.reset)
-}
-
-#[tokio::test]
-async fn every_decision_matches_the_local_sliding_window() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
-    let scripts = Scripts::default();
-    let cases = [
-        (
-            "10r/s burst 0 nodelay",
-            params(10, Period::Second, 0, NODELAY, 1),
-            60_000,
-        ),
-        (
-            "3r/s burst 2 nodelay",
-            params(3, Period::Second, 2, NODELAY, 1),
-            200_000,
-        ),
-        (
-            "10r/s burst 10 delay 2",
-            params(10, Period::Second, 10, 2, 1),
-            40_000,
-        ),
-        (
-            "7r/m burst 3 delay 0 cost 2",
-            params(7, Period::Minute, 3, 0, 2),
-            6_000_000,
-        ),
-        (
-            "50r/h burst 5 nodelay",
-            params(50, Period::Hour, 5, NODELAY, 1),
-            40_000_000,
-        ),
-    ];
-    let start_us: u64 = 1_763_000_000_654_321;
-    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
-        let key = redis_key("sliding", format!("case-{i}").as_bytes());
-        let mut local = SlidingWindow::fresh(start_us * 1_000);
-        let mut t = start_us;
-        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
-        for (n, gap) in gaps(i as u64 + 31, 300, scale).into_iter().enumerate() {
-            t += gap;
-            let now = t * 1_000;
-            let want: Decision = SlidingWindow::check(&local, now, &p);
-            if want.admitted() {
-                SlidingWindow::charge(&mut local, now, &p);
-            }
-            let got = scripts
-                .decide(
-                    shared::Algorithm::SlidingWindow,
-                    &mut conn,
-                    &key,
-                    &p,
-                    Clock::At(t),
-                )
-                .await
-                .unwrap();
-            assert!(
-                within_a_microsecond(&got, &want),
-                "{name}: request {n} at +{} µs: Redis {got:?}, local {want:?}",
-                t - start_us
-            );
-            match want.verdict {
-                tollgate::limit::Verdict::Pass => admitted += 1,
-                tollgate::limit::Verdict::Delay(_) => delayed += 1,
-                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
-            }
-        }
-        assert!(
-            admitted > 0 && rejected > 0,
-            "{name}: {admitted}/{delayed}/{rejected}"
-        );
-        if p.delay != NODELAY {
-            assert!(delayed > 0, "{name}: no request was delayed");
-        }
-    }
-}
-
-#[tokio::test]
-async fn every_decision_matches_the_local_sliding_log() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
-    let scripts = Scripts::default();
-    let cases = [
-        (
-            "10r/s burst 0 nodelay",
-            params(10, Period::Second, 0, NODELAY, 1),
-            60_000,
-        ),
-        (
-            "4r/s burst 4 delay 1",
-            params(4, Period::Second, 4, 1, 1),
-            100_000,
-        ),
-        (
-            "6r/m burst 2 delay 0 cost 2",
-            params(6, Period::Minute, 2, 0, 2),
-            5_000_000,
-        ),
-        (
-            "20r/h burst 5 nodelay cost 3",
-            params(20, Period::Hour, 5, NODELAY, 3),
-            60_000_000,
-        ),
-    ];
-    let start_us: u64 = 1_763_000_000_000_007;
-    for (i, (name, p, scale)) in cases.into_iter().enumerate() {
-        let key = redis_key("log", format!("case-{i}").as_bytes());
-        let mut local = SlidingLog::fresh(start_us * 1_000);
-        let mut t = start_us;
-        let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
-        for (n, gap) in gaps(i as u64 + 41, 300, scale).into_iter().enumerate() {
-            t += gap;
-            let now = t * 1_000;
-            let want: Decision = SlidingLog::check(&local, now, &p);
-            if want.admitted() {
-                SlidingLog::charge(&mut local, now, &p);
-            }
-            let got = scripts
-                .decide(
-                    shared::Algorithm::SlidingLog,
-                    &mut conn,
-                    &key,
-                    &p,
-                    Clock::At(t),
-                )
-                .await
-                .unwrap();
-            assert_eq!(got, want, "{name}: request {n} at +{} µs", t - start_us);
-            match want.verdict {
-                tollgate::limit::Verdict::Pass => admitted += 1,
-                tollgate::limit::Verdict::Delay(_) => delayed += 1,
-                tollgate::limit::Verdict::Reject { .. } => rejected += 1,
-            }
-        }
-        assert!(
-            admitted > 0 && rejected > 0,
-            "{name}: {admitted}/{delayed}/{rejected}"
-        );
-        if p.delay != NODELAY {
-            assert!(delayed > 0, "{name}: no request was delayed");
-        }
-    }
 }

@@ -11,7 +11,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use http::Request;
 use support::*;
 
 /// A gateway config trusting loopback's `X-Forwarded-For`, with one zone `per_ip`
@@ -43,12 +42,7 @@ fn parse(toml: &str) -> tollgate::config::Config {
 }
 
 async fn status_of(gw: &tollgate::Gateway, client: &str) -> u16 {
-    let req = Request::get("/")
-        .header("host", "example.test")
-        .header("x-forwarded-for", client)
-        .body(empty())
-        .unwrap();
-    within(5, send(addr(gw), req)).await.status.as_u16()
+    get_as(addr(gw), "/", client).await.status.as_u16()
 }
 
 #[tokio::test]

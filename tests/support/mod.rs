@@ -192,6 +192,17 @@ pub fn skip_note(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "note: {message}");
 }
 
+/// `GET path` as `client` (an `X-Forwarded-For` a gateway trusting 127.0.0.1 believes),
+/// within 5 s.
+pub async fn get_as(addr: SocketAddr, path: &str, client: &str) -> Reply {
+    let req = Request::get(path)
+        .header("host", "example.test")
+        .header("x-forwarded-for", client)
+        .body(empty())
+        .unwrap();
+    within(5, send(addr, req)).await
+}
+
 /// Fails the test if `fut` takes longer than `secs` seconds.
 pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(secs), fut)
