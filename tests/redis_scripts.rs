@@ -58,12 +58,16 @@ fn gaps(seed: u64, n: usize, scale_us: u64) -> Vec<u64> {
 /// every decision must be `same`. Each case must admit and reject some requests, and delay
 /// some when its `delay` leaves room for it.
 async fn replay<A: Algorithm>(
-    conn: &mut ::redis::aio::MultiplexedConnection,
     algorithm: shared::Algorithm,
     cases: &[(&str, Params, u64)],
     (seed, start_us): (u64, u64),
     same: fn(&Decision, &Decision) -> bool,
 ) {
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let conn = &mut connect(&redis).await;
     let scripts = Scripts::default();
     for (i, (name, p, scale)) in cases.iter().enumerate() {
         let key = redis_key("conformance", format!("{algorithm:?}-{i}").as_bytes());
@@ -179,14 +183,7 @@ async fn every_decision_matches_the_local_leaky_bucket() {
         ),
     ];
     let start = (1, 1_763_000_000_000_000);
-    replay::<LeakyBucket>(
-        &mut conn,
-        shared::Algorithm::LeakyBucket,
-        &cases,
-        start,
-        exactly,
-    )
-    .await;
+    replay::<LeakyBucket>(shared::Algorithm::LeakyBucket, &cases, start, exactly).await;
     // A cost above the whole burst is never admitted, and says so (retry_after 0).
     let p = params(2, Period::Second, 1, NODELAY, 3);
     let key = redis_key("conformance", b"too-costly");
@@ -210,11 +207,6 @@ async fn every_decision_matches_the_local_leaky_bucket() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_token_bucket() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
     let cases = [
         (
             "10r/s burst 5",
@@ -248,23 +240,11 @@ async fn every_decision_matches_the_local_token_bucket() {
         ),
     ];
     let start = (11, 1_763_000_000_000_000);
-    replay::<TokenBucket>(
-        &mut conn,
-        shared::Algorithm::TokenBucket,
-        &cases,
-        start,
-        exactly,
-    )
-    .await;
+    replay::<TokenBucket>(shared::Algorithm::TokenBucket, &cases, start, exactly).await;
 }
 
 #[tokio::test]
 async fn every_decision_matches_the_local_fixed_window() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
     let cases = [
         (
             "10r/s burst 5 nodelay",
@@ -293,23 +273,11 @@ async fn every_decision_matches_the_local_fixed_window() {
         ),
     ];
     let start = (21, 1_763_000_000_123_456);
-    replay::<FixedWindow>(
-        &mut conn,
-        shared::Algorithm::FixedWindow,
-        &cases,
-        start,
-        exactly,
-    )
-    .await;
+    replay::<FixedWindow>(shared::Algorithm::FixedWindow, &cases, start, exactly).await;
 }
 
 #[tokio::test]
 async fn every_decision_matches_the_local_sliding_window() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
     let cases = [
         (
             "10r/s burst 0 nodelay",
@@ -339,7 +307,6 @@ async fn every_decision_matches_the_local_sliding_window() {
     ];
     let start = (31, 1_763_000_000_654_321);
     replay::<SlidingWindow>(
-        &mut conn,
         shared::Algorithm::SlidingWindow,
         &cases,
         start,
@@ -350,11 +317,6 @@ async fn every_decision_matches_the_local_sliding_window() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_sliding_log() {
-    if !server::available() {
-        return;
-    }
-    let redis = Redis::start();
-    let mut conn = connect(&redis).await;
     let cases = [
         (
             "10r/s burst 0 nodelay",
@@ -378,14 +340,7 @@ async fn every_decision_matches_the_local_sliding_log() {
         ),
     ];
     let start = (41, 1_763_000_000_000_007);
-    replay::<SlidingLog>(
-        &mut conn,
-        shared::Algorithm::SlidingLog,
-        &cases,
-        start,
-        exactly,
-    )
-    .await;
+    replay::<SlidingLog>(shared::Algorithm::SlidingLog, &cases, start, exactly).await;
 }
 
 #[tokio::test]

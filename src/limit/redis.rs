@@ -20,31 +20,26 @@ use redis::{RedisResult, Script, TlsCertificates};
 use super::leaky_bucket::UNIT;
 use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
+/// A script as Redis runs it: the shared clock prelude, then `redis/NAME.lua`.
+macro_rules! script {
+    ($name:literal) => {
+        concat!(
+            include_str!("redis/now.lua"),
+            include_str!(concat!("redis/", $name, ".lua"))
+        )
+    };
+}
+
 /// The leaky bucket's script (nginx's `limit_req`).
-pub const LEAKY_BUCKET: &str = concat!(
-    include_str!("redis/now.lua"),
-    include_str!("redis/leaky_bucket.lua")
-);
+pub const LEAKY_BUCKET: &str = script!("leaky_bucket");
 /// The token bucket's script (GCRA), in microseconds.
-pub const TOKEN_BUCKET: &str = concat!(
-    include_str!("redis/now.lua"),
-    include_str!("redis/token_bucket.lua")
-);
+pub const TOKEN_BUCKET: &str = script!("token_bucket");
 /// The fixed window's script, in microseconds.
-pub const FIXED_WINDOW: &str = concat!(
-    include_str!("redis/now.lua"),
-    include_str!("redis/fixed_window.lua")
-);
+pub const FIXED_WINDOW: &str = script!("fixed_window");
 /// The sliding window's script, in microseconds.
-pub const SLIDING_WINDOW: &str = concat!(
-    include_str!("redis/now.lua"),
-    include_str!("redis/sliding_window.lua")
-);
+pub const SLIDING_WINDOW: &str = script!("sliding_window");
 /// The sliding log's script, in microseconds.
-pub const SLIDING_LOG: &str = concat!(
-    include_str!("redis/now.lua"),
-    include_str!("redis/sliding_log.lua")
-);
+pub const SLIDING_LOG: &str = script!("sliding_log");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
