@@ -72,6 +72,10 @@
 
 set -euo pipefail
 
+BENCH=proxy_vs_nginx
+# shellcheck source=benches/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
 # ---------------------------------------------------------------------------------------------------
 # Settings
 
@@ -99,11 +103,6 @@ case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
 TOLLGATE_BIN="${TOLLGATE_BIN:-$TARGET_DIR/release/tollgate}"
 UPSTREAM_BIN="${UPSTREAM_BIN:-$TARGET_DIR/release/examples/bench_upstream}"
 
-die() {
-    echo "proxy_vs_nginx: error: $*" >&2
-    exit 1
-}
-say() { echo "proxy_vs_nginx: $*" >&2; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_pos() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]; }
@@ -147,21 +146,6 @@ TOLLGATE_PID=""
 WRK_PID=""
 NGINX_WORKER_PIDS=()
 
-stop_pid() { # stop_pid PID NAME: TERM, wait up to 5 s, then KILL
-    local pid="$1" name="$2" i
-    [ -n "$pid" ] || return 0
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        say "$name (pid $pid) ignored SIGTERM for 5 s; killing it"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
 
 # Stops the proxies (after each scenario, and on exit).
 stop_proxies() {
@@ -280,15 +264,6 @@ WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/proxy_vs_nginx.XXXXXX")"
 chmod 755 "$WORKDIR" # nginx workers run as an unprivileged user and create temp dirs here
 
 USED_PORTS=" "
-port_busy() {
-    local port="$1"
-    case "$USED_PORTS" in *" $port "*) return 0 ;; esac
-    if command -v ss >/dev/null 2>&1; then
-        ss -Htan 2>/dev/null | awk '{print $4}' | grep -Eq "[:.]$port\$"
-    else
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
-    fi
-}
 # Listening ports are drawn below the kernel's ephemeral range, so that no client socket of wrk or of
 # a proxy can take one between our check and the server's bind.
 PORT_LO=10000
@@ -296,29 +271,7 @@ PORT_HI=32767
 if read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && [ "$eph_lo" -gt 11024 ]; then
     PORT_HI=$((eph_lo - 1))
 fi
-free_port() { # prints an unused loopback TCP port
-    local port i
-    for ((i = 0; i < 200; i++)); do
-        port=$((PORT_LO + RANDOM % (PORT_HI - PORT_LO + 1)))
-        if ! port_busy "$port"; then
-            USED_PORTS+="$port "
-            echo "$port"
-            return 0
-        fi
-    done
-    die "no free port found"
-}
 
-# wait_ready NAME PORT PID LOG...: until http://127.0.0.1:PORT/ answers 200 "hello", or fail
-# (showing the end of each LOG).
-show_logs() {
-    local log
-    for log in "$@"; do
-        [ -s "$log" ] || continue
-        say "last lines of $log:"
-        tail -n 20 "$log" >&2 || true
-    done
-}
 wait_ready() {
     local name="$1" port="$2" pid="$3" deadline code body
     shift 3
@@ -347,26 +300,6 @@ wait_ready() {
 
 # CPU time (clock ticks, user + system) used so far by the given processes.
 CLK_TCK="$(getconf CLK_TCK 2>/dev/null || echo 100)"
-cpu_ticks() {
-    local pid total=0 stat rest
-    local -a f
-    for pid in "$@"; do
-        stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-        rest="${stat##*) }" # drop "pid (comm) ", comm may hold spaces
-        read -r -a f <<<"$rest"
-        total=$((total + f[11] + f[12]))
-    done
-    echo "$total"
-}
-# Per-CPU jiffies: prints "cpuN total idle" lines from /proc/stat (idle includes iowait).
-cpu_snapshot() { awk '/^cpu[0-9]+ / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $1, t, $5 + $6 }' /proc/stat; }
-# busy_pct FILE_BEFORE FILE_AFTER: prints "a/b/..." busy percent of each CPU between the snapshots.
-busy_pct() {
-    awk 'NR == FNR { t[$1] = $2; i[$1] = $3; next }
-         { dt = $2 - t[$1]; di = $3 - i[$1]
-           s = s (s == "" ? "" : "/") (dt > 0 ? sprintf("%.0f", 100 * (1 - di / dt)) : "?") }
-         END { print s }' "$1" "$2"
-}
 # Peak resident set size (VmHWM, kB) of one process.
 hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
@@ -614,34 +547,6 @@ run_wrk() {
     fi
 }
 
-# parse_wrk FILE: prints "rps p50_us p99_us requests non2xx socket_errors" (latencies in microseconds).
-parse_wrk() {
-    awk '
-        function us(v,   n, u) {
-            n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-            if (u == "us") return n
-            if (u == "ms") return n * 1000
-            if (u == "s")  return n * 1000000
-            if (u == "m")  return n * 60000000
-            if (u == "h")  return n * 3600000000
-            return -1
-        }
-        /^Requests\/sec:/               { rps = $2 }
-        /requests in/                   { reqs = $1 }
-        /Latency Distribution/          { dist = 1; next }
-        dist && $1 == "50%"             { p50 = us($2) }
-        dist && $1 == "99%"             { p99 = us($2) }
-        /Non-2xx or 3xx responses:/     { non2xx += $NF }
-        /Socket errors:/                { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) sock += $i + 0 }
-        END {
-            if (rps == "") rps = 0
-            if (reqs == "") reqs = 0
-            if (p50 == "") p50 = -1
-            if (p99 == "") p99 = -1
-            printf "%s %s %s %s %d %d\n", rps, p50, p99, reqs, non2xx, sock
-        }
-    ' "$1"
-}
 
 # measure SCENARIO: warm-up, then RUNS interleaved runs per proxy into $SDIR/results.tsv:
 # run proxy rps p50 p99 proxy_cpu_us_per_req upstream_cpu_us_per_req non2xx socket_errors busy% requests
