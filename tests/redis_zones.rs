@@ -50,6 +50,32 @@ async fn redis_conn(redis: &Redis) -> ::redis::aio::MultiplexedConnection {
     client.get_multiplexed_async_connection().await.unwrap()
 }
 
+/// Within 2 s, requests from new clients (`net.1`, `net.2`, …) are decided by Redis: their
+/// keys appear there.
+async fn back_on_redis(addr: SocketAddr, redis: &Redis, net: [u8; 3], label: &str) {
+    let mut conn = redis_conn(redis).await;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for n in 1..=u8::MAX {
+        let [a, b, c] = net;
+        from(addr, &format!("{a}.{b}.{c}.{n}")).await;
+        let key = [b"tollgate:shared:".as_slice(), &[a, b, c, n]].concat();
+        let stored: bool = ::redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if stored {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{label}: not back on Redis after 2 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{label}: not back on Redis");
+}
+
 /// Sends requests from `client` over one keep-alive connection until `until`; returns
 /// how many were admitted and how many were sent (every answer must be 200 or 429).
 async fn load(addr: SocketAddr, client: &'static str, until: Instant) -> (u64, u64) {
@@ -227,28 +253,7 @@ async fn each_on_error_while_redis_is_down_and_back() {
 
         // Back on the same port: within 2 s a new client's decision is made by Redis.
         let redis = Redis::try_start(port).expect("redis-server restarts");
-        let mut conn = redis_conn(&redis).await;
-        let back = Instant::now();
-        let mut n = 0u32;
-        loop {
-            n += 1;
-            let client = format!("192.0.3.{n}");
-            from(addr, &client).await;
-            let key = [b"tollgate:shared:".as_slice(), &[192, 0, 3, n as u8]].concat();
-            let stored: bool = ::redis::cmd("EXISTS")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if stored {
-                break;
-            }
-            assert!(
-                back.elapsed() < Duration::from_secs(2),
-                "{on_error}: not back on Redis after 2 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        back_on_redis(addr, &redis, [192, 0, 3], on_error).await;
     }
 }
 
@@ -521,24 +526,7 @@ async fn redis_killed_and_restarted_under_load() {
             );
         }
         // Back on Redis: a new client's key is stored there within 2 s of the restart.
-        let mut conn = redis_conn(&redis).await;
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut n = 0u8;
-        loop {
-            n += 1;
-            from(addr, &format!("10.9.100.{n}")).await;
-            let key = [b"tollgate:shared:".as_slice(), &[10, 9, 100, n]].concat();
-            let stored: bool = ::redis::cmd("EXISTS")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if stored {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{on_error}: not back on Redis");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        back_on_redis(addr, &redis, [10, 9, 100], on_error).await;
         eprintln!(
             "{on_error}: {} requests while Redis was killed and restarted",
             all.len()
