@@ -36,8 +36,8 @@ pub enum ProxyError {
         addr: std::net::SocketAddr,
         source: crate::upstream::h1::Error,
     },
-    /// A 101 the client did not ask for.
-    #[error("upstream {0} switched protocols unasked")]
+    /// A 101 the client did not ask for, or to a protocol other than WebSocket.
+    #[error("upstream {0} switched protocols unasked (only WebSocket is tunnelled)")]
     UnexpectedUpgrade(std::net::SocketAddr),
     /// No response head within `read_timeout`.
     #[error("upstream {0} timed out")]

@@ -47,8 +47,8 @@ pub struct Done {
 /// Rewrites the request head for the upstream in place: hop-by-hop headers out,
 /// origin-form URI, HTTP/1.1 with a `Host`, and no framing headers of the client's
 /// (the upstream client writes its own from the body). Returns whether this is a
-/// protocol upgrade (WebSocket), and the forwarding headers to send after the
-/// request's own.
+/// WebSocket handshake (the one upgrade carried through), and the forwarding headers
+/// to send after the request's own.
 pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> (bool, headers::Added) {
     let host = req
         .headers()
@@ -63,8 +63,9 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> (bool, headers::Added)
         host: host.as_ref(),
         client_value: (ctx.client == ctx.peer).then_some(&ctx.conn.peer_value),
     };
-    let (upgrade, added) = headers::for_upstream(req.headers_mut(), &fwd);
     let version = req.version();
+    let upgrade = headers::is_websocket_handshake(req.method(), version, req.headers());
+    let added = headers::for_upstream(req.headers_mut(), &fwd, upgrade);
     let headers = req.headers_mut();
     headers.remove(CONTENT_LENGTH);
     // Tollgate streams the body itself; an interim 100 is the client side's business.
@@ -258,8 +259,11 @@ fn respond(
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
         Exchange::Upgraded(head, upgraded) => {
-            let Some(client_upgrade) = client_upgrade else {
-                return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr));
+            // Only to a WebSocket handshake, and only to WebSocket: the tunnel is beyond
+            // every rule, so a 101 to anything else is a broken (or hostile) upstream.
+            let client_upgrade = match client_upgrade {
+                Some(client) if headers::is_websocket_accept(head.headers()) => client,
+                _ => return Err(ProxyError::UnexpectedUpgrade(group.servers[server].addr)),
             };
             // A tunnel is a request in flight until it closes (nginx's limit_conn counts
             // it until the request is freed), so it holds the in-flight counts.

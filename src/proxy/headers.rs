@@ -9,8 +9,10 @@ use std::net::IpAddr;
 
 use bytes::Bytes;
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, TE,
+    TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
+use http::{Method, Version};
 
 use crate::access::canonical;
 
@@ -20,17 +22,21 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
-/// `Proxy-Connection`). `Connection` itself and the headers it names are handled separately.
+/// `Proxy-Connection`, and `HTTP2-Settings`, which only means something with an `h2c` upgrade
+/// tollgate never forwards). `Connection` itself and the headers it names are handled separately.
 /// `Upgrade` is last, which the upgrade case relies on to keep it. A `static`, not a `const`: a
 /// const array would be built and dropped at every use.
-static HOP_BY_HOP: [HeaderName; 6] = [
+static HOP_BY_HOP: [HeaderName; 7] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("http2-settings"),
     TE,
     TRAILER,
     TRANSFER_ENCODING,
     UPGRADE,
 ];
+
+const WEBSOCKET: HeaderValue = HeaderValue::from_static("websocket");
 
 /// Names a peer may list in `Connection` that are removed anyway: `Host` and `Content-Length` are
 /// left alone (§4 passes Host unchanged; framing is the upstream client's), so a client cannot strip them by
@@ -58,15 +64,14 @@ pub struct Forwarding<'a> {
     pub client_value: Option<&'a HeaderValue>,
 }
 
-/// Rewrites a request's headers in place for the upstream. Returns true if the request asks for a
-/// protocol upgrade (`Connection: upgrade` + `Upgrade: ...`), in which case `Connection: upgrade`
-/// and `Upgrade` are kept.
-pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> bool {
-    let (upgrade, added) = for_upstream(headers, fwd);
+/// Rewrites a request's headers in place for the upstream. With `websocket` (see
+/// [`is_websocket_handshake`]) the request keeps `Connection: upgrade` and `Upgrade: websocket`;
+/// every other upgrade is stripped like any hop-by-hop header.
+pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) {
+    let added = for_upstream(headers, fwd, websocket);
     for (name, value) in added.iter() {
         headers.insert(name.clone(), value.clone());
     }
-    upgrade
 }
 
 /// The forwarding headers tollgate adds, kept beside the request rather than inserted
@@ -90,9 +95,13 @@ impl Added {
 /// [`to_upstream`] without the inserts: hop-by-hop headers and the client's own
 /// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send
 /// instead are returned.
-pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> (bool, Added) {
-    let upgrade = is_upgrade_request(headers);
-    strip_hop_by_hop(headers, upgrade);
+pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) -> Added {
+    strip_hop_by_hop(headers, websocket);
+    if websocket {
+        // Exactly the protocol that was checked: `Upgrade: websocket, h2c` would let the
+        // upstream pick a protocol no rule of ours could see into.
+        headers.insert(UPGRADE, WEBSOCKET);
+    }
 
     let client = match fwd.client_value {
         Some(value) => value.clone(),
@@ -129,26 +138,41 @@ pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>) -> (bool, Add
             host.unwrap_or(HeaderValue::from_static("")),
         ),
     ];
-    (upgrade, Added { pairs, len })
+    Added { pairs, len }
 }
 
-/// Rewrites a response's headers in place for the client; `upgraded` (a 101 to an upgrade
-/// request) keeps `Connection: upgrade` and `Upgrade`.
+/// Rewrites a response's headers in place for the client; `upgraded` (a 101 to a WebSocket
+/// handshake) keeps `Connection: upgrade` and `Upgrade`.
 pub fn to_client(headers: &mut HeaderMap, upgraded: bool) {
     strip_hop_by_hop(headers, upgraded);
 }
 
-/// `Connection` has an `upgrade` token and an `Upgrade` header names the protocol (RFC 9110 §7.8).
-pub fn is_upgrade_request(headers: &HeaderMap) -> bool {
-    let wants_upgrade = headers
-        .get_all(CONNECTION)
+/// A WebSocket opening handshake (RFC 6455 §4.1): an HTTP/1.1 `GET` whose `Connection` has the
+/// `upgrade` token and whose `Upgrade` names `websocket`, with `Sec-WebSocket-Key` and
+/// `Sec-WebSocket-Version`. The only upgrade tollgate carries through: after a 101 the
+/// connection is a tunnel that no routing, access rule or limit sees into, so an `h2c` (or any
+/// other) upgrade would let every later request on it pass unchecked.
+pub fn is_websocket_handshake(method: &Method, version: Version, headers: &HeaderMap) -> bool {
+    *method == Method::GET
+        && version == Version::HTTP_11
+        && has_token(headers, &CONNECTION, b"upgrade")
+        && has_token(headers, &UPGRADE, b"websocket")
+        && headers.contains_key(SEC_WEBSOCKET_KEY)
+        && headers.contains_key(SEC_WEBSOCKET_VERSION)
+}
+
+/// A 101 that switches to WebSocket, as the handshake asked (RFC 6455 §4.2.2): anything else
+/// is not the protocol whose rules were checked.
+pub fn is_websocket_accept(headers: &HeaderMap) -> bool {
+    has_token(headers, &CONNECTION, b"upgrade") && has_token(headers, &UPGRADE, b"websocket")
+}
+
+/// Some line of `name` lists `token` (ASCII case-insensitive).
+fn has_token(headers: &HeaderMap, name: &HeaderName, token: &[u8]) -> bool {
+    headers
+        .get_all(name)
         .iter()
-        .any(|line| tokens(line).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
-    wants_upgrade
-        && headers
-            .get_all(UPGRADE)
-            .iter()
-            .any(|v| !v.as_bytes().trim_ascii().is_empty())
+        .any(|line| tokens(line).any(|t| t.eq_ignore_ascii_case(token)))
 }
 
 /// Removes `Connection`, every header it names, and the fixed hop-by-hop list. With
@@ -318,7 +342,7 @@ mod tests {
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-for", "7.7.7.7"),
         ]);
-        to_upstream(&mut h, &untrusted("203.0.113.9"));
+        to_upstream(&mut h, &untrusted("203.0.113.9"), false);
         assert_eq!(all(&h, "x-forwarded-for"), ["203.0.113.9"]);
     }
 
@@ -336,7 +360,7 @@ mod tests {
             host: None,
             client_value: None,
         };
-        to_upstream(&mut h, &fwd);
+        to_upstream(&mut h, &fwd, false);
         assert_eq!(
             all(&h, "x-forwarded-for"),
             ["1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.1"]
@@ -351,7 +375,7 @@ mod tests {
             peer_trusted: true,
             ..untrusted("10.0.0.1")
         };
-        to_upstream(&mut h, &fwd);
+        to_upstream(&mut h, &fwd, false);
         assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
     }
 
@@ -374,13 +398,14 @@ mod tests {
             host: None,
             client_value: None,
         };
-        to_upstream(&mut h, &fwd);
+        to_upstream(&mut h, &fwd, false);
         assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
         assert_eq!(all(&h, "x-real-ip"), ["2001:db8::1"]);
         let mut h = HeaderMap::new();
         to_upstream(
             &mut h,
             &untrusted("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            false,
         );
         assert_eq!(
             all(&h, "x-real-ip"),
@@ -396,7 +421,7 @@ mod tests {
             ("x-forwarded-host", "evil.example"),
             ("host", "app.example"),
         ]);
-        to_upstream(&mut h, &untrusted("203.0.113.9"));
+        to_upstream(&mut h, &untrusted("203.0.113.9"), false);
         assert_eq!(all(&h, "x-real-ip"), ["203.0.113.9"]);
         assert_eq!(all(&h, "x-forwarded-proto"), ["http"]);
         assert!(h.get("x-forwarded-host").is_none());
@@ -408,7 +433,7 @@ mod tests {
             host: Some(&host),
             ..untrusted("203.0.113.9")
         };
-        to_upstream(&mut h, &fwd);
+        to_upstream(&mut h, &fwd, false);
         assert_eq!(all(&h, "x-forwarded-proto"), ["https"]);
         assert_eq!(all(&h, "x-forwarded-host"), ["app.example:8443"]);
     }
@@ -427,7 +452,7 @@ mod tests {
             ("x-app", "1"),
         ];
         let mut req = map(&pairs);
-        assert!(!to_upstream(&mut req, &untrusted("1.2.3.4")));
+        to_upstream(&mut req, &untrusted("1.2.3.4"), false);
         let mut resp = map(&pairs);
         to_client(&mut resp, false);
         for h in [&req, &resp] {
@@ -465,49 +490,108 @@ mod tests {
             ("host", "app.example"),
             ("content-length", "3"),
         ]);
-        to_upstream(&mut h, &untrusted("1.2.3.4"));
+        to_upstream(&mut h, &untrusted("1.2.3.4"), false);
         assert_eq!(all(&h, "host"), ["app.example"]);
         assert_eq!(all(&h, "content-length"), ["3"]);
         assert_eq!(all(&h, "x-real-ip"), ["1.2.3.4"]);
     }
 
-    #[test]
-    fn upgrade_request_keeps_connection_upgrade_and_upgrade() {
-        let mut h = map(&[
+    fn websocket_handshake() -> HeaderMap {
+        map(&[
             ("connection", "keep-alive, Upgrade, x-foo"),
             ("upgrade", "websocket"),
             ("x-foo", "1"),
             ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
-        ]);
-        assert!(to_upstream(&mut h, &untrusted("1.2.3.4")));
+            ("sec-websocket-version", "13"),
+        ])
+    }
+
+    #[test]
+    fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
+        let mut h = websocket_handshake();
+        assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+        to_upstream(&mut h, &untrusted("1.2.3.4"), true);
         assert_eq!(all(&h, "connection"), ["upgrade"]);
         assert_eq!(all(&h, "upgrade"), ["websocket"]);
         assert!(h.get("x-foo").is_none());
         assert!(h.get("sec-websocket-key").is_some());
 
         let mut resp = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+        assert!(is_websocket_accept(&resp));
         to_client(&mut resp, true);
         assert_eq!(all(&resp, "connection"), ["upgrade"]);
         assert_eq!(all(&resp, "upgrade"), ["websocket"]);
     }
 
     #[test]
-    fn upgrade_needs_both_the_connection_token_and_the_header() {
-        assert!(is_upgrade_request(&map(&[
-            ("connection", "keep-alive"),
-            ("connection", "UPGRADE"),
-            ("upgrade", "websocket"),
-        ])));
-        assert!(!is_upgrade_request(&map(&[("upgrade", "websocket")])));
-        assert!(!is_upgrade_request(&map(&[("connection", "upgrade")])));
-        assert!(!is_upgrade_request(&map(&[
-            ("connection", "upgraded"),
-            ("upgrade", "ws")
-        ])));
+    fn only_a_complete_websocket_handshake_is_an_upgrade() {
+        let h = websocket_handshake();
+        assert!(!is_websocket_handshake(&Method::POST, Version::HTTP_11, &h));
+        assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_10, &h));
+        assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_2, &h));
+        for missing in [
+            "connection",
+            "upgrade",
+            "sec-websocket-key",
+            "sec-websocket-version",
+        ] {
+            let mut h = websocket_handshake();
+            h.remove(missing);
+            assert!(
+                !is_websocket_handshake(&Method::GET, Version::HTTP_11, &h),
+                "without {missing}"
+            );
+        }
+        let mut h2c = websocket_handshake();
+        h2c.insert("upgrade", HeaderValue::from_static("h2c"));
+        assert!(!is_websocket_handshake(
+            &Method::GET,
+            Version::HTTP_11,
+            &h2c
+        ));
+        let mut connection = websocket_handshake();
+        connection.insert("connection", HeaderValue::from_static("upgraded"));
+        assert!(!is_websocket_handshake(
+            &Method::GET,
+            Version::HTTP_11,
+            &connection
+        ));
+    }
 
-        let mut h = map(&[("upgrade", "websocket")]);
-        assert!(!to_upstream(&mut h, &untrusted("1.2.3.4")));
+    #[test]
+    fn a_websocket_handshake_offering_more_protocols_is_sent_as_websocket_only() {
+        let mut h = websocket_handshake();
+        h.insert("upgrade", HeaderValue::from_static("websocket, h2c"));
+        assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+        to_upstream(&mut h, &untrusted("1.2.3.4"), true);
+        assert_eq!(all(&h, "upgrade"), ["websocket"]);
+    }
+
+    #[test]
+    fn h2c_upgrade_and_its_settings_are_stripped() {
+        let mut h = map(&[
+            ("connection", "Upgrade, HTTP2-Settings"),
+            ("upgrade", "h2c"),
+            ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
+        ]);
+        assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+        to_upstream(&mut h, &untrusted("1.2.3.4"), false);
+        assert!(h.get("connection").is_none());
         assert!(h.get("upgrade").is_none());
+        assert!(h.get("http2-settings").is_none());
+        // Not even named in Connection, HTTP2-Settings goes.
+        let mut h = map(&[("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA")]);
+        to_upstream(&mut h, &untrusted("1.2.3.4"), false);
+        assert!(h.get("http2-settings").is_none());
+    }
+
+    #[test]
+    fn a_101_must_switch_to_websocket() {
+        assert!(!is_websocket_accept(&map(&[
+            ("connection", "upgrade"),
+            ("upgrade", "h2c")
+        ])));
+        assert!(!is_websocket_accept(&map(&[("upgrade", "websocket")])));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod raw;
 pub mod redis;
 
 use std::convert::Infallible;

@@ -1,0 +1,214 @@
+//! A raw-bytes upstream for the hardening tests: it records exactly what arrives on each
+//! connection, frames requests itself (RFC 9112: `Content-Length` or chunked), and answers
+//! each with what its handler returns for the request's head.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the upstream has seen so far.
+#[derive(Default, Debug)]
+struct Record {
+    /// Every byte received, per connection, in accept order.
+    connections: Vec<Vec<u8>>,
+    /// Complete requests framed, over all connections.
+    requests: usize,
+    /// Connections the gateway has closed (EOF or reset).
+    closed: usize,
+}
+
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    record: Arc<Mutex<Record>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type Handler = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
+impl RawUpstream {
+    /// An upstream answering each request with `respond(head)` (the raw response bytes).
+    pub async fn start(respond: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> RawUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let record: Arc<Mutex<Record>> = Arc::default();
+        let respond: Arc<Handler> = Arc::new(respond);
+        let rec = record.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let index = {
+                    let mut rec = rec.lock().unwrap();
+                    rec.connections.push(Vec::new());
+                    rec.connections.len() - 1
+                };
+                tokio::spawn(serve(stream, index, rec.clone(), respond.clone()));
+            }
+        });
+        RawUpstream { addr, record, task }
+    }
+
+    /// An upstream answering `200 ok` to everything.
+    pub async fn ok() -> RawUpstream {
+        RawUpstream::start(|_| ok_response("ok")).await
+    }
+
+    /// Complete requests received, over every connection.
+    pub fn requests(&self) -> usize {
+        self.record.lock().unwrap().requests
+    }
+
+    /// Connections accepted.
+    pub fn accepted(&self) -> usize {
+        self.record.lock().unwrap().connections.len()
+    }
+
+    /// Connections that have ended.
+    pub fn closed(&self) -> usize {
+        self.record.lock().unwrap().closed
+    }
+
+    /// Every byte received, connections one after the other.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.record.lock().unwrap().connections.concat()
+    }
+}
+
+/// `200 OK` with `body`.
+pub fn ok_response(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+async fn serve(
+    mut stream: tokio::net::TcpStream,
+    index: usize,
+    record: Arc<Mutex<Record>>,
+    respond: Arc<Handler>,
+) {
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        record.lock().unwrap().connections[index].extend_from_slice(&buf[..n]);
+        pending.extend_from_slice(&buf[..n]);
+        while let Some((head_len, total)) = frame(&pending) {
+            let reply = respond(&pending[..head_len]);
+            pending.drain(..total);
+            record.lock().unwrap().requests += 1;
+            if stream.write_all(&reply).await.is_err() {
+                break;
+            }
+        }
+    }
+    record.lock().unwrap().closed += 1;
+}
+
+/// The head's length and the whole request's, once a request is complete in `buf`.
+fn frame(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut headers = [httparse::EMPTY_HEADER; 256];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        _ => return None,
+    };
+    let mut length = 0usize;
+    let mut chunked = false;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            length = std::str::from_utf8(h.value).ok()?.trim().parse().ok()?;
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = true;
+        }
+    }
+    if !chunked {
+        let total = head_len + length;
+        return (buf.len() >= total).then_some((head_len, total));
+    }
+    let body = chunked_len(&buf[head_len..])?;
+    Some((head_len, head_len + body))
+}
+
+/// The length of a complete chunked body at the front of `buf` (no trailers expected).
+fn chunked_len(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&buf[at..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        at = line_end + 2;
+        if size == 0 {
+            return (buf.len() >= at + 2).then_some(at + 2);
+        }
+        at += size + 2;
+        if buf.len() < at {
+            return None;
+        }
+    }
+}
+
+/// One response read from a raw client connection: its status, head text and body.
+/// `None` when the connection closed (or said nothing for 3 s) before a whole response.
+pub async fn read_response(stream: &mut tokio::net::TcpStream) -> Option<RawResponse> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head_len)) = resp.parse(&buf) {
+            let length = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+                .unwrap_or(0usize);
+            if buf.len() >= head_len + length {
+                return Some(RawResponse {
+                    status: resp.code.unwrap_or(0),
+                    head: String::from_utf8_lossy(&buf[..head_len]).into_owned(),
+                    body: String::from_utf8_lossy(&buf[head_len..head_len + length]).into_owned(),
+                });
+            }
+        }
+        let read = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut chunk));
+        match read.await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => return None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// True when the gateway closes `stream` within 3 s, reading and dropping what comes first.
+pub async fn closes(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut chunk = [0u8; 16 * 1024];
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
