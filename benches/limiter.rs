@@ -272,7 +272,7 @@ fn view((client, headers): &(IpAddr, HeaderMap)) -> RequestView<'_> {
     RequestView {
         client: *client,
         method: &Method::GET,
-        path: "/",
+        path: b"/",
         query: None,
         headers,
         host: Some("example.com"),

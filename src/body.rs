@@ -1,6 +1,6 @@
-//! Bodies that stream through the gateway: the client's request body on its way
-//! upstream, and the response on its way back, each with an idle timeout. Nothing is
-//! buffered whole; frames pass through as they come.
+//! Bodies that pass through the gateway: the client's request body on its way upstream
+//! (buffered whole when small, so a slow upload never holds an upstream connection;
+//! streamed when larger), and the response on its way back, each with its timeouts.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -87,14 +87,28 @@ impl Progress {
     }
 }
 
+/// How long a client may take over its request body.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    /// Longest pause between two reads (`client_body_timeout`).
+    pub timeout: Duration,
+    /// Slowest average, in bytes per second (`client_body_min_rate`; 0: none): byte N
+    /// is due `timeout + N / min_rate` after the body's start at the latest, so a body
+    /// trickled in just faster than `timeout` cannot last forever.
+    pub min_rate: u64,
+}
+
 pin_project! {
     /// A hyper body that fails with [`BodyError::Timeout`] when it has to wait longer
-    /// than `timeout` for its next frame. The timer is armed lazily, only when the
-    /// inner body is pending, so a body that is always ready costs no timer at all.
+    /// than `timeout` for its next frame, or falls behind `min_rate`. The timer is
+    /// armed lazily, only when the inner body is pending, so a body that is always
+    /// ready costs no timer at all.
     pub struct Timed {
         #[pin]
         inner: Incoming,
-        timeout: Duration,
+        limits: BodyLimits,
+        start: Instant,
+        received: u64,
         sleep: Option<Pin<Box<Sleep>>>,
         progressed: bool,
         progress: Option<Arc<Progress>>,
@@ -102,10 +116,12 @@ pin_project! {
 }
 
 impl Timed {
-    pub fn new(inner: Incoming, timeout: Duration) -> Timed {
+    pub fn new(inner: Incoming, limits: BodyLimits) -> Timed {
         Timed {
             inner,
-            timeout,
+            limits,
+            start: Instant::now(),
+            received: 0,
             sleep: None,
             progressed: true,
             progress: None,
@@ -113,11 +129,21 @@ impl Timed {
     }
 
     /// Also reports each frame to `progress`.
-    pub fn watched(inner: Incoming, timeout: Duration, progress: Arc<Progress>) -> Timed {
+    pub fn watched(inner: Incoming, limits: BodyLimits, progress: Arc<Progress>) -> Timed {
         Timed {
             progress: Some(progress),
-            ..Timed::new(inner, timeout)
+            ..Timed::new(inner, limits)
         }
+    }
+
+    /// When the next frame is due, waiting from `now`.
+    fn deadline(limits: &BodyLimits, start: Instant, received: u64, now: Instant) -> Instant {
+        let pause = now + limits.timeout;
+        if limits.min_rate == 0 {
+            return pause;
+        }
+        let earned = Duration::from_secs_f64(received as f64 / limits.min_rate as f64);
+        pause.min(start + limits.timeout + earned)
     }
 }
 
@@ -133,6 +159,9 @@ impl Body for Timed {
         match this.inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.progressed = true;
+                if let Some(data) = frame.data_ref() {
+                    *this.received += data.len() as u64;
+                }
                 if let Some(progress) = this.progress {
                     progress.record(false);
                 }
@@ -151,7 +180,8 @@ impl Body for Timed {
                 }
                 if *this.progressed {
                     *this.progressed = false;
-                    let deadline = Instant::now() + *this.timeout;
+                    let deadline =
+                        Timed::deadline(this.limits, *this.start, *this.received, Instant::now());
                     match this.sleep {
                         Some(sleep) => sleep.as_mut().reset(deadline),
                         None => *this.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
@@ -183,8 +213,44 @@ impl Body for Timed {
 pub enum RequestBody {
     /// No body (GET and friends); such a request can be sent again on another server.
     Empty,
-    /// The client's body, streamed as it arrives.
-    Client(Timed),
+    /// The client's whole body, read before the upstream was chosen.
+    Buffered(Option<Bytes>),
+    /// The client's body, streamed as it arrives after what was read ahead.
+    Client { read: Option<Bytes>, rest: Timed },
+}
+
+impl RequestBody {
+    /// Reads the client's body until it ends or passes `limit` bytes: a body that ends
+    /// within the limit comes back whole ([`RequestBody::Buffered`], sent with its
+    /// length), a longer one as what was read and the rest to stream. Nothing waits on
+    /// an upstream meanwhile (nginx's `client_body_buffer_size`, without the spill to
+    /// disk: past the limit, the body streams).
+    pub async fn read_ahead(mut body: Timed, limit: usize) -> Result<RequestBody, BodyError> {
+        let mut read = bytes::BytesMut::new();
+        loop {
+            if read.len() >= limit {
+                return Ok(RequestBody::Client {
+                    read: (!read.is_empty()).then(|| read.freeze()),
+                    rest: body,
+                });
+            }
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+            match frame {
+                // Trailers, the only other kind of frame, are not forwarded (the
+                // upstream request is sent with a length or plainly chunked).
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if read.is_empty() && body.is_end_stream() {
+                            return Ok(RequestBody::Buffered(Some(data)));
+                        }
+                        read.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(err)) => return Err(err),
+                None => return Ok(RequestBody::Buffered(Some(read.freeze()))),
+            }
+        }
+    }
 }
 
 impl Body for RequestBody {
@@ -197,21 +263,41 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         match self.get_mut() {
             RequestBody::Empty => Poll::Ready(None),
-            RequestBody::Client(body) => Pin::new(body).poll_frame(cx),
+            RequestBody::Buffered(bytes) => Poll::Ready(
+                bytes
+                    .take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
+            RequestBody::Client { read, rest } => match read.take() {
+                Some(read) => Poll::Ready(Some(Ok(Frame::data(read)))),
+                None => Pin::new(rest).poll_frame(cx),
+            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             RequestBody::Empty => true,
-            RequestBody::Client(body) => body.is_end_stream(),
+            RequestBody::Buffered(bytes) => bytes.as_ref().is_none_or(Bytes::is_empty),
+            RequestBody::Client { read, rest } => read.is_none() && rest.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
+        let read = |bytes: &Option<Bytes>| bytes.as_ref().map_or(0, |b| b.len() as u64);
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
-            RequestBody::Client(body) => body.size_hint(),
+            RequestBody::Buffered(bytes) => SizeHint::with_exact(read(bytes)),
+            RequestBody::Client { read: ahead, rest } => {
+                let rest = rest.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower() + read(ahead));
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper + read(ahead));
+                }
+                hint
+            }
         }
     }
 }

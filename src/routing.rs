@@ -20,8 +20,9 @@ pub enum Pattern {
     PriorityPrefix(String),
     /// `/x`: a plain prefix.
     Prefix(String),
-    /// `~ re` or `~* re`; the caller compiled it (with case-insensitivity for `~*`).
-    Regex(regex::Regex),
+    /// `~ re` or `~* re`; the caller compiled it (with case-insensitivity for `~*`). It
+    /// matches bytes: a decoded path need not be UTF-8 (`/%ff`), as in nginx.
+    Regex(regex::bytes::Regex),
 }
 
 /// How strongly a location matched. Derived `Ord` follows the variant order, so `Exact` beats
@@ -106,11 +107,11 @@ fn head_word(bytes: &[u8]) -> u64 {
 pub struct Router {
     /// `=` locations sorted by path (first in file kept on duplicates), binary-searched: a few
     /// memcmps, cheaper than hashing the path for the handful of `=` locations a config has.
-    exact: Vec<(Box<str>, usize)>,
+    exact: Vec<(Box<[u8]>, usize)>,
     /// Prefix locations, longest first (ties: file order), so the first hit is the longest match.
     prefixes: Vec<PrefixEntry>,
     /// Regex locations in file order.
-    regexes: Vec<(regex::Regex, usize)>,
+    regexes: Vec<(regex::bytes::Regex, usize)>,
 }
 
 impl Router {
@@ -126,7 +127,7 @@ impl Router {
                 location,
             };
             match pattern {
-                Pattern::Exact(p) => exact.push((p.into_boxed_str(), location)),
+                Pattern::Exact(p) => exact.push((p.into_bytes().into_boxed_slice(), location)),
                 Pattern::PriorityPrefix(p) => {
                     prefixes.push(PrefixEntry::new(p, summary(Precedence::PriorityPrefix)))
                 }
@@ -149,12 +150,12 @@ impl Router {
 
     /// The location for an already-normalized path (see [`normalize_path`]), or `None` (404).
     #[inline]
-    pub fn find(&self, path: &str) -> Option<usize> {
+    pub fn find(&self, path: &[u8]) -> Option<usize> {
         self.find_match(path).map(|m| m.location)
     }
 
     /// Like [`find`](Self::find), with how the location matched (for logs and debugging).
-    pub fn find_match(&self, path: &str) -> Option<Match> {
+    pub fn find_match(&self, path: &[u8]) -> Option<Match> {
         if let Ok(i) = self.exact.binary_search_by(|(p, _)| (**p).cmp(path)) {
             return Some(Match {
                 precedence: Precedence::Exact,
@@ -181,8 +182,7 @@ impl Router {
     /// The longest matching prefix. Entries longer than the path cannot match, so the scan starts
     /// at the first entry that fits (binary search on the descending lengths) and stops at the
     /// first hit: a word compare per shorter prefix at worst.
-    fn longest_prefix(&self, path: &str) -> Option<Match> {
-        let path = path.as_bytes();
+    fn longest_prefix(&self, path: &[u8]) -> Option<Match> {
         let path_head = head_word(path);
         let start = self
             .prefixes
@@ -205,8 +205,6 @@ pub enum BadPath {
     Nul,
     /// A `..` segment that would climb above `/`.
     AboveRoot,
-    /// The decoded bytes are not UTF-8.
-    NotUtf8,
 }
 
 impl fmt::Display for BadPath {
@@ -216,7 +214,6 @@ impl fmt::Display for BadPath {
             BadPath::BadEscape => "invalid percent escape in path",
             BadPath::Nul => "NUL byte in path",
             BadPath::AboveRoot => "'..' above the root in path",
-            BadPath::NotUtf8 => "path is not UTF-8 after decoding",
         })
     }
 }
@@ -226,20 +223,18 @@ impl std::error::Error for BadPath {}
 /// nginx's URI normalization of the path part (no query): percent-decoding, then merging repeated
 /// slashes and resolving `.` and `..` segments on the decoded bytes (so `%2e%2e` and `%2F` count,
 /// as in nginx). Returns the input borrowed when nothing changes, the common case, without
-/// allocating. Used only for matching; the original path is what goes upstream.
-pub fn normalize_path(raw_path: &str) -> Result<Cow<'_, str>, BadPath> {
+/// allocating. Used only for matching; the original path is what goes upstream. The result is
+/// bytes, not text: `/%ff%fe` decodes to no UTF-8 and is routed all the same, as nginx does.
+pub fn normalize_path(raw_path: &str) -> Result<Cow<'_, [u8]>, BadPath> {
     let bytes = raw_path.as_bytes();
     if bytes.first() != Some(&b'/') {
         return Err(BadPath::NotAbsolute);
     }
     if is_normal(bytes)? {
-        return Ok(Cow::Borrowed(raw_path));
+        return Ok(Cow::Borrowed(bytes));
     }
     let decoded = percent_decode(bytes)?;
-    let merged = resolve_segments(&decoded)?;
-    String::from_utf8(merged)
-        .map(Cow::Owned)
-        .map_err(|_| BadPath::NotUtf8)
+    resolve_segments(&decoded).map(Cow::Owned)
 }
 
 /// True when normalizing would change nothing: no `%`, no `//`, no `.` or `..` segment.
@@ -339,7 +334,7 @@ fn resolve_segments(decoded: &[u8]) -> Result<Vec<u8>, BadPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use regex::RegexBuilder;
+    use regex::bytes::RegexBuilder;
 
     /// A location written as in the config file: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
     fn loc(text: &str) -> Pattern {
@@ -370,10 +365,10 @@ mod tests {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p {
-                Pattern::Prefix(s) if path.starts_with(s.as_str()) => {
+                Pattern::Prefix(s) if path.as_bytes().starts_with(s.as_bytes()) => {
                     Some((s.len(), Reverse(i), Precedence::Prefix))
                 }
-                Pattern::PriorityPrefix(s) if path.starts_with(s.as_str()) => {
+                Pattern::PriorityPrefix(s) if path.as_bytes().starts_with(s.as_bytes()) => {
                     Some((s.len(), Reverse(i), Precedence::PriorityPrefix))
                 }
                 _ => None,
@@ -382,7 +377,7 @@ mod tests {
             .map(|(_, Reverse(i), kind)| summary(kind, i));
         let others = patterns.iter().enumerate().filter_map(|(i, p)| match p {
             Pattern::Exact(s) if s == path => Some(summary(Precedence::Exact, i)),
-            Pattern::Regex(r) if r.is_match(path) => Some(summary(Precedence::Regex, i)),
+            Pattern::Regex(r) if r.is_match(path.as_bytes()) => Some(summary(Precedence::Regex, i)),
             _ => None,
         });
         others.chain(longest).max().map(|m| m.location)
@@ -394,7 +389,7 @@ mod tests {
         let router = Router::new(patterns.clone());
         for &(path, want) in table {
             let want = (want != NONE).then_some(want);
-            assert_eq!(router.find(path), want, "router, path {path}");
+            assert_eq!(router.find(path.as_bytes()), want, "router, path {path}");
             assert_eq!(model(&patterns, path), want, "model, path {path}");
         }
     }
@@ -468,7 +463,7 @@ mod tests {
             &["= /a", "/b/", "~ ^/c"],
             &[("/d", NONE), ("/", NONE), ("/b", NONE)],
         );
-        assert_eq!(Router::new(Vec::new()).find("/"), None);
+        assert_eq!(Router::new(Vec::new()).find(b"/"), None);
     }
 
     #[test]
@@ -509,7 +504,11 @@ mod tests {
         let patterns: Vec<Pattern> = locations.iter().map(|l| loc(l)).collect();
         let router = Router::new(patterns.clone());
         for path in &table {
-            assert_eq!(router.find(path), model(&patterns, path), "{path}");
+            assert_eq!(
+                router.find(path.as_bytes()),
+                model(&patterns, path),
+                "{path}"
+            );
         }
     }
 
@@ -536,7 +535,10 @@ mod tests {
             "/a/.b",
         ] {
             let n = normalize_path(p);
-            assert!(matches!(n, Ok(Cow::Borrowed(b)) if b == p), "{p}");
+            assert!(
+                matches!(n, Ok(Cow::Borrowed(b)) if b == p.as_bytes()),
+                "{p}"
+            );
         }
     }
 
@@ -555,8 +557,20 @@ mod tests {
             ("/caf%C3%A9", "/café"),
             ("/%25", "/%"),
         ] {
-            assert_eq!(normalize_path(raw).as_deref(), Ok(want), "{raw}");
+            assert_eq!(normalize_path(raw).as_deref(), Ok(want.as_bytes()), "{raw}");
         }
+    }
+
+    #[test]
+    fn paths_that_decode_to_no_utf8_are_routed_on_their_bytes() {
+        let path = normalize_path("/a/%ff%fe").expect("valid");
+        assert_eq!(&*path, b"/a/\xff\xfe");
+        let router = Router::new(vec![loc("/"), loc("^~ /a/"), loc("~ ^/b/.+$")]);
+        assert_eq!(router.find(&path), Some(1));
+        // `.` matches characters, and a byte that is none matches no `.`, as in PCRE.
+        let b = normalize_path("/b/%ff").expect("valid");
+        assert_eq!(router.find(&b), Some(0));
+        assert_eq!(router.find(b"/b/x"), Some(2));
     }
 
     #[test]
@@ -574,7 +588,6 @@ mod tests {
             ("/..", AboveRoot),
             ("/a/../..", AboveRoot),
             ("/%2e%2e/etc", AboveRoot),
-            ("/%FF", NotUtf8),
         ] {
             assert_eq!(normalize_path(raw), Err(why), "{raw:?}");
         }

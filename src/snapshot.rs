@@ -65,7 +65,11 @@ pub struct Lasting<'a> {
 pub struct ConnSettings {
     pub client_header_timeout: Duration,
     pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
     pub max_header_bytes: usize,
+    pub max_uri_bytes: usize,
+    pub max_headers: usize,
+    pub http2_max_concurrent_streams: u32,
     pub shutdown_timeout: Duration,
 }
 
@@ -240,14 +244,23 @@ pub fn build(
             exempt: config.access.exempt.clone(),
             api_keys,
             ratelimit_headers: header_style(config.server.ratelimit_headers),
-            client_body_timeout: server.client_body_timeout,
+            body: crate::body::BodyLimits {
+                timeout: server.client_body_timeout,
+                min_rate: server.client_body_min_rate,
+            },
+            client_body_buffer_size: server.client_body_buffer_size,
+            underscores_in_headers: server.underscores_in_headers,
             access_log,
             redis: redis.clone(),
         },
         conn: ConnSettings {
             client_header_timeout: server.client_header_timeout,
             keepalive_timeout: server.keepalive_timeout,
+            send_timeout: server.send_timeout,
             max_header_bytes: server.max_header_bytes,
+            max_uri_bytes: server.max_uri_bytes,
+            max_headers: server.max_headers,
+            http2_max_concurrent_streams: server.http2_max_concurrent_streams,
             shutdown_timeout: server.shutdown_timeout,
         },
         tls,

@@ -124,3 +124,176 @@ async fn a_websocket_handshake_answered_with_another_protocol_is_a_502() {
     let seen = String::from_utf8_lossy(&up.bytes()).to_ascii_lowercase();
     assert!(seen.contains("upgrade: websocket\r\n"), "{seen}");
 }
+
+/// Sends `raw` on a new connection and reads one response.
+async fn exchange(gw: &tollgate::Gateway, raw: &[u8]) -> support::raw::RawResponse {
+    let mut client = connect(gw).await;
+    client.write_all(raw).await.unwrap();
+    read_response(&mut client).await.expect("a response")
+}
+
+#[tokio::test]
+async fn header_names_with_underscores_never_reach_the_upstream() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let reply = exchange(
+        &gw,
+        b"GET / HTTP/1.1\r\nHost: example.test\r\nX_Forwarded_For: 6.6.6.6\r\n\
+          X-Forwarded-For: 7.7.7.7\r\nX_Api_Key: k\r\nX.Dotted: 1\r\nX-Fine: 1\r\n\r\n",
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let seen = String::from_utf8_lossy(&up.bytes()).to_ascii_lowercase();
+    assert!(!seen.contains("x_forwarded_for"), "{seen}");
+    assert!(!seen.contains("x_api_key"), "{seen}");
+    assert!(!seen.contains("6.6.6.6"), "{seen}");
+    assert!(!seen.contains("x.dotted"), "{seen}");
+    assert!(seen.contains("x-fine: 1"), "{seen}");
+    // The client is not a trusted proxy: its own X-Forwarded-For is replaced too.
+    assert!(seen.contains("x-forwarded-for: 127.0.0.1\r\n"), "{seen}");
+}
+
+#[tokio::test]
+async fn underscores_in_headers_passes_them_on_when_switched_on() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, "underscores_in_headers = true"));
+    let reply = exchange(
+        &gw,
+        b"GET / HTTP/1.1\r\nHost: example.test\r\nX_Custom: 1\r\nX.Dotted: 1\r\n\r\n",
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let seen = String::from_utf8_lossy(&up.bytes()).to_ascii_lowercase();
+    assert!(seen.contains("x_custom: 1"), "{seen}");
+    assert!(!seen.contains("x.dotted"), "{seen}");
+}
+
+#[tokio::test]
+async fn an_invalid_host_is_a_400_and_closes() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    for host in [&b"a b/c"[..], b"a\x01b", b"a:8x", b"a..b", b"", b"user@a"] {
+        let mut raw = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+        raw.extend_from_slice(host);
+        raw.extend_from_slice(b"\r\n\r\n");
+        let mut client = connect(&gw).await;
+        client.write_all(&raw).await.unwrap();
+        let reply = read_response(&mut client).await.expect("a response");
+        assert_eq!(reply.status, 400, "{:?}", String::from_utf8_lossy(host));
+        assert!(support::raw::closes(&mut client).await);
+    }
+    assert_eq!(up.requests(), 0);
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_names_the_host_for_limits_and_the_upstream() {
+    let up = RawUpstream::ok().await;
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[log]
+access = "off"
+[zones.per_host]
+key = "$host"
+rate = "1r/m"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+upstream = "app"
+limit = [{{ zone = "per_host" }}]
+"#,
+        up.addr
+    );
+    let gw = gateway(&toml);
+    let to = |host: &str| {
+        format!("GET http://{host}/x HTTP/1.1\r\nHost: same.example\r\n\r\n").into_bytes()
+    };
+    assert_eq!(exchange(&gw, &to("one.example")).await.status, 200);
+    assert_eq!(exchange(&gw, &to("two.example:8080")).await.status, 200);
+    assert_eq!(exchange(&gw, &to("one.example")).await.status, 429);
+    let seen = String::from_utf8_lossy(&up.bytes()).to_ascii_lowercase();
+    assert!(seen.starts_with("get /x http/1.1\r\n"), "{seen}");
+    assert!(seen.contains("host: two.example:8080\r\n"), "{seen}");
+    assert!(
+        seen.contains("x-forwarded-host: two.example:8080\r\n"),
+        "{seen}"
+    );
+    assert!(!seen.contains("same.example"), "{seen}");
+}
+
+#[tokio::test]
+async fn a_path_that_decodes_to_no_utf8_is_routed_and_forwarded_as_sent() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let reply = exchange(&gw, b"GET /%ff%fe HTTP/1.1\r\nHost: example.test\r\n\r\n").await;
+    assert_eq!(reply.status, 200);
+    let seen = String::from_utf8_lossy(&up.bytes()).into_owned();
+    assert!(seen.starts_with("GET /%ff%fe HTTP/1.1\r\n"), "{seen}");
+    let denied = exchange(
+        &gw,
+        b"GET /secret/%ff HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    )
+    .await;
+    assert_eq!(denied.status, 403);
+}
+
+#[tokio::test]
+async fn a_uri_longer_than_max_uri_bytes_is_414_and_never_forwarded() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let mut long = b"GET /".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 100 * 1024));
+    long.extend_from_slice(b" HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    let mut client = connect(&gw).await;
+    // The gateway answers before it has read everything: the write may fail late.
+    let _ = client.write_all(&long).await;
+    let reply = read_response(&mut client)
+        .await
+        .expect("a 414 before the close");
+    assert_eq!((reply.status, reply.body.as_str()), (414, ""));
+    assert_eq!(up.requests(), 0);
+
+    let mut fits = b"GET /".to_vec();
+    fits.extend(std::iter::repeat_n(b'a', 8000));
+    fits.extend_from_slice(b" HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    assert_eq!(exchange(&gw, &fits).await.status, 200);
+}
+
+#[tokio::test]
+async fn max_headers_bounds_the_count_with_a_documented_default_of_256() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let with = |n: usize| {
+        let mut raw = b"GET / HTTP/1.1\r\nHost: example.test\r\n".to_vec();
+        for i in 1..n {
+            raw.extend_from_slice(format!("X-H{i}: v\r\n").as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        raw
+    };
+    assert_eq!(exchange(&gw, &with(200)).await.status, 200);
+    assert_eq!(exchange(&gw, &with(256)).await.status, 200);
+    assert_eq!(exchange(&gw, &with(257)).await.status, 431);
+
+    let gw = gateway(&config(up.addr, "max_headers = 20"));
+    assert_eq!(exchange(&gw, &with(20)).await.status, 200);
+    assert_eq!(exchange(&gw, &with(21)).await.status, 431);
+}
+
+#[tokio::test]
+async fn trace_and_connect_are_405_and_never_forwarded() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let trace = exchange(&gw, b"TRACE / HTTP/1.1\r\nHost: example.test\r\n\r\n").await;
+    assert_eq!(trace.status, 405);
+    let connect = exchange(
+        &gw,
+        b"CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n",
+    )
+    .await;
+    assert_eq!(connect.status, 405);
+    assert_eq!(up.requests(), 0);
+}

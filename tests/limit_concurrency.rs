@@ -225,7 +225,7 @@ mod through_zones {
                         let view = RequestView {
                             client: IpAddr::from([10, 0, 0, client as u8]),
                             method: &Method::GET,
-                            path: "/",
+                            path: b"/",
                             query: None,
                             headers: &headers,
                             host: None,
@@ -308,7 +308,7 @@ mod through_zones {
                     let view = RequestView {
                         client: IpAddr::from([10, 0, 0, 1]),
                         method: &Method::GET,
-                        path: "/",
+                        path: b"/",
                         query: None,
                         headers: &headers,
                         host: None,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use http::{HeaderValue, StatusCode};
-use regex::RegexBuilder;
+use regex::bytes::RegexBuilder;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
@@ -253,7 +253,7 @@ mod tests {
         else {
             panic!("not a regex");
         };
-        assert!(!case_insensitive && regex.is_match("/a.php") && !regex.is_match("/a.PHP"));
+        assert!(!case_insensitive && regex.is_match(b"/a.php") && !regex.is_match(b"/a.PHP"));
         let Ok(Pattern::Regex {
             regex,
             case_insensitive,
@@ -261,7 +261,7 @@ mod tests {
         else {
             panic!("not a regex");
         };
-        assert!(case_insensitive && regex.is_match("/A.JPG"));
+        assert!(case_insensitive && regex.is_match(b"/A.JPG"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod diag;
 mod limits;
 mod location;
 mod raw;
+mod server;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -110,12 +111,34 @@ pub struct Server {
     pub workers: usize,
     /// Time to receive a whole request header; a partial header then gets 408 and close.
     pub client_header_timeout: Duration,
-    /// Longest pause between two reads of a request body.
+    /// Longest pause between two reads of a request body (408 and close).
     pub client_body_timeout: Duration,
+    /// Slowest a request body may arrive (ours), in bytes per second on average: byte N
+    /// is due at most `client_body_timeout + N / rate` after the head. 0: no floor.
+    pub client_body_min_rate: u64,
+    /// Bodies up to this size are read whole before an upstream is chosen, so a slow
+    /// upload never holds an upstream connection; larger ones stream (nginx
+    /// `client_body_buffer_size`). 0: every body streams.
+    pub client_body_buffer_size: usize,
+    /// Longest wait for the client to take more of the response (nginx `send_timeout`);
+    /// then the connection (HTTP/2: the stream) is closed and its upstream dropped.
+    pub send_timeout: Duration,
     /// How long an idle keep-alive connection is kept open.
     pub keepalive_timeout: Duration,
     /// Largest request header block; beyond it the client gets 431.
     pub max_header_bytes: usize,
+    /// Longest HTTP/1.1 request line; beyond it the client gets 414 (nginx's
+    /// `large_client_header_buffers` size).
+    pub max_uri_bytes: usize,
+    /// Most header fields in an HTTP/1.1 request; beyond it 431 (ours: nginx bounds
+    /// only their size).
+    pub max_headers: usize,
+    /// Header names with `_` are passed on (nginx `underscores_in_headers`); by default
+    /// they are dropped, as are names with characters nginx does not accept.
+    pub underscores_in_headers: bool,
+    /// Streams one HTTP/2 connection may have open, and so upstream requests it can
+    /// hold at once (nginx `http2_max_concurrent_streams`).
+    pub http2_max_concurrent_streams: u32,
     /// How long in-flight requests may take to finish after SIGTERM.
     pub shutdown_timeout: Duration,
     /// Status of a rate-limit rejection (ours: 429; nginx's default is 503).
@@ -337,7 +360,7 @@ pub enum Pattern {
     Prefix(String),
     /// `~ re` (case-sensitive) and `~* re` (case-insensitive; compiled with `(?i)`).
     Regex {
-        regex: regex::Regex,
+        regex: regex::bytes::Regex,
         case_insensitive: bool,
     },
 }

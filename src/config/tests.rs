@@ -267,7 +267,7 @@ return = { status = 301, location = "https://example.com/" }
     else {
         panic!("case-insensitive regex");
     };
-    assert!(regex.is_match("/logo.png"));
+    assert!(regex.is_match(b"/logo.png"));
     assert!(matches!(
         config.locations[0].action,
         Action::Proxy { upstream: 1 }

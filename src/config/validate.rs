@@ -1,26 +1,19 @@
 //! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
 //! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use http::{HeaderName, StatusCode};
+use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
-use super::raw::RawRateLimitHeaders;
-use super::raw::{
-    self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServer, RawServerItem,
-};
+use super::raw::{self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServerItem};
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
-use super::{limits, location, values};
-use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat, RateLimitHeaders};
-use super::{OnError, RealIp, Redis, Server, Tls, Upstream, UpstreamServer};
+use super::{limits, location, server, values};
+use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat};
+use super::{OnError, RealIp, Redis, Tls, Upstream, UpstreamServer};
 
-const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
-const MIN_HEADER_BYTES: u64 = 1 << 10;
-const MAX_HEADER_BYTES: u64 = 1 << 20;
 const MAX_WEIGHT: i64 = 1000;
 
 /// Parses and checks `text`; `origin` names the file in messages and is the base of
@@ -40,7 +33,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
                 .is_some_and(|list| !list.get_ref().is_empty()),
         ),
     };
-    let server = server(raw.server, certificates, &mut diag);
+    let server = server::server(raw.server, certificates, &mut diag);
     let tls = match raw.tls {
         Section::Absent => Some(None),
         Section::Invalid => None,
@@ -157,105 +150,6 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
             Err(diag.finish(origin))
         }
     }
-}
-
-/// `[server]`. `certificates` tells whether `[tls]` lists any (`listen_tls` needs one).
-fn server(
-    section: Section<RawServer>,
-    certificates: Option<bool>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Server> {
-    let (span, raw) = match section {
-        Section::Absent => {
-            diag.error_nowhere(NO_LISTENER);
-            return None;
-        }
-        Section::Invalid => return None,
-        Section::Present(span, raw) => (span, raw),
-    };
-    let mut seen = Vec::new();
-    let listen_span = raw.listen.as_ref().map(|l| l.span());
-    let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
-    let listen = addresses(raw.listen, &mut seen, diag);
-    let listen_tls = addresses(raw.listen_tls, &mut seen, diag);
-    let left_out = |diag: &Diagnostics<'_>| {
-        diag.was_left_out(&span, "listen") || diag.was_left_out(&span, "listen_tls")
-    };
-    if let (Some(plain), Some(tls)) = (&listen, &listen_tls) {
-        if plain.is_empty() && tls.is_empty() && !left_out(diag) {
-            diag.error(
-                listen_span.or(tls_span.clone()).unwrap_or(span.clone()),
-                NO_LISTENER,
-            );
-        }
-        if let (false, Some(false), Some(at)) = (tls.is_empty(), certificates, tls_span) {
-            diag.error(
-                at,
-                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`",
-            );
-        }
-    }
-    let workers = match &raw.workers {
-        Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
-        None => Some(values::auto_workers()),
-    };
-    let max_header_bytes = match &raw.max_header_bytes {
-        Some(value) => diag
-            .check(value.span(), values::size(value.get_ref()))
-            .and_then(|size| header_limit(size, value, diag)),
-        None => Some(16 << 10),
-    };
-    let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
-    let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
-    let keepalive_timeout = duration(&raw.keepalive_timeout, 75, diag);
-    let shutdown_timeout = duration(&raw.shutdown_timeout, 30, diag);
-    let limit_status = match &raw.limit_status {
-        Some(value) => limits::limit_status(value, diag),
-        None => Some(StatusCode::TOO_MANY_REQUESTS),
-    };
-    let ratelimit_headers = match raw.ratelimit_headers.unwrap_or(RawRateLimitHeaders::Draft) {
-        RawRateLimitHeaders::Draft => RateLimitHeaders::Draft,
-        RawRateLimitHeaders::Legacy => RateLimitHeaders::Legacy,
-        RawRateLimitHeaders::Both => RateLimitHeaders::Both,
-        RawRateLimitHeaders::None => RateLimitHeaders::None,
-    };
-    Some(Server {
-        listen: listen?,
-        listen_tls: listen_tls?,
-        workers: workers?,
-        client_header_timeout: client_header_timeout?,
-        client_body_timeout: client_body_timeout?,
-        keepalive_timeout: keepalive_timeout?,
-        max_header_bytes: max_header_bytes?,
-        shutdown_timeout: shutdown_timeout?,
-        limit_status: limit_status?,
-        ratelimit_headers,
-    })
-}
-
-/// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
-/// lists before, so an address is listened on once, plain or TLS.
-fn addresses(
-    raw: Option<Spanned<Vec<Spanned<String>>>>,
-    seen: &mut Vec<SocketAddr>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Vec<SocketAddr>> {
-    let mut addrs: Vec<SocketAddr> = Vec::new();
-    let mut valid = true;
-    for item in raw.map(Spanned::into_inner).unwrap_or_default() {
-        let Some(addr) = diag.check(item.span(), values::listen_addr(item.get_ref())) else {
-            valid = false;
-            continue;
-        };
-        // Port 0 asks for any free port, so two of them do not collide.
-        if addr.port() != 0 && seen.contains(&addr) {
-            diag.error(item.span(), format!("duplicate listen address {addr}"));
-            valid = false;
-        }
-        seen.push(addr);
-        addrs.push(addr);
-    }
-    valid.then_some(addrs)
 }
 
 /// `[redis]`: one server by `url`, or a Redis Cluster by the `urls` of some of its nodes.
@@ -402,20 +296,8 @@ fn tls(raw: raw::RawTls, span: &Span, base: &Path, diag: &mut Diagnostics<'_>) -
     })
 }
 
-fn header_limit(size: u64, value: &Loose, diag: &mut Diagnostics<'_>) -> Option<usize> {
-    if (MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&size) {
-        return usize::try_from(size).ok();
-    }
-    let message = format!(
-        r#"invalid max_header_bytes {}: expected a size from "1k" to "1m""#,
-        value.get_ref()
-    );
-    diag.error(value.span(), message);
-    None
-}
-
 /// The duration at `value`, or `default_secs` when the key is absent.
-fn duration(
+pub(super) fn duration(
     value: &Option<Loose>,
     default_secs: u64,
     diag: &mut Diagnostics<'_>,

@@ -47,7 +47,7 @@ pub struct RequestView<'a> {
     pub client: IpAddr,
     pub method: &'a Method,
     /// The normalized path (`$uri`).
-    pub path: &'a str,
+    pub path: &'a [u8],
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     /// The request's host as sent (authority or `Host`), port included.
@@ -103,7 +103,7 @@ impl Template {
                         out.extend_from_slice(value);
                     }
                 }
-                Part::Uri => out.extend_from_slice(req.path.as_bytes()),
+                Part::Uri => out.extend_from_slice(req.path),
                 Part::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
                 Part::Host => {
                     if let Some(host) = req.host {
@@ -226,7 +226,7 @@ mod tests {
         RequestView {
             client: client.parse().expect("ip"),
             method: &Method::GET,
-            path: "/api/x",
+            path: b"/api/x",
             query,
             headers,
             host: Some("Example.COM:8080"),

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::body::{Progress, RequestBody, ResponseBody, Timed};
+use crate::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::limit::zone::InFlight as Held;
 use crate::metrics::FailureKind;
 use crate::upstream::h1::{self, Exchange, SendError};
@@ -33,7 +33,9 @@ pub struct Ctx<'a> {
     pub peer: IpAddr,
     pub peer_trusted: bool,
     pub conn: &'a Conn,
-    pub client_body_timeout: Duration,
+    pub body: BodyLimits,
+    /// Bodies up to this size are read whole before an upstream is chosen.
+    pub body_buffer: usize,
 }
 
 /// A response head from upstream, ready for the client.
@@ -127,8 +129,13 @@ pub async fn forward(
         (RequestBody::Empty, None)
     } else {
         let progress = Progress::new();
-        let body = Timed::watched(body, ctx.client_body_timeout, progress.clone());
-        (RequestBody::Client(body), Some(progress))
+        let body = Timed::watched(body, ctx.body, progress.clone());
+        // Before any upstream is chosen: a slow small upload holds none.
+        let body = RequestBody::read_ahead(body, ctx.body_buffer)
+            .await
+            .map_err(ProxyError::client_body)?;
+        let progress = matches!(body, RequestBody::Client { .. }).then_some(progress);
+        (body, progress)
     };
     // Can go again after it was (partly) sent: idempotent, and no body to replay.
     let replayable = progress.is_none() && parts.method.is_idempotent() && !upgrade;

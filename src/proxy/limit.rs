@@ -65,7 +65,7 @@ pub(super) fn decide<B>(
     location: &Location,
     req: &Request<B>,
     client: IpAddr,
-    path: &str,
+    path: &[u8],
     plan: Option<usize>,
     (now, worker): (Instant, usize),
 ) -> Outcome {
@@ -76,7 +76,7 @@ pub(super) fn decide<B>(
 }
 
 /// The request as key templates read it.
-fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r str) -> RequestView<'r> {
+fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r [u8]) -> RequestView<'r> {
     let host = req
         .uri()
         .authority()
@@ -156,7 +156,7 @@ pub(super) async fn decide_shared<B>(
     shared: &SharedRules,
     redis: &Arc<Backend>,
     req: &Request<B>,
-    (client, path): (IpAddr, &str),
+    (client, path): (IpAddr, &[u8]),
     plan: Option<usize>,
     (now, worker): (Instant, usize),
 ) -> Outcome {

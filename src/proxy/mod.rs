@@ -2,6 +2,7 @@
 //! answer, respond, log. Each phase is a small function that either goes on or finishes
 //! the response.
 
+mod checks;
 pub mod error;
 mod forward;
 pub mod headers;
@@ -13,7 +14,7 @@ mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -46,7 +47,12 @@ pub struct Pipeline {
     pub unrouted: LocationStats,
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: HeaderStyle,
-    pub client_body_timeout: Duration,
+    /// How long a client may take over its request body.
+    pub body: crate::body::BodyLimits,
+    /// Bodies up to this size are read whole before an upstream is chosen.
+    pub client_body_buffer_size: usize,
+    /// Header names with `_` are passed on (`underscores_in_headers`).
+    pub underscores_in_headers: bool,
     pub access_log: Option<Arc<AccessLog>>,
     /// `[redis]`, for zones with `backend = "redis"`.
     pub redis: Option<Arc<crate::limit::redis::Backend>>,
@@ -117,13 +123,19 @@ impl Pipeline {
         let client = self.identify(peer, &req);
         let counted = (&self.unrouted, conn.worker);
         let mut log = logged::Pending::new(self.access_log.clone(), &req, client, now, counted);
+        if let Err(status) = checks::admit(&mut req, self.underscores_in_headers) {
+            return log.finish(response::refusal(status, req.version()), None);
+        }
         if access::listed(client, &self.deny) {
             self.denied.get(conn.worker).add(1);
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
         let (location, path) = match self.route(&req) {
             Ok(found) => found,
-            Err(status) => return log.finish(response::error(status), None),
+            Err(StatusCode::NOT_FOUND) => {
+                return log.finish(response::error(StatusCode::NOT_FOUND), None)
+            }
+            Err(status) => return log.finish(response::refusal(status, req.version()), None),
         };
         log.route(&location.stats);
         if let Err(rule) = location.access.check(client) {
@@ -156,7 +168,8 @@ impl Pipeline {
                     peer,
                     peer_trusted: self.is_trusted(peer),
                     conn,
-                    client_body_timeout: self.client_body_timeout,
+                    body: self.body,
+                    body_buffer: self.client_body_buffer_size,
                 };
                 let prepared = forward::prepare(&mut req, &ctx);
                 match forward::forward(req, group, &ctx, prepared, &mut limited.in_flight).await {
@@ -196,7 +209,7 @@ impl Pipeline {
         location: &Location,
         req: &Request<B>,
         client: IpAddr,
-        path: &str,
+        path: &[u8],
         at: (Instant, usize),
     ) -> Outcome {
         if location.rules.is_empty() || access::listed(client, &self.exempt) {
@@ -238,8 +251,7 @@ impl Pipeline {
     fn route<'p>(
         &self,
         req: &'p Request<Incoming>,
-    ) -> Result<(&Location, std::borrow::Cow<'p, str>), StatusCode> {
-        check_host(req)?;
+    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
         let path =
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         let location = self
@@ -249,22 +261,6 @@ impl Pipeline {
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
     }
-}
-
-/// HTTP/1.1 requires exactly one `Host` (RFC 9112 §3.2); nginx answers 400 to a
-/// request without one or with two, and so does tollgate (a second `Host` is a classic
-/// way to make two servers disagree about the target).
-fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
-    let mut hosts = req.headers().get_all(http::header::HOST).iter();
-    let first = hosts.next();
-    if hosts.next().is_some() {
-        return Err(StatusCode::BAD_REQUEST);
-    }
-    if first.is_none() && req.version() == http::Version::HTTP_11 && req.uri().authority().is_none()
-    {
-        return Err(StatusCode::BAD_REQUEST);
-    }
-    Ok(())
 }
 
 /// One error-log line per failed request, at a level that matches who failed.

@@ -1,8 +1,8 @@
 //! Responses tollgate makes itself: `return` locations and error pages.
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, LOCATION};
-use http::{HeaderValue, Response, StatusCode};
+use http::header::{CONNECTION, CONTENT_TYPE, LOCATION};
+use http::{HeaderValue, Response, StatusCode, Version};
 
 use crate::body::ResponseBody;
 
@@ -29,6 +29,19 @@ impl Fixed {
         }
         response
     }
+}
+
+/// The answer to a request that is itself wrong (bad Host or path, a method never
+/// forwarded): an error page, and on HTTP/1.x the connection closes after it, as nginx
+/// does, since what else the client sent on it cannot be trusted either.
+pub fn refusal(status: StatusCode, version: Version) -> Response<ResponseBody> {
+    let mut response = error(status);
+    if version < Version::HTTP_2 {
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// A short plain-text error page: `502 Bad Gateway\n`.

@@ -14,19 +14,17 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 
+use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
 use super::Shared;
 use crate::body::BodyError;
 use crate::proxy::{Conn, Logged};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// HTTP/2 streams per connection (DESIGN: 128).
-const H2_MAX_STREAMS: u32 = 128;
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
@@ -42,6 +40,8 @@ pub async fn serve<T>(
     let limits = Limits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,
+        request_line: settings.max_uri_bytes,
+        send: settings.send_timeout,
     };
     let mut io = TimedIo::new(stream, state.clone(), limits);
     let h2 = match sniff(&mut io).await {
@@ -67,22 +67,27 @@ pub async fn serve<T>(
             }
             Ok::<_, Infallible>(response.map(|inner| Guarded {
                 inner,
+                watch: SendWatch::current(),
                 _guard: guard,
             }))
         }
     });
     let io = TokioIo::new(io);
     let result = if h2 {
-        let mut builder = http2::Builder::new(TokioExecutor::new());
+        let exec = StreamExec {
+            send_timeout: settings.send_timeout,
+        };
+        let mut builder = http2::Builder::new(exec);
         builder
             .timer(TokioTimer::new())
-            .max_concurrent_streams(H2_MAX_STREAMS)
+            .max_concurrent_streams(settings.http2_max_concurrent_streams)
             .max_header_list_size(settings.max_header_bytes as u32);
         drive(builder.serve_connection(io, service), &mut shutdown).await
     } else {
         let mut builder = http1::Builder::new();
         builder
             .max_header_size(settings.max_header_bytes)
+            .max_headers(settings.max_headers)
             .header_read_timeout(None);
         let conn = builder.serve_connection(io, service).with_upgrades();
         drive(conn, &mut shutdown).await
@@ -125,7 +130,7 @@ where
     }
 }
 
-impl<I, S, B> Graceful for http2::Connection<I, S, TokioExecutor>
+impl<I, S, B> Graceful for http2::Connection<I, S, StreamExec>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: hyper::service::HttpService<Incoming, ResBody = B>,
@@ -134,7 +139,7 @@ where
     B: Body + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+    StreamExec: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
 {
     fn graceful_shutdown(self: Pin<&mut Self>) {
         http2::Connection::graceful_shutdown(self);
@@ -164,9 +169,11 @@ where
     }
 }
 
-/// A response body that keeps its connection counted as busy until it ends.
+/// A response body that keeps its connection counted as busy until it ends, and on
+/// HTTP/2 tells its stream's `send_timeout` watch how each poll went.
 struct Guarded {
     inner: Logged,
+    watch: Option<Arc<SendWatch>>,
     _guard: RequestGuard,
 }
 
@@ -178,7 +185,12 @@ impl Body for Guarded {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Some(watch) = &this.watch {
+            watch.polled(polled.is_pending());
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

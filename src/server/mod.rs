@@ -2,7 +2,9 @@
 //! shutdown. [`Gateway`] is what `main` and the tests start and stop.
 
 mod conn;
+mod head_check;
 mod listener;
+mod send_timeout;
 mod timeouts;
 mod worker;
 

@@ -28,6 +28,8 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use super::head_check::{HeadCheck, Refusal};
+
 const FRESH: u8 = 0;
 const HEAD: u8 = 1;
 const BUSY: u8 = 2;
@@ -41,6 +43,10 @@ const REQUEST_TIMEOUT: &[u8] =
 pub struct Limits {
     pub header: Duration,
     pub keepalive: Duration,
+    /// Longest HTTP/1.1 request line (`max_uri_bytes`): 414 beyond it.
+    pub request_line: usize,
+    /// Longest wait for the client to take more bytes (`send_timeout`).
+    pub send: Duration,
 }
 
 /// What one connection is doing, shared between its reader and its requests.
@@ -118,7 +124,8 @@ impl Drop for RequestGuard {
     }
 }
 
-/// A connection's byte stream, with the phase limits applied to its reads and the
+/// A connection's byte stream, with the phase limits applied to its reads, each
+/// HTTP/1.1 request head looked at as it arrives ([`HeadCheck`]), and the
 /// protocol-sniffing prefix replayed in front.
 pub struct TimedIo<T> {
     inner: T,
@@ -128,6 +135,36 @@ pub struct TimedIo<T> {
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
+    heads: HeadCheck,
+    /// A head [`HeadCheck`] refused: its answer is on its way, and the connection ends.
+    refused: Option<Linger>,
+    /// `send_timeout`: armed (lazily made) while a write waits for the client.
+    write_sleep: Option<Pin<Box<Sleep>>>,
+    write_waiting: bool,
+}
+
+/// How long what a client still sends after a refused head is read and dropped.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The end of a connection whose request head was refused (nginx's lingering close):
+/// the answer is written and the write side shut, then what the client still sends is
+/// read and dropped until it closes or [`LINGER`] has passed. Closing at once, with its
+/// unread bytes in the socket, would reset the connection, and the reset can destroy
+/// the answer before the client reads it.
+struct Linger {
+    refusal: Refusal,
+    written: usize,
+    shut: bool,
+}
+
+impl Linger {
+    fn new(refusal: Refusal) -> Linger {
+        Linger {
+            refusal,
+            written: 0,
+            shut: false,
+        }
+    }
 }
 
 impl<T> TimedIo<T> {
@@ -141,6 +178,10 @@ impl<T> TimedIo<T> {
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
+            heads: HeadCheck::new(limits.request_line),
+            refused: None,
+            write_sleep: None,
+            write_waiting: false,
         }
     }
 
@@ -152,6 +193,50 @@ impl<T> TimedIo<T> {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
+    /// Writes the refusal, then drains the client until it closes or time is up; ends
+    /// with the error that closes the connection.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(linger) = self.refused.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let error = || io::Error::new(io::ErrorKind::InvalidData, linger.refusal);
+        let answer = linger.refusal.response();
+        let mut inner = Pin::new(&mut self.inner);
+        while linger.written < answer.len() {
+            match inner.as_mut().poll_write(cx, &answer[linger.written..]) {
+                Poll::Ready(Ok(n)) if n > 0 => linger.written += n,
+                Poll::Ready(_) => return Poll::Ready(Err(error())),
+                Poll::Pending => return self.poll_linger_timer(cx),
+            }
+        }
+        if !linger.shut {
+            match inner.as_mut().poll_shutdown(cx) {
+                Poll::Ready(_) => linger.shut = true,
+                Poll::Pending => return self.poll_linger_timer(cx),
+            }
+        }
+        let mut scratch = [0u8; 4096];
+        loop {
+            let mut drained = ReadBuf::new(&mut scratch);
+            match inner.as_mut().poll_read(cx, &mut drained) {
+                Poll::Ready(Ok(())) if !drained.filled().is_empty() => continue,
+                Poll::Ready(_) => return Poll::Ready(Err(error())),
+                Poll::Pending => return self.poll_linger_timer(cx),
+            }
+        }
+    }
+
+    /// While lingering: the connection ends when [`LINGER`] is up.
+    fn poll_linger_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match (self.sleep.as_mut().poll(cx), &self.refused) {
+            (Poll::Ready(()), Some(linger)) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                linger.refusal,
+            ))),
+            _ => Poll::Pending,
+        }
+    }
+
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
@@ -193,6 +278,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.refused.is_some() {
+            return this.poll_linger(cx);
+        }
         if this.prefix.has_remaining() {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
@@ -202,10 +290,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
+                // After an upgrade the bytes are the tunnel's, not requests.
+                if buf.filled().len() > before && !this.state.upgraded.load(Ordering::Relaxed) {
                     let phase = this.state.phase.load(Ordering::Acquire);
                     if phase == FRESH || phase == IDLE {
                         this.state.enter(HEAD);
+                        this.heads.start();
+                    }
+                    if !this.h2 && this.heads.scanning() {
+                        if let Err(refusal) = this.heads.feed(&buf.filled()[before..]) {
+                            // hyper never sees this head: the bytes go no further.
+                            buf.set_filled(before);
+                            this.refused = Some(Linger::new(refusal));
+                            this.sleep.as_mut().reset(Instant::now() + LINGER);
+                            this.armed = None;
+                            return this.poll_linger(cx);
+                        }
                     }
                 }
                 Poll::Ready(Ok(()))
@@ -216,13 +316,46 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
     }
 }
 
+impl<T> TimedIo<T> {
+    /// `send_timeout` (nginx's meaning: between two successful writes, not for the whole
+    /// response): a write that has waited that long for the client to read fails, and
+    /// the connection with it, so a client that stops reading cannot hold its response,
+    /// nor the upstream connection feeding it, forever.
+    fn timed<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        if result.is_ready() {
+            self.write_waiting = false;
+            return result;
+        }
+        let deadline = Instant::now() + self.limits.send;
+        let sleep = self
+            .write_sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if !std::mem::replace(&mut self.write_waiting, true) {
+            sleep.as_mut().reset(deadline);
+        }
+        if sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "send_timeout: the client took nothing of the response",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
 impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.timed(cx, result)
     }
 
     fn poll_write_vectored(
@@ -230,7 +363,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.timed(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -238,10 +373,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_flush(cx);
+        this.timed(cx, result)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.timed(cx, result)
     }
 }

@@ -121,7 +121,7 @@ async fn serve(
 
 /// The head's length and the whole request's, once a request is complete in `buf`.
 fn frame(buf: &[u8]) -> Option<(usize, usize)> {
-    let mut headers = [httparse::EMPTY_HEADER; 256];
+    let mut headers = [httparse::EMPTY_HEADER; 1024];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,

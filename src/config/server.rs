@@ -1,0 +1,230 @@
+//! `[server]`: listeners, client timeouts and the limits a client is held to.
+
+use std::net::SocketAddr;
+
+use http::StatusCode;
+use serde_spanned::Spanned;
+
+use super::diag::Diagnostics;
+use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section};
+use super::validate::duration;
+use super::{limits, values};
+use super::{RateLimitHeaders, Server};
+
+const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
+const MIN_HEADER_BYTES: u64 = 1 << 10;
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+/// Bodies buffered before forwarding are held in memory, one per request in flight.
+const MAX_BODY_BUFFER: u64 = 16 << 20;
+/// hyper keeps up to 100 header slots inline; more cost it two allocations per request.
+const MAX_HEADERS: i64 = 10_000;
+/// RFC 9113 §6.5.2 recommends no fewer than 100; nginx's default is 128.
+const MAX_STREAMS: i64 = 1 << 16;
+
+/// `[server]`. `certificates` tells whether `[tls]` lists any (`listen_tls` needs one).
+pub(super) fn server(
+    section: Section<RawServer>,
+    certificates: Option<bool>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Server> {
+    let (span, raw) = match section {
+        Section::Absent => {
+            diag.error_nowhere(NO_LISTENER);
+            return None;
+        }
+        Section::Invalid => return None,
+        Section::Present(span, raw) => (span, raw),
+    };
+    let listeners = listeners(&raw, &span, certificates, diag);
+    let workers = match &raw.workers {
+        Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
+        None => Some(values::auto_workers()),
+    };
+    let max_header_bytes = bytes(
+        &raw.max_header_bytes,
+        ("max_header_bytes", 16 << 10),
+        MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
+        diag,
+    );
+    let max_uri_bytes = bytes(
+        &raw.max_uri_bytes,
+        ("max_uri_bytes", 8 << 10),
+        MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
+        diag,
+    );
+    let client_body_buffer_size = bytes(
+        &raw.client_body_buffer_size,
+        ("client_body_buffer_size", 16 << 10),
+        0..=MAX_BODY_BUFFER,
+        diag,
+    );
+    let client_body_min_rate = match &raw.client_body_min_rate {
+        Some(value) => diag.check(value.span(), values::size(value.get_ref())),
+        None => Some(1 << 10),
+    };
+    let max_headers = count(
+        &raw.max_headers,
+        ("max_headers", 256),
+        1..=MAX_HEADERS,
+        diag,
+    );
+    let streams = count(
+        &raw.http2_max_concurrent_streams,
+        ("http2_max_concurrent_streams", 128),
+        1..=MAX_STREAMS,
+        diag,
+    );
+    let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
+    let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
+    let send_timeout = duration(&raw.send_timeout, 60, diag);
+    let keepalive_timeout = duration(&raw.keepalive_timeout, 75, diag);
+    let shutdown_timeout = duration(&raw.shutdown_timeout, 30, diag);
+    let limit_status = match &raw.limit_status {
+        Some(value) => limits::limit_status(value, diag),
+        None => Some(StatusCode::TOO_MANY_REQUESTS),
+    };
+    let ratelimit_headers = match raw.ratelimit_headers.unwrap_or(RawRateLimitHeaders::Draft) {
+        RawRateLimitHeaders::Draft => RateLimitHeaders::Draft,
+        RawRateLimitHeaders::Legacy => RateLimitHeaders::Legacy,
+        RawRateLimitHeaders::Both => RateLimitHeaders::Both,
+        RawRateLimitHeaders::None => RateLimitHeaders::None,
+    };
+    // Every key above has been checked (and its errors reported) before any `?`.
+    let (listen, listen_tls) = listeners?;
+    Some(Server {
+        listen,
+        listen_tls,
+        workers: workers?,
+        client_header_timeout: client_header_timeout?,
+        client_body_timeout: client_body_timeout?,
+        client_body_min_rate: client_body_min_rate?,
+        client_body_buffer_size: client_body_buffer_size?,
+        send_timeout: send_timeout?,
+        keepalive_timeout: keepalive_timeout?,
+        max_header_bytes: max_header_bytes?,
+        max_uri_bytes: max_uri_bytes?,
+        max_headers: max_headers?,
+        underscores_in_headers: raw.underscores_in_headers.unwrap_or(false),
+        http2_max_concurrent_streams: u32::try_from(streams?).ok()?,
+        shutdown_timeout: shutdown_timeout?,
+        limit_status: limit_status?,
+        ratelimit_headers,
+    })
+}
+
+/// `listen` and `listen_tls`: at least one address in all, each address once.
+fn listeners(
+    raw: &RawServer,
+    span: &std::ops::Range<usize>,
+    certificates: Option<bool>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<(Vec<SocketAddr>, Vec<SocketAddr>)> {
+    let mut seen = Vec::new();
+    let listen_span = raw.listen.as_ref().map(|l| l.span());
+    let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
+    let listen = addresses(raw.listen.as_ref(), &mut seen, diag);
+    let listen_tls = addresses(raw.listen_tls.as_ref(), &mut seen, diag);
+    let left_out = |diag: &Diagnostics<'_>| {
+        diag.was_left_out(span, "listen") || diag.was_left_out(span, "listen_tls")
+    };
+    if let (Some(plain), Some(tls)) = (&listen, &listen_tls) {
+        if plain.is_empty() && tls.is_empty() && !left_out(diag) {
+            diag.error(
+                listen_span.or(tls_span.clone()).unwrap_or(span.clone()),
+                NO_LISTENER,
+            );
+        }
+        if let (false, Some(false), Some(at)) = (tls.is_empty(), certificates, tls_span) {
+            diag.error(
+                at,
+                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`",
+            );
+        }
+    }
+    Some((listen?, listen_tls?))
+}
+
+/// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
+/// lists before, so an address is listened on once, plain or TLS.
+fn addresses(
+    raw: Option<&Spanned<Vec<Spanned<String>>>>,
+    seen: &mut Vec<SocketAddr>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<SocketAddr>> {
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    let mut valid = true;
+    for item in raw
+        .map(|list| list.get_ref().as_slice())
+        .unwrap_or_default()
+    {
+        let Some(addr) = diag.check(item.span(), values::listen_addr(item.get_ref())) else {
+            valid = false;
+            continue;
+        };
+        // Port 0 asks for any free port, so two of them do not collide.
+        if addr.port() != 0 && seen.contains(&addr) {
+            diag.error(item.span(), format!("duplicate listen address {addr}"));
+            valid = false;
+        }
+        seen.push(addr);
+        addrs.push(addr);
+    }
+    valid.then_some(addrs)
+}
+
+/// A size key within `range`, or its default when absent.
+fn bytes(
+    value: &Option<Loose>,
+    (key, default): (&str, usize),
+    range: std::ops::RangeInclusive<u64>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<usize> {
+    let Some(value) = value else {
+        return Some(default);
+    };
+    let size = diag.check(value.span(), values::size(value.get_ref()))?;
+    if range.contains(&size) {
+        return usize::try_from(size).ok();
+    }
+    let message = format!(
+        r#"invalid {key} {}: expected a size from "{}" to "{}""#,
+        value.get_ref(),
+        written(*range.start()),
+        written(*range.end())
+    );
+    diag.error(value.span(), message);
+    None
+}
+
+/// A size as a file would write it: `"16k"`, `"1m"`, `"0"`.
+fn written(size: u64) -> String {
+    match size {
+        0 => "0".to_owned(),
+        s if s % (1 << 20) == 0 => format!("{}m", s >> 20),
+        s if s % (1 << 10) == 0 => format!("{}k", s >> 10),
+        s => s.to_string(),
+    }
+}
+
+/// A whole-number key within `range`, or its default when absent.
+fn count(
+    value: &Option<Spanned<i64>>,
+    (key, default): (&str, i64),
+    range: std::ops::RangeInclusive<i64>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<usize> {
+    let Some(value) = value else {
+        return usize::try_from(default).ok();
+    };
+    if range.contains(value.get_ref()) {
+        return usize::try_from(*value.get_ref()).ok();
+    }
+    let message = format!(
+        "invalid {key} {}: expected a whole number from {} to {}",
+        value.get_ref(),
+        range.start(),
+        range.end()
+    );
+    diag.error(value.span(), message);
+    None
+}
