@@ -16,7 +16,7 @@
 
 mod support;
 
-use support::nginx::{Nginx, NGINX};
+use support::nginx::Nginx;
 
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -670,22 +670,6 @@ fn compare(index: usize, scenario: &Scenario, measured: &[Pair]) -> Verdict {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Whether to run: nginx is there. Without it the test is skipped, except in CI.
-fn nginx_available() -> bool {
-    if Path::new(NGINX).exists() {
-        return true;
-    }
-    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    assert!(
-        !in_ci,
-        "{NGINX} not found: CI must install nginx (`apt-get install -y nginx` in .ci/run)"
-    );
-    support::skip_note(&format!(
-        "{NGINX} not found; skipping the nginx conformance test"
-    ));
-    false
-}
-
 /// One full run against a fresh nginx and a fresh tollgate (fresh state on both sides).
 async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
     let nginx = start_nginx(scenarios);
@@ -730,7 +714,7 @@ async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
 /// status that differs fails at once (every arrival is at least 30 ms from a token boundary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limits_decide_and_delay_exactly_as_nginx_limit_req() {
-    if !nginx_available() {
+    if !support::nginx::available("the nginx conformance test") {
         return;
     }
     let scenarios = scenarios();

@@ -171,6 +171,7 @@ impl Pipeline {
                     body: self.body,
                     body_buffer: self.client_body_buffer_size,
                 };
+                let version = req.version();
                 let prepared = forward::prepare(&mut req, &ctx);
                 match forward::forward(req, group, &ctx, prepared, &mut limited.in_flight).await {
                     Ok(done) => {
@@ -187,7 +188,12 @@ impl Pipeline {
                     }
                     Err(err) => {
                         report(&err, group);
-                        response::error(err.status())
+                        match err.party() {
+                            // A broken or stalled body leaves nothing on the connection
+                            // that could be read as the next request.
+                            error::Party::Client => response::refusal(err.status(), version),
+                            error::Party::Upstream => response::error(err.status()),
+                        }
                     }
                 }
             }

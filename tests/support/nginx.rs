@@ -99,6 +99,21 @@ impl Nginx {
     }
 }
 
+/// Whether nginx is there for `what`. Without it a test is skipped (saying so), except
+/// under `CI`, where it fails: `.ci/run` installs nginx.
+pub fn available(what: &str) -> bool {
+    if Path::new(NGINX).exists() {
+        return true;
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    assert!(
+        !in_ci,
+        "{NGINX} not found: CI must install nginx (`apt-get install -y nginx` in .ci/run)"
+    );
+    super::skip_note(&format!("{NGINX} not found; skipping {what}"));
+    false
+}
+
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
