@@ -133,3 +133,84 @@ async fn http2_requests_are_logged_with_the_path_as_nginx() {
         lines[0]
     );
 }
+
+/// Sends `n` GETs for `/` over one keep-alive connection; their statuses.
+async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<u16> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut statuses = Vec::with_capacity(n);
+    for _ in 0..n {
+        let response = sender.send_request(get("/")).await.unwrap();
+        statuses.push(read(response).await.status.as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn an_upstream_outage_logs_a_line_per_kind_and_interval_while_metrics_count_every_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (closed_port().port(), closed_port().port());
+    let down = closed_port();
+    let path = dir.path().join("gateway.toml");
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 2
+[admin]
+listen = "127.0.0.1:{admin}"
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{down}"]
+[[location]]
+match = "/"
+upstream = "app"
+"#
+    );
+    std::fs::write(&path, toml).unwrap();
+    let errors = dir.path().join("errors.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-c")
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "tollgate did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let clients: Vec<_> = (0..4).map(|_| tokio::spawn(burst(addr, 500))).collect();
+    for client in clients {
+        let statuses = within(30, client).await.unwrap();
+        assert!(statuses.iter().all(|&s| s == 502), "{statuses:?}");
+    }
+    let took = started.elapsed();
+    let metrics = within(5, get_text(([127, 0, 0, 1], admin).into(), "/metrics")).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let series = format!(
+        "tollgate_upstream_failures_total{{upstream=\"app\",server=\"{down}\",kind=\"connect\"}} 2000"
+    );
+    assert!(metrics.body.contains(&series), "{}", metrics.body);
+    let log = std::fs::read_to_string(&errors).unwrap();
+    let failures: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    // One line per kind and interval; more only if the run outlasted an interval.
+    let intervals = 1 + took.as_secs() / tollgate::log::repeats::INTERVAL.as_secs();
+    assert!(
+        !failures.is_empty() && failures.len() as u64 <= intervals,
+        "{} warning lines in {took:?} for 2000 failures:\n{log}",
+        failures.len()
+    );
+    assert!(failures[0].contains("kind=\"connect\""), "{}", failures[0]);
+}

@@ -69,6 +69,33 @@ impl ProxyError {
         }
     }
 
+    /// The kind of failure, for the error log's [`crate::log::repeats`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProxyError::BadPath => "bad_path",
+            ProxyError::ClientBodyTimeout => "client_body_timeout",
+            ProxyError::ClientBody(_) => "client_body",
+            ProxyError::NoLiveUpstream(_) => "no_live_upstream",
+            ProxyError::Connect(ConnectError::Timeout { .. }) => "connect_timeout",
+            ProxyError::Connect(ConnectError::Io { .. }) => "connect",
+            ProxyError::Upstream { .. } => "broken",
+            ProxyError::UnexpectedUpgrade(_) => "unexpected_upgrade",
+            ProxyError::Timeout(_) => "timeout",
+        }
+    }
+
+    /// The upstream server that failed, when one did.
+    pub fn server(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            ProxyError::Connect(ConnectError::Timeout { addr, .. })
+            | ProxyError::Connect(ConnectError::Io { addr, .. })
+            | ProxyError::Upstream { addr, .. }
+            | ProxyError::UnexpectedUpgrade(addr)
+            | ProxyError::Timeout(addr) => Some(*addr),
+            _ => None,
+        }
+    }
+
     /// The client's request body broke off while it was being sent upstream.
     pub fn client_body(err: BodyError) -> ProxyError {
         match err {

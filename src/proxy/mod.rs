@@ -269,10 +269,26 @@ impl Pipeline {
     }
 }
 
-/// One error-log line per failed request, at a level that matches who failed.
+/// One error-log line per failed request, at a level that matches who failed, unless
+/// the same kind of failure at the same place was logged less than
+/// [`crate::log::repeats::INTERVAL`] ago (then it is counted, and the next line says so).
 fn report(err: &ProxyError, group: &Group) {
-    match err.party() {
-        error::Party::Client => tracing::info!(upstream = %group.name, "{err}"),
-        error::Party::Upstream => tracing::warn!(upstream = %group.name, "{err}"),
+    let server = err
+        .server()
+        .and_then(|addr| group.servers.iter().find(|s| s.addr == addr));
+    let repeats = server.map_or(&group.log, |server| &server.log);
+    let Some(left_out) = repeats.admit(err.kind(), Instant::now()) else {
+        return;
+    };
+    let kind = err.kind();
+    match (err.party(), left_out) {
+        (error::Party::Client, 0) => tracing::info!(upstream = %group.name, kind, "{err}"),
+        (error::Party::Client, n) => {
+            tracing::info!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
+        (error::Party::Upstream, 0) => tracing::warn!(upstream = %group.name, kind, "{err}"),
+        (error::Party::Upstream, n) => {
+            tracing::warn!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
     }
 }

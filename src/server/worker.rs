@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::conn;
 use super::Shared;
+use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 
@@ -134,6 +135,7 @@ struct Accepting {
 
 impl Accepting {
     async fn run(mut self, listener: tokio::net::TcpListener) {
+        let repeats = Repeats::default();
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -159,8 +161,11 @@ impl Accepting {
                     });
                 }
                 Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::error!(error = %err, "accept failed");
+                    // Out of file descriptors and the like: back off instead of spinning,
+                    // and do not fill the log with it either.
+                    if let Some(n) = repeats.admit("accept", std::time::Instant::now()) {
+                        tracing::error!(error = %err, left_out = n, "accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::log::repeats::Repeats;
 use crate::metrics::{FailureKind, Failures, UpstreamStats};
 use balance::{Balancer, Policy};
 use health::Health;
@@ -29,6 +30,8 @@ pub struct Group {
     single: bool,
     /// Response times and requests that found no server (`/metrics`).
     pub stats: Arc<UpstreamStats>,
+    /// Error-log lines about the group as a whole (no live server, clients' bodies).
+    pub log: Repeats,
 }
 
 /// One upstream server: its address, passive health, load and idle connections.
@@ -39,6 +42,8 @@ pub struct Server {
     pub pool: IdlePool,
     /// Failed attempts by kind (`/metrics`).
     failures: Arc<Failures>,
+    /// Error-log lines about this server.
+    pub log: Repeats,
 }
 
 impl Server {
@@ -78,6 +83,7 @@ impl Group {
                 in_flight: AtomicU32::new(0),
                 pool: IdlePool::new(workers, spec.keepalive),
                 failures,
+                log: Repeats::default(),
             })
             .collect::<Vec<_>>();
         Group {
@@ -88,6 +94,7 @@ impl Group {
             connect_timeout: spec.connect_timeout,
             read_timeout: spec.read_timeout,
             stats: spec.stats,
+            log: Repeats::default(),
         }
     }
 
