@@ -297,3 +297,60 @@ async fn trace_and_connect_are_405_and_never_forwarded() {
     assert_eq!(connect.status, 405);
     assert_eq!(up.requests(), 0);
 }
+
+/// Every frame the gateway sends before it closes: (type, stream, payload).
+async fn frames_until_close(client: &mut TcpStream) -> Vec<(u8, u32, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    within(5, client.read_to_end(&mut bytes)).await.unwrap();
+    let mut frames = Vec::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 9 {
+        let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+        let stream = u32::from_be_bytes([rest[5], rest[6], rest[7], rest[8]]) & 0x7fff_ffff;
+        let payload = rest.get(9..9 + len).expect("whole frames").to_vec();
+        frames.push((rest[3], stream, payload));
+        rest = &rest[9 + len..];
+    }
+    assert!(rest.is_empty(), "trailing bytes {rest:?} in {bytes:?}");
+    frames
+}
+
+#[tokio::test]
+async fn a_broken_http2_preface_gets_goaway_protocol_error() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let magic = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    let first_frame = |header: [u8; 9]| [magic.clone(), header.to_vec()].concat();
+    let cases = [
+        (
+            "a broken magic",
+            b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n".to_vec(),
+        ),
+        ("a PING first", first_frame([0, 0, 0, 6, 0, 0, 0, 0, 0])),
+        (
+            "SETTINGS on stream 1",
+            first_frame([0, 0, 0, 4, 0, 0, 0, 0, 1]),
+        ),
+        ("a SETTINGS ack", first_frame([0, 0, 0, 4, 1, 0, 0, 0, 0])),
+        ("garbage", first_frame([0xff; 9])),
+    ];
+    for (what, bytes) in cases {
+        let mut client = connect(&gw).await;
+        client.write_all(&bytes).await.unwrap();
+        let frames = frames_until_close(&mut client).await;
+        let goaway = frames.iter().find(|(kind, _, _)| *kind == 7);
+        let Some((_, 0, payload)) = goaway else {
+            panic!("{what}: no GOAWAY on stream 0 in {frames:?}");
+        };
+        assert_eq!(payload[4..8], [0, 0, 0, 1], "{what}: not PROTOCOL_ERROR");
+        assert_eq!(
+            frames[0].0, 4,
+            "{what}: the server preface (SETTINGS) comes first"
+        );
+    }
+    assert_eq!(up.accepted(), 0);
+    // A good preface is served.
+    let reply = within(5, send_h2(addr(&gw), get("/"))).await;
+    assert_eq!(reply.status, 200);
+}

@@ -170,7 +170,10 @@ async fn slow_but_steady_body_is_not_cut_off() {
         text(200, &n.to_string())
     })
     .await;
-    let gw = gateway(&config(up.addr));
+    // With no floor on the average rate (client_body_min_rate, tested in slow_clients.rs),
+    // only the pause between reads counts.
+    let config = config(up.addr).replace("[server]\n", "[server]\nclient_body_min_rate = 0\n");
+    let gw = gateway(&config);
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
     stream
         .write_all(b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 10\r\n\r\n")

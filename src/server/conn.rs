@@ -15,16 +15,15 @@ use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
 use super::Shared;
 use crate::body::BodyError;
 use crate::proxy::{Conn, Logged};
-
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
@@ -146,8 +145,9 @@ where
     }
 }
 
-/// Reads until the bytes either match or rule out the HTTP/2 connection preface.
-/// `Ok(None)`: the client closed (or timed out) before sending anything.
+/// Reads until the first bytes tell HTTP/2 from HTTP/1.1 (see [`preface`]).
+/// `Ok(None)`: the client closed (or timed out) before sending anything, or sent a
+/// broken HTTP/2 preface, which has been answered with GOAWAY.
 async fn sniff<T>(io: &mut TimedIo<T>) -> std::io::Result<Option<bool>>
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -157,15 +157,18 @@ where
         if io.read_buf(&mut buf).await? == 0 {
             return Ok(None);
         }
-        let n = buf.len().min(H2_PREFACE.len());
-        if buf[..n] != H2_PREFACE[..n] {
-            io.replay(buf.freeze(), false);
-            return Ok(Some(false));
-        }
-        if n == H2_PREFACE.len() {
-            io.replay(buf.freeze(), true);
-            return Ok(Some(true));
-        }
+        let h2 = match preface::sniff(&buf) {
+            Sniffed::More => continue,
+            Sniffed::Http1 => false,
+            Sniffed::Http2 => true,
+            Sniffed::Broken => {
+                io.write_all(&preface::GOAWAY).await?;
+                io.shutdown().await?;
+                return Ok(None);
+            }
+        };
+        io.replay(buf.freeze(), h2);
+        return Ok(Some(h2));
     }
 }
 

@@ -4,6 +4,7 @@
 mod conn;
 mod head_check;
 mod listener;
+mod preface;
 mod send_timeout;
 mod timeouts;
 mod worker;
