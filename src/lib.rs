@@ -20,7 +20,8 @@
 //! - [`upstream`]: pooled keep-alive connections to upstream servers, spoken to by
 //!   [`upstream::h1`], a lean HTTP/1.1 client that runs inside the request's own task.
 //! - [`snapshot`]: the one place config meets runtime objects.
-//! - [`log`]: the access log.
+//! - [`log`]: the access log, and [`log::repeats`], which keeps repeated error-log lines
+//!   from flooding the error log.
 //! - [`metrics`]: per-worker counters, and the Prometheus text `/metrics` serves.
 //! - [`signals`]: unix signals mapped to what the operator means by them.
 //! - [`tls`]: certificates (read and checked with the config), SNI, ALPN, resumption.

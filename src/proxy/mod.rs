@@ -1,6 +1,6 @@
-//! The request pipeline (DESIGN §3): identify, deny, route, allow/deny, limit, forward or
-//! answer, respond, log. Each phase is a small function that either goes on or finishes
-//! the response.
+//! The request pipeline (DESIGN §3): identify, admit (`checks`: methods, Host, header
+//! names), deny, route, allow/deny, limit, forward or answer, respond, log. Each phase is
+//! a small function that either goes on or finishes the response.
 
 mod checks;
 pub mod error;

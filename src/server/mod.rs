@@ -1,5 +1,13 @@
 //! The I/O shell: worker threads, listeners, connections, timeouts and graceful
 //! shutdown. [`Gateway`] is what `main` and the tests start and stop.
+//!
+//! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets.
+//! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
+//!   broken HTTP/2 preface), served by hyper.
+//! - `timeouts`: what a connection's reads and writes may wait for (header, keep-alive,
+//!   `send_timeout`), and `head_check`, the raw look at each HTTP/1.1 head that refuses
+//!   ambiguous framing and overlong request lines before hyper parses them.
+//! - `send_timeout`: the same timeout for each HTTP/2 stream.
 
 mod conn;
 mod head_check;
