@@ -125,6 +125,9 @@ fn measure(
     let (Some(code), Some(minor)) = (response.code, response.version) else {
         return Err(Error::Head("status line"));
     };
+    if !crlf_lines_only(&buf[..len]) {
+        return Err(Error::Head("line ending"));
+    }
     let base = buf.as_ptr() as usize;
     let mut framing = Framing::default();
     for (span, header) in spans.iter_mut().zip(response.headers.iter()) {
@@ -141,6 +144,19 @@ fn measure(
         framing.note(name, value)?;
     }
     Ok(Some((len, code, minor, response.headers.len(), framing)))
+}
+
+/// Every line of `head` ends in CRLF and the first is the status line. httparse also
+/// takes a bare LF as a line end, and skips empty lines before the status line; RFC 9112
+/// §2.2 allows the first to any recipient and the second to servers only. We take neither,
+/// as the chunked decoder does not: an upstream app that lets an LF into a header value
+/// would otherwise have us split its response where its own server did not. httparse has
+/// already refused a CR without its LF, so looking at every LF is enough.
+fn crlf_lines_only(head: &[u8]) -> bool {
+    !matches!(head.first(), Some(b'\r' | b'\n'))
+        && head
+            .windows(2)
+            .all(|pair| pair[1] != b'\n' || pair[0] == b'\r')
 }
 
 fn header_at(head: &Bytes, span: &Span) -> Result<(HeaderName, HeaderValue), Error> {
@@ -360,6 +376,25 @@ mod tests {
         }
         let te_in_10 = "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
         assert!(matches!(head(te_in_10, false), Err(Error::Head(_))));
+    }
+
+    #[test]
+    fn bare_lf_and_empty_lines_before_the_status_line_are_refused() {
+        for text in [
+            "HTTP/1.1 200 OK\ncontent-length: 0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 0\n\r\n",
+            "HTTP/1.1 200 OK\r\nx-a: 1\nx-b: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\n\n",
+            "HTTP/1.1 200 OK\n\n",
+            "\r\nHTTP/1.1 200 OK\r\n\r\n",
+            "\nHTTP/1.1 200 OK\r\n\r\n",
+            "HTTP/1.1 100 Continue\r\n\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+        ] {
+            assert!(
+                matches!(head(text, false), Err(Error::Head("line ending"))),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
