@@ -185,10 +185,13 @@ impl Framing {
             self.content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             self.transfer_encoding = true;
+            let mut last = None;
+            for element in tokens(value) {
+                last = Some(coding_name(element).ok_or(Error::Head("transfer-encoding"))?);
+            }
             // Only the final coding decides (§6.3): a line with codings replaces the verdict.
-            if let Some(last) = tokens(value).last() {
-                let coding = last.split(|&b| b == b';').next().unwrap_or_default();
-                self.chunked = coding.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            if let Some(last) = last {
+                self.chunked = last.eq_ignore_ascii_case(b"chunked");
             }
         } else if name.eq_ignore_ascii_case(b"connection") {
             for token in tokens(value) {
@@ -250,6 +253,31 @@ fn parse_content_length(value: &[u8]) -> Option<u64> {
         result = Some(n);
     }
     result
+}
+
+/// The name of one `transfer-coding = token *( OWS ";" OWS token BWS "=" BWS token )`
+/// (RFC 9112 §7), `None` if it is anything else: a coding we cannot name is a framing we
+/// cannot know. Quoted parameter values are refused rather than parsed: no registered
+/// transfer coding takes parameters, and a comma inside quotes would already have been
+/// split by [`tokens`]. httparse has refused control characters other than HTAB, so
+/// trimming ASCII whitespace trims OWS.
+fn coding_name(element: &[u8]) -> Option<&[u8]> {
+    let mut parts = element.split(|&b| b == b';');
+    let name = parts.next()?.trim_ascii();
+    let params_ok = parts.all(|param| {
+        param.iter().position(|&b| b == b'=').is_some_and(|eq| {
+            is_token(param[..eq].trim_ascii()) && is_token(param[eq + 1..].trim_ascii())
+        })
+    });
+    (is_token(name) && params_ok).then_some(name)
+}
+
+/// `token = 1*tchar` (RFC 9110 §5.6.2).
+fn is_token(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// The non-empty comma-separated tokens of a list-valued field.
@@ -376,6 +404,30 @@ mod tests {
         }
         let te_in_10 = "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
         assert!(matches!(head(te_in_10, false), Err(Error::Head(_))));
+    }
+
+    #[test]
+    fn transfer_codings_that_are_not_tokens_are_refused() {
+        for value in [
+            "identConnection:0",
+            "chunked, \"gzip\"",
+            "gzip;q=\"1,chunked\"",
+            "chunked;",
+            "chunked;q",
+            "chunked;=1",
+            "chun ked",
+        ] {
+            for status in ["200 OK", "204 No Content"] {
+                let text = format!("HTTP/1.1 {status}\r\ntransfer-encoding: {value}\r\n\r\n");
+                assert!(
+                    matches!(head(&text, false), Err(Error::Head("transfer-encoding"))),
+                    "{text:?}"
+                );
+            }
+        }
+        let (kind, _) =
+            kind("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip ; level = 9, chunked\r\n\r\n");
+        assert_eq!(kind, BodyKind::Chunked);
     }
 
     #[test]
