@@ -1,12 +1,15 @@
 //! The chunked transfer coding (RFC 9112 §7.1), decoded from the connection's read buffer.
 //!
 //! Strict on purpose, since a lenient chunk parser is how response splitting starts: hex
-//! sizes with overflow checks, every line ended by CRLF (no bare LF), lines bounded by
-//! [`MAX_CHUNK_LINE`], extensions skipped, trailers read and discarded up to
-//! [`MAX_TRAILER_BYTES`]. Data comes out as slices of the buffer, never copied.
+//! sizes with overflow checks, every line ended by CRLF (no bare LF or CR), lines bounded
+//! by [`MAX_CHUNK_LINE`], extensions checked against their grammar then ignored, trailers
+//! checked to be field lines then discarded, up to [`MAX_TRAILER_BYTES`]. A line that
+//! fits no grammar is a sign that we and the server no longer agree where a chunk ends.
+//! Data comes out as slices of the buffer, never copied.
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use super::decode::is_tchar;
 use super::{Error, MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,11 +121,8 @@ impl Decoder {
                 let Some(end) = line_end(buf)? else {
                     return Ok(Some(Step::NeedMore));
                 };
-                if buf[..end]
-                    .iter()
-                    .any(|&b| b.is_ascii_control() && b != b'\t')
-                {
-                    return Err(Error::Chunked("control character in trailer"));
+                if end > 0 && !is_field_line(&buf[..end]) {
+                    return Err(Error::Chunked("malformed trailer"));
                 }
                 buf.advance(end + 2);
                 if end == 0 {
@@ -151,7 +151,7 @@ fn line_end(buf: &[u8]) -> Result<Option<usize>, Error> {
     }
 }
 
-/// `chunk-size [ BWS ";" chunk-ext ]`, without its CRLF; extensions are ignored.
+/// `chunk-size [ chunk-ext ]`, without its CRLF; extensions are checked, then ignored.
 fn parse_size(line: &[u8]) -> Result<u64, Error> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     if digits == 0 {
@@ -169,15 +169,70 @@ fn parse_size(line: &[u8]) -> Result<u64, Error> {
             .and_then(|s| s.checked_add(u64::from(digit)))
             .ok_or(Error::Chunked("chunk size overflows"))?;
     }
-    let rest = &line[digits..];
-    let ext = rest.trim_ascii_start();
-    if !rest.is_empty() && ext.first() != Some(&b';') {
-        return Err(Error::Chunked("bad chunk size"));
-    }
-    if ext.iter().any(|&b| b.is_ascii_control() && b != b'\t') {
-        return Err(Error::Chunked("control character in chunk extension"));
+    if extensions(&line[digits..]).is_none() {
+        return Err(Error::Chunked("bad chunk extension"));
     }
     Ok(size)
+}
+
+/// `chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )`, with
+/// `chunk-ext-val = token / quoted-string` (§7.1.1); BWS is SP and HTAB only. `Some` if
+/// `ext` is exactly that.
+fn extensions(mut ext: &[u8]) -> Option<()> {
+    while !ext.is_empty() {
+        let name = skip_bws(skip_bws(ext).strip_prefix(b";")?);
+        let after = skip_token(name)?;
+        ext = match skip_bws(after).strip_prefix(b"=") {
+            Some(value) => skip_value(skip_bws(value))?,
+            None => after,
+        };
+    }
+    Some(())
+}
+
+fn skip_bws(bytes: &[u8]) -> &[u8] {
+    let n = bytes
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    &bytes[n..]
+}
+
+/// What follows the `token` at the front of `bytes`.
+fn skip_token(bytes: &[u8]) -> Option<&[u8]> {
+    let n = bytes.iter().take_while(|&&b| is_tchar(b)).count();
+    (n > 0).then(|| &bytes[n..])
+}
+
+/// What follows the token or `quoted-string` (RFC 9110 §5.6.4) at the front of `bytes`.
+fn skip_value(bytes: &[u8]) -> Option<&[u8]> {
+    let Some(mut rest) = bytes.strip_prefix(b"\"") else {
+        return skip_token(bytes);
+    };
+    // qdtext and quoted-pair both hold HTAB, SP, VCHAR and obs-text, that is no control
+    // character but HTAB; qdtext excludes the quote and the backslash.
+    let text = |b: u8| b == b'\t' || !b.is_ascii_control();
+    loop {
+        rest = match rest {
+            [b'"', after @ ..] => return Some(after),
+            [b'\\', quoted, after @ ..] if text(*quoted) => after,
+            [b, after @ ..] if *b != b'\\' && text(*b) => after,
+            _ => return None,
+        };
+    }
+}
+
+/// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5): a token, the colon
+/// straight after it, and no control character but HTAB.
+fn is_field_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    colon > 0
+        && line[..colon].iter().all(|&b| is_tchar(b))
+        && line[colon + 1..]
+            .iter()
+            .all(|&b| b == b'\t' || !b.is_ascii_control())
 }
 
 #[cfg(test)]
@@ -250,6 +305,7 @@ mod tests {
             b"1ffffffffffffffff\r\n",
             b"5;a\rb\r\nhello\r\n0\r\n\r\n",
             b"0\r\nx-t: 1\n\r\n",
+            b"5 \r\nhello\r\n0\r\n\r\n",
         ] {
             assert!(
                 matches!(decode_split(wire, wire.len()), Err(Error::Chunked(_))),
@@ -257,6 +313,36 @@ mod tests {
                 String::from_utf8_lossy(wire)
             );
         }
+    }
+
+    #[test]
+    fn extensions_and_trailers_must_fit_their_grammar() {
+        for wire in [
+            &b"5\r;a\r\nhello\r\n0\r\n\r\n"[..],
+            b"5\x0c;a\r\nhello\r\n0\r\n\r\n",
+            b"5;a,b\r\nhello\r\n0\r\n\r\n",
+            b"5;a b\r\nhello\r\n0\r\n\r\n",
+            b"5;a \r\nhello\r\n0\r\n\r\n",
+            b"5;a=\r\nhello\r\n0\r\n\r\n",
+            b"5;=b\r\nhello\r\n0\r\n\r\n",
+            b"5;a=\"b\r\nhello\r\n0\r\n\r\n",
+            b"5;a=\"b\\\"\r\nhello\r\n0\r\n\r\n",
+            b"5;;\r\nhello\r\n0\r\n\r\n",
+            b"0;\x7f\r\n\r\n",
+            b"0\r\nx-t 1\r\n\r\n",
+            b"0\r\nx-t : 1\r\n\r\n",
+            b"0\r\n: 1\r\n\r\n",
+            b"0\r\nx-t: 1\r\n folded\r\n\r\n",
+            b"0\r\nnot a field\r\n\r\n",
+        ] {
+            assert!(
+                matches!(decode_split(wire, wire.len()), Err(Error::Chunked(_))),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+        let wire = b"5 ;a = \"q\\\"\" ;\tb=c\r\nhello\r\n0;z\r\nx-t:\r\ny: \"\x80\"\r\n\r\n";
+        assert_eq!(decode_split(wire, 9).unwrap().0, b"hello");
     }
 
     #[test]

@@ -274,10 +274,12 @@ fn coding_name(element: &[u8]) -> Option<&[u8]> {
 
 /// `token = 1*tchar` (RFC 9110 §5.6.2).
 fn is_token(bytes: &[u8]) -> bool {
-    !bytes.is_empty()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !bytes.is_empty() && bytes.iter().all(|&b| is_tchar(b))
+}
+
+/// `tchar`: a visible character that delimits nothing (RFC 9110 §5.6.2).
+pub(super) fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The non-empty comma-separated tokens of a list-valued field.
