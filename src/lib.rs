@@ -41,6 +41,8 @@ pub mod config;
 pub mod limit;
 pub mod log;
 pub mod metrics;
+#[cfg(test)]
+mod props;
 pub mod proxy;
 pub mod routing;
 pub mod server;

@@ -1,9 +1,13 @@
 //! Exchanges against raw TCP servers on 127.0.0.1:0 that send exact bytes, split at
-//! awkward places with small pauses.
+//! awkward places with small pauses; and (`props`, `strict`) the head and chunked
+//! decoders held to strict RFC 9112 recognisers over valid, mutated and random bytes.
 
+mod props;
+mod props_chunked;
 mod request;
 mod response;
 mod reuse;
+mod strict;
 mod timeouts;
 
 use std::future::Future;
