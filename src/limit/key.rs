@@ -219,6 +219,9 @@ fn strip_port(host: &str) -> &str {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

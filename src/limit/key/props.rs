@@ -1,0 +1,246 @@
+//! Properties of key rendering over arbitrary templates and request values: it never
+//! panics, a key is the concatenation of its parts, each variable renders only what the
+//! request holds, and a key the zone uses is never empty nor longer than nginx's limit.
+
+use std::net::IpAddr;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use proptest::prelude::*;
+
+use super::{Part, RequestView, Template, MAX_KEY_LEN};
+
+/// Header names the templates and the requests share, so that lookups hit.
+const NAMES: &[&str] = &["x-api-key", "cookie", "x-big", "x-a"];
+
+/// What a request brings, owned.
+#[derive(Debug)]
+struct Request {
+    client: IpAddr,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    headers: HeaderMap,
+    host: Option<String>,
+}
+
+impl Request {
+    fn view(&self) -> RequestView<'_> {
+        RequestView {
+            client: self.client,
+            method: &self.method,
+            path: &self.path,
+            query: self.query.as_deref(),
+            headers: &self.headers,
+            host: self.host.as_deref(),
+        }
+    }
+
+    /// The most bytes `part` can add to a key: what the request holds for it.
+    fn bound(&self, part: &Part) -> usize {
+        let all = |name: &HeaderName| -> usize {
+            self.headers.get_all(name).iter().map(|v| v.len()).sum()
+        };
+        match part {
+            Part::Literal(text) => text.len(),
+            Part::BinaryRemoteAddr => 16,
+            // The longest IPv6 text, `ffff:…:255.255.255.255` included.
+            Part::RemoteAddr => 45,
+            Part::Header(name) => all(name),
+            Part::Arg(_) => self.query.as_ref().map_or(0, String::len),
+            Part::Cookie(_) => all(&http::header::COOKIE),
+            Part::Uri => self.path.len(),
+            Part::RequestMethod => self.method.as_str().len(),
+            Part::Host => self.host.as_ref().map_or(0, String::len),
+        }
+    }
+}
+
+/// A header value from arbitrary bytes, skipping the ones `http` refuses.
+fn header_value() -> impl Strategy<Value = Option<HeaderValue>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..24)
+            .prop_map(|bytes| HeaderValue::from_bytes(&bytes).ok()),
+        "[ -~]{0,24}".prop_map(|text| HeaderValue::from_str(&text).ok()),
+        "[ a-zA-Z0-9=;]{0,40}".prop_map(|text| HeaderValue::from_str(&text).ok()),
+    ]
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    let header = (prop::sample::select(NAMES), header_value());
+    let method = prop_oneof![
+        prop::sample::select(&["GET", "POST", "OPTIONS"][..]).prop_map(String::from),
+        "[A-Z!#$%&'*+.^_`|~-]{1,12}",
+    ];
+    (
+        any::<IpAddr>(),
+        method,
+        any::<String>(),
+        prop::option::of(prop_oneof![
+            any::<String>(),
+            "([a-zA-Z]{0,3}=?[^&]{0,6}&?){0,4}"
+        ]),
+        prop::collection::vec(header, 0..6),
+        prop::option::of(prop_oneof![
+            any::<String>(),
+            "\\[?[a-zA-Z0-9:.]{0,12}\\]?(:[0-9]{0,5})?"
+        ]),
+    )
+        .prop_map(|(client, method, path, query, headers, host)| {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                if let Some(value) = value {
+                    map.append(HeaderName::from_static(name), value);
+                }
+            }
+            Request {
+                client,
+                method: Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET),
+                path,
+                query,
+                headers: map,
+                host,
+            }
+        })
+}
+
+fn part() -> impl Strategy<Value = Part> {
+    let name = prop_oneof![any::<String>(), "[a-zA-Z]{1,3}"];
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..12).prop_map(|b| Part::Literal(b.into())),
+        Just(Part::BinaryRemoteAddr),
+        Just(Part::RemoteAddr),
+        prop::sample::select(NAMES).prop_map(|n| Part::Header(HeaderName::from_static(n))),
+        name.clone().prop_map(|n| Part::Arg(n.into())),
+        name.prop_map(|n| Part::Cookie(n.into())),
+        Just(Part::Uri),
+        Just(Part::RequestMethod),
+        Just(Part::Host),
+    ]
+}
+
+fn template() -> impl Strategy<Value = Template> {
+    (
+        prop::collection::vec(part(), 0..8),
+        any::<u8>(),
+        any::<u8>(),
+    )
+        .prop_map(|(parts, v4, v6)| Template::new(parts, v4, v6))
+}
+
+/// What `part` alone renders for `req`, through the same code as a whole key.
+fn render_part(template: &Template, part: &Part, req: &RequestView<'_>) -> Vec<u8> {
+    let alone = Template::new(
+        vec![part.clone()],
+        template.ipv4_prefix,
+        template.ipv6_prefix,
+    );
+    let mut out = Vec::new();
+    alone.render_append(req, &mut out);
+    out
+}
+
+/// `needle` appears in `haystack` as a run of bytes.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    #[test]
+    fn keys_are_their_parts_in_order_and_bounded_by_the_request(
+        template in template(),
+        req in request(),
+        prefix in prop::collection::vec(any::<u8>(), 0..4),
+    ) {
+        let view = req.view();
+        let mut out = prefix.clone();
+        let used = template.render_append(&view, &mut out);
+        prop_assert_eq!(&out[..prefix.len()], &prefix[..], "the prefix was touched");
+        let key = &out[prefix.len()..];
+
+        let parts: Vec<Vec<u8>> =
+            template.parts.iter().map(|p| render_part(&template, p, &view)).collect();
+        prop_assert_eq!(key, &parts.concat()[..]);
+        let bound: usize = template.parts.iter().map(|p| req.bound(p)).sum();
+        prop_assert!(key.len() <= bound, "{} bytes from at most {}", key.len(), bound);
+
+        let variables = template.parts.iter().zip(&parts)
+            .filter(|(p, _)| !matches!(p, Part::Literal(_)));
+        let all_empty = variables.clone().count() > 0 && variables.clone().all(|(_, r)| r.is_empty());
+        prop_assert_eq!(used, !key.is_empty() && key.len() <= MAX_KEY_LEN && !all_empty);
+
+        let mut again = Vec::new();
+        prop_assert_eq!(template.render(&view, &mut again), used);
+        prop_assert_eq!(&again[..], key, "rendering twice differs");
+    }
+
+    #[test]
+    fn variables_render_only_what_the_request_holds(part in part(), req in request()) {
+        let view = req.view();
+        let template = Template::new(vec![part.clone()], 32, 128);
+        let got = render_part(&template, &part, &view);
+        let cookie_lines: Vec<&[u8]> =
+            req.headers.get_all(http::header::COOKIE).iter().map(HeaderValue::as_bytes).collect();
+        match &part {
+            Part::Header(name) => {
+                prop_assert_eq!(&got[..], req.headers.get(name).map_or(&b""[..], |v| v.as_bytes()));
+            }
+            Part::Arg(_) => prop_assert!(contains(req.query.as_deref().unwrap_or("").as_bytes(), &got)),
+            Part::Cookie(_) => prop_assert!(got.is_empty() || cookie_lines.iter().any(|l| contains(l, &got))),
+            Part::BinaryRemoteAddr => prop_assert_eq!(got.len(), if req.client.is_ipv4() { 4 } else { 16 }),
+            Part::RemoteAddr => prop_assert_eq!(got, req.client.to_string().into_bytes()),
+            Part::Host => {
+                let host = req.host.as_deref().unwrap_or("").to_ascii_lowercase();
+                prop_assert!(host.as_bytes().starts_with(&got));
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn stored_keys_and_their_text_go_back_and_forth(
+        template in template(),
+        req in request(),
+        text in prop::collection::vec(any::<u8>(), 0..24),
+    ) {
+        let mut key = Vec::new();
+        template.render(&req.view(), &mut key);
+        let shown = template.text_of(&key);
+        // A whole address (no mask) or valid UTF-8 comes back as the same stored key.
+        let masked = match (&*template.parts, key.len()) {
+            ([Part::BinaryRemoteAddr], 4) => template.ipv4_prefix < 32,
+            ([Part::BinaryRemoteAddr], 16) => template.ipv6_prefix < 128,
+            _ => false,
+        };
+        if !masked && (std::str::from_utf8(&key).is_ok() || matches!(&*template.parts, [Part::BinaryRemoteAddr])) {
+            prop_assert_eq!(template.key_of(shown.as_bytes()), key);
+        }
+        template.text_of(&text);
+        template.key_of(&text);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn keys_past_nginx_limit_are_skipped(copies in 1..6usize, len in 0..40_000usize) {
+        let name = HeaderName::from_static("x-big");
+        let template = Template::new(vec![Part::Header(name.clone()); copies], 32, 128);
+        let mut headers = HeaderMap::new();
+        headers.insert(name, HeaderValue::from_str(&"k".repeat(len)).expect("a valid value"));
+        let req = Request {
+            client: IpAddr::from([192, 0, 2, 1]),
+            method: Method::GET,
+            path: "/".into(),
+            query: None,
+            headers,
+            host: None,
+        };
+        let mut key = Vec::new();
+        let used = template.render(&req.view(), &mut key);
+        prop_assert_eq!(key.len(), copies * len);
+        prop_assert_eq!(used, len > 0 && copies * len <= MAX_KEY_LEN);
+    }
+}
