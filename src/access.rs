@@ -140,6 +140,9 @@ impl Rules {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use http::header::{HeaderName, HeaderValue};
