@@ -320,6 +320,7 @@ fn reference_example_in_docs_is_valid() {
 
 mod errors;
 mod limits;
+mod props;
 mod redis;
 mod tls;
 
