@@ -146,7 +146,7 @@ fn header_map(lines: &[HeaderValue], other: &[HeaderValue]) -> HeaderMap {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
 
     #[test]
     fn the_client_is_the_peer_or_an_address_in_the_header(

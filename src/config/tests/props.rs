@@ -300,7 +300,7 @@ fn key_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(600))]
+    #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
     fn mutated_files_load_or_fail_with_errors(

@@ -145,7 +145,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1_000))]
+    #![proptest_config(ProptestConfig::with_cases(500))]
 
     #[test]
     fn keys_are_their_parts_in_order_and_bounded_by_the_request(

@@ -320,7 +320,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3_000))]
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
 
     #[test]
     fn mutated_heads_are_never_taken_beyond_a_strict_reader(
@@ -332,6 +332,10 @@ proptest! {
         apply(&mut wire, &edits);
         check(&wire, &cuts, head_request)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_500))]
 
     #[test]
     fn random_bytes_never_panic_nor_pass_a_strict_reader(
