@@ -28,7 +28,7 @@ impl Request {
         RequestView {
             client: self.client,
             method: &self.method,
-            path: &self.path,
+            path: self.path.as_bytes(),
             query: self.query.as_deref(),
             headers: &self.headers,
             host: self.host.as_deref(),
