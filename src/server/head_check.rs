@@ -120,7 +120,7 @@ impl HeadCheck {
     /// Looks at the next bytes of the connection; stops at the end of the head.
     pub fn feed(&mut self, mut bytes: &[u8]) -> Result<(), Refusal> {
         while self.state != State::Off && !bytes.is_empty() {
-            let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
+            let Some(end) = memchr::memchr(b'\n', bytes) else {
                 return self.hold(bytes);
             };
             let piece = &bytes[..end];
