@@ -125,18 +125,7 @@ pub async fn forward(
 ) -> Result<Done, ProxyError> {
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
-    let (body, progress) = if body.is_end_stream() {
-        (RequestBody::Empty, None)
-    } else {
-        let progress = Progress::new();
-        let body = Timed::watched(body, ctx.body, progress.clone());
-        // Before any upstream is chosen: a slow small upload holds none.
-        let body = RequestBody::read_ahead(body, ctx.body_buffer)
-            .await
-            .map_err(ProxyError::client_body)?;
-        let progress = matches!(body, RequestBody::Client { .. }).then_some(progress);
-        (body, progress)
-    };
+    let (body, progress) = upstream_body(body, ctx).await?;
     // Can go again after it was (partly) sent: idempotent, and no body to replay.
     let replayable = progress.is_none() && parts.method.is_idempotent() && !upgrade;
     let mut unsent = Some(Request::from_parts(parts, body));
@@ -246,6 +235,25 @@ pub async fn forward(
         group.stats.no_live.add(1);
         ProxyError::NoLiveUpstream(group.name.clone())
     }))
+}
+
+/// The client's body as it goes upstream: none, read whole (before any upstream is
+/// chosen, so a slow small upload holds none), or streamed after what was read ahead,
+/// with the `Progress` that keeps `read_timeout` from counting the client's slowness.
+async fn upstream_body(
+    body: Incoming,
+    ctx: &Ctx<'_>,
+) -> Result<(RequestBody, Option<Arc<Progress>>), ProxyError> {
+    if body.is_end_stream() {
+        return Ok((RequestBody::Empty, None));
+    }
+    let progress = Progress::new();
+    let body = Timed::watched(body, ctx.body, progress.clone());
+    let body = RequestBody::read_ahead(body, ctx.body_buffer)
+        .await
+        .map_err(ProxyError::client_body)?;
+    let progress = matches!(body, RequestBody::Client { .. }).then_some(progress);
+    Ok((body, progress))
 }
 
 fn bit(server: usize) -> u64 {
