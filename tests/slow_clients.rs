@@ -96,24 +96,38 @@ async fn an_http1_client_that_reads_slowly_but_steadily_is_served_whole() {
         reply
     })
     .await;
-    let gw = gateway(&config(up.addr, r#"send_timeout = "300ms""#));
-    let mut client = TcpStream::connect(addr(&gw)).await.unwrap();
+    let gw = gateway(&config(up.addr, r#"send_timeout = "500ms""#));
+    // A small receive window, so that the 4 MiB take many of the client's pauses.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(128 << 10).unwrap();
+    let mut client = socket.connect(addr(&gw)).await.unwrap();
     client
         .write_all(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
         .await
         .unwrap();
-    // Pauses shorter than send_timeout, for longer than send_timeout in all.
+    // Pauses shorter than send_timeout, for far longer than send_timeout in all; after
+    // each, what has arrived is read, up to 256 KiB.
     let mut total = 0usize;
-    let mut buf = vec![0u8; 256 << 10];
+    let mut buf = vec![0u8; 1 << 20];
     let start = Instant::now();
     while total < (4 << 20) {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        use tokio::io::AsyncReadExt;
-        let n = within(5, client.read(&mut buf)).await.unwrap();
-        assert!(n > 0, "closed after {total} bytes");
-        total += n;
+        within(5, client.readable()).await.unwrap();
+        let before = total;
+        while total - before < (256 << 10) {
+            match client.try_read(&mut buf[..256 << 10]) {
+                Ok(0) => panic!("closed after {total} bytes"),
+                Ok(n) => total += n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) => panic!("{err} after {total} bytes"),
+            }
+        }
     }
-    assert!(start.elapsed() > Duration::from_millis(300));
+    assert!(
+        start.elapsed() > Duration::from_millis(750),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// An HTTP/2 client over prior knowledge whose streams get a window of 0 bytes.

@@ -76,21 +76,47 @@ fn valid_ip_literal(host: &[u8]) -> bool {
 }
 
 fn valid_reg_name(host: &[u8]) -> bool {
-    let chars_ok = host
-        .iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b));
-    // nginx refuses empty labels (`a..b`, a leading dot); a trailing dot is the root.
-    let labels_ok = !host.starts_with(b".") && !host.windows(2).any(|w| w == b"..");
-    !host.is_empty() && chars_ok && labels_ok
+    let mut previous = b'.';
+    for &b in host {
+        // nginx refuses empty labels (`a..b`, a leading dot); a trailing dot is the root.
+        if !REG_NAME[usize::from(b)] || (b == b'.' && previous == b'.') {
+            return false;
+        }
+        previous = b;
+    }
+    !host.is_empty()
+}
+
+/// The bytes of a registered name (RFC 3986 §3.2.2): unreserved, sub-delims and `%`. A
+/// table, since this runs for every request.
+static REG_NAME: [bool; 256] = byte_set(b"-._~!$&'()*+,;=%");
+
+/// The bytes of a header name nginx accepts: letters, digits and `-`.
+static NAME: [bool; 256] = byte_set(b"-");
+
+/// A table of the ASCII letters and digits plus `extra`.
+const fn byte_set(extra: &[u8]) -> [bool; 256] {
+    let mut set = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        set[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        set[extra[i] as usize] = true;
+        i += 1;
+    }
+    set
 }
 
 /// Removes every header whose name nginx would ignore: anything but letters, digits and
 /// `-`, and `_` too unless `underscores` (hyper has already lower-cased the names).
 fn drop_unacceptable_names(headers: &mut HeaderMap, underscores: bool) {
     let acceptable = |name: &HeaderName| {
-        name.as_str().bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || (underscores && b == b'_')
-        })
+        name.as_str()
+            .bytes()
+            .all(|b| NAME[usize::from(b)] || (underscores && b == b'_'))
     };
     // Almost every request has none: one pass over the names, no allocation.
     if headers.keys().all(acceptable) {

@@ -66,7 +66,8 @@ pub async fn serve<T>(
             }
             Ok::<_, Infallible>(response.map(|inner| Guarded {
                 inner,
-                watch: SendWatch::current(),
+                // Only an HTTP/2 stream has a watch (an HTTP/1.1 connection's writes are timed).
+                watch: if h2 { SendWatch::current() } else { None },
                 _guard: guard,
             }))
         }

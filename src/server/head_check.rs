@@ -118,13 +118,15 @@ impl HeadCheck {
     }
 
     /// Looks at the next bytes of the connection; stops at the end of the head.
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<(), Refusal> {
-        while self.state != State::Off && !bytes.is_empty() {
-            let Some(end) = memchr::memchr(b'\n', bytes) else {
-                return self.hold(bytes);
-            };
-            let piece = &bytes[..end];
-            bytes = &bytes[end + 1..];
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), Refusal> {
+        // One search over the read for all its line ends: this runs for every request.
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', bytes) {
+            if self.state == State::Off {
+                return Ok(());
+            }
+            let piece = &bytes[start..end];
+            start = end + 1;
             if self.partial_len == 0 {
                 self.line(piece, piece.len())?;
             } else {
@@ -136,7 +138,10 @@ impl HeadCheck {
                 self.partial.clear();
             }
         }
-        Ok(())
+        if self.state == State::Off || start == bytes.len() {
+            return Ok(());
+        }
+        self.hold(&bytes[start..])
     }
 
     /// Keeps the start of a line that continues in a later read.
@@ -174,6 +179,10 @@ impl HeadCheck {
     }
 
     fn field(&mut self, line: &[u8], len: usize) -> Result<(), Refusal> {
+        // Only `Content-Length` and `Transfer-Encoding` are looked into.
+        if !matches!(line.first(), Some(b'c' | b'C' | b't' | b'T')) {
+            return Ok(());
+        }
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             // A name this long is none of ours; hyper judges the rest of the line.
             return Ok(());
