@@ -215,8 +215,16 @@ pub enum RequestBody {
     Empty,
     /// The client's whole body, read before the upstream was chosen.
     Buffered(Option<Bytes>),
-    /// The client's body, streamed as it arrives after what was read ahead.
-    Client { read: Option<Bytes>, rest: Timed },
+    /// The client's body, streamed as it arrives after what was read ahead. Boxed: only
+    /// bodies larger than the read-ahead limit take it, and every request moves this
+    /// enum several times on its way upstream.
+    Client(Box<Streamed>),
+}
+
+/// A body larger than the read-ahead limit: what was read, then the rest.
+pub struct Streamed {
+    read: Option<Bytes>,
+    rest: Timed,
 }
 
 impl RequestBody {
@@ -229,10 +237,10 @@ impl RequestBody {
         let mut read = bytes::BytesMut::new();
         loop {
             if read.len() >= limit {
-                return Ok(RequestBody::Client {
+                return Ok(RequestBody::Client(Box::new(Streamed {
                     read: (!read.is_empty()).then(|| read.freeze()),
                     rest: body,
-                });
+                })));
             }
             let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
             match frame {
@@ -269,9 +277,9 @@ impl Body for RequestBody {
                     .filter(|b| !b.is_empty())
                     .map(|b| Ok(Frame::data(b))),
             ),
-            RequestBody::Client { read, rest } => match read.take() {
+            RequestBody::Client(streamed) => match streamed.read.take() {
                 Some(read) => Poll::Ready(Some(Ok(Frame::data(read)))),
-                None => Pin::new(rest).poll_frame(cx),
+                None => Pin::new(&mut streamed.rest).poll_frame(cx),
             },
         }
     }
@@ -280,7 +288,9 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => true,
             RequestBody::Buffered(bytes) => bytes.as_ref().is_none_or(Bytes::is_empty),
-            RequestBody::Client { read, rest } => read.is_none() && rest.is_end_stream(),
+            RequestBody::Client(streamed) => {
+                streamed.read.is_none() && streamed.rest.is_end_stream()
+            }
         }
     }
 
@@ -289,12 +299,12 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
             RequestBody::Buffered(bytes) => SizeHint::with_exact(read(bytes)),
-            RequestBody::Client { read: ahead, rest } => {
-                let rest = rest.size_hint();
+            RequestBody::Client(streamed) => {
+                let (rest, ahead) = (streamed.rest.size_hint(), read(&streamed.read));
                 let mut hint = SizeHint::new();
-                hint.set_lower(rest.lower() + read(ahead));
+                hint.set_lower(rest.lower() + ahead);
                 if let Some(upper) = rest.upper() {
-                    hint.set_upper(upper + read(ahead));
+                    hint.set_upper(upper + ahead);
                 }
                 hint
             }

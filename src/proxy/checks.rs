@@ -57,15 +57,31 @@ fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
 
 /// `host [":" port]`, where host is a bracketed IPv6 literal or a registered name
 /// (letters, digits, `-._~`, sub-delims, %-escapes) without empty labels, and port is
-/// at most five digits. No user info: `user@host` is not a Host.
+/// at most five digits. No user info: `user@host` is not a Host. One pass: this runs
+/// for every request.
 pub fn valid_host(value: &[u8]) -> bool {
-    let (host, port) = match value.iter().rposition(|&b| b == b':') {
-        // A colon inside brackets belongs to the IPv6 literal.
-        Some(at) if !value[at..].contains(&b']') => (&value[..at], Some(&value[at + 1..])),
-        _ => (value, None),
+    let (host, port) = if value.first() == Some(&b'[') {
+        let end = value
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(value.len(), |at| at + 1);
+        let (literal, rest) = value.split_at(end);
+        if !valid_ip_literal(literal) {
+            return false;
+        }
+        (None, rest)
+    } else {
+        // A registered name has no `:`, so the first one starts the port.
+        let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
+        let (name, rest) = value.split_at(end);
+        (Some(name), rest)
     };
-    let port_ok = port.is_none_or(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit));
-    port_ok && (valid_ip_literal(host) || valid_reg_name(host))
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => digits.len() <= 5 && digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    port_ok && host.is_none_or(valid_reg_name)
 }
 
 fn valid_ip_literal(host: &[u8]) -> bool {

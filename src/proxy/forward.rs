@@ -252,7 +252,7 @@ async fn upstream_body(
     let body = RequestBody::read_ahead(body, ctx.body_buffer)
         .await
         .map_err(ProxyError::client_body)?;
-    let progress = matches!(body, RequestBody::Client { .. }).then_some(progress);
+    let progress = matches!(body, RequestBody::Client(_)).then_some(progress);
     Ok((body, progress))
 }
 

@@ -153,10 +153,12 @@ fn measure(
 /// would otherwise have us split its response where its own server did not. httparse has
 /// already refused a CR without its LF, so looking at every LF is enough.
 fn crlf_lines_only(head: &[u8]) -> bool {
-    // A vectorized search for the few LFs, not a look at every byte: this runs for
-    // every response.
-    !matches!(head.first(), Some(b'\r' | b'\n'))
-        && memchr::memchr_iter(b'\n', head).all(|at| at > 0 && head[at - 1] == b'\r')
+    // No early exit, so the compiler can look at many bytes per instruction: this
+    // runs for every response.
+    let bare_lf = head.windows(2).fold(false, |bare, pair| {
+        bare | ((pair[1] == b'\n') & (pair[0] != b'\r'))
+    });
+    !matches!(head.first(), Some(b'\r' | b'\n')) && !bare_lf
 }
 
 fn header_at(head: &Bytes, span: &Span) -> Result<(HeaderName, HeaderValue), Error> {
