@@ -525,3 +525,108 @@ fn the_binary_checks_certificates_warns_of_expiry_and_names_a_mismatched_key() {
     );
     assert!(stderr.contains(&want), "{stderr}");
 }
+
+/// Reads HTTP/2 frames off a stream: (type, flags, stream, payload).
+struct Frames<S> {
+    io: S,
+    buf: Vec<u8>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> Frames<S> {
+    /// The next frame, or `None` at EOF or after `wait` with nothing.
+    async fn next(&mut self, wait: Duration) -> Option<(u8, u8, u32, Vec<u8>)> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if self.buf.len() >= 9 {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= 9 + len {
+                    let head: Vec<u8> = self.buf.drain(..9 + len).collect();
+                    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+                    return Some((head[3], head[4], stream & 0x7fff_ffff, head[9..].to_vec()));
+                }
+            }
+            let mut chunk = [0u8; 16384];
+            match tokio::time::timeout(wait, self.io.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// An HTTP/2 frame: 9-byte header, then `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut out = vec![len[1], len[2], len[3], kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// After the client resets a stream, the gateway sends no DATA for it that it made after
+/// reading the reset (RFC 9113 §5.1). What arrives after the RST was committed before it
+/// (kernel and TLS buffers, at most the one frame h2 was writing): it is bounded by the
+/// window the client granted, and none comes after the answer to a PING sent with the
+/// RST, since the gateway reads both in order.
+#[tokio::test]
+async fn a_reset_stream_gets_no_data_made_after_the_reset() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
+    let up = support::raw::RawUpstream::start(|_| {
+        let body = vec![b'x'; 8 << 20];
+        let mut reply =
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        reply.extend_from_slice(&body);
+        reply
+    })
+    .await;
+    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    for round in 0..10 {
+        let stream = connect(gw.tls_addrs()[0], client(ca.roots(), &[b"h2"]), "a.test").await;
+        let (read, mut write) = tokio::io::split(stream);
+        let mut frames = Frames {
+            io: read,
+            buf: Vec::new(),
+        };
+        // The preface with default settings: a 65,535-byte window, never raised.
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend(frame(0x4, 0, 0, &[]));
+        // GET https://a.test/ (HPACK: :method GET, :scheme https, :path /, :authority a.test).
+        let block = [&[0x82, 0x87, 0x84, 0x01, 6][..], b"a.test"].concat();
+        hello.extend(frame(0x1, 0x5, 1, &block));
+        write.write_all(&hello).await.unwrap();
+
+        let (mut before, mut after_rst, mut after_ack) = (0usize, 0usize, 0usize);
+        let mut reset = false;
+        let mut acked = false;
+        let wait = Duration::from_millis(200);
+        while let Some((kind, flags, stream, payload)) = frames.next(wait).await {
+            match (kind, stream) {
+                (0x4, 0) if flags & 1 == 0 => {
+                    write.write_all(&frame(0x4, 1, 0, &[])).await.unwrap();
+                }
+                (0x0, 1) if acked => after_ack += payload.len(),
+                (0x0, 1) if reset => after_rst += payload.len(),
+                (0x0, 1) => {
+                    before += payload.len();
+                    // RST_STREAM(CANCEL) and a PING in one write.
+                    let mut bye = frame(0x3, 0, 1, &8u32.to_be_bytes());
+                    bye.extend(frame(0x6, 0, 0, b"tollgate"));
+                    write.write_all(&bye).await.unwrap();
+                    reset = true;
+                }
+                (0x6, 0) if flags & 1 == 1 && payload == b"tollgate" => acked = true,
+                _ => {}
+            }
+        }
+        assert!(reset, "round {round}: no DATA before the reset");
+        assert!(acked, "round {round}: the PING was not answered");
+        assert_eq!(after_ack, 0, "round {round}: DATA made after the reset");
+        assert!(
+            before + after_rst <= 65_535,
+            "round {round}: {before} + {after_rst} bytes past the window"
+        );
+    }
+}
