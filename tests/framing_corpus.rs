@@ -165,7 +165,7 @@ async fn every_malformed_request_is_refused_or_forwarded_once_in_one_form() {
     let mut wrong = Vec::new();
     for case in &cases {
         let up = RawUpstream::ok().await;
-        let gw = support::gateway(&config(up.addr));
+        let gw = support::gateway(&support::proxying(up.addr, ""));
         let status = match check(case, support::addr(&gw), &up).await {
             Ok(status) => status,
             Err(problem) => {
@@ -255,23 +255,6 @@ async fn status_of(server: SocketAddr, raw: &[u8]) -> Option<u16> {
     let mut client = TcpStream::connect(server).await.ok()?;
     let _ = client.write_all(raw).await;
     read_response(&mut client).await.map(|reply| reply.status)
-}
-
-fn config(up: SocketAddr) -> String {
-    format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 1
-[log]
-access = "off"
-[upstreams.app]
-servers = ["{up}"]
-[[location]]
-match = "/"
-upstream = "app"
-"#
-    )
 }
 
 /// nginx proxying to an upstream of its own, when nginx is installed.

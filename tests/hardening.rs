@@ -11,26 +11,10 @@ use support::*;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+/// `/` proxied, and `/secret` denied to everyone.
 fn config(up: SocketAddr, extra_server: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 1
-{extra_server}
-[log]
-access = "off"
-[upstreams.app]
-servers = ["{up}"]
-[[location]]
-match = "/"
-upstream = "app"
-[[location]]
-match = "/secret"
-upstream = "app"
-access = ["deny all"]
-"#
-    )
+    proxying(up, extra_server)
+        + "[[location]]\nmatch = \"/secret\"\nupstream = \"app\"\naccess = [\"deny all\"]\n"
 }
 
 async fn connect(gw: &tollgate::Gateway) -> TcpStream {

@@ -16,22 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 fn config(up: SocketAddr, extra_server: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 1
-{extra_server}
-[log]
-access = "off"
-[upstreams.app]
-servers = ["{up}"]
-read_timeout = "5s"
-[[location]]
-match = "/"
-upstream = "app"
-"#
-    )
+    proxying(up, extra_server)
 }
 
 /// An upstream answering every request with 32 MiB, far more than the socket buffers

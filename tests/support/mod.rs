@@ -31,6 +31,26 @@ pub fn gateway(toml: &str) -> tollgate::Gateway {
     tollgate::Gateway::start(config).expect("gateway starts")
 }
 
+/// A config with one worker and no access log that proxies `/` to `up`; `server` adds
+/// lines to `[server]`.
+pub fn proxying(up: SocketAddr, server: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+{server}
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{up}"]
+[[location]]
+match = "/"
+upstream = "app"
+"#
+    )
+}
+
 /// The gateway's first listening address.
 pub fn addr(gateway: &tollgate::Gateway) -> SocketAddr {
     gateway.local_addrs()[0]
