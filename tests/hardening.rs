@@ -338,3 +338,29 @@ async fn a_broken_http2_preface_gets_goaway_protocol_error() {
     let reply = within(5, send_h2(addr(&gw), get("/"))).await;
     assert_eq!(reply.status, 200);
 }
+
+#[tokio::test]
+async fn a_long_body_line_on_a_kept_alive_connection_is_no_request_line() {
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(up.addr, ""));
+    let mut client = connect(&gw).await;
+    // 20,000 bytes with no line end, in reads of their own: were they taken for a head,
+    // they would be a 414.
+    let head = b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 20000\r\n\r\n";
+    for _ in 0..2 {
+        client.write_all(head).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        client.write_all(&[b'a'; 20_000]).await.unwrap();
+        let reply = read_response(&mut client).await.expect("a response");
+        assert_eq!(reply.status, 200);
+    }
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        read_response(&mut client).await.expect("a response").status,
+        200
+    );
+    assert_eq!(up.requests(), 3);
+}

@@ -15,11 +15,12 @@
 //! long URI with 431. The refusal is decided before hyper has the whole head, so no
 //! request reaches the pipeline, and the connection is closed after the answer.
 //!
-//! Only a head that starts on a fresh or idle connection is looked at: where a client
-//! pipelines, the heads that arrive while a request is in flight cannot be found without
-//! framing the bodies in between, and hyper's own rules apply to them (it then frames
-//! by `Transfer-Encoding` alone and closes the connection after the response, which
-//! RFC 9112 §6.1 allows and which cannot smuggle a request either).
+//! To know where each head starts, the connection's bytes are followed from its first
+//! one: a head, then its body (so many bytes for a `Content-Length`, chunk by chunk for
+//! `chunked`), then the next head. So pipelined heads are checked as well, and body
+//! bytes are never taken for a head. Where hyper would refuse the framing (a chunk
+//! size that is no number), the connection is about to end, and nothing more is looked
+//! at.
 
 use std::fmt;
 
@@ -72,13 +73,22 @@ impl std::error::Error for Refusal {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    /// Between heads (or in a body): nothing is looked at.
+    /// Nothing more is looked at: the framing is one hyper will refuse.
     Off,
     RequestLine,
     Fields,
+    /// So many bytes of a body with a `Content-Length` still to come.
+    Body(u64),
+    /// A chunked body: the chunk-size line is next.
+    ChunkSize,
+    /// So many bytes of a chunk's data still to come, then its line end.
+    ChunkData(u64),
+    ChunkEnd,
+    /// The trailer section, which ends with an empty line.
+    Trailers,
 }
 
-/// The incremental look at one connection's request heads.
+/// The incremental look at one connection's request stream.
 #[derive(Debug)]
 pub struct HeadCheck {
     max_request_line: usize,
@@ -87,44 +97,56 @@ pub struct HeadCheck {
     partial: Vec<u8>,
     /// The whole length of that line so far.
     partial_len: usize,
-    content_length: bool,
+    /// The current head's `Content-Length`, once seen.
+    content_length: Option<u64>,
     transfer_encoding: bool,
 }
 
 impl HeadCheck {
+    /// Ready for the connection's first byte.
     pub fn new(max_request_line: usize) -> HeadCheck {
         HeadCheck {
             max_request_line,
-            state: State::Off,
+            state: State::RequestLine,
             partial: Vec::new(),
             partial_len: 0,
-            content_length: false,
+            content_length: None,
             transfer_encoding: false,
         }
     }
 
-    /// The first bytes of a new request head are about to be fed.
-    pub fn start(&mut self) {
-        self.state = State::RequestLine;
-        self.partial.clear();
-        self.partial_len = 0;
-        self.content_length = false;
-        self.transfer_encoding = false;
-    }
-
-    /// Whether a head is being looked at (else [`HeadCheck::feed`] does nothing).
+    /// Whether bytes are still looked at (else [`HeadCheck::feed`] does nothing).
     pub fn scanning(&self) -> bool {
         self.state != State::Off
     }
 
-    /// Looks at the next bytes of the connection; stops at the end of the head.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), Refusal> {
-        // One search over the read for all its line ends: this runs for every request.
+    /// Follows the next bytes of the connection; a head that is to be refused says why.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<(), Refusal> {
+        while !bytes.is_empty() {
+            match self.state {
+                State::Off => return Ok(()),
+                State::Body(left) | State::ChunkData(left) => {
+                    let taken = bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    bytes = &bytes[taken..];
+                    let left = left - taken as u64;
+                    self.state = match (self.state, left) {
+                        (State::Body(_), 0) => State::RequestLine,
+                        (State::Body(_), left) => State::Body(left),
+                        (_, 0) => State::ChunkEnd,
+                        (_, left) => State::ChunkData(left),
+                    };
+                }
+                _ => bytes = self.lines(bytes)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the lines at the front of `bytes` while the state is one of lines; the
+    /// rest. One search over the read for the line ends: this runs for every request.
+    fn lines<'b>(&mut self, bytes: &'b [u8]) -> Result<&'b [u8], Refusal> {
         let mut start = 0;
         for end in memchr::memchr_iter(b'\n', bytes) {
-            if self.state == State::Off {
-                return Ok(());
-            }
             let piece = &bytes[start..end];
             start = end + 1;
             if self.partial_len == 0 {
@@ -137,11 +159,15 @@ impl HeadCheck {
                 self.partial = line;
                 self.partial.clear();
             }
+            if matches!(
+                self.state,
+                State::Off | State::Body(_) | State::ChunkData(_)
+            ) {
+                return Ok(&bytes[start..]);
+            }
         }
-        if self.state == State::Off || start == bytes.len() {
-            return Ok(());
-        }
-        self.hold(&bytes[start..])
+        self.hold(&bytes[start..])?;
+        Ok(&[])
     }
 
     /// Keeps the start of a line that continues in a later read.
@@ -161,21 +187,38 @@ impl HeadCheck {
     /// a longer one of `len` bytes.
     fn line(&mut self, line: &[u8], len: usize) -> Result<(), Refusal> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        match self.state {
-            State::Off => Ok(()),
+        self.state = match self.state {
             // Empty lines before the request line are skipped (RFC 9112 §2.2).
-            State::RequestLine if line.is_empty() => Ok(()),
-            State::RequestLine if len > self.max_request_line + 1 => Err(Refusal::UriTooLong),
+            State::RequestLine if line.is_empty() => State::RequestLine,
+            State::RequestLine if len > self.max_request_line + 1 => {
+                return Err(Refusal::UriTooLong)
+            }
             State::RequestLine => {
-                self.state = State::Fields;
-                Ok(())
+                self.content_length = None;
+                self.transfer_encoding = false;
+                State::Fields
             }
-            State::Fields if line.is_empty() => {
-                self.state = State::Off;
-                Ok(())
+            State::Fields if line.is_empty() => match (self.transfer_encoding, self.content_length)
+            {
+                (true, _) => State::ChunkSize,
+                (false, Some(length)) if length > 0 => State::Body(length),
+                (false, _) => State::RequestLine,
+            },
+            State::Fields => {
+                self.field(line, len)?;
+                State::Fields
             }
-            State::Fields => self.field(line, len),
-        }
+            State::ChunkSize => match chunk_size(line) {
+                Some(0) => State::Trailers,
+                Some(size) => State::ChunkData(size),
+                None => State::Off,
+            },
+            State::ChunkEnd if line.is_empty() => State::ChunkSize,
+            State::Trailers if line.is_empty() => State::RequestLine,
+            State::Trailers => State::Trailers,
+            State::ChunkEnd | State::Off | State::Body(_) | State::ChunkData(_) => State::Off,
+        };
+        Ok(())
     }
 
     fn field(&mut self, line: &[u8], len: usize) -> Result<(), Refusal> {
@@ -192,13 +235,15 @@ impl HeadCheck {
         // is no valid one (its value is 1 to 19 digits, or `chunked`).
         let cut = len > KEEP;
         if name.eq_ignore_ascii_case(b"content-length") {
-            if std::mem::replace(&mut self.content_length, true) {
+            if self.content_length.is_some() {
                 return Err(Refusal::Repeated);
             }
             let digits =
                 !value.is_empty() && value.len() <= 19 && value.iter().all(u8::is_ascii_digit);
-            if cut || !digits {
-                return Err(Refusal::BadLength);
+            let length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            match length {
+                Some(length) if digits && !cut => self.content_length = Some(length),
+                _ => return Err(Refusal::BadLength),
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             if std::mem::replace(&mut self.transfer_encoding, true) {
@@ -210,11 +255,25 @@ impl HeadCheck {
         } else {
             return Ok(());
         }
-        if self.content_length && self.transfer_encoding {
+        if self.content_length.is_some() && self.transfer_encoding {
             return Err(Refusal::BothFramings);
         }
         Ok(())
     }
+}
+
+/// A chunk-size line's size (hex digits, then perhaps extensions), or `None` where hyper
+/// would refuse it (RFC 9112 §7.1).
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line
+        .iter()
+        .position(|&b| !b.is_ascii_hexdigit())
+        .unwrap_or(line.len());
+    if digits == 0 || digits > 16 {
+        return None;
+    }
+    let text = std::str::from_utf8(&line[..digits]).ok()?;
+    u64::from_str_radix(text, 16).ok()
 }
 
 #[cfg(test)]
@@ -222,16 +281,13 @@ mod tests {
     use super::*;
 
     fn check(head: &[u8]) -> Result<(), Refusal> {
-        let mut check = HeadCheck::new(8192);
-        check.start();
-        check.feed(head)
+        HeadCheck::new(8192).feed(head)
     }
 
     /// The same bytes fed one at a time, and in two pieces at every split point.
     fn check_split(head: &[u8]) -> Result<(), Refusal> {
         let whole = check(head);
         let mut bytewise = HeadCheck::new(8192);
-        bytewise.start();
         let by_byte = head.iter().try_for_each(|b| bytewise.feed(&[*b]));
         assert_eq!(
             by_byte,
@@ -241,7 +297,6 @@ mod tests {
         );
         for at in 0..head.len() {
             let mut two = HeadCheck::new(8192);
-            two.start();
             let split = two.feed(&head[..at]).and_then(|()| two.feed(&head[at..]));
             assert_eq!(split, whole, "split at {at}");
         }
@@ -316,28 +371,57 @@ mod tests {
     #[test]
     fn a_request_line_longer_than_the_limit_is_414_before_its_end_arrives() {
         let mut check = HeadCheck::new(100);
-        check.start();
         assert_eq!(check.feed(b"GET /"), Ok(()));
         // 101 bytes may still be 100 and a CR; one more cannot be.
         assert_eq!(check.feed(&[b'a'; 96]), Ok(()));
         assert_eq!(check.feed(b"a"), Err(Refusal::UriTooLong));
         let mut exact = HeadCheck::new(100);
-        exact.start();
         let line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(100 - 14));
         assert_eq!(exact.feed(line.as_bytes()), Ok(()));
         let mut over = HeadCheck::new(100);
-        over.start();
         let line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(101 - 14));
         assert_eq!(over.feed(line.as_bytes()), Err(Refusal::UriTooLong));
     }
 
     #[test]
-    fn nothing_after_the_head_is_looked_at() {
+    fn body_bytes_are_never_taken_for_a_head() {
+        // A body that looks like framing, and one with a line longer than max_uri_bytes.
+        let mut head = b"POST / HTTP/1.1\r\nContent-Length: 40\r\n\r\n".to_vec();
+        head.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n0123456789");
+        assert_eq!(check_split(&head), Ok(()));
+        let mut long = b"POST / HTTP/1.1\r\nContent-Length: 9000\r\n\r\n".to_vec();
+        long.extend(std::iter::repeat_n(b'a', 9000));
+        long.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        assert_eq!(HeadCheck::new(8192).feed(&long), Ok(()));
+    }
+
+    #[test]
+    fn pipelined_heads_are_checked_after_bodies_of_either_framing() {
+        let smuggled =
+            b"POST /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let mut after_get = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n\r\n".to_vec();
+        after_get.extend_from_slice(smuggled);
+        assert_eq!(check_split(&after_get), Err(Refusal::BothFramings));
+        let mut after_length = b"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".to_vec();
+        after_length.extend_from_slice(smuggled);
+        assert_eq!(check_split(&after_length), Err(Refusal::BothFramings));
+        let mut after_chunks = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\
+            3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nX-Trailer: 1\r\n\r\n"
+            .to_vec();
+        assert_eq!(check_split(&after_chunks), Ok(()));
+        after_chunks.extend_from_slice(smuggled);
+        assert_eq!(check_split(&after_chunks), Err(Refusal::BothFramings));
+    }
+
+    #[test]
+    fn a_chunked_framing_hyper_refuses_ends_the_look() {
         let mut check = HeadCheck::new(8192);
-        check.start();
-        let head =
-            b"POST / HTTP/1.1\r\nContent-Length: 40\r\n\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert_eq!(check.feed(head), Ok(()));
         assert!(!check.scanning());
+        assert_eq!(
+            check.feed(b"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Ok(())
+        );
     }
 }

@@ -295,7 +295,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
                     let phase = this.state.phase.load(Ordering::Acquire);
                     if phase == FRESH || phase == IDLE {
                         this.state.enter(HEAD);
-                        this.heads.start();
                     }
                     if !this.h2 && this.heads.scanning() {
                         if let Err(refusal) = this.heads.feed(&buf.filled()[before..]) {
