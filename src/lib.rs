@@ -36,6 +36,7 @@
 pub mod access;
 pub mod admin;
 pub mod body;
+pub mod certs;
 pub mod clock;
 pub mod config;
 pub mod limit;

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     };
     if cli.test {
         if let Some(tls) = &config.tls {
-            tollgate::tls::warn_expired(&tls.certificates);
+            tollgate::certs::warn_expired(&tls.certificates);
         }
         println!("configuration ok");
         return ExitCode::SUCCESS;

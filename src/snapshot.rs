@@ -219,7 +219,7 @@ pub fn build(
     };
     let tls = match &config.tls {
         Some(settings) => {
-            tls::warn_expired(&settings.certificates);
+            crate::certs::warn_expired(&settings.certificates);
             let server = tls::server_config(&settings.certificates, lasting.sessions)?;
             Some(TlsServer {
                 acceptor: tokio_rustls::TlsAcceptor::from(server),

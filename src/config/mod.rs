@@ -87,7 +87,7 @@ pub struct ZoneRedis {
 #[derive(Debug, Clone)]
 pub struct Tls {
     /// In file order, never empty; the first is served when SNI matches none.
-    pub certificates: Vec<crate::tls::Certificate>,
+    pub certificates: Vec<crate::certs::Certificate>,
     /// A TLS handshake not done in time closes the connection.
     pub handshake_timeout: Duration,
 }

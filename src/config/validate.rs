@@ -277,7 +277,7 @@ fn tls(raw: raw::RawTls, span: &Span, base: &Path, diag: &mut Diagnostics<'_>) -
             continue;
         };
         let (cert_path, key_path) = (base.join(cert.get_ref()), base.join(key.get_ref()));
-        match crate::tls::load(&cert_path, &key_path) {
+        match crate::certs::load(&cert_path, &key_path) {
             Ok(loaded) => certificates.push(loaded),
             Err(err) => {
                 let at = if err.path() == key_path {

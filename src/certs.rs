@@ -1,0 +1,200 @@
+//! Certificates as the configuration names them: read from PEM, checked (chain, key,
+//! that the two belong together), with errors that say what is wrong, and the names and
+//! expiry that SNI and warnings need. [`load`] runs while the file is validated, so
+//! `tollgate -t` checks certificates too; the runtime TLS setup is in [`crate::tls`].
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+
+/// One `[[tls.certificates]]` entry, loaded and checked.
+#[derive(Clone)]
+pub struct Certificate {
+    /// The `cert` file, for messages.
+    pub path: PathBuf,
+    /// The names SNI is matched against: the certificate's DNS names (lowercase,
+    /// `*.example.com` for a wildcard), or its subject's common name when it has none.
+    pub names: Vec<String>,
+    /// End of validity, seconds since the Unix epoch.
+    pub not_after: i64,
+    pub key: Arc<CertifiedKey>,
+}
+
+impl fmt::Debug for Certificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Certificate")
+            .field("path", &self.path)
+            .field("names", &self.names)
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a certificate or its key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: no certificate found: expected a PEM \"BEGIN CERTIFICATE\" block", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error(
+        "{}: no private key found: expected a PEM \"BEGIN PRIVATE KEY\", \"BEGIN RSA PRIVATE KEY\" \
+         or \"BEGIN EC PRIVATE KEY\" block",
+        path.display()
+    )]
+    NoKey { path: PathBuf },
+    #[error("{}: invalid PEM: {reason}", path.display())]
+    Pem { path: PathBuf, reason: String },
+    #[error("{}: not a certificate tollgate can read: {reason}", path.display())]
+    Certificate { path: PathBuf, reason: String },
+    #[error("{}: unsupported private key: {reason}", path.display())]
+    Key { path: PathBuf, reason: String },
+    #[error("the key in {} does not match the certificate in {}", key.display(), cert.display())]
+    Mismatch { cert: PathBuf, key: PathBuf },
+}
+
+impl CertError {
+    /// The file the error is about (the key's, for a mismatch).
+    pub fn path(&self) -> &Path {
+        match self {
+            CertError::Read { path, .. }
+            | CertError::NoCertificate { path }
+            | CertError::NoKey { path }
+            | CertError::Pem { path, .. }
+            | CertError::Certificate { path, .. }
+            | CertError::Key { path, .. } => path,
+            CertError::Mismatch { key, .. } => key,
+        }
+    }
+}
+
+/// Reads and checks a PEM certificate chain (leaf first) and its private key (PKCS#8,
+/// PKCS#1 RSA or SEC1 EC; RSA, ECDSA P-256/P-384 or Ed25519).
+pub fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError> {
+    let cert_pem = read(cert_path)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| pem_error(cert_path, err))?;
+    let Some(leaf) = chain.first() else {
+        return Err(CertError::NoCertificate {
+            path: cert_path.to_owned(),
+        });
+    };
+    let (names, not_after) = describe(leaf).map_err(|reason| CertError::Certificate {
+        path: cert_path.to_owned(),
+        reason,
+    })?;
+    let key_pem = read(key_path)?;
+    let key = match PrivateKeyDer::from_pem_slice(&key_pem) {
+        Ok(key) => key,
+        Err(pem::Error::NoItemsFound) => {
+            return Err(CertError::NoKey {
+                path: key_path.to_owned(),
+            })
+        }
+        Err(err) => return Err(pem_error(key_path, err)),
+    };
+    let key = CertifiedKey::from_der(chain, key, &provider()).map_err(|err| match err {
+        rustls::Error::InconsistentKeys(_) => CertError::Mismatch {
+            cert: cert_path.to_owned(),
+            key: key_path.to_owned(),
+        },
+        other => CertError::Key {
+            path: key_path.to_owned(),
+            reason: other.to_string(),
+        },
+    })?;
+    Ok(Certificate {
+        path: cert_path.to_owned(),
+        names,
+        not_after,
+        key: Arc::new(key),
+    })
+}
+
+/// An expired certificate is served (the operator may have no other yet), with a
+/// warning from `tollgate -t`, at start and at every reload.
+pub fn warn_expired(certificates: &[Certificate]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    for cert in certificates {
+        if cert.not_after < now {
+            let expired = time::OffsetDateTime::from_unix_timestamp(cert.not_after)
+                .ok()
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .unwrap_or_else(|| cert.not_after.to_string());
+            tracing::warn!(
+                cert = %cert.path.display(),
+                names = ?cert.names,
+                expired,
+                "certificate has expired; clients will refuse it"
+            );
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, CertError> {
+    std::fs::read(path).map_err(|source| CertError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn pem_error(path: &Path, err: pem::Error) -> CertError {
+    CertError::Pem {
+        path: path.to_owned(),
+        reason: err.to_string(),
+    }
+}
+
+/// The leaf's SNI names and the end of its validity.
+fn describe(leaf: &CertificateDer<'_>) -> Result<(Vec<String>, i64), String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf).map_err(|err| err.to_string())?;
+    let mut names = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(dns) => names.push(dns.to_ascii_lowercase()),
+                GeneralName::IPAddress(bytes) => {
+                    if let Some(ip) = ip_of(bytes) {
+                        names.push(ip.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if names.is_empty() {
+        let common = cert.subject().iter_common_name();
+        names.extend(common.filter_map(|cn| Some(cn.as_str().ok()?.to_ascii_lowercase())));
+    }
+    Ok((names, cert.validity().not_after.timestamp()))
+}
+
+fn ip_of(bytes: &[u8]) -> Option<std::net::IpAddr> {
+    match bytes.len() {
+        4 => Some(<[u8; 4]>::try_from(bytes).ok()?.into()),
+        16 => Some(<[u8; 16]>::try_from(bytes).ok()?.into()),
+        _ => None,
+    }
+}
+
+/// The crypto tollgate uses: ring's, with its own order of cipher suites (TLS 1.3's
+/// AEADs, then TLS 1.2's ECDHE with AES-GCM or ChaCha20-Poly1305; no CBC, no RSA key
+/// exchange).
+pub(crate) fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
