@@ -49,6 +49,7 @@ pub mod routing;
 pub mod server;
 pub mod signals;
 pub mod snapshot;
+pub mod state;
 pub mod tls;
 pub mod upstream;
 

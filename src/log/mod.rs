@@ -254,13 +254,6 @@ fn push_header(out: &mut String, value: Option<&HeaderValue>, escape: Escape) {
     }
 }
 
-/// `text` as a JSON string, quotes included (for other JSON tollgate writes: `/status`).
-pub(crate) fn push_json_string(out: &mut String, text: &str) {
-    out.push('"');
-    push_escaped(out, text.as_bytes(), Escape::Json);
-    out.push('"');
-}
-
 fn push_escaped(out: &mut String, bytes: &[u8], escape: Escape) {
     for &b in bytes {
         match (escape, b) {

@@ -1,10 +1,10 @@
 //! What `/metrics` reports (DESIGN §5.7). Counters live in per-worker cells
 //! ([`cells`]), handed out by [`Metrics`] by label when a snapshot is built, so that a
 //! location, zone or upstream that a reload keeps keeps counting from where it was.
-//! [`export`] adds the cells up and writes the Prometheus text at scrape time.
+//! The pipeline writes to the cells; `admin::metrics` adds them up and writes the
+//! Prometheus text at scrape time.
 
 pub mod cells;
-pub mod export;
 pub mod top;
 
 use std::collections::BTreeMap;
@@ -90,6 +90,39 @@ impl Metrics {
     pub fn connections(&self, addr: &str) -> Arc<PerWorker<Gauge>> {
         self.connections.get(addr, || PerWorker::new(self.workers))
     }
+
+    // What a scrape reads (`admin::metrics`): each family's members still in use, in
+    // label order. Members nothing uses any more are dropped here.
+
+    pub fn locations_in_use(&self) -> Vec<(String, Arc<PerWorker<LocationCell>>)> {
+        self.locations.in_use()
+    }
+
+    /// Every worker's request times, whatever the location.
+    pub fn request_times(&self) -> &PerWorker<Histogram> {
+        &self.request_time
+    }
+
+    pub fn denied_in_use(&self) -> Vec<(String, Arc<PerWorker<Counter>>)> {
+        self.denied.in_use()
+    }
+
+    pub fn upstreams_in_use(&self) -> Vec<(String, Arc<UpstreamStats>)> {
+        self.upstreams.in_use()
+    }
+
+    /// By (upstream, server).
+    pub fn servers_in_use(&self) -> Vec<((String, String), Arc<Failures>)> {
+        self.servers.in_use()
+    }
+
+    pub fn zones_in_use(&self) -> Vec<(String, Arc<ZoneStats>)> {
+        self.zones.in_use()
+    }
+
+    pub fn connections_in_use(&self) -> Vec<(String, Arc<PerWorker<Gauge>>)> {
+        self.connections.in_use()
+    }
 }
 
 /// Members of one metric family by label. A member no one but the family holds any
@@ -159,7 +192,7 @@ impl LocationStats {
 /// One worker's counts for one location.
 #[derive(Debug)]
 pub struct LocationCell {
-    statuses: StatusCounts,
+    pub statuses: StatusCounts,
     /// The worker's cell of the (unlabelled) request latency histogram.
     request_time: Arc<Aligned<Histogram>>,
 }
@@ -222,7 +255,7 @@ impl Decisions {
         self.0[outcome as usize].add(1);
     }
 
-    fn get(&self, outcome: Outcome) -> u64 {
+    pub fn get(&self, outcome: Outcome) -> u64 {
         self.0[outcome as usize].get()
     }
 }

@@ -21,15 +21,15 @@ use tokio::sync::watch;
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
-use super::Shared;
 use crate::body::BodyError;
 use crate::proxy::{Conn, Logged};
+use crate::state::GatewayState;
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
     stream: T,
     conn: Conn,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,

@@ -31,36 +31,16 @@ use self::worker::Listen;
 use crate::admin::Admin;
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::Metrics;
-use crate::snapshot::{self, Lasting, Snapshot};
+use crate::snapshot::{self, Lasting};
+use crate::state::{GatewayState, Listeners};
 use crate::tls;
 
-/// What the workers and the admin API share: the configuration in force, and what
-/// `/status` tells of the gateway around it.
-pub struct Shared {
-    pub snapshot: ArcSwap<Snapshot>,
-    /// The addresses listened on (for `/status`).
-    pub listeners: ArcSwap<Listeners>,
-    /// Reloads that took effect, and those that changed nothing.
-    pub reloads_ok: AtomicU64,
-    pub reloads_failed: AtomicU64,
-    /// Every generation's counters (`/metrics`).
-    pub metrics: Arc<Metrics>,
-}
-
-/// The addresses actually listened on (port 0 resolved), each list in config order.
-#[derive(Debug, Default)]
-pub struct Listeners {
-    pub plain: Vec<SocketAddr>,
-    pub tls: Vec<SocketAddr>,
-}
-
-impl Listeners {
-    fn of(listening: &[Listening]) -> Listeners {
-        let (tls, plain): (Vec<_>, Vec<_>) = listening.iter().partition(|l| l.configured.tls);
-        Listeners {
-            plain: plain.iter().map(|l| l.actual).collect(),
-            tls: tls.iter().map(|l| l.actual).collect(),
-        }
+/// The addresses in `listening`, as `/status` shows them.
+fn listeners_of(listening: &[Listening]) -> Listeners {
+    let (tls, plain): (Vec<_>, Vec<_>) = listening.iter().partition(|l| l.configured.tls);
+    Listeners {
+        plain: plain.iter().map(|l| l.actual).collect(),
+        tls: tls.iter().map(|l| l.actual).collect(),
     }
 }
 
@@ -97,7 +77,7 @@ pub struct Gateway {
     to_workers: Vec<mpsc::UnboundedSender<Listen>>,
     /// A reload cannot change the worker count.
     worker_count: usize,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     /// `[admin]`, when configured, and its address as configured: a reload cannot move
@@ -124,7 +104,7 @@ impl Gateway {
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(GatewayState {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(Listeners::default()),
             reloads_ok: AtomicU64::new(0),
@@ -162,7 +142,7 @@ impl Gateway {
             .into_iter()
             .map(|b| b.serve(&to_workers, &shared.metrics))
             .collect();
-        shared.listeners.store(Arc::new(Listeners::of(&listening)));
+        shared.listeners.store(Arc::new(listeners_of(&listening)));
         Ok(Gateway {
             listening: Mutex::new(listening),
             to_workers,
@@ -264,7 +244,7 @@ impl Gateway {
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
         self.shared
             .listeners
-            .store(Arc::new(Listeners::of(&listening)));
+            .store(Arc::new(listeners_of(&listening)));
         Ok(generation)
     }
 

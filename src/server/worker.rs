@@ -12,10 +12,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::conn;
-use super::Shared;
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
+use crate::state::GatewayState;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
@@ -34,7 +34,7 @@ pub struct Listen {
 pub fn run(
     worker: usize,
     mut listen: mpsc::UnboundedReceiver<Listen>,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -107,7 +107,7 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 async fn serve_tls(
     stream: tokio::net::TcpStream,
     conn: Conn,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
 ) {
     let Some(tls) = shared.snapshot.load().tls.clone() else {
@@ -125,7 +125,7 @@ async fn serve_tls(
 /// One listening socket's accept loop, and what each connection it accepts gets.
 struct Accepting {
     worker: usize,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
     /// Held by every task, so the worker knows when all have ended.
     alive: mpsc::Sender<()>,

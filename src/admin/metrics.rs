@@ -13,9 +13,9 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::cells::{Counter, HistogramSum};
-use super::{FailureKind, Metrics, Outcome};
 use crate::limit::redis::Failure;
+use crate::metrics::cells::{Counter, HistogramSum};
+use crate::metrics::{FailureKind, Metrics, Outcome};
 use crate::snapshot::Snapshot;
 
 /// The `Content-Type` of [`render`]'s text.
@@ -61,7 +61,7 @@ type Labels<'a, const N: usize> = [(&'static str, &'a str); N];
 impl Scrape {
     fn requests(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let m = &self.metrics;
-        let locations = m.locations.in_use();
+        let locations = m.locations_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_requests",
             "Requests answered, by location (as configured; \"-\" when none matched) and status.",
@@ -83,7 +83,7 @@ impl Scrape {
             }
         }
         let mut time = HistogramSum::default();
-        for cell in m.request_time.iter() {
+        for cell in m.request_times().iter() {
             time.add(cell);
         }
         let family = encoder.encode_descriptor(
@@ -94,7 +94,7 @@ impl Scrape {
         )?;
         histogram(family, &time)?;
 
-        let denied = m.denied.in_use();
+        let denied = m.denied_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_access_denied",
             "Requests answered 403 by an allow/deny rule.",
@@ -110,7 +110,7 @@ impl Scrape {
 
     fn upstreams(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let m = &self.metrics;
-        let upstreams = m.upstreams.in_use();
+        let upstreams = m.upstreams_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_upstream_duration",
             "Time from sending a request upstream to the response head.",
@@ -125,7 +125,7 @@ impl Scrape {
             histogram(family.encode_family(&[("upstream", name.as_str())])?, &time)?;
         }
 
-        let servers = m.servers.in_use();
+        let servers = m.servers_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_upstream_failures",
             "Failed attempts on an upstream server by kind; kind=\"no_live_upstream\" \
@@ -171,7 +171,7 @@ impl Scrape {
     }
 
     fn zones(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
-        let zones = self.metrics.zones.in_use();
+        let zones = self.metrics.zones_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_limit_decisions",
             "What a zone decided for a request.",
@@ -257,7 +257,7 @@ impl Scrape {
         )?;
         family.encode_gauge(&self.snapshot.generation)?;
 
-        let connections = self.metrics.connections.in_use();
+        let connections = self.metrics.connections_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_connections",
             "Open client connections, by listening address.",

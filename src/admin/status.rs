@@ -1,0 +1,143 @@
+//! The JSON documents of `/status` and `/zones/NAME/keys/KEY`, as structs that serde
+//! writes. Maps keep the snapshot's order (upstreams and zones as configured).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::ser::{Serialize, Serializer};
+
+use crate::state::GatewayState;
+
+/// How many of a zone's most-limited keys `/status` shows.
+const TOP_LIMITED: usize = 10;
+
+/// `/status`: the generation in force (its file's SHA-256, and how many reloads took
+/// effect or failed), the addresses listened on, each upstream server's passive health,
+/// and each zone's keys, memory, and the keys it rejected most over the last minute.
+#[derive(serde::Serialize)]
+struct Status {
+    generation: u64,
+    config_sha256: String,
+    reloads: Reloads,
+    listeners: Vec<String>,
+    tls_listeners: Vec<String>,
+    upstreams: Ordered<Vec<ServerHealth>>,
+    zones: Ordered<ZoneStatus>,
+}
+
+#[derive(serde::Serialize)]
+struct Reloads {
+    ok: u64,
+    failed: u64,
+}
+
+#[derive(serde::Serialize)]
+struct ServerHealth {
+    server: String,
+    healthy: bool,
+    fails: u32,
+}
+
+#[derive(serde::Serialize)]
+struct ZoneStatus {
+    algorithm: &'static str,
+    keys: usize,
+    bytes: usize,
+    capacity_bytes: usize,
+    evictions: u64,
+    top_limited: Vec<Limited>,
+}
+
+#[derive(serde::Serialize)]
+struct Limited {
+    /// The key as text; `…` at the end when the stored key was cut short.
+    key: String,
+    rejected: u64,
+}
+
+/// A JSON object whose members keep the order they were pushed in.
+struct Ordered<T>(Vec<(String, T)>);
+
+impl<T: Serialize> Serialize for Ordered<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, value)| (name, value)))
+    }
+}
+
+/// The `/status` document, one line of JSON.
+pub fn status(state: &GatewayState) -> String {
+    let snapshot = state.snapshot.load();
+    let listeners = state.listeners.load();
+    let now = Instant::now();
+    let upstreams = snapshot.upstreams.iter().map(|group| {
+        let servers = group.servers.iter().map(|server| ServerHealth {
+            server: server.addr.to_string(),
+            healthy: server.health.is_available(now),
+            fails: server.health.fails(),
+        });
+        (group.name.to_string(), servers.collect())
+    });
+    let zones = snapshot.zones.iter().map(|zone| {
+        let stats = zone.stats();
+        let top = state
+            .metrics
+            .zone_stats(&zone.name)
+            .map(|stats| stats.top_limited(now, TOP_LIMITED))
+            .unwrap_or_default();
+        let top_limited = top.into_iter().map(|((key, cut), rejected)| {
+            let mut key = zone.template.text_of(&key);
+            if cut {
+                key.push('…');
+            }
+            Limited { key, rejected }
+        });
+        let status = ZoneStatus {
+            algorithm: zone.kind.name(),
+            keys: stats.keys,
+            bytes: stats.bytes,
+            capacity_bytes: stats.capacity_bytes,
+            evictions: stats.evictions,
+            top_limited: top_limited.collect(),
+        };
+        (zone.name.to_string(), status)
+    });
+    let document = Status {
+        generation: snapshot.generation,
+        config_sha256: snapshot.config_sha256.to_string(),
+        reloads: Reloads {
+            ok: state.reloads_ok.load(Ordering::Relaxed),
+            failed: state.reloads_failed.load(Ordering::Relaxed),
+        },
+        listeners: listeners.plain.iter().map(ToString::to_string).collect(),
+        tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),
+        upstreams: Ordered(upstreams.collect()),
+        zones: Ordered(zones.collect()),
+    };
+    line(&document)
+}
+
+/// `GET /zones/NAME/keys/KEY`: whether the key is stored, and its state if it is.
+#[derive(serde::Serialize)]
+pub struct KeyState<'a> {
+    pub zone: &'a str,
+    pub key: &'a str,
+    pub stored: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// `DELETE /zones/NAME/keys/KEY`: whether there was a key to forget.
+#[derive(serde::Serialize)]
+pub struct KeyReset<'a> {
+    pub zone: &'a str,
+    pub key: &'a str,
+    pub reset: bool,
+}
+
+/// `document` as one line of JSON and a newline.
+pub fn line(document: &impl Serialize) -> String {
+    // Serializing these structs cannot fail: every map key is a string.
+    let mut text = serde_json::to_string(document).unwrap_or_default();
+    text.push('\n');
+    text
+}
