@@ -35,7 +35,6 @@
 
 pub mod access;
 pub mod admin;
-pub mod body;
 pub mod certs;
 pub mod clock;
 pub mod config;

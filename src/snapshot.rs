@@ -244,7 +244,7 @@ pub fn build(
             exempt: config.access.exempt.clone(),
             api_keys,
             ratelimit_headers: header_style(config.server.ratelimit_headers),
-            body: crate::body::BodyLimits {
+            body: crate::upstream::body::BodyLimits {
                 timeout: server.client_body_timeout,
                 min_rate: server.client_body_min_rate,
             },

@@ -4,7 +4,7 @@ use std::fmt;
 
 use http::StatusCode;
 
-use crate::body::BodyError;
+use crate::upstream::body::BodyError;
 use crate::upstream::pool::ConnectError;
 
 /// Who failed: the client, an upstream server, or tollgate itself.

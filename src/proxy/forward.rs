@@ -20,9 +20,9 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::limit::zone::InFlight as Held;
 use crate::metrics::FailureKind;
+use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::upstream::h1::{self, Exchange, SendError};
 use crate::upstream::pool::{self, ConnectError};
 use crate::upstream::{Group, InFlight, Lease};

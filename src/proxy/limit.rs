@@ -10,12 +10,12 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
-use crate::body::ResponseBody;
 use crate::limit::key::RequestView;
 use crate::limit::redis::{redis_key, Algorithm, Backend, OnError};
 use crate::limit::zone::{self, Applied, Kind, Outcome, Rule, Status};
 use crate::limit::{Decision, Params, Period, Rate, Verdict};
 use crate::metrics;
+use crate::upstream::body::ResponseBody;
 
 use super::text::{number_value, Text};
 use super::Location;

@@ -13,11 +13,11 @@ use http::header::{REFERER, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::body::{BodyError, ResponseBody};
 use crate::limit::zone::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};
+use crate::upstream::body::{BodyError, ResponseBody};
 use crate::upstream::Lease;
 
 /// nginx's status for "client closed the connection before the response".

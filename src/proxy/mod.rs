@@ -48,7 +48,7 @@ pub struct Pipeline {
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: HeaderStyle,
     /// How long a client may take over its request body.
-    pub body: crate::body::BodyLimits,
+    pub body: crate::upstream::body::BodyLimits,
     /// Bodies up to this size are read whole before an upstream is chosen.
     pub client_body_buffer_size: usize,
     /// Header names with `_` are passed on (`underscores_in_headers`).

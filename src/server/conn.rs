@@ -21,9 +21,9 @@ use tokio::sync::watch;
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
-use crate::body::BodyError;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
+use crate::upstream::body::BodyError;
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(

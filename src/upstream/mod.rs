@@ -2,8 +2,11 @@
 //!
 //! The decisions (which server, is it healthy) are pure and live in [`balance`] and
 //! [`health`]; [`pool`] holds the I/O: connecting, keep-alive reuse and sending.
+//! [`body`] holds the bodies that cross the gateway: the client's on its way here and
+//! the upstream's on its way back.
 
 pub mod balance;
+pub mod body;
 pub mod h1;
 pub mod health;
 pub mod pool;

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use super::decode::BodyKind;
 use super::encode::{Outbox, Upload, UploadError};
 use super::Error;
-use crate::body::BodyError;
+use crate::upstream::body::BodyError;
 
 #[derive(Debug)]
 enum Kind {

@@ -21,7 +21,7 @@ use super::body::{Body, RestOf};
 use super::decode::{self, Head};
 use super::encode::{self, Outbox, Upload, UploadError};
 use super::{Error, Exchange, SendError, Upgraded};
-use crate::body::{BodyError, Progress};
+use crate::upstream::body::{BodyError, Progress};
 use crate::upstream::pool::ConnectError;
 
 /// Read buffer size: most response heads and small bodies arrive in one read.

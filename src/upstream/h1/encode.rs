@@ -17,7 +17,7 @@ use http_body::Body as HttpBody;
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
-use crate::body::BodyError;
+use crate::upstream::body::BodyError;
 
 /// Bytes waiting to be written, in order: `pre`, `data`, `post`.
 #[derive(Default)]

@@ -49,7 +49,7 @@ pub use body::Body;
 pub use conn::Conn;
 pub use upgraded::Upgraded;
 
-use crate::body::{BodyError, RequestBody};
+use crate::upstream::body::{BodyError, RequestBody};
 
 /// Largest response head accepted, status line included (a bigger one is a 502).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;

@@ -26,7 +26,7 @@ pub enum BodyError {
     /// The client's body failed: reset, closed early, malformed framing.
     Stream(hyper::Error),
     /// The upstream's response body failed (reset, cut short, malformed, idle too long).
-    Upstream(Box<crate::upstream::h1::Error>),
+    Upstream(Box<super::h1::Error>),
 }
 
 impl fmt::Display for BodyError {
@@ -322,7 +322,7 @@ pub enum ResponseBody {
     Full(Option<Bytes>),
     /// The upstream's body, read from its connection as the client takes it (the
     /// connection applies `read_timeout` between reads).
-    Upstream(crate::upstream::h1::Body),
+    Upstream(super::h1::Body),
 }
 
 impl ResponseBody {
