@@ -358,6 +358,7 @@ fn zone_decide(c: &mut Criterion) {
                 shared: None,
             },
             epoch,
+            std::time::SystemTime::now(),
         );
         let rules = [Rule {
             zone: Arc::new(zone),

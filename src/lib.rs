@@ -33,17 +33,19 @@
 //! loads the snapshot exactly once.
 #![deny(unsafe_code)]
 
+#[deny(clippy::disallowed_methods)]
 pub mod access;
 pub mod admin;
 pub mod certs;
-pub mod clock;
 pub mod config;
+#[deny(clippy::disallowed_methods)]
 pub mod limit;
 pub mod log;
 pub mod metrics;
 #[cfg(test)]
 mod props;
 pub mod proxy;
+#[deny(clippy::disallowed_methods)]
 pub mod routing;
 pub mod server;
 pub mod signals;

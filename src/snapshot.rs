@@ -110,7 +110,7 @@ pub fn build(
         .collect();
     plans.sort_unstable();
     plans.dedup();
-    let epoch = Instant::now();
+    let (epoch, wall) = (Instant::now(), std::time::SystemTime::now());
     let zones: Vec<Arc<Zone>> = config
         .zones
         .iter()
@@ -119,7 +119,7 @@ pub fn build(
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
             Arc::new(match kept {
                 Some(old) => old.succeed(spec),
-                None => Zone::new(spec, epoch),
+                None => Zone::new(spec, epoch, wall),
             })
         })
         .collect();

@@ -179,7 +179,7 @@ mod through_zones {
             size: 1 << 20,
             shared: None,
         };
-        Arc::new(Zone::new(spec, epoch))
+        Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }
 
     fn rule(zone: &Arc<Zone>, burst: u64) -> Rule {

@@ -33,7 +33,8 @@ fn count(bytes: isize) {
 // SAFETY: every call is passed to the system allocator unchanged; only sizes are counted.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc(layout);
+        // SAFETY: the caller's contract for `alloc` is the system allocator's.
+        let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
             count(layout.size() as isize);
         }
@@ -41,7 +42,8 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc_zeroed(layout);
+        // SAFETY: the caller's contract for `alloc_zeroed` is the system allocator's.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
             count(layout.size() as isize);
         }
@@ -49,12 +51,15 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        // SAFETY: `ptr` came from the system allocator with `layout` (every allocation
+        // here does).
+        unsafe { System.dealloc(ptr, layout) };
         count(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = System.realloc(ptr, layout, new_size);
+        // SAFETY: as for `dealloc`; the caller's contract for `realloc` is the system's.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             count(new_size as isize - layout.size() as isize);
         }

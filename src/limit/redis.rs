@@ -423,38 +423,38 @@ impl Backend {
     /// Decides (and charges) a request on Redis's clock, within `timeout`.
     pub async fn decide(
         &self,
-        worker: usize,
+        (now, worker): (Instant, usize),
         algorithm: Algorithm,
         redis_key: &[u8],
         p: &Params,
     ) -> Result<Decision, Failure> {
-        self.call(worker, algorithm, redis_key, p, Mode::Decide)
+        self.call((now, worker), algorithm, redis_key, p, Mode::Decide)
             .await
     }
 
     /// Gives back a charge for a request a later zone rejected, within `timeout`.
     pub async fn refund(
         &self,
-        worker: usize,
+        (now, worker): (Instant, usize),
         algorithm: Algorithm,
         redis_key: &[u8],
         p: &Params,
     ) -> Result<(), Failure> {
-        self.call(worker, algorithm, redis_key, p, Mode::Refund)
+        self.call((now, worker), algorithm, redis_key, p, Mode::Refund)
             .await
             .map(drop)
     }
 
     async fn call(
         &self,
-        worker: usize,
+        (now, worker): (Instant, usize),
         algorithm: Algorithm,
         redis_key: &[u8],
         p: &Params,
         mode: Mode,
     ) -> Result<Decision, Failure> {
         self.within_timeout(async {
-            let mut conn = self.connection(worker).await?;
+            let mut conn = self.connection(worker, now).await?;
             let call = self
                 .scripts
                 .run(algorithm, &mut conn, redis_key, p, Clock::Redis, mode);
@@ -473,16 +473,17 @@ impl Backend {
         }
     }
 
-    /// This worker's connection, made now if there is none (and no pause is on).
-    async fn connection(&self, worker: usize) -> Result<Connection, Failure> {
+    /// This worker's connection, made now if there is none (and no pause that started
+    /// before `now` is on).
+    async fn connection(&self, worker: usize, now: Instant) -> Result<Connection, Failure> {
         let mut link = self.links[worker % self.links.len()].lock().await;
         match &*link {
             Link::Up(conn) => return Ok(conn.clone()),
-            Link::Paused(until) if Instant::now() < *until => return Err(Failure::Connection),
+            Link::Paused(until) if now < *until => return Err(Failure::Connection),
             Link::Idle | Link::Paused(_) => {}
         }
         // Stands if this attempt is cut short by the caller's timeout.
-        *link = Link::Paused(Instant::now() + RECONNECT_PAUSE);
+        *link = Link::Paused(now + RECONNECT_PAUSE);
         let made = match &self.target {
             Target::Single(client) => {
                 let config = ConnectionManagerConfig::new()

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
@@ -23,10 +23,10 @@ use super::store::{Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
 use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
 
-/// Nanoseconds since the last midnight UTC, by the wall clock (0 if it reads before 1970).
-fn into_utc_day() -> u64 {
+/// Nanoseconds from the last midnight UTC to `wall` (0 if it is before 1970).
+fn into_utc_day(wall: SystemTime) -> u64 {
     const DAY: u128 = 86_400 * 1_000_000_000;
-    let since_1970 = std::time::SystemTime::now()
+    let since_1970 = wall
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     u64::try_from(since_1970 % DAY).unwrap_or(0)
@@ -118,7 +118,9 @@ pub struct Zone {
 }
 
 impl Zone {
-    pub fn new(spec: Spec, epoch: Instant) -> Zone {
+    /// A zone whose time zero is `epoch`; `wall` is the wall clock read at the same
+    /// moment (the window algorithms align their windows to it).
+    pub fn new(spec: Spec, epoch: Instant, wall: SystemTime) -> Zone {
         let stores = match spec.kind {
             Kind::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
             Kind::TokenBucket => Stores::Token(Store::new(spec.size)),
@@ -128,7 +130,7 @@ impl Zone {
             Kind::Concurrency => Stores::Concurrency(Store::new(spec.size)),
         };
         let window_offset = match spec.kind {
-            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(),
+            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(wall),
             _ => 0,
         };
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);

@@ -197,7 +197,10 @@ pub(super) async fn decide_shared<B>(
                     // Configuration keeps no other algorithm in Redis.
                     _ => Algorithm::LeakyBucket,
                 };
-                match redis.decide(worker, algorithm, &redis_key, &params).await {
+                match redis
+                    .decide((now, worker), algorithm, &redis_key, &params)
+                    .await
+                {
                     Ok(decision) => {
                         match decision.verdict {
                             Verdict::Reject { retry_after } if retry_after > 0 => {
@@ -271,7 +274,7 @@ pub(super) async fn decide_shared<B>(
         outcome.in_flight = local.in_flight;
     }
     if rejected && !charged.is_empty() {
-        refund(redis, worker, charged);
+        refund(redis, (now, worker), charged);
     }
     outcome.status = status;
     count(location, &outcome, &view, (now, worker));
@@ -311,11 +314,15 @@ fn apply(
 
 /// Gives back the Redis charges of a request a later zone rejected, in the background:
 /// the answer does not wait for it.
-fn refund(redis: &Arc<Backend>, worker: usize, charged: Vec<(Algorithm, Vec<u8>, Params)>) {
+fn refund(
+    redis: &Arc<Backend>,
+    (now, worker): (Instant, usize),
+    charged: Vec<(Algorithm, Vec<u8>, Params)>,
+) {
     let redis = Arc::clone(redis);
     tokio::spawn(async move {
         for (algorithm, key, params) in charged {
-            if let Err(failure) = redis.refund(worker, algorithm, &key, &params).await {
+            if let Err(failure) = redis.refund((now, worker), algorithm, &key, &params).await {
                 tracing::debug!(failure = failure.label(), "Redis refund failed");
             }
         }
