@@ -20,7 +20,6 @@ use crate::proxy::limit::SharedRules;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
 use crate::tls;
-use crate::upstream::balance::Policy;
 use crate::upstream::{Group, GroupSpec};
 
 /// Everything one configuration generation needs at run time.
@@ -279,11 +278,7 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
                 (s.addr, s.weight, failures)
             })
             .collect(),
-        policy: match u.balance {
-            config::Balance::RoundRobin => Policy::RoundRobin,
-            config::Balance::LeastConn => Policy::LeastConn,
-            config::Balance::IpHash => Policy::IpHash,
-        },
+        policy: u.balance,
         connect_timeout: u.connect_timeout,
         read_timeout: u.read_timeout,
         keepalive: u.keepalive,
@@ -333,18 +328,13 @@ fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
 }
 
 fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) -> Spec {
-    let rate = z.rate.map_or(
-        // `concurrency` has no rate; any value serves, it is never read.
-        Rate::new(1, Period::Second),
-        |r| Rate::new(r.count, period(r.period)),
-    );
     let plan_rates = plans
         .iter()
         .map(|plan| {
             z.plans
                 .iter()
                 .find(|(name, _)| name == plan)
-                .and_then(|(_, r)| Rate::new(r.count, period(r.period)))
+                .map(|(_, rate)| *rate)
         })
         .collect();
     Spec {
@@ -362,16 +352,16 @@ fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) ->
             config::Algorithm::SlidingLog => Kind::SlidingLog,
             config::Algorithm::Concurrency => Kind::Concurrency,
         },
-        rate: rate.unwrap_or(ONE_PER_SECOND),
+        // `concurrency` has no rate; any value serves, it is never read.
+        rate: z.rate.unwrap_or(ONE_PER_SECOND),
         plan_rates,
         max: z.max,
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
         shared: z.redis.map(|zone| Shared {
-            on_error: on_error(
-                zone.on_error
-                    .or(redis.map(|r| r.on_error))
-                    .unwrap_or(config::OnError::Local),
-            ),
+            on_error: zone
+                .on_error
+                .or(redis.map(|r| r.on_error))
+                .unwrap_or(OnError::Local),
             instances: zone.instances,
         }),
     }
@@ -381,23 +371,6 @@ const ONE_PER_SECOND: Rate = Rate {
     count: std::num::NonZeroU64::MIN,
     period: Period::Second,
 };
-
-fn on_error(o: config::OnError) -> OnError {
-    match o {
-        config::OnError::Allow => OnError::Allow,
-        config::OnError::Deny => OnError::Deny,
-        config::OnError::Local => OnError::Local,
-    }
-}
-
-fn period(p: config::Period) -> Period {
-    match p {
-        config::Period::Second => Period::Second,
-        config::Period::Minute => Period::Minute,
-        config::Period::Hour => Period::Hour,
-        config::Period::Day => Period::Day,
-    }
-}
 
 fn key_part(part: &config::KeyPart) -> Part {
     match part {

@@ -144,7 +144,7 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
                     .map_or(written.span(), Spanned::span);
                 let message = format!(
                     r#"plan "{plan}": a window zone's plans must count in the unit of its `rate` ({}), as a key's window is one unit long"#,
-                    show_rate(rate)
+                    rate
                 );
                 diag.error(span, message);
             }
@@ -285,7 +285,7 @@ pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
             r#"invalid rate "{text}": the count must be 1 to {MAX_RATE_COUNT}"#
         ));
     }
-    Ok(Rate { count, period })
+    Rate::new(count, period).ok_or_else(hint)
 }
 
 /// A key template: literal text and `$name` or `${name}` variables.
@@ -489,7 +489,7 @@ impl ZoneInfo {
             Algorithm::LeakyBucket | Algorithm::TokenBucket => 1,
             Algorithm::Concurrency => zone.max,
             Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
-                rates.iter().map(|rate| rate.count).min().unwrap_or(1)
+                rates.iter().map(|rate| rate.count.get()).min().unwrap_or(1)
             }
         };
         ZoneInfo {
@@ -646,35 +646,35 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
     match zone.algorithm {
         Algorithm::LeakyBucket | Algorithm::TokenBucket => zone.rates.iter().find_map(|rate| {
             let units = u128::from(burst) + u128::from(cost);
-            let horizon = units * u128::from(period_ms(rate.period)) / u128::from(rate.count);
+            let horizon = units * u128::from(rate.period.millis()) / u128::from(rate.count.get());
             (horizon > MAX_HORIZON_MS).then(|| {
                 format!(
                     r#"burst {burst} at zone "{name}"'s rate {} takes over a year to drain; use a smaller burst or a faster rate"#,
-                    show_rate(*rate)
+                    rate
                 )
             })
         }),
         Algorithm::SlidingLog => zone.rates.iter().find_map(|rate| {
-            let entries = rate.count.saturating_add(burst).next_power_of_two();
+            let entries = rate.count.get().saturating_add(burst).next_power_of_two();
             let bytes = entries.saturating_mul(LOG_ENTRY_BYTES);
             let share = zone.size / MAX_SHARDS;
             (bytes > share).then(|| {
                 let need = bytes.saturating_mul(MAX_SHARDS).div_ceil(1 << 20);
                 format!(
                     r#"a sliding_log key of zone "{name}" may hold {} requests ({bytes} bytes), more than its `size` leaves one key; give the zone `size = "{need}m"` or more, or use "sliding_window""#,
-                    rate.count + burst
+                    rate.count.get() + burst
                 )
             })
         }),
         // Redis's Lua holds numbers as doubles: the estimate's products must stay exact.
         Algorithm::SlidingWindow if zone.redis => zone.rates.iter().find_map(|rate| {
-            let limit = u128::from(rate.count) + u128::from(burst);
-            let window_us = u128::from(period_ms(rate.period)) * 1_000;
+            let limit = u128::from(rate.count.get()) + u128::from(burst);
+            let window_us = u128::from(rate.period.millis()) * 1_000;
             (limit * window_us >= MAX_EXACT_IN_LUA).then(|| {
                 let most = MAX_EXACT_IN_LUA / window_us - 1;
                 format!(
                     r#"rate {} with burst {burst} is too large for a sliding_window zone in Redis ("{name}"): count + burst must stay below {}; use a shorter unit (r/h rather than r/d) or "fixed_window""#,
-                    show_rate(*rate),
+                    rate,
                     most + 1
                 )
             })
@@ -685,25 +685,6 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
 
 /// Integers above this are not exact in Lua's doubles.
 const MAX_EXACT_IN_LUA: u128 = 1 << 53;
-
-fn period_ms(period: Period) -> u64 {
-    match period {
-        Period::Second => 1_000,
-        Period::Minute => 60_000,
-        Period::Hour => 3_600_000,
-        Period::Day => 86_400_000,
-    }
-}
-
-fn show_rate(rate: Rate) -> String {
-    let unit = match rate.period {
-        Period::Second => "s",
-        Period::Minute => "m",
-        Period::Hour => "h",
-        Period::Day => "d",
-    };
-    format!("{}r/{unit}", rate.count)
-}
 
 /// nginx allow/deny rules: `"allow ADDR[/BITS]"`, `"deny ADDR[/BITS]"`, `"allow all"`,
 /// `"deny all"`.
@@ -782,13 +763,10 @@ mod tests {
     fn rates_take_nginx_units_and_stay_exact() {
         assert_eq!(
             parse_rate("10r/s"),
-            Ok(Rate {
-                count: 10,
-                period: Period::Second
-            })
+            Ok(Rate::new(10, Period::Second).unwrap())
         );
         assert_eq!(parse_rate("1r/m").map(|r| r.period), Ok(Period::Minute));
-        assert_eq!(parse_rate("100r/h").map(|r| r.count), Ok(100));
+        assert_eq!(parse_rate("100r/h").map(|r| r.count.get()), Ok(100));
         assert_eq!(parse_rate("1000r/d").map(|r| r.period), Ok(Period::Day));
         assert!(parse_rate("0.5r/s").unwrap_err().contains("30r/m"));
         assert!(parse_rate("0r/s").unwrap_err().contains("1 to"));

@@ -14,6 +14,8 @@ mod tests;
 mod validate;
 mod values;
 
+pub use crate::limit::redis::OnError;
+pub use crate::limit::{Period, Rate};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -61,17 +63,6 @@ pub struct Redis {
     pub timeout: Duration,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.
     pub on_error: OnError,
-}
-
-/// What a Redis zone does while Redis is slow or down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnError {
-    /// Fail open: the zone admits.
-    Allow,
-    /// Fail closed: 503 with `Retry-After: 1`.
-    Deny,
-    /// The instance's own limiter at the zone's rate divided by `instances`.
-    Local,
 }
 
 /// A zone's `backend = "redis"` settings.
@@ -188,21 +179,6 @@ pub struct Zone {
     pub redis: Option<ZoneRedis>,
 }
 
-/// A rate as written: `count` requests per `period`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    pub count: u64,
-    pub period: Period,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Period {
-    Second,
-    Minute,
-    Hour,
-    Day,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
     LeakyBucket,
@@ -308,6 +284,7 @@ pub struct UpstreamServer {
     pub weight: u32,
 }
 
+/// How an upstream group spreads requests (`balance` in `[upstreams.NAME]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Balance {
     RoundRobin,

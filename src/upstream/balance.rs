@@ -8,14 +8,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::access::canonical;
-
-/// How an upstream group spreads requests (`balance` in `[upstreams.NAME]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    RoundRobin,
-    LeastConn,
-    IpHash,
-}
+use crate::config::Balance;
 
 /// Longest precomputed round-robin cycle. Larger weight sums are scaled down proportionally
 /// (each weight kept ≥ 1), bounding both memory and the build cost (cycle length × servers).
@@ -30,7 +23,7 @@ const IP_HASH_TRIES: usize = 20;
 /// One upstream group's balancer. `Send + Sync`; share it across workers.
 #[derive(Debug)]
 pub struct Balancer {
-    policy: Policy,
+    policy: Balance,
     /// The configured weights (≥ 1), for least_conn's load comparison.
     weights: Box<[u32]>,
     /// The smooth weighted round-robin cycle of server indices.
@@ -43,7 +36,7 @@ pub struct Balancer {
 impl Balancer {
     /// A balancer over `weights.len()` servers. Weights of 0 are taken as 1; an empty list gives
     /// a balancer whose `pick` is always `None` (the config layer forbids both).
-    pub fn new(policy: Policy, weights: &[u32]) -> Balancer {
+    pub fn new(policy: Balance, weights: &[u32]) -> Balancer {
         let weights: Box<[u32]> = weights.iter().map(|&w| w.max(1)).collect();
         let scaled = scale(&weights);
         let cumulative = scaled
@@ -62,7 +55,7 @@ impl Balancer {
         }
     }
 
-    pub fn policy(&self) -> Policy {
+    pub fn policy(&self) -> Balance {
         self.policy
     }
 
@@ -79,9 +72,9 @@ impl Balancer {
             return None;
         }
         match self.policy {
-            Policy::RoundRobin => self.round_robin(excluded),
-            Policy::LeastConn => self.least_conn(excluded, in_flight),
-            Policy::IpHash => self.ip_hash(client, excluded),
+            Balance::RoundRobin => self.round_robin(excluded),
+            Balance::LeastConn => self.least_conn(excluded, in_flight),
+            Balance::IpHash => self.ip_hash(client, excluded),
         }
     }
 
@@ -247,7 +240,7 @@ mod tests {
 
     #[test]
     fn round_robin_is_smooth_like_nginx_for_5_1_1() {
-        let b = Balancer::new(Policy::RoundRobin, &[5, 1, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[5, 1, 1]);
         assert_eq!(
             picks(&b, 14, &none),
             [0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0]
@@ -256,15 +249,15 @@ mod tests {
 
     #[test]
     fn round_robin_distributes_by_weight() {
-        let b = Balancer::new(Policy::RoundRobin, &[3, 2, 1, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[3, 2, 1, 1]);
         assert_eq!(counts(&picks(&b, 7000, &none), 4), [3000, 2000, 1000, 1000]);
-        let b = Balancer::new(Policy::RoundRobin, &[1, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[1, 1]);
         assert_eq!(picks(&b, 4, &none), [0, 1, 0, 1]);
     }
 
     #[test]
     fn huge_weights_are_scaled_keeping_proportions_and_minimum_one() {
-        let b = Balancer::new(Policy::RoundRobin, &[1_000_000, 3_000_000, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[1_000_000, 3_000_000, 1]);
         assert!(b.cycle.len() as u64 <= MAX_CYCLE + 3);
         let cycle: Vec<usize> = b.cycle.iter().map(|&i| i as usize).collect();
         let c = counts(&cycle, 3);
@@ -274,7 +267,7 @@ mod tests {
 
     #[test]
     fn round_robin_skips_excluded_servers_keeping_the_others_shares() {
-        let b = Balancer::new(Policy::RoundRobin, &[5, 1, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[5, 1, 1]);
         let c = counts(&picks(&b, 1000, &|i| i == 0), 3);
         assert_eq!(c[0], 0);
         assert!(c[1].abs_diff(c[2]) <= 2, "{c:?}");
@@ -282,17 +275,17 @@ mod tests {
 
     #[test]
     fn every_policy_returns_none_when_all_are_excluded() {
-        for policy in [Policy::RoundRobin, Policy::LeastConn, Policy::IpHash] {
+        for policy in [Balance::RoundRobin, Balance::LeastConn, Balance::IpHash] {
             let b = Balancer::new(policy, &[1, 2, 3]);
             assert_eq!(b.pick(CLIENT, &|_| true, &idle), None, "{policy:?}");
         }
-        let empty = Balancer::new(Policy::RoundRobin, &[]);
+        let empty = Balancer::new(Balance::RoundRobin, &[]);
         assert_eq!(empty.pick(CLIENT, &none, &idle), None);
     }
 
     #[test]
     fn only_remaining_server_is_found_even_with_a_heavy_excluded_one() {
-        let b = Balancer::new(Policy::RoundRobin, &[4000, 1]);
+        let b = Balancer::new(Balance::RoundRobin, &[4000, 1]);
         for _ in 0..10 {
             assert_eq!(b.pick(CLIENT, &|i| i == 0, &idle), Some(1));
         }
@@ -300,7 +293,7 @@ mod tests {
 
     #[test]
     fn least_conn_picks_the_idle_server() {
-        let b = Balancer::new(Policy::LeastConn, &[1, 1, 1]);
+        let b = Balancer::new(Balance::LeastConn, &[1, 1, 1]);
         let load = |i: usize| [5, 0, 3][i];
         assert_eq!(b.pick(CLIENT, &none, &load), Some(1));
         assert_eq!(b.pick(CLIENT, &|i| i == 1, &load), Some(2));
@@ -308,7 +301,7 @@ mod tests {
 
     #[test]
     fn least_conn_respects_weights() {
-        let b = Balancer::new(Policy::LeastConn, &[3, 1]);
+        let b = Balancer::new(Balance::LeastConn, &[3, 1]);
         // 2/3 < 1/1: the heavier server is less loaded per unit of weight.
         assert_eq!(b.pick(CLIENT, &none, &|i| [2, 1][i]), Some(0));
         assert_eq!(b.pick(CLIENT, &none, &|i| [4, 1][i]), Some(1));
@@ -316,7 +309,7 @@ mod tests {
 
     #[test]
     fn least_conn_spreads_equal_load_by_weight() {
-        let b = Balancer::new(Policy::LeastConn, &[2, 1]);
+        let b = Balancer::new(Balance::LeastConn, &[2, 1]);
         let c = counts(
             &(0..300)
                 .filter_map(|_| b.pick(CLIENT, &none, &idle))
@@ -324,7 +317,7 @@ mod tests {
             2,
         );
         assert_eq!(c, [200, 100]);
-        let b = Balancer::new(Policy::LeastConn, &[1, 1, 1]);
+        let b = Balancer::new(Balance::LeastConn, &[1, 1, 1]);
         let got: Vec<_> = (0..3)
             .filter_map(|_| b.pick(CLIENT, &|i| i == 0, &idle))
             .collect();
@@ -334,13 +327,13 @@ mod tests {
     #[test]
     fn ip_hash_matches_nginx_arithmetic() {
         // 89 → 3787 → 1505 → 751 over the bytes 1, 2, 3; 751 % 3 = 1.
-        let b = Balancer::new(Policy::IpHash, &[1, 1, 1]);
+        let b = Balancer::new(Balance::IpHash, &[1, 1, 1]);
         assert_eq!(
             b.pick("1.2.3.4".parse().expect("ip"), &none, &idle),
             Some(1)
         );
         // 751 % 7 = 2, which falls in server 0's range 0..5.
-        let b = Balancer::new(Policy::IpHash, &[5, 1, 1]);
+        let b = Balancer::new(Balance::IpHash, &[5, 1, 1]);
         assert_eq!(
             b.pick("1.2.3.4".parse().expect("ip"), &none, &idle),
             Some(0)
@@ -349,7 +342,7 @@ mod tests {
 
     #[test]
     fn ip_hash_is_stable_per_slash_24_and_spreads_different_ones() {
-        let b = Balancer::new(Policy::IpHash, &[1, 1, 1, 1]);
+        let b = Balancer::new(Balance::IpHash, &[1, 1, 1, 1]);
         let pick = |s: &str| b.pick(s.parse().expect("ip"), &none, &idle);
         let first = pick("198.51.100.1");
         for last in [2, 77, 254] {
@@ -367,7 +360,7 @@ mod tests {
 
     #[test]
     fn ip_hash_rehashes_deterministically_past_an_excluded_server() {
-        let b = Balancer::new(Policy::IpHash, &[1, 1, 1]);
+        let b = Balancer::new(Balance::IpHash, &[1, 1, 1]);
         let client: IpAddr = "1.2.3.4".parse().expect("ip");
         let again = b.pick(client, &|i| i == 1, &idle);
         assert!(again.is_some() && again != Some(1));

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::config::Balance;
 use crate::log::repeats::Repeats;
 use crate::metrics::{FailureKind, Failures, UpstreamStats};
-use balance::{Balancer, Policy};
+use balance::Balancer;
 use health::Health;
 use pool::IdlePool;
 
@@ -63,7 +64,7 @@ pub struct GroupSpec {
     pub name: String,
     /// Address, weight, and where the server's failures are counted.
     pub servers: Vec<(SocketAddr, u32, Arc<Failures>)>,
-    pub policy: Policy,
+    pub policy: Balance,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub keepalive: usize,

@@ -35,13 +35,7 @@ fn a_full_limiting_config_is_typed() {
     let names: Vec<&str> = config.zones.iter().map(|z| z.name.as_str()).collect();
     assert_eq!(names, ["per_ip", "per_key", "conns"]);
     let per_ip = &config.zones[0];
-    assert_eq!(
-        per_ip.rate,
-        Some(Rate {
-            count: 10,
-            period: Period::Second
-        })
-    );
+    assert_eq!(per_ip.rate, Rate::new(10, Period::Second));
     assert_eq!(
         (per_ip.size, per_ip.ipv4_prefix, per_ip.ipv6_prefix),
         (1 << 20, 32, 64)
@@ -51,13 +45,7 @@ fn a_full_limiting_config_is_typed() {
     assert_eq!(per_key.algorithm, Algorithm::TokenBucket);
     assert_eq!(
         per_key.plans[0],
-        (
-            "free".to_owned(),
-            Rate {
-                count: 100,
-                period: Period::Hour
-            }
-        )
+        ("free".to_owned(), Rate::new(100, Period::Hour).unwrap())
     );
     assert_eq!((config.zones[2].max, config.zones[2].rate), (20, None));
     let keys = config.api_keys.as_ref().expect("api keys");
