@@ -10,7 +10,7 @@ use http::HeaderValue;
 
 use crate::access;
 use crate::config::{self, Config};
-use crate::limit::key::{Part, Template};
+use crate::limit::key::Template;
 use crate::limit::redis::{self, OnError, Shared};
 use crate::limit::zone::{self, Kind, Rule, Spec, Zone};
 use crate::limit::{Period, Rate};
@@ -339,11 +339,7 @@ fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) ->
         .collect();
     Spec {
         name: z.name.clone(),
-        template: Template::new(
-            z.key.parts.iter().map(key_part).collect(),
-            z.ipv4_prefix,
-            z.ipv6_prefix,
-        ),
+        template: Template::new(z.key.parts.clone(), z.ipv4_prefix, z.ipv6_prefix),
         kind: match z.algorithm {
             config::Algorithm::LeakyBucket => Kind::LeakyBucket,
             config::Algorithm::TokenBucket => Kind::TokenBucket,
@@ -371,17 +367,3 @@ const ONE_PER_SECOND: Rate = Rate {
     count: std::num::NonZeroU64::MIN,
     period: Period::Second,
 };
-
-fn key_part(part: &config::KeyPart) -> Part {
-    match part {
-        config::KeyPart::Literal(text) => Part::Literal(Box::from(text.as_bytes())),
-        config::KeyPart::BinaryRemoteAddr => Part::BinaryRemoteAddr,
-        config::KeyPart::RemoteAddr => Part::RemoteAddr,
-        config::KeyPart::Header(name) => Part::Header(name.clone()),
-        config::KeyPart::Arg(name) => Part::Arg(name.as_str().into()),
-        config::KeyPart::Cookie(name) => Part::Cookie(name.as_str().into()),
-        config::KeyPart::Uri => Part::Uri,
-        config::KeyPart::RequestMethod => Part::RequestMethod,
-        config::KeyPart::Host => Part::Host,
-    }
-}

@@ -10,7 +10,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{Named, Networks, RawAccess, RawAlgorithm, RawApiKeys, RawLimit, RawZone, Span};
 use super::raw::{RawBackend, RawOnError};
-use super::{values, Access, AccessRule, Algorithm, ApiKeys, KeyPart, KeyTemplate, Limit};
+use super::{values, Access, AccessRule, Algorithm, ApiKeys, KeyTemplate, Limit, Part};
 use super::{OnError, Period, Rate, Zone, ZoneRedis};
 
 /// nginx's smallest zone: 8 pages.
@@ -313,7 +313,9 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
             ));
         }
         if !literal.is_empty() {
-            parts.push(KeyPart::Literal(std::mem::take(&mut literal)));
+            parts.push(Part::Literal(
+                std::mem::take(&mut literal).into_bytes().into(),
+            ));
         }
         parts.push(variable(name).ok_or_else(|| {
             format!(
@@ -324,7 +326,7 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
     }
     literal.push_str(rest);
     if !literal.is_empty() {
-        parts.push(KeyPart::Literal(literal));
+        parts.push(Part::Literal(literal.into_bytes().into()));
     }
     if parts.is_empty() {
         return Err(
@@ -335,26 +337,26 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
     Ok(KeyTemplate { parts })
 }
 
-fn variable(name: &str) -> Option<KeyPart> {
+fn variable(name: &str) -> Option<Part> {
     let named = |prefix: &str| {
         name.strip_prefix(prefix)
             .filter(|rest| !rest.is_empty())
             .map(str::to_owned)
     };
     Some(match name {
-        "binary_remote_addr" => KeyPart::BinaryRemoteAddr,
-        "remote_addr" => KeyPart::RemoteAddr,
-        "uri" => KeyPart::Uri,
-        "request_method" => KeyPart::RequestMethod,
-        "host" => KeyPart::Host,
+        "binary_remote_addr" => Part::BinaryRemoteAddr,
+        "remote_addr" => Part::RemoteAddr,
+        "uri" => Part::Uri,
+        "request_method" => Part::RequestMethod,
+        "host" => Part::Host,
         _ => {
             if let Some(header) = named("http_") {
                 let header = header.replace('_', "-").to_ascii_lowercase();
-                KeyPart::Header(HeaderName::from_bytes(header.as_bytes()).ok()?)
+                Part::Header(HeaderName::from_bytes(header.as_bytes()).ok()?)
             } else if let Some(arg) = named("arg_") {
-                KeyPart::Arg(arg)
+                Part::Arg(arg.into())
             } else if let Some(cookie) = named("cookie_") {
-                KeyPart::Cookie(cookie)
+                Part::Cookie(cookie.into())
             } else {
                 return None;
             }
@@ -780,23 +782,23 @@ mod tests {
         assert_eq!(
             key.parts,
             [
-                KeyPart::Header(HeaderName::from_static("x-api-key")),
-                KeyPart::Literal(":".into()),
-                KeyPart::Uri
+                Part::Header(HeaderName::from_static("x-api-key")),
+                Part::Literal(b":".as_slice().into()),
+                Part::Uri
             ]
         );
         let key = parse_key("ip-${binary_remote_addr}x").expect("valid");
         assert_eq!(
             key.parts,
             [
-                KeyPart::Literal("ip-".into()),
-                KeyPart::BinaryRemoteAddr,
-                KeyPart::Literal("x".into())
+                Part::Literal(b"ip-".as_slice().into()),
+                Part::BinaryRemoteAddr,
+                Part::Literal(b"x".as_slice().into())
             ]
         );
         assert_eq!(
             parse_key("global").expect("valid").parts,
-            [KeyPart::Literal("global".into())]
+            [Part::Literal(b"global".as_slice().into())]
         );
         assert!(parse_key("$remote_adr")
             .unwrap_err()

@@ -14,6 +14,7 @@ mod tests;
 mod validate;
 mod values;
 
+pub use crate::limit::key::Part;
 pub use crate::limit::redis::OnError;
 pub use crate::limit::{Period, Rate};
 use std::net::SocketAddr;
@@ -192,28 +193,7 @@ pub enum Algorithm {
 /// A zone's `key`: literal text and nginx variables, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyTemplate {
-    pub parts: Vec<KeyPart>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPart {
-    Literal(String),
-    /// `$binary_remote_addr`: the client address as 4 or 16 bytes, masked.
-    BinaryRemoteAddr,
-    /// `$remote_addr`: the client address as text.
-    RemoteAddr,
-    /// `$http_NAME`: a request header (`_` in NAME stands for `-`).
-    Header(http::HeaderName),
-    /// `$arg_NAME`: a query argument, as sent.
-    Arg(String),
-    /// `$cookie_NAME`.
-    Cookie(String),
-    /// `$uri`: the normalized path.
-    Uri,
-    /// `$request_method`.
-    RequestMethod,
-    /// `$host`: the host without port, lower case.
-    Host,
+    pub parts: Vec<Part>,
 }
 
 /// `[api_keys]`: which plan each API key is on.

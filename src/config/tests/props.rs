@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::super::limits::parse_key;
-use super::super::{from_str, KeyPart, KeyTemplate};
+use super::super::{from_str, KeyTemplate, Part};
 use crate::props::{apply, mutations};
 
 /// Relative paths in the text resolve here, where nothing can be read.
@@ -279,15 +279,15 @@ fn print_key(template: &KeyTemplate) -> String {
         .parts
         .iter()
         .map(|part| match part {
-            KeyPart::Literal(text) => text.clone(),
-            KeyPart::BinaryRemoteAddr => "${binary_remote_addr}".into(),
-            KeyPart::RemoteAddr => "${remote_addr}".into(),
-            KeyPart::Header(name) => format!("${{http_{name}}}"),
-            KeyPart::Arg(name) => format!("${{arg_{name}}}"),
-            KeyPart::Cookie(name) => format!("${{cookie_{name}}}"),
-            KeyPart::Uri => "${uri}".into(),
-            KeyPart::RequestMethod => "${request_method}".into(),
-            KeyPart::Host => "${host}".into(),
+            Part::Literal(text) => String::from_utf8_lossy(text).into_owned(),
+            Part::BinaryRemoteAddr => "${binary_remote_addr}".into(),
+            Part::RemoteAddr => "${remote_addr}".into(),
+            Part::Header(name) => format!("${{http_{name}}}"),
+            Part::Arg(name) => format!("${{arg_{name}}}"),
+            Part::Cookie(name) => format!("${{cookie_{name}}}"),
+            Part::Uri => "${uri}".into(),
+            Part::RequestMethod => "${request_method}".into(),
+            Part::Host => "${host}".into(),
         })
         .collect()
 }
