@@ -12,6 +12,9 @@ use super::raw::{Named, Networks, RawAccess, RawAlgorithm, RawApiKeys, RawLimit,
 use super::raw::{RawBackend, RawOnError};
 use super::{values, Access, AccessRule, Algorithm, ApiKeys, KeyTemplate, Limit, Part};
 use super::{OnError, Period, Rate, Zone, ZoneRedis};
+use crate::limit::redis::MAX_EXACT;
+use crate::limit::store::MAX_SHARDS;
+use crate::limit::zone::MAX_LIMITS;
 
 /// nginx's smallest zone: 8 pages.
 const MIN_ZONE_SIZE: u64 = 32 << 10;
@@ -19,8 +22,6 @@ const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
 const MAX_RATE_COUNT: u64 = 1_000_000;
 const MAX_BURST: i64 = 1_000_000;
 const MAX_COST: i64 = 1_000_000;
-/// Zones per location (`limit::zone::MAX_LIMITS`: a decision keeps them in fixed arrays).
-const MAX_LIMITS: usize = 8;
 const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
                          $cookie_NAME, $uri, $request_method, $host";
 
@@ -511,7 +512,6 @@ const MAX_HORIZON_MS: u128 = 366 * 86_400_000;
 /// Bytes a `sliding_log` entry takes, and the fewest shards' worth of `size` one key may
 /// have to itself (the store splits a zone in up to 64 shards).
 const LOG_ENTRY_BYTES: u64 = 16;
-const MAX_SHARDS: u64 = 64;
 
 /// A location's `limit` list. `zones` describes the valid zones.
 pub(super) fn limits(
@@ -659,9 +659,9 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
         Algorithm::SlidingLog => zone.rates.iter().find_map(|rate| {
             let entries = rate.count.get().saturating_add(burst).next_power_of_two();
             let bytes = entries.saturating_mul(LOG_ENTRY_BYTES);
-            let share = zone.size / MAX_SHARDS;
+            let share = zone.size / MAX_SHARDS as u64;
             (bytes > share).then(|| {
-                let need = bytes.saturating_mul(MAX_SHARDS).div_ceil(1 << 20);
+                let need = bytes.saturating_mul(MAX_SHARDS as u64).div_ceil(1 << 20);
                 format!(
                     r#"a sliding_log key of zone "{name}" may hold {} requests ({bytes} bytes), more than its `size` leaves one key; give the zone `size = "{need}m"` or more, or use "sliding_window""#,
                     rate.count.get() + burst
@@ -672,8 +672,8 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
         Algorithm::SlidingWindow if zone.redis => zone.rates.iter().find_map(|rate| {
             let limit = u128::from(rate.count.get()) + u128::from(burst);
             let window_us = u128::from(rate.period.millis()) * 1_000;
-            (limit * window_us >= MAX_EXACT_IN_LUA).then(|| {
-                let most = MAX_EXACT_IN_LUA / window_us - 1;
+            (limit * window_us >= u128::from(MAX_EXACT)).then(|| {
+                let most = u128::from(MAX_EXACT) / window_us - 1;
                 format!(
                     r#"rate {} with burst {burst} is too large for a sliding_window zone in Redis ("{name}"): count + burst must stay below {}; use a shorter unit (r/h rather than r/d) or "fixed_window""#,
                     rate,
@@ -684,9 +684,6 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
         _ => None,
     }
 }
-
-/// Integers above this are not exact in Lua's doubles.
-const MAX_EXACT_IN_LUA: u128 = 1 << 53;
 
 /// nginx allow/deny rules: `"allow ADDR[/BITS]"`, `"deny ADDR[/BITS]"`, `"allow all"`,
 /// `"deny all"`.

@@ -43,7 +43,7 @@ pub const SLIDING_LOG: &str = script!("sliding_log");
 
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
-const MAX_EXACT: u64 = 1 << 53;
+pub const MAX_EXACT: u64 = 1 << 53;
 
 /// The algorithms a zone may keep in Redis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
