@@ -31,7 +31,7 @@ pub fn listed(ip: IpAddr, nets: &[ipnet::IpNet]) -> bool {
     nets.iter().any(|net| net.contains(&ip))
 }
 
-/// The client's address for a request from `peer`, per NGINX_LIMIT_REQ.md §9.
+/// The client's address for a request from `peer`, as nginx's realip module finds it (`[real_ip]` in docs/config.md).
 ///
 /// The `header` is believed only when the peer is trusted. Addresses are taken from the right
 /// end; with `recursive`, trusted addresses are skipped leftwards and the first untrusted one

@@ -1,4 +1,4 @@
-//! The admin API (`[admin]`, DESIGN §5.7): `GET /metrics`, `GET /healthz`,
+//! The admin API (`[admin]` in docs/config.md): `GET /metrics`, `GET /healthz`,
 //! `GET /status`, and `GET`/`DELETE /zones/NAME/keys/KEY`, on a listener of its own
 //! and served by a thread of its own, so that it answers while the workers are busy and
 //! its requests never count among theirs.

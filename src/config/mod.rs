@@ -138,7 +138,7 @@ pub struct Server {
     pub ratelimit_headers: RateLimitHeaders,
 }
 
-/// Which rate-limit headers limited responses carry (DESIGN §5.6).
+/// Which rate-limit headers limited responses carry (`ratelimit_headers`, docs/config.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateLimitHeaders {
     /// IETF draft-10 `RateLimit-Policy` and `RateLimit`.

@@ -1,5 +1,5 @@
-//! `concurrency`: requests in flight per key, at most `max` (nginx `limit_conn`,
-//! NGINX_LIMIT_REQ.md §11). The state is the count of units in flight.
+//! `concurrency`: requests in flight per key, at most `max` (nginx's `limit_conn`).
+//! The state is the count of units in flight.
 //!
 //! Time plays no part: a unit leaves only when the pipeline calls [`release`] as the
 //! request ends (from a guard's `Drop`, so every path out releases). `burst` and `delay`

@@ -1,4 +1,4 @@
-//! Zone keys (DESIGN §5.1): a template of literal text and nginx variables, rendered
+//! Zone keys (`key` in docs/config.md): a template of literal text and nginx variables, rendered
 //! per request into a reusable byte buffer.
 //!
 //! If every variable of a template renders empty, so does the key, and the zone does not

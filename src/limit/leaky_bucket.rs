@@ -1,5 +1,5 @@
 //! `leaky_bucket`, the default: nginx's `limit_req`, decision for decision
-//! (NGINX_LIMIT_REQ.md §2–3).
+//! (nginx's limit_req: `burst`, `nodelay`, `delay`).
 //!
 //! nginx keeps `excess` in milli-requests and drains `rate × elapsed ms / 1000` of it, so
 //! a rate in r/m loses a fraction on every update. Here a request is [`UNIT`] units and a
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn burst_without_nodelay_delays_on_a_grid_then_rejects() {
-        // NGINX_LIMIT_REQ.md §2: 20 at once, burst=5, 10r/s.
+        // nginx's own example: 20 at once, burst=5, 10r/s.
         let mut key = Key::new(ten_per_second(5, 0));
         assert_eq!(key.at(0), Verdict::Pass);
         for k in 1..=5 {

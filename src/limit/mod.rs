@@ -1,4 +1,4 @@
-//! Pure limiting (DESIGN §5): one file per algorithm, each a set of functions over
+//! Pure limiting (docs/config.md, `[zones.NAME]`): one file per algorithm, each a set of functions over
 //! `(state, now, params)`; [`key`] turns a request into a zone key; [`store`] keeps
 //! per-key state in bounded memory; [`zone`] ties them together for the pipeline.
 //!

@@ -1,4 +1,4 @@
-//! Zones kept in Redis (DESIGN §6), so that every instance pointing at one Redis shares
+//! Zones kept in Redis ("Zones in Redis" in docs/config.md), so that every instance pointing at one Redis shares
 //! one limit. This is the only limiter code that does I/O.
 //!
 //! A decision is one atomic Lua script on one Redis key, `tollgate:<zone>:<key>`: it

@@ -1,6 +1,6 @@
 //! A zone (one `[zones.NAME]`): a key template, an algorithm with its bounded store,
 //! and the rate of each plan; and [`decide`], which applies a location's `limit` list
-//! to one request with nginx's rules (NGINX_LIMIT_REQ.md §3).
+//! to one request with nginx's rules ("How limits decide" in docs/config.md).
 //!
 //! Every zone of the list is checked before any is charged, so a request rejected by
 //! one zone costs no zone anything. The keys' shards are locked for the whole decision,
@@ -39,7 +39,7 @@ pub const MAX_LIMITS: usize = 8;
 /// Gives each zone a distinct id: the lock order.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// Which algorithm a zone runs (DESIGN §5.2).
+/// Which algorithm a zone runs (`algorithm` in docs/config.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     LeakyBucket,

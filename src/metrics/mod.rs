@@ -1,4 +1,4 @@
-//! What `/metrics` reports (DESIGN §5.7). Counters live in per-worker cells
+//! What `/metrics` reports (docs/config.md, `[admin]`). Counters live in per-worker cells
 //! ([`cells`]), handed out by [`Metrics`] by label when a snapshot is built, so that a
 //! location, zone or upstream that a reload keeps keeps counting from where it was.
 //! The pipeline writes to the cells; `admin::metrics` adds them up and writes the

@@ -1,4 +1,4 @@
-//! Forwarding one request to its upstream group (DESIGN §4): rewrite the head, pick a
+//! Forwarding one request to its upstream group (docs/architecture.md): rewrite the head, pick a
 //! server, send, retry when that is safe, and hand the streaming response back.
 //!
 //! Retry rule: a request goes to the next server when no byte of it reached the

@@ -1,4 +1,4 @@
-//! What is forwarded upstream and back (DESIGN §4): X-Forwarded-*, X-Real-IP, hop-by-hop headers.
+//! What is forwarded upstream and back (docs/architecture.md, the request's path): X-Forwarded-*, X-Real-IP, hop-by-hop headers.
 //!
 //! Everything is rewritten in place on the request's own `HeaderMap`. Per request this costs one
 //! allocation for the client address (shared by `X-Real-IP` and an untrusted `X-Forwarded-For`)

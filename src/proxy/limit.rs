@@ -1,4 +1,4 @@
-//! The access and limit phases (DESIGN §3 steps 3–4) and what a limited response
+//! The access and limit phases (docs/architecture.md, the request's path) and what a limited response
 //! carries (§5.6): the rejection itself (status, `Retry-After`, problem+json) and the
 //! rate-limit headers added to every response a zone applied to.
 
@@ -145,7 +145,7 @@ impl SharedRules {
     }
 }
 
-/// [`decide`] for a location with Redis zones (DESIGN §6). The Redis zones go first, in
+/// [`decide`] for a location with Redis zones ("Zones in Redis" in docs/config.md). The Redis zones go first, in
 /// list order, each decided and charged by one script call; a rejection ends it. Then
 /// the local zones, at once as [`decide`] does. A request that a later zone rejects
 /// gives back what the Redis zones before it charged. A key Redis rejected is rejected

@@ -1,4 +1,4 @@
-//! The request pipeline (DESIGN §3): identify, admit (`checks`: methods, Host, header
+//! The request pipeline (docs/architecture.md): identify, admit (`checks`: methods, Host, header
 //! names), deny, route, allow/deny, limit, forward or answer, respond, log. Each phase is
 //! a small function that either goes on or finishes the response.
 
