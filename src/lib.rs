@@ -1,36 +1,39 @@
-//! tollgate: an nginx-style edge gateway.
+//! tollgate: an nginx-style edge gateway. `docs/architecture.md` tells the whole layout;
+//! `tests/architecture.rs` keeps the dependency rules below true.
 //!
-//! # Layout
-//!
-//! Pure core (no sockets, no clocks read inside):
-//! - [`config`]: TOML text to a validated, immutable `Config`, with `file:line:col` errors.
-//! - [`routing`]: nginx location matching, as data plus an ordering.
-//! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
+//! Pure core (no sockets; no clock read inside: callers pass `now`):
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
 //!   per-zone store, and the decision over a location's zones. Its one I/O part is
 //!   [`limit::redis`]: zones kept in Redis, one Lua script per algorithm.
-//! - [`proxy::headers`]: what is forwarded upstream and back (X-Forwarded-*, hop-by-hop).
-//! - [`upstream::balance`], [`upstream::health`]: choosing a server, passive health.
-//! - [`clock`]: time as a trait, so tests advance it by hand.
+//! - [`routing`]: nginx location matching, as data plus an ordering.
+//! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //!
-//! Thin I/O shell:
-//! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
-//! - [`proxy`]: the request pipeline (identify, deny, route, allow/deny, limit, forward,
-//!   respond, log).
-//! - [`upstream`]: pooled keep-alive connections to upstream servers, spoken to by
-//!   [`upstream::h1`], a lean HTTP/1.1 client that runs inside the request's own task.
-//! - [`snapshot`]: the one place config meets runtime objects.
-//! - [`log`]: the access log, and [`log::repeats`], which keeps repeated error-log lines
-//!   from flooding the error log.
-//! - [`metrics`]: per-worker counters, and the Prometheus text `/metrics` serves.
+//! Values:
+//! - [`config`]: TOML text to a validated, immutable `Config` made of the core's own
+//!   value types, with `file:line:col` errors.
+//! - [`certs`]: certificates read and checked while the file is validated.
+//!
+//! The pipeline, handed one generation per request:
+//! - [`proxy`]: identify, deny, route, allow/deny, limit, forward, respond, log.
+//! - [`upstream`]: choosing a server, passive health, pooled keep-alive connections
+//!   spoken to by [`upstream::h1`], and the bodies that cross the gateway
+//!   ([`upstream::body`]).
+//!
+//! Around it:
+//! - [`snapshot`]: the one place config meets runtime objects (one per generation).
+//! - [`state`]: what the workers and the admin API share for the gateway's life.
+//! - [`metrics`]: per-worker counter cells the pipeline writes.
+//! - [`log`]: the access log, and [`log::repeats`], which keeps repeated error-log
+//!   lines from flooding the error log.
+//! - [`tls`]: the runtime rustls setup: SNI, ALPN, resumption across reloads.
 //! - [`signals`]: unix signals mapped to what the operator means by them.
-//! - [`tls`]: certificates (read and checked with the config), SNI, ALPN, resumption.
-//! - [`body`]: streamed bodies with idle timeouts.
+//! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
+//! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints.
 //!
-//! Dependencies point one way: `main` → [`server`] → [`snapshot`] → [`proxy`] →
-//! [`routing`], [`access`], [`limit`], [`upstream`]; [`snapshot`] → [`config`], [`tls`],
-//! [`metrics`]; [`config`] → [`tls`] (certificates are checked with the file). A request
-//! loads the snapshot exactly once.
+//! Dependencies point one way, with no cycle: `main` → [`server`] → [`admin`] →
+//! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → the core; [`config`] sees only
+//! the core and [`certs`]; the core sees only itself. A request loads the snapshot
+//! exactly once.
 #![deny(unsafe_code)]
 
 #[deny(clippy::disallowed_methods)]
