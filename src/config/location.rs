@@ -8,8 +8,8 @@ use regex::bytes::RegexBuilder;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
+use super::{access, limits};
 use super::{Action, Location, Pattern, Return};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -58,7 +58,7 @@ pub(super) fn locations(
             };
             let access = match &location.access {
                 None => Some(Vec::new()),
-                Some(list) => limits::access_rules(list, diag),
+                Some(list) => access::access_rules(list, diag),
             };
             let limit_status = match &location.limit_status {
                 None => Some(None),

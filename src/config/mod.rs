@@ -4,6 +4,8 @@
 //! raw values into typed ones and collects every problem, `diag` renders problems as
 //! `file:line:col: message`. Past this module no string is parsed again.
 
+mod access;
+mod api_keys;
 mod diag;
 mod limits;
 mod location;
@@ -13,6 +15,7 @@ mod server;
 mod tests;
 mod validate;
 mod values;
+mod zones;
 
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::OnError;

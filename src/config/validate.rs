@@ -10,7 +10,7 @@ use serde_spanned::Spanned;
 use super::diag::{ConfigErrors, Diagnostics};
 use super::raw::{self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServerItem};
 use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
-use super::{limits, location, server, values};
+use super::{access, api_keys, limits, location, server, values, zones};
 use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat};
 use super::{OnError, RealIp, Redis, Tls, Upstream, UpstreamServer};
 
@@ -60,9 +60,9 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let access = match raw.access {
         Section::Absent => Some(Access::default()),
         Section::Invalid => None,
-        Section::Present(_, raw) => limits::access(raw, &mut diag),
+        Section::Present(_, raw) => access::access(raw, &mut diag),
     };
-    let zones = limits::zones(raw.zones, &mut diag);
+    let zones = zones::zones(raw.zones, &mut diag);
     let plans: Vec<String> = zones
         .iter()
         .flatten()
@@ -73,7 +73,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         Section::Absent => Some(None),
         Section::Invalid => None,
         Section::Present(span, raw) => {
-            limits::api_keys(raw, &span, base, &plan_names, &mut diag).map(Some)
+            api_keys::api_keys(raw, &span, base, &plan_names, &mut diag).map(Some)
         }
     };
     if let (Some(zones), Some(None)) = (&zones, &redis) {
@@ -198,7 +198,7 @@ fn redis(
     };
     let on_error = raw
         .on_error
-        .map_or(OnError::Local, |o| limits::on_error(*o.get_ref()));
+        .map_or(OnError::Local, |o| zones::on_error(*o.get_ref()));
     let ca = match &raw.ca {
         None => Some(None),
         Some(path) => {

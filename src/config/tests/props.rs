@@ -8,7 +8,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-use super::super::limits::parse_key;
+use super::super::zones::parse_key;
 use super::super::{from_str, KeyTemplate, Part};
 use crate::props::{apply, mutations};
 

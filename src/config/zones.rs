@@ -1,0 +1,387 @@
+//! `[zones.NAME]`: algorithm, key template, rate and plans, size, and the Redis backend.
+
+use http::HeaderName;
+use serde_spanned::Spanned;
+
+use super::diag::Diagnostics;
+use super::limits::MAX_BURST;
+use super::raw::{Named, RawAlgorithm, RawBackend, RawOnError, RawZone};
+use super::{values, Algorithm, KeyTemplate, OnError, Part, Period, Rate, Zone, ZoneRedis};
+
+/// nginx's smallest zone: 8 pages.
+const MIN_ZONE_SIZE: u64 = 32 << 10;
+const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
+const MAX_RATE_COUNT: u64 = 1_000_000;
+const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
+                         $cookie_NAME, $uri, $request_method, $host";
+
+/// Every zone, or `None` when any had a problem.
+pub(super) fn zones(raw: Vec<Named<RawZone>>, diag: &mut Diagnostics<'_>) -> Option<Vec<Zone>> {
+    let zones: Vec<_> = raw.into_iter().map(|entry| zone(entry, diag)).collect();
+    zones.into_iter().collect()
+}
+
+fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
+    let name = entry.name.get_ref().clone();
+    let valid_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_name {
+        let message = format!(r#"invalid zone name "{name}": use letters, digits, "_" and "-""#);
+        diag.error(entry.name.span(), message);
+    }
+    let body = entry.body?;
+    let table = body.span();
+    let raw = body.into_inner();
+    let key = diag
+        .required(raw.key.as_ref(), &table, "key")
+        .and_then(|key| diag.check(key.span(), parse_key(key.get_ref())));
+    let algorithm = match raw.algorithm.as_ref().map(|a| *a.get_ref()) {
+        None | Some(RawAlgorithm::LeakyBucket) => Algorithm::LeakyBucket,
+        Some(RawAlgorithm::TokenBucket) => Algorithm::TokenBucket,
+        Some(RawAlgorithm::FixedWindow) => Algorithm::FixedWindow,
+        Some(RawAlgorithm::SlidingWindow) => Algorithm::SlidingWindow,
+        Some(RawAlgorithm::SlidingLog) => Algorithm::SlidingLog,
+        Some(RawAlgorithm::Concurrency) => Algorithm::Concurrency,
+    };
+    let concurrency = algorithm == Algorithm::Concurrency;
+    let rate = match (&raw.rate, concurrency) {
+        (Some(rate), true) => {
+            let message =
+                "a `concurrency` zone counts requests in flight; it takes `max`, not `rate`";
+            diag.error(rate.span(), message);
+            None
+        }
+        (None, true) => Some(None),
+        (rate, false) => diag
+            .required(rate.as_ref(), &table, "rate")
+            .and_then(|rate| diag.check(rate.span(), parse_rate(rate.get_ref())))
+            .map(Some),
+    };
+    let max = match (&raw.max, concurrency) {
+        (Some(max), true) => {
+            let value = *max.get_ref();
+            if !(1..=MAX_BURST).contains(&value) {
+                let message = format!("invalid max {value}: expected 1 to {MAX_BURST}");
+                diag.error(max.span(), message);
+            }
+            u64::try_from(value).ok().filter(|v| *v >= 1)
+        }
+        (None, true) => {
+            if !diag.was_left_out(&table, "max") {
+                diag.error(table.clone(), "a `concurrency` zone needs `max`");
+            }
+            None
+        }
+        (Some(max), false) => {
+            let message = "`max` is for `algorithm = \"concurrency\"`; rate zones take `rate`";
+            diag.error(max.span(), message);
+            None
+        }
+        (None, false) => Some(0),
+    };
+    let plans = match (&raw.plans, concurrency) {
+        (None, _) => Some(Vec::new()),
+        (Some(plans), true) => {
+            diag.error(plans.span(), "a `concurrency` zone takes no `plans`");
+            None
+        }
+        (Some(plans), false) => {
+            let parsed: Vec<_> = plans
+                .get_ref()
+                .iter()
+                .map(|(plan, rate)| {
+                    diag.check(rate.span(), parse_rate(rate.get_ref()))
+                        .map(|rate| (plan.clone(), rate))
+                })
+                .collect();
+            parsed.into_iter().collect()
+        }
+    };
+    let windowed = matches!(
+        algorithm,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog
+    );
+    if let (true, Some(Some(rate)), Some(plans), Some(written)) =
+        (windowed, rate, &plans, &raw.plans)
+    {
+        for (plan, plan_rate) in plans {
+            if plan_rate.period != rate.period {
+                let span = written
+                    .get_ref()
+                    .get(plan)
+                    .map_or(written.span(), Spanned::span);
+                let message = format!(
+                    r#"plan "{plan}": a window zone's plans must count in the unit of its `rate` ({}), as a key's window is one unit long"#,
+                    rate
+                );
+                diag.error(span, message);
+            }
+        }
+    }
+    let size = match &raw.size {
+        None => Some(DEFAULT_ZONE_SIZE),
+        Some(size) => diag
+            .check(size.span(), values::size(size.get_ref()))
+            .and_then(|bytes| {
+                if bytes < MIN_ZONE_SIZE {
+                    let message = format!(
+                        r#"invalid size {}: a zone needs at least "32k""#,
+                        size.get_ref()
+                    );
+                    diag.error(size.span(), message);
+                    return None;
+                }
+                Some(bytes)
+            }),
+    };
+    let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
+    let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
+    let redis = zone_redis(&raw, algorithm, diag);
+    valid_name.then_some(())?;
+    Some(Zone {
+        name,
+        key: key?,
+        rate: rate?,
+        size: size?,
+        algorithm,
+        plans: plans?,
+        max: max?,
+        ipv4_prefix: ipv4_prefix?,
+        ipv6_prefix: ipv6_prefix?,
+        redis: redis?,
+    })
+}
+
+/// Most instances `instances` may name.
+const MAX_INSTANCES: i64 = 1000;
+
+/// `backend`, `instances` and `on_error` of a zone: `Some(None)` for a local zone.
+fn zone_redis(
+    raw: &RawZone,
+    algorithm: Algorithm,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<ZoneRedis>> {
+    let redis = raw
+        .backend
+        .as_ref()
+        .is_some_and(|b| *b.get_ref() == RawBackend::Redis);
+    if !redis {
+        let stray = [
+            raw.instances.as_ref().map(|i| i.span()),
+            raw.on_error.as_ref().map(|o| o.span()),
+        ];
+        let mut valid = true;
+        for span in stray.into_iter().flatten() {
+            diag.error(
+                span,
+                "only a zone with `backend = \"redis\"` takes this key",
+            );
+            valid = false;
+        }
+        return valid.then_some(None);
+    }
+    let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
+    if algorithm == Algorithm::Concurrency {
+        diag.error(
+            backend,
+            "a `concurrency` zone cannot be kept in Redis: its counts are released by the instance that took them; use `backend = \"local\"`",
+        );
+        return None;
+    }
+    let instances = match &raw.instances {
+        None => Some(1),
+        Some(value) => {
+            let n = *value.get_ref();
+            if (1..=MAX_INSTANCES).contains(&n) {
+                u64::try_from(n).ok()
+            } else {
+                let message = format!("invalid instances {n}: expected 1 to {MAX_INSTANCES}");
+                diag.error(value.span(), message);
+                None
+            }
+        }
+    };
+    Some(Some(ZoneRedis {
+        on_error: raw.on_error.as_ref().map(|o| on_error(*o.get_ref())),
+        instances: instances?,
+    }))
+}
+
+pub(super) fn on_error(raw: RawOnError) -> OnError {
+    match raw {
+        RawOnError::Allow => OnError::Allow,
+        RawOnError::Deny => OnError::Deny,
+        RawOnError::Local => OnError::Local,
+    }
+}
+
+fn prefix(value: Option<&Spanned<i64>>, bits: u8, diag: &mut Diagnostics<'_>) -> Option<u8> {
+    let Some(value) = value else {
+        return Some(bits);
+    };
+    let prefix = u8::try_from(*value.get_ref())
+        .ok()
+        .filter(|p| (1..=bits).contains(p));
+    if prefix.is_none() {
+        let message = format!("invalid prefix {}: expected 1 to {bits}", value.get_ref());
+        diag.error(value.span(), message);
+    }
+    prefix
+}
+
+/// nginx's rate syntax: `"10r/s"`, `"5r/m"`, `"100r/h"`, `"1000r/d"`; whole requests only.
+pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
+    let hint = || {
+        format!(r#"invalid rate "{text}": expected e.g. "10r/s", "5r/m", "100r/h" or "1000r/d""#)
+    };
+    let (count, unit) = text.trim().split_once("r/").ok_or_else(hint)?;
+    let period = match unit {
+        "s" => Period::Second,
+        "m" => Period::Minute,
+        "h" => Period::Hour,
+        "d" => Period::Day,
+        _ => return Err(hint()),
+    };
+    if count.contains('.') {
+        return Err(format!(
+            r#"invalid rate "{text}": whole requests only; write "30r/m" rather than "0.5r/s""#
+        ));
+    }
+    let count: u64 = count.parse().map_err(|_| hint())?;
+    if !(1..=MAX_RATE_COUNT).contains(&count) {
+        return Err(format!(
+            r#"invalid rate "{text}": the count must be 1 to {MAX_RATE_COUNT}"#
+        ));
+    }
+    Rate::new(count, period).ok_or_else(hint)
+}
+
+/// A key template: literal text and `$name` or `${name}` variables.
+pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
+    let mut parts = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, next) = if let Some(braced) = after.strip_prefix('{') {
+            let end = braced
+                .find('}')
+                .ok_or_else(|| format!(r#"invalid key "{text}": unclosed "${{""#))?;
+            (&braced[..end], &braced[end + 1..])
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            return Err(format!(
+                r#"invalid key "{text}": "$" must start a variable, one of {VARIABLES}"#
+            ));
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Literal(
+                std::mem::take(&mut literal).into_bytes().into(),
+            ));
+        }
+        parts.push(variable(name).ok_or_else(|| {
+            format!(
+                r#"invalid key "{text}": unknown variable "${name}", expected one of {VARIABLES}"#
+            )
+        })?);
+        rest = next;
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        parts.push(Part::Literal(literal.into_bytes().into()));
+    }
+    if parts.is_empty() {
+        return Err(
+            r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#
+                .to_owned(),
+        );
+    }
+    Ok(KeyTemplate { parts })
+}
+
+fn variable(name: &str) -> Option<Part> {
+    let named = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .filter(|rest| !rest.is_empty())
+            .map(str::to_owned)
+    };
+    Some(match name {
+        "binary_remote_addr" => Part::BinaryRemoteAddr,
+        "remote_addr" => Part::RemoteAddr,
+        "uri" => Part::Uri,
+        "request_method" => Part::RequestMethod,
+        "host" => Part::Host,
+        _ => {
+            if let Some(header) = named("http_") {
+                let header = header.replace('_', "-").to_ascii_lowercase();
+                Part::Header(HeaderName::from_bytes(header.as_bytes()).ok()?)
+            } else if let Some(arg) = named("arg_") {
+                Part::Arg(arg.into())
+            } else if let Some(cookie) = named("cookie_") {
+                Part::Cookie(cookie.into())
+            } else {
+                return None;
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_take_nginx_units_and_stay_exact() {
+        assert_eq!(
+            parse_rate("10r/s"),
+            Ok(Rate::new(10, Period::Second).unwrap())
+        );
+        assert_eq!(parse_rate("1r/m").map(|r| r.period), Ok(Period::Minute));
+        assert_eq!(parse_rate("100r/h").map(|r| r.count.get()), Ok(100));
+        assert_eq!(parse_rate("1000r/d").map(|r| r.period), Ok(Period::Day));
+        assert!(parse_rate("0.5r/s").unwrap_err().contains("30r/m"));
+        assert!(parse_rate("0r/s").unwrap_err().contains("1 to"));
+        assert!(parse_rate("10/s").unwrap_err().contains("expected e.g."));
+        assert!(parse_rate("10r/w").is_err());
+    }
+
+    #[test]
+    fn key_templates_split_into_literals_and_variables() {
+        let key = parse_key("$http_x_api_key:$uri").expect("valid");
+        assert_eq!(
+            key.parts,
+            [
+                Part::Header(HeaderName::from_static("x-api-key")),
+                Part::Literal(b":".as_slice().into()),
+                Part::Uri
+            ]
+        );
+        let key = parse_key("ip-${binary_remote_addr}x").expect("valid");
+        assert_eq!(
+            key.parts,
+            [
+                Part::Literal(b"ip-".as_slice().into()),
+                Part::BinaryRemoteAddr,
+                Part::Literal(b"x".as_slice().into())
+            ]
+        );
+        assert_eq!(
+            parse_key("global").expect("valid").parts,
+            [Part::Literal(b"global".as_slice().into())]
+        );
+        assert!(parse_key("$remote_adr")
+            .unwrap_err()
+            .contains("unknown variable"));
+        assert!(parse_key("$").is_err());
+        assert!(parse_key("${uri").is_err());
+        assert!(parse_key("").is_err());
+    }
+}
