@@ -19,7 +19,7 @@
 //!   (nodelay, huge burst: the common path) and, for `leaky_bucket`, rejecting;
 //! - `parts`: a decision's pieces alone (hash, lock and unlock, arithmetic), to see where
 //!   its time goes;
-//! - `zone_decide`: the same through `zone::decide`, the gateway's whole per-request limit
+//! - `zone_decide`: the same through `decision::decide`, the gateway's whole per-request limit
 //!   step (key template, plans, outcome), keyed by address and by an API key header;
 //! - `new_key`: keys never seen before, into a store with room, and into a full one that
 //!   evicts (by force) or expires (drained keys);
@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use tollgate::limit::concurrency::{self, Concurrency};
+use tollgate::limit::decision::{self, Rule};
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::key::{Part, RequestView, Template};
 use tollgate::limit::leaky_bucket::{self, LeakyBucket};
@@ -52,7 +53,7 @@ use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::store::Store;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::zone::{self, Kind, Rule, Spec, Zone};
+use tollgate::limit::zone::{Kind, Spec, Zone};
 use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 
 /// The zone's `size` for the existing-key benchmarks: room for every key of every
@@ -375,16 +376,17 @@ fn zone_decide(c: &mut Criterion) {
             })
             .collect();
         for request in &requests {
-            zone::decide(&rules, &view(request), None, 1, epoch);
+            decision::decide(&rules, &view(request), None, 1, epoch);
         }
         assert_eq!(rules[0].zone.stats().keys, PRESENT);
         let (mut clock, mut i, mut wrong) = (Clock::slow(), 0usize, 0u64);
         group.bench_function(BenchmarkId::new("leaky_bucket", label), |b| {
             b.iter(|| {
                 let now = epoch + Duration::from_nanos(clock.tick());
-                let outcome = zone::decide(&rules, &view(&requests[i & (HOT - 1)]), None, 1, now);
+                let outcome =
+                    decision::decide(&rules, &view(&requests[i & (HOT - 1)]), None, 1, now);
                 i = i.wrapping_add(1);
-                wrong += u64::from(outcome.status != Some(zone::Status::Passed));
+                wrong += u64::from(outcome.status != Some(decision::Status::Passed));
                 black_box(outcome)
             })
         });

@@ -10,9 +10,10 @@ use http::HeaderValue;
 
 use crate::access;
 use crate::config::{self, Config};
+use crate::limit::decision::{self, Rule};
 use crate::limit::key::Template;
 use crate::limit::redis::{self, OnError, Shared};
-use crate::limit::zone::{self, Kind, Rule, Spec, Zone};
+use crate::limit::zone::{Kind, Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
@@ -146,7 +147,7 @@ pub fn build(
             .map(|l| Rule {
                 zone: Arc::clone(&zones[l.zone]),
                 burst: l.burst,
-                delay: zone::delay_of(l.delay),
+                delay: decision::delay_of(l.delay),
                 dry_run: l.dry_run,
             })
             .collect();

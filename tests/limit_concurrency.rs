@@ -155,7 +155,7 @@ fn hot_keys_keep_exact_counts_while_other_keys_churn_through_their_shards() {
 }
 
 mod through_zones {
-    //! The same through `zone::decide`, as the gateway calls it: tasks on a multi-threaded
+    //! The same through `decision::decide`, as the gateway calls it: tasks on a multi-threaded
     //! runtime, several zones per request.
 
     use std::net::IpAddr;
@@ -164,8 +164,9 @@ mod through_zones {
     use std::time::{Duration, Instant};
 
     use http::{HeaderMap, Method};
+    use tollgate::limit::decision::{self, Rule};
     use tollgate::limit::key::{Part, RequestView, Template};
-    use tollgate::limit::zone::{self, Kind, Rule, Spec, Zone};
+    use tollgate::limit::zone::{Kind, Spec, Zone};
     use tollgate::limit::{Period, Rate, NODELAY};
 
     fn zone(name: &str, parts: Vec<Part>, kind: Kind, max: u64, epoch: Instant) -> Arc<Zone> {
@@ -230,7 +231,7 @@ mod through_zones {
                             headers: &headers,
                             host: None,
                         };
-                        let outcome = zone::decide(&rules(t, i), &view, None, 1, now);
+                        let outcome = decision::decide(&rules(t, i), &view, None, 1, now);
                         if !outcome.rejected() {
                             per_client[client].fetch_add(1, Ordering::Relaxed);
                         }
@@ -314,7 +315,7 @@ mod through_zones {
                         host: None,
                     };
                     for _ in 0..20 {
-                        let outcome = zone::decide(&rules, &view, None, 1, Instant::now());
+                        let outcome = decision::decide(&rules, &view, None, 1, Instant::now());
                         if outcome.rejected() {
                             tokio::task::yield_now().await;
                             continue;

@@ -6,9 +6,9 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::RawLimit;
 use super::{Algorithm, Limit, Rate, Zone};
+use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
-use crate::limit::zone::MAX_LIMITS;
 
 pub(super) const MAX_BURST: i64 = 1_000_000;
 const MAX_COST: i64 = 1_000_000;

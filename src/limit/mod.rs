@@ -6,6 +6,7 @@
 //! shell and passed down. Nothing here reads a clock or sleeps.
 
 pub mod concurrency;
+pub mod decision;
 pub mod fixed_window;
 pub mod key;
 pub mod leaky_bucket;

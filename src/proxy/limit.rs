@@ -10,9 +10,10 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
+use crate::limit::decision::{self, Applied, Outcome, Rule, Status};
 use crate::limit::key::RequestView;
 use crate::limit::redis::{redis_key, Algorithm, Backend, OnError};
-use crate::limit::zone::{self, Applied, Kind, Outcome, Rule, Status};
+use crate::limit::zone::Kind;
 use crate::limit::{Decision, Params, Period, Rate, Verdict};
 use crate::metrics;
 use crate::upstream::body::ResponseBody;
@@ -70,7 +71,7 @@ pub(super) fn decide<B>(
     (now, worker): (Instant, usize),
 ) -> Outcome {
     let view = view_of(req, client, path);
-    let outcome = zone::decide(&location.rules, &view, plan, location.cost, now);
+    let outcome = decision::decide(&location.rules, &view, plan, location.cost, now);
     count(location, &outcome, &view, (now, worker));
     outcome
 }
@@ -258,7 +259,7 @@ pub(super) async fn decide_shared<B>(
         }
     }
     if !rejected && !shared.local.is_empty() {
-        let local = zone::decide(&shared.local, &view, plan, location.cost, now);
+        let local = decision::decide(&shared.local, &view, plan, location.cost, now);
         rejected = local.rejected();
         for applied in local.applied.iter() {
             let index = shared.local_index.get(applied.rule).copied().unwrap_or(0);

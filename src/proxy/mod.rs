@@ -20,7 +20,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
-use crate::limit::zone::{Outcome, Rule};
+use crate::limit::decision::{Outcome, Rule};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};

@@ -1,0 +1,378 @@
+//! [`decide`]: a location's `limit` list applied to one request with nginx's rules
+//! ("How limits decide" in docs/config.md), and what the decision tells.
+//!
+//! Every zone of the list is checked before any is charged, so a request rejected by
+//! one zone costs no zone anything. The keys' shards are locked for the whole decision,
+//! in one global order (zone id, then shard) so that two locations listing the same
+//! zones in different orders cannot deadlock; with the locks held, check-then-charge is
+//! atomic and no grant is lost or doubled between threads.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::key::RequestView;
+use super::zone::{Guard, Kind, Zone};
+use super::{Decision, Params, Rate, Verdict, NODELAY};
+
+/// Most zones one location may list (the config refuses more): a decision keeps its keys
+/// and locks in arrays of this size.
+pub const MAX_LIMITS: usize = 8;
+
+/// One item of a location's `limit` list, ready to use.
+#[derive(Clone)]
+pub struct Rule {
+    pub zone: Arc<Zone>,
+    pub burst: u64,
+    /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
+    pub delay: u64,
+    pub dry_run: bool,
+}
+
+/// nginx's `$limit_req_status`, for the access log: the most telling outcome of the
+/// request over its zones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    Passed,
+    DelayedDryRun,
+    RejectedDryRun,
+    Delayed,
+    Rejected,
+}
+
+impl Status {
+    /// One zone's outcome for the log.
+    pub fn of(verdict: Verdict, dry_run: bool) -> Status {
+        match (verdict, dry_run) {
+            (Verdict::Pass, _) => Status::Passed,
+            (Verdict::Delay(_), false) => Status::Delayed,
+            (Verdict::Delay(_), true) => Status::DelayedDryRun,
+            (Verdict::Reject { .. }, false) => Status::Rejected,
+            (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "PASSED",
+            Status::Delayed => "DELAYED",
+            Status::Rejected => "REJECTED",
+            Status::DelayedDryRun => "DELAYED_DRY_RUN",
+            Status::RejectedDryRun => "REJECTED_DRY_RUN",
+        }
+    }
+}
+
+/// What one zone said about a request: what the rate-limit headers report.
+#[derive(Clone, Copy, Debug)]
+pub struct Applied {
+    /// Index of the rule in the location's list.
+    pub rule: usize,
+    /// The rate this request was held to (its plan's, or the zone's).
+    pub rate: Rate,
+    pub decision: Decision,
+    pub dry_run: bool,
+}
+
+/// The zones' answers, in list order. The first is kept inline: most locations list one
+/// zone, and then deciding allocates nothing.
+#[derive(Clone, Default)]
+pub struct AppliedList {
+    first: Option<Applied>,
+    rest: Vec<Applied>,
+}
+
+impl AppliedList {
+    pub fn push(&mut self, applied: Applied) {
+        match self.first {
+            None => self.first = Some(applied),
+            Some(_) => self.rest.push(applied),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Applied> + Clone {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Applied> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+/// The decision over every zone of a location.
+#[derive(Default)]
+pub struct Outcome {
+    /// `None` when no zone applied (every key empty).
+    pub status: Option<Status>,
+    /// Nanoseconds to wait before going on (the largest delay of the zones).
+    pub delay: u64,
+    /// When rejected: nanoseconds until every rejecting zone would admit it (0: unknown).
+    pub retry_after: u64,
+    /// The rule that rejected it (the first in the list).
+    pub rejected_by: Option<usize>,
+    /// Every zone whose key was not empty, in list order.
+    pub applied: AppliedList,
+    /// In-flight counts taken in `concurrency` zones; dropping them gives them back.
+    pub in_flight: Vec<InFlight>,
+    /// A Redis zone with `on_error = "deny"` could not decide: answer 503.
+    pub unavailable: bool,
+}
+
+impl Outcome {
+    pub fn rejected(&self) -> bool {
+        self.status == Some(Status::Rejected)
+    }
+}
+
+/// A request in flight in a `concurrency` zone: released when dropped, which is when the
+/// response body has ended or the client has gone away.
+pub struct InFlight {
+    zone: Arc<Zone>,
+    hash: u64,
+    key: Box<[u8]>,
+    cost: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.zone.release(self.hash, &self.key, self.cost);
+    }
+}
+
+thread_local! {
+    /// Rendered keys of the request being decided on this thread, end to end; reused so
+    /// that keys cost no allocation once warm.
+    static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One rule's key for this request.
+struct Keyed {
+    rule: usize,
+    hash: u64,
+    shard: usize,
+    /// The key's bytes in the shared buffer.
+    span: std::ops::Range<usize>,
+    params: Params,
+    now: u64,
+}
+
+/// Applies `rules` to a request at `now`. `plan` is the request's plan id (from its API
+/// key), `cost` the location's. Zones whose key is empty are skipped.
+pub fn decide(
+    rules: &[Rule],
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+) -> Outcome {
+    KEYS.with(|keys| match keys.try_borrow_mut() {
+        Ok(mut keys) => decide_with(rules, req, plan, cost, now, &mut keys),
+        // Only re-entry could hold it; decide with a buffer of its own.
+        Err(_) => decide_with(rules, req, plan, cost, now, &mut Vec::new()),
+    })
+}
+
+fn decide_with(
+    rules: &[Rule],
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+    keys: &mut Vec<u8>,
+) -> Outcome {
+    keys.clear();
+    if let [rule] = rules {
+        return decide_one(rule, req, plan, cost, now, keys);
+    }
+    // Fixed arrays, not vectors: a location lists at most MAX_LIMITS zones (config), and
+    // deciding then allocates nothing but the outcome's list.
+    let mut slots: [Option<Keyed>; MAX_LIMITS] = Default::default();
+    let mut n = 0;
+    for (index, rule) in rules.iter().enumerate().take(MAX_LIMITS) {
+        let start = keys.len();
+        if !rule.zone.template.render_append(req, keys) {
+            keys.truncate(start);
+            continue;
+        }
+        let zone = &rule.zone;
+        let hash = zone.hash(&keys[start..]);
+        slots[n] = Some(Keyed {
+            rule: index,
+            hash,
+            shard: zone.shard_of(hash),
+            span: start..keys.len(),
+            params: Params {
+                rate: zone.rate_for(plan),
+                burst: rule.burst,
+                delay: rule.delay,
+                cost,
+                max: zone.max,
+            },
+            now: zone.nanos(now),
+        });
+        n += 1;
+    }
+    let keyed = &slots[..n];
+    if keyed.is_empty() {
+        return Outcome::default();
+    }
+
+    // One lock per shard: a location lists a zone at most once (config), so no shard is
+    // locked twice, which would deadlock.
+    debug_assert!(order_is_strict(rules, keyed));
+    // Lock every shard involved in the global order (zone, then shard); `guards[i]` is
+    // the lock of `keyed[i]`.
+    let mut order = [0usize; MAX_LIMITS];
+    for (i, slot) in order.iter_mut().enumerate().take(n) {
+        *slot = i;
+    }
+    let sort_key = |i: &usize| keyed[*i].as_ref().map(|k| (rules[k.rule].zone.id, k.shard));
+    order[..n].sort_unstable_by_key(sort_key);
+    let mut guards: [Option<Guard<'_>>; MAX_LIMITS] = Default::default();
+    for &i in &order[..n] {
+        if let Some(k) = &keyed[i] {
+            guards[i] = Some(rules[k.rule].zone.lock(k.hash));
+        }
+    }
+
+    let mut outcome = Outcome {
+        ..Outcome::default()
+    };
+    let mut enforced_reject = false;
+    for (k, guard) in keyed.iter().zip(guards.iter_mut()) {
+        let (Some(k), Some(guard)) = (k, guard) else {
+            continue;
+        };
+        let rule = &rules[k.rule];
+        let decision = guard.check(k.hash, &keys[k.span.clone()], k.now, &k.params);
+        if let Verdict::Reject { retry_after } = decision.verdict {
+            if !rule.dry_run {
+                enforced_reject = true;
+                outcome.retry_after = outcome.retry_after.max(retry_after);
+                outcome.rejected_by.get_or_insert(k.rule);
+            }
+        }
+        outcome.applied.push(Applied {
+            rule: k.rule,
+            rate: k.params.rate,
+            decision,
+            dry_run: rule.dry_run,
+        });
+    }
+
+    let mut status = Status::Passed;
+    for ((k, guard), applied) in keyed
+        .iter()
+        .zip(guards.iter_mut())
+        .zip(outcome.applied.iter_mut())
+    {
+        let (Some(k), Some(guard)) = (k, guard) else {
+            continue;
+        };
+        let rule = &rules[k.rule];
+        status = status.max(Status::of(applied.decision.verdict, rule.dry_run));
+        if !applied.decision.admitted() {
+            continue;
+        }
+        if enforced_reject {
+            // Nothing is charged: this zone still has the room it reported.
+            let d = &mut applied.decision;
+            d.remaining = d.remaining.saturating_add(cost);
+            continue;
+        }
+        let key = &keys[k.span.clone()];
+        guard.charge(k.hash, key, k.now, &k.params, &rule.zone.idle);
+        if let (Verdict::Delay(ns), false) = (applied.decision.verdict, rule.dry_run) {
+            outcome.delay = outcome.delay.max(ns);
+        }
+        if rule.zone.kind == Kind::Concurrency {
+            outcome.in_flight.push(InFlight {
+                zone: Arc::clone(&rule.zone),
+                hash: k.hash,
+                key: key.into(),
+                cost,
+            });
+        }
+    }
+    // Unlock before an in-flight count could be given back (its drop locks the shard).
+    drop(guards);
+    outcome.status = Some(status);
+    outcome
+}
+
+/// Whether no two keyed rules share a zone (and so could share a shard).
+fn order_is_strict(rules: &[Rule], keyed: &[Option<Keyed>]) -> bool {
+    let mut ids: Vec<u64> = keyed
+        .iter()
+        .flatten()
+        .map(|k| rules[k.rule].zone.id)
+        .collect();
+    ids.sort_unstable();
+    ids.windows(2).all(|pair| pair[0] != pair[1])
+}
+
+/// [`decide_with`] for a location with one rule, the usual case: one lookup (check and
+/// charge on the same entry) and no list of keys or guards. The request is charged exactly
+/// when its one zone admits it, dry run or not, as in the general case.
+fn decide_one(
+    rule: &Rule,
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+    keys: &mut Vec<u8>,
+) -> Outcome {
+    let zone = &rule.zone;
+    if !zone.template.render_append(req, keys) {
+        return Outcome::default();
+    }
+    let key = &keys[..];
+    let hash = zone.hash(key);
+    let params = Params {
+        rate: zone.rate_for(plan),
+        burst: rule.burst,
+        delay: rule.delay,
+        cost,
+        max: zone.max,
+    };
+    let now = zone.nanos(now);
+    let decision = zone.decide(hash, key, now, &params);
+    let mut outcome = Outcome::default();
+    match (decision.verdict, rule.dry_run) {
+        (Verdict::Delay(ns), false) => outcome.delay = ns,
+        (Verdict::Reject { retry_after }, false) => {
+            outcome.retry_after = retry_after;
+            outcome.rejected_by = Some(0);
+        }
+        _ => {}
+    }
+    let status = Status::of(decision.verdict, rule.dry_run);
+    if decision.admitted() && zone.kind == Kind::Concurrency {
+        outcome.in_flight.push(InFlight {
+            zone: Arc::clone(zone),
+            hash,
+            key: key.into(),
+            cost,
+        });
+    }
+    outcome.applied.push(Applied {
+        rule: 0,
+        rate: params.rate,
+        decision,
+        dry_run: rule.dry_run,
+    });
+    outcome.status = Some(status);
+    outcome
+}
+
+/// `delay` of a rule from the config's `Option` (None = `nodelay`).
+pub fn delay_of(delay: Option<u64>) -> u64 {
+    delay.unwrap_or(NODELAY)
+}
