@@ -90,14 +90,15 @@ mod index;
 mod reserved;
 mod shard;
 mod slab;
+mod sync;
 
 use std::hash::RandomState;
 use std::mem::needs_drop;
 use std::ops::{Deref, DerefMut};
-use std::sync::MutexGuard;
 
 use self::shard::{hash_bytes, Inner, Plan, Shard, StoredKey};
 use self::slab::node_size;
+use self::sync::MutexGuard;
 use super::{Algorithm, Decision, Params};
 
 /// Smallest capacity a store takes; smaller requests are raised to it.
