@@ -26,6 +26,8 @@
 //! the charge after it are atomic against the lock-free path too. Lock order: shards in
 //! (zone, [`Store::shard_of`]) order, then within a shard one node at a time; the
 //! lock-free path holds one node and waits for nothing else, so no cycle can form.
+//! Beside the stress tests, loom checks these protocols (module `loom`, through the
+//! primitives of module `sync`).
 //!
 //! A state that owns heap memory must have drop glue (a `Vec`, a `Box`): the store asks
 //! [`Algorithm::heap_bytes`] only of such states, and decides on them only under the
@@ -535,5 +537,8 @@ impl<A: Algorithm> Drop for Slot<'_, A> {
     }
 }
 
-#[cfg(test)]
+// Loom's primitives work only inside a model: a loom build runs the model checks instead.
+#[cfg(all(test, tollgate_loom))]
+mod loom;
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests;

@@ -1,5 +1,5 @@
 //! The store's synchronization primitives, named in one place so that a build with
-//! `--cfg tollgate_loom` swaps them for loom's models, and model checks can try
+//! `--cfg tollgate_loom` swaps them for loom's models, and the tests in `loom.rs` can try
 //! the interleavings of the store's threads. An ordinary build re-exports std's own types
 //! and functions: the same code as naming them directly.
 //!
