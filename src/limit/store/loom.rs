@@ -3,8 +3,7 @@
 //! which a node's head or state is written and read without a lock or an atomic ordering
 //! the two, or a thread reaches a node or index slot not ordered after its making.
 //!
-//! Run them with
-//! `RUSTFLAGS="--cfg tollgate_loom" CARGO_TARGET_DIR=target/loom cargo test --lib limit::store`.
+//! Run them with the last command of .ci/run (`--cfg tollgate_loom`, its own target dir).
 //! The stores are one shard of a few nodes, so that loom's search stays small.
 
 use std::hash::RandomState;
@@ -24,7 +23,7 @@ type State = <LeakyBucket as Algorithm>::State;
 
 /// Forced thread switches loom tries in one run. Each mutation these tests were checked
 /// against (a weakened ordering, a lock dropped) fails within two; three keeps the set
-/// to seconds. `LOOM_MAX_PREEMPTIONS` overrides it.
+/// to seconds with loom optimised. `LOOM_MAX_PREEMPTIONS` overrides it.
 const PREEMPTIONS: usize = 3;
 /// A fixed moment (5 s after the zone's epoch).
 const NOW: u64 = 5_000_000_000;
