@@ -26,6 +26,8 @@
 //! the charge after it are atomic against the lock-free path too. Lock order: shards in
 //! (zone, [`Store::shard_of`]) order, then within a shard one node at a time; the
 //! lock-free path holds one node and waits for nothing else, so no cycle can form.
+//! Beside the stress tests, loom checks these protocols (module `loom`, through the
+//! primitives of module `sync`).
 //!
 //! A state that owns heap memory must have drop glue (a `Vec`, a `Box`): the store asks
 //! [`Algorithm::heap_bytes`] only of such states, and decides on them only under the
@@ -90,14 +92,15 @@ mod index;
 mod reserved;
 mod shard;
 mod slab;
+mod sync;
 
 use std::hash::RandomState;
 use std::mem::needs_drop;
 use std::ops::{Deref, DerefMut};
-use std::sync::MutexGuard;
 
 use self::shard::{hash_bytes, Inner, Plan, Shard, StoredKey};
 use self::slab::node_size;
+use self::sync::MutexGuard;
 use super::{Algorithm, Decision, Params};
 
 /// Smallest capacity a store takes; smaller requests are raised to it.
@@ -534,5 +537,8 @@ impl<A: Algorithm> Drop for Slot<'_, A> {
     }
 }
 
-#[cfg(test)]
+// Loom's primitives work only inside a model: a loom build runs the model checks instead.
+#[cfg(all(test, tollgate_loom))]
+mod loom;
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests;

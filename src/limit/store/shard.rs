@@ -3,10 +3,10 @@
 //! bookkeeping of which keys are stored: free list, byte budget, CLOCK eviction hand.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
-use std::sync::{Mutex, MutexGuard};
 
 use super::index::{index_bytes, index_room, Index};
 use super::slab::{node_size, Head, NodeGuard, Slab, FREE, INLINE_KEY, TAG_DIGEST};
+use super::sync::{self, Mutex, MutexGuard};
 use crate::limit::{Algorithm, Params};
 
 /// No node: the end of the free list.
@@ -139,7 +139,7 @@ impl<A: Algorithm> Shard<A> {
         self.inner.lock().unwrap_or_else(|poisoned| {
             let mut inner = poisoned.into_inner();
             self.reset(&mut inner);
-            self.inner.clear_poison();
+            sync::clear_poison(&self.inner);
             inner
         })
     }

@@ -6,12 +6,8 @@
 //! nanoseconds); its word also carries the node's CLOCK reference bit, set by every use
 //! and cleared by the shard's eviction hand.
 
-use std::cell::UnsafeCell;
-use std::hint;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::thread;
-
 use super::reserved::Reserved;
+use super::sync::{spin_loop, yield_now, AtomicU32, Ordering, UnsafeCell};
 
 const LOCKED: u32 = 1;
 const REFERENCED: u32 = 2;
@@ -78,9 +74,9 @@ impl<S> Node<S> {
             }
             spins += 1;
             if spins < SPINS {
-                hint::spin_loop();
+                spin_loop();
             } else {
-                thread::yield_now();
+                yield_now();
             }
         }
     }
@@ -113,7 +109,7 @@ impl<S> Node<S> {
     /// The caller holds the lock, and no `&mut` to the head lives meanwhile.
     pub unsafe fn head_kept(&self) -> &Head {
         // SAFETY: the caller's promise.
-        unsafe { &*self.head.get() }
+        self.head.with(|head| unsafe { &*head })
     }
 
     /// The state of a node whose lock the caller keeps.
@@ -123,7 +119,7 @@ impl<S> Node<S> {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn state_kept(&self) -> &mut S {
         // SAFETY: the caller's promise.
-        unsafe { &mut *self.state.get() }
+        self.state.with_mut(|state| unsafe { &mut *state })
     }
 }
 
@@ -137,24 +133,24 @@ impl<S> NodeGuard<'_, S> {
     #[inline]
     pub fn head(&self) -> &Head {
         // SAFETY: the node's lock is held, so nothing else reads or writes its head.
-        unsafe { &*self.node.head.get() }
+        self.node.head.with(|head| unsafe { &*head })
     }
 
     pub fn head_mut(&mut self) -> &mut Head {
         // SAFETY: as in `head`, and `&mut self` makes this the only borrow.
-        unsafe { &mut *self.node.head.get() }
+        self.node.head.with_mut(|head| unsafe { &mut *head })
     }
 
     #[inline]
     pub fn state(&self) -> &S {
         // SAFETY: as in `head`.
-        unsafe { &*self.node.state.get() }
+        self.node.state.with(|state| unsafe { &*state })
     }
 
     #[inline]
     pub fn state_mut(&mut self) -> &mut S {
         // SAFETY: as in `head_mut`.
-        unsafe { &mut *self.node.state.get() }
+        self.node.state.with_mut(|state| unsafe { &mut *state })
     }
 
     pub fn referenced(&self) -> bool {
