@@ -1,4 +1,4 @@
-//! The per-key state of one zone, in memory bounded by the zone's `size` (`size` in docs/config.md).
+//! The per-key state of one zone, in memory bounded by the zone's `size` (see docs/config.md).
 //!
 //! # Layout
 //!
@@ -59,7 +59,7 @@
 //!    its next request starts afresh. A key just stored is unmarked until used again.
 //!
 //! nginx does the same with an exact LRU queue, and when even force fails it rejects the
-//! request (503); here a full zone always evicts (`[zones.NAME]` in docs/config.md). [`Store::sweep`] drops
+//! request (503); here a full zone always evicts (docs/config.md). [`Store::sweep`] drops
 //! drained keys among the next nodes of every shard, a bounded tidy for a periodic task.
 //!
 //! Drained-ness is judged with the params the caller passes. In a zone whose keys have
