@@ -8,7 +8,7 @@
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
 //! after `SCRIPT FLUSH`.
 
-mod support;
+use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;

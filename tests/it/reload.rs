@@ -4,7 +4,7 @@
 //! bursts apply at once; a file that does not validate changes nothing. SIGUSR1 reopens
 //! the access log after logrotate has moved it.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;

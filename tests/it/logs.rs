@@ -1,6 +1,6 @@
 //! The access log: one line per request, combined or JSON, written to a file.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

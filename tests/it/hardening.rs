@@ -2,7 +2,7 @@
 //! that would tunnel past the rules, spoofing header names, hosts and targets, and the
 //! statuses nginx gives to what it refuses.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

@@ -3,7 +3,7 @@
 //! in-flight limits. Clients other than 127.0.0.1 are made with a trusted
 //! `X-Forwarded-For` (realip), so every test stays on loopback.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -12,7 +12,7 @@
 //! Without testssl the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs
 //! it). `cargo test --test testssl -- --nocapture` prints every finding of severity LOW and up.
 
-mod support;
+use crate::support;
 
 use std::fmt::Write as _;
 use std::fs::File;

@@ -1,6 +1,6 @@
 //! The admin API (`[admin]`): `/healthz` and `/status` on a listener of their own.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! `GET /metrics` on the admin listener: every family DESIGN §5.7 names, counted through
 //! the real gateway, added up over both workers, and kept across a reload.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

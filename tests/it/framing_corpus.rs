@@ -8,7 +8,7 @@
 //! same bytes and must give the same status; the cases where tollgate deliberately
 //! differs say why. Without nginx the comparison is skipped, except under `CI`.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! client (rustls) speaking HTTP/1.1 and HTTP/2 through the gateway to a real upstream,
 //! SNI choosing between certificates, resumption and a certificate swapped by a reload.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

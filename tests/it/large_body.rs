@@ -1,7 +1,7 @@
 //! A 1 GiB upload streams through the real `tollgate` binary with memory that does
 //! not grow with the body.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};

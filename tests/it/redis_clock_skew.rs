@@ -6,7 +6,7 @@
 //! Without `faketime` or `redis-server` the test is skipped with a note, unless `CI` is
 //! set: then it fails (`.ci/run` installs both).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

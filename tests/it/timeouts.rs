@@ -1,7 +1,7 @@
 //! Client-side limits: header timeout (408), header size (431), keep-alive and body
 //! timeouts, all through the real gateway with a raw TCP client.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Upstream groups through the real gateway (DESIGN §2 `[upstreams.*]`, §4): failures
 //! and their statuses, balancing, passive health, retry rules and keep-alive pooling.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::net::SocketAddr;

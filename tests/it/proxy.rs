@@ -1,6 +1,6 @@
 //! Forwarding through the real gateway: bodies, forwarded headers, hop-by-hop.
 
-mod support;
+use crate::support;
 
 use support::*;
 

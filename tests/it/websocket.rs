@@ -1,6 +1,6 @@
 //! WebSocket upgrades are tunnelled through the gateway.
 
-mod support;
+use crate::support;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;

@@ -14,7 +14,7 @@
 //! Without nginx the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs it).
 //! `cargo test --test nginx_conformance -- --nocapture` prints every request's row.
 
-mod support;
+use crate::support;
 
 use support::nginx::Nginx;
 

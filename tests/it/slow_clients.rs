@@ -4,7 +4,7 @@
 //! before any upstream connection is made, and a body trickled below
 //! `client_body_min_rate` ends in 408.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

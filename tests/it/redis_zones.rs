@@ -3,7 +3,7 @@
 //! down and after it comes back, a Redis that stops answering, and a flood from one
 //! key that costs Redis nothing after its first rejection.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! The `tollgate` binary as an operator runs it: `-t`, `--version`, serving, SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
