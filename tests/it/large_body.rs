@@ -35,6 +35,9 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_upload_streams_with_flat_memory() {
+    // Alone: 1 GiB through the gateway keeps every core busy, which would upset other
+    // tests' timing. (The memory measured is the `tollgate` child's, no other test's.)
+    let _alone = support::alone();
     let up = Upstream::start(|req| async move {
         let mut body = req.into_body();
         let mut total = 0u64;

@@ -714,6 +714,8 @@ async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
 /// status that differs fails at once (every arrival is at least 30 ms from a token boundary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limits_decide_and_delay_exactly_as_nginx_limit_req() {
+    // Alone: latencies are compared within ±15 ms, which another test's load could upset.
+    let _alone = support::alone();
     if !support::nginx::available("the nginx conformance test") {
         return;
     }

@@ -112,6 +112,7 @@ fn faketime_available() -> bool {
 
 #[tokio::test]
 async fn instances_with_skewed_clocks_share_one_window() {
+    let _shared = support::shared();
     if !server::available() || !faketime_available() {
         return;
     }

@@ -47,6 +47,7 @@ async fn status_of(gw: &tollgate::Gateway, client: &str) -> u16 {
 
 #[tokio::test]
 async fn a_reload_keeps_every_clients_state_and_applies_new_bursts_at_once() {
+    let _shared = support::shared();
     let gw = gateway(&limited("$binary_remote_addr", 0));
     assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
     assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
@@ -78,6 +79,7 @@ async fn a_reload_keeps_every_clients_state_and_applies_new_bursts_at_once() {
 
 #[tokio::test]
 async fn a_configuration_that_cannot_be_built_changes_nothing() {
+    let _shared = support::shared();
     let gw = gateway(&limited("$binary_remote_addr", 0));
     assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
     let unbuildable = limited("$binary_remote_addr", 5).replace(
@@ -167,6 +169,7 @@ async fn until_body_at(port: u16, path: &str, want: &str) {
 
 #[tokio::test]
 async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
+    let _shared = support::shared();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
@@ -275,6 +278,9 @@ async fn keep_busy(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
+    // Alone: four clients as fast as they go on every core for seconds, which would upset
+    // other tests' timing.
+    let _alone = support::alone();
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     let up = Upstream::named("app").await;
@@ -315,6 +321,7 @@ async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
 
 #[tokio::test]
 async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
+    let _shared = support::shared();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let (path, log) = (
@@ -365,6 +372,7 @@ fn loopback(port: u16) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn a_reload_opens_added_addresses_and_drains_removed_ones() {
+    let _shared = support::shared();
     let (a, b) = (loopback(free_port()), loopback(free_port()));
     let gw = gateway(&listening_on(&[a], "one"));
     assert_eq!(within(5, send(a, get("/"))).await.body, "one");
