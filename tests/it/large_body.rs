@@ -50,11 +50,7 @@ async fn one_gib_upload_streams_with_flat_memory() {
         text(200, &total.to_string())
     })
     .await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
     std::fs::File::create(&path)

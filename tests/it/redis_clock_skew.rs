@@ -133,11 +133,3 @@ async fn instances_with_skewed_clocks_share_one_window() {
     // show as more; an hour-long window makes that next to impossible).
     assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
 }
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}

@@ -135,14 +135,6 @@ fn spawn_tollgate(config: &Path, stderr: Stdio) -> Running {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// GETs `/` until the body is `want` (a reload is applied a moment after the signal).
 async fn until_body(port: u16, want: &str) {
     until_body_at(port, "/", want).await

@@ -1,6 +1,6 @@
 //! Shared helpers for the black-box tests: start the real gateway on 127.0.0.1:0 from
 //! TOML text, run an in-process hyper upstream, and talk to both with a real client; and
-//! what the tests need to share one process ([`shared`], [`alone`]).
+//! what the tests need to share one process ([`shared`], [`alone`], [`free_port`]).
 #![allow(dead_code)]
 
 pub mod nginx;
@@ -73,6 +73,23 @@ pub fn shared() -> Shared {
 pub fn alone() -> Alone {
     Alone {
         _guard: MACHINE.write().unwrap_or_else(PoisonError::into_inner),
+    }
+}
+
+/// A free loopback port for a listener made later (a child process's, or a gateway's with a
+/// fixed port): bound, then released, and never one this process handed out before. All the
+/// tests share one process, so two that choose ports at once (for nginx, Redis, `tollgate`
+/// children) could otherwise be handed the same released port.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
     }
 }
 
@@ -284,10 +301,10 @@ pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
         .expect("finished in time")
 }
 
-/// A port on 127.0.0.1 with nothing listening (bound, then released).
+/// A port on 127.0.0.1 with nothing listening (bound, then released; [`free_port`] does not
+/// hand it to a child that would listen on it).
 pub fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// Waits until the log file has `n` lines (the log is flushed every 100 ms).
