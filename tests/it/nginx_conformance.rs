@@ -12,7 +12,7 @@
 //! such group is compared as a sorted list.
 //!
 //! Without nginx the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs it).
-//! `cargo test --test nginx_conformance -- --nocapture` prints every request's row.
+//! `cargo test --test it nginx_conformance:: -- --nocapture` prints every request's row.
 
 use crate::support;
 

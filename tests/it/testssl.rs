@@ -11,7 +11,8 @@
 //! `--phone-out`, which is off by default).
 //!
 //! Without testssl the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs
-//! it). `cargo test --test testssl -- --nocapture` prints every finding of severity LOW and up.
+//! it). `cargo test --test it testssl:: -- --nocapture` prints every finding of severity LOW
+//! and up.
 
 use crate::support;
 
