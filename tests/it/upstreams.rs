@@ -612,6 +612,44 @@ async fn get_meeting_a_stale_pooled_connection_is_answered() {
     assert_eq!(up.accepted(), 10);
 }
 
+/// Answers the first request on each connection; a later one finds the server closing
+/// with it unread, which the kernel answers with a reset rather than EOF: the same race
+/// as [`answers_once_per_connection`], when the request arrives as the server closes.
+async fn resets_after_one_answer() -> Raw {
+    Raw::start(|mut stream| async move {
+        if read_head(&mut stream).await.is_empty() {
+            return;
+        }
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+        // Closed once the next request is there (all of it: one write), unread.
+        let _ = stream.readable().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn get_meeting_a_reset_pooled_connection_is_answered() {
+    let _shared = support::shared();
+    let up = resets_after_one_answer().await;
+    let gw = gateway(&single_worker(up.addr, ""));
+    within(5, async {
+        for i in 0..10 {
+            let reply = get_text(addr(&gw), "/x").await;
+            assert_eq!(
+                (i, reply.status, reply.body.as_str()),
+                (i, StatusCode::OK, "ok")
+            );
+        }
+    })
+    .await;
+    // Every request after the first met a reset connection, then opened a fresh one.
+    assert_eq!(up.accepted(), 10);
+}
+
 #[tokio::test]
 async fn get_meeting_several_stale_pooled_connections_is_answered() {
     let _shared = support::shared();
