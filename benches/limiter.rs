@@ -1,5 +1,5 @@
-//! Micro-benchmarks of the limiter's hot path (DESIGN §5, §10), against a naive
-//! `Mutex<HashMap>` baseline (STYLE habit 10).
+//! Micro-benchmarks of the limiter's hot path, against a naive
+//! `Mutex<HashMap>` baseline.
 //!
 //! ```text
 //! cargo bench --bench limiter                    # everything, about 2 minutes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies (DESIGN.md §10),
+# proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies,
 # plain and with rate limiting on.
 #
 # Scenarios (SCENARIO=proxy|limit_pass|limit_reject|all; default proxy, the figure README quotes):
@@ -55,7 +55,7 @@
 #   CONNECTIONS [64]    wrk -c
 #   THREADS [1]         wrk -t
 #   PIN [1]             1: with taskset and at least 2 CPUs, run wrk on WRK_CPUS and the proxies and
-#                       the upstream on SERVER_CPUS (DESIGN §10's setup on a 2-core machine); 0: no pinning
+#                       the upstream on SERVER_CPUS (the setup for a 2-core machine); 0: no pinning
 #   WRK_CPUS [0]        taskset CPU list for wrk
 #   SERVER_CPUS [1]     taskset CPU list for the upstream, nginx and tollgate
 #   NGINX_WORKERS [auto] nginx worker_processes
@@ -218,7 +218,7 @@ install_tools
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 WRK="$(command -v wrk)"
 
-# Pinning (DESIGN §10): wrk on one core, the proxy and the upstream on the other.
+# Pinning: wrk on one core, the proxy and the upstream on the other.
 WRK_CMD=("$WRK")
 SERVER_PREFIX=()
 PIN_NOTE="no CPU pinning"

@@ -1,5 +1,5 @@
 //! tollgate: an nginx-style edge gateway. `docs/architecture.md` tells the whole layout;
-//! `tests/architecture.rs` keeps the dependency rules below true.
+//! `tests/it/architecture.rs` keeps the dependency rules below true.
 //!
 //! Pure core (no sockets; no clock read inside: callers pass `now`):
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded

@@ -254,6 +254,14 @@ impl Conn {
                     return Poll::Ready(Err(Failure::Failed(err)));
                 }
                 Poll::Ready(Ok(_)) => {}
+                // A server that closes a kept-alive connection just as a request reaches it
+                // closes with the request unread, and the kernel answers that with a reset
+                // instead of EOF: before any byte of an answer, the same close.
+                Poll::Ready(Err(err))
+                    if self.0.buf.is_empty() && write_failed.is_none() && is_reset(&err) =>
+                {
+                    return Poll::Ready(Err(Failure::Failed(Error::Closed)))
+                }
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(Failure::Failed(Error::Io(err)))),
                 Poll::Pending => return Poll::Pending,
             }
@@ -273,6 +281,15 @@ impl Conn {
         let read = std::pin::pin!(parts.stream.read_buf(&mut parts.buf));
         read.poll(cx)
     }
+}
+
+/// Whether a read failed because the server reset the connection (`EPIPE` when the reset
+/// came after its FIN).
+fn is_reset(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
 }
 
 /// How an exchange ended without a head.

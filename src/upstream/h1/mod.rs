@@ -133,8 +133,8 @@ impl<B> std::error::Error for SendError<B> {
 pub enum Error {
     #[error("upstream connection failed: {0}")]
     Io(#[from] io::Error),
-    /// EOF before any byte of a response: on a kept-alive connection, usually the
-    /// server closing it just as the request went out.
+    /// EOF (or a reset) before any byte of a response: on a kept-alive connection,
+    /// usually the server closing it just as the request went out.
     #[error("upstream closed the connection before responding")]
     Closed,
     #[error("upstream closed the connection in the middle of the response head")]

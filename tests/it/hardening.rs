@@ -2,7 +2,7 @@
 //! that would tunnel past the rules, spoofing header names, hosts and targets, and the
 //! statuses nginx gives to what it refuses.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 
@@ -40,6 +40,7 @@ async fn h2c_upstream() -> RawUpstream {
 
 #[tokio::test]
 async fn an_h2c_upgrade_is_not_forwarded_and_deny_all_still_holds_after_it() {
+    let _shared = support::shared();
     let up = h2c_upstream().await;
     let gw = gateway(&config(up.addr, ""));
     let mut client = connect(&gw).await;
@@ -67,6 +68,7 @@ async fn an_h2c_upgrade_is_not_forwarded_and_deny_all_still_holds_after_it() {
 
 #[tokio::test]
 async fn a_101_to_a_request_that_did_not_ask_for_websocket_is_a_502() {
+    let _shared = support::shared();
     let up = RawUpstream::start(|_| {
         b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n".to_vec()
     })
@@ -89,6 +91,7 @@ async fn a_101_to_a_request_that_did_not_ask_for_websocket_is_a_502() {
 
 #[tokio::test]
 async fn a_websocket_handshake_answered_with_another_protocol_is_a_502() {
+    let _shared = support::shared();
     let up = RawUpstream::start(|_| {
         b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n".to_vec()
     })
@@ -118,6 +121,7 @@ async fn exchange(gw: &tollgate::Gateway, raw: &[u8]) -> support::raw::RawRespon
 
 #[tokio::test]
 async fn header_names_with_underscores_never_reach_the_upstream() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let reply = exchange(
@@ -139,6 +143,7 @@ async fn header_names_with_underscores_never_reach_the_upstream() {
 
 #[tokio::test]
 async fn underscores_in_headers_passes_them_on_when_switched_on() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, "underscores_in_headers = true"));
     let reply = exchange(
@@ -154,6 +159,7 @@ async fn underscores_in_headers_passes_them_on_when_switched_on() {
 
 #[tokio::test]
 async fn an_invalid_host_is_a_400_and_closes() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     for host in [&b"a b/c"[..], b"a\x01b", b"a:8x", b"a..b", b"", b"user@a"] {
@@ -171,6 +177,7 @@ async fn an_invalid_host_is_a_400_and_closes() {
 
 #[tokio::test]
 async fn an_absolute_form_target_names_the_host_for_limits_and_the_upstream() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let toml = format!(
         r#"
@@ -210,6 +217,7 @@ limit = [{{ zone = "per_host" }}]
 
 #[tokio::test]
 async fn a_path_that_decodes_to_no_utf8_is_routed_and_forwarded_as_sent() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let reply = exchange(&gw, b"GET /%ff%fe HTTP/1.1\r\nHost: example.test\r\n\r\n").await;
@@ -226,6 +234,7 @@ async fn a_path_that_decodes_to_no_utf8_is_routed_and_forwarded_as_sent() {
 
 #[tokio::test]
 async fn a_uri_longer_than_max_uri_bytes_is_414_and_never_forwarded() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let mut long = b"GET /".to_vec();
@@ -248,6 +257,7 @@ async fn a_uri_longer_than_max_uri_bytes_is_414_and_never_forwarded() {
 
 #[tokio::test]
 async fn max_headers_bounds_the_count_with_a_documented_default_of_256() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let with = |n: usize| {
@@ -269,6 +279,7 @@ async fn max_headers_bounds_the_count_with_a_documented_default_of_256() {
 
 #[tokio::test]
 async fn trace_and_connect_are_405_and_never_forwarded() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let trace = exchange(&gw, b"TRACE / HTTP/1.1\r\nHost: example.test\r\n\r\n").await;
@@ -302,6 +313,7 @@ async fn frames_until_close(client: &mut TcpStream) -> Vec<(u8, u32, Vec<u8>)> {
 
 #[tokio::test]
 async fn a_broken_http2_preface_gets_goaway_protocol_error() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let magic = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
@@ -341,6 +353,7 @@ async fn a_broken_http2_preface_gets_goaway_protocol_error() {
 
 #[tokio::test]
 async fn a_long_body_line_on_a_kept_alive_connection_is_no_request_line() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let mut client = connect(&gw).await;

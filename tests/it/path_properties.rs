@@ -4,6 +4,8 @@
 //! run; the generator mixes the characters that matter (`/`, `.`, `%`, hex digits) with
 //! arbitrary bytes, percent-encoded.
 
+use crate::support;
+
 use proptest::prelude::*;
 use tollgate::routing::{normalize_path, BadPath, Pattern, Router};
 
@@ -100,6 +102,7 @@ proptest! {
 
     #[test]
     fn normalizing_agrees_with_the_model(raw in raw_path()) {
+        let _shared = support::shared();
         // Which error comes first does not matter (each is a 400); the path does.
         let got = normalize_path(&raw).map(|p| p.into_owned()).ok();
         prop_assert_eq!(got, model(&raw).ok(), "{:?}", raw);
@@ -107,6 +110,7 @@ proptest! {
 
     #[test]
     fn a_normalized_path_is_absolute_and_has_no_dot_or_empty_segments(raw in raw_path()) {
+        let _shared = support::shared();
         if let Ok(path) = normalize_path(&raw) {
             prop_assert!(path.starts_with(b"/"));
             prop_assert!(!path.contains(&0));
@@ -122,6 +126,7 @@ proptest! {
 
     #[test]
     fn a_normalized_path_without_escapes_normalizes_to_itself(raw in raw_path()) {
+        let _shared = support::shared();
         if let Ok(path) = normalize_path(&raw) {
             if let Ok(text) = std::str::from_utf8(&path) {
                 if !text.contains('%') {
@@ -134,6 +139,7 @@ proptest! {
 
     #[test]
     fn routing_never_panics_on_any_bytes(path in prop::collection::vec(any::<u8>(), 0..64)) {
+        let _shared = support::shared();
         let _ = router().find(&path);
     }
 }

@@ -6,7 +6,7 @@
 //! Without `faketime` or `redis-server` the test is skipped with a note, unless `CI` is
 //! set: then it fails (`.ci/run` installs both).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -112,6 +112,7 @@ fn faketime_available() -> bool {
 
 #[tokio::test]
 async fn instances_with_skewed_clocks_share_one_window() {
+    let _shared = support::shared();
     if !server::available() || !faketime_available() {
         return;
     }
@@ -131,12 +132,4 @@ async fn instances_with_skewed_clocks_share_one_window() {
     // 3 per hour between both, on Redis's clock (a window straddled by this run would
     // show as more; an hour-long window makes that next to impossible).
     assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }

@@ -3,7 +3,7 @@
 //! down and after it comes back, a Redis that stops answering, and a flood from one
 //! key that costs Redis nothing after its first rejection.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -91,6 +91,9 @@ async fn load(addr: SocketAddr, client: &'static str, until: Instant) -> (u64, u
 
 #[tokio::test]
 async fn two_instances_share_one_limit_under_load() {
+    // Alone: 10 s of load on every core, which would upset other tests' timing (and
+    // theirs would lower the rate this one counts on reaching).
+    let _alone = support::alone();
     if !server::available() {
         return;
     }
@@ -130,6 +133,7 @@ async fn two_instances_share_one_limit_under_load() {
 
 #[tokio::test]
 async fn a_flood_from_one_key_costs_redis_nothing_after_its_first_rejection() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -168,7 +172,7 @@ async fn a_flood_from_one_key_costs_redis_nothing_after_its_first_rejection() {
         .await
         .unwrap();
     assert_eq!(calls(info), before, "the flood went to Redis");
-    // The key is where DESIGN says, as redis-cli lists it, with the drain time as its TTL
+    // The key is where docs/config.md says, as redis-cli lists it, with the drain time as its TTL
     // (one request of a minute).
     use std::os::unix::ffi::OsStrExt;
     let key = b"tollgate:shared:\xc6\x33\x64\x01";
@@ -198,6 +202,7 @@ async fn a_flood_from_one_key_costs_redis_nothing_after_its_first_rejection() {
 /// within 2 s of its return.
 #[tokio::test]
 async fn each_on_error_while_redis_is_down_and_back() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -259,6 +264,7 @@ async fn each_on_error_while_redis_is_down_and_back() {
 
 #[tokio::test]
 async fn a_redis_that_stops_answering_costs_a_request_the_timeout_and_no_more() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -290,6 +296,7 @@ async fn a_redis_that_stops_answering_costs_a_request_the_timeout_and_no_more() 
 
 #[tokio::test]
 async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -327,6 +334,7 @@ async fn a_request_a_later_zone_rejects_gives_its_redis_charge_back() {
 
 #[tokio::test]
 async fn every_other_algorithm_is_shared_too() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -374,6 +382,7 @@ async fn every_other_algorithm_is_shared_too() {
 
 #[tokio::test]
 async fn a_zone_spreads_over_a_redis_cluster_and_still_holds_each_limit() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -409,6 +418,7 @@ async fn a_zone_spreads_over_a_redis_cluster_and_still_holds_each_limit() {
 
 #[tokio::test]
 async fn rediss_speaks_tls_to_redis_and_checks_its_certificate() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -487,6 +497,7 @@ async fn timed_load(addr: SocketAddr, client: String, until: Instant) -> Vec<(u1
 /// to Redis.
 #[tokio::test]
 async fn redis_killed_and_restarted_under_load() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }

@@ -1,6 +1,6 @@
 //! The access log: one line per request, combined or JSON, written to a file.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ return = {{ status = 200, body = "hello\n" }}
 
 #[tokio::test]
 async fn combined_lines_carry_status_bytes_and_times() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
@@ -69,6 +70,7 @@ async fn combined_lines_carry_status_bytes_and_times() {
 
 #[tokio::test]
 async fn json_lines_are_one_object_per_request() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.json");
@@ -91,6 +93,7 @@ async fn json_lines_are_one_object_per_request() {
 
 #[tokio::test]
 async fn client_gone_before_the_response_is_logged_as_499() {
+    let _shared = support::shared();
     let up = Upstream::start(|_req| async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         text(200, "too late")
@@ -118,6 +121,7 @@ async fn client_gone_before_the_response_is_logged_as_499() {
 
 #[tokio::test]
 async fn http2_requests_are_logged_with_the_path_as_nginx() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
@@ -152,6 +156,7 @@ async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<u16> {
 
 #[tokio::test]
 async fn an_upstream_outage_logs_a_line_per_kind_and_interval_while_metrics_count_every_failure() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (closed_port().port(), closed_port().port());
     let down = closed_port();

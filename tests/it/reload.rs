@@ -1,10 +1,10 @@
-//! The operator's signals to a running gateway (DESIGN §7). SIGHUP reloads: a new
-//! configuration is put in force without a restart; zones that keep their name, key,
-//! algorithm and size keep every client's state (no fresh burst), while new rates and
+//! The operator's signals to a running gateway (the README, "Reload and signals"). SIGHUP
+//! reloads: a new configuration is put in force without a restart; zones that keep their
+//! name, key, algorithm and size keep every client's state (no fresh burst), while new rates and
 //! bursts apply at once; a file that does not validate changes nothing. SIGUSR1 reopens
 //! the access log after logrotate has moved it.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;
@@ -47,6 +47,7 @@ async fn status_of(gw: &tollgate::Gateway, client: &str) -> u16 {
 
 #[tokio::test]
 async fn a_reload_keeps_every_clients_state_and_applies_new_bursts_at_once() {
+    let _shared = support::shared();
     let gw = gateway(&limited("$binary_remote_addr", 0));
     assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
     assert_eq!(status_of(&gw, "10.0.0.1").await, 429);
@@ -78,6 +79,7 @@ async fn a_reload_keeps_every_clients_state_and_applies_new_bursts_at_once() {
 
 #[tokio::test]
 async fn a_configuration_that_cannot_be_built_changes_nothing() {
+    let _shared = support::shared();
     let gw = gateway(&limited("$binary_remote_addr", 0));
     assert_eq!(status_of(&gw, "10.0.0.1").await, 200);
     let unbuildable = limited("$binary_remote_addr", 5).replace(
@@ -133,14 +135,6 @@ fn spawn_tollgate(config: &Path, stderr: Stdio) -> Running {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// GETs `/` until the body is `want` (a reload is applied a moment after the signal).
 async fn until_body(port: u16, want: &str) {
     until_body_at(port, "/", want).await
@@ -167,6 +161,7 @@ async fn until_body_at(port: u16, path: &str, want: &str) {
 
 #[tokio::test]
 async fn sighup_rereads_the_file_and_an_invalid_one_changes_nothing() {
+    let _shared = support::shared();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gateway.toml");
@@ -275,6 +270,9 @@ async fn keep_busy(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
+    // Alone: four clients as fast as they go on every core for seconds, which would upset
+    // other tests' timing.
+    let _alone = support::alone();
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     let up = Upstream::named("app").await;
@@ -315,6 +313,7 @@ async fn sixty_sighups_under_keep_alive_load_lose_no_request() {
 
 #[tokio::test]
 async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
+    let _shared = support::shared();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let (path, log) = (
@@ -365,6 +364,7 @@ fn loopback(port: u16) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn a_reload_opens_added_addresses_and_drains_removed_ones() {
+    let _shared = support::shared();
     let (a, b) = (loopback(free_port()), loopback(free_port()));
     let gw = gateway(&listening_on(&[a], "one"));
     assert_eq!(within(5, send(a, get("/"))).await.body, "one");

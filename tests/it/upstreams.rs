@@ -1,7 +1,7 @@
-//! Upstream groups through the real gateway (DESIGN §2 `[upstreams.*]`, §4): failures
+//! Upstream groups through the real gateway (`[upstreams.*]` in docs/config.md): failures
 //! and their statuses, balancing, passive health, retry rules and keep-alive pooling.
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -161,6 +161,7 @@ async fn until(done: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn refused_upstream_is_a_quick_502_with_a_short_body() {
+    let _shared = support::shared();
     let ok = Upstream::named("ok").await;
     let gw = gateway(&config(&list(&[closed_port()]), "", ok.addr));
     let started = Instant::now();
@@ -176,6 +177,7 @@ async fn refused_upstream_is_a_quick_502_with_a_short_body() {
 
 #[tokio::test]
 async fn silent_upstream_is_504_after_read_timeout() {
+    let _shared = support::shared();
     let slow = Upstream::start(|_req| async {
         tokio::time::sleep(Duration::from_secs(3)).await;
         text(200, "too late")
@@ -201,6 +203,7 @@ async fn silent_upstream_is_504_after_read_timeout() {
 
 #[tokio::test]
 async fn garbage_response_is_502_and_the_gateway_keeps_serving() {
+    let _shared = support::shared();
     let garbage = Raw::start(|mut stream| async move {
         read_head(&mut stream).await;
         let _ = stream.write_all(b"nonsense\r\n\r\n").await;
@@ -225,6 +228,7 @@ async fn garbage_response_is_502_and_the_gateway_keeps_serving() {
 
 #[tokio::test]
 async fn upstream_closing_mid_body_cuts_the_clients_body_short() {
+    let _shared = support::shared();
     let cut = Raw::start(|mut stream| async move {
         read_head(&mut stream).await;
         let _ = stream
@@ -248,6 +252,7 @@ async fn upstream_closing_mid_body_cuts_the_clients_body_short() {
 
 #[tokio::test]
 async fn read_timeout_applies_between_reads_not_to_the_whole_body() {
+    let _shared = support::shared();
     const BODY: &[u8] = b"abcdefghijkl";
     let drip = Raw::start(|mut stream| async move {
         read_head(&mut stream).await;
@@ -281,6 +286,7 @@ async fn read_timeout_applies_between_reads_not_to_the_whole_body() {
 
 #[tokio::test]
 async fn round_robin_alternates_between_equal_servers() {
+    let _shared = support::shared();
     let (a, b) = (Upstream::named("a").await, Upstream::named("b").await);
     let gw = gateway(&config(
         &list(&[a.addr, b.addr]),
@@ -297,6 +303,7 @@ async fn round_robin_alternates_between_equal_servers() {
 
 #[tokio::test]
 async fn round_robin_weights_3_to_1_split_40_requests_30_to_10() {
+    let _shared = support::shared();
     let (a, b) = (Upstream::named("a").await, Upstream::named("b").await);
     let servers = format!(r#"{{ addr = "{}", weight = 3 }}, "{}""#, a.addr, b.addr);
     let gw = gateway(&config(&servers, "", a.addr));
@@ -312,6 +319,7 @@ async fn round_robin_weights_3_to_1_split_40_requests_30_to_10() {
 
 #[tokio::test]
 async fn least_conn_sends_new_requests_away_from_the_busy_server() {
+    let _shared = support::shared();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let held = gate.clone();
     let slow = Upstream::start(move |_req| {
@@ -357,6 +365,7 @@ async fn least_conn_sends_new_requests_away_from_the_busy_server() {
 
 #[tokio::test]
 async fn ip_hash_keeps_a_client_on_one_server() {
+    let _shared = support::shared();
     let (a, b) = (Upstream::named("a").await, Upstream::named("b").await);
     let gw = gateway(&config(
         &list(&[a.addr, b.addr]),
@@ -378,6 +387,7 @@ async fn ip_hash_keeps_a_client_on_one_server() {
 
 #[tokio::test]
 async fn gets_all_succeed_quickly_with_one_server_down() {
+    let _shared = support::shared();
     let live = Upstream::named("live").await;
     let gw = gateway(&config(
         &list(&[closed_port(), live.addr]),
@@ -404,6 +414,7 @@ async fn gets_all_succeed_quickly_with_one_server_down() {
 
 #[tokio::test]
 async fn failed_server_is_not_tried_again_within_fail_timeout() {
+    let _shared = support::shared();
     // Accepts, then closes without a word: every exchange with it fails.
     let dead = Raw::start(|_stream| async {}).await;
     let live = Upstream::named("live").await;
@@ -439,6 +450,7 @@ async fn take_and_hang_up() -> Raw {
 
 #[tokio::test]
 async fn post_with_body_is_not_retried_once_a_server_took_it() {
+    let _shared = support::shared();
     let taker = take_and_hang_up().await;
     let other = Upstream::named("other").await;
     // Round robin starts at the first server listed.
@@ -455,6 +467,7 @@ async fn post_with_body_is_not_retried_once_a_server_took_it() {
 
 #[tokio::test]
 async fn get_is_retried_on_the_next_server_when_one_hangs_up() {
+    let _shared = support::shared();
     let taker = take_and_hang_up().await;
     let other = Upstream::named("other").await;
     let gw = gateway(&config(&list(&[taker.addr, other.addr]), "", other.addr));
@@ -476,6 +489,7 @@ fn single_worker(up: SocketAddr, extra: &str) -> String {
 
 #[tokio::test]
 async fn sequential_requests_reuse_upstream_connections() {
+    let _shared = support::shared();
     let up = Raw::http("app").await;
     let gw = gateway(&single_worker(up.addr, ""));
     within(5, async {
@@ -493,6 +507,7 @@ async fn sequential_requests_reuse_upstream_connections() {
 
 #[tokio::test]
 async fn keepalive_zero_opens_a_connection_per_request() {
+    let _shared = support::shared();
     let up = Raw::http("app").await;
     let gw = gateway(&single_worker(up.addr, "keepalive = 0"));
     within(5, async {
@@ -537,6 +552,7 @@ async fn gets_never_fail(gw: &tollgate::Gateway) {
 
 #[tokio::test]
 async fn upstream_closing_idle_connections_never_causes_a_502_for_gets() {
+    let _shared = support::shared();
     let up = closing_when_idle(Duration::from_millis(14)).await;
     let gw = gateway(&single_worker(up.addr, ""));
     gets_never_fail(&gw).await;
@@ -544,6 +560,7 @@ async fn upstream_closing_idle_connections_never_causes_a_502_for_gets() {
 
 #[tokio::test]
 async fn upstream_saying_connection_close_never_causes_a_502_for_gets() {
+    let _shared = support::shared();
     let up = Upstream::start(|_req| async {
         let mut response = text(200, "ok");
         response
@@ -578,6 +595,7 @@ async fn answers_once_per_connection(hold: Duration) -> Raw {
 
 #[tokio::test]
 async fn get_meeting_a_stale_pooled_connection_is_answered() {
+    let _shared = support::shared();
     let up = answers_once_per_connection(Duration::ZERO).await;
     let gw = gateway(&single_worker(up.addr, ""));
     within(5, async {
@@ -594,8 +612,47 @@ async fn get_meeting_a_stale_pooled_connection_is_answered() {
     assert_eq!(up.accepted(), 10);
 }
 
+/// Answers the first request on each connection; a later one finds the server closing
+/// with it unread, which the kernel answers with a reset rather than EOF: the same race
+/// as [`answers_once_per_connection`], when the request arrives as the server closes.
+async fn resets_after_one_answer() -> Raw {
+    Raw::start(|mut stream| async move {
+        if read_head(&mut stream).await.is_empty() {
+            return;
+        }
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        if stream.write_all(answer).await.is_err() {
+            return;
+        }
+        // Closed once the next request is there (all of it: one write), unread.
+        let _ = stream.readable().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn get_meeting_a_reset_pooled_connection_is_answered() {
+    let _shared = support::shared();
+    let up = resets_after_one_answer().await;
+    let gw = gateway(&single_worker(up.addr, ""));
+    within(5, async {
+        for i in 0..10 {
+            let reply = get_text(addr(&gw), "/x").await;
+            assert_eq!(
+                (i, reply.status, reply.body.as_str()),
+                (i, StatusCode::OK, "ok")
+            );
+        }
+    })
+    .await;
+    // Every request after the first met a reset connection, then opened a fresh one.
+    assert_eq!(up.accepted(), 10);
+}
+
 #[tokio::test]
 async fn get_meeting_several_stale_pooled_connections_is_answered() {
+    let _shared = support::shared();
     let up = answers_once_per_connection(Duration::from_millis(100)).await;
     let gw = gateway(&single_worker(up.addr, ""));
     let gw_addr = addr(&gw);
@@ -612,6 +669,7 @@ async fn get_meeting_several_stale_pooled_connections_is_answered() {
 
 #[tokio::test]
 async fn stale_pooled_connections_do_not_take_a_server_down() {
+    let _shared = support::shared();
     let a = answers_once_per_connection(Duration::ZERO).await;
     let b = answers_once_per_connection(Duration::ZERO).await;
     let toml = config(

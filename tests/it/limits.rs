@@ -3,7 +3,7 @@
 //! in-flight limits. Clients other than 127.0.0.1 are made with a trusted
 //! `X-Forwarded-For` (realip), so every test stays on loopback.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -82,6 +82,7 @@ rate = "1r/m"
 
 #[tokio::test]
 async fn burst_with_nodelay_admits_burst_then_rejects_with_problem_json() {
+    let _shared = support::shared();
     let gw = gateway(&config(&format!(
         r#"{PER_IP}
 [[location]]
@@ -136,6 +137,7 @@ return = {{ status = 200, body = "ok\n" }}
 
 #[tokio::test]
 async fn admitted_responses_carry_draft_headers_counting_down() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(&format!(
         r#"{PER_IP}
@@ -163,6 +165,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn legacy_both_and_none_header_styles() {
+    let _shared = support::shared();
     for (style, draft, legacy) in [
         ("legacy", false, true),
         ("both", true, true),
@@ -199,6 +202,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn without_nodelay_excess_requests_wait_on_the_rate_grid() {
+    let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [zones.fast]
@@ -237,6 +241,7 @@ return = { status = 200 }
 
 #[tokio::test]
 async fn access_deny_is_403_before_routing_and_exempt_is_never_limited() {
+    let _shared = support::shared();
     let gw = gateway(&config(&format!(
         r#"
 [access]
@@ -273,6 +278,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn location_access_rules_first_match_decides_and_a_denied_request_costs_nothing() {
+    let _shared = support::shared();
     let gw = gateway(&config(&format!(
         r#"{PER_IP}
 [[location]]
@@ -321,6 +327,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn plans_give_api_keys_their_rates_and_unlisted_keys_the_zone_rate() {
+    let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [zones.per_key]
@@ -366,6 +373,7 @@ return = { status = 200 }
 
 #[tokio::test]
 async fn a_rejection_by_one_zone_charges_no_other_zone() {
+    let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [zones.per_ip]
@@ -409,6 +417,7 @@ return = { status = 200 }
 
 #[tokio::test]
 async fn cost_takes_that_many_units_and_limit_status_can_be_overridden() {
+    let _shared = support::shared();
     let gw = gateway(&config(&format!(
         r#"{PER_IP}
 [[location]]
@@ -446,6 +455,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn dry_run_decides_and_counts_but_never_rejects() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let gw = gateway(&config_logging_to(
@@ -475,6 +485,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn the_access_log_tells_passed_delayed_rejected_and_unlimited() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let gw = gateway(&config_logging_to(
@@ -517,6 +528,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn a_client_that_leaves_while_delayed_is_logged_as_499() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let gw = gateway(&config_logging_to(
@@ -553,6 +565,7 @@ return = { status = 200 }
 
 #[tokio::test]
 async fn concurrency_limits_requests_in_flight_per_client_until_the_body_ends() {
+    let _shared = support::shared();
     let (release, released) = tokio::sync::watch::channel(false);
     let up = Upstream::start(move |_req| {
         let mut released = released.clone();
@@ -603,6 +616,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn window_algorithms_admit_rate_plus_burst_per_window() {
+    let _shared = support::shared();
     for algorithm in ["fixed_window", "sliding_window", "sliding_log"] {
         let gw = gateway(&config(&format!(
             r#"
@@ -623,6 +637,7 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn a_literal_key_is_one_bucket_for_everyone_and_composite_keys_split() {
+    let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [zones.global]
@@ -668,6 +683,7 @@ return = { status = 200 }
 
 #[tokio::test]
 async fn ipv6_clients_share_their_prefix() {
+    let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [zones.per_net]

@@ -1,7 +1,7 @@
 //! Client-side limits: header timeout (408), header size (431), keep-alive and body
 //! timeouts, all through the real gateway with a raw TCP client.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -48,6 +48,7 @@ async fn read_to_close(stream: &mut TcpStream) -> (String, Duration) {
 
 #[tokio::test]
 async fn half_sent_header_gets_408_and_close() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -66,6 +67,7 @@ async fn half_sent_header_gets_408_and_close() {
 
 #[tokio::test]
 async fn silent_connection_is_closed_without_a_response() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -79,6 +81,7 @@ async fn silent_connection_is_closed_without_a_response() {
 
 #[tokio::test]
 async fn idle_keepalive_connection_is_closed_after_keepalive_timeout() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -111,6 +114,7 @@ async fn idle_keepalive_connection_is_closed_after_keepalive_timeout() {
 
 #[tokio::test]
 async fn header_larger_than_max_header_bytes_gets_431() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -124,6 +128,7 @@ async fn header_larger_than_max_header_bytes_gets_431() {
 
 #[tokio::test]
 async fn header_within_max_header_bytes_passes() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let req = http::Request::get("/")
@@ -136,6 +141,7 @@ async fn header_within_max_header_bytes_passes() {
 
 #[tokio::test]
 async fn stalled_request_body_gets_408() {
+    let _shared = support::shared();
     let up = Upstream::start(|req| async move {
         use http_body_util::BodyExt;
         match req.into_body().collect().await {
@@ -159,6 +165,7 @@ async fn stalled_request_body_gets_408() {
 
 #[tokio::test]
 async fn slow_but_steady_body_is_not_cut_off() {
+    let _shared = support::shared();
     let up = Upstream::start(|req| async move {
         use http_body_util::BodyExt;
         let n = req
@@ -193,6 +200,7 @@ async fn slow_but_steady_body_is_not_cut_off() {
 
 #[tokio::test]
 async fn http2_header_list_is_bounded_too() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let stream = TcpStream::connect(addr(&gw)).await.unwrap();

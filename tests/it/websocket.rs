@@ -1,6 +1,6 @@
 //! WebSocket upgrades are tunnelled through the gateway.
 
-mod support;
+use crate::support;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
@@ -59,6 +59,7 @@ async fn open_ws(
 
 #[tokio::test]
 async fn websocket_echo_through_the_gateway() {
+    let _shared = support::shared();
     let up = echo_upstream().await;
     let gw = gateway(&format!(
         r#"
@@ -96,6 +97,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn an_open_tunnel_counts_as_a_request_in_flight() {
+    let _shared = support::shared();
     let up = echo_upstream().await;
     let gw = gateway(&format!(
         r#"

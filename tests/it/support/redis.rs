@@ -6,23 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::nginx::free_port;
-
-/// A free loopback port no other Redis of this test process was given: two tests that
-/// start servers at once could otherwise be handed the same released port.
-fn unused_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    loop {
-        let port = free_port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+use super::free_port;
 
 /// Debian's redis-server.
 pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
@@ -46,7 +30,7 @@ impl Redis {
     pub fn start() -> Redis {
         let mut last_error = String::new();
         for _ in 0..3 {
-            match Redis::try_start(unused_port()) {
+            match Redis::try_start(free_port()) {
                 Ok(redis) => return redis,
                 Err(error) => last_error = error,
             }
@@ -102,7 +86,7 @@ impl Redis {
     pub fn start_tls(cert: &Path, key: &Path) -> Redis {
         let mut last_error = String::new();
         for _ in 0..3 {
-            let port = unused_port();
+            let port = free_port();
             let extra = [
                 "--port",
                 "0",
@@ -172,7 +156,7 @@ impl Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut nodes = Vec::new();
         while nodes.len() < n {
-            let port = unused_port();
+            let port = free_port();
             let conf = dir.path().join(format!("nodes-{port}.conf"));
             let extra = [
                 "--cluster-enabled",

@@ -8,7 +8,7 @@
 //! its TTL; two connections (two instances) sharing one limit; the script loaded again
 //! after `SCRIPT FLUSH`.
 
-mod support;
+use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
@@ -125,6 +125,7 @@ fn within_a_microsecond(got: &Decision, want: &Decision) -> bool {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_leaky_bucket() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }
@@ -207,6 +208,7 @@ async fn every_decision_matches_the_local_leaky_bucket() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_token_bucket() {
+    let _shared = support::shared();
     let cases = [
         (
             "10r/s burst 5",
@@ -245,6 +247,7 @@ async fn every_decision_matches_the_local_token_bucket() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_fixed_window() {
+    let _shared = support::shared();
     let cases = [
         (
             "10r/s burst 5 nodelay",
@@ -278,6 +281,7 @@ async fn every_decision_matches_the_local_fixed_window() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_sliding_window() {
+    let _shared = support::shared();
     let cases = [
         (
             "10r/s burst 0 nodelay",
@@ -317,6 +321,7 @@ async fn every_decision_matches_the_local_sliding_window() {
 
 #[tokio::test]
 async fn every_decision_matches_the_local_sliding_log() {
+    let _shared = support::shared();
     let cases = [
         (
             "10r/s burst 0 nodelay",
@@ -345,6 +350,7 @@ async fn every_decision_matches_the_local_sliding_log() {
 
 #[tokio::test]
 async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connection() {
+    let _shared = support::shared();
     if !server::available() {
         return;
     }

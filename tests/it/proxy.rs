@@ -1,6 +1,6 @@
 //! Forwarding through the real gateway: bodies, forwarded headers, hop-by-hop.
 
-mod support;
+use crate::support;
 
 use support::*;
 
@@ -26,6 +26,7 @@ return = {{ status = 200, body = "hello from tollgate\n" }}
 
 #[tokio::test]
 async fn get_is_forwarded_and_answered() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let reply = within(5, get_text(addr(&gw), "/hello?x=1")).await;
@@ -42,6 +43,7 @@ async fn get_is_forwarded_and_answered() {
 
 #[tokio::test]
 async fn return_location_answers_without_upstream() {
+    let _shared = support::shared();
     let gw = gateway(&config(closed_port()));
     let reply = within(5, get_text(addr(&gw), "/demo")).await;
     assert_eq!(reply.status, 200);
@@ -71,6 +73,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn spoofed_forwarded_for_from_untrusted_peer_is_replaced() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let req = http::Request::get("/")
@@ -90,6 +93,7 @@ async fn spoofed_forwarded_for_from_untrusted_peer_is_replaced() {
 
 #[tokio::test]
 async fn trusted_proxy_chain_resolves_the_client_and_is_extended() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&trusted_config(up.addr, true));
     let req = http::Request::get("/")
@@ -109,6 +113,7 @@ async fn trusted_proxy_chain_resolves_the_client_and_is_extended() {
 
 #[tokio::test]
 async fn without_recursion_the_rightmost_address_is_the_client() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&trusted_config(up.addr, false));
     let req = http::Request::get("/")
@@ -122,6 +127,7 @@ async fn without_recursion_the_rightmost_address_is_the_client() {
 
 #[tokio::test]
 async fn hop_by_hop_headers_are_stripped_both_ways() {
+    let _shared = support::shared();
     let up = Upstream::start(|_req| async {
         let mut response = text(200, "ok");
         let h = response.headers_mut();
@@ -159,6 +165,7 @@ async fn hop_by_hop_headers_are_stripped_both_ways() {
 
 #[tokio::test]
 async fn request_and_response_bodies_stream_through() {
+    let _shared = support::shared();
     use http_body_util::BodyExt;
     let up = Upstream::start(|req| async move {
         // Echo the body back as it arrives.
@@ -182,6 +189,7 @@ async fn request_and_response_bodies_stream_through() {
 
 #[tokio::test]
 async fn chunked_request_framing_is_rebuilt_not_copied() {
+    let _shared = support::shared();
     let up = Upstream::start(|req| async move {
         use http_body_util::BodyExt;
         let n = req.into_body().collect().await.unwrap().to_bytes().len();
@@ -222,6 +230,7 @@ async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
 
 #[tokio::test]
 async fn http2_request_reaches_an_http1_upstream() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let req = http::Request::get("http://example.test/h2?q=1")
@@ -242,6 +251,7 @@ async fn http2_request_reaches_an_http1_upstream() {
 
 #[tokio::test]
 async fn unknown_path_is_404_and_bad_path_is_400() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let toml = format!(
         r#"
@@ -275,6 +285,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn every_listen_address_serves_ipv4_and_ipv6() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&format!(
         r#"
@@ -304,6 +315,7 @@ upstream = "app"
 
 #[tokio::test]
 async fn keepalive_connection_carries_many_requests() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
@@ -325,6 +337,7 @@ async fn keepalive_connection_carries_many_requests() {
 
 #[tokio::test]
 async fn missing_or_duplicate_host_is_400_as_nginx() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr));
     let none = raw_exchange(addr(&gw), b"GET / HTTP/1.1\r\n\r\n").await;

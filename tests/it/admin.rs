@@ -1,6 +1,6 @@
 //! The admin API (`[admin]`): `/healthz` and `/status` on a listener of their own.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -38,6 +38,7 @@ async fn from(gw: &tollgate::Gateway, client: &str) -> u16 {
 
 #[tokio::test]
 async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
+    let _shared = support::shared();
     let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     let health = within(5, send(admin, get("/healthz"))).await;
@@ -112,6 +113,7 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
 
 #[tokio::test]
 async fn without_an_admin_section_there_is_no_admin_listener() {
+    let _shared = support::shared();
     let gw = gateway(&config("", "1r/m"));
     assert!(gw.admin_addr().is_none());
 }
@@ -127,6 +129,7 @@ fn request(method: &str, path: &str) -> Request<Body> {
 
 #[tokio::test]
 async fn a_limited_client_is_shown_and_freed_by_hand() {
+    let _shared = support::shared();
     let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     assert_eq!(from(&gw, "10.0.0.1").await, 200);
@@ -178,6 +181,7 @@ async fn a_limited_client_is_shown_and_freed_by_hand() {
 
 #[tokio::test]
 async fn status_shows_the_keys_limited_most_over_the_last_minute() {
+    let _shared = support::shared();
     let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     let before = within(5, send(admin, get("/status"))).await.body;

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use super::free_port;
+
 /// Debian's nginx.
 pub const NGINX: &str = "/usr/sbin/nginx";
 
@@ -112,10 +114,4 @@ pub fn available(what: &str) -> bool {
     );
     super::skip_note(&format!("{NGINX} not found; skipping {what}"));
     false
-}
-
-/// A free loopback port (bound, then released).
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }

@@ -1,5 +1,6 @@
 //! Shared helpers for the black-box tests: start the real gateway on 127.0.0.1:0 from
-//! TOML text, run an in-process hyper upstream, and talk to both with a real client.
+//! TOML text, run an in-process hyper upstream, and talk to both with a real client; and
+//! what the tests need to share one process ([`shared`], [`alone`], [`free_port`]).
 #![allow(dead_code)]
 
 pub mod nginx;
@@ -10,7 +11,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,6 +23,75 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpListener, TcpStream};
 
 pub type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The machine, as the tests share it. Every test takes it first thing: [`shared`] to run
+/// beside other tests, or [`alone`] to run with no other test (proptest's tests take it in
+/// each case, the only place its macro leaves).
+///
+/// All the tests are one binary, so the harness runs any of them at once (as many as there
+/// are cores), where each file used to be a binary of its own, run after the one before. A
+/// test that loads every core for seconds, or that measures time closely, used to share
+/// the machine with the tests of its own file at most; now it could share it with any
+/// test. Those take the machine alone, so that they neither upset other tests' timing nor
+/// have theirs upset:
+/// - `testssl`: a scan loads the machine for about 35 s and its checks fail under load
+///   (two scans at once do: they took turns already);
+/// - `nginx_conformance`: latencies compared with nginx's within ±15 ms (it was alone in
+///   its binary);
+/// - `large_body`: 1 GiB through the gateway, on every core;
+/// - the load tests `redis_zones::two_instances_share_one_limit_under_load` (10 s) and
+///   `reload::sixty_sighups_under_keep_alive_load_lose_no_request`.
+///
+/// Tests busy on one core (the property tests, `limit_memory`'s key sprays) stay shared, as
+/// they ran beside the other tests of their file. No test measures the memory of this
+/// process, which other tests would add to: `large_body` reads the peak RSS of the
+/// `tollgate` child it runs, and `limit_memory` counts only what its own thread allocates
+/// (its counting allocator is the whole binary's, but counts only on that thread).
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// A test's share of [`MACHINE`], held until the test ends (across `.await`s: it only keeps
+/// other tests out, no data behind it).
+pub struct Shared {
+    _guard: RwLockReadGuard<'static, ()>,
+}
+
+/// The whole of [`MACHINE`], held until the test ends.
+pub struct Alone {
+    _guard: RwLockWriteGuard<'static, ()>,
+}
+
+/// Runs the calling test beside others (but not beside one that runs [`alone`]). Take it
+/// once, on the test's own thread, and never with [`alone`]: the lock is not reentrant.
+pub fn shared() -> Shared {
+    Shared {
+        // A test that panicked holding it poisons it; it guards no data, so that is no harm.
+        _guard: MACHINE.read().unwrap_or_else(PoisonError::into_inner),
+    }
+}
+
+/// Runs the calling test with no other test running (see [`MACHINE`] for which do).
+pub fn alone() -> Alone {
+    Alone {
+        _guard: MACHINE.write().unwrap_or_else(PoisonError::into_inner),
+    }
+}
+
+/// A free loopback port for a listener made later (a child process's, or a gateway's with a
+/// fixed port): bound, then released, and never one this process handed out before. All the
+/// tests share one process, so two that choose ports at once (for nginx, Redis, `tollgate`
+/// children) could otherwise be handed the same released port.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
 
 /// Starts the gateway from TOML text. `{UP}` / `{UP2}` are replaced by `upstreams`'
 /// addresses first.
@@ -231,10 +301,10 @@ pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
         .expect("finished in time")
 }
 
-/// A port on 127.0.0.1 with nothing listening (bound, then released).
+/// A port on 127.0.0.1 with nothing listening (bound, then released; [`free_port`] does not
+/// hand it to a child that would listen on it).
 pub fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// Waits until the log file has `n` lines (the log is flushed every 100 ms).

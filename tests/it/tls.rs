@@ -2,7 +2,7 @@
 //! client (rustls) speaking HTTP/1.1 and HTTP/2 through the gateway to a real upstream,
 //! SNI choosing between certificates, resumption and a certificate swapped by a reload.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -176,6 +176,7 @@ fn served(stream: &TlsStream<TcpStream>) -> String {
 
 #[tokio::test]
 async fn h1_and_h2_over_tls_reach_the_upstream_as_https() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
@@ -254,6 +255,7 @@ impl ServerCertVerifier for AcceptAny {
 
 #[tokio::test]
 async fn sni_chooses_the_certificate_and_the_first_is_the_default() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
@@ -294,6 +296,7 @@ async fn sni_chooses_the_certificate_and_the_first_is_the_default() {
 
 #[tokio::test]
 async fn rsa_ecdsa_and_ed25519_keys_are_served() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     let keys = [
@@ -344,6 +347,7 @@ fn rsa_key(dir: &Path) -> KeyPair {
 
 #[tokio::test]
 async fn tls_1_2_is_served_with_the_servers_cipher_order() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
@@ -375,6 +379,7 @@ async fn tls_1_2_is_served_with_the_servers_cipher_order() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_handshake_is_closed() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
@@ -395,6 +400,7 @@ async fn a_client_that_never_finishes_its_handshake_is_closed() {
 
 #[tokio::test]
 async fn a_reload_swaps_the_certificate_and_sessions_resume_across_it() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
     ca.leaf(
@@ -484,6 +490,7 @@ fn check(config: &Path) -> (bool, String, String) {
 
 #[test]
 fn the_binary_checks_certificates_warns_of_expiry_and_names_a_mismatched_key() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = KeyPair::generate().unwrap();
@@ -570,6 +577,7 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// RST, since the gateway reads both in order.
 #[tokio::test]
 async fn a_reset_stream_gets_no_data_made_after_the_reset() {
+    let _shared = support::shared();
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();

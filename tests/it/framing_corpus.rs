@@ -8,7 +8,7 @@
 //! same bytes and must give the same status; the cases where tollgate deliberately
 //! differs say why. Without nginx the comparison is skipped, except under `CI`.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -169,6 +169,7 @@ fn corpus() -> Vec<Case> {
 
 #[tokio::test]
 async fn every_malformed_request_is_refused_or_forwarded_once_in_one_form() {
+    let _shared = support::shared();
     let cases = corpus();
     assert!(cases.len() >= 30, "the corpus has {} cases", cases.len());
     let nginx = nginx_oracle().await;

@@ -1,6 +1,6 @@
 //! The `tollgate` binary as an operator runs it: `-t`, `--version`, serving, SIGTERM.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
@@ -22,6 +22,7 @@ fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::P
 
 #[test]
 fn check_reports_every_error_with_line_and_column() {
+    let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(
         &dir,
@@ -39,6 +40,7 @@ fn check_reports_every_error_with_line_and_column() {
 
 #[test]
 fn check_accepts_the_shipped_gateway_toml() {
+    let _shared = support::shared();
     let out = tollgate()
         .args(["-t", "-c"])
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/gateway.toml"))
@@ -55,6 +57,7 @@ fn check_accepts_the_shipped_gateway_toml() {
 
 #[test]
 fn missing_file_is_a_clear_error() {
+    let _shared = support::shared();
     let out = tollgate()
         .args(["-t", "-c", "/nonexistent/gateway.toml"])
         .output()
@@ -66,6 +69,7 @@ fn missing_file_is_a_clear_error() {
 
 #[test]
 fn version_is_printed() {
+    let _shared = support::shared();
     let out = tollgate().arg("--version").output().unwrap();
     assert!(out.status.success());
     assert_eq!(
@@ -82,14 +86,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn wait_until_listening(port: u16) {
@@ -117,6 +113,7 @@ fn signal(child: &Child, name: &str) {
 
 #[tokio::test]
 async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
+    let _shared = support::shared();
     let up = Upstream::start(|_req| async {
         tokio::time::sleep(Duration::from_millis(700)).await;
         text(200, "slow but complete")

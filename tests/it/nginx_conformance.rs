@@ -1,10 +1,10 @@
-//! Conformance with nginx's `limit_req` (DESIGN §5.3): the same timed request schedules are
+//! Conformance with nginx's `limit_req`: the same timed request schedules are
 //! sent at the same instants to a real nginx (Debian's `/usr/sbin/nginx`, run as a child
 //! process from a temporary prefix) and to tollgate, with equivalent configurations. Every
 //! request must get the same status from both, and the same delay within ±15 ms.
 //!
 //! nginx's own answers are also checked against outcomes worked out by hand (from
-//! `NGINX_LIMIT_REQ.md`), so the two cannot agree by being wrong the same way.
+//! nginx's documented arithmetic), so the two cannot agree by being wrong the same way.
 //!
 //! Schedules keep every arrival at least 30 ms away from a token boundary, so the outcome does
 //! not depend on scheduling jitter. Requests sent at the same offset from the same client with
@@ -12,9 +12,9 @@
 //! such group is compared as a sorted list.
 //!
 //! Without nginx the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs it).
-//! `cargo test --test nginx_conformance -- --nocapture` prints every request's row.
+//! `cargo test --test it nginx_conformance:: -- --nocapture` prints every request's row.
 
-mod support;
+use crate::support;
 
 use support::nginx::Nginx;
 
@@ -167,7 +167,7 @@ fn fifteen_per_second() -> Vec<u64> {
     at
 }
 
-/// The expected outcomes follow `NGINX_LIMIT_REQ.md` §2–§4 (10r/s drains one request per
+/// The expected outcomes follow nginx's limit_req arithmetic (10r/s drains one request per
 /// 100 ms; the first request of a key costs nothing; a rejection changes no state).
 fn scenarios() -> Vec<Scenario> {
     let addr_10 = || vec![zone("ip", Key::Addr, "10r/s")];
@@ -714,6 +714,8 @@ async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
 /// status that differs fails at once (every arrival is at least 30 ms from a token boundary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limits_decide_and_delay_exactly_as_nginx_limit_req() {
+    // Alone: latencies are compared within ±15 ms, which another test's load could upset.
+    let _alone = support::alone();
     if !support::nginx::available("the nginx conformance test") {
         return;
     }

@@ -1,10 +1,12 @@
 //! Every limiter algorithm against a slow, obviously-right model over random schedules
-//! (STYLE habit 10), and the contract of `limit::Algorithm` that every one keeps: a
+//!, and the contract of `limit::Algorithm` that every one keeps: a
 //! rejected request changes nothing, `retry_after` is never early, `remaining` and `reset`
 //! mean what they say, and a drained key decides as a fresh one.
 //!
-//! leaky_bucket's model is nginx's own arithmetic (NGINX_LIMIT_REQ.md §2), so for r/s rates
+//! leaky_bucket's model is nginx's own arithmetic (docs/config.md, `leaky_bucket`), so for r/s rates
 //! its verdicts and delays must be nginx's to the millisecond.
+
+use crate::support;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -508,27 +510,32 @@ proptest! {
 
     #[test]
     fn leaky_bucket_decides_and_delays_as_nginx(mut case in case(&[Period::Second], 50, 1)) {
+        let _shared = support::shared();
         case.p.burst %= 11;
         drive::<LeakyBucket>(&case, Nginx::default(), false)?;
     }
 
     #[test]
     fn token_bucket_matches_a_bucket_of_tokens(case in case(ALL_PERIODS, 1_000, 25)) {
+        let _shared = support::shared();
         drive::<TokenBucket>(&case, Tokens::default(), true)?;
     }
 
     #[test]
     fn fixed_window_matches_counts_per_window(case in case(SHORT_PERIODS, 30, 8)) {
+        let _shared = support::shared();
         drive::<FixedWindow>(&case, Fixed(Windows::default()), true)?;
     }
 
     #[test]
     fn sliding_window_matches_the_weighted_estimate(case in case(SHORT_PERIODS, 30, 8)) {
+        let _shared = support::shared();
         drive::<SlidingWindow>(&case, Sliding(Windows::default()), true)?;
     }
 
     #[test]
     fn sliding_log_matches_a_list_of_every_admitted_time(case in case(SHORT_PERIODS, 30, 8)) {
+        let _shared = support::shared();
         drive::<SlidingLog>(&case, Log::default(), true)?;
     }
 
@@ -537,6 +544,7 @@ proptest! {
         max in 0..12u64,
         ops in prop::collection::vec((any::<bool>(), 1..4u64, any::<usize>()), 1..80),
     ) {
+        let _shared = support::shared();
         let p = Params {
             max,
             ..Params::new(Rate::new(1, Period::Second).expect("non-zero"))

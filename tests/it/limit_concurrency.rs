@@ -3,6 +3,8 @@
 //! admission is lost or doubled however many requests race for the key, whichever path
 //! each takes, while other keys come and go around it.
 
+use crate::support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::thread;
@@ -39,6 +41,7 @@ fn race(work: impl Fn(usize) + Sync) {
 
 #[test]
 fn racing_requests_for_one_key_admit_exactly_burst_plus_one() {
+    let _shared = support::shared();
     const BURST: u64 = 50;
     let store = Store::<LeakyBucket>::new(1 << 20);
     let p = burst_nodelay(BURST);
@@ -64,6 +67,7 @@ fn racing_requests_for_one_key_admit_exactly_burst_plus_one() {
 
 #[test]
 fn racing_requests_for_many_keys_admit_each_its_own_quota() {
+    let _shared = support::shared();
     const BURST: u64 = 3;
     const KEYS: usize = 2_000;
     // Small enough that the keys share few shards, large enough that none is evicted.
@@ -104,6 +108,7 @@ fn racing_requests_for_many_keys_admit_each_its_own_quota() {
 
 #[test]
 fn hot_keys_keep_exact_counts_while_other_keys_churn_through_their_shards() {
+    let _shared = support::shared();
     const BURST: u64 = 20;
     const HOT: usize = 64;
     // Few shards, and churn keys come and go in them: index slots shift back on every
@@ -157,6 +162,8 @@ fn hot_keys_keep_exact_counts_while_other_keys_churn_through_their_shards() {
 mod through_zones {
     //! The same through `decision::decide`, as the gateway calls it: tasks on a multi-threaded
     //! runtime, several zones per request.
+
+    use crate::support;
 
     use std::net::IpAddr;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -253,6 +260,7 @@ mod through_zones {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn racing_tasks_over_two_zones_admit_exactly_the_tighter_bound() {
+        let _shared = support::shared();
         let (per_ip, global, epoch) = per_ip_and_global();
         // Each client may have 21, all together 51: the global zone binds.
         let rules = Arc::new(vec![rule(&per_ip, 20), rule(&global, 50)]);
@@ -264,6 +272,7 @@ mod through_zones {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_zone_alone_in_one_location_and_shared_in_another_admits_exactly_its_bound() {
+        let _shared = support::shared();
         // Location A lists per_ip alone (decided without the shard's lock), B lists it after
         // a roomy global zone (checked, then charged, under the locks): the same keys race
         // through both.
@@ -284,6 +293,7 @@ mod through_zones {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn in_flight_counts_never_exceed_max_and_are_given_back() {
+        let _shared = support::shared();
         let epoch = Instant::now();
         let conns = zone(
             "conns",

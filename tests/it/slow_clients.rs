@@ -4,7 +4,7 @@
 //! before any upstream connection is made, and a body trickled below
 //! `client_body_min_rate` ends in 408.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -48,6 +48,7 @@ async fn upstream_closed(up: &RawUpstream, n: usize, within: Duration) -> Durati
 
 #[tokio::test]
 async fn an_http1_client_that_stops_reading_is_cut_off_after_send_timeout() {
+    let _shared = support::shared();
     let up = big_upstream().await;
     let gw = gateway(&config(up.addr, r#"send_timeout = "400ms""#));
     let mut clients = Vec::new();
@@ -73,6 +74,7 @@ async fn an_http1_client_that_stops_reading_is_cut_off_after_send_timeout() {
 
 #[tokio::test]
 async fn an_http1_client_that_reads_slowly_but_steadily_is_served_whole() {
+    let _shared = support::shared();
     let up = RawUpstream::start(|_| {
         let body = vec![b'y'; 4 << 20];
         let mut reply =
@@ -135,6 +137,7 @@ fn h2_get() -> http::Request<()> {
 
 #[tokio::test]
 async fn an_http2_stream_whose_window_stays_shut_is_reset_after_send_timeout() {
+    let _shared = support::shared();
     let up = big_upstream().await;
     let gw = gateway(&config(up.addr, r#"send_timeout = "400ms""#));
     let mut client = shut_window_client(&gw).await;
@@ -163,6 +166,7 @@ async fn an_http2_stream_whose_window_stays_shut_is_reset_after_send_timeout() {
 
 #[tokio::test]
 async fn an_http2_stream_waiting_on_a_slow_upstream_is_not_cut_off() {
+    let _shared = support::shared();
     // The upstream pauses longer than send_timeout between its two halves.
     let up = Upstream::start(|_req| async {
         let (tx, body) = tokio::sync::mpsc::channel::<Bytes>(2);
@@ -194,6 +198,7 @@ async fn an_http2_stream_waiting_on_a_slow_upstream_is_not_cut_off() {
 
 #[tokio::test]
 async fn a_slow_small_upload_reaches_no_upstream_until_it_is_complete() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let mut uploads = Vec::new();
@@ -227,6 +232,7 @@ async fn a_slow_small_upload_reaches_no_upstream_until_it_is_complete() {
 
 #[tokio::test]
 async fn a_chunked_upload_within_the_buffer_is_sent_with_its_length() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, ""));
     let mut client = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -246,6 +252,7 @@ async fn a_chunked_upload_within_the_buffer_is_sent_with_its_length() {
 
 #[tokio::test]
 async fn a_body_larger_than_the_buffer_streams_to_the_upstream() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(up.addr, r#"client_body_buffer_size = "1k""#));
     let mut client = TcpStream::connect(addr(&gw)).await.unwrap();
@@ -269,6 +276,7 @@ async fn a_body_larger_than_the_buffer_streams_to_the_upstream() {
 
 #[tokio::test]
 async fn a_body_trickled_below_the_minimum_rate_ends_in_408() {
+    let _shared = support::shared();
     let up = RawUpstream::ok().await;
     let gw = gateway(&config(
         up.addr,

@@ -1,7 +1,7 @@
-//! `GET /metrics` on the admin listener: every family DESIGN §5.7 names, counted through
-//! the real gateway, added up over both workers, and kept across a reload.
+//! `GET /metrics` on the admin listener: every family the README's "Metrics" table names,
+//! counted through the real gateway, added up over both workers, and kept across a reload.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -112,6 +112,7 @@ const REQUESTS: &str = "tollgate_requests_total";
 
 #[tokio::test]
 async fn every_family_counts_what_the_gateway_did() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let dead = closed_port();
     let gw = gateway(&config(up.addr, dead, "1r/m"));
@@ -222,6 +223,7 @@ async fn every_family_counts_what_the_gateway_did() {
 
 #[tokio::test]
 async fn counts_survive_a_reload_and_the_reload_is_counted() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let dead = closed_port();
     let gw = gateway(&config(up.addr, dead, "1r/m"));
@@ -263,6 +265,7 @@ async fn counts_survive_a_reload_and_the_reload_is_counted() {
 
 #[tokio::test]
 async fn open_connections_are_counted_per_listener() {
+    let _shared = support::shared();
     let up = Upstream::named("app").await;
     let gw = gateway(&config(up.addr, closed_port(), "1r/m"));
     let (addr, admin) = (addr(&gw), gw.admin_addr().expect("admin configured"));

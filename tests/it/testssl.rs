@@ -5,21 +5,22 @@
 //! [`ABOUT_THE_TEST_CERTIFICATE`], which are about the certificate itself, not tollgate.
 //!
 //! The checks are narrowed to [`CHECKS`] (protocols, ciphers, server defaults and known
-//! vulnerabilities); a run takes about 35 s on two cores, and the two runs take turns (so
-//! about 70 s in all). testssl makes no outbound connections: no DNS lookups (`--nodns
-//! none`), and no CRL or OCSP fetching (that needs `--phone-out`, which is off by default).
+//! vulnerabilities); a run takes about 35 s on two cores, and the two runs take turns, with no
+//! other test running meanwhile (so about 70 s in all). testssl makes no outbound
+//! connections: no DNS lookups (`--nodns none`), and no CRL or OCSP fetching (that needs
+//! `--phone-out`, which is off by default).
 //!
 //! Without testssl the test is skipped, unless `CI` is set: then it fails (`.ci/run` installs
-//! it). `cargo test --test testssl -- --nocapture` prints every finding of severity LOW and up.
+//! it). `cargo test --test it testssl:: -- --nocapture` prints every finding of severity LOW
+//! and up.
 
-mod support;
+use crate::support;
 
 use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rcgen::{CertificateParams, DnType, KeyPair};
@@ -52,10 +53,6 @@ const ATTEMPTS: u32 = 2;
 /// does, [`tickets_resume`] does the same check with a client that waits for the ticket.
 const TICKET_RACE: &str = "sessionresumption_ticket";
 
-/// One scan at a time: two at once on a small machine make testssl's timing-sensitive checks
-/// fail (see [`ATTEMPTS`]).
-static SCANS: Mutex<()> = Mutex::new(());
-
 /// HIGH or CRITICAL findings that are about the self-signed test certificate, not about
 /// tollgate's TLS configuration, and why.
 const ABOUT_THE_TEST_CERTIFICATE: &[(&str, &str)] = &[
@@ -86,6 +83,10 @@ const PROTOCOLS: &[&str] = &["SSLv2", "SSLv3", "TLS1", "TLS1_1", "TLS1_2", "TLS1
 
 #[test]
 fn testssl_finds_nothing_high_with_an_ecdsa_certificate() {
+    // One scan at a time, and no other test beside it: two scans at once on a small machine
+    // make testssl's timing-sensitive checks fail (see [`ATTEMPTS`]), and so can other tests'
+    // load; a scan's own load is enough to upset the timing of other tests.
+    let _alone = support::alone();
     if !testssl_available() {
         return;
     }
@@ -94,6 +95,8 @@ fn testssl_finds_nothing_high_with_an_ecdsa_certificate() {
 
 #[test]
 fn testssl_finds_nothing_high_with_an_rsa_certificate() {
+    // As above: one scan at a time, alone.
+    let _alone = support::alone();
     if !testssl_available() {
         return;
     }
@@ -119,9 +122,6 @@ fn testssl_available() -> bool {
 /// findings. A HIGH or CRITICAL finding fails at once; a scan that could not do every check
 /// is repeated (see [`ATTEMPTS`]).
 fn scan(label: &str, key: KeyPair) {
-    let _one_at_a_time = SCANS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = self_signed(dir.path(), key);
     let gw = support::gateway(&format!(

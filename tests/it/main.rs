@@ -1,0 +1,34 @@
+//! Every integration test, in one binary: the crate and its dependencies are linked once,
+//! not once per file. Each file is a module (`cargo test --test it testssl::` runs one).
+//!
+//! proptest keeps the failures it found (and replays them first) in
+//! `tests/proptest-regressions/<module>.txt`: its default, `SourceParallel`, finds this
+//! `main.rs` above the source file and puts the file in a directory beside `tests/it`.
+
+mod support;
+
+mod admin;
+mod architecture;
+mod cli;
+mod framing_corpus;
+mod hardening;
+mod large_body;
+mod limit_concurrency;
+mod limit_memory;
+mod limit_properties;
+mod limits;
+mod logs;
+mod metrics;
+mod nginx_conformance;
+mod path_properties;
+mod proxy;
+mod redis_clock_skew;
+mod redis_scripts;
+mod redis_zones;
+mod reload;
+mod slow_clients;
+mod testssl;
+mod timeouts;
+mod tls;
+mod upstreams;
+mod websocket;
