@@ -53,8 +53,8 @@ use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::store::Store;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::zone::{Kind, Spec, Zone};
-use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, NANOS_PER_MS, NODELAY};
+use tollgate::limit::zone::{Spec, Zone};
+use tollgate::limit::{Algorithm, Decision, Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 
 /// The zone's `size` for the existing-key benchmarks: room for every key of every
 /// algorithm without eviction.
@@ -147,7 +147,7 @@ impl Clock {
 
 /// One zone's decision for one request, as `Locked::decide` documents it.
 #[inline]
-fn decide<A: Algorithm>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> Decision {
+fn decide<A: Limiter>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> Decision {
     let hash = store.hash(key);
     store.decide(hash, key, now, p, p)
 }
@@ -175,7 +175,7 @@ fn enter_and_leave(store: &Store<Concurrency>, key: &[u8], p: &Params) -> Decisi
 }
 
 /// A `ZONE_BYTES` store holding the first `PRESENT` addresses, each charged once at 0.
-fn filled<A: Algorithm>(p: &Params) -> Store<A> {
+fn filled<A: Limiter>(p: &Params) -> Store<A> {
     let store = Store::new(ZONE_BYTES);
     for n in 0..PRESENT {
         decide(&store, &ipv4(n), 0, p);
@@ -193,7 +193,7 @@ fn hot_keys(offset: usize) -> Vec<[u8; 4]> {
 }
 
 /// Benchmarks decisions on stored keys, HOT of them in turn and one alone.
-fn on_stored<A: Algorithm>(c: &mut Criterion, name: &str, p: Params, clock: Clock, admit: bool) {
+fn on_stored<A: Limiter>(c: &mut Criterion, name: &str, p: Params, clock: Clock, admit: bool) {
     let store = filled::<A>(&p);
     let keys = hot_keys(0);
     let mut group = c.benchmark_group("existing_key");
@@ -307,7 +307,7 @@ fn parts(c: &mut Criterion) {
     group.finish();
 }
 
-fn arithmetic<A: Algorithm>(
+fn arithmetic<A: Limiter>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     p: &Params,
@@ -351,12 +351,12 @@ fn zone_decide(c: &mut Criterion) {
             Spec {
                 name: "k".into(),
                 template: Template::new(vec![part], 32, 128),
-                kind: Kind::LeakyBucket,
+                algorithm: Algorithm::LeakyBucket,
                 rate: rate(MOST, Period::Second),
                 plan_rates: Vec::new(),
                 max: 0,
                 size: ZONE_BYTES,
-                shared: None,
+                redis: None,
             },
             epoch,
             std::time::SystemTime::now(),
@@ -397,7 +397,7 @@ fn zone_decide(c: &mut Criterion) {
 
 /// Inserts keys never seen before, `iters` of them, timed in chunks; `between` runs
 /// untimed before each chunk (to replace a store about to fill, say).
-fn insert_new<A: Algorithm>(
+fn insert_new<A: Limiter>(
     store: &mut Store<A>,
     next: &mut usize,
     clock: &mut Clock,

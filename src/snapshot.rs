@@ -12,8 +12,8 @@ use crate::access;
 use crate::config::{self, Config};
 use crate::limit::decision::{self, Rule};
 use crate::limit::key::Template;
-use crate::limit::redis::{self, OnError, Shared};
-use crate::limit::zone::{Kind, Spec, Zone};
+use crate::limit::redis;
+use crate::limit::zone::{Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
@@ -115,7 +115,7 @@ pub fn build(
         .zones
         .iter()
         .map(|z| {
-            let spec = zone_spec(z, &plans, config.redis.as_ref());
+            let spec = zone_spec(z, &plans);
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
             Arc::new(match kept {
                 Some(old) => old.succeed(spec),
@@ -328,7 +328,7 @@ fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
     }
 }
 
-fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) -> Spec {
+fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
     let plan_rates = plans
         .iter()
         .map(|plan| {
@@ -341,26 +341,13 @@ fn zone_spec(z: &config::Zone, plans: &[&str], redis: Option<&config::Redis>) ->
     Spec {
         name: z.name.clone(),
         template: Template::new(z.key.parts.clone(), z.ipv4_prefix, z.ipv6_prefix),
-        kind: match z.algorithm {
-            config::Algorithm::LeakyBucket => Kind::LeakyBucket,
-            config::Algorithm::TokenBucket => Kind::TokenBucket,
-            config::Algorithm::FixedWindow => Kind::FixedWindow,
-            config::Algorithm::SlidingWindow => Kind::SlidingWindow,
-            config::Algorithm::SlidingLog => Kind::SlidingLog,
-            config::Algorithm::Concurrency => Kind::Concurrency,
-        },
+        algorithm: z.algorithm,
         // `concurrency` has no rate; any value serves, it is never read.
         rate: z.rate.unwrap_or(ONE_PER_SECOND),
         plan_rates,
         max: z.max,
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
-        shared: z.redis.map(|zone| Shared {
-            on_error: zone
-                .on_error
-                .or(redis.map(|r| r.on_error))
-                .unwrap_or(OnError::Local),
-            instances: zone.instances,
-        }),
+        redis: z.redis,
     }
 }
 

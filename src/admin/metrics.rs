@@ -214,7 +214,7 @@ impl Scrape {
             None,
             MetricType::Counter,
         )?;
-        for zone in self.snapshot.zones.iter().filter(|z| z.shared.is_some()) {
+        for zone in self.snapshot.zones.iter().filter(|z| z.redis.is_some()) {
             let Some((_, stats)) = zones.iter().find(|(name, _)| **name == *zone.name) else {
                 continue;
             };

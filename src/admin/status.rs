@@ -92,7 +92,7 @@ pub fn status(state: &GatewayState) -> String {
             Limited { key, rejected }
         });
         let status = ZoneStatus {
-            algorithm: zone.kind.name(),
+            algorithm: zone.algorithm.name(),
             keys: stats.keys,
             bytes: stats.bytes,
             capacity_bytes: stats.capacity_bytes,

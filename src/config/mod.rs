@@ -18,8 +18,8 @@ mod values;
 mod zones;
 
 pub use crate::limit::key::Part;
-pub use crate::limit::redis::OnError;
-pub use crate::limit::{Period, Rate};
+pub use crate::limit::redis::{OnError, ZoneSettings};
+pub use crate::limit::{Algorithm, Period, Rate};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,15 +67,6 @@ pub struct Redis {
     pub timeout: Duration,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.
     pub on_error: OnError,
-}
-
-/// A zone's `backend = "redis"` settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ZoneRedis {
-    /// The zone's own `on_error`; `None`: `[redis]`'s.
-    pub on_error: Option<OnError>,
-    /// Instances sharing the zone: `on_error = "local"` admits the rate divided by it.
-    pub instances: u64,
 }
 
 /// `[tls]`.
@@ -180,17 +171,8 @@ pub struct Zone {
     /// ... and of an IPv6 client (default 128).
     pub ipv6_prefix: u8,
     /// `backend = "redis"`: state shared through `[redis]`; `None` for a local zone.
-    pub redis: Option<ZoneRedis>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    LeakyBucket,
-    TokenBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    Concurrency,
+    /// Its `on_error` is the zone's own, or else `[redis]`'s.
+    pub redis: Option<ZoneSettings>,
 }
 
 /// A zone's `key`: literal text and nginx variables, in order.

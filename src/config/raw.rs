@@ -21,6 +21,7 @@ use serde_spanned::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 use super::diag::Diagnostics;
+use super::{Algorithm, OnError};
 
 pub(crate) type Span = Range<usize>;
 
@@ -123,7 +124,7 @@ pub(crate) struct RawZone {
     /// Required, except for `concurrency`.
     pub rate: Option<Spanned<String>>,
     pub size: Option<Loose>,
-    pub algorithm: Option<Spanned<RawAlgorithm>>,
+    pub algorithm: Option<Spanned<Algorithm>>,
     /// Plan name to rate, in name order.
     pub plans: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
     /// Required for `concurrency`, and only there.
@@ -134,7 +135,7 @@ pub(crate) struct RawZone {
     /// Only with `backend = "redis"`.
     pub instances: Option<Spanned<i64>>,
     /// Only with `backend = "redis"`.
-    pub on_error: Option<Spanned<RawOnError>>,
+    pub on_error: Option<Spanned<OnError>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -144,14 +145,6 @@ pub(crate) enum RawBackend {
     Redis,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum RawOnError {
-    Allow,
-    Deny,
-    Local,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawRedis {
@@ -159,20 +152,9 @@ pub(crate) struct RawRedis {
     pub url: Option<Spanned<String>>,
     pub urls: Option<Spanned<Vec<Spanned<String>>>>,
     pub timeout: Option<Loose>,
-    pub on_error: Option<Spanned<RawOnError>>,
+    pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum RawAlgorithm {
-    LeakyBucket,
-    TokenBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    Concurrency,
 }
 
 #[derive(Deserialize)]

@@ -62,7 +62,11 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         Section::Invalid => None,
         Section::Present(_, raw) => access::access(raw, &mut diag),
     };
-    let zones = zones::zones(raw.zones, &mut diag);
+    let on_error = match &redis {
+        Some(Some(redis)) => redis.on_error,
+        _ => OnError::Local,
+    };
+    let zones = zones::zones(raw.zones, on_error, &mut diag);
     let plans: Vec<String> = zones
         .iter()
         .flatten()
@@ -196,9 +200,7 @@ fn redis(
             None
         }
     };
-    let on_error = raw
-        .on_error
-        .map_or(OnError::Local, |o| zones::on_error(*o.get_ref()));
+    let on_error = raw.on_error.map_or(OnError::Local, |o| *o.get_ref());
     let ca = match &raw.ca {
         None => Some(None),
         Some(path) => {

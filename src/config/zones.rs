@@ -5,8 +5,8 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits::MAX_BURST;
-use super::raw::{Named, RawAlgorithm, RawBackend, RawOnError, RawZone};
-use super::{values, Algorithm, KeyTemplate, OnError, Part, Period, Rate, Zone, ZoneRedis};
+use super::raw::{Named, RawBackend, RawZone};
+use super::{values, Algorithm, KeyTemplate, OnError, Part, Period, Rate, Zone, ZoneSettings};
 
 /// nginx's smallest zone: 8 pages.
 const MIN_ZONE_SIZE: u64 = 32 << 10;
@@ -15,13 +15,21 @@ const MAX_RATE_COUNT: u64 = 1_000_000;
 const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
                          $cookie_NAME, $uri, $request_method, $host";
 
-/// Every zone, or `None` when any had a problem.
-pub(super) fn zones(raw: Vec<Named<RawZone>>, diag: &mut Diagnostics<'_>) -> Option<Vec<Zone>> {
-    let zones: Vec<_> = raw.into_iter().map(|entry| zone(entry, diag)).collect();
+/// Every zone, or `None` when any had a problem. `on_error` is `[redis]`'s, for Redis zones
+/// that name none.
+pub(super) fn zones(
+    raw: Vec<Named<RawZone>>,
+    on_error: OnError,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<Zone>> {
+    let zones: Vec<_> = raw
+        .into_iter()
+        .map(|entry| zone(entry, on_error, diag))
+        .collect();
     zones.into_iter().collect()
 }
 
-fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
+fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) -> Option<Zone> {
     let name = entry.name.get_ref().clone();
     let valid_name = !name.is_empty()
         && name
@@ -37,14 +45,10 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
     let key = diag
         .required(raw.key.as_ref(), &table, "key")
         .and_then(|key| diag.check(key.span(), parse_key(key.get_ref())));
-    let algorithm = match raw.algorithm.as_ref().map(|a| *a.get_ref()) {
-        None | Some(RawAlgorithm::LeakyBucket) => Algorithm::LeakyBucket,
-        Some(RawAlgorithm::TokenBucket) => Algorithm::TokenBucket,
-        Some(RawAlgorithm::FixedWindow) => Algorithm::FixedWindow,
-        Some(RawAlgorithm::SlidingWindow) => Algorithm::SlidingWindow,
-        Some(RawAlgorithm::SlidingLog) => Algorithm::SlidingLog,
-        Some(RawAlgorithm::Concurrency) => Algorithm::Concurrency,
-    };
+    let algorithm = raw
+        .algorithm
+        .as_ref()
+        .map_or(Algorithm::LeakyBucket, |a| *a.get_ref());
     let concurrency = algorithm == Algorithm::Concurrency;
     let rate = match (&raw.rate, concurrency) {
         (Some(rate), true) => {
@@ -138,7 +142,7 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
     };
     let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
     let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
-    let redis = zone_redis(&raw, algorithm, diag);
+    let redis = zone_redis(&raw, algorithm, on_error, diag);
     valid_name.then_some(())?;
     Some(Zone {
         name,
@@ -157,12 +161,14 @@ fn zone(entry: Named<RawZone>, diag: &mut Diagnostics<'_>) -> Option<Zone> {
 /// Most instances `instances` may name.
 const MAX_INSTANCES: i64 = 1000;
 
-/// `backend`, `instances` and `on_error` of a zone: `Some(None)` for a local zone.
+/// `backend`, `instances` and `on_error` of a zone (`on_error` is `[redis]`'s when it names
+/// none): `Some(None)` for a local zone.
 fn zone_redis(
     raw: &RawZone,
     algorithm: Algorithm,
+    on_error: OnError,
     diag: &mut Diagnostics<'_>,
-) -> Option<Option<ZoneRedis>> {
+) -> Option<Option<ZoneSettings>> {
     let redis = raw
         .backend
         .as_ref()
@@ -183,7 +189,7 @@ fn zone_redis(
         return valid.then_some(None);
     }
     let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
-    if algorithm == Algorithm::Concurrency {
+    if !algorithm.can_use_redis() {
         diag.error(
             backend,
             "a `concurrency` zone cannot be kept in Redis: its counts are released by the instance that took them; use `backend = \"local\"`",
@@ -203,18 +209,10 @@ fn zone_redis(
             }
         }
     };
-    Some(Some(ZoneRedis {
-        on_error: raw.on_error.as_ref().map(|o| on_error(*o.get_ref())),
+    Some(Some(ZoneSettings {
+        on_error: raw.on_error.as_ref().map_or(on_error, |o| *o.get_ref()),
         instances: instances?,
     }))
-}
-
-pub(super) fn on_error(raw: RawOnError) -> OnError {
-    match raw {
-        RawOnError::Allow => OnError::Allow,
-        RawOnError::Deny => OnError::Deny,
-        RawOnError::Local => OnError::Local,
-    }
 }
 
 fn prefix(value: Option<&Spanned<i64>>, bits: u8, diag: &mut Diagnostics<'_>) -> Option<u8> {

@@ -11,7 +11,7 @@
 //! evicts a key that is in use and that key's requests then count from 0: a zone of `size`
 //! must hold the clients in flight at once (10m holds about 200,000). nginx rejects instead.
 
-use super::{Algorithm, Decision, Params, Verdict};
+use super::{Decision, Limiter, Params, Verdict};
 
 pub struct Concurrency;
 
@@ -20,7 +20,7 @@ pub fn release(state: &mut u64, cost: u64) {
     *state = state.saturating_sub(cost);
 }
 
-impl Algorithm for Concurrency {
+impl Limiter for Concurrency {
     /// Units in flight.
     type State = u64;
 

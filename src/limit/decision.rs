@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::key::RequestView;
-use super::zone::{Guard, Kind, Zone};
-use super::{Decision, Params, Rate, Verdict, NODELAY};
+use super::zone::{Guard, Zone};
+use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
 
 /// Most zones one location may list (the config refuses more): a decision keeps its keys
 /// and locks in arrays of this size.
@@ -292,7 +292,7 @@ fn decide_with(
         if let (Verdict::Delay(ns), false) = (applied.decision.verdict, rule.dry_run) {
             outcome.delay = outcome.delay.max(ns);
         }
-        if rule.zone.kind == Kind::Concurrency {
+        if rule.zone.algorithm == Algorithm::Concurrency {
             outcome.in_flight.push(InFlight {
                 zone: Arc::clone(&rule.zone),
                 hash: k.hash,
@@ -354,7 +354,7 @@ fn decide_one(
         _ => {}
     }
     let status = Status::of(decision.verdict, rule.dry_run);
-    if decision.admitted() && zone.kind == Kind::Concurrency {
+    if decision.admitted() && zone.algorithm == Algorithm::Concurrency {
         outcome.in_flight.push(InFlight {
             zone: Arc::clone(zone),
             hash,

@@ -15,7 +15,7 @@
 //! Rejected: retry at the next window's start (never, 0, for a cost above the limit).
 //! `reset` is the current window's end when it holds anything.
 
-use super::{div_ceil, Algorithm, Decision, Params, Verdict, NODELAY};
+use super::{div_ceil, Decision, Limiter, Params, Verdict, NODELAY};
 
 pub struct FixedWindow;
 
@@ -51,7 +51,7 @@ fn windows_to_wait(after: u64, p: &Params) -> u64 {
     div_ceil(after - p.delay, count) - 1
 }
 
-impl Algorithm for FixedWindow {
+impl Limiter for FixedWindow {
     type State = State;
 
     /// Nothing used; the window index is irrelevant while `used` is 0 (it needs the rate).

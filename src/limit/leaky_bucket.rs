@@ -11,7 +11,7 @@
 //! which is the state of a key never seen: its first request costs nothing (nginx creates
 //! the node with excess 0). Time is whole milliseconds, as nginx's cached clock.
 
-use super::{div_ceil, Algorithm, Decision, Params, Rate, Verdict, NANOS_PER_MS, NODELAY};
+use super::{div_ceil, Decision, Limiter, Params, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// Units per request: the milliseconds in a day, divisible by every period's length.
 pub const UNIT: u64 = 86_400_000;
@@ -43,7 +43,7 @@ impl State {
     }
 }
 
-impl Algorithm for LeakyBucket {
+impl Limiter for LeakyBucket {
     type State = State;
 
     fn fresh(now: u64) -> State {

@@ -148,12 +148,66 @@ impl Decision {
     }
 }
 
-/// One algorithm: how a key's state decides a request and is charged for it.
+/// Which algorithm a zone runs (`algorithm` in docs/config.md): the one name the
+/// configuration, the zones, Redis and the admin API share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// nginx's `limit_req`, decision for decision.
+    LeakyBucket,
+    /// GCRA.
+    TokenBucket,
+    FixedWindow,
+    SlidingWindow,
+    SlidingLog,
+    /// Requests in flight per key (nginx's `limit_conn`, per request).
+    Concurrency,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::LeakyBucket,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Concurrency,
+    ];
+
+    /// The name the configuration writes it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::Concurrency => "concurrency",
+        }
+    }
+
+    /// Whether windows follow the wall clock (a `r/d` window starts at midnight UTC).
+    pub fn is_window(self) -> bool {
+        matches!(
+            self,
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog
+        )
+    }
+
+    /// Whether a zone of it may keep its state in Redis (`concurrency` may not: an
+    /// in-flight count is given back when a response ends, which a crashed instance
+    /// never does).
+    pub fn can_use_redis(self) -> bool {
+        self != Algorithm::Concurrency
+    }
+}
+
+/// One algorithm's arithmetic: how a key's state decides a request and is charged for it.
 ///
-/// The pipeline calls [`check`](Algorithm::check) for every zone of a location first and
-/// [`charge`](Algorithm::charge) only when every zone admitted (nginx: a rejected request
+/// The pipeline calls [`check`](Limiter::check) for every zone of a location first and
+/// [`charge`](Limiter::charge) only when every zone admitted (nginx: a rejected request
 /// charges no zone), both at the same `now` under the key's lock.
-pub trait Algorithm {
+pub trait Limiter {
     type State: Send + std::fmt::Debug + 'static;
     /// The state of a key seen for the first time at `now`.
     fn fresh(now: u64) -> Self::State;
@@ -162,7 +216,7 @@ pub trait Algorithm {
     /// Takes an admitted request's units from the state.
     fn charge(state: &mut Self::State, now: u64, p: &Params);
     /// Whether the state carries no information any more: dropping it now would change
-    /// no later decision (it equals [`fresh`](Algorithm::fresh)).
+    /// no later decision (it equals [`fresh`](Limiter::fresh)).
     fn is_drained(state: &Self::State, now: u64, p: &Params) -> bool;
     /// Heap bytes the state owns beyond its own size (the store accounts them).
     fn heap_bytes(_state: &Self::State) -> usize {
@@ -179,7 +233,7 @@ pub(crate) const fn div_ceil(a: u64, b: u64) -> u64 {
 /// What the algorithms' unit tests share.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{Algorithm, Params, Period, Rate, Verdict};
+    use super::{Limiter, Params, Period, Rate, Verdict};
 
     pub fn rate(count: u64, period: Period) -> Rate {
         Rate::new(count, period).expect("non-zero")
@@ -200,12 +254,12 @@ pub(crate) mod testing {
 
     /// One key of one zone, driven request by request at times counted in `UNIT`
     /// nanoseconds: each request is checked, and charged when admitted.
-    pub struct Key<A: Algorithm, const UNIT: u64 = 1> {
+    pub struct Key<A: Limiter, const UNIT: u64 = 1> {
         state: Option<A::State>,
         p: Params,
     }
 
-    impl<A: Algorithm, const UNIT: u64> Key<A, UNIT> {
+    impl<A: Limiter, const UNIT: u64> Key<A, UNIT> {
         pub fn new(p: Params) -> Self {
             Key { state: None, p }
         }

@@ -18,7 +18,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, Script, TlsCertificates};
 
 use super::leaky_bucket::UNIT;
-use super::{Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
+use super::{Algorithm, Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// A script as Redis runs it: the shared clock prelude, then `redis/NAME.lua`.
 macro_rules! script {
@@ -44,16 +44,6 @@ pub const SLIDING_LOG: &str = script!("sliding_log");
 /// Lua numbers are doubles: integers above this lose precision. Arguments are capped
 /// to it (a bucket that large never fills in practice).
 pub const MAX_EXACT: u64 = 1 << 53;
-
-/// The algorithms a zone may keep in Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    LeakyBucket,
-    TokenBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-}
 
 /// The scripts, each with its SHA computed once.
 pub struct Scripts {
@@ -187,6 +177,16 @@ impl Scripts {
                 ];
                 (script, args, Units::MICROS)
             }
+            // The configuration refuses it (see `Algorithm::can_use_redis`).
+            Algorithm::Concurrency => {
+                let detail = "concurrency zones are not kept in Redis";
+                return Err((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "no script",
+                    detail.into(),
+                )
+                    .into());
+            }
         };
         let mut call = script.prepare_invoke();
         call.key(redis_key);
@@ -235,7 +235,8 @@ impl Units {
 }
 
 /// What a Redis zone does while Redis is slow or down (`on_error`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OnError {
     /// Fail open: the zone admits.
     Allow,
@@ -247,13 +248,13 @@ pub enum OnError {
 
 /// A zone's `backend = "redis"` settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shared {
+pub struct ZoneSettings {
     pub on_error: OnError,
     /// Instances sharing the zone (for [`OnError::Local`]).
     pub instances: u64,
 }
 
-impl Shared {
+impl ZoneSettings {
     /// The rate one instance of `instances` enforces alone when Redis fails: the zone's
     /// rate divided by the instances, counted per day so that the division is nearly
     /// exact (`5r/m` over 3 instances is `2400r/d`), and at least one a day.
@@ -593,7 +594,7 @@ mod tests {
 
     #[test]
     fn the_fallback_rate_divides_the_zones_rate_by_the_instances() {
-        let shared = |instances| Shared {
+        let shared = |instances| ZoneSettings {
             on_error: OnError::Local,
             instances,
         };

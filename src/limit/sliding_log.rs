@@ -5,7 +5,7 @@
 //! A request is one entry, its time and its cost (requests that share a nanosecond share
 //! an entry), so a key holds at most `count + burst` entries, each 16 bytes on the heap:
 //! exactness costs memory, `period`-long memory, which is why the zone accounts it
-//! ([`heap_bytes`](Algorithm::heap_bytes)). Entries that have left the window are dropped
+//! ([`heap_bytes`](Limiter::heap_bytes)). Entries that have left the window are dropped
 //! on every charge, and a buffer that a burst grew is given back once a quarter full.
 //!
 //! Delay (without `nodelay`): a request that takes the window above `count + delay` units,
@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::iter;
 
-use super::{Algorithm, Decision, Params, Verdict, NODELAY};
+use super::{Decision, Limiter, Params, Verdict, NODELAY};
 
 pub struct SlidingLog;
 
@@ -68,7 +68,7 @@ fn entry_completing<'a>(entries: impl Iterator<Item = &'a Entry>, units: u64) ->
     None
 }
 
-impl Algorithm for SlidingLog {
+impl Limiter for SlidingLog {
     type State = State;
 
     fn fresh(_now: u64) -> State {

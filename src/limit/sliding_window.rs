@@ -19,7 +19,7 @@
 //! Counts are `u32` and saturate (4 294 967 295 units per window is far above any limit
 //! this makes sense for), so a key is 16 bytes.
 
-use super::{Algorithm, Decision, Params, Verdict, NODELAY};
+use super::{Decision, Limiter, Params, Verdict, NODELAY};
 
 pub struct SlidingWindow;
 
@@ -101,7 +101,7 @@ fn wait_until_within(v: &View, prev: u64, curr: u64, budget: u64, len: u64, now:
         .saturating_sub(now)
 }
 
-impl Algorithm for SlidingWindow {
+impl Limiter for SlidingWindow {
     type State = State;
 
     /// Both counts 0; the window index is irrelevant then (it needs the rate).

@@ -30,13 +30,13 @@
 //! primitives of module `sync`).
 //!
 //! A state that owns heap memory must have drop glue (a `Vec`, a `Box`): the store asks
-//! [`Algorithm::heap_bytes`] only of such states, and decides on them only under the
+//! [`Limiter::heap_bytes`] only of such states, and decides on them only under the
 //! shard's lock, where their heap is re-accounted.
 //!
 //! # Accounting
 //!
 //! The accounted bytes are the memory in use: the index buckets in use, the nodes
-//! written, the heap states own ([`Algorithm::heap_bytes`]), the shard array and the
+//! written, the heap states own ([`Limiter::heap_bytes`]), the shard array and the
 //! store itself. They never exceed `capacity_bytes`: each shard gets an equal share and
 //! evicts to stay in it; and the reservation itself fits the share, so not even the
 //! address space a store holds exceeds `size`. A full 64 MB store holds a key in 54 bytes for
@@ -50,7 +50,7 @@
 //! shard. When the shard is full (it holds its most keys, or the new state would not fit
 //! in its bytes):
 //! 1. those of the next 3 keys at the CLOCK hand that are drained
-//!    ([`Algorithm::is_drained`] at the inserting request's `now` and params) are dropped:
+//!    ([`Limiter::is_drained`] at the inserting request's `now` and params) are dropped:
 //!    they carry no information, so this loses nothing (counted as `expired`);
 //! 2. while still full, the hand goes round the nodes (CLOCK, or second chance, an
 //!    approximation of least-recently-used eviction): a drained key is dropped; a key
@@ -69,7 +69,7 @@
 //! # Use
 //!
 //! ```
-//! # use tollgate::limit::{Algorithm, Params, Period, Rate, leaky_bucket::LeakyBucket};
+//! # use tollgate::limit::{Limiter, Params, Period, Rate, leaky_bucket::LeakyBucket};
 //! # use tollgate::limit::store::Store;
 //! let store = Store::<LeakyBucket>::new(1 << 20);
 //! let p = Params::new(Rate::new(10, Period::Second).unwrap());
@@ -101,7 +101,7 @@ use std::ops::{Deref, DerefMut};
 use self::shard::{hash_bytes, Inner, Plan, Shard, StoredKey};
 use self::slab::node_size;
 use self::sync::MutexGuard;
-use super::{Algorithm, Decision, Params};
+use super::{Decision, Limiter, Params};
 
 /// Smallest capacity a store takes; smaller requests are raised to it.
 pub const MIN_CAPACITY: usize = 4096;
@@ -119,7 +119,7 @@ const SHARD_SHIFT: u32 = 64 - MAX_SHARDS.trailing_zeros();
 struct Padded<T>(T);
 
 /// The keyed state of one zone: see the [module docs](self).
-pub struct Store<A: Algorithm> {
+pub struct Store<A: Limiter> {
     shards: Box<[Padded<Shard<A>>]>,
     hasher: RandomState,
     shard_mask: u64,
@@ -142,7 +142,7 @@ pub struct Stats {
     pub expired: u64,
 }
 
-impl<A: Algorithm> Store<A> {
+impl<A: Limiter> Store<A> {
     /// A store whose accounted bytes never exceed `capacity_bytes` (the zone's `size`),
     /// raised to [`MIN_CAPACITY`] if below.
     pub fn new(capacity_bytes: usize) -> Store<A> {
@@ -257,7 +257,7 @@ fn shard_count(capacity: usize) -> usize {
 /// The node last looked up stays locked until another key is looked up or the shard is
 /// unlocked, so that between a check and a charge of the same key nothing changes it, not
 /// even [`Store::decide`], which takes no shard lock.
-pub struct Locked<'a, A: Algorithm> {
+pub struct Locked<'a, A: Limiter> {
     shard: &'a Shard<A>,
     inner: MutexGuard<'a, Inner>,
     held: Held,
@@ -271,7 +271,7 @@ struct Held {
     used: bool,
 }
 
-impl<'a, A: Algorithm> Locked<'a, A> {
+impl<'a, A: Limiter> Locked<'a, A> {
     /// The key's entry; a present key is marked used.
     pub fn entry(&mut self, hash: u64, key: &[u8]) -> Entry<'_, A> {
         match self.hold(hash, key) {
@@ -390,21 +390,21 @@ impl<'a, A: Algorithm> Locked<'a, A> {
     }
 }
 
-impl<A: Algorithm> Drop for Locked<'_, A> {
+impl<A: Limiter> Drop for Locked<'_, A> {
     fn drop(&mut self) {
         self.release();
     }
 }
 
 /// A key's place in a locked shard: stored, or not yet.
-pub enum Entry<'a, A: Algorithm> {
+pub enum Entry<'a, A: Limiter> {
     Occupied(Slot<'a, A>),
     Vacant(Vacant<'a, A>),
 }
 
-impl<'a, A: Algorithm> Entry<'a, A> {
+impl<'a, A: Limiter> Entry<'a, A> {
     /// The decision at `now`, changing nothing; an absent key decides as
-    /// [`fresh`](Algorithm::fresh).
+    /// [`fresh`](Limiter::fresh).
     pub fn check(&self, now: u64, p: &Params) -> Decision {
         match self {
             Entry::Occupied(slot) => A::check(slot, now, p),
@@ -435,20 +435,20 @@ impl<'a, A: Algorithm> Entry<'a, A> {
 }
 
 /// What an [`Entry`] borrows of its [`Locked`]: the shard, its bookkeeping, the held node.
-struct Parts<'a, A: Algorithm> {
+struct Parts<'a, A: Limiter> {
     shard: &'a Shard<A>,
     inner: &'a mut Inner,
     held: &'a mut Held,
 }
 
 /// An absent key in a locked shard.
-pub struct Vacant<'a, A: Algorithm> {
+pub struct Vacant<'a, A: Limiter> {
     locked: Parts<'a, A>,
     hash: u64,
     key: StoredKey,
 }
 
-impl<'a, A: Algorithm> Vacant<'a, A> {
+impl<'a, A: Limiter> Vacant<'a, A> {
     /// Stores the key with `state`, making room first (see the module docs): drained keys
     /// are judged at `now` with `p`.
     pub fn insert(self, state: A::State, now: u64, p: &Params) -> Slot<'a, A> {
@@ -468,13 +468,13 @@ impl<'a, A: Algorithm> Vacant<'a, A> {
 
 /// A stored key's state, its node held locked. If the state's heap changed when the slot
 /// is dropped, it is re-accounted, and the shard evicts if now over budget.
-pub struct Slot<'a, A: Algorithm> {
+pub struct Slot<'a, A: Limiter> {
     locked: Parts<'a, A>,
     pos: u32,
     heap: usize,
 }
 
-impl<'a, A: Algorithm> Slot<'a, A> {
+impl<'a, A: Limiter> Slot<'a, A> {
     fn new(locked: Parts<'a, A>, pos: u32) -> Slot<'a, A> {
         debug_assert_eq!(locked.held.pos, Some(pos));
         let mut slot = Slot {
@@ -498,7 +498,7 @@ impl<'a, A: Algorithm> Slot<'a, A> {
     }
 }
 
-impl<A: Algorithm> Deref for Slot<'_, A> {
+impl<A: Limiter> Deref for Slot<'_, A> {
     type Target = A::State;
 
     #[inline]
@@ -508,7 +508,7 @@ impl<A: Algorithm> Deref for Slot<'_, A> {
     }
 }
 
-impl<A: Algorithm> DerefMut for Slot<'_, A> {
+impl<A: Limiter> DerefMut for Slot<'_, A> {
     #[inline]
     fn deref_mut(&mut self) -> &mut A::State {
         // SAFETY: as in `deref`, and `&mut self` makes this the only borrow.
@@ -516,7 +516,7 @@ impl<A: Algorithm> DerefMut for Slot<'_, A> {
     }
 }
 
-impl<A: Algorithm> Drop for Slot<'_, A> {
+impl<A: Limiter> Drop for Slot<'_, A> {
     fn drop(&mut self) {
         let heap = self.heap_now();
         if heap == self.heap {

@@ -16,7 +16,7 @@
 //!
 //! A fresh key has `tat = now`, an empty bucket; a key whose `tat` has passed is the same.
 
-use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
+use super::{Decision, Limiter, Params, Rate, Verdict, NODELAY};
 
 pub struct TokenBucket;
 
@@ -33,7 +33,7 @@ fn interval(rate: Rate) -> u64 {
     (rate.period.nanos() / rate.count.get()).max(1)
 }
 
-impl Algorithm for TokenBucket {
+impl Limiter for TokenBucket {
     type State = State;
 
     fn fresh(now: u64) -> State {

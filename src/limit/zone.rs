@@ -10,12 +10,12 @@ use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::Template;
 use super::leaky_bucket::LeakyBucket;
-use super::redis::{Rejections, Shared};
+use super::redis::{Rejections, ZoneSettings};
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
 use super::store::{Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
-use super::{Algorithm, Decision, Params, Rate};
+use super::{Algorithm, Decision, Limiter, Params, Rate};
 
 /// Nanoseconds from the last midnight UTC to `wall` (0 if it is before 1970).
 fn into_utc_day(wall: SystemTime) -> u64 {
@@ -28,30 +28,6 @@ fn into_utc_day(wall: SystemTime) -> u64 {
 
 /// Gives each zone a distinct id: the lock order.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-/// Which algorithm a zone runs (`algorithm` in docs/config.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    LeakyBucket,
-    TokenBucket,
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    Concurrency,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::LeakyBucket => "leaky_bucket",
-            Kind::TokenBucket => "token_bucket",
-            Kind::FixedWindow => "fixed_window",
-            Kind::SlidingWindow => "sliding_window",
-            Kind::SlidingLog => "sliding_log",
-            Kind::Concurrency => "concurrency",
-        }
-    }
-}
 
 enum Stores {
     Leaky(Store<LeakyBucket>),
@@ -66,7 +42,7 @@ enum Stores {
 pub struct Spec {
     pub name: String,
     pub template: Template,
-    pub kind: Kind,
+    pub algorithm: Algorithm,
     /// The rate of keys without a plan (ignored by `concurrency`).
     pub rate: Rate,
     /// Indexed by plan id: that plan's rate in this zone, if it names one.
@@ -77,14 +53,14 @@ pub struct Spec {
     pub size: usize,
     /// `backend = "redis"`: the state lives in Redis, and the local store serves only
     /// `on_error = "local"`.
-    pub shared: Option<Shared>,
+    pub redis: Option<ZoneSettings>,
 }
 
 pub struct Zone {
     pub(super) id: u64,
     pub name: Box<str>,
     pub template: Template,
-    pub kind: Kind,
+    pub algorithm: Algorithm,
     rate: Rate,
     plan_rates: Box<[Option<Rate>]>,
     pub(super) max: u64,
@@ -102,7 +78,7 @@ pub struct Zone {
     /// Shared with the zone's successors on reload while they keep its state.
     stores: Arc<Stores>,
     /// `backend = "redis"` settings; `None` for a local zone.
-    pub shared: Option<Shared>,
+    pub redis: Option<ZoneSettings>,
     /// Keys Redis rejected, remembered until they may pass (Redis zones only).
     pub rejections: Rejections,
 }
@@ -111,17 +87,18 @@ impl Zone {
     /// A zone whose time zero is `epoch`; `wall` is the wall clock read at the same
     /// moment (the window algorithms align their windows to it).
     pub fn new(spec: Spec, epoch: Instant, wall: SystemTime) -> Zone {
-        let stores = match spec.kind {
-            Kind::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
-            Kind::TokenBucket => Stores::Token(Store::new(spec.size)),
-            Kind::FixedWindow => Stores::Fixed(Store::new(spec.size)),
-            Kind::SlidingWindow => Stores::Sliding(Store::new(spec.size)),
-            Kind::SlidingLog => Stores::Log(Store::new(spec.size)),
-            Kind::Concurrency => Stores::Concurrency(Store::new(spec.size)),
+        let stores = match spec.algorithm {
+            Algorithm::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
+            Algorithm::TokenBucket => Stores::Token(Store::new(spec.size)),
+            Algorithm::FixedWindow => Stores::Fixed(Store::new(spec.size)),
+            Algorithm::SlidingWindow => Stores::Sliding(Store::new(spec.size)),
+            Algorithm::SlidingLog => Stores::Log(Store::new(spec.size)),
+            Algorithm::Concurrency => Stores::Concurrency(Store::new(spec.size)),
         };
-        let window_offset = match spec.kind {
-            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => into_utc_day(wall),
-            _ => 0,
+        let window_offset = if spec.algorithm.is_window() {
+            into_utc_day(wall)
+        } else {
+            0
         };
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Zone::with_state(spec, id, epoch, window_offset, Arc::new(stores))
@@ -133,7 +110,7 @@ impl Zone {
     /// state as it is).
     pub fn can_pass_state_to(&self, spec: &Spec) -> bool {
         *self.name == spec.name
-            && self.kind == spec.kind
+            && self.algorithm == spec.algorithm
             && self.template == spec.template
             && self.size == spec.size
     }
@@ -172,7 +149,7 @@ impl Zone {
             id,
             name: spec.name.into(),
             template: spec.template,
-            kind: spec.kind,
+            algorithm: spec.algorithm,
             rate: spec.rate,
             plan_rates: spec.plan_rates.into(),
             max: spec.max,
@@ -184,7 +161,7 @@ impl Zone {
             window_offset,
             size: spec.size,
             stores,
-            shared: spec.shared,
+            redis: spec.redis,
             rejections: Rejections::default(),
         }
     }
@@ -351,19 +328,19 @@ impl Guard<'_> {
     }
 }
 
-fn state_in<A: Algorithm>(store: &Store<A>, key: &[u8]) -> Option<String> {
+fn state_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> Option<String> {
     let hash = store.hash(key);
     let mut locked = store.lock(hash);
     let state = locked.get(hash, key).map(|slot| format!("{:?}", *slot));
     state
 }
 
-fn forget_in<A: Algorithm>(store: &Store<A>, key: &[u8]) -> bool {
+fn forget_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> bool {
     let hash = store.hash(key);
     store.lock(hash).remove(hash, key)
 }
 
-fn check_in<A: Algorithm>(
+fn check_in<A: Limiter>(
     g: &mut Locked<'_, A>,
     hash: u64,
     key: &[u8],
@@ -375,7 +352,7 @@ fn check_in<A: Algorithm>(
 
 /// Charges an admitted request; a new key is judged for eviction with `idle` (the
 /// zone's slowest rate), not with this request's plan.
-fn charge_in<A: Algorithm>(
+fn charge_in<A: Limiter>(
     g: &mut Locked<'_, A>,
     hash: u64,
     key: &[u8],

@@ -12,9 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 
 use crate::limit::decision::{self, Applied, Outcome, Rule, Status};
 use crate::limit::key::RequestView;
-use crate::limit::redis::{redis_key, Algorithm, Backend, OnError};
-use crate::limit::zone::Kind;
-use crate::limit::{Decision, Params, Period, Rate, Verdict};
+use crate::limit::redis::{redis_key, Backend, OnError};
+use crate::limit::{Algorithm, Decision, Params, Period, Rate, Verdict};
 use crate::metrics;
 use crate::upstream::body::ResponseBody;
 
@@ -133,13 +132,13 @@ pub struct SharedRules {
 impl SharedRules {
     /// `None` when no zone of `rules` is kept in Redis.
     pub fn of(rules: &[Rule]) -> Option<SharedRules> {
-        if rules.iter().all(|rule| rule.zone.shared.is_none()) {
+        if rules.iter().all(|rule| rule.zone.redis.is_none()) {
             return None;
         }
         let (local, local_index) = rules
             .iter()
             .enumerate()
-            .filter(|(_, rule)| rule.zone.shared.is_none())
+            .filter(|(_, rule)| rule.zone.redis.is_none())
             .map(|(index, rule)| (rule.clone(), index))
             .unzip();
         Some(SharedRules { local, local_index })
@@ -167,7 +166,7 @@ pub(super) async fn decide_shared<B>(
     let mut charged = Vec::new();
     let mut rejected = false;
     for (index, rule) in location.rules.iter().enumerate() {
-        let (zone, Some(settings)) = (&rule.zone, rule.zone.shared) else {
+        let (zone, Some(settings)) = (&rule.zone, rule.zone.redis) else {
             continue;
         };
         let mut key = Vec::new();
@@ -190,14 +189,7 @@ pub(super) async fn decide_shared<B>(
             },
             None => {
                 let redis_key = redis_key(&zone.name, &key);
-                let algorithm = match zone.kind {
-                    Kind::TokenBucket => Algorithm::TokenBucket,
-                    Kind::FixedWindow => Algorithm::FixedWindow,
-                    Kind::SlidingWindow => Algorithm::SlidingWindow,
-                    Kind::SlidingLog => Algorithm::SlidingLog,
-                    // Configuration keeps no other algorithm in Redis.
-                    _ => Algorithm::LeakyBucket,
-                };
+                let algorithm = zone.algorithm;
                 match redis
                     .decide((now, worker), algorithm, &redis_key, &params)
                     .await
@@ -378,7 +370,7 @@ pub(super) fn rejection(
         Some((&location.rules.get(rule)?.zone, applied))
     });
     let (zone, detail) = match rejected {
-        Some((zone, _)) if zone.kind == Kind::Concurrency => {
+        Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
             (&*zone.name, Detail::InFlight(zone.max()))
         }
         Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
@@ -487,7 +479,7 @@ pub(super) fn add_headers(
             for text in [&mut policy, &mut state] {
                 text.push("\"").push(&zone.name).push("\"");
             }
-            if zone.kind == Kind::Concurrency {
+            if zone.algorithm == Algorithm::Concurrency {
                 policy.push(";q=").push_u64(zone.max());
                 state.push(";r=").push_u64(a.decision.remaining);
             } else {
@@ -514,8 +506,8 @@ pub(super) fn add_headers(
         let fewest = announced()
             .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)));
         if let Some((zone, a)) = fewest {
-            let limit = match zone.kind {
-                Kind::Concurrency => zone.max(),
+            let limit = match zone.algorithm {
+                Algorithm::Concurrency => zone.max(),
                 _ => a.rate.count.get(),
             };
             headers.insert(X_LIMIT, number_value(limit));

@@ -173,19 +173,25 @@ mod through_zones {
     use http::{HeaderMap, Method};
     use tollgate::limit::decision::{self, Rule};
     use tollgate::limit::key::{Part, RequestView, Template};
-    use tollgate::limit::zone::{Kind, Spec, Zone};
-    use tollgate::limit::{Period, Rate, NODELAY};
+    use tollgate::limit::zone::{Spec, Zone};
+    use tollgate::limit::{Algorithm, Period, Rate, NODELAY};
 
-    fn zone(name: &str, parts: Vec<Part>, kind: Kind, max: u64, epoch: Instant) -> Arc<Zone> {
+    fn zone(
+        name: &str,
+        parts: Vec<Part>,
+        algorithm: Algorithm,
+        max: u64,
+        epoch: Instant,
+    ) -> Arc<Zone> {
         let spec = Spec {
             name: name.to_owned(),
             template: Template::new(parts, 32, 128),
-            kind,
+            algorithm,
             rate: Rate::new(1, Period::Minute).expect("non-zero"),
             plan_rates: Vec::new(),
             max,
             size: 1 << 20,
-            shared: None,
+            redis: None,
         };
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }
@@ -205,12 +211,12 @@ mod through_zones {
         let per_ip = zone(
             "per_ip",
             vec![Part::BinaryRemoteAddr],
-            Kind::LeakyBucket,
+            Algorithm::LeakyBucket,
             0,
             epoch,
         );
         let literal = Part::Literal(Box::from(&b"everyone"[..]));
-        let global = zone("global", vec![literal], Kind::LeakyBucket, 0, epoch);
+        let global = zone("global", vec![literal], Algorithm::LeakyBucket, 0, epoch);
         (per_ip, global, epoch)
     }
 
@@ -298,7 +304,7 @@ mod through_zones {
         let conns = zone(
             "conns",
             vec![Part::BinaryRemoteAddr],
-            Kind::Concurrency,
+            Algorithm::Concurrency,
             5,
             epoch,
         );

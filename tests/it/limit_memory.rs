@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::store::Store;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::{Algorithm, Params, Period, Rate, NANOS_PER_MS, NODELAY};
+use tollgate::limit::{Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 
 /// Counts the bytes live on the heap that threads inside [`measured`] allocated, so a test
 /// sees what a store really allocated and not what the harness did meanwhile.
@@ -115,7 +115,7 @@ fn ten_per_second_nodelay() -> Params {
     }
 }
 
-fn admitted<A: Algorithm>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> bool {
+fn admitted<A: Limiter>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> bool {
     let hash = store.hash(key);
     store.lock(hash).decide(hash, key, now, p).admitted()
 }
@@ -176,7 +176,7 @@ fn an_ipv6_spray_stays_within_size_and_the_hot_key_stays_limited() {
 }
 
 /// Stores a million IPv4 keys in a store of 64 bytes a key: none may be evicted.
-fn ipv4_keys_cost_at_most_64_bytes<A: Algorithm>(name: &str) {
+fn ipv4_keys_cost_at_most_64_bytes<A: Limiter>(name: &str) {
     const KEYS: usize = 1_000_000;
     let p = ten_per_second_nodelay();
     let (store, real) = measured(|| {

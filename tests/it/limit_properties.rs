@@ -1,5 +1,5 @@
 //! Every limiter algorithm against a slow, obviously-right model over random schedules
-//!, and the contract of `limit::Algorithm` that every one keeps: a
+//!, and the contract of `limit::Limiter` that every one keeps: a
 //! rejected request changes nothing, `retry_after` is never early, `remaining` and `reset`
 //! mean what they say, and a drained key decides as a fresh one.
 //!
@@ -19,7 +19,7 @@ use tollgate::limit::leaky_bucket::LeakyBucket;
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
+use tollgate::limit::{Decision, Limiter, Params, Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// What a model says of one request.
 #[derive(Debug)]
@@ -120,7 +120,7 @@ fn case(periods: &[Period], max_count: u64, max_cost: u64) -> impl Strategy<Valu
 
 /// Runs `case` through `A` and `model` side by side, checking the contract at every step.
 /// `tight_reset`: `reset` is exact, not only never early.
-fn drive<A: Algorithm>(
+fn drive<A: Limiter>(
     case: &Case,
     mut model: impl Model,
     tight_reset: bool,
@@ -159,7 +159,7 @@ where
 }
 
 /// What every algorithm promises about one decision `d` of `state` at `now`.
-fn contract<A: Algorithm>(
+fn contract<A: Limiter>(
     state: &A::State,
     now: u64,
     p: &Params,

@@ -12,11 +12,11 @@ use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
-use tollgate::limit::redis::{self as shared, redis_key, Clock, Scripts};
+use tollgate::limit::redis::{redis_key, Clock, Scripts};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
-use tollgate::limit::{Algorithm, Decision, Params, Period, Rate, Verdict, NODELAY};
+use tollgate::limit::{Algorithm, Decision, Limiter, Params, Period, Rate, Verdict, NODELAY};
 
 use support::redis::{self as server, Redis};
 
@@ -57,8 +57,8 @@ fn gaps(seed: u64, n: usize, scale_us: u64) -> Vec<u64> {
 /// seed go through `algorithm`'s script (at injected times) and through the local `A`, and
 /// every decision must be `same`. Each case must admit and reject some requests, and delay
 /// some when its `delay` leaves room for it.
-async fn replay<A: Algorithm>(
-    algorithm: shared::Algorithm,
+async fn replay<A: Limiter>(
+    algorithm: Algorithm,
     cases: &[(&str, Params, u64)],
     (seed, start_us): (u64, u64),
     same: fn(&Decision, &Decision) -> bool,
@@ -184,14 +184,14 @@ async fn every_decision_matches_the_local_leaky_bucket() {
         ),
     ];
     let start = (1, 1_763_000_000_000_000);
-    replay::<LeakyBucket>(shared::Algorithm::LeakyBucket, &cases, start, exactly).await;
+    replay::<LeakyBucket>(Algorithm::LeakyBucket, &cases, start, exactly).await;
     // A cost above the whole burst is never admitted, and says so (retry_after 0).
     let p = params(2, Period::Second, 1, NODELAY, 3);
     let key = redis_key("conformance", b"too-costly");
     let want = LeakyBucket::check(&LeakyBucket::fresh(start.1 * 1_000), start.1 * 1_000, &p);
     let got = Scripts::default()
         .decide(
-            shared::Algorithm::LeakyBucket,
+            Algorithm::LeakyBucket,
             &mut conn,
             &key,
             &p,
@@ -242,7 +242,7 @@ async fn every_decision_matches_the_local_token_bucket() {
         ),
     ];
     let start = (11, 1_763_000_000_000_000);
-    replay::<TokenBucket>(shared::Algorithm::TokenBucket, &cases, start, exactly).await;
+    replay::<TokenBucket>(Algorithm::TokenBucket, &cases, start, exactly).await;
 }
 
 #[tokio::test]
@@ -276,7 +276,7 @@ async fn every_decision_matches_the_local_fixed_window() {
         ),
     ];
     let start = (21, 1_763_000_000_123_456);
-    replay::<FixedWindow>(shared::Algorithm::FixedWindow, &cases, start, exactly).await;
+    replay::<FixedWindow>(Algorithm::FixedWindow, &cases, start, exactly).await;
 }
 
 #[tokio::test]
@@ -311,7 +311,7 @@ async fn every_decision_matches_the_local_sliding_window() {
     ];
     let start = (31, 1_763_000_000_654_321);
     replay::<SlidingWindow>(
-        shared::Algorithm::SlidingWindow,
+        Algorithm::SlidingWindow,
         &cases,
         start,
         within_a_microsecond,
@@ -345,7 +345,7 @@ async fn every_decision_matches_the_local_sliding_log() {
         ),
     ];
     let start = (41, 1_763_000_000_000_007);
-    replay::<SlidingLog>(shared::Algorithm::SlidingLog, &cases, start, exactly).await;
+    replay::<SlidingLog>(Algorithm::SlidingLog, &cases, start, exactly).await;
 }
 
 #[tokio::test]
@@ -364,7 +364,7 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
     for i in 0..10 {
         let conn = if i % 2 == 0 { &mut a } else { &mut b };
         let d = scripts
-            .decide(shared::Algorithm::LeakyBucket, conn, &key, &p, Clock::Redis)
+            .decide(Algorithm::LeakyBucket, conn, &key, &p, Clock::Redis)
             .await
             .unwrap();
         passed += usize::from(d.admitted());
@@ -392,13 +392,7 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
         .await
         .unwrap();
     let d = scripts
-        .decide(
-            shared::Algorithm::LeakyBucket,
-            &mut b,
-            &key,
-            &p,
-            Clock::Redis,
-        )
+        .decide(Algorithm::LeakyBucket, &mut b, &key, &p, Clock::Redis)
         .await
         .unwrap();
     assert!(!d.admitted());

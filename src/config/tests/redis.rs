@@ -26,24 +26,30 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
     assert_eq!(
         redis,
         [
-            Some(ZoneRedis {
-                on_error: None,
+            Some(ZoneSettings {
+                on_error: OnError::Local,
                 instances: 3
             }),
-            Some(ZoneRedis {
-                on_error: Some(OnError::Deny),
+            Some(ZoneSettings {
+                on_error: OnError::Deny,
                 instances: 1
             }),
             None
         ]
     );
     let config = parse(&format!(
-        "{SERVER}[redis]\nurl = \"redis://10.0.0.5:6380\"\ntimeout = \"20ms\"\non_error = \"allow\"\n"
+        "{SERVER}[redis]\nurl = \"redis://10.0.0.5:6380\"\ntimeout = \"20ms\"\non_error = \"allow\"\n\
+         {LOGIN}backend = \"redis\"\n"
     ));
     let redis = config.redis.expect("[redis]");
     assert_eq!(
         (redis.timeout, redis.on_error),
         (Duration::from_millis(20), OnError::Allow)
+    );
+    // A zone that names no `on_error` follows the section's.
+    assert_eq!(
+        config.zones[0].redis.map(|zone| zone.on_error),
+        Some(OnError::Allow)
     );
 }
 

@@ -17,9 +17,9 @@ use super::shard::{hash_bytes, Plan, Shard};
 use super::slab::node_size;
 use super::{Padded, Store};
 use crate::limit::leaky_bucket::LeakyBucket;
-use crate::limit::{Algorithm, Params, Period, Rate, NANOS_PER_MS, NODELAY};
+use crate::limit::{Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 
-type State = <LeakyBucket as Algorithm>::State;
+type State = <LeakyBucket as Limiter>::State;
 
 /// Forced thread switches loom tries in one run. Each mutation these tests were checked
 /// against (a weakened ordering, a lock dropped) fails within two; three keeps the set

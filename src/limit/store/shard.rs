@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use super::index::{index_bytes, index_room, Index};
 use super::slab::{node_size, Head, NodeGuard, Slab, FREE, INLINE_KEY, TAG_DIGEST};
 use super::sync::{self, Mutex, MutexGuard};
-use crate::limit::{Algorithm, Params};
+use crate::limit::{Limiter, Params};
 
 /// No node: the end of the free list.
 const NIL: u32 = u32::MAX >> 1;
@@ -104,14 +104,14 @@ impl Inner {
     }
 }
 
-pub(super) struct Shard<A: Algorithm> {
+pub(super) struct Shard<A: Limiter> {
     index: Index,
     slab: Slab<A::State>,
     hasher: RandomState,
     inner: Mutex<Inner>,
 }
 
-impl<A: Algorithm> Shard<A> {
+impl<A: Limiter> Shard<A> {
     pub fn new(plan: Plan, budget: usize, hasher: RandomState) -> Shard<A> {
         let initial = MIN_BUCKETS.min(plan.buckets);
         Shard {
@@ -440,7 +440,7 @@ impl<A: Algorithm> Shard<A> {
     }
 }
 
-impl<A: Algorithm> Drop for Shard<A> {
+impl<A: Limiter> Drop for Shard<A> {
     fn drop(&mut self) {
         let high = match self.inner.get_mut() {
             Ok(inner) => inner.high,

@@ -17,7 +17,7 @@ fn key(i: u32) -> [u8; 4] {
 }
 
 /// Stores `key` charged once at 0 ms: not drained until 100 ms at 10r/s.
-fn charge<A: Algorithm>(store: &Store<A>, key: &[u8]) {
+fn charge<A: Limiter>(store: &Store<A>, key: &[u8]) {
     let (hash, p) = (store.hash(key), ten_per_second());
     let mut locked = store.lock(hash);
     assert!(locked.decide(hash, key, 0, &p).admitted());
@@ -31,14 +31,14 @@ fn store_fresh(store: &Store<LeakyBucket>, key: &[u8]) {
         .insert(hash, key, LeakyBucket::fresh(0), 0, &ten_per_second());
 }
 
-fn present<A: Algorithm>(store: &Store<A>, key: &[u8]) -> bool {
+fn present<A: Limiter>(store: &Store<A>, key: &[u8]) -> bool {
     let hash = store.hash(key);
     store.lock(hash).get(hash, key).is_some()
 }
 
 /// Every shard's running byte count equals a recount, its index holds exactly its keys,
 /// and the total fits.
-fn assert_accounting_adds_up<A: Algorithm>(store: &Store<A>) {
+fn assert_accounting_adds_up<A: Limiter>(store: &Store<A>) {
     for shard in store.shards.iter() {
         assert!(shard.0.index_agrees(&shard.0.lock()), "index out of step");
     }
@@ -214,7 +214,7 @@ fn long_keys_are_told_apart_and_cost_one_node() {
     // One node each, whatever the key's length.
     assert_eq!(
         store.stats().bytes,
-        before + keys.len() * node_size::<<LeakyBucket as Algorithm>::State>()
+        before + keys.len() * node_size::<<LeakyBucket as Limiter>::State>()
     );
 }
 
@@ -289,7 +289,7 @@ fn a_poisoned_shard_is_emptied_and_used_again() {
 /// An algorithm whose state owns heap: a log of admitted request times.
 struct Log;
 
-impl Algorithm for Log {
+impl Limiter for Log {
     type State = Vec<u64>;
     fn fresh(_now: u64) -> Vec<u64> {
         Vec::new()
@@ -351,8 +351,8 @@ fn a_node_is_40_bytes_for_leaky_bucket_and_32_for_token_bucket() {
     use crate::limit::token_bucket::TokenBucket;
     // 4 bytes of lock word, 4 of tag, 16 of key, then the state: the 64-bytes-a-key
     // budget leaves the index 24 (leaky) or 32 (token) bytes a key; it takes 10.7.
-    assert_eq!(node_size::<<LeakyBucket as Algorithm>::State>(), 40);
-    assert_eq!(node_size::<<TokenBucket as Algorithm>::State>(), 32);
+    assert_eq!(node_size::<<LeakyBucket as Limiter>::State>(), 40);
+    assert_eq!(node_size::<<TokenBucket as Limiter>::State>(), 32);
 }
 
 #[test]
