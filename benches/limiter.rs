@@ -386,7 +386,8 @@ fn zone_decide(c: &mut Criterion) {
                 let outcome =
                     decision::decide(&rules, &view(&requests[i & (HOT - 1)]), None, 1, now);
                 i = i.wrapping_add(1);
-                wrong += u64::from(outcome.status != Some(decision::Status::Passed));
+                wrong +=
+                    u64::from(outcome.status != Some(tollgate::limit::outcome::Status::Passed));
                 black_box(outcome)
             })
         });

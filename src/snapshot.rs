@@ -12,12 +12,12 @@ use crate::access;
 use crate::config::{self, Config};
 use crate::limit::decision::{self, Rule};
 use crate::limit::key::Template;
+use crate::limit::policy::Policy;
 use crate::limit::redis;
 use crate::limit::zone::{Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::Metrics;
-use crate::proxy::limit::SharedRules;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
 use crate::routing::{self, Router};
 use crate::tls;
@@ -123,6 +123,21 @@ pub fn build(
             })
         })
         .collect();
+    let redis = match (&config.redis, lasting.redis) {
+        (Some(wanted), kept) => {
+            let settings = redis::Settings {
+                urls: wanted.urls.clone(),
+                cluster: wanted.cluster,
+                timeout: wanted.timeout,
+                ca: wanted.ca.clone(),
+            };
+            match kept {
+                Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),
+                _ => Some(Arc::new(redis::Backend::new(settings, workers)?)),
+            }
+        }
+        (None, _) => None,
+    };
     let mut patterns = Vec::with_capacity(config.locations.len());
     let mut locations = Vec::with_capacity(config.locations.len());
     for (index, location) in config.locations.iter().enumerate() {
@@ -153,8 +168,7 @@ pub fn build(
             .collect();
         locations.push(Location {
             route,
-            shared: SharedRules::of(&rules),
-            rules,
+            limits: Policy::new(rules, location.cost, redis.as_ref()),
             zone_stats: location
                 .limits
                 .iter()
@@ -181,7 +195,6 @@ pub fn build(
                     })
                     .collect(),
             ),
-            cost: location.cost,
             limit_status: location.limit_status.unwrap_or(config.server.limit_status),
         });
     }
@@ -202,21 +215,6 @@ pub fn build(
         recursive: r.recursive,
     });
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
-    let redis = match (&config.redis, lasting.redis) {
-        (Some(wanted), kept) => {
-            let settings = redis::Settings {
-                urls: wanted.urls.clone(),
-                cluster: wanted.cluster,
-                timeout: wanted.timeout,
-                ca: wanted.ca.clone(),
-            };
-            match kept {
-                Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),
-                _ => Some(Arc::new(redis::Backend::new(settings, workers)?)),
-            }
-        }
-        (None, _) => None,
-    };
     let tls = match &config.tls {
         Some(settings) => {
             crate::certs::warn_expired(&settings.certificates);
@@ -251,7 +249,6 @@ pub fn build(
             client_body_buffer_size: server.client_body_buffer_size,
             underscores_in_headers: server.underscores_in_headers,
             access_log,
-            redis: redis.clone(),
         },
         conn: ConnSettings {
             client_header_timeout: server.client_header_timeout,

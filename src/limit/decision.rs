@@ -1,5 +1,5 @@
 //! [`decide`]: a location's `limit` list applied to one request with nginx's rules
-//! ("How limits decide" in docs/config.md), and what the decision tells.
+//! ("How limits decide" in docs/config.md), in the zones' own stores.
 //!
 //! Every zone of the list is checked before any is charged, so a request rejected by
 //! one zone costs no zone anything. The keys' shards are locked for the whole decision,
@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::key::RequestView;
+use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::zone::{Guard, Zone};
-use super::{Algorithm, Decision, Params, Rate, Verdict, NODELAY};
+use super::{Algorithm, Params, Verdict, NODELAY};
 
 /// Most zones one location may list (the config refuses more): a decision keeps its keys
 /// and locks in arrays of this size.
@@ -26,124 +27,6 @@ pub struct Rule {
     /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
     pub delay: u64,
     pub dry_run: bool,
-}
-
-/// nginx's `$limit_req_status`, for the access log: the most telling outcome of the
-/// request over its zones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
-    Passed,
-    DelayedDryRun,
-    RejectedDryRun,
-    Delayed,
-    Rejected,
-}
-
-impl Status {
-    /// One zone's outcome for the log.
-    pub fn of(verdict: Verdict, dry_run: bool) -> Status {
-        match (verdict, dry_run) {
-            (Verdict::Pass, _) => Status::Passed,
-            (Verdict::Delay(_), false) => Status::Delayed,
-            (Verdict::Delay(_), true) => Status::DelayedDryRun,
-            (Verdict::Reject { .. }, false) => Status::Rejected,
-            (Verdict::Reject { .. }, true) => Status::RejectedDryRun,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Passed => "PASSED",
-            Status::Delayed => "DELAYED",
-            Status::Rejected => "REJECTED",
-            Status::DelayedDryRun => "DELAYED_DRY_RUN",
-            Status::RejectedDryRun => "REJECTED_DRY_RUN",
-        }
-    }
-}
-
-/// What one zone said about a request: what the rate-limit headers report.
-#[derive(Clone, Copy, Debug)]
-pub struct Applied {
-    /// Index of the rule in the location's list.
-    pub rule: usize,
-    /// The rate this request was held to (its plan's, or the zone's).
-    pub rate: Rate,
-    pub decision: Decision,
-    pub dry_run: bool,
-}
-
-/// The zones' answers, in list order. The first is kept inline: most locations list one
-/// zone, and then deciding allocates nothing.
-#[derive(Clone, Default)]
-pub struct AppliedList {
-    first: Option<Applied>,
-    rest: Vec<Applied>,
-}
-
-impl AppliedList {
-    pub fn push(&mut self, applied: Applied) {
-        match self.first {
-            None => self.first = Some(applied),
-            Some(_) => self.rest.push(applied),
-        }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Applied> + Clone {
-        self.first.iter().chain(self.rest.iter())
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Applied> {
-        self.first.iter_mut().chain(self.rest.iter_mut())
-    }
-
-    pub fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-}
-
-/// The decision over every zone of a location.
-#[derive(Default)]
-pub struct Outcome {
-    /// `None` when no zone applied (every key empty).
-    pub status: Option<Status>,
-    /// Nanoseconds to wait before going on (the largest delay of the zones).
-    pub delay: u64,
-    /// When rejected: nanoseconds until every rejecting zone would admit it (0: unknown).
-    pub retry_after: u64,
-    /// The rule that rejected it (the first in the list).
-    pub rejected_by: Option<usize>,
-    /// Every zone whose key was not empty, in list order.
-    pub applied: AppliedList,
-    /// In-flight counts taken in `concurrency` zones; dropping them gives them back.
-    pub in_flight: Vec<InFlight>,
-    /// A Redis zone with `on_error = "deny"` could not decide: answer 503.
-    pub unavailable: bool,
-}
-
-impl Outcome {
-    pub fn rejected(&self) -> bool {
-        self.status == Some(Status::Rejected)
-    }
-}
-
-/// A request in flight in a `concurrency` zone: released when dropped, which is when the
-/// response body has ended or the client has gone away.
-pub struct InFlight {
-    zone: Arc<Zone>,
-    hash: u64,
-    key: Box<[u8]>,
-    cost: u64,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.zone.release(self.hash, &self.key, self.cost);
-    }
 }
 
 thread_local! {

@@ -10,6 +10,8 @@ pub mod decision;
 pub mod fixed_window;
 pub mod key;
 pub mod leaky_bucket;
+pub mod outcome;
+pub mod policy;
 pub mod redis;
 pub mod sliding_log;
 pub mod sliding_window;
@@ -20,9 +22,26 @@ pub mod token_bucket;
 pub mod zone;
 
 use std::num::NonZeroU64;
+use std::time::Instant;
+
+use key::RequestView;
 
 /// Nanoseconds in a millisecond; nginx's limiters count whole milliseconds.
 pub const NANOS_PER_MS: u64 = 1_000_000;
+/// Nanoseconds in a second.
+pub const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// A request as the limiter sees it: what its keys are made of, its plan, and when and
+/// on which worker it arrived.
+pub struct Arrival<'r> {
+    pub request: RequestView<'r>,
+    /// The plan of its API key (`[api_keys]`), if it has one.
+    pub plan: Option<usize>,
+    /// When it arrived: every zone decides it at this instant.
+    pub now: Instant,
+    /// The worker thread serving it (Redis zones use that worker's connection).
+    pub worker: usize,
+}
 
 /// A rate: `count` requests per `period`. Kept as written, never truncated to a per-second
 /// integer as nginx does (its `1r/m` is one request per 62.5 s; ours is per 60 s).

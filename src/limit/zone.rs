@@ -29,6 +29,33 @@ fn into_utc_day(wall: SystemTime) -> u64 {
 /// Gives each zone a distinct id: the lock order.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
+/// Runs `$body` with `$each` bound to what `$value` (a [`Stores`] or a [`Guard`]) holds,
+/// whatever the algorithm: the one place that lists the six.
+macro_rules! dispatch {
+    ($kind:ident, $value:expr, $each:ident => $body:expr) => {
+        match $value {
+            $kind::Leaky($each) => $body,
+            $kind::Token($each) => $body,
+            $kind::Fixed($each) => $body,
+            $kind::Sliding($each) => $body,
+            $kind::Log($each) => $body,
+            $kind::Concurrency($each) => $body,
+        }
+    };
+    // The same, with the result put in the same variant of `$into`.
+    ($kind:ident => $into:ident, $value:expr, $each:ident => $body:expr) => {
+        match $value {
+            $kind::Leaky($each) => $into::Leaky($body),
+            $kind::Token($each) => $into::Token($body),
+            $kind::Fixed($each) => $into::Fixed($body),
+            $kind::Sliding($each) => $into::Sliding($body),
+            $kind::Log($each) => $into::Log($body),
+            $kind::Concurrency($each) => $into::Concurrency($body),
+        }
+    };
+}
+
+/// A zone's keys, in the store of its algorithm.
 enum Stores {
     Leaky(Store<LeakyBucket>),
     Token(Store<TokenBucket>),
@@ -178,14 +205,7 @@ impl Zone {
     }
 
     pub fn stats(&self) -> Stats {
-        match &*self.stores {
-            Stores::Leaky(s) => s.stats(),
-            Stores::Token(s) => s.stats(),
-            Stores::Fixed(s) => s.stats(),
-            Stores::Sliding(s) => s.stats(),
-            Stores::Log(s) => s.stats(),
-            Stores::Concurrency(s) => s.stats(),
-        }
+        dispatch!(Stores, &*self.stores, s => s.stats())
     }
 
     /// `now` as this zone counts time: nanoseconds since its epoch (plus, for windows,
@@ -198,25 +218,11 @@ impl Zone {
     }
 
     pub(super) fn hash(&self, key: &[u8]) -> u64 {
-        match &*self.stores {
-            Stores::Leaky(s) => s.hash(key),
-            Stores::Token(s) => s.hash(key),
-            Stores::Fixed(s) => s.hash(key),
-            Stores::Sliding(s) => s.hash(key),
-            Stores::Log(s) => s.hash(key),
-            Stores::Concurrency(s) => s.hash(key),
-        }
+        dispatch!(Stores, &*self.stores, s => s.hash(key))
     }
 
     pub(super) fn shard_of(&self, hash: u64) -> usize {
-        match &*self.stores {
-            Stores::Leaky(s) => s.shard_of(hash),
-            Stores::Token(s) => s.shard_of(hash),
-            Stores::Fixed(s) => s.shard_of(hash),
-            Stores::Sliding(s) => s.shard_of(hash),
-            Stores::Log(s) => s.shard_of(hash),
-            Stores::Concurrency(s) => s.shard_of(hash),
-        }
+        dispatch!(Stores, &*self.stores, s => s.shard_of(hash))
     }
 
     /// A request decided and charged in this zone's own store at `now`, as a location
@@ -229,51 +235,23 @@ impl Zone {
     /// One request's whole decision in this zone alone (see [`Store::decide`]).
     pub(super) fn decide(&self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
         let idle = &self.idle;
-        match &*self.stores {
-            Stores::Leaky(s) => s.decide(hash, key, now, p, idle),
-            Stores::Token(s) => s.decide(hash, key, now, p, idle),
-            Stores::Fixed(s) => s.decide(hash, key, now, p, idle),
-            Stores::Sliding(s) => s.decide(hash, key, now, p, idle),
-            Stores::Log(s) => s.decide(hash, key, now, p, idle),
-            Stores::Concurrency(s) => s.decide(hash, key, now, p, idle),
-        }
+        dispatch!(Stores, &*self.stores, s => s.decide(hash, key, now, p, idle))
     }
 
     pub(super) fn lock(&self, hash: u64) -> Guard<'_> {
-        match &*self.stores {
-            Stores::Leaky(s) => Guard::Leaky(s.lock(hash)),
-            Stores::Token(s) => Guard::Token(s.lock(hash)),
-            Stores::Fixed(s) => Guard::Fixed(s.lock(hash)),
-            Stores::Sliding(s) => Guard::Sliding(s.lock(hash)),
-            Stores::Log(s) => Guard::Log(s.lock(hash)),
-            Stores::Concurrency(s) => Guard::Concurrency(s.lock(hash)),
-        }
+        dispatch!(Stores => Guard, &*self.stores, s => s.lock(hash))
     }
 
     /// The stored state of `key` (as [`Template::key_of`] gives it), in the algorithm's
     /// own units; None when the key is not stored (it is then as fresh).
     pub fn state_of(&self, key: &[u8]) -> Option<String> {
-        match &*self.stores {
-            Stores::Leaky(s) => state_in(s, key),
-            Stores::Token(s) => state_in(s, key),
-            Stores::Fixed(s) => state_in(s, key),
-            Stores::Sliding(s) => state_in(s, key),
-            Stores::Log(s) => state_in(s, key),
-            Stores::Concurrency(s) => state_in(s, key),
-        }
+        dispatch!(Stores, &*self.stores, s => state_in(s, key))
     }
 
     /// Forgets `key`: its next request starts afresh (an operator freeing a client by
     /// hand). Whether it was stored.
     pub fn forget(&self, key: &[u8]) -> bool {
-        match &*self.stores {
-            Stores::Leaky(s) => forget_in(s, key),
-            Stores::Token(s) => forget_in(s, key),
-            Stores::Fixed(s) => forget_in(s, key),
-            Stores::Sliding(s) => forget_in(s, key),
-            Stores::Log(s) => forget_in(s, key),
-            Stores::Concurrency(s) => forget_in(s, key),
-        }
+        dispatch!(Stores, &*self.stores, s => forget_in(s, key))
     }
 
     /// Gives back the units an in-flight request took (`concurrency`).
@@ -306,25 +284,11 @@ pub(super) enum Guard<'a> {
 
 impl Guard<'_> {
     pub(super) fn check(&mut self, hash: u64, key: &[u8], now: u64, p: &Params) -> Decision {
-        match self {
-            Guard::Leaky(g) => check_in(g, hash, key, now, p),
-            Guard::Token(g) => check_in(g, hash, key, now, p),
-            Guard::Fixed(g) => check_in(g, hash, key, now, p),
-            Guard::Sliding(g) => check_in(g, hash, key, now, p),
-            Guard::Log(g) => check_in(g, hash, key, now, p),
-            Guard::Concurrency(g) => check_in(g, hash, key, now, p),
-        }
+        dispatch!(Guard, self, g => check_in(g, hash, key, now, p))
     }
 
     pub(super) fn charge(&mut self, hash: u64, key: &[u8], now: u64, p: &Params, idle: &Params) {
-        match self {
-            Guard::Leaky(g) => charge_in(g, hash, key, now, p, idle),
-            Guard::Token(g) => charge_in(g, hash, key, now, p, idle),
-            Guard::Fixed(g) => charge_in(g, hash, key, now, p, idle),
-            Guard::Sliding(g) => charge_in(g, hash, key, now, p, idle),
-            Guard::Log(g) => charge_in(g, hash, key, now, p, idle),
-            Guard::Concurrency(g) => charge_in(g, hash, key, now, p, idle),
-        }
+        dispatch!(Guard, self, g => charge_in(g, hash, key, now, p, idle))
     }
 }
 

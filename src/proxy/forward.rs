@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::limit::decision::InFlight as Held;
+use crate::limit::outcome::InFlight as Held;
 use crate::metrics::FailureKind;
 use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::upstream::h1::{self, Exchange, SendError};

@@ -13,7 +13,7 @@ use http::header::{REFERER, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::limit::decision::{InFlight, Outcome};
+use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};

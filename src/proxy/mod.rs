@@ -6,7 +6,8 @@ mod checks;
 pub mod error;
 mod forward;
 pub mod headers;
-pub mod limit;
+mod limit_phase;
+pub mod limit_response;
 mod logged;
 pub mod response;
 mod text;
@@ -20,7 +21,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
-use crate::limit::decision::{Outcome, Rule};
+use crate::limit::policy::Policy;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
@@ -28,7 +29,8 @@ use crate::routing::{self, Router};
 use crate::upstream::Group;
 
 pub use error::ProxyError;
-pub use limit::{ApiKeys, HeaderStyle};
+pub use limit_phase::ApiKeys;
+pub use limit_response::HeaderStyle;
 pub use logged::Logged;
 pub use response::Fixed;
 
@@ -54,24 +56,18 @@ pub struct Pipeline {
     /// Header names with `_` are passed on (`underscores_in_headers`).
     pub underscores_in_headers: bool,
     pub access_log: Option<Arc<AccessLog>>,
-    /// `[redis]`, for zones with `backend = "redis"`.
-    pub redis: Option<Arc<crate::limit::redis::Backend>>,
 }
 
 /// One `[[location]]`, ready to use.
 pub struct Location {
     pub route: Route,
-    /// The `limit` list, in order.
-    pub rules: Vec<Rule>,
-    /// When some zones of the list are kept in Redis: the local ones.
-    pub shared: Option<limit::SharedRules>,
+    /// The `limit` list, and the units each request takes in it.
+    pub limits: Policy,
     /// nginx allow/deny.
     pub access: access::Rules,
-    /// Units taken from every zone per request.
-    pub cost: u64,
     /// Requests answered here, by status (`/metrics`).
     pub stats: LocationStats,
-    /// Each rule's zone's counts, in `rules` order.
+    /// Each rule's zone's counts, in `limits` order.
     pub zone_stats: Vec<Arc<ZoneStats>>,
     /// Requests each `access` rule denied, in rule order (`None` for `allow` rules).
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
@@ -145,17 +141,17 @@ impl Pipeline {
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
         let mut limited = self
-            .limit(location, &req, client, &path, (now, conn.worker))
+            .limit(location, &req, client, &path, now, conn.worker)
             .await;
         log.limit(&limited);
         if limited.unavailable {
-            return log.finish(limit::unavailable(), None);
+            return log.finish(limit_response::unavailable(), None);
         }
         if limited.rejected() {
-            let response = limit::rejection(location, &limited, self.ratelimit_headers);
+            let response = limit_response::rejection(location, &limited, self.ratelimit_headers);
             return log.finish(response, None);
         }
-        if let Some(delay) = limit::delay(&limited) {
+        if let Some(delay) = limit_response::delay(&limited) {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
@@ -177,7 +173,7 @@ impl Pipeline {
                     Ok(done) => {
                         log.upstream(done.addr, done.upstream_time);
                         let mut response = done.response;
-                        limit::add_headers(
+                        limit_response::add_headers(
                             response.headers_mut(),
                             location,
                             &limited,
@@ -198,7 +194,7 @@ impl Pipeline {
                 }
             }
         };
-        limit::add_headers(
+        limit_response::add_headers(
             response.headers_mut(),
             location,
             &limited,
@@ -206,31 +202,6 @@ impl Pipeline {
         );
         log.hold(limited.in_flight);
         log.finish(response, None)
-    }
-
-    /// The limit phase: every zone of the location, unless the client is exempt.
-    /// `at` is the request's arrival and its worker.
-    async fn limit<B>(
-        &self,
-        location: &Location,
-        req: &Request<B>,
-        client: IpAddr,
-        path: &[u8],
-        at: (Instant, usize),
-    ) -> Outcome {
-        if location.rules.is_empty() || access::listed(client, &self.exempt) {
-            return Outcome::default();
-        }
-        let plan = self.api_keys.as_ref().and_then(|keys| keys.plan(req));
-        match (&location.shared, &self.redis) {
-            // Boxed: the request future stays as small as without Redis zones.
-            (Some(shared), Some(redis)) => {
-                let deciding =
-                    limit::decide_shared(location, shared, redis, req, (client, path), plan, at);
-                Box::pin(deciding).await
-            }
-            _ => limit::decide(location, req, client, path, plan, at),
-        }
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).

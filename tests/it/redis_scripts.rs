@@ -12,7 +12,7 @@ use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
-use tollgate::limit::redis::{redis_key, Clock, Scripts};
+use tollgate::limit::redis::{redis_key, Scripts, TimeSource};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
@@ -82,7 +82,7 @@ async fn replay<A: Limiter>(
                 A::charge(&mut local, now, p);
             }
             let got = scripts
-                .decide(algorithm, conn, &key, p, Clock::At(t))
+                .decide(algorithm, conn, &key, p, TimeSource::At(t))
                 .await
                 .unwrap();
             assert!(
@@ -195,7 +195,7 @@ async fn every_decision_matches_the_local_leaky_bucket() {
             &mut conn,
             &key,
             &p,
-            Clock::At(start.1),
+            TimeSource::At(start.1),
         )
         .await
         .unwrap();
@@ -364,7 +364,7 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
     for i in 0..10 {
         let conn = if i % 2 == 0 { &mut a } else { &mut b };
         let d = scripts
-            .decide(Algorithm::LeakyBucket, conn, &key, &p, Clock::Redis)
+            .decide(Algorithm::LeakyBucket, conn, &key, &p, TimeSource::Redis)
             .await
             .unwrap();
         passed += usize::from(d.admitted());
@@ -392,7 +392,7 @@ async fn one_key_per_client_with_the_drain_time_as_ttl_shared_by_every_connectio
         .await
         .unwrap();
     let d = scripts
-        .decide(Algorithm::LeakyBucket, &mut b, &key, &p, Clock::Redis)
+        .decide(Algorithm::LeakyBucket, &mut b, &key, &p, TimeSource::Redis)
         .await
         .unwrap();
     assert!(!d.admitted());

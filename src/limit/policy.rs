@@ -1,0 +1,233 @@
+//! A location's `limit` list, ready to decide: [`Policy::decide`] is the one call the
+//! pipeline makes, whether the zones live here or in Redis.
+//!
+//! Local zones decide together in their own stores ([`decision::decide`]). A list that
+//! also names Redis zones ("Zones in Redis" in docs/config.md) asks those first, in list
+//! order, each decided and charged by one script call; a rejection ends it. The local
+//! zones follow, together. A request that a later zone rejects gives back what the Redis
+//! zones before it charged. A key Redis rejected is rejected here, without asking Redis,
+//! until it may pass. When Redis cannot answer, the zone follows its `on_error`.
+
+use std::sync::Arc;
+
+use super::decision::{self, Rule};
+use super::outcome::{Applied, Outcome};
+use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
+use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
+
+/// A location's zones, in list order, and what each request costs in them.
+pub struct Policy {
+    rules: Vec<Rule>,
+    cost: u64,
+    /// When some zones of the list are kept in Redis.
+    redis: Option<RedisFirst>,
+}
+
+/// What a list with Redis zones needs besides its rules.
+struct RedisFirst {
+    backend: Arc<Backend>,
+    /// The list's local zones, decided together after the Redis ones.
+    local: Vec<Rule>,
+    /// `local[i]` is item `local_index[i]` of the list.
+    local_index: Vec<usize>,
+}
+
+impl Policy {
+    /// The policy of a `limit` list whose requests take `cost` units. `backend` serves
+    /// the list's Redis zones; without it, they decide in their local stores.
+    pub fn new(rules: Vec<Rule>, cost: u64, backend: Option<&Arc<Backend>>) -> Policy {
+        let redis = match backend {
+            Some(backend) if rules.iter().any(|rule| rule.zone.redis.is_some()) => {
+                let (local, local_index) = rules
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, rule)| rule.zone.redis.is_none())
+                    .map(|(index, rule)| (rule.clone(), index))
+                    .unzip();
+                Some(RedisFirst {
+                    backend: Arc::clone(backend),
+                    local,
+                    local_index,
+                })
+            }
+            _ => None,
+        };
+        Policy { rules, cost, redis }
+    }
+
+    /// The list, in order: an [`Applied::rule`] indexes it.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Applies every zone of the list to one request.
+    pub async fn decide(&self, arrival: &Arrival<'_>) -> Outcome {
+        match &self.redis {
+            None => self.decide_local(&self.rules, arrival),
+            // Boxed: the request future stays as small as without Redis zones.
+            Some(redis) => Box::pin(self.decide_redis_first(redis, arrival)).await,
+        }
+    }
+
+    fn decide_local(&self, rules: &[Rule], arrival: &Arrival<'_>) -> Outcome {
+        let (request, plan) = (&arrival.request, arrival.plan);
+        decision::decide(rules, request, plan, self.cost, arrival.now)
+    }
+
+    async fn decide_redis_first(&self, redis: &RedisFirst, arrival: &Arrival<'_>) -> Outcome {
+        let mut outcome = Outcome::default();
+        let mut charged = Vec::new();
+        let mut rejected = false;
+        for (index, rule) in self.rules.iter().enumerate() {
+            let Some(settings) = rule.zone.redis else {
+                continue;
+            };
+            let mut key = Vec::new();
+            if !rule.zone.template.render_append(&arrival.request, &mut key) {
+                continue;
+            }
+            let params = Params {
+                rate: rule.zone.rate_for(arrival.plan),
+                burst: rule.burst,
+                delay: rule.delay,
+                cost: self.cost,
+                max: rule.zone.max(),
+            };
+            let zone = ZoneCall {
+                index,
+                rule,
+                settings,
+                key: &key,
+                params,
+            };
+            let decision = zone
+                .decide(&redis.backend, arrival, &mut outcome, &mut charged)
+                .await;
+            outcome.add(Applied {
+                rule: index,
+                rate: params.rate,
+                decision,
+                dry_run: rule.dry_run,
+            });
+            if outcome.rejected_by.is_some() || outcome.unavailable {
+                rejected = true;
+                break;
+            }
+        }
+        if !rejected && !redis.local.is_empty() {
+            let local = self.decide_local(&redis.local, arrival);
+            rejected = local.rejected();
+            for applied in local.applied.iter() {
+                let rule = redis.local_index.get(applied.rule).copied().unwrap_or(0);
+                outcome.add(Applied { rule, ..*applied });
+            }
+            outcome.in_flight = local.in_flight;
+        }
+        if rejected && !charged.is_empty() {
+            refund(&redis.backend, arrival, charged);
+        }
+        outcome
+    }
+}
+
+/// One Redis zone of the list, asked about one request.
+struct ZoneCall<'a> {
+    /// Its index in the list.
+    index: usize,
+    rule: &'a Rule,
+    settings: ZoneSettings,
+    /// The request's key in the zone.
+    key: &'a [u8],
+    params: Params,
+}
+
+impl ZoneCall<'_> {
+    /// The zone's decision: a remembered rejection, else Redis's, else `on_error`'s. An
+    /// admitted request's call joins `charged`, a failure `outcome.redis_failures`.
+    async fn decide(
+        &self,
+        backend: &Backend,
+        arrival: &Arrival<'_>,
+        outcome: &mut Outcome,
+        charged: &mut Vec<Call>,
+    ) -> Decision {
+        let zone = &self.rule.zone;
+        let zone_now = zone.nanos(arrival.now);
+        if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
+            return Decision {
+                verdict: Verdict::Reject { retry_after: left },
+                remaining: 0,
+                reset: left,
+            };
+        }
+        let call = Call {
+            algorithm: zone.algorithm,
+            key: redis_key(&zone.name, self.key),
+            params: self.params,
+        };
+        let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
+        match answer.await {
+            Ok(decision) => {
+                match decision.verdict {
+                    Verdict::Reject { retry_after } if retry_after > 0 => {
+                        let until = zone_now.saturating_add(retry_after);
+                        zone.rejections.remember(self.key, until, zone_now);
+                    }
+                    Verdict::Reject { .. } => {}
+                    Verdict::Pass | Verdict::Delay(_) => charged.push(call),
+                }
+                decision
+            }
+            Err(failure) => {
+                outcome.redis_failures.push((self.index, failure));
+                self.on_error(arrival, outcome)
+            }
+        }
+    }
+
+    /// The decision when Redis could not answer, as the zone's `on_error` says.
+    fn on_error(&self, arrival: &Arrival<'_>, outcome: &mut Outcome) -> Decision {
+        match self.settings.on_error {
+            OnError::Allow => Decision {
+                verdict: Verdict::Pass,
+                remaining: self.rule.burst,
+                reset: 0,
+            },
+            OnError::Deny => {
+                outcome.unavailable = !self.rule.dry_run;
+                Decision {
+                    verdict: Verdict::Reject {
+                        retry_after: NANOS_PER_SEC,
+                    },
+                    remaining: 0,
+                    reset: 0,
+                }
+            }
+            OnError::Local => {
+                let alone = Params {
+                    rate: self.settings.fallback_rate(self.params.rate),
+                    ..self.params
+                };
+                self.rule.zone.decide_alone(self.key, arrival.now, &alone)
+            }
+        }
+    }
+}
+
+/// Gives back the Redis charges of a request a later zone rejected, in the background:
+/// the answer does not wait for it.
+fn refund(backend: &Arc<Backend>, arrival: &Arrival<'_>, charged: Vec<Call>) {
+    let backend = Arc::clone(backend);
+    let (now, worker) = (arrival.now, arrival.worker);
+    tokio::spawn(async move {
+        for call in charged {
+            if let Err(failure) = backend.call(&call, Mode::Refund, now, worker).await {
+                tracing::debug!(failure = failure.label(), "Redis refund failed");
+            }
+        }
+    });
+}

@@ -1,0 +1,242 @@
+//! The connection to Redis: one per worker, made by the first request that needs it, and
+//! every call bounded by `timeout`.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{RedisResult, TlsCertificates};
+
+use super::super::{Algorithm, Decision, Params};
+use super::scripts::{Mode, Scripts, TimeSource};
+
+/// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within `timeout`.
+    Timeout,
+    /// Not connected: refused, reset, or still connecting.
+    Connection,
+    /// Redis answered with an error.
+    Reply,
+}
+
+impl Failure {
+    pub const ALL: [Failure; 3] = [Failure::Timeout, Failure::Connection, Failure::Reply];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connection => "connection",
+            Failure::Reply => "reply",
+        }
+    }
+
+    fn of(err: &redis::RedisError) -> Failure {
+        if err.is_timeout() {
+            Failure::Timeout
+        } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+            Failure::Connection
+        } else {
+            Failure::Reply
+        }
+    }
+}
+
+/// One script call: the zone's algorithm, the Redis key ([`super::redis_key`]), and what
+/// the request asks.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub algorithm: Algorithm,
+    pub key: Vec<u8>,
+    pub params: Params,
+}
+
+/// How long a worker waits before connecting again after a failed attempt; requests in
+/// that time follow `on_error` at once.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
+
+/// One Redis server and a connection per worker, each made on its worker's runtime by
+/// the first request that needs it (within that request's `timeout`). A broken
+/// connection is made again by the connection manager in the background; a worker whose
+/// attempt failed tries again after [`RECONNECT_PAUSE`]. Whatever happens, a call takes
+/// at most `timeout`.
+pub struct Backend {
+    target: Target,
+    /// What this serves (a reload keeps a backend that serves the same).
+    settings: Settings,
+    scripts: Scripts,
+    links: Box<[tokio::sync::Mutex<Link>]>,
+}
+
+/// Where Redis is, and how long a decision may take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `redis://` URLs: one server, or some nodes of a cluster.
+    pub urls: Vec<String>,
+    pub cluster: bool,
+    pub timeout: Duration,
+    /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
+    pub ca: Option<Vec<u8>>,
+}
+
+/// One server, or a Redis Cluster.
+enum Target {
+    // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
+    Single(Box<redis::Client>),
+    Cluster(Box<ClusterClient>),
+}
+
+enum Link {
+    Idle,
+    /// No attempt before this instant.
+    Paused(Instant),
+    Up(Connection),
+}
+
+/// A worker's connection: to one server (reconnected by the connection manager), or to
+/// every node of a cluster (each command sent to the node holding its key).
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl Backend {
+    pub fn new(settings: Settings, workers: usize) -> RedisResult<Backend> {
+        let certificates = || TlsCertificates {
+            client_tls: None,
+            root_cert: settings.ca.clone(),
+        };
+        let target = if settings.cluster {
+            let nodes = settings.urls.iter().map(String::as_str);
+            let mut builder = ClusterClient::builder(nodes);
+            if settings.ca.is_some() {
+                builder = builder.certs(certificates());
+            }
+            Target::Cluster(Box::new(builder.build()?))
+        } else {
+            let url = settings.urls.first().map_or("", String::as_str);
+            let client = match settings.ca {
+                Some(_) if url.starts_with("rediss://") => {
+                    redis::Client::build_with_tls(url, certificates())?
+                }
+                _ => redis::Client::open(url)?,
+            };
+            Target::Single(Box::new(client))
+        };
+        Ok(Backend {
+            target,
+            settings,
+            scripts: Scripts::default(),
+            links: (0..workers.max(1))
+                .map(|_| tokio::sync::Mutex::new(Link::Idle))
+                .collect(),
+        })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Runs `call` on Redis's clock within `timeout`, on `worker`'s connection: decides
+    /// (and charges) a request, or gives back a charge. `now` is the request's arrival
+    /// (a worker that failed to connect tries again only after a pause from then).
+    pub async fn call(
+        &self,
+        call: &Call,
+        mode: Mode,
+        now: Instant,
+        worker: usize,
+    ) -> Result<Decision, Failure> {
+        self.within_timeout(async {
+            let mut conn = self.connection(worker, now).await?;
+            let run = self.scripts.run(
+                call.algorithm,
+                &mut conn,
+                &call.key,
+                &call.params,
+                TimeSource::Redis,
+                mode,
+            );
+            run.await.map_err(|err| Failure::of(&err))
+        })
+        .await
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        match tokio::time::timeout(self.settings.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Timeout),
+        }
+    }
+
+    /// This worker's connection, made now if there is none (and no pause that started
+    /// before `now` is on).
+    async fn connection(&self, worker: usize, now: Instant) -> Result<Connection, Failure> {
+        let mut link = self.links[worker % self.links.len()].lock().await;
+        match &*link {
+            Link::Up(conn) => return Ok(conn.clone()),
+            Link::Paused(until) if now < *until => return Err(Failure::Connection),
+            Link::Idle | Link::Paused(_) => {}
+        }
+        // Stands if this attempt is cut short by the caller's timeout.
+        *link = Link::Paused(now + RECONNECT_PAUSE);
+        let made = match &self.target {
+            Target::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(redis::Client::clone(client), config)
+                    .await
+                    .map(Connection::Single)
+            }
+            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
+        };
+        match made {
+            Ok(conn) => {
+                *link = Link::Up(conn.clone());
+                Ok(conn)
+            }
+            Err(err) => {
+                tracing::warn!(urls = ?self.settings.urls, error = %err, "cannot connect to Redis");
+                Err(Failure::Connection)
+            }
+        }
+    }
+}

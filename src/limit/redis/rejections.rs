@@ -1,0 +1,68 @@
+//! The rejections an instance remembers for its Redis zones.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Rejections an instance remembers, so that a flood from one key costs Redis nothing
+/// after its first rejection: key → the zone-clock nanosecond it may conform again.
+/// Bounded: when full, expired entries go, and if none has expired, all of them.
+#[derive(Default)]
+pub struct Rejections {
+    until: Mutex<HashMap<Box<[u8]>, u64>>,
+}
+
+/// Keys a zone remembers rejections for.
+const REMEMBERED: usize = 64 * 1024;
+
+impl Rejections {
+    /// When `key` was rejected before and may not pass yet at `now`: the nanoseconds
+    /// left.
+    pub fn remaining(&self, key: &[u8], now: u64) -> Option<u64> {
+        let mut until = lock(&self.until);
+        match until.get(key) {
+            Some(&at) if at > now => Some(at - now),
+            Some(_) => {
+                until.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn remember(&self, key: &[u8], until_ns: u64, now: u64) {
+        let mut until = lock(&self.until);
+        if until.len() >= REMEMBERED {
+            until.retain(|_, at| *at > now);
+            if until.len() >= REMEMBERED {
+                until.clear();
+            }
+        }
+        until.insert(key.into(), until_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejections_are_remembered_until_they_expire_and_bounded() {
+        let r = Rejections::default();
+        r.remember(b"k", 1_000, 0);
+        assert_eq!(r.remaining(b"k", 400), Some(600));
+        assert_eq!(r.remaining(b"k", 1_000), None);
+        assert_eq!(r.remaining(b"k", 400), None, "an expired entry is gone");
+        for i in 0..REMEMBERED as u64 {
+            r.remember(&i.to_be_bytes(), 10, 0);
+        }
+        r.remember(b"new", 2_000, 20);
+        assert_eq!(r.remaining(b"new", 20), Some(1_980));
+        assert_eq!(lock(&r.until).len(), 1, "the expired ones made room");
+    }
+}

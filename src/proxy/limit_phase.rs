@@ -1,0 +1,121 @@
+//! The limit phase: the request's plan and keys, the location's [`Policy`] asked once,
+//! and each zone's answer counted for `/metrics` and `/status`.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use http::{HeaderName, Request};
+
+use crate::access;
+use crate::limit::key::RequestView;
+use crate::limit::outcome::{Applied, Outcome};
+use crate::limit::{Arrival, Verdict};
+use crate::metrics;
+
+use super::{Location, Pipeline};
+
+/// `[api_keys]`, ready to use: API key → plan id.
+pub struct ApiKeys {
+    pub header: HeaderName,
+    pub plans: std::collections::HashMap<Box<[u8]>, usize>,
+}
+
+impl ApiKeys {
+    pub fn plan<B>(&self, req: &Request<B>) -> Option<usize> {
+        let key = req.headers().get(&self.header)?;
+        self.plans.get(key.as_bytes()).copied()
+    }
+}
+
+impl Pipeline {
+    /// Every zone of the location, unless the client is exempt; `path` is the normalized
+    /// path, `now` the request's arrival.
+    pub(super) async fn limit<B>(
+        &self,
+        location: &Location,
+        req: &Request<B>,
+        client: IpAddr,
+        path: &[u8],
+        now: Instant,
+        worker: usize,
+    ) -> Outcome {
+        if location.limits.is_empty() || access::listed(client, &self.exempt) {
+            return Outcome::default();
+        }
+        let arrival = Arrival {
+            request: view_of(req, client, path),
+            plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
+            now,
+            worker,
+        };
+        let outcome = location.limits.decide(&arrival).await;
+        count(location, &outcome, &arrival);
+        outcome
+    }
+}
+
+/// The request as key templates read it.
+fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r [u8]) -> RequestView<'r> {
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok());
+    RequestView {
+        client,
+        method: req.method(),
+        path,
+        query: req.uri().query(),
+        headers: req.headers(),
+        host,
+    }
+}
+
+/// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis
+/// failure, on the worker's own cells.
+fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
+    let worker = arrival.worker;
+    for &(rule, failure) in &outcome.redis_failures {
+        if let Some(stats) = location.zone_stats.get(rule) {
+            stats.redis_failed(worker, failure);
+        }
+    }
+    for applied in outcome.applied.iter() {
+        let (Some(stats), Some(rule)) = (
+            location.zone_stats.get(applied.rule),
+            location.limits.rules().get(applied.rule),
+        ) else {
+            continue;
+        };
+        stats.decisions.get(worker).add(metric_outcome(applied));
+        if !applied.decision.admitted() {
+            // The key again, for the sketch: only rejections pay for it.
+            KEY.with(|key| {
+                // Only re-entry could hold it; the sketch then misses one rejection.
+                if let Ok(mut key) = key.try_borrow_mut() {
+                    key.clear();
+                    if rule.zone.template.render_append(&arrival.request, &mut key) {
+                        stats.limited(worker, arrival.now, &key);
+                    }
+                }
+            });
+        }
+    }
+}
+
+thread_local! {
+    /// A rejected request's key, rendered again for the most-limited sketch.
+    static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn metric_outcome(applied: &Applied) -> metrics::Outcome {
+    use metrics::Outcome as O;
+    match (applied.decision.verdict, applied.dry_run) {
+        (Verdict::Pass, false) => O::Passed,
+        (Verdict::Delay(_), false) => O::Delayed,
+        (Verdict::Reject { .. }, false) => O::Rejected,
+        (Verdict::Pass, true) => O::PassedDryRun,
+        (Verdict::Delay(_), true) => O::DelayedDryRun,
+        (Verdict::Reject { .. }, true) => O::RejectedDryRun,
+    }
+}

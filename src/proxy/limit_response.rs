@@ -1,0 +1,291 @@
+//! What a limited response carries: the rejection itself (its status, `Retry-After` and
+//! problem+json body, or the 503 when Redis cannot decide) and the rate-limit headers added
+//! to every response a zone applied to ("Rate-limit headers" in docs/config.md).
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+
+use crate::limit::outcome::{Applied, Outcome};
+use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
+use crate::upstream::body::ResponseBody;
+
+use super::text::{number_value, Text};
+use super::Location;
+
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+const REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// Which rate-limit headers to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderStyle {
+    pub draft: bool,
+    pub legacy: bool,
+}
+
+impl HeaderStyle {
+    /// How many headers a limited response gets.
+    fn count(self) -> usize {
+        2 * usize::from(self.draft) + 3 * usize::from(self.legacy)
+    }
+}
+
+/// The answer when Redis cannot decide and a zone says `on_error = "deny"`: 503, with
+/// `Retry-After: 1` and a problem+json body.
+pub(super) fn unavailable() -> Response<ResponseBody> {
+    let status = StatusCode::SERVICE_UNAVAILABLE;
+    let mut body = Text::<256>::new();
+    body.push(r#"{"type":""#)
+        .push(REDUCED_CAPACITY)
+        .push(r#"","title":"Service Unavailable","status":503,"detail":"the rate limiter cannot decide right now","retry_after":1}"#)
+        .push("\n");
+    let mut response = Response::new(ResponseBody::full(body.to_bytes()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The answer to a rejected request: the location's `limit_status`, `Retry-After`
+/// (whole seconds, rounded up, so never earlier than the truth) and a problem+json body.
+pub(super) fn rejection(
+    location: &Location,
+    outcome: &Outcome,
+    style: HeaderStyle,
+) -> Response<ResponseBody> {
+    let status = location.limit_status;
+    let retry_after = retry_after_secs(outcome.retry_after);
+    let rejected = outcome.rejected_by.and_then(|rule| {
+        let applied = outcome.applied.iter().find(|a| a.rule == rule)?;
+        Some((&location.limits.rules().get(rule)?.zone, applied))
+    });
+    let (zone, detail) = match rejected {
+        Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
+            (&*zone.name, Detail::InFlight(zone.max()))
+        }
+        Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
+        None => ("", Detail::Unknown),
+    };
+    let body = problem(status, detail, zone, retry_after);
+    // Sized for every header it gets, so that adding them never regrows the map.
+    let mut headers = HeaderMap::with_capacity(2 + style.count());
+    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    headers.insert(RETRY_AFTER, number_value(retry_after));
+    add_headers(&mut headers, location, outcome, style);
+    let mut response = Response::new(ResponseBody::full(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// What the rejecting zone enforces, as the problem's `detail` tells it.
+enum Detail {
+    /// A `concurrency` zone's most requests in flight.
+    InFlight(u64),
+    /// The rate the request was held to.
+    Rate(Rate),
+    /// No zone is known.
+    Unknown,
+}
+
+/// The problem+json body (RFC 9457) of a rejection, written piece by piece.
+fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> Bytes {
+    let mut body = Text::<320>::new();
+    body.push(r#"{"type":""#)
+        .push(QUOTA_EXCEEDED)
+        .push(r#"","title":""#)
+        .push(status.canonical_reason().unwrap_or("Too Many Requests"))
+        .push(r#"","status":"#)
+        .push_u64(u64::from(status.as_u16()))
+        .push(r#","detail":""#);
+    match detail {
+        Detail::InFlight(max) => {
+            body.push("more than ")
+                .push_u64(max)
+                .push(" requests in flight for this client");
+        }
+        Detail::Rate(rate) => {
+            body.push("rate limit of ");
+            push_rate(&mut body, rate);
+            body.push(" exceeded");
+        }
+        Detail::Unknown => {
+            body.push("rate limit exceeded");
+        }
+    }
+    body.push(r#"","zone":""#)
+        .push(zone)
+        .push(r#"","retry_after":"#)
+        .push_u64(retry_after)
+        .push("}\n");
+    body.to_bytes()
+}
+
+/// `rate` as its `Display` writes it (`10r/s`), without the formatting machinery.
+fn push_rate<const N: usize>(text: &mut Text<N>, rate: Rate) {
+    let unit = match rate.period {
+        Period::Second => "r/s",
+        Period::Minute => "r/m",
+        Period::Hour => "r/h",
+        Period::Day => "r/d",
+    };
+    text.push_u64(rate.count.get()).push(unit);
+}
+
+/// Seconds for `Retry-After`: rounded up, at least 1 (0 would invite an instant retry,
+/// and an in-flight count has no known release time).
+fn retry_after_secs(nanos: u64) -> u64 {
+    nanos.div_ceil(NANOS_PER_SEC).max(1)
+}
+
+/// Adds the rate-limit headers for every enforcing zone that applied (dry-run zones
+/// only observe, so they are not announced).
+pub(super) fn add_headers(
+    headers: &mut HeaderMap,
+    location: &Location,
+    outcome: &Outcome,
+    style: HeaderStyle,
+) {
+    let announced = || {
+        outcome
+            .applied
+            .iter()
+            .filter(|a| !a.dry_run)
+            .filter_map(|a| Some((&location.limits.rules().get(a.rule)?.zone, a)))
+    };
+    if style.count() == 0 || announced().next().is_none() {
+        return;
+    }
+    // An upstream response's map has room for the two draft headers (`upstream::h1`'s
+    // decoder leaves it); when more are added, the map grows once, here, to fit them all.
+    headers.reserve(style.count());
+    if style.draft {
+        let (mut policy, mut state) = (Text::<96>::new(), Text::<96>::new());
+        for (zone, a) in announced() {
+            if !policy.is_empty() {
+                policy.push(", ");
+                state.push(", ");
+            }
+            for text in [&mut policy, &mut state] {
+                text.push("\"").push(&zone.name).push("\"");
+            }
+            if zone.algorithm == Algorithm::Concurrency {
+                policy.push(";q=").push_u64(zone.max());
+                state.push(";r=").push_u64(a.decision.remaining);
+            } else {
+                policy
+                    .push(";q=")
+                    .push_u64(a.rate.count.get())
+                    .push(";w=")
+                    .push_u64(a.rate.period.seconds());
+                state
+                    .push(";r=")
+                    .push_u64(a.decision.remaining)
+                    .push(";t=")
+                    .push_u64(reset_secs(a));
+            }
+        }
+        // Zone names and numbers are always valid values.
+        if let (Some(policy), Some(state)) = (policy.to_value(), state.to_value()) {
+            headers.insert(POLICY, policy);
+            headers.insert(RATELIMIT, state);
+        }
+    }
+    if style.legacy {
+        // The most restrictive zone: the fewest requests left, then the longest wait.
+        let fewest = announced()
+            .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)));
+        if let Some((zone, a)) = fewest {
+            let limit = match zone.algorithm {
+                Algorithm::Concurrency => zone.max(),
+                _ => a.rate.count.get(),
+            };
+            headers.insert(X_LIMIT, number_value(limit));
+            headers.insert(X_REMAINING, number_value(a.decision.remaining));
+            headers.insert(X_RESET, number_value(reset_secs(a)));
+        }
+    }
+}
+
+/// Whole seconds, rounded up, until the zone's state for this key has fully drained.
+fn reset_secs(a: &Applied) -> u64 {
+    a.decision.reset.div_ceil(NANOS_PER_SEC)
+}
+
+/// The delay the request must wait, as a `Duration`.
+pub(super) fn delay(outcome: &Outcome) -> Option<std::time::Duration> {
+    (outcome.delay > 0).then(|| std::time::Duration::from_nanos(outcome.delay))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body as `format!` wrote it before it was written piece by piece.
+    fn formatted(status: StatusCode, detail: &str, zone: &str, retry_after: u64) -> String {
+        format!(
+            r#"{{"type":"{QUOTA_EXCEEDED}","title":"{}","status":{},"detail":"{detail}","zone":"{zone}","retry_after":{retry_after}}}"#,
+            status.canonical_reason().unwrap_or("Too Many Requests"),
+            status.as_u16(),
+        ) + "\n"
+    }
+
+    #[test]
+    fn problem_body_reads_as_the_formatted_one() {
+        let rate = |count, period| Rate::new(count, period).expect("a rate");
+        let cases = [
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                Detail::Rate(rate(1, Period::Second)),
+                "per_ip",
+                1,
+                "rate limit of 1r/s exceeded",
+            ),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Detail::Rate(rate(120, Period::Minute)),
+                "k",
+                60,
+                "rate limit of 120r/m exceeded",
+            ),
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                Detail::InFlight(10),
+                "conns",
+                1,
+                "more than 10 requests in flight for this client",
+            ),
+            (
+                StatusCode::from_u16(599).expect("a status"),
+                Detail::Unknown,
+                "",
+                86_400,
+                "rate limit exceeded",
+            ),
+        ];
+        for (status, detail, zone, retry_after, text) in cases {
+            let body = problem(status, detail, zone, retry_after);
+            assert_eq!(body, formatted(status, text, zone, retry_after).as_bytes());
+        }
+    }
+
+    #[test]
+    fn rates_are_written_as_display_writes_them() {
+        for period in [Period::Second, Period::Minute, Period::Hour, Period::Day] {
+            for count in [1, 9, 10, 1_000_000, u64::MAX] {
+                let rate = Rate::new(count, period).expect("a rate");
+                let mut text = Text::<64>::new();
+                push_rate(&mut text, rate);
+                assert_eq!(text.as_bytes(), rate.to_string().as_bytes());
+            }
+        }
+    }
+}
