@@ -29,6 +29,19 @@ pub struct Rule {
     pub dry_run: bool,
 }
 
+impl Rule {
+    /// What a request on `plan` taking `cost` units asks of this rule's zone.
+    pub fn params(&self, plan: Option<usize>, cost: u64) -> Params {
+        Params {
+            rate: self.zone.rate_for(plan),
+            burst: self.burst,
+            delay: self.delay,
+            cost,
+            max: self.zone.max(),
+        }
+    }
+}
+
 thread_local! {
     /// Rendered keys of the request being decided on this thread, end to end; reused so
     /// that keys cost no allocation once warm.
@@ -77,6 +90,31 @@ fn decide_with(
     // Fixed arrays, not vectors: a location lists at most MAX_LIMITS zones (config), and
     // deciding then allocates nothing but the outcome's list.
     let mut slots: [Option<Keyed>; MAX_LIMITS] = Default::default();
+    let n = key_each(rules, req, plan, cost, now, keys, &mut slots);
+    let keyed = &slots[..n];
+    if keyed.is_empty() {
+        return Outcome::default();
+    }
+    let mut guards = lock_in_order(rules, keyed);
+    let mut outcome = check_each(rules, keyed, &mut guards, keys);
+    charge_each(rules, keyed, &mut guards, keys, cost, &mut outcome);
+    // Unlock before an in-flight count could be given back (its drop locks the shard).
+    drop(guards);
+    outcome
+}
+
+/// Renders each rule's key into `keys` and fills `slots` with the rules whose key is not
+/// empty, in list order; how many.
+#[inline]
+fn key_each(
+    rules: &[Rule],
+    req: &RequestView<'_>,
+    plan: Option<usize>,
+    cost: u64,
+    now: Instant,
+    keys: &mut Vec<u8>,
+    slots: &mut [Option<Keyed>; MAX_LIMITS],
+) -> usize {
     let mut n = 0;
     for (index, rule) in rules.iter().enumerate().take(MAX_LIMITS) {
         let start = keys.len();
@@ -91,27 +129,25 @@ fn decide_with(
             hash,
             shard: zone.shard_of(hash),
             span: start..keys.len(),
-            params: Params {
-                rate: zone.rate_for(plan),
-                burst: rule.burst,
-                delay: rule.delay,
-                cost,
-                max: zone.max,
-            },
+            params: rule.params(plan, cost),
             now: zone.nanos(now),
         });
         n += 1;
     }
-    let keyed = &slots[..n];
-    if keyed.is_empty() {
-        return Outcome::default();
-    }
+    n
+}
 
+/// Locks every shard involved in the global order (zone, then shard); `guards[i]` is the
+/// lock of `keyed[i]`.
+#[inline]
+fn lock_in_order<'z>(
+    rules: &'z [Rule],
+    keyed: &[Option<Keyed>],
+) -> [Option<Guard<'z>>; MAX_LIMITS] {
     // One lock per shard: a location lists a zone at most once (config), so no shard is
     // locked twice, which would deadlock.
     debug_assert!(order_is_strict(rules, keyed));
-    // Lock every shard involved in the global order (zone, then shard); `guards[i]` is
-    // the lock of `keyed[i]`.
+    let n = keyed.len();
     let mut order = [0usize; MAX_LIMITS];
     for (i, slot) in order.iter_mut().enumerate().take(n) {
         *slot = i;
@@ -124,11 +160,19 @@ fn decide_with(
             guards[i] = Some(rules[k.rule].zone.lock(k.hash));
         }
     }
+    guards
+}
 
-    let mut outcome = Outcome {
-        ..Outcome::default()
-    };
-    let mut enforced_reject = false;
+/// Checks every keyed zone, charging none: each one's answer, in list order, and what an
+/// enforcing rejection says.
+#[inline]
+fn check_each(
+    rules: &[Rule],
+    keyed: &[Option<Keyed>],
+    guards: &mut [Option<Guard<'_>>; MAX_LIMITS],
+    keys: &[u8],
+) -> Outcome {
+    let mut outcome = Outcome::default();
     for (k, guard) in keyed.iter().zip(guards.iter_mut()) {
         let (Some(k), Some(guard)) = (k, guard) else {
             continue;
@@ -137,7 +181,6 @@ fn decide_with(
         let decision = guard.check(k.hash, &keys[k.span.clone()], k.now, &k.params);
         if let Verdict::Reject { retry_after } = decision.verdict {
             if !rule.dry_run {
-                enforced_reject = true;
                 outcome.retry_after = outcome.retry_after.max(retry_after);
                 outcome.rejected_by.get_or_insert(k.rule);
             }
@@ -149,7 +192,21 @@ fn decide_with(
             dry_run: rule.dry_run,
         });
     }
+    outcome
+}
 
+/// Charges every zone that admitted, unless an enforcing zone rejected (then none is
+/// charged), and sets the request's status, delay and in-flight counts.
+#[inline]
+fn charge_each(
+    rules: &[Rule],
+    keyed: &[Option<Keyed>],
+    guards: &mut [Option<Guard<'_>>; MAX_LIMITS],
+    keys: &[u8],
+    cost: u64,
+    outcome: &mut Outcome,
+) {
+    let enforced_reject = outcome.rejected_by.is_some();
     let mut status = Status::Passed;
     for ((k, guard), applied) in keyed
         .iter()
@@ -184,10 +241,7 @@ fn decide_with(
             });
         }
     }
-    // Unlock before an in-flight count could be given back (its drop locks the shard).
-    drop(guards);
     outcome.status = Some(status);
-    outcome
 }
 
 /// Whether no two keyed rules share a zone (and so could share a shard).
@@ -218,13 +272,7 @@ fn decide_one(
     }
     let key = &keys[..];
     let hash = zone.hash(key);
-    let params = Params {
-        rate: zone.rate_for(plan),
-        burst: rule.burst,
-        delay: rule.delay,
-        cost,
-        max: zone.max,
-    };
+    let params = rule.params(plan, cost);
     let now = zone.nanos(now);
     let decision = zone.decide(hash, key, now, &params);
     let mut outcome = Outcome::default();

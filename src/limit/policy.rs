@@ -90,13 +90,7 @@ impl Policy {
             if !rule.zone.template.render_append(&arrival.request, &mut key) {
                 continue;
             }
-            let params = Params {
-                rate: rule.zone.rate_for(arrival.plan),
-                burst: rule.burst,
-                delay: rule.delay,
-                cost: self.cost,
-                max: rule.zone.max(),
-            };
+            let params = rule.params(arrival.plan, self.cost);
             let zone = ZoneCall {
                 index,
                 rule,

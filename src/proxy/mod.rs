@@ -21,12 +21,14 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
+use crate::limit::outcome::InFlight;
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing::{self, Router};
-use crate::upstream::Group;
+use crate::upstream::body::ResponseBody;
+use crate::upstream::{Group, Lease};
 
 pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
@@ -86,6 +88,15 @@ pub struct RealIp {
     pub trusted: Vec<ipnet::IpNet>,
     pub header: http::HeaderName,
     pub recursive: bool,
+}
+
+/// Where a request is forwarded, and for whom.
+struct Upstream<'a> {
+    group: &'a Arc<Group>,
+    conn: &'a Conn,
+    /// The client (after realip) and the peer it came through.
+    client: IpAddr,
+    peer: IpAddr,
 }
 
 /// The connection a request arrived on.
@@ -156,42 +167,16 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         drop(path);
-        let mut response = match &location.route {
-            Route::Return(fixed) => fixed.respond(),
+        let (mut response, lease) = match &location.route {
+            Route::Return(fixed) => (fixed.respond(), None),
             Route::Proxy(group) => {
-                let ctx = forward::Ctx {
+                let to = Upstream {
+                    group,
+                    conn,
                     client,
                     peer,
-                    peer_trusted: self.is_trusted(peer),
-                    conn,
-                    body: self.body,
-                    body_buffer: self.client_body_buffer_size,
                 };
-                let version = req.version();
-                let prepared = forward::prepare(&mut req, &ctx);
-                match forward::forward(req, group, &ctx, prepared, &mut limited.in_flight).await {
-                    Ok(done) => {
-                        log.upstream(done.addr, done.upstream_time);
-                        let mut response = done.response;
-                        limit_response::add_headers(
-                            response.headers_mut(),
-                            location,
-                            &limited,
-                            self.ratelimit_headers,
-                        );
-                        log.hold(limited.in_flight);
-                        return log.finish(response, Some(done.lease));
-                    }
-                    Err(err) => {
-                        report(&err, group);
-                        match err.party() {
-                            // A broken or stalled body leaves nothing on the connection
-                            // that could be read as the next request.
-                            error::Party::Client => response::refusal(err.status(), version),
-                            error::Party::Upstream => response::error(err.status()),
-                        }
-                    }
-                }
+                self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
         };
         limit_response::add_headers(
@@ -201,7 +186,44 @@ impl Pipeline {
             self.ratelimit_headers,
         );
         log.hold(limited.in_flight);
-        log.finish(response, None)
+        log.finish(response, lease)
+    }
+
+    /// Forwards the request: the upstream's response and its connection's lease, or the
+    /// answer to the failure.
+    async fn proxy(
+        &self,
+        mut req: Request<Incoming>,
+        to: &Upstream<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> (Response<ResponseBody>, Option<Lease>) {
+        let ctx = forward::Ctx {
+            client: to.client,
+            peer: to.peer,
+            peer_trusted: self.is_trusted(to.peer),
+            conn: to.conn,
+            body: self.body,
+            body_buffer: self.client_body_buffer_size,
+        };
+        let version = req.version();
+        let prepared = forward::prepare(&mut req, &ctx);
+        match forward::forward(req, to.group, &ctx, prepared, in_flight).await {
+            Ok(done) => {
+                log.upstream(done.addr, done.upstream_time);
+                (done.response, Some(done.lease))
+            }
+            Err(err) => {
+                report(&err, to.group);
+                let response = match err.party() {
+                    // A broken or stalled body leaves nothing on the connection that
+                    // could be read as the next request.
+                    error::Party::Client => response::refusal(err.status(), version),
+                    error::Party::Upstream => response::error(err.status()),
+                };
+                (response, None)
+            }
+        }
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).

@@ -96,11 +96,32 @@ impl Scripts {
             Mode::Refund => "refund",
         };
         // Each script's own arguments, then the time and the mode.
+        let (script, args, units) = self.arguments(algorithm, p)?;
+        let mut call = script.prepare_invoke();
+        call.key(redis_key);
+        for arg in args {
+            call.arg(arg);
+        }
+        call.arg(now).arg(mode);
+        let reply: Vec<i64> = call.invoke_async(conn).await?;
+        decision(&reply, units).ok_or_else(|| {
+            let detail = format!("{reply:?}");
+            (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
+        })
+    }
+
+    /// The script of `algorithm`, its own arguments for a request asking `p`, and the
+    /// units of its reply.
+    fn arguments(
+        &self,
+        algorithm: Algorithm,
+        p: &Params,
+    ) -> RedisResult<(&Script, Vec<i64>, Units)> {
         let free = |unit: u64| match p.delay {
             NODELAY => -1,
             delay => exact(delay.saturating_add(1).saturating_mul(unit)) as i64,
         };
-        let (script, args, units) = match algorithm {
+        let found = match algorithm {
             Algorithm::LeakyBucket => {
                 let per_ms = p
                     .rate
@@ -163,17 +184,7 @@ impl Scripts {
                     .into());
             }
         };
-        let mut call = script.prepare_invoke();
-        call.key(redis_key);
-        for arg in args {
-            call.arg(arg);
-        }
-        call.arg(now).arg(mode);
-        let reply: Vec<i64> = call.invoke_async(conn).await?;
-        decision(&reply, units).ok_or_else(|| {
-            let detail = format!("{reply:?}");
-            (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
-        })
+        Ok(found)
     }
 }
 
