@@ -3,8 +3,9 @@
 //!
 //! Pure core (no sockets; no clock read inside: callers pass `now`):
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
-//!   per-zone store, and the decision over a location's zones. Its one I/O part is
-//!   [`limit::redis`]: zones kept in Redis, one Lua script per algorithm.
+//!   per-zone store, and [`limit::policy`], the one call that decides a location's zones.
+//!   Its one I/O part is [`limit::redis`]: zones kept in Redis, one Lua script per
+//!   algorithm.
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //!
