@@ -15,11 +15,11 @@ use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
 use super::store::{Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
-use super::{Algorithm, Decision, Limiter, Params, Rate};
+use super::{Algorithm, Decision, Limiter, Params, Period, Rate};
 
 /// Nanoseconds from the last midnight UTC to `wall` (0 if it is before 1970).
 fn into_utc_day(wall: SystemTime) -> u64 {
-    const DAY: u128 = 86_400 * 1_000_000_000;
+    const DAY: u128 = Period::Day.nanos() as u128;
     let since_1970 = wall
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
