@@ -11,7 +11,8 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::fmt;
 
-/// One location's `match`, already parsed by the config layer.
+/// One location's `match`: the config layer parses it straight into this, and the
+/// router and the metrics labels both read it.
 #[derive(Clone, Debug)]
 pub enum Pattern {
     /// `= /x`: the path must equal `/x`.
@@ -20,9 +21,47 @@ pub enum Pattern {
     PriorityPrefix(String),
     /// `/x`: a plain prefix.
     Prefix(String),
-    /// `~ re` or `~* re`; the caller compiled it (with case-insensitivity for `~*`). It
+    /// `~ re` or `~* re`. The caller compiled it, case-insensitive for `~*`; the flag is
+    /// kept only to write the pattern back out (the compiled source does not show it). It
     /// matches bytes: a decoded path need not be UTF-8 (`/%ff`), as in nginx.
-    Regex(regex::bytes::Regex),
+    Regex {
+        regex: regex::bytes::Regex,
+        case_insensitive: bool,
+    },
+}
+
+impl Pattern {
+    /// `~ source` (or `~* source` when `case_insensitive`), compiled.
+    pub fn regex(source: &str, case_insensitive: bool) -> Result<Pattern, regex::Error> {
+        let regex = regex::bytes::RegexBuilder::new(source)
+            .case_insensitive(case_insensitive)
+            .build()?;
+        Ok(Pattern::Regex {
+            regex,
+            case_insensitive,
+        })
+    }
+}
+
+/// The pattern as nginx writes it (`= /login`, `^~ /static/`, `/api/`, `~* \.php$`): the
+/// `location` label of metrics and logs.
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pattern::Exact(path) => write!(f, "= {path}"),
+            Pattern::PriorityPrefix(path) => write!(f, "^~ {path}"),
+            Pattern::Prefix(path) => f.write_str(path),
+            Pattern::Regex {
+                regex,
+                case_insensitive: false,
+            } => write!(f, "~ {}", regex.as_str()),
+            // A leading `(?i)` is dropped: `~*` already says it.
+            Pattern::Regex {
+                regex,
+                case_insensitive: true,
+            } => write!(f, "~* {}", regex.as_str().trim_start_matches("(?i)")),
+        }
+    }
 }
 
 /// How strongly a location matched. Derived `Ord` follows the variant order, so `Exact` beats
@@ -134,7 +173,7 @@ impl Router {
                 Pattern::Prefix(p) => {
                     prefixes.push(PrefixEntry::new(p, summary(Precedence::Prefix)))
                 }
-                Pattern::Regex(re) => regexes.push((re, location)),
+                Pattern::Regex { regex, .. } => regexes.push((regex, location)),
             }
         }
         // Stable sorts keep file order among equals; dedup keeps the first.
@@ -334,14 +373,10 @@ fn resolve_segments(decoded: &[u8]) -> Result<Vec<u8>, BadPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use regex::bytes::RegexBuilder;
 
     /// A location written as in the config file: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
     fn loc(text: &str) -> Pattern {
-        let regex = |re: &str, ci| {
-            let built = RegexBuilder::new(re).case_insensitive(ci).build();
-            Pattern::Regex(built.expect("test regex"))
-        };
+        let regex = |re: &str, ci| Pattern::regex(re, ci).expect("test regex");
         match text.split_once(' ') {
             Some(("=", p)) => Pattern::Exact(p.into()),
             Some(("^~", p)) => Pattern::PriorityPrefix(p.into()),
@@ -377,7 +412,9 @@ mod tests {
             .map(|(_, Reverse(i), kind)| summary(kind, i));
         let others = patterns.iter().enumerate().filter_map(|(i, p)| match p {
             Pattern::Exact(s) if s == path => Some(summary(Precedence::Exact, i)),
-            Pattern::Regex(r) if r.is_match(path.as_bytes()) => Some(summary(Precedence::Regex, i)),
+            Pattern::Regex { regex, .. } if regex.is_match(path.as_bytes()) => {
+                Some(summary(Precedence::Regex, i))
+            }
             _ => None,
         });
         others.chain(longest).max().map(|m| m.location)

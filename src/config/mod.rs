@@ -17,9 +17,11 @@ mod validate;
 mod values;
 mod zones;
 
+pub use crate::access::Rule as AccessRule;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
+pub use crate::routing::Pattern;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -282,29 +284,6 @@ pub struct Limit {
     pub delay: Option<u64>,
     /// Decide and count, never reject or delay.
     pub dry_run: bool,
-}
-
-/// One allow/deny rule; `net` `None` is `all`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessRule {
-    pub allow: bool,
-    pub net: Option<ipnet::IpNet>,
-}
-
-/// The `match` string with its nginx modifier.
-#[derive(Debug, Clone)]
-pub enum Pattern {
-    /// `= /x`
-    Exact(String),
-    /// `^~ /x`: a prefix that, when it is the longest, stops the regex search.
-    PriorityPrefix(String),
-    /// `/x`
-    Prefix(String),
-    /// `~ re` (case-sensitive) and `~* re` (case-insensitive; compiled with `(?i)`).
-    Regex {
-        regex: regex::bytes::Regex,
-        case_insensitive: bool,
-    },
 }
 
 #[derive(Debug, Clone)]
