@@ -10,9 +10,11 @@ mod diag;
 mod limits;
 mod location;
 mod raw;
+mod redis;
 mod server;
 #[cfg(test)]
 mod tests;
+mod upstreams;
 mod validate;
 mod values;
 mod zones;

@@ -98,6 +98,9 @@ pub(crate) struct RawAccess {
     pub exempt: Option<Networks>,
 }
 
+/// A zone's `plans`: plan name to rate, in name order.
+pub(crate) type Plans = std::collections::BTreeMap<String, Spanned<String>>;
+
 /// One `[zones.NAME]`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a zone table")]
@@ -108,8 +111,7 @@ pub(crate) struct RawZone {
     pub rate: Option<Spanned<String>>,
     pub size: Option<Loose>,
     pub algorithm: Option<Spanned<Algorithm>>,
-    /// Plan name to rate, in name order.
-    pub plans: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    pub plans: Option<Spanned<Plans>>,
     /// Required for `concurrency`, and only there.
     pub max: Option<Spanned<i64>>,
     pub ipv4_prefix: Option<Spanned<i64>>,
