@@ -303,15 +303,12 @@ fn redis_backend(
     let Some(wanted) = wanted else {
         return Ok(None);
     };
-    let settings = redis::Settings {
-        urls: wanted.urls.clone(),
-        cluster: wanted.cluster,
-        timeout: wanted.timeout,
-        ca: wanted.ca.clone(),
-    };
     Ok(match kept {
-        Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),
-        _ => Some(Arc::new(redis::Backend::new(settings, workers)?)),
+        Some(kept) if *kept.settings() == wanted.settings => Some(Arc::clone(kept)),
+        _ => Some(Arc::new(redis::Backend::new(
+            wanted.settings.clone(),
+            workers,
+        )?)),
     })
 }
 

@@ -21,7 +21,7 @@ mod zones;
 
 pub use crate::access::Rule as AccessRule;
 pub use crate::limit::key::Part;
-pub use crate::limit::redis::{OnError, ZoneSettings};
+pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
 pub use crate::routing::Pattern;
 use std::net::SocketAddr;
@@ -60,15 +60,9 @@ pub struct Config {
 /// `[redis]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redis {
-    /// `redis://HOST:PORT[/DB]`, as written: one for `url`, or the cluster nodes of `urls`.
-    pub urls: Vec<String>,
-    /// `urls`: a Redis Cluster, whose slots decide which node holds a key.
-    pub cluster: bool,
-    /// `ca`: the PEM certificates `rediss://` trusts, read with the file; `None`: the
-    /// system's trust store.
-    pub ca: Option<Vec<u8>>,
-    /// A decision that takes longer follows `on_error`.
-    pub timeout: Duration,
+    /// Where Redis is (`url`, or the cluster nodes of `urls`; `ca`, read with the file)
+    /// and how long a decision may take before it follows `on_error`.
+    pub settings: RedisSettings,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.
     pub on_error: OnError,
 }

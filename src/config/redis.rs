@@ -8,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawRedis, Span};
-use super::{values, OnError, Redis};
+use super::{values, OnError, Redis, RedisSettings};
 
 /// A decision that takes longer follows `on_error`, unless `timeout` says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
@@ -31,13 +31,13 @@ pub(super) fn redis(
         None => Some(None),
         Some(path) => ca(path, base, diag).map(Some),
     };
-    Some(Redis {
+    let settings = RedisSettings {
         urls: urls?,
         cluster,
-        ca: ca?,
         timeout: timeout?,
-        on_error,
-    })
+        ca: ca?,
+    };
+    Some(Redis { settings, on_error })
 }
 
 /// `url` (one server) or `urls` (cluster nodes, at least one): exactly one of them.
