@@ -17,9 +17,10 @@ use crate::limit::redis;
 use crate::limit::zone::{Spec, Zone};
 use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
+use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
 use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
-use crate::routing::{self, Router};
+use crate::routing::Router;
 use crate::tls;
 use crate::upstream::{Group, GroupSpec};
 
@@ -96,13 +97,45 @@ pub fn build(
     workers: usize,
     lasting: &Lasting<'_>,
 ) -> Result<Snapshot, BuildError> {
-    let (previous, metrics) = (lasting.zones, lasting.metrics);
+    let metrics = lasting.metrics;
     let groups: Vec<Arc<Group>> = config
         .upstreams
         .iter()
         .map(|u| Arc::new(Group::new(group_spec(u, metrics), workers)))
         .collect();
-    // Plan ids: every plan name any zone defines, in name order.
+    let plans = plan_ids(config);
+    let zones = zones(config, &plans, lasting.zones);
+    // Before the locations: their Redis zones decide through it.
+    let redis = redis_backend(config.redis.as_ref(), lasting.redis, workers)?;
+    let built = Built {
+        groups: &groups,
+        zones: &zones,
+        redis: redis.as_ref(),
+        metrics,
+    };
+    let locations = config
+        .locations
+        .iter()
+        .enumerate()
+        .map(|(index, l)| location(config, index, l, &built))
+        .collect::<Result<Vec<_>, _>>()?;
+    let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
+    let tls = tls_server(config.tls.as_ref(), lasting.sessions)?;
+    let pipeline = pipeline(config, locations, &plans, access_log, metrics);
+    Ok(Snapshot {
+        generation,
+        config_sha256: config.sha256.clone(),
+        zones,
+        upstreams: groups,
+        pipeline,
+        conn: conn_settings(&config.server),
+        tls,
+        redis,
+    })
+}
+
+/// Plan ids: every plan name any zone defines, in name order; a plan's id is its index.
+fn plan_ids(config: &Config) -> Vec<&str> {
     let mut plans: Vec<&str> = config
         .zones
         .iter()
@@ -110,95 +143,147 @@ pub fn build(
         .collect();
     plans.sort_unstable();
     plans.dedup();
+    plans
+}
+
+/// Every zone in config order: taken over from `previous` when one there can pass its
+/// state on, else new and empty.
+fn zones(config: &Config, plans: &[&str], previous: &[Arc<Zone>]) -> Vec<Arc<Zone>> {
     let (epoch, wall) = (Instant::now(), std::time::SystemTime::now());
-    let zones: Vec<Arc<Zone>> = config
+    config
         .zones
         .iter()
         .map(|z| {
-            let spec = zone_spec(z, &plans);
+            let spec = zone_spec(z, plans);
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
             Arc::new(match kept {
                 Some(old) => old.succeed(spec),
                 None => Zone::new(spec, epoch, wall),
             })
         })
+        .collect()
+}
+
+/// What a location is built from, besides its own settings.
+struct Built<'a> {
+    groups: &'a [Arc<Group>],
+    zones: &'a [Arc<Zone>],
+    redis: Option<&'a Arc<redis::Backend>>,
+    metrics: &'a Metrics,
+}
+
+/// Location `index` of the file, ready to serve: its route, limit policy, access rules and
+/// counters (labelled with its pattern as nginx writes it).
+fn location(
+    config: &Config,
+    index: usize,
+    location: &config::Location,
+    built: &Built<'_>,
+) -> Result<Location, BuildError> {
+    let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
+    let label = location.pattern.to_string();
+    let route = route(&location.action, index, groups)?;
+    let rules: Vec<Rule> = location
+        .limits
+        .iter()
+        .map(|l| Rule {
+            zone: Arc::clone(&zones[l.zone]),
+            burst: l.burst,
+            delay: decision::delay_of(l.delay),
+            dry_run: l.dry_run,
+        })
         .collect();
-    let redis = match (&config.redis, lasting.redis) {
-        (Some(wanted), kept) => {
-            let settings = redis::Settings {
-                urls: wanted.urls.clone(),
-                cluster: wanted.cluster,
-                timeout: wanted.timeout,
-                ca: wanted.ca.clone(),
-            };
-            match kept {
-                Some(kept) if *kept.settings() == settings => Some(Arc::clone(kept)),
-                _ => Some(Arc::new(redis::Backend::new(settings, workers)?)),
-            }
-        }
-        (None, _) => None,
-    };
-    let mut patterns = Vec::with_capacity(config.locations.len());
-    let mut locations = Vec::with_capacity(config.locations.len());
-    for (index, location) in config.locations.iter().enumerate() {
-        patterns.push(pattern(&location.pattern));
-        let label = location_label(&location.pattern);
-        let route = match &location.action {
-            config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
-            config::Action::Return(ret) => Route::Return(Fixed {
-                status: ret.status,
-                body: Bytes::from(ret.body.clone()),
-                location: match &ret.location {
-                    Some(target) => Some(
-                        HeaderValue::from_str(target).map_err(|_| BuildError::Location(index))?,
-                    ),
-                    None => None,
-                },
-            }),
-        };
-        let rules: Vec<Rule> = location
+    Ok(Location {
+        route,
+        limits: Policy::new(rules, location.cost, built.redis),
+        zone_stats: location
             .limits
             .iter()
-            .map(|l| Rule {
-                zone: Arc::clone(&zones[l.zone]),
-                burst: l.burst,
-                delay: decision::delay_of(l.delay),
-                dry_run: l.dry_run,
-            })
-            .collect();
-        locations.push(Location {
-            route,
-            limits: Policy::new(rules, location.cost, redis.as_ref()),
-            zone_stats: location
-                .limits
-                .iter()
-                .map(|l| metrics.zone(&config.zones[l.zone].name))
-                .collect(),
-            stats: metrics.location(&label),
-            denied: location
-                .access
-                .iter()
-                .map(|r| {
-                    let net = r
-                        .net
-                        .map_or_else(|| "all".to_owned(), |net| net.to_string());
-                    (!r.allow).then(|| metrics.denied(&format!("location {label}: deny {net}")))
-                })
-                .collect(),
-            access: access::Rules::new(
-                location
-                    .access
-                    .iter()
-                    .map(|r| access::Rule {
-                        allow: r.allow,
-                        net: r.net,
-                    })
-                    .collect(),
-            ),
-            limit_status: location.limit_status.unwrap_or(config.server.limit_status),
-        });
+            .map(|l| metrics.zone(&config.zones[l.zone].name))
+            .collect(),
+        stats: metrics.location(&label),
+        denied: denied_counters(&location.access, &label, metrics),
+        access: access::Rules::new(location.access.clone()),
+        limit_status: location.limit_status.unwrap_or(config.server.limit_status),
+    })
+}
+
+/// What location `index` does with a request: forward it to a group, or answer itself.
+fn route(
+    action: &config::Action,
+    index: usize,
+    groups: &[Arc<Group>],
+) -> Result<Route, BuildError> {
+    Ok(match action {
+        config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
+        config::Action::Return(ret) => Route::Return(Fixed {
+            status: ret.status,
+            body: Bytes::from(ret.body.clone()),
+            location: match &ret.location {
+                Some(target) => {
+                    Some(HeaderValue::from_str(target).map_err(|_| BuildError::Location(index))?)
+                }
+                None => None,
+            },
+        }),
+    })
+}
+
+/// One counter per `deny` rule of a location (`None` for `allow` rules), in rule order.
+fn denied_counters(
+    rules: &[config::AccessRule],
+    label: &str,
+    metrics: &Metrics,
+) -> Vec<Option<Arc<PerWorker<Counter>>>> {
+    rules
+        .iter()
+        .map(|r| {
+            let net = r
+                .net
+                .map_or_else(|| "all".to_owned(), |net| net.to_string());
+            (!r.allow).then(|| metrics.denied(&format!("location {label}: deny {net}")))
+        })
+        .collect()
+}
+
+/// The request pipeline: the router over every location's pattern, the locations
+/// themselves, and what applies before routing (real IP, `[access]`, API keys).
+fn pipeline(
+    config: &Config,
+    locations: Vec<Location>,
+    plans: &[&str],
+    access_log: Option<Arc<AccessLog>>,
+    metrics: &Metrics,
+) -> Pipeline {
+    let server = &config.server;
+    Pipeline {
+        router: Router::new(config.locations.iter().map(|l| l.pattern.clone()).collect()),
+        locations,
+        real_ip: config.real_ip.as_ref().map(|r| RealIp {
+            trusted: r.trusted.clone(),
+            header: r.header.clone(),
+            recursive: r.recursive,
+        }),
+        deny: config.access.deny.clone(),
+        denied: metrics.denied("[access] deny"),
+        unrouted: metrics.location(UNROUTED),
+        exempt: config.access.exempt.clone(),
+        api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
+        ratelimit_headers: header_style(server.ratelimit_headers),
+        body: crate::upstream::body::BodyLimits {
+            timeout: server.client_body_timeout,
+            min_rate: server.client_body_min_rate,
+        },
+        client_body_buffer_size: server.client_body_buffer_size,
+        underscores_in_headers: server.underscores_in_headers,
+        access_log,
     }
-    let api_keys = config.api_keys.as_ref().map(|keys| ApiKeys {
+}
+
+/// `[api_keys]` with each plan named by its id in `plans`; a key whose plan no zone
+/// defines is dropped.
+fn api_keys(keys: &config::ApiKeys, plans: &[&str]) -> ApiKeys {
+    ApiKeys {
         header: keys.header.clone(),
         plans: keys
             .keys
@@ -208,61 +293,55 @@ pub fn build(
                 Some((Box::from(key.as_bytes()), id))
             })
             .collect::<HashMap<_, _>>(),
-    });
-    let real_ip = config.real_ip.as_ref().map(|r| RealIp {
-        trusted: r.trusted.clone(),
-        header: r.header.clone(),
-        recursive: r.recursive,
-    });
-    let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
-    let tls = match &config.tls {
-        Some(settings) => {
-            crate::certs::warn_expired(&settings.certificates);
-            let server = tls::server_config(&settings.certificates, lasting.sessions)?;
-            Some(TlsServer {
-                acceptor: tokio_rustls::TlsAcceptor::from(server),
-                handshake_timeout: settings.handshake_timeout,
-            })
-        }
-        None => None,
+    }
+}
+
+/// `[redis]`'s backend: the one in force when it has the same settings (connections and
+/// all), else a new one; `None` without the section.
+fn redis_backend(
+    wanted: Option<&config::Redis>,
+    kept: Option<&Arc<redis::Backend>>,
+    workers: usize,
+) -> Result<Option<Arc<redis::Backend>>, BuildError> {
+    let Some(wanted) = wanted else {
+        return Ok(None);
     };
-    let server = &config.server;
-    Ok(Snapshot {
-        generation,
-        config_sha256: config.sha256.clone(),
-        zones,
-        upstreams: groups,
-        pipeline: Pipeline {
-            router: Router::new(patterns),
-            locations,
-            real_ip,
-            deny: config.access.deny.clone(),
-            denied: metrics.denied("[access] deny"),
-            unrouted: metrics.location(UNROUTED),
-            exempt: config.access.exempt.clone(),
-            api_keys,
-            ratelimit_headers: header_style(config.server.ratelimit_headers),
-            body: crate::upstream::body::BodyLimits {
-                timeout: server.client_body_timeout,
-                min_rate: server.client_body_min_rate,
-            },
-            client_body_buffer_size: server.client_body_buffer_size,
-            underscores_in_headers: server.underscores_in_headers,
-            access_log,
-        },
-        conn: ConnSettings {
-            client_header_timeout: server.client_header_timeout,
-            keepalive_timeout: server.keepalive_timeout,
-            send_timeout: server.send_timeout,
-            max_header_bytes: server.max_header_bytes,
-            max_uri_bytes: server.max_uri_bytes,
-            max_headers: server.max_headers,
-            http2_max_concurrent_streams: server.http2_max_concurrent_streams,
-            shutdown_timeout: server.shutdown_timeout,
-        },
-        tls,
-        redis,
+    Ok(match kept {
+        Some(kept) if *kept.settings() == wanted.settings => Some(Arc::clone(kept)),
+        _ => Some(Arc::new(redis::Backend::new(
+            wanted.settings.clone(),
+            workers,
+        )?)),
     })
+}
+
+/// `[tls]`, ready to accept with; warns of expired certificates.
+fn tls_server(
+    settings: Option<&config::Tls>,
+    sessions: &tls::Sessions,
+) -> Result<Option<TlsServer>, BuildError> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    crate::certs::warn_expired(&settings.certificates);
+    let server = tls::server_config(&settings.certificates, sessions)?;
+    Ok(Some(TlsServer {
+        acceptor: tokio_rustls::TlsAcceptor::from(server),
+        handshake_timeout: settings.handshake_timeout,
+    }))
+}
+
+fn conn_settings(server: &config::Server) -> ConnSettings {
+    ConnSettings {
+        client_header_timeout: server.client_header_timeout,
+        keepalive_timeout: server.keepalive_timeout,
+        send_timeout: server.send_timeout,
+        max_header_bytes: server.max_header_bytes,
+        max_uri_bytes: server.max_uri_bytes,
+        max_headers: server.max_headers,
+        http2_max_concurrent_streams: server.http2_max_concurrent_streams,
+        shutdown_timeout: server.shutdown_timeout,
+    }
 }
 
 fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
@@ -289,33 +368,6 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
 /// The `location` label of requests no location matched (and of those denied before
 /// routing).
 const UNROUTED: &str = "-";
-
-/// A location's `location` label: its pattern as nginx writes it (`= /login`,
-/// `^~ /static/`, `/api/`, `~* \.php$`).
-fn location_label(p: &config::Pattern) -> String {
-    match p {
-        config::Pattern::Exact(path) => format!("= {path}"),
-        config::Pattern::PriorityPrefix(path) => format!("^~ {path}"),
-        config::Pattern::Prefix(path) => path.clone(),
-        config::Pattern::Regex {
-            regex,
-            case_insensitive: false,
-        } => format!("~ {}", regex.as_str()),
-        config::Pattern::Regex {
-            regex,
-            case_insensitive: true,
-        } => format!("~* {}", regex.as_str().trim_start_matches("(?i)")),
-    }
-}
-
-fn pattern(p: &config::Pattern) -> routing::Pattern {
-    match p {
-        config::Pattern::Exact(path) => routing::Pattern::Exact(path.clone()),
-        config::Pattern::PriorityPrefix(path) => routing::Pattern::PriorityPrefix(path.clone()),
-        config::Pattern::Prefix(path) => routing::Pattern::Prefix(path.clone()),
-        config::Pattern::Regex { regex, .. } => routing::Pattern::Regex(regex.clone()),
-    }
-}
 
 fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
     use config::RateLimitHeaders as H;

@@ -82,6 +82,8 @@ pub(super) fn limits(
     valid.then_some(limits)
 }
 
+/// One item of the list; `earlier` are the valid items before it. The first problem
+/// found is the only one reported for the item.
 fn limit(
     item: &Spanned<RawLimit>,
     zones: &[ZoneInfo],
@@ -91,80 +93,14 @@ fn limit(
 ) -> Option<Limit> {
     let raw = item.get_ref();
     let zone = diag.required(raw.zone.as_ref(), &item.span(), "zone")?;
-    let Some(index) = zones.iter().position(|z| &z.name == zone.get_ref()) else {
-        let known: Vec<String> = zones.iter().map(|z| format!(r#""{}""#, z.name)).collect();
-        let message = if known.is_empty() {
-            format!(
-                r#"unknown zone "{}": no `[zones.NAME]` is defined"#,
-                zone.get_ref()
-            )
-        } else {
-            format!(
-                r#"unknown zone "{}", expected one of {}"#,
-                zone.get_ref(),
-                known.join(", ")
-            )
-        };
-        diag.error(zone.span(), message);
-        return None;
-    };
-    if earlier.iter().any(|l| l.zone == index) {
-        diag.error(
-            zone.span(),
-            format!(
-                r#"zone "{}" is listed twice in this location"#,
-                zone.get_ref()
-            ),
-        );
-        return None;
-    }
+    let index = zone_index(zone, zones, earlier, diag)?;
     let info = &zones[index];
-    let algorithm = &info.algorithm;
-    if *algorithm == Algorithm::Concurrency {
-        let extra = [
-            raw.burst.as_ref().map(Spanned::span),
-            raw.nodelay.as_ref().map(Spanned::span),
-            raw.delay.as_ref().map(Spanned::span),
-        ];
-        if let Some(span) = extra.into_iter().flatten().next() {
-            let message = "`burst`, `nodelay` and `delay` do not apply to a `concurrency` zone";
-            diag.error(span, message);
-            return None;
-        }
+    if info.algorithm == Algorithm::Concurrency {
+        no_queue_keys(raw, diag)?;
     }
-    let burst = match &raw.burst {
-        None => 0,
-        Some(burst) => {
-            let value = *burst.get_ref();
-            if !(0..=MAX_BURST).contains(&value) {
-                let message = format!("invalid burst {value}: expected 0 to {MAX_BURST}");
-                diag.error(burst.span(), message);
-                return None;
-            }
-            value.unsigned_abs()
-        }
-    };
+    let burst = burst(raw.burst.as_ref(), diag)?;
     let nodelay = raw.nodelay.as_ref().is_some_and(|n| *n.get_ref());
-    let delay = match (&raw.delay, nodelay) {
-        (Some(delay), true) => {
-            diag.error(
-                delay.span(),
-                "`delay` and `nodelay = true` exclude each other",
-            );
-            return None;
-        }
-        (Some(delay), false) => {
-            let value = *delay.get_ref();
-            if !(1..=MAX_BURST).contains(&value) {
-                let message = format!("invalid delay {value}: expected 1 to {MAX_BURST}");
-                diag.error(delay.span(), message);
-                return None;
-            }
-            Some(value.unsigned_abs())
-        }
-        (None, true) => None,
-        (None, false) => Some(0),
-    };
+    let delay = delay(raw.delay.as_ref(), nodelay, diag)?;
     // A request's units must fit in an empty bucket, or every request is rejected.
     let capacity = info.at_once.saturating_add(burst);
     if cost > capacity {
@@ -185,6 +121,93 @@ fn limit(
         delay,
         dry_run: raw.dry_run.unwrap_or(false),
     })
+}
+
+/// The index in `zones` of the zone named at `zone`, which must not be one of `earlier`.
+fn zone_index(
+    zone: &Spanned<String>,
+    zones: &[ZoneInfo],
+    earlier: &[Limit],
+    diag: &mut Diagnostics<'_>,
+) -> Option<usize> {
+    let name = zone.get_ref();
+    let Some(index) = zones.iter().position(|z| &z.name == name) else {
+        let known: Vec<String> = zones.iter().map(|z| format!(r#""{}""#, z.name)).collect();
+        let message = if known.is_empty() {
+            format!(r#"unknown zone "{name}": no `[zones.NAME]` is defined"#)
+        } else {
+            format!(
+                r#"unknown zone "{name}", expected one of {}"#,
+                known.join(", ")
+            )
+        };
+        diag.error(zone.span(), message);
+        return None;
+    };
+    if earlier.iter().any(|l| l.zone == index) {
+        let message = format!(r#"zone "{name}" is listed twice in this location"#);
+        diag.error(zone.span(), message);
+        return None;
+    }
+    Some(index)
+}
+
+/// A `concurrency` zone has no queue: `burst`, `nodelay` and `delay` are refused.
+fn no_queue_keys(raw: &RawLimit, diag: &mut Diagnostics<'_>) -> Option<()> {
+    let extra = [
+        raw.burst.as_ref().map(Spanned::span),
+        raw.nodelay.as_ref().map(Spanned::span),
+        raw.delay.as_ref().map(Spanned::span),
+    ];
+    if let Some(span) = extra.into_iter().flatten().next() {
+        let message = "`burst`, `nodelay` and `delay` do not apply to a `concurrency` zone";
+        diag.error(span, message);
+        return None;
+    }
+    Some(())
+}
+
+/// `burst`: 0 when absent.
+fn burst(written: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<u64> {
+    let Some(burst) = written else {
+        return Some(0);
+    };
+    let value = *burst.get_ref();
+    if !(0..=MAX_BURST).contains(&value) {
+        let message = format!("invalid burst {value}: expected 0 to {MAX_BURST}");
+        diag.error(burst.span(), message);
+        return None;
+    }
+    Some(value.unsigned_abs())
+}
+
+/// `delay` (nginx `delay=N`), or `None` for `nodelay`; `Some(0)` when neither is given:
+/// every excess request is delayed.
+fn delay(
+    written: Option<&Spanned<i64>>,
+    nodelay: bool,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<u64>> {
+    match (written, nodelay) {
+        (Some(delay), true) => {
+            diag.error(
+                delay.span(),
+                "`delay` and `nodelay = true` exclude each other",
+            );
+            None
+        }
+        (Some(delay), false) => {
+            let value = *delay.get_ref();
+            if !(1..=MAX_BURST).contains(&value) {
+                let message = format!("invalid delay {value}: expected 1 to {MAX_BURST}");
+                diag.error(delay.span(), message);
+                return None;
+            }
+            Some(Some(value.unsigned_abs()))
+        }
+        (None, true) => Some(None),
+        (None, false) => Some(Some(0)),
+    }
 }
 
 /// A limit whose state would be absurd: a bucket remembering a client for over a year, or

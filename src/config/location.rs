@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use http::{HeaderValue, StatusCode};
-use regex::bytes::RegexBuilder;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
@@ -116,14 +115,8 @@ fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern,
             r#"invalid match "{written}": a regex must follow the modifier"#
         ));
     }
-    let regex = RegexBuilder::new(source)
-        .case_insensitive(case_insensitive)
-        .build()
-        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))?;
-    Ok(Pattern::Regex {
-        regex,
-        case_insensitive,
-    })
+    Pattern::regex(source, case_insensitive)
+        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))
 }
 
 /// The regex crate renders a syntax error over several lines (pattern, caret, then

@@ -10,16 +10,20 @@ mod diag;
 mod limits;
 mod location;
 mod raw;
+mod redis;
 mod server;
 #[cfg(test)]
 mod tests;
+mod upstreams;
 mod validate;
 mod values;
 mod zones;
 
+pub use crate::access::Rule as AccessRule;
 pub use crate::limit::key::Part;
-pub use crate::limit::redis::{OnError, ZoneSettings};
+pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
+pub use crate::routing::Pattern;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,15 +60,9 @@ pub struct Config {
 /// `[redis]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redis {
-    /// `redis://HOST:PORT[/DB]`, as written: one for `url`, or the cluster nodes of `urls`.
-    pub urls: Vec<String>,
-    /// `urls`: a Redis Cluster, whose slots decide which node holds a key.
-    pub cluster: bool,
-    /// `ca`: the PEM certificates `rediss://` trusts, read with the file; `None`: the
-    /// system's trust store.
-    pub ca: Option<Vec<u8>>,
-    /// A decision that takes longer follows `on_error`.
-    pub timeout: Duration,
+    /// Where Redis is (`url`, or the cluster nodes of `urls`; `ca`, read with the file)
+    /// and how long a decision may take before it follows `on_error`.
+    pub settings: RedisSettings,
     /// What a Redis zone does when Redis fails, unless the zone says otherwise.
     pub on_error: OnError,
 }
@@ -282,29 +280,6 @@ pub struct Limit {
     pub delay: Option<u64>,
     /// Decide and count, never reject or delay.
     pub dry_run: bool,
-}
-
-/// One allow/deny rule; `net` `None` is `all`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessRule {
-    pub allow: bool,
-    pub net: Option<ipnet::IpNet>,
-}
-
-/// The `match` string with its nginx modifier.
-#[derive(Debug, Clone)]
-pub enum Pattern {
-    /// `= /x`
-    Exact(String),
-    /// `^~ /x`: a prefix that, when it is the longest, stops the regex search.
-    PriorityPrefix(String),
-    /// `/x`
-    Prefix(String),
-    /// `~ re` (case-sensitive) and `~* re` (case-insensitive; compiled with `(?i)`).
-    Regex {
-        regex: regex::bytes::Regex,
-        case_insensitive: bool,
-    },
 }
 
 #[derive(Debug, Clone)]

@@ -1,12 +1,13 @@
 //! `[server]`: listeners, client timeouts and the limits a client is held to.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 
 use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section};
+use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::validate::duration;
 use super::{limits, values};
 use super::{RateLimitHeaders, Server};
@@ -20,6 +21,40 @@ const MAX_BODY_BUFFER: u64 = 16 << 20;
 const MAX_HEADERS: i64 = 10_000;
 /// RFC 9113 §6.5.2 recommends no fewer than 100; nginx's default is 128.
 const MAX_STREAMS: i64 = 1 << 16;
+
+/// A numeric key of `[server]`: its name (for messages), its value when absent, and the
+/// values it may take.
+struct Bounded<T> {
+    key: &'static str,
+    default: T,
+    range: RangeInclusive<T>,
+}
+
+const HEADER_BYTES: Bounded<u64> = Bounded {
+    key: "max_header_bytes",
+    default: 16 << 10,
+    range: MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
+};
+const URI_BYTES: Bounded<u64> = Bounded {
+    key: "max_uri_bytes",
+    default: 8 << 10,
+    range: MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
+};
+const BODY_BUFFER: Bounded<u64> = Bounded {
+    key: "client_body_buffer_size",
+    default: 16 << 10,
+    range: 0..=MAX_BODY_BUFFER,
+};
+const HEADERS: Bounded<i64> = Bounded {
+    key: "max_headers",
+    default: 256,
+    range: 1..=MAX_HEADERS,
+};
+const STREAMS: Bounded<i64> = Bounded {
+    key: "http2_max_concurrent_streams",
+    default: 128,
+    range: 1..=MAX_STREAMS,
+};
 
 /// `[server]`. `certificates` tells whether `[tls]` lists any (`listen_tls` needs one).
 pub(super) fn server(
@@ -40,40 +75,15 @@ pub(super) fn server(
         Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
         None => Some(values::auto_workers()),
     };
-    let max_header_bytes = bytes(
-        &raw.max_header_bytes,
-        ("max_header_bytes", 16 << 10),
-        MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
-        diag,
-    );
-    let max_uri_bytes = bytes(
-        &raw.max_uri_bytes,
-        ("max_uri_bytes", 8 << 10),
-        MIN_HEADER_BYTES..=MAX_HEADER_BYTES,
-        diag,
-    );
-    let client_body_buffer_size = bytes(
-        &raw.client_body_buffer_size,
-        ("client_body_buffer_size", 16 << 10),
-        0..=MAX_BODY_BUFFER,
-        diag,
-    );
+    let max_header_bytes = bytes(&raw.max_header_bytes, &HEADER_BYTES, diag);
+    let max_uri_bytes = bytes(&raw.max_uri_bytes, &URI_BYTES, diag);
+    let client_body_buffer_size = bytes(&raw.client_body_buffer_size, &BODY_BUFFER, diag);
     let client_body_min_rate = match &raw.client_body_min_rate {
         Some(value) => diag.check(value.span(), values::size(value.get_ref())),
         None => Some(1 << 10),
     };
-    let max_headers = count(
-        &raw.max_headers,
-        ("max_headers", 256),
-        1..=MAX_HEADERS,
-        diag,
-    );
-    let streams = count(
-        &raw.http2_max_concurrent_streams,
-        ("http2_max_concurrent_streams", 128),
-        1..=MAX_STREAMS,
-        diag,
-    );
+    let max_headers = count(&raw.max_headers, &HEADERS, diag);
+    let streams = count(&raw.http2_max_concurrent_streams, &STREAMS, diag);
     let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
     let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
     let send_timeout = duration(&raw.send_timeout, 60, diag);
@@ -83,14 +93,8 @@ pub(super) fn server(
         Some(value) => limits::limit_status(value, diag),
         None => Some(StatusCode::TOO_MANY_REQUESTS),
     };
-    let ratelimit_headers = match raw.ratelimit_headers.unwrap_or(RawRateLimitHeaders::Draft) {
-        RawRateLimitHeaders::Draft => RateLimitHeaders::Draft,
-        RawRateLimitHeaders::Legacy => RateLimitHeaders::Legacy,
-        RawRateLimitHeaders::Both => RateLimitHeaders::Both,
-        RawRateLimitHeaders::None => RateLimitHeaders::None,
-    };
     // Every key above has been checked (and its errors reported) before any `?`.
-    let (listen, listen_tls) = listeners?;
+    let Listeners { listen, listen_tls } = listeners?;
     Some(Server {
         listen,
         listen_tls,
@@ -108,17 +112,33 @@ pub(super) fn server(
         http2_max_concurrent_streams: u32::try_from(streams?).ok()?,
         shutdown_timeout: shutdown_timeout?,
         limit_status: limit_status?,
-        ratelimit_headers,
+        ratelimit_headers: ratelimit_headers(raw.ratelimit_headers),
     })
+}
+
+/// `ratelimit_headers`: the IETF draft's by default.
+fn ratelimit_headers(written: Option<RawRateLimitHeaders>) -> RateLimitHeaders {
+    match written.unwrap_or(RawRateLimitHeaders::Draft) {
+        RawRateLimitHeaders::Draft => RateLimitHeaders::Draft,
+        RawRateLimitHeaders::Legacy => RateLimitHeaders::Legacy,
+        RawRateLimitHeaders::Both => RateLimitHeaders::Both,
+        RawRateLimitHeaders::None => RateLimitHeaders::None,
+    }
+}
+
+/// The addresses of `listen` and `listen_tls`.
+struct Listeners {
+    listen: Vec<SocketAddr>,
+    listen_tls: Vec<SocketAddr>,
 }
 
 /// `listen` and `listen_tls`: at least one address in all, each address once.
 fn listeners(
     raw: &RawServer,
-    span: &std::ops::Range<usize>,
+    span: &Span,
     certificates: Option<bool>,
     diag: &mut Diagnostics<'_>,
-) -> Option<(Vec<SocketAddr>, Vec<SocketAddr>)> {
+) -> Option<Listeners> {
     let mut seen = Vec::new();
     let listen_span = raw.listen.as_ref().map(|l| l.span());
     let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
@@ -141,7 +161,10 @@ fn listeners(
             );
         }
     }
-    Some((listen?, listen_tls?))
+    Some(Listeners {
+        listen: listen?,
+        listen_tls: listen_tls?,
+    })
 }
 
 /// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
@@ -172,25 +195,25 @@ fn addresses(
     valid.then_some(addrs)
 }
 
-/// A size key within `range`, or its default when absent.
+/// A size key within its bounds, or its default when absent.
 fn bytes(
     value: &Option<Loose>,
-    (key, default): (&str, usize),
-    range: std::ops::RangeInclusive<u64>,
+    bounds: &Bounded<u64>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<usize> {
     let Some(value) = value else {
-        return Some(default);
+        return usize::try_from(bounds.default).ok();
     };
     let size = diag.check(value.span(), values::size(value.get_ref()))?;
-    if range.contains(&size) {
+    if bounds.range.contains(&size) {
         return usize::try_from(size).ok();
     }
     let message = format!(
-        r#"invalid {key} {}: expected a size from "{}" to "{}""#,
+        r#"invalid {} {}: expected a size from "{}" to "{}""#,
+        bounds.key,
         value.get_ref(),
-        written(*range.start()),
-        written(*range.end())
+        written(*bounds.range.start()),
+        written(*bounds.range.end())
     );
     diag.error(value.span(), message);
     None
@@ -206,24 +229,24 @@ fn written(size: u64) -> String {
     }
 }
 
-/// A whole-number key within `range`, or its default when absent.
+/// A whole-number key within its bounds, or its default when absent.
 fn count(
     value: &Option<Spanned<i64>>,
-    (key, default): (&str, i64),
-    range: std::ops::RangeInclusive<i64>,
+    bounds: &Bounded<i64>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<usize> {
     let Some(value) = value else {
-        return usize::try_from(default).ok();
+        return usize::try_from(bounds.default).ok();
     };
-    if range.contains(value.get_ref()) {
+    if bounds.range.contains(value.get_ref()) {
         return usize::try_from(*value.get_ref()).ok();
     }
     let message = format!(
-        "invalid {key} {}: expected a whole number from {} to {}",
+        "invalid {} {}: expected a whole number from {} to {}",
+        bounds.key,
         value.get_ref(),
-        range.start(),
-        range.end()
+        bounds.range.start(),
+        bounds.range.end()
     );
     diag.error(value.span(), message);
     None

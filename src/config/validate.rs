@@ -1,20 +1,20 @@
 //! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
 //! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
+//!
+//! The sections with a file of their own (`server`, `zones`, `location`, ...) are
+//! checked there; this file runs them in order, checks what spans sections, and holds
+//! the small sections (`[tls]`, `[real_ip]`, `[log]`, `[admin]`).
 
 use std::path::Path;
 use std::time::Duration;
 
 use http::HeaderName;
-use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
-use super::raw::{self, Loose, RawBalance, RawLog, RawLogFormat, RawRealIp, RawServerItem};
-use super::raw::{RawUpstream, RawUpstreamEntry, Section, Span};
-use super::{access, api_keys, limits, location, server, values, zones};
-use super::{Access, AccessLog, Admin, Balance, Config, Log, LogFormat};
-use super::{OnError, RealIp, Redis, Tls, Upstream, UpstreamServer};
-
-const MAX_WEIGHT: i64 = 1000;
+use super::raw::{self, Loose, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
+use super::{access, api_keys, limits, location, redis, server, upstreams, values, zones};
+use super::{Access, AccessLog, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
+use super::{OnError, RealIp, Redis, Tls, Upstream};
 
 /// Parses and checks `text`; `origin` names the file in messages and is the base of
 /// relative paths.
@@ -22,128 +22,9 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let mut diag = Diagnostics::new(text);
     let raw = raw::parse(text, &mut diag);
     let base = origin.parent().unwrap_or(Path::new(""));
-
-    // Whether `[tls]` lists a certificate (`None`: the section is invalid, so say nothing).
-    let certificates = match &raw.tls {
-        Section::Absent => Some(false),
-        Section::Invalid => None,
-        Section::Present(_, tls) => Some(
-            tls.certificates
-                .as_ref()
-                .is_some_and(|list| !list.get_ref().is_empty()),
-        ),
-    };
-    let server = server::server(raw.server, certificates, &mut diag);
-    let tls = match raw.tls {
-        Section::Absent => Some(None),
-        Section::Invalid => None,
-        Section::Present(span, raw) => tls(raw, &span, base, &mut diag).map(Some),
-    };
-    let redis = match raw.redis {
-        Section::Absent => Some(None),
-        Section::Invalid => None,
-        Section::Present(span, raw) => redis(raw, &span, base, &mut diag).map(Some),
-    };
-    let real_ip = match raw.real_ip {
-        Section::Absent => Some(None),
-        Section::Invalid => None,
-        Section::Present(span, raw) => real_ip(raw, &span, &mut diag).map(Some),
-    };
-    let log = match raw.log {
-        Section::Absent => Some(Log {
-            access: AccessLog::Stdout,
-            format: LogFormat::Combined,
-        }),
-        Section::Invalid => None,
-        Section::Present(_, raw) => log(raw, base, &mut diag),
-    };
-    let access = match raw.access {
-        Section::Absent => Some(Access::default()),
-        Section::Invalid => None,
-        Section::Present(_, raw) => access::access(raw, &mut diag),
-    };
-    let on_error = match &redis {
-        Some(Some(redis)) => redis.on_error,
-        _ => OnError::Local,
-    };
-    let zones = zones::zones(raw.zones, on_error, &mut diag);
-    let plans: Vec<String> = zones
-        .iter()
-        .flatten()
-        .flat_map(|zone| zone.plans.iter().map(|(plan, _)| plan.clone()))
-        .collect();
-    let plan_names: Vec<&str> = plans.iter().map(String::as_str).collect();
-    let api_keys = match raw.api_keys {
-        Section::Absent => Some(None),
-        Section::Invalid => None,
-        Section::Present(span, raw) => {
-            api_keys::api_keys(raw, &span, base, &plan_names, &mut diag).map(Some)
-        }
-    };
-    if let (Some(zones), Some(None)) = (&zones, &redis) {
-        for zone in zones.iter().filter(|zone| zone.redis.is_some()) {
-            diag.error_nowhere(format!(
-                "zone \"{}\" has `backend = \"redis\"` but no [redis] section says where Redis is",
-                zone.name
-            ));
-        }
-    }
-    if matches!(api_keys, Some(None)) && !plans.is_empty() {
-        diag.error_nowhere(
-            "zones define `plans` but no `[api_keys]` says which key is on which plan",
-        );
-    }
-    let zone_limits: Vec<limits::ZoneInfo> =
-        zones.iter().flatten().map(limits::ZoneInfo::new).collect();
-    let names: Vec<String> = raw
-        .upstreams
-        .iter()
-        .map(|u| u.name.get_ref().clone())
-        .collect();
-    let upstreams = all(raw
-        .upstreams
-        .into_iter()
-        .map(|entry| upstream(entry, &mut diag)));
-    let locations = location::locations(raw.locations, &names, &zone_limits, &mut diag);
-    let admin = match raw.admin {
-        Section::Absent => Some(None),
-        Section::Invalid => None,
-        Section::Present(span, raw) => diag
-            .required(raw.listen.as_ref(), &span, "listen")
-            .and_then(|listen| diag.check(listen.span(), values::listen_addr(listen.get_ref())))
-            .map(|listen| Some(Admin { listen })),
-    };
-
-    match (
-        server, real_ip, access, log, upstreams, zones, api_keys, locations, admin, tls, redis,
-    ) {
-        (
-            Some(server),
-            Some(real_ip),
-            Some(access),
-            Some(log),
-            Some(upstreams),
-            Some(zones),
-            Some(api_keys),
-            Some(locations),
-            Some(admin),
-            Some(tls),
-            Some(redis),
-        ) if !diag.has_errors() => Ok(Config {
-            origin: origin.to_path_buf(),
-            sha256: String::new(),
-            server,
-            real_ip,
-            access,
-            log,
-            upstreams,
-            zones,
-            api_keys,
-            locations,
-            admin,
-            tls,
-            redis,
-        }),
+    let checked = check(raw, base, &mut diag);
+    match checked.into_config(origin) {
+        Some(config) if !diag.has_errors() => Ok(config),
         _ => {
             if !diag.has_errors() {
                 // A check returned nothing without saying why: a bug here, not in the file.
@@ -156,102 +37,163 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     }
 }
 
-/// `[redis]`: one server by `url`, or a Redis Cluster by the `urls` of some of its nodes.
-fn redis(
-    raw: raw::RawRedis,
-    span: &Span,
-    base: &Path,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Redis> {
-    let timeout = match &raw.timeout {
-        Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
-        None => Some(Duration::from_millis(50)),
-    };
-    let cluster = raw.urls.is_some();
-    let urls = match (raw.url, raw.urls) {
-        (Some(url), None) => redis_url(&url, diag).map(|url| vec![url]),
-        (None, Some(urls)) if urls.get_ref().is_empty() => {
-            diag.error(
-                urls.span(),
-                "`urls` is empty: list some nodes of the cluster",
-            );
-            None
-        }
-        (None, Some(urls)) => {
-            let parsed: Vec<_> = urls
-                .into_inner()
-                .iter()
-                .map(|url| redis_url(url, diag))
-                .collect();
-            parsed.into_iter().collect()
-        }
-        (Some(url), Some(_)) => {
-            let message = "give either `url` (one server) or `urls` (a Redis Cluster), not both";
-            diag.error(url.span(), message);
-            None
-        }
-        (None, None) => {
-            if !diag.was_left_out(span, "url") && !diag.was_left_out(span, "urls") {
-                diag.error(
-                    span.clone(),
-                    "missing key `url` (or `urls` for a Redis Cluster)",
-                );
-            }
-            None
-        }
-    };
-    let on_error = raw.on_error.map_or(OnError::Local, |o| *o.get_ref());
-    let ca = match &raw.ca {
-        None => Some(None),
-        Some(path) => {
-            let file = base.join(path.get_ref());
-            match std::fs::read(&file) {
-                Ok(pem) if pem.windows(17).any(|w| w == b"BEGIN CERTIFICATE") => Some(Some(pem)),
-                Ok(_) => {
-                    let message = format!(
-                        "{}: no certificate found: expected a PEM \"BEGIN CERTIFICATE\" block",
-                        file.display()
-                    );
-                    diag.error(path.span(), message);
-                    None
-                }
-                Err(err) => {
-                    diag.error(
-                        path.span(),
-                        format!("cannot read {}: {err}", file.display()),
-                    );
-                    None
-                }
-            }
-        }
-    };
-    Some(Redis {
-        urls: urls?,
-        cluster,
-        ca: ca?,
-        timeout: timeout?,
-        on_error,
-    })
+/// Every section, checked; `None` where a section had a problem (reported). The outer
+/// `Option` of an optional section is that; the inner one is whether the file has it.
+struct Checked {
+    server: Option<Server>,
+    real_ip: Option<Option<RealIp>>,
+    access: Option<Access>,
+    log: Option<Log>,
+    upstreams: Option<Vec<Upstream>>,
+    zones: Option<Vec<Zone>>,
+    api_keys: Option<Option<ApiKeys>>,
+    locations: Option<Vec<super::Location>>,
+    admin: Option<Option<Admin>>,
+    tls: Option<Option<Tls>>,
+    redis: Option<Option<Redis>>,
 }
 
-/// One `redis://` URL, checked.
-fn redis_url(url: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<String> {
-    let text = url.get_ref();
-    match redis::parse_redis_url(text) {
-        Some(parsed) if matches!(parsed.scheme(), "redis" | "rediss") => Some(text.clone()),
-        Some(_) => {
-            let message = format!("unsupported Redis URL {text:?}: expected redis:// or rediss://");
-            diag.error(url.span(), message);
-            None
-        }
-        None => {
-            let message = format!(
-                "invalid Redis URL {text:?}: expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"
-            );
-            diag.error(url.span(), message);
-            None
+impl Checked {
+    /// The whole configuration, when every section is valid. Its `sha256` is left empty
+    /// for the caller, which has the text.
+    fn into_config(self, origin: &Path) -> Option<Config> {
+        Some(Config {
+            origin: origin.to_path_buf(),
+            sha256: String::new(),
+            server: self.server?,
+            real_ip: self.real_ip?,
+            access: self.access?,
+            log: self.log?,
+            upstreams: self.upstreams?,
+            zones: self.zones?,
+            api_keys: self.api_keys?,
+            locations: self.locations?,
+            admin: self.admin?,
+            tls: self.tls?,
+            redis: self.redis?,
+        })
+    }
+}
+
+/// Checks every section, in an order where each finds what it refers to already
+/// checked: `[redis]` before the zones (their default `on_error`), the zones before
+/// `[api_keys]` (plans) and the locations (limits), the upstreams before the locations.
+fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
+    let server = server::server(raw.server, certificates_listed(&raw.tls), diag);
+    let tls = optional(raw.tls, |raw, span| tls(raw, span, base, diag));
+    let redis = optional(raw.redis, |raw, span| redis::redis(raw, span, base, diag));
+    let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
+    let log = match raw.log {
+        Section::Absent => Some(Log {
+            access: AccessLog::Stdout,
+            format: LogFormat::Combined,
+        }),
+        Section::Invalid => None,
+        Section::Present(_, raw) => log(raw, base, diag),
+    };
+    let access = match raw.access {
+        Section::Absent => Some(Access::default()),
+        Section::Invalid => None,
+        Section::Present(_, raw) => access::access(raw, diag),
+    };
+    let on_error = match &redis {
+        Some(Some(redis)) => redis.on_error,
+        _ => OnError::Local,
+    };
+    let zones = zones::zones(raw.zones, on_error, diag);
+    let plans: Vec<&str> = zones
+        .iter()
+        .flatten()
+        .flat_map(|zone| zone.plans.iter().map(|(plan, _)| plan.as_str()))
+        .collect();
+    let api_keys = optional(raw.api_keys, |raw, span| {
+        api_keys::api_keys(raw, span, base, &plans, diag)
+    });
+    zones_need_their_sections(zones.as_deref(), &redis, &api_keys, !plans.is_empty(), diag);
+    let zone_limits: Vec<limits::ZoneInfo> =
+        zones.iter().flatten().map(limits::ZoneInfo::new).collect();
+    let names: Vec<String> = raw
+        .upstreams
+        .iter()
+        .map(|u| u.name.get_ref().clone())
+        .collect();
+    let upstreams = all(raw
+        .upstreams
+        .into_iter()
+        .map(|entry| upstreams::upstream(entry, diag)));
+    let locations = location::locations(raw.locations, &names, &zone_limits, diag);
+    let admin = optional(raw.admin, |raw, span| admin(raw, span, diag));
+    Checked {
+        server,
+        real_ip,
+        access,
+        log,
+        upstreams,
+        zones,
+        api_keys,
+        locations,
+        admin,
+        tls,
+        redis,
+    }
+}
+
+/// A section the file may leave out: `Some(None)` when it is absent, `None` when it is
+/// invalid (already reported) or `check` finds a problem.
+fn optional<R, T>(
+    section: Section<R>,
+    check: impl FnOnce(R, &Span) -> Option<T>,
+) -> Option<Option<T>> {
+    match section {
+        Section::Absent => Some(None),
+        Section::Invalid => None,
+        Section::Present(span, raw) => check(raw, &span).map(Some),
+    }
+}
+
+/// Whether `[tls]` lists a certificate (`listen_tls` needs one); `None` when the
+/// section is invalid, so that nothing more is said about it.
+fn certificates_listed(tls: &Section<raw::RawTls>) -> Option<bool> {
+    match tls {
+        Section::Absent => Some(false),
+        Section::Invalid => None,
+        Section::Present(_, tls) => Some(
+            tls.certificates
+                .as_ref()
+                .is_some_and(|list| !list.get_ref().is_empty()),
+        ),
+    }
+}
+
+/// Redis zones need `[redis]`, and plans need `[api_keys]`: said once the sections are
+/// checked (and not when a section is invalid, which is already reported).
+fn zones_need_their_sections(
+    zones: Option<&[Zone]>,
+    redis: &Option<Option<Redis>>,
+    api_keys: &Option<Option<ApiKeys>>,
+    plans: bool,
+    diag: &mut Diagnostics<'_>,
+) {
+    if let (Some(zones), Some(None)) = (zones, redis) {
+        for zone in zones.iter().filter(|zone| zone.redis.is_some()) {
+            diag.error_nowhere(format!(
+                "zone \"{}\" has `backend = \"redis\"` but no [redis] section says where Redis is",
+                zone.name
+            ));
         }
     }
+    if matches!(api_keys, Some(None)) && plans {
+        diag.error_nowhere(
+            "zones define `plans` but no `[api_keys]` says which key is on which plan",
+        );
+    }
+}
+
+/// `[admin]`: where `/metrics`, `/healthz` and `/status` listen.
+fn admin(raw: raw::RawAdmin, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Admin> {
+    diag.required(raw.listen.as_ref(), span, "listen")
+        .and_then(|listen| diag.check(listen.span(), values::listen_addr(listen.get_ref())))
+        .map(|listen| Admin { listen })
 }
 
 /// `[tls]`: every certificate is read and checked now, so that `tollgate -t` and a
@@ -366,94 +308,9 @@ fn log(raw: RawLog, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Log> {
     })
 }
 
-fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> Option<Upstream> {
-    let name = entry.name.get_ref();
-    let valid_name = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid_name {
-        let message =
-            format!(r#"invalid upstream name "{name}": use letters, digits, "_" and "-""#);
-        diag.error(entry.name.span(), message);
-    }
-    let body = entry.body?;
-    let servers = diag
-        .required(body.get_ref().servers.as_ref(), &body.span(), "servers")
-        .and_then(|list| servers(list, diag));
-    let raw: RawUpstream = body.into_inner();
-    let connect_timeout = duration(&raw.connect_timeout, 2, diag);
-    let read_timeout = duration(&raw.read_timeout, 60, diag);
-    let fail_timeout = duration(&raw.fail_timeout, 10, diag);
-    let balance = match raw.balance.unwrap_or(RawBalance::RoundRobin) {
-        RawBalance::RoundRobin => Balance::RoundRobin,
-        RawBalance::LeastConn => Balance::LeastConn,
-        RawBalance::IpHash => Balance::IpHash,
-    };
-    valid_name.then_some(())?;
-    Some(Upstream {
-        name: name.clone(),
-        servers: servers?,
-        balance,
-        connect_timeout: connect_timeout?,
-        read_timeout: read_timeout?,
-        keepalive: raw.keepalive.unwrap_or(64),
-        max_fails: raw.max_fails.unwrap_or(1),
-        fail_timeout: fail_timeout?,
-    })
-}
-
-/// Every item of `servers`, host names resolved; each address of a name gets the
-/// item's weight.
-fn servers(
-    list: &Spanned<Vec<Spanned<RawServerItem>>>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Vec<UpstreamServer>> {
-    if list.get_ref().is_empty() {
-        diag.error(list.span(), "`servers` must list at least one server");
-        return None;
-    }
-    let mut servers = Vec::new();
-    let mut valid = true;
-    for item in list.get_ref() {
-        let (addr, weight) = match item.get_ref() {
-            RawServerItem::Addr(addr) => (Some((addr, item.span())), Some(1)),
-            RawServerItem::Table(table) => {
-                let weight = table.weight.as_ref().map_or(Some(1), |w| weight(w, diag));
-                let addr = diag.required(table.addr.as_ref(), &item.span(), "addr");
-                (addr.map(|addr| (addr.get_ref(), addr.span())), weight)
-            }
-        };
-        let addrs = addr.and_then(|(addr, span)| diag.check(span, values::upstream_addrs(addr)));
-        match (addrs, weight) {
-            (Some(addrs), Some(weight)) => {
-                servers.extend(
-                    addrs
-                        .into_iter()
-                        .map(|addr| UpstreamServer { addr, weight }),
-                );
-            }
-            _ => valid = false,
-        }
-    }
-    valid.then_some(servers)
-}
-
-fn weight(weight: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {
-    let value = *weight.get_ref();
-    if (1..=MAX_WEIGHT).contains(&value) {
-        return u32::try_from(value).ok();
-    }
-    diag.error(
-        weight.span(),
-        format!("invalid weight {value}: expected 1 to {MAX_WEIGHT}"),
-    );
-    None
-}
-
 /// Every item, or `None` if any is missing. Unlike `collect::<Option<_>>()` this runs
 /// the whole iterator, so each item's problems are reported.
-fn all<T>(items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
+pub(super) fn all<T>(items: impl Iterator<Item = Option<T>>) -> Option<Vec<T>> {
     let items: Vec<Option<T>> = items.collect();
     items.into_iter().collect()
 }

@@ -161,6 +161,21 @@ pub(crate) fn network(text: &str) -> Result<IpNet, String> {
     })
 }
 
+/// The NAME of `[zones.NAME]` or `[upstreams.NAME]` (`kind` says which): letters,
+/// digits, `_` and `-`, as it appears in metrics labels and messages.
+pub(crate) fn table_name(kind: &str, name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        return Ok(());
+    }
+    Err(format!(
+        r#"invalid {kind} name "{name}": use letters, digits, "_" and "-""#
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits::MAX_BURST;
-use super::raw::{Named, RawBackend, RawZone};
+use super::raw::{Loose, Named, Plans, RawBackend, RawZone, Span};
 use super::{values, Algorithm, KeyTemplate, OnError, Part, Period, Rate, Zone, ZoneSettings};
 
 /// nginx's smallest zone: 8 pages.
@@ -31,14 +31,9 @@ pub(super) fn zones(
 
 fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) -> Option<Zone> {
     let name = entry.name.get_ref().clone();
-    let valid_name = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !valid_name {
-        let message = format!(r#"invalid zone name "{name}": use letters, digits, "_" and "-""#);
-        diag.error(entry.name.span(), message);
-    }
+    let valid_name = diag
+        .check(entry.name.span(), values::table_name("zone", &name))
+        .is_some();
     let body = entry.body?;
     let table = body.span();
     let raw = body.into_inner();
@@ -50,96 +45,13 @@ fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) ->
         .as_ref()
         .map_or(Algorithm::LeakyBucket, |a| *a.get_ref());
     let concurrency = algorithm == Algorithm::Concurrency;
-    let rate = match (&raw.rate, concurrency) {
-        (Some(rate), true) => {
-            let message =
-                "a `concurrency` zone counts requests in flight; it takes `max`, not `rate`";
-            diag.error(rate.span(), message);
-            None
-        }
-        (None, true) => Some(None),
-        (rate, false) => diag
-            .required(rate.as_ref(), &table, "rate")
-            .and_then(|rate| diag.check(rate.span(), parse_rate(rate.get_ref())))
-            .map(Some),
-    };
-    let max = match (&raw.max, concurrency) {
-        (Some(max), true) => {
-            let value = *max.get_ref();
-            if !(1..=MAX_BURST).contains(&value) {
-                let message = format!("invalid max {value}: expected 1 to {MAX_BURST}");
-                diag.error(max.span(), message);
-            }
-            u64::try_from(value).ok().filter(|v| *v >= 1)
-        }
-        (None, true) => {
-            if !diag.was_left_out(&table, "max") {
-                diag.error(table.clone(), "a `concurrency` zone needs `max`");
-            }
-            None
-        }
-        (Some(max), false) => {
-            let message = "`max` is for `algorithm = \"concurrency\"`; rate zones take `rate`";
-            diag.error(max.span(), message);
-            None
-        }
-        (None, false) => Some(0),
-    };
-    let plans = match (&raw.plans, concurrency) {
-        (None, _) => Some(Vec::new()),
-        (Some(plans), true) => {
-            diag.error(plans.span(), "a `concurrency` zone takes no `plans`");
-            None
-        }
-        (Some(plans), false) => {
-            let parsed: Vec<_> = plans
-                .get_ref()
-                .iter()
-                .map(|(plan, rate)| {
-                    diag.check(rate.span(), parse_rate(rate.get_ref()))
-                        .map(|rate| (plan.clone(), rate))
-                })
-                .collect();
-            parsed.into_iter().collect()
-        }
-    };
-    let windowed = matches!(
-        algorithm,
-        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog
-    );
-    if let (true, Some(Some(rate)), Some(plans), Some(written)) =
-        (windowed, rate, &plans, &raw.plans)
-    {
-        for (plan, plan_rate) in plans {
-            if plan_rate.period != rate.period {
-                let span = written
-                    .get_ref()
-                    .get(plan)
-                    .map_or(written.span(), Spanned::span);
-                let message = format!(
-                    r#"plan "{plan}": a window zone's plans must count in the unit of its `rate` ({}), as a key's window is one unit long"#,
-                    rate
-                );
-                diag.error(span, message);
-            }
-        }
+    let rate = rate(raw.rate.as_ref(), concurrency, &table, diag);
+    let max = max(raw.max.as_ref(), concurrency, &table, diag);
+    let plans = plans(raw.plans.as_ref(), concurrency, diag);
+    if let (Some(Some(rate)), Some(plans), Some(written)) = (rate, &plans, &raw.plans) {
+        check_plan_units(algorithm, rate, plans, written, diag);
     }
-    let size = match &raw.size {
-        None => Some(DEFAULT_ZONE_SIZE),
-        Some(size) => diag
-            .check(size.span(), values::size(size.get_ref()))
-            .and_then(|bytes| {
-                if bytes < MIN_ZONE_SIZE {
-                    let message = format!(
-                        r#"invalid size {}: a zone needs at least "32k""#,
-                        size.get_ref()
-                    );
-                    diag.error(size.span(), message);
-                    return None;
-                }
-                Some(bytes)
-            }),
-    };
+    let size = size(raw.size.as_ref(), diag);
     let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
     let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
     let redis = zone_redis(&raw, algorithm, on_error, diag);
@@ -156,6 +68,134 @@ fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) ->
         ipv6_prefix: ipv6_prefix?,
         redis: redis?,
     })
+}
+
+/// `rate`: required, except that a `concurrency` zone takes none (`Some(None)`).
+/// `table` is the zone's span.
+fn rate(
+    written: Option<&Spanned<String>>,
+    concurrency: bool,
+    table: &Span,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<Rate>> {
+    match (written, concurrency) {
+        (Some(rate), true) => {
+            let message =
+                "a `concurrency` zone counts requests in flight; it takes `max`, not `rate`";
+            diag.error(rate.span(), message);
+            None
+        }
+        (None, true) => Some(None),
+        (rate, false) => diag
+            .required(rate, table, "rate")
+            .and_then(|rate| diag.check(rate.span(), parse_rate(rate.get_ref())))
+            .map(Some),
+    }
+}
+
+/// `max`: required for a `concurrency` zone and only there (0 elsewhere).
+fn max(
+    written: Option<&Spanned<i64>>,
+    concurrency: bool,
+    table: &Span,
+    diag: &mut Diagnostics<'_>,
+) -> Option<u64> {
+    match (written, concurrency) {
+        (Some(max), true) => {
+            let value = *max.get_ref();
+            if !(1..=MAX_BURST).contains(&value) {
+                let message = format!("invalid max {value}: expected 1 to {MAX_BURST}");
+                diag.error(max.span(), message);
+            }
+            u64::try_from(value).ok().filter(|v| *v >= 1)
+        }
+        (None, true) => {
+            if !diag.was_left_out(table, "max") {
+                diag.error(table.clone(), "a `concurrency` zone needs `max`");
+            }
+            None
+        }
+        (Some(max), false) => {
+            let message = "`max` is for `algorithm = \"concurrency\"`; rate zones take `rate`";
+            diag.error(max.span(), message);
+            None
+        }
+        (None, false) => Some(0),
+    }
+}
+
+/// `plans`, by name; a `concurrency` zone takes none.
+fn plans(
+    written: Option<&Spanned<Plans>>,
+    concurrency: bool,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<(String, Rate)>> {
+    match (written, concurrency) {
+        (None, _) => Some(Vec::new()),
+        (Some(plans), true) => {
+            diag.error(plans.span(), "a `concurrency` zone takes no `plans`");
+            None
+        }
+        (Some(plans), false) => {
+            let parsed: Vec<_> = plans
+                .get_ref()
+                .iter()
+                .map(|(plan, rate)| {
+                    diag.check(rate.span(), parse_rate(rate.get_ref()))
+                        .map(|rate| (plan.clone(), rate))
+                })
+                .collect();
+            parsed.into_iter().collect()
+        }
+    }
+}
+
+/// A window zone's plans must count in the unit of its `rate`, as a key's window is one
+/// unit long; each plan that does not is reported at its entry of `written`.
+fn check_plan_units(
+    algorithm: Algorithm,
+    rate: Rate,
+    plans: &[(String, Rate)],
+    written: &Spanned<Plans>,
+    diag: &mut Diagnostics<'_>,
+) {
+    let windowed = matches!(
+        algorithm,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog
+    );
+    if !windowed {
+        return;
+    }
+    for (plan, plan_rate) in plans {
+        if plan_rate.period != rate.period {
+            let span = written
+                .get_ref()
+                .get(plan)
+                .map_or(written.span(), Spanned::span);
+            let message = format!(
+                r#"plan "{plan}": a window zone's plans must count in the unit of its `rate` ({}), as a key's window is one unit long"#,
+                rate
+            );
+            diag.error(span, message);
+        }
+    }
+}
+
+/// `size`: at least nginx's smallest zone.
+fn size(written: Option<&Loose>, diag: &mut Diagnostics<'_>) -> Option<u64> {
+    let Some(size) = written else {
+        return Some(DEFAULT_ZONE_SIZE);
+    };
+    let bytes = diag.check(size.span(), values::size(size.get_ref()))?;
+    if bytes < MIN_ZONE_SIZE {
+        let message = format!(
+            r#"invalid size {}: a zone needs at least "32k""#,
+            size.get_ref()
+        );
+        diag.error(size.span(), message);
+        return None;
+    }
+    Some(bytes)
 }
 
 /// Most instances `instances` may name.
@@ -263,23 +303,7 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
     let mut rest = text;
     while let Some(at) = rest.find('$') {
         literal.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        let (name, next) = if let Some(braced) = after.strip_prefix('{') {
-            let end = braced
-                .find('}')
-                .ok_or_else(|| format!(r#"invalid key "{text}": unclosed "${{""#))?;
-            (&braced[..end], &braced[end + 1..])
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            (&after[..end], &after[end..])
-        };
-        if name.is_empty() {
-            return Err(format!(
-                r#"invalid key "{text}": "$" must start a variable, one of {VARIABLES}"#
-            ));
-        }
+        let (name, next) = variable_name(text, &rest[at + 1..])?;
         if !literal.is_empty() {
             parts.push(Part::Literal(
                 std::mem::take(&mut literal).into_bytes().into(),
@@ -303,6 +327,28 @@ pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
         );
     }
     Ok(KeyTemplate { parts })
+}
+
+/// The name of the variable written after a `$` (`after`), as `name` or `{name}`, and
+/// the text that follows it. `text` is the whole key, for messages.
+fn variable_name<'a>(text: &str, after: &'a str) -> Result<(&'a str, &'a str), String> {
+    let (name, next) = if let Some(braced) = after.strip_prefix('{') {
+        let end = braced
+            .find('}')
+            .ok_or_else(|| format!("invalid key \"{text}\": unclosed \"${{\""))?;
+        (&braced[..end], &braced[end + 1..])
+    } else {
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        (&after[..end], &after[end..])
+    };
+    if name.is_empty() {
+        return Err(format!(
+            r#"invalid key "{text}": "$" must start a variable, one of {VARIABLES}"#
+        ));
+    }
+    Ok((name, next))
 }
 
 fn variable(name: &str) -> Option<Part> {

@@ -91,8 +91,8 @@ fn router() -> &'static Router {
             Pattern::Prefix("/a".to_owned()),
             Pattern::PriorityPrefix("/static/".to_owned()),
             Pattern::Prefix("/αβγ/long/prefix/".to_owned()),
-            Pattern::Regex(regex::bytes::Regex::new(r"(?i)\.(php|cgi)$").unwrap()),
-            Pattern::Regex(regex::bytes::Regex::new(r"^/u/.+/edit$").unwrap()),
+            Pattern::regex(r"(?i)\.(php|cgi)$", false).unwrap(),
+            Pattern::regex(r"^/u/.+/edit$", false).unwrap(),
         ])
     })
 }

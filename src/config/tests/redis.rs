@@ -15,10 +15,12 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
     assert_eq!(
         config.redis,
         Some(Redis {
-            urls: vec!["redis://127.0.0.1:6379/2".into()],
-            cluster: false,
-            ca: None,
-            timeout: Duration::from_millis(50),
+            settings: RedisSettings {
+                urls: vec!["redis://127.0.0.1:6379/2".into()],
+                cluster: false,
+                ca: None,
+                timeout: Duration::from_millis(50),
+            },
             on_error: OnError::Local,
         })
     );
@@ -43,7 +45,7 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
     ));
     let redis = config.redis.expect("[redis]");
     assert_eq!(
-        (redis.timeout, redis.on_error),
+        (redis.settings.timeout, redis.on_error),
         (Duration::from_millis(20), OnError::Allow)
     );
     // A zone that names no `on_error` follows the section's.
@@ -109,8 +111,8 @@ fn redis_problems_are_reported_where_they_are() {
         "{SERVER}[redis]\nurls = [\"redis://10.0.0.1:7000\", \"redis://10.0.0.2:7000\"]\n"
     ));
     let redis = config.redis.expect("[redis]");
-    assert!(redis.cluster);
-    assert_eq!(redis.urls.len(), 2);
+    assert!(redis.settings.cluster);
+    assert_eq!(redis.settings.urls.len(), 2);
 }
 
 #[test]
@@ -149,8 +151,9 @@ fn rediss_takes_a_ca_file_read_with_the_config() {
         |ca: &str| format!("{SERVER}[redis]\nurl = \"rediss://10.0.0.5:6380\"\nca = \"{ca}\"\n");
     let config = from_str(&text("ca.pem"), &dir.path().join("gateway.toml")).unwrap();
     let redis = config.redis.expect("[redis]");
-    assert_eq!(redis.urls, ["rediss://10.0.0.5:6380"]);
+    assert_eq!(redis.settings.urls, ["rediss://10.0.0.5:6380"]);
     assert!(redis
+        .settings
         .ca
         .is_some_and(|pem| pem.starts_with(b"-----BEGIN CERTIFICATE")));
     for (file, want) in [

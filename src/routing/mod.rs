@@ -6,12 +6,19 @@
 //! [`Precedence`] writes that down as an ordering over the candidates that survive the
 //! longest-prefix step, so "best match = max"; the tests check the fast [`Router::find`] against a
 //! model that collects every candidate and takes the max.
+//!
+//! The path matched is normalized first, as nginx does ([`normalize_path`], in `normalize`).
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::fmt;
 
-/// One location's `match`, already parsed by the config layer.
+mod normalize;
+
+pub(crate) use normalize::percent_decode;
+pub use normalize::{normalize_path, BadPath};
+
+/// One location's `match`: the config layer parses it straight into this, and the
+/// router and the metrics labels both read it.
 #[derive(Clone, Debug)]
 pub enum Pattern {
     /// `= /x`: the path must equal `/x`.
@@ -20,9 +27,47 @@ pub enum Pattern {
     PriorityPrefix(String),
     /// `/x`: a plain prefix.
     Prefix(String),
-    /// `~ re` or `~* re`; the caller compiled it (with case-insensitivity for `~*`). It
+    /// `~ re` or `~* re`. The caller compiled it, case-insensitive for `~*`; the flag is
+    /// kept only to write the pattern back out (the compiled source does not show it). It
     /// matches bytes: a decoded path need not be UTF-8 (`/%ff`), as in nginx.
-    Regex(regex::bytes::Regex),
+    Regex {
+        regex: regex::bytes::Regex,
+        case_insensitive: bool,
+    },
+}
+
+impl Pattern {
+    /// `~ source` (or `~* source` when `case_insensitive`), compiled.
+    pub fn regex(source: &str, case_insensitive: bool) -> Result<Pattern, regex::Error> {
+        let regex = regex::bytes::RegexBuilder::new(source)
+            .case_insensitive(case_insensitive)
+            .build()?;
+        Ok(Pattern::Regex {
+            regex,
+            case_insensitive,
+        })
+    }
+}
+
+/// The pattern as nginx writes it (`= /login`, `^~ /static/`, `/api/`, `~* \.php$`): the
+/// `location` label of metrics and logs.
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pattern::Exact(path) => write!(f, "= {path}"),
+            Pattern::PriorityPrefix(path) => write!(f, "^~ {path}"),
+            Pattern::Prefix(path) => f.write_str(path),
+            Pattern::Regex {
+                regex,
+                case_insensitive: false,
+            } => write!(f, "~ {}", regex.as_str()),
+            // A leading `(?i)` is dropped: `~*` already says it.
+            Pattern::Regex {
+                regex,
+                case_insensitive: true,
+            } => write!(f, "~* {}", regex.as_str().trim_start_matches("(?i)")),
+        }
+    }
 }
 
 /// How strongly a location matched. Derived `Ord` follows the variant order, so `Exact` beats
@@ -134,7 +179,7 @@ impl Router {
                 Pattern::Prefix(p) => {
                     prefixes.push(PrefixEntry::new(p, summary(Precedence::Prefix)))
                 }
-                Pattern::Regex(re) => regexes.push((re, location)),
+                Pattern::Regex { regex, .. } => regexes.push((regex, location)),
             }
         }
         // Stable sorts keep file order among equals; dedup keeps the first.
@@ -194,154 +239,13 @@ impl Router {
     }
 }
 
-/// Why a request path was refused (answered with 400, as nginx does).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadPath {
-    /// The path does not start with `/` (e.g. `*` or empty).
-    NotAbsolute,
-    /// A `%` not followed by two hex digits.
-    BadEscape,
-    /// A NUL byte, literal or decoded from `%00`.
-    Nul,
-    /// A `..` segment that would climb above `/`.
-    AboveRoot,
-}
-
-impl fmt::Display for BadPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BadPath::NotAbsolute => "path does not start with '/'",
-            BadPath::BadEscape => "invalid percent escape in path",
-            BadPath::Nul => "NUL byte in path",
-            BadPath::AboveRoot => "'..' above the root in path",
-        })
-    }
-}
-
-impl std::error::Error for BadPath {}
-
-/// nginx's URI normalization of the path part (no query): percent-decoding, then merging repeated
-/// slashes and resolving `.` and `..` segments on the decoded bytes (so `%2e%2e` and `%2F` count,
-/// as in nginx). Returns the input borrowed when nothing changes, the common case, without
-/// allocating. Used only for matching; the original path is what goes upstream. The result is
-/// bytes, not text: `/%ff%fe` decodes to no UTF-8 and is routed all the same, as nginx does.
-pub fn normalize_path(raw_path: &str) -> Result<Cow<'_, [u8]>, BadPath> {
-    let bytes = raw_path.as_bytes();
-    if bytes.first() != Some(&b'/') {
-        return Err(BadPath::NotAbsolute);
-    }
-    if is_normal(bytes)? {
-        return Ok(Cow::Borrowed(bytes));
-    }
-    let decoded = percent_decode(bytes)?;
-    resolve_segments(&decoded).map(Cow::Owned)
-}
-
-/// True when normalizing would change nothing: no `%`, no `//`, no `.` or `..` segment.
-fn is_normal(bytes: &[u8]) -> Result<bool, BadPath> {
-    let mut normal = true;
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            0 => return Err(BadPath::Nul),
-            b'%' => normal = false,
-            b'/' => {
-                let rest = &bytes[i + 1..];
-                if rest.first() == Some(&b'/') || dot_segment_len(rest) > 0 {
-                    normal = false;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(normal)
-}
-
-/// 1 if `rest` starts with a `.` segment, 2 for `..`, else 0. Looks at three bytes at most.
-#[inline]
-fn dot_segment_len(rest: &[u8]) -> usize {
-    match rest {
-        [b'.'] | [b'.', b'/', ..] => 1,
-        [b'.', b'.'] | [b'.', b'.', b'/', ..] => 2,
-        _ => 0,
-    }
-}
-
-pub(crate) fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let decoded = if b == b'%' {
-            let hi = bytes.get(i + 1).and_then(|&h| hex(h));
-            let lo = bytes.get(i + 2).and_then(|&l| hex(l));
-            match (hi, lo) {
-                (Some(hi), Some(lo)) => {
-                    i += 3;
-                    (hi << 4) | lo
-                }
-                _ => return Err(BadPath::BadEscape),
-            }
-        } else {
-            i += 1;
-            b
-        };
-        if decoded == 0 {
-            return Err(BadPath::Nul);
-        }
-        out.push(decoded);
-    }
-    Ok(out)
-}
-
-#[inline]
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
-/// RFC 3986 remove_dot_segments plus slash merging. `decoded` starts with `/`. The output always
-/// ends with `/` after a non-final segment, so a trailing `/`, `/.` or `/..` leaves a trailing `/`.
-fn resolve_segments(decoded: &[u8]) -> Result<Vec<u8>, BadPath> {
-    let mut out = Vec::with_capacity(decoded.len());
-    out.push(b'/');
-    let mut segments = decoded[1..].split(|&b| b == b'/').peekable();
-    while let Some(seg) = segments.next() {
-        match seg {
-            b"" | b"." => {}
-            b".." => {
-                if out.len() == 1 {
-                    return Err(BadPath::AboveRoot);
-                }
-                out.pop();
-                let parent_end = out.iter().rposition(|&b| b == b'/').map_or(1, |p| p + 1);
-                out.truncate(parent_end);
-            }
-            _ => {
-                out.extend_from_slice(seg);
-                if segments.peek().is_some() {
-                    out.push(b'/');
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use regex::bytes::RegexBuilder;
 
     /// A location written as in the config file: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
     fn loc(text: &str) -> Pattern {
-        let regex = |re: &str, ci| {
-            let built = RegexBuilder::new(re).case_insensitive(ci).build();
-            Pattern::Regex(built.expect("test regex"))
-        };
+        let regex = |re: &str, ci| Pattern::regex(re, ci).expect("test regex");
         match text.split_once(' ') {
             Some(("=", p)) => Pattern::Exact(p.into()),
             Some(("^~", p)) => Pattern::PriorityPrefix(p.into()),
@@ -377,7 +281,9 @@ mod tests {
             .map(|(_, Reverse(i), kind)| summary(kind, i));
         let others = patterns.iter().enumerate().filter_map(|(i, p)| match p {
             Pattern::Exact(s) if s == path => Some(summary(Precedence::Exact, i)),
-            Pattern::Regex(r) if r.is_match(path.as_bytes()) => Some(summary(Precedence::Regex, i)),
+            Pattern::Regex { regex, .. } if regex.is_match(path.as_bytes()) => {
+                Some(summary(Precedence::Regex, i))
+            }
             _ => None,
         });
         others.chain(longest).max().map(|m| m.location)
@@ -525,43 +431,6 @@ mod tests {
     }
 
     #[test]
-    fn normal_paths_are_borrowed_unchanged() {
-        for p in [
-            "/",
-            "/a/b",
-            "/a/b/",
-            "/a.b/..c/...",
-            "/.well-known/x",
-            "/a/.b",
-        ] {
-            let n = normalize_path(p);
-            assert!(
-                matches!(n, Ok(Cow::Borrowed(b)) if b == p.as_bytes()),
-                "{p}"
-            );
-        }
-    }
-
-    #[test]
-    fn normalize_decodes_merges_and_resolves_dots() {
-        for (raw, want) in [
-            ("//a///b", "/a/b"),
-            ("/a/./b/.", "/a/b/"),
-            ("/a/b/../c", "/a/c"),
-            ("/a/b/..", "/a/"),
-            ("/a/..", "/"),
-            ("/%41%62c", "/Abc"),
-            ("/a%2Fb", "/a/b"),
-            ("/a/%2e%2E/b", "/b"),
-            ("/a%2F..%2Fb", "/b"),
-            ("/caf%C3%A9", "/café"),
-            ("/%25", "/%"),
-        ] {
-            assert_eq!(normalize_path(raw).as_deref(), Ok(want.as_bytes()), "{raw}");
-        }
-    }
-
-    #[test]
     fn paths_that_decode_to_no_utf8_are_routed_on_their_bytes() {
         let path = normalize_path("/a/%ff%fe").expect("valid");
         assert_eq!(&*path, b"/a/\xff\xfe");
@@ -571,26 +440,6 @@ mod tests {
         let b = normalize_path("/b/%ff").expect("valid");
         assert_eq!(router.find(&b), Some(0));
         assert_eq!(router.find(b"/b/x"), Some(2));
-    }
-
-    #[test]
-    fn normalize_rejects_bad_paths() {
-        use BadPath::*;
-        for (raw, why) in [
-            ("", NotAbsolute),
-            ("a/b", NotAbsolute),
-            ("*", NotAbsolute),
-            ("/%", BadEscape),
-            ("/%4", BadEscape),
-            ("/%zz", BadEscape),
-            ("/a%00b", Nul),
-            ("/a\0b", Nul),
-            ("/..", AboveRoot),
-            ("/a/../..", AboveRoot),
-            ("/%2e%2e/etc", AboveRoot),
-        ] {
-            assert_eq!(normalize_path(raw), Err(why), "{raw:?}");
-        }
     }
 
     #[test]

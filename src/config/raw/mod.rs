@@ -1,0 +1,320 @@
+//! The file as serde sees it: one struct per table, unknown keys rejected, spans kept on
+//! every value a later check points at. No meaning is checked here.
+//!
+//! `read` parses the text and deserializes it section by section into these structs,
+//! reporting every problem it meets (see there for how).
+//!
+//! Required keys are `Option`s here: whether one is missing is checked in `validate`
+//! with [`Diagnostics::required`](super::diag::Diagnostics::required), which says nothing
+//! about a key left out for a problem already reported.
+
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_spanned::Spanned;
+
+use super::{Algorithm, OnError};
+
+mod read;
+
+pub(crate) use read::parse;
+
+pub(crate) type Span = Range<usize>;
+
+/// A duration, size or worker count: kept as any TOML value so that validation can say
+/// what was expected whatever was written (`10` for `"10s"` is a common slip).
+pub(crate) type Loose = Spanned<toml::Value>;
+
+/// A section as found in the file.
+#[derive(Default)]
+pub(crate) enum Section<T> {
+    #[default]
+    Absent,
+    /// Present but not deserializable; the problem is already reported.
+    Invalid,
+    /// Present; the span is the section's header (or its inline table).
+    Present(Span, T),
+}
+
+#[derive(Default)]
+pub(crate) struct RawConfig {
+    pub server: Section<RawServer>,
+    pub real_ip: Section<RawRealIp>,
+    pub access: Section<RawAccess>,
+    pub log: Section<RawLog>,
+    pub admin: Section<RawAdmin>,
+    pub tls: Section<RawTls>,
+    pub redis: Section<RawRedis>,
+    /// In file order.
+    pub upstreams: Vec<RawUpstreamEntry>,
+    /// In file order.
+    pub zones: Vec<Named<RawZone>>,
+    pub api_keys: Section<RawApiKeys>,
+    /// In file order, each with the span of its table; `None` where the location could
+    /// not be deserialized.
+    pub locations: Vec<Option<Spanned<RawLocation>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawServer {
+    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    pub listen_tls: Option<Spanned<Vec<Spanned<String>>>>,
+    pub workers: Option<Loose>,
+    pub client_header_timeout: Option<Loose>,
+    pub client_body_timeout: Option<Loose>,
+    pub client_body_min_rate: Option<Loose>,
+    pub client_body_buffer_size: Option<Loose>,
+    pub send_timeout: Option<Loose>,
+    pub keepalive_timeout: Option<Loose>,
+    pub max_header_bytes: Option<Loose>,
+    pub max_uri_bytes: Option<Loose>,
+    pub max_headers: Option<Spanned<i64>>,
+    pub underscores_in_headers: Option<bool>,
+    pub http2_max_concurrent_streams: Option<Spanned<i64>>,
+    pub shutdown_timeout: Option<Loose>,
+    pub limit_status: Option<Spanned<i64>>,
+    pub ratelimit_headers: Option<RawRateLimitHeaders>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawRateLimitHeaders {
+    Draft,
+    Legacy,
+    Both,
+    None,
+}
+
+/// A list of address or network strings, each with its span.
+pub(crate) type Networks = Spanned<Vec<Spanned<String>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawAccess {
+    pub deny: Option<Networks>,
+    pub exempt: Option<Networks>,
+}
+
+/// A zone's `plans`: plan name to rate, in name order.
+pub(crate) type Plans = std::collections::BTreeMap<String, Spanned<String>>;
+
+/// One `[zones.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a zone table")]
+pub(crate) struct RawZone {
+    /// Required.
+    pub key: Option<Spanned<String>>,
+    /// Required, except for `concurrency`.
+    pub rate: Option<Spanned<String>>,
+    pub size: Option<Loose>,
+    pub algorithm: Option<Spanned<Algorithm>>,
+    pub plans: Option<Spanned<Plans>>,
+    /// Required for `concurrency`, and only there.
+    pub max: Option<Spanned<i64>>,
+    pub ipv4_prefix: Option<Spanned<i64>>,
+    pub ipv6_prefix: Option<Spanned<i64>>,
+    pub backend: Option<Spanned<RawBackend>>,
+    /// Only with `backend = "redis"`.
+    pub instances: Option<Spanned<i64>>,
+    /// Only with `backend = "redis"`.
+    pub on_error: Option<Spanned<OnError>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawBackend {
+    Local,
+    Redis,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawRedis {
+    /// Required (until `urls` for a cluster is supported).
+    pub url: Option<Spanned<String>>,
+    pub urls: Option<Spanned<Vec<Spanned<String>>>>,
+    pub timeout: Option<Loose>,
+    pub on_error: Option<Spanned<OnError>>,
+    /// PEM CA certificates to trust for `rediss://` instead of the system's.
+    pub ca: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawApiKeys {
+    pub header: Option<Spanned<String>>,
+    /// API key to plan name.
+    pub inline: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    pub file: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawRealIp {
+    /// Required.
+    pub trusted: Option<Spanned<Vec<Spanned<String>>>>,
+    pub header: Option<Spanned<String>>,
+    pub recursive: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawAdmin {
+    /// Required.
+    pub listen: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawTls {
+    /// Required when `listen_tls` is set.
+    pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
+    pub handshake_timeout: Option<Loose>,
+}
+
+/// One `[[tls.certificates]]`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { cert = \"example.pem\", key = \"example.key\" }"
+)]
+pub(crate) struct RawCertificate {
+    /// Required.
+    pub cert: Option<Spanned<String>>,
+    /// Required.
+    pub key: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawLog {
+    pub access: Option<Spanned<String>>,
+    pub format: Option<RawLogFormat>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawLogFormat {
+    Combined,
+    Json,
+}
+
+/// One `[upstreams.NAME]`.
+pub(crate) type RawUpstreamEntry = Named<RawUpstream>;
+
+/// One table of a named family, such as `[upstreams.NAME]` or `[zones.NAME]`.
+pub(crate) struct Named<T> {
+    pub name: Spanned<String>,
+    /// The table and its span; `None` when it could not be deserialized.
+    pub body: Option<Spanned<T>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an upstream table")]
+pub(crate) struct RawUpstream {
+    /// Required.
+    pub servers: Option<Spanned<Vec<Spanned<RawServerItem>>>>,
+    pub balance: Option<RawBalance>,
+    pub connect_timeout: Option<Loose>,
+    pub read_timeout: Option<Loose>,
+    pub keepalive: Option<usize>,
+    pub max_fails: Option<u32>,
+    pub fail_timeout: Option<Loose>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawBalance {
+    RoundRobin,
+    LeastConn,
+    IpHash,
+}
+
+/// An item of `servers`: `"HOST:PORT"` or `{ addr = "HOST:PORT", weight = N }`.
+pub(crate) enum RawServerItem {
+    Addr(String),
+    Table(RawServerTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServerTable {
+    /// Required.
+    pub addr: Option<Spanned<String>>,
+    pub weight: Option<Spanned<i64>>,
+}
+
+impl<'de> Deserialize<'de> for RawServerItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawServerItem;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"a "HOST:PORT" string or a table like { addr = "HOST:PORT", weight = 2 }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawServerItem::Addr(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawServerTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawServerItem::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(ItemVisitor)
+    }
+}
+
+/// One `[[location]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a location table")]
+pub(crate) struct RawLocation {
+    /// Required.
+    #[serde(rename = "match")]
+    pub pattern: Option<Spanned<String>>,
+    pub upstream: Option<Spanned<String>>,
+    #[serde(rename = "return")]
+    pub ret: Option<Spanned<RawReturn>>,
+    pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
+    /// nginx allow/deny rules, in order: `"allow CIDR"`, `"deny CIDR"`, `"deny all"`.
+    pub access: Option<Spanned<Vec<Spanned<String>>>>,
+    pub cost: Option<Spanned<i64>>,
+    pub limit_status: Option<Spanned<i64>>,
+}
+
+/// One item of a location's `limit` list.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { zone = \"per_ip\", burst = 5, nodelay = true }"
+)]
+pub(crate) struct RawLimit {
+    /// Required.
+    pub zone: Option<Spanned<String>>,
+    pub burst: Option<Spanned<i64>>,
+    pub nodelay: Option<Spanned<bool>>,
+    pub delay: Option<Spanned<i64>>,
+    pub dry_run: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { status = 200, body = \"...\" }"
+)]
+pub(crate) struct RawReturn {
+    /// Required.
+    pub status: Option<Spanned<i64>>,
+    pub body: Option<String>,
+    pub location: Option<Spanned<String>>,
+}
