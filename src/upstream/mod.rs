@@ -129,7 +129,7 @@ impl Lease {
     }
 
     /// The response is over; `conn` is its connection if keep-alive allows reuse.
-    pub fn end(self, conn: Option<h1::Conn>) {
+    pub fn end(self, conn: Option<h1::UpstreamConn>) {
         if let Some(conn) = conn {
             let server = &self.in_flight.group.servers[self.in_flight.server];
             server.pool.put(self.worker, conn);

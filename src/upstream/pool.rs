@@ -10,12 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::h1::Conn;
+use super::h1::UpstreamConn;
 use super::Group;
 
 /// Idle keep-alive connections of one server, one list per worker.
 pub struct IdlePool {
-    per_worker: Box<[Mutex<Vec<Conn>>]>,
+    per_worker: Box<[Mutex<Vec<UpstreamConn>>]>,
     keepalive: usize,
 }
 
@@ -31,7 +31,7 @@ impl IdlePool {
 
     /// The most recently used idle connection that still looks usable (it is the
     /// least likely to have been closed by the server).
-    fn take(&self, worker: usize) -> Option<Conn> {
+    fn take(&self, worker: usize) -> Option<UpstreamConn> {
         let list = self.per_worker.get(worker)?;
         let mut idle = list.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while let Some(conn) = idle.pop() {
@@ -43,7 +43,7 @@ impl IdlePool {
     }
 
     /// Keeps a connection for reuse, or drops (closes) it when the list is full.
-    pub fn put(&self, worker: usize, conn: Conn) {
+    pub fn put(&self, worker: usize, conn: UpstreamConn) {
         let Some(list) = self.per_worker.get(worker) else {
             return;
         };
@@ -73,12 +73,15 @@ pub async fn checkout(
     server: usize,
     worker: usize,
     reuse: bool,
-) -> Result<(Conn, bool), ConnectError> {
+) -> Result<(UpstreamConn, bool), ConnectError> {
     let srv = &group.servers[server];
     if reuse {
         if let Some(conn) = srv.pool.take(worker) {
             return Ok((conn, true));
         }
     }
-    Ok((Conn::connect(srv.addr, group.connect_timeout).await?, false))
+    Ok((
+        UpstreamConn::connect(srv.addr, group.connect_timeout).await?,
+        false,
+    ))
 }
