@@ -66,22 +66,30 @@ pub enum ConnectError {
     },
 }
 
-/// A connection to `server`: an idle pooled one if `reuse` allows and one is left
-/// (`true` in the result), else a new one.
+/// A connection to send a request on, and where it came from.
+pub struct Checkout {
+    pub conn: UpstreamConn,
+    /// Taken from the idle pool: the server may have closed it meanwhile.
+    pub pooled: bool,
+}
+
+/// A connection to `server`: an idle pooled one if `reuse` allows and one is left,
+/// else a new one.
 pub async fn checkout(
     group: &Group,
     server: usize,
     worker: usize,
     reuse: bool,
-) -> Result<(UpstreamConn, bool), ConnectError> {
+) -> Result<Checkout, ConnectError> {
     let srv = &group.servers[server];
     if reuse {
         if let Some(conn) = srv.pool.take(worker) {
-            return Ok((conn, true));
+            return Ok(Checkout { conn, pooled: true });
         }
     }
-    Ok((
-        UpstreamConn::connect(srv.addr, group.connect_timeout).await?,
-        false,
-    ))
+    let conn = UpstreamConn::connect(srv.addr, group.connect_timeout).await?;
+    Ok(Checkout {
+        conn,
+        pooled: false,
+    })
 }
