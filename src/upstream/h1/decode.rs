@@ -59,9 +59,15 @@ type Span = [u32; 4];
 pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Error> {
     loop {
         let mut spans: [Span; MAX_HEADERS] = [[0; 4]; MAX_HEADERS];
-        let (len, code, minor, count, fields) = match measure(buf, &mut spans)? {
-            Some(parsed) => parsed,
-            None => return Ok(None),
+        let Some(Measured {
+            len,
+            code,
+            minor,
+            count,
+            fields,
+        }) = measure(buf, &mut spans)?
+        else {
+            return Ok(None);
         };
         if (100..200).contains(&code) && code != 101 {
             // 100 Continue, 102 Processing, 103 Early Hints: not for the client here.
@@ -97,13 +103,23 @@ pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Hea
     }
 }
 
-/// Runs httparse over `buf`: `(head length, status, minor version, header count,
-/// framing header fields)` for a complete head, `None` for a partial one within the size limit.
-#[allow(clippy::type_complexity)]
-fn measure(
-    buf: &[u8],
-    spans: &mut [Span; MAX_HEADERS],
-) -> Result<Option<(usize, u16, u8, usize, FramingHeaders)>, Error> {
+/// A complete head as httparse saw it, before its values are sliced out of the buffer.
+struct Measured {
+    /// The head's length, status line and final CRLF included.
+    len: usize,
+    /// The status code, as sent.
+    code: u16,
+    /// The minor HTTP version (`HTTP/1.x`).
+    minor: u8,
+    /// How many header fields there are (the first `count` spans).
+    count: usize,
+    /// What the framing header fields said.
+    fields: FramingHeaders,
+}
+
+/// Runs httparse over `buf`, noting each header's [`Span`] in `spans`: the complete
+/// head, or `None` for a partial one within the size limit.
+fn measure(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Result<Option<Measured>, Error> {
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut []);
@@ -143,7 +159,13 @@ fn measure(
         ];
         fields.note(name, value)?;
     }
-    Ok(Some((len, code, minor, response.headers.len(), fields)))
+    Ok(Some(Measured {
+        len,
+        code,
+        minor,
+        count: response.headers.len(),
+        fields,
+    }))
 }
 
 /// Every line of `head` ends in CRLF and the first is the status line. httparse also
