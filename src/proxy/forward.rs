@@ -17,11 +17,11 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::limit::decision::InFlight as Held;
+use crate::limit::decision::InFlight;
 use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::upstream::h1::Exchange;
 use crate::upstream::pool::Checkout;
-use crate::upstream::{Group, InFlight, Lease};
+use crate::upstream::{ActiveRequest, Group, Lease};
 use retry::Attempts;
 
 /// What the forwarder knows about the request's origin.
@@ -119,7 +119,7 @@ pub async fn forward(
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
     (upgrade, added): (bool, headers::Added),
-    held: &mut Vec<Held>,
+    held: &mut Vec<InFlight>,
 ) -> Result<Done, ProxyError> {
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -135,7 +135,7 @@ pub async fn forward(
             break;
         };
         // Counted from the pick, so that concurrent picks see each other (least_conn).
-        let in_flight = InFlight::new(group.clone(), server);
+        let active = ActiveRequest::new(group.clone(), server);
         let Some(Checkout { conn, pooled }) =
             attempts.checkout(group, server, ctx.conn.worker).await
         else {
@@ -169,7 +169,7 @@ pub async fn forward(
             response,
             addr: srv.addr,
             upstream_time,
-            lease: Lease::new(in_flight, ctx.conn.worker),
+            lease: Lease::new(active, ctx.conn.worker),
         });
     }
     Err(attempts.give_up(group))
@@ -200,7 +200,7 @@ fn respond(
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     group: &Arc<Group>,
     server: usize,
-    held: &mut Vec<Held>,
+    held: &mut Vec<InFlight>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
         Exchange::Upgraded(head, upgraded) => {
