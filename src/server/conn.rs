@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
-use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
+use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::BodyError;
@@ -36,7 +36,7 @@ pub async fn serve<T>(
 {
     let settings = state.snapshot.load().conn;
     let conn_state = ConnState::new();
-    let limits = Limits {
+    let limits = ConnLimits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,
         request_line: settings.max_uri_bytes,
