@@ -34,14 +34,14 @@ pub struct Admin {
 
 impl Admin {
     /// Binds `addr` now (a busy port fails the start), then serves on a thread.
-    pub fn start(addr: SocketAddr, shared: Arc<GatewayState>) -> io::Result<Admin> {
+    pub fn start(addr: SocketAddr, state: Arc<GatewayState>) -> io::Result<Admin> {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("tollgate-admin".into())
-            .spawn(move || serve(listener, shared, stopped))?;
+            .spawn(move || serve(listener, state, stopped))?;
         tracing::info!(%addr, "admin API listening");
         Ok(Admin {
             addr,
@@ -66,7 +66,7 @@ impl Drop for Admin {
 
 fn serve(
     listener: std::net::TcpListener,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     mut stop: watch::Receiver<bool>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -99,10 +99,10 @@ fn serve(
                 },
                 _ = stop.wait_for(|stop| *stop) => return,
             };
-            let shared = shared.clone();
+            let state = state.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
-                    let response = answer(&req, &shared);
+                    let response = answer(&req, &state);
                     async move { Ok::<_, Infallible>(response) }
                 });
                 let _ = http1::Builder::new()
@@ -113,18 +113,18 @@ fn serve(
     });
 }
 
-fn answer<B>(req: &Request<B>, shared: &GatewayState) -> Response<Full<Bytes>> {
+fn answer<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
     let (method, path) = (req.method(), req.uri().path());
     if let Some(rest) = path.strip_prefix("/zones/") {
-        return zone_key(method, rest, shared);
+        return zone_key(method, rest, state);
     }
     if method != Method::GET && method != Method::HEAD {
         return not_allowed("GET, HEAD");
     }
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
-        "/status" => reply(StatusCode::OK, "application/json", status::status(shared)),
-        "/metrics" => reply(StatusCode::OK, metrics::CONTENT_TYPE, scrape(shared)),
+        "/status" => reply(StatusCode::OK, "application/json", status::status(state)),
+        "/metrics" => reply(StatusCode::OK, metrics::CONTENT_TYPE, scrape(state)),
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }
 }
@@ -132,11 +132,11 @@ fn answer<B>(req: &Request<B>, shared: &GatewayState) -> Response<Full<Bytes>> {
 /// `/zones/NAME/keys/KEY`: GET shows the key's stored state, DELETE forgets it (its next
 /// request starts afresh). KEY is percent-encoded; in a zone keyed by
 /// `$binary_remote_addr` alone it is an address, masked as the zone masks clients.
-fn zone_key(method: &Method, rest: &str, shared: &GatewayState) -> Response<Full<Bytes>> {
+fn zone_key(method: &Method, rest: &str, state: &GatewayState) -> Response<Full<Bytes>> {
     let Some((name, key)) = rest.split_once("/keys/") else {
         return reply(StatusCode::NOT_FOUND, "text/plain", "not found\n");
     };
-    let snapshot = shared.snapshot.load();
+    let snapshot = state.snapshot.load();
     let Some(zone) = snapshot.zones.iter().find(|zone| *zone.name == *name) else {
         return reply(StatusCode::NOT_FOUND, "text/plain", "no such zone\n");
     };
@@ -207,11 +207,11 @@ fn reply(
 }
 
 /// `/metrics`: every counter, in the Prometheus text format.
-fn scrape(shared: &GatewayState) -> String {
+fn scrape(state: &GatewayState) -> String {
     metrics::render(metrics::Scrape {
-        metrics: shared.metrics.clone(),
-        snapshot: shared.snapshot.load_full(),
-        reloads_ok: shared.reloads_ok.load(Ordering::Relaxed),
-        reloads_failed: shared.reloads_failed.load(Ordering::Relaxed),
+        metrics: state.metrics.clone(),
+        snapshot: state.snapshot.load_full(),
+        reloads_ok: state.reloads_ok.load(Ordering::Relaxed),
+        reloads_failed: state.reloads_failed.load(Ordering::Relaxed),
     })
 }

@@ -1,11 +1,8 @@
 //! Forwarding one request to its upstream group (docs/architecture.md): rewrite the head, pick a
-//! server, send, retry when that is safe, and hand the streaming response back.
-//!
-//! Retry rule: a request goes to the next server when no byte of it reached the
-//! failed one (the connect failed), or when it can be sent again unchanged (an
-//! idempotent method with no body; a streamed body cannot be replayed). A kept-alive
-//! connection that the server had already closed gets one more try on a fresh
-//! connection to the same server, without counting against the server's health.
+//! server, send, retry when that is safe (the rules in [`retry`]), and hand the streaming
+//! response back.
+
+mod retry;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -20,12 +17,12 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::limit::outcome::InFlight as Held;
-use crate::metrics::FailureKind;
+use crate::limit::outcome::InFlight;
 use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
-use crate::upstream::h1::{self, Exchange, SendError};
-use crate::upstream::pool::{self, ConnectError};
-use crate::upstream::{Group, InFlight, Lease};
+use crate::upstream::h1::Exchange;
+use crate::upstream::pool::Checkout;
+use crate::upstream::{ActiveRequest, Group, Lease};
+use retry::Attempts;
 
 /// What the forwarder knows about the request's origin.
 pub struct Ctx<'a> {
@@ -115,13 +112,14 @@ fn join_cookies(headers: &mut HeaderMap) {
     }
 }
 
-/// Sends an already [`prepare`]d request to a server of `group`.
+/// Sends an already [`prepare`]d request to a server of `group`, and to the next
+/// one while the [`retry`] rules allow.
 pub async fn forward(
     mut req: Request<Incoming>,
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
     (upgrade, added): (bool, headers::Added),
-    held: &mut Vec<Held>,
+    held: &mut Vec<InFlight>,
 ) -> Result<Done, ProxyError> {
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
@@ -129,112 +127,52 @@ pub async fn forward(
     // Can go again after it was (partly) sent: idempotent, and no body to replay.
     let replayable = progress.is_none() && parts.method.is_idempotent() && !upgrade;
     let mut unsent = Some(Request::from_parts(parts, body));
-    let mut tried = 0u64;
-    // The one free retry after a stale kept-alive connection: same server, new connection.
-    let mut fresh_retry = true;
-    let mut fresh_on = None;
-    let mut last_error = None;
+    let mut attempts = Attempts::new(replayable);
     for _ in 0..group.servers.len() + 2 {
         // One clock read per try: health only looks at it on its slow paths.
         let now = std::time::Instant::now();
-        let server = match fresh_on.take() {
-            Some(server) => server,
-            None => match group.pick(ctx.client, tried, now) {
-                Some(server) => server,
-                None => break,
-            },
+        let Some(server) = attempts.next_server(group, ctx.client, now) else {
+            break;
         };
-        tried |= bit(server);
-        let srv = &group.servers[server];
         // Counted from the pick, so that concurrent picks see each other (least_conn).
-        let in_flight = InFlight::new(group.clone(), server);
-        let (conn, pooled) = match pool::checkout(group, server, ctx.conn.worker, fresh_retry).await
-        {
-            Ok(checked_out) => checked_out,
-            Err(err) => {
-                srv.failed(match err {
-                    ConnectError::Timeout { .. } => FailureKind::ConnectTimeout,
-                    ConnectError::Io { .. } => FailureKind::Connect,
-                });
-                last_error = Some(ProxyError::from(err));
-                continue;
-            }
+        let active = ActiveRequest::new(group.clone(), server);
+        let Some(Checkout { conn, pooled }) =
+            attempts.checkout(group, server, ctx.conn.worker).await
+        else {
+            continue;
         };
         let Some(request) = unsent.take() else {
             break;
         };
         let started = Instant::from_std(now);
-        match conn
+        let sent = conn
             .send_with(
                 request,
                 added.as_slice(),
                 group.read_timeout,
                 progress.as_deref(),
             )
-            .await
-        {
-            Ok(exchange) => {
-                srv.health.record_success(now);
-                let upstream_time = started.elapsed();
-                group.stats.time.get(ctx.conn.worker).observe(upstream_time);
-                let response = respond(exchange, client_upgrade, group, server, held)?;
-                return Ok(Done {
-                    response,
-                    addr: srv.addr,
-                    upstream_time,
-                    lease: Lease::new(in_flight, ctx.conn.worker),
-                });
+            .await;
+        let exchange = match sent {
+            Ok(exchange) => exchange,
+            Err(err) => {
+                unsent = Some(attempts.failed(err, group, server, pooled)?);
+                continue;
             }
-            Err(SendError::ClientBody(err)) => return Err(ProxyError::client_body(err)),
-            Err(SendError::Timeout(request)) => {
-                srv.failed(FailureKind::Timeout);
-                let err = ProxyError::Timeout(srv.addr);
-                if !replayable {
-                    return Err(err);
-                }
-                unsent = Some(request);
-                last_error = Some(err);
-            }
-            Err(SendError::Unsent(request, err)) => {
-                // Nothing was written: the request goes on unchanged.
-                unsent = Some(request);
-                if pooled && fresh_retry {
-                    fresh_retry = false;
-                    fresh_on = Some(server);
-                } else {
-                    srv.failed(FailureKind::Broken);
-                }
-                last_error = Some(ProxyError::Upstream {
-                    addr: srv.addr,
-                    source: h1::Error::Io(err),
-                });
-            }
-            Err(SendError::Failed(err, request)) => {
-                // A kept-alive connection closed before any answer: the server had
-                // dropped it while it sat in the pool.
-                let stale = pooled && matches!(err, h1::Error::Closed);
-                let err = ProxyError::Upstream {
-                    addr: srv.addr,
-                    source: err,
-                };
-                if stale && fresh_retry && replayable {
-                    fresh_retry = false;
-                    fresh_on = Some(server);
-                } else {
-                    srv.failed(FailureKind::Broken);
-                }
-                if !replayable {
-                    return Err(err);
-                }
-                unsent = Some(request);
-                last_error = Some(err);
-            }
-        }
+        };
+        let srv = &group.servers[server];
+        srv.health.record_success(now);
+        let upstream_time = started.elapsed();
+        group.stats.time.get(ctx.conn.worker).observe(upstream_time);
+        let response = respond(exchange, client_upgrade, group, server, held)?;
+        return Ok(Done {
+            response,
+            addr: srv.addr,
+            upstream_time,
+            lease: Lease::new(active, ctx.conn.worker),
+        });
     }
-    Err(last_error.unwrap_or_else(|| {
-        group.stats.no_live.add(1);
-        ProxyError::NoLiveUpstream(group.name.clone())
-    }))
+    Err(attempts.give_up(group))
 }
 
 /// The client's body as it goes upstream: none, read whole (before any upstream is
@@ -256,21 +194,13 @@ async fn upstream_body(
     Ok((body, progress))
 }
 
-fn bit(server: usize) -> u64 {
-    if server < 64 {
-        1 << server
-    } else {
-        0
-    }
-}
-
 /// Turns the upstream's response head into the client's.
 fn respond(
     exchange: Exchange,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     group: &Arc<Group>,
     server: usize,
-    held: &mut Vec<Held>,
+    held: &mut Vec<InFlight>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
         Exchange::Upgraded(head, upgraded) => {

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
-use super::timeouts::{ConnState, Limits, RequestGuard, TimedIo};
+use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::BodyError;
@@ -29,20 +29,20 @@ use crate::upstream::body::BodyError;
 pub async fn serve<T>(
     stream: T,
     conn: Conn,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let settings = shared.snapshot.load().conn;
-    let state = ConnState::new();
-    let limits = Limits {
+    let settings = state.snapshot.load().conn;
+    let conn_state = ConnState::new();
+    let limits = ConnLimits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,
         request_line: settings.max_uri_bytes,
         send: settings.send_timeout,
     };
-    let mut io = TimedIo::new(stream, state.clone(), limits);
+    let mut io = TimedIo::new(stream, conn_state.clone(), limits);
     let h2 = match sniff(&mut io).await {
         Ok(Some(h2)) => h2,
         Ok(None) => return,
@@ -54,15 +54,15 @@ pub async fn serve<T>(
     let conn = Arc::new(conn);
     let peer = conn.peer;
     let service = service_fn(move |req: Request<Incoming>| {
-        let guard = state.begin();
-        let shared = shared.clone();
+        let guard = conn_state.begin();
         let state = state.clone();
+        let conn_state = conn_state.clone();
         let conn = conn.clone();
         async move {
-            let snapshot = shared.snapshot.load_full();
+            let snapshot = state.snapshot.load_full();
             let response = snapshot.pipeline.handle(req, &conn).await;
             if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-                state.set_upgraded();
+                conn_state.set_upgraded();
             }
             Ok::<_, Infallible>(response.map(|inner| Guarded {
                 inner,

@@ -77,7 +77,7 @@ pub struct Gateway {
     to_workers: Vec<mpsc::UnboundedSender<Listen>>,
     /// A reload cannot change the worker count.
     worker_count: usize,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     /// `[admin]`, when configured, and its address as configured: a reload cannot move
@@ -104,33 +104,32 @@ impl Gateway {
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers)?;
-        let shared = Arc::new(GatewayState {
+        let state = Arc::new(GatewayState {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(Listeners::default()),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             metrics,
         });
-        let admin =
-            match &config.admin {
-                Some(admin) => Some(Admin::start(admin.listen, shared.clone()).map_err(
-                    |source| StartError::Listen {
-                        addr: admin.listen,
-                        source,
-                    },
-                )?),
-                None => None,
-            };
+        let admin = match &config.admin {
+            Some(admin) => Some(Admin::start(admin.listen, state.clone()).map_err(|source| {
+                StartError::Listen {
+                    addr: admin.listen,
+                    source,
+                }
+            })?),
+            None => None,
+        };
         let (shutdown, _) = watch::channel(false);
         let mut handles = Vec::with_capacity(workers);
         let mut to_workers = Vec::with_capacity(workers);
         for id in 0..workers {
             let (tx, rx) = mpsc::unbounded_channel();
-            let (shared, stop) = (shared.clone(), shutdown.subscribe());
+            let (state, stop) = (state.clone(), shutdown.subscribe());
             let handle = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{id}"))
                 .spawn(move || {
-                    if let Err(err) = worker::run(id, rx, shared, stop) {
+                    if let Err(err) = worker::run(id, rx, state, stop) {
                         tracing::error!(worker = id, error = %err, "worker failed");
                     }
                 })
@@ -140,14 +139,14 @@ impl Gateway {
         }
         let listening: Vec<Listening> = bound
             .into_iter()
-            .map(|b| b.serve(&to_workers, &shared.metrics))
+            .map(|b| b.serve(&to_workers, &state.metrics))
             .collect();
-        shared.listeners.store(Arc::new(listeners_of(&listening)));
+        state.listeners.store(Arc::new(listeners_of(&listening)));
         Ok(Gateway {
             listening: Mutex::new(listening),
             to_workers,
             worker_count: workers,
-            shared,
+            state,
             shutdown,
             workers: handles,
             admin,
@@ -163,12 +162,12 @@ impl Gateway {
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.shared.listeners.load().plain.clone()
+        self.state.listeners.load().plain.clone()
     }
 
     /// The TLS addresses actually listened on, in `listen_tls` order.
     pub fn tls_addrs(&self) -> Vec<SocketAddr> {
-        self.shared.listeners.load().tls.clone()
+        self.state.listeners.load().tls.clone()
     }
 
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the
@@ -180,8 +179,8 @@ impl Gateway {
     pub fn reload(&self, config: &Config) -> Result<u64, StartError> {
         let result = self.put_in_force(config);
         let counter = match result {
-            Ok(_) => &self.shared.reloads_ok,
-            Err(_) => &self.shared.reloads_failed,
+            Ok(_) => &self.state.reloads_ok,
+            Err(_) => &self.state.reloads_failed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         result
@@ -193,7 +192,7 @@ impl Gateway {
         match config::load(path) {
             Ok(config) => Ok(self.reload(&config)?),
             Err(errors) => {
-                self.shared.reloads_failed.fetch_add(1, Ordering::Relaxed);
+                self.state.reloads_failed.fetch_add(1, Ordering::Relaxed);
                 Err(errors.into())
             }
         }
@@ -215,9 +214,9 @@ impl Gateway {
             .copied()
             .collect();
         let bound = bind_all(&added, self.worker_count)?;
-        let current = self.shared.snapshot.load();
+        let current = self.state.snapshot.load();
         let generation = current.generation + 1;
-        let metrics = &self.shared.metrics;
+        let metrics = &self.state.metrics;
         let lasting = Lasting {
             zones: &current.zones,
             metrics,
@@ -229,7 +228,7 @@ impl Gateway {
             let kept = current.zones.iter().any(|old| old.shares_state_with(zone));
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
         }
-        self.shared.snapshot.store(Arc::new(next));
+        self.state.snapshot.store(Arc::new(next));
         for gone in listening.iter().filter(|l| !wanted.contains(&l.configured)) {
             tracing::info!(addr = %gone.actual, "no longer listening; draining its connections");
             gone.close();
@@ -242,7 +241,7 @@ impl Gateway {
         );
         // Config order, for `local_addrs` and `tls_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
-        self.shared
+        self.state
             .listeners
             .store(Arc::new(listeners_of(&listening)));
         Ok(generation)
@@ -250,7 +249,7 @@ impl Gateway {
 
     /// Opens the access-log file again by its path (SIGUSR1, after logrotate moved it).
     pub fn reopen_logs(&self) -> std::io::Result<()> {
-        match &self.shared.snapshot.load().pipeline.access_log {
+        match &self.state.snapshot.load().pipeline.access_log {
             Some(log) => log.reopen(),
             None => Ok(()),
         }
@@ -258,7 +257,7 @@ impl Gateway {
 
     /// The configuration generation in force (1 at start, one more per reload).
     pub fn generation(&self) -> u64 {
-        self.shared.snapshot.load().generation
+        self.state.snapshot.load().generation
     }
 
     /// Stops accepting at once; open connections finish their requests and close.
@@ -276,7 +275,7 @@ impl Gateway {
         }
         // The admin API answers until the workers have drained.
         drop(self.admin.take());
-        if let Some(log) = &self.shared.snapshot.load().pipeline.access_log {
+        if let Some(log) = &self.state.snapshot.load().pipeline.access_log {
             log.flush();
         }
     }

@@ -40,7 +40,7 @@ const REQUEST_TIMEOUT: &[u8] =
 
 /// The limits a connection is held to.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct ConnLimits {
     pub header: Duration,
     pub keepalive: Duration,
     /// Longest HTTP/1.1 request line (`max_uri_bytes`): 414 beyond it.
@@ -93,7 +93,7 @@ impl ConnState {
         self.upgraded.store(true, Ordering::Relaxed);
     }
 
-    fn deadline(&self, limits: &Limits, h2: bool) -> Option<Instant> {
+    fn deadline(&self, limits: &ConnLimits, h2: bool) -> Option<Instant> {
         if self.upgraded.load(Ordering::Relaxed) {
             return None;
         }
@@ -130,7 +130,7 @@ impl Drop for RequestGuard {
 pub struct TimedIo<T> {
     inner: T,
     state: Arc<ConnState>,
-    limits: Limits,
+    limits: ConnLimits,
     h2: bool,
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
@@ -168,7 +168,7 @@ impl Linger {
 }
 
 impl<T> TimedIo<T> {
-    pub fn new(inner: T, state: Arc<ConnState>, limits: Limits) -> TimedIo<T> {
+    pub fn new(inner: T, state: Arc<ConnState>, limits: ConnLimits) -> TimedIo<T> {
         let first = state.origin + limits.header;
         TimedIo {
             inner,

@@ -34,7 +34,7 @@ pub struct Listen {
 pub fn run(
     worker: usize,
     mut listen: mpsc::UnboundedReceiver<Listen>,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -63,7 +63,7 @@ pub fn run(
                 Ok(listener) => {
                     let accepting = Accepting {
                         worker,
-                        shared: shared.clone(),
+                        state: state.clone(),
                         stop,
                         alive: alive.clone(),
                         open,
@@ -75,7 +75,7 @@ pub fn run(
             }
         }
         drop(alive);
-        let limit = shared.snapshot.load().conn.shutdown_timeout;
+        let limit = state.snapshot.load().conn.shutdown_timeout;
         if tokio::time::timeout(limit, all_done.recv()).await.is_err() {
             tracing::warn!(
                 worker,
@@ -107,16 +107,16 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 async fn serve_tls(
     stream: tokio::net::TcpStream,
     conn: Conn,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
 ) {
-    let Some(tls) = shared.snapshot.load().tls.clone() else {
+    let Some(tls) = state.snapshot.load().tls.clone() else {
         // Validation makes `listen_tls` need certificates; nothing to serve without.
         tracing::error!(peer = %conn.peer, "TLS connection without certificates");
         return;
     };
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => conn::serve(stream, conn, shared, stop).await,
+        Ok(Ok(stream)) => conn::serve(stream, conn, state, stop).await,
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
     }
@@ -125,7 +125,7 @@ async fn serve_tls(
 /// One listening socket's accept loop, and what each connection it accepts gets.
 struct Accepting {
     worker: usize,
-    shared: Arc<GatewayState>,
+    state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
     /// Held by every task, so the worker knows when all have ended.
     alive: mpsc::Sender<()>,
@@ -145,16 +145,16 @@ impl Accepting {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
                     let conn = Conn::new(peer, self.worker, self.tls);
-                    let (shared, stop, alive) =
-                        (self.shared.clone(), self.stop.clone(), self.alive.clone());
+                    let (state, stop, alive) =
+                        (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
                     let tls = self.tls;
                     tokio::spawn(async move {
                         if tls {
-                            serve_tls(stream, conn, shared, stop).await;
+                            serve_tls(stream, conn, state, stop).await;
                         } else {
-                            conn::serve(stream, conn, shared, stop).await;
+                            conn::serve(stream, conn, state, stop).await;
                         }
                         open.add(-1);
                         drop(alive);

@@ -119,19 +119,19 @@ impl Group {
 /// place in the server's load count (`least_conn`), and where its connection goes
 /// back when the body has been read whole.
 pub struct Lease {
-    in_flight: InFlight,
+    active: ActiveRequest,
     worker: usize,
 }
 
 impl Lease {
-    pub fn new(in_flight: InFlight, worker: usize) -> Lease {
-        Lease { in_flight, worker }
+    pub fn new(active: ActiveRequest, worker: usize) -> Lease {
+        Lease { active, worker }
     }
 
     /// The response is over; `conn` is its connection if keep-alive allows reuse.
-    pub fn end(self, conn: Option<h1::Conn>) {
+    pub fn end(self, conn: Option<h1::UpstreamConn>) {
         if let Some(conn) = conn {
-            let server = &self.in_flight.group.servers[self.in_flight.server];
+            let server = &self.active.group.servers[self.active.server];
             server.pool.put(self.worker, conn);
         }
     }
@@ -139,21 +139,21 @@ impl Lease {
 
 /// An active request on one server of a group (for `least_conn`), from the moment it
 /// is sent until its response body ends; released on drop.
-pub struct InFlight {
+pub struct ActiveRequest {
     group: Arc<Group>,
     server: usize,
 }
 
-impl InFlight {
-    pub fn new(group: Arc<Group>, server: usize) -> InFlight {
+impl ActiveRequest {
+    pub fn new(group: Arc<Group>, server: usize) -> ActiveRequest {
         group.servers[server]
             .in_flight
             .fetch_add(1, Ordering::Relaxed);
-        InFlight { group, server }
+        ActiveRequest { group, server }
     }
 }
 
-impl Drop for InFlight {
+impl Drop for ActiveRequest {
     fn drop(&mut self) {
         self.group.servers[self.server]
             .in_flight

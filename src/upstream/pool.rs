@@ -10,12 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::h1::Conn;
+use super::h1::UpstreamConn;
 use super::Group;
 
 /// Idle keep-alive connections of one server, one list per worker.
 pub struct IdlePool {
-    per_worker: Box<[Mutex<Vec<Conn>>]>,
+    per_worker: Box<[Mutex<Vec<UpstreamConn>>]>,
     keepalive: usize,
 }
 
@@ -31,7 +31,7 @@ impl IdlePool {
 
     /// The most recently used idle connection that still looks usable (it is the
     /// least likely to have been closed by the server).
-    fn take(&self, worker: usize) -> Option<Conn> {
+    fn take(&self, worker: usize) -> Option<UpstreamConn> {
         let list = self.per_worker.get(worker)?;
         let mut idle = list.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while let Some(conn) = idle.pop() {
@@ -43,7 +43,7 @@ impl IdlePool {
     }
 
     /// Keeps a connection for reuse, or drops (closes) it when the list is full.
-    pub fn put(&self, worker: usize, conn: Conn) {
+    pub fn put(&self, worker: usize, conn: UpstreamConn) {
         let Some(list) = self.per_worker.get(worker) else {
             return;
         };
@@ -66,19 +66,30 @@ pub enum ConnectError {
     },
 }
 
-/// A connection to `server`: an idle pooled one if `reuse` allows and one is left
-/// (`true` in the result), else a new one.
+/// A connection to send a request on, and where it came from.
+pub struct Checkout {
+    pub conn: UpstreamConn,
+    /// Taken from the idle pool: the server may have closed it meanwhile.
+    pub pooled: bool,
+}
+
+/// A connection to `server`: an idle pooled one if `reuse` allows and one is left,
+/// else a new one.
 pub async fn checkout(
     group: &Group,
     server: usize,
     worker: usize,
     reuse: bool,
-) -> Result<(Conn, bool), ConnectError> {
+) -> Result<Checkout, ConnectError> {
     let srv = &group.servers[server];
     if reuse {
         if let Some(conn) = srv.pool.take(worker) {
-            return Ok((conn, true));
+            return Ok(Checkout { conn, pooled: true });
         }
     }
-    Ok((Conn::connect(srv.addr, group.connect_timeout).await?, false))
+    let conn = UpstreamConn::connect(srv.addr, group.connect_timeout).await?;
+    Ok(Checkout {
+        conn,
+        pooled: false,
+    })
 }

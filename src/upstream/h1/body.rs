@@ -14,14 +14,15 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::chunked::{Decoder, Step};
-use super::conn::Conn;
-use super::decode::BodyKind;
+use super::conn::UpstreamConn;
+use super::decode::ResponseFraming;
 use super::encode::{Outbox, Upload, UploadError};
 use super::Error;
 use crate::upstream::body::BodyError;
 
+/// What is left of the response body to read, by its framing.
 #[derive(Debug)]
-enum Kind {
+enum Remaining {
     /// This many bytes still to come.
     Length(u64),
     Chunked(Decoder),
@@ -66,8 +67,8 @@ where
 pub struct Body {
     /// `None` once handed back, or closed (after an error, or at the end of a body
     /// whose connection cannot be reused).
-    conn: Option<Conn>,
-    kind: Kind,
+    conn: Option<UpstreamConn>,
+    remaining: Remaining,
     /// The exchange allows reuse once the body has been read whole.
     reusable: bool,
     /// An error found while looking ahead, reported on the next poll.
@@ -83,7 +84,7 @@ pub struct Body {
 impl fmt::Debug for Body {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Body")
-            .field("kind", &self.kind)
+            .field("remaining", &self.remaining)
             .field("reusable", &self.reusable)
             .field("conn", &self.conn)
             .finish_non_exhaustive()
@@ -92,8 +93,8 @@ impl fmt::Debug for Body {
 
 impl Body {
     pub(super) fn new<B>(
-        conn: Conn,
-        kind: BodyKind,
+        conn: UpstreamConn,
+        framing: ResponseFraming,
         reusable: bool,
         timeout: Duration,
         rest: Option<RestOf<B>>,
@@ -103,11 +104,11 @@ impl Body {
     {
         let mut body = Body {
             conn: Some(conn),
-            kind: match kind {
-                BodyKind::Empty => Kind::Done,
-                BodyKind::Length(n) => Kind::Length(n),
-                BodyKind::Chunked => Kind::Chunked(Decoder::new()),
-                BodyKind::Eof => Kind::Eof,
+            remaining: match framing {
+                ResponseFraming::Empty => Remaining::Done,
+                ResponseFraming::Length(n) => Remaining::Length(n),
+                ResponseFraming::Chunked => Remaining::Chunked(Decoder::new()),
+                ResponseFraming::Eof => Remaining::Eof,
             },
             reusable,
             failed: None,
@@ -125,8 +126,8 @@ impl Body {
     /// length or chunked framing read to its end, the request fully written, and nothing
     /// left over in the buffer. Call it when the body is dropped; `None` means the
     /// connection has been (or will be, with the body) closed.
-    pub fn take_reusable(&mut self) -> Option<Conn> {
-        if !matches!(self.kind, Kind::Done) || !self.reusable || self.rest.is_some() {
+    pub fn take_reusable(&mut self) -> Option<UpstreamConn> {
+        if !matches!(self.remaining, Remaining::Done) || !self.reusable || self.rest.is_some() {
             return None;
         }
         self.conn
@@ -138,7 +139,9 @@ impl Body {
     /// until the body is dropped).
     fn settle(&mut self) {
         let leftover = self.conn.as_ref().is_some_and(|c| !c.0.buf.is_empty());
-        if matches!(self.kind, Kind::Done) && (!self.reusable || self.rest.is_some() || leftover) {
+        if matches!(self.remaining, Remaining::Done)
+            && (!self.reusable || self.rest.is_some() || leftover)
+        {
             self.conn = None;
             // An upload still going on is abandoned with its connection.
             self.rest = None;
@@ -148,7 +151,7 @@ impl Body {
 
     fn fail(&mut self, err: Error) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         self.conn = None;
-        self.kind = Kind::Done;
+        self.remaining = Remaining::Done;
         self.reusable = false;
         self.rest = None;
         Poll::Ready(Some(Err(err)))
@@ -179,42 +182,42 @@ impl Body {
             let Some(conn) = self.conn.as_mut() else {
                 return Poll::Ready(Ok(None));
             };
-            match &mut self.kind {
-                Kind::Done => return Poll::Ready(Ok(None)),
-                Kind::Length(remaining) if !conn.0.buf.is_empty() => {
+            match &mut self.remaining {
+                Remaining::Done => return Poll::Ready(Ok(None)),
+                Remaining::Length(remaining) if !conn.0.buf.is_empty() => {
                     let n = (*remaining).min(conn.0.buf.len() as u64);
                     *remaining -= n;
                     if *remaining == 0 {
-                        self.kind = Kind::Done;
+                        self.remaining = Remaining::Done;
                     }
                     return Poll::Ready(Ok(Some(conn.0.buf.split_to(n as usize).freeze())));
                 }
-                Kind::Length(_) => {}
-                Kind::Chunked(decoder) => match decoder.decode(&mut conn.0.buf)? {
+                Remaining::Length(_) => {}
+                Remaining::Chunked(decoder) => match decoder.decode(&mut conn.0.buf)? {
                     Step::Data(data) => {
                         // See the end now if it is buffered, so that the last frame
                         // comes with `is_end_stream`.
                         match decoder.skip_framing(&mut conn.0.buf) {
                             Err(err) => self.failed = Some(err),
-                            Ok(()) if decoder.is_done() => self.kind = Kind::Done,
+                            Ok(()) if decoder.is_done() => self.remaining = Remaining::Done,
                             Ok(()) => {}
                         }
                         return Poll::Ready(Ok(Some(data)));
                     }
                     Step::Done => {
-                        self.kind = Kind::Done;
+                        self.remaining = Remaining::Done;
                         return Poll::Ready(Ok(None));
                     }
                     Step::NeedMore => {}
                 },
-                Kind::Eof if !conn.0.buf.is_empty() => {
+                Remaining::Eof if !conn.0.buf.is_empty() => {
                     return Poll::Ready(Ok(Some(conn.0.buf.split().freeze())));
                 }
-                Kind::Eof => {}
+                Remaining::Eof => {}
             }
             match ready!(conn.poll_read(cx)) {
-                Ok(0) if matches!(self.kind, Kind::Eof) => {
-                    self.kind = Kind::Done;
+                Ok(0) if matches!(self.remaining, Remaining::Eof) => {
+                    self.remaining = Remaining::Done;
                     return Poll::Ready(Ok(None));
                 }
                 // A body cut short is an error, never a clean end.
@@ -273,13 +276,13 @@ impl HttpBody for Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.kind, Kind::Done)
+        matches!(self.remaining, Remaining::Done)
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.kind {
-            Kind::Length(n) => SizeHint::with_exact(n),
-            Kind::Done => SizeHint::with_exact(0),
+        match self.remaining {
+            Remaining::Length(n) => SizeHint::with_exact(n),
+            Remaining::Done => SizeHint::with_exact(0),
             _ => SizeHint::default(),
         }
     }

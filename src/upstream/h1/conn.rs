@@ -35,7 +35,7 @@ const MIN_SPARE: usize = 2 * 1024;
 /// Boxed once when connected: a request's futures, results and response body move
 /// the connection several times per exchange, and a pointer is cheaper to move than
 /// the socket and its buffers (measured: fewer instructions per proxied request).
-pub struct Conn(pub(super) Box<Parts>);
+pub struct UpstreamConn(pub(super) Box<Parts>);
 
 pub(super) struct Parts {
     pub(super) stream: TcpStream,
@@ -46,21 +46,24 @@ pub(super) struct Parts {
     pub(super) out: Outbox,
 }
 
-impl fmt::Debug for Conn {
+impl fmt::Debug for UpstreamConn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Conn")
+        f.debug_struct("UpstreamConn")
             .field("peer", &self.0.stream.peer_addr().ok())
             .field("buffered", &self.0.buf.len())
             .finish()
     }
 }
 
-impl Conn {
+impl UpstreamConn {
     /// Connects within `timeout`, with `TCP_NODELAY` (small requests and responses must
     /// not wait for Nagle).
-    pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, ConnectError> {
+    pub async fn connect(
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<UpstreamConn, ConnectError> {
         match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => Ok(Conn::new(stream)),
+            Ok(Ok(stream)) => Ok(UpstreamConn::new(stream)),
             Ok(Err(source)) => Err(ConnectError::Io { addr, source }),
             Err(_) => Err(ConnectError::Timeout {
                 addr,
@@ -70,9 +73,9 @@ impl Conn {
     }
 
     /// Wraps an already connected stream (sets `TCP_NODELAY`).
-    pub fn new(stream: TcpStream) -> Conn {
+    pub fn new(stream: TcpStream) -> UpstreamConn {
         let _ = stream.set_nodelay(true);
-        Conn(Box::new(Parts {
+        UpstreamConn(Box::new(Parts {
             stream,
             buf: BytesMut::with_capacity(READ_BUF),
             out: Outbox::default(),
@@ -82,7 +85,7 @@ impl Conn {
     /// Cheap check before reusing an idle connection: false if the server closed it or
     /// sent something unasked (often a 408 before closing). No await and, unless the
     /// reactor has seen the socket become readable, no syscall: a close that the reactor
-    /// has not noticed yet passes, and [`Conn::send`] then fails with [`Error::Closed`].
+    /// has not noticed yet passes, and [`UpstreamConn::send`] then fails with [`Error::Closed`].
     /// A connection found not reusable may have lost the byte looked at: drop it.
     pub fn is_reusable(&self) -> bool {
         self.0.buf.is_empty() && self.0.out.is_empty() && probe(&self.0.stream).is_none()
@@ -115,7 +118,7 @@ impl Conn {
         self.send_with(req, &[], read_timeout, progress).await
     }
 
-    /// [`Conn::send`], with `extra` headers written after the request's own (the
+    /// [`UpstreamConn::send`], with `extra` headers written after the request's own (the
     /// forwarding headers, kept out of the request's map so that it never grows).
     pub async fn send_with<B>(
         mut self,
@@ -133,11 +136,11 @@ impl Conn {
         let head_request = req.method() == Method::HEAD;
         let mut upload = encode::start(&req, extra, &mut self.0.out);
         let mut write_failed = None;
-        let clock = Clock {
+        let deadline = HeadDeadline {
             read_timeout,
             progress,
         };
-        let sleep = tokio::time::sleep_until(clock.first_deadline());
+        let sleep = tokio::time::sleep_until(deadline.first());
         tokio::pin!(sleep);
         let outcome = poll_fn(|cx| {
             let body = req.body_mut();
@@ -145,7 +148,7 @@ impl Conn {
             if polled.is_ready() {
                 return polled;
             }
-            if clock.expired(sleep.as_mut(), cx) {
+            if deadline.expired(sleep.as_mut(), cx) {
                 return Poll::Ready(Err(Failure::Timeout));
             }
             Poll::Pending
@@ -192,7 +195,7 @@ impl Conn {
                 body: req.into_body(),
                 upload,
             });
-        let body = Body::new(self, head.kind, reusable, read_timeout, rest);
+        let body = Body::new(self, head.framing, reusable, read_timeout, rest);
         Exchange::Response(response.map(|()| body))
     }
 
@@ -317,14 +320,15 @@ fn probe(stream: &TcpStream) -> Option<io::Error> {
     }
 }
 
-/// `read_timeout` until the response head, as `exchange()` in `proxy::forward` had it.
-struct Clock<'a> {
+/// How long the upstream may stay silent before its response head: `read_timeout`,
+/// counted from the last body frame read from the client when a body is uploaded.
+struct HeadDeadline<'a> {
     read_timeout: Duration,
     progress: Option<&'a Progress>,
 }
 
-impl Clock<'_> {
-    fn first_deadline(&self) -> Instant {
+impl HeadDeadline<'_> {
+    fn first(&self) -> Instant {
         match self.progress {
             Some(progress) => progress.deadline(self.read_timeout),
             None => Instant::now() + self.read_timeout,

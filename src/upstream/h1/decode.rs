@@ -16,7 +16,7 @@ const ADDED_ON_THE_WAY_BACK: usize = 2;
 
 /// How the response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyKind {
+pub(super) enum ResponseFraming {
     /// No body: HEAD, 1xx, 204, 304, or `content-length: 0`.
     Empty,
     /// Exactly this many bytes.
@@ -33,7 +33,7 @@ pub(super) struct Head {
     pub(super) status: StatusCode,
     pub(super) version: Version,
     pub(super) headers: HeaderMap,
-    pub(super) kind: BodyKind,
+    pub(super) framing: ResponseFraming,
     /// The response allows the connection to carry another exchange (its version and
     /// `Connection`, and a framing that ends without a close).
     pub(super) keep_alive: bool,
@@ -41,7 +41,7 @@ pub(super) struct Head {
 
 /// What the framing headers said, gathered while the head is parsed.
 #[derive(Default)]
-struct Framing {
+struct FramingHeaders {
     content_length: Option<u64>,
     transfer_encoding: bool,
     chunked: bool,
@@ -59,9 +59,15 @@ type Span = [u32; 4];
 pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Error> {
     loop {
         let mut spans: [Span; MAX_HEADERS] = [[0; 4]; MAX_HEADERS];
-        let (len, code, minor, count, framing) = match measure(buf, &mut spans)? {
-            Some(parsed) => parsed,
-            None => return Ok(None),
+        let Some(Measured {
+            len,
+            code,
+            minor,
+            count,
+            fields,
+        }) = measure(buf, &mut spans)?
+        else {
+            return Ok(None);
         };
         if (100..200).contains(&code) && code != 101 {
             // 100 Continue, 102 Processing, 103 Early Hints: not for the client here.
@@ -80,30 +86,40 @@ pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Hea
             let (name, value) = header_at(&head, span)?;
             headers.append(name, value);
         }
-        let kind = body_kind(status, version, head_request, &framing)?;
+        let framing = response_framing(status, version, head_request, &fields)?;
         let keep_alive = match version {
-            Version::HTTP_11 => !framing.close,
-            _ => framing.keep_alive && !framing.close,
-        } && kind != BodyKind::Eof
+            Version::HTTP_11 => !fields.close,
+            _ => fields.keep_alive && !fields.close,
+        } && framing != ResponseFraming::Eof
             // Both framings at once smells of smuggling: read it, then close (§6.3).
-            && !(framing.transfer_encoding && framing.content_length.is_some());
+            && !(fields.transfer_encoding && fields.content_length.is_some());
         return Ok(Some(Head {
             status,
             version,
             headers,
-            kind,
+            framing,
             keep_alive,
         }));
     }
 }
 
-/// Runs httparse over `buf`: `(head length, status, minor version, header count,
-/// framing)` for a complete head, `None` for a partial one within the size limit.
-#[allow(clippy::type_complexity)]
-fn measure(
-    buf: &[u8],
-    spans: &mut [Span; MAX_HEADERS],
-) -> Result<Option<(usize, u16, u8, usize, Framing)>, Error> {
+/// A complete head as httparse saw it, before its values are sliced out of the buffer.
+struct Measured {
+    /// The head's length, status line and final CRLF included.
+    len: usize,
+    /// The status code, as sent.
+    code: u16,
+    /// The minor HTTP version (`HTTP/1.x`).
+    minor: u8,
+    /// How many header fields there are (the first `count` spans).
+    count: usize,
+    /// What the framing header fields said.
+    fields: FramingHeaders,
+}
+
+/// Runs httparse over `buf`, noting each header's [`Span`] in `spans`: the complete
+/// head, or `None` for a partial one within the size limit.
+fn measure(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Result<Option<Measured>, Error> {
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut []);
@@ -129,7 +145,7 @@ fn measure(
         return Err(Error::Head("line ending"));
     }
     let base = buf.as_ptr() as usize;
-    let mut framing = Framing::default();
+    let mut fields = FramingHeaders::default();
     for (span, header) in spans.iter_mut().zip(response.headers.iter()) {
         let name = header.name.as_bytes();
         let value = header.value;
@@ -141,9 +157,15 @@ fn measure(
             (value.as_ptr() as usize).wrapping_sub(base) as u32,
             value.len() as u32,
         ];
-        framing.note(name, value)?;
+        fields.note(name, value)?;
     }
-    Ok(Some((len, code, minor, response.headers.len(), framing)))
+    Ok(Some(Measured {
+        len,
+        code,
+        minor,
+        count: response.headers.len(),
+        fields,
+    }))
 }
 
 /// Every line of `head` ends in CRLF and the first is the status line. httparse also
@@ -176,7 +198,7 @@ fn header_at(head: &Bytes, span: &Span) -> Result<(HeaderName, HeaderValue), Err
     Ok((name, value))
 }
 
-impl Framing {
+impl FramingHeaders {
     fn note(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         if name.eq_ignore_ascii_case(b"content-length") {
             let n = parse_content_length(value).ok_or(Error::ContentLength)?;
@@ -206,34 +228,34 @@ impl Framing {
 }
 
 /// RFC 9112 §6.3, in its order.
-fn body_kind(
+fn response_framing(
     status: StatusCode,
     version: Version,
     head_request: bool,
-    framing: &Framing,
-) -> Result<BodyKind, Error> {
+    fields: &FramingHeaders,
+) -> Result<ResponseFraming, Error> {
     if head_request
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
-        return Ok(BodyKind::Empty);
+        return Ok(ResponseFraming::Empty);
     }
-    if framing.transfer_encoding {
+    if fields.transfer_encoding {
         if version == Version::HTTP_10 {
             // §6.1: faulty framing in HTTP/1.0.
             return Err(Error::Head("transfer-encoding in an HTTP/1.0 response"));
         }
-        return Ok(if framing.chunked {
-            BodyKind::Chunked
+        return Ok(if fields.chunked {
+            ResponseFraming::Chunked
         } else {
-            BodyKind::Eof
+            ResponseFraming::Eof
         });
     }
-    Ok(match framing.content_length {
-        Some(0) => BodyKind::Empty,
-        Some(n) => BodyKind::Length(n),
-        None => BodyKind::Eof,
+    Ok(match fields.content_length {
+        Some(0) => ResponseFraming::Empty,
+        Some(n) => ResponseFraming::Length(n),
+        None => ResponseFraming::Eof,
     })
 }
 
@@ -317,14 +339,14 @@ mod tests {
         parse(&mut BytesMut::from(text.as_bytes()), head_request)
     }
 
-    fn kind(text: &str) -> (BodyKind, bool) {
+    fn framing(text: &str) -> (ResponseFraming, bool) {
         let head = head(text, false).unwrap().unwrap();
-        (head.kind, head.keep_alive)
+        (head.framing, head.keep_alive)
     }
 
     #[test]
     fn framing_follows_rfc_9112_section_6_3() {
-        use BodyKind::*;
+        use ResponseFraming::*;
         let cases = [
             (
                 "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",
@@ -377,7 +399,7 @@ mod tests {
             ),
         ];
         for (text, expected) in cases {
-            assert_eq!(kind(text), expected, "{text:?}");
+            assert_eq!(framing(text), expected, "{text:?}");
         }
     }
 
@@ -386,7 +408,7 @@ mod tests {
         let head = head("HTTP/1.1 200 OK\r\ncontent-length: 99\r\n\r\n", true)
             .unwrap()
             .unwrap();
-        assert_eq!(head.kind, BodyKind::Empty);
+        assert_eq!(head.framing, ResponseFraming::Empty);
         assert!(head.keep_alive);
     }
 
@@ -429,9 +451,9 @@ mod tests {
                 );
             }
         }
-        let (kind, _) =
-            kind("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip ; level = 9, chunked\r\n\r\n");
-        assert_eq!(kind, BodyKind::Chunked);
+        let (framing, _) =
+            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip ; level = 9, chunked\r\n\r\n");
+        assert_eq!(framing, ResponseFraming::Chunked);
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Outbox {
 
 /// How the request body is delimited on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+enum RequestFraming {
     /// No body.
     Empty,
     /// `content-length`: this many bytes still to come.
@@ -110,7 +110,7 @@ pub(super) enum UploadError {
 
 /// The state of one request's upload.
 pub(super) struct Upload {
-    framing: Framing,
+    framing: RequestFraming,
     /// Every byte of the request is queued (the body ended or there is none).
     ended: bool,
     /// A frame or the end was taken from the body: it can no longer be resent as is.
@@ -136,10 +136,10 @@ pub(super) fn start<B: HttpBody>(
 ) -> Upload {
     let body = req.body();
     let framing = match body.size_hint().exact() {
-        _ if body.is_end_stream() => Framing::Empty,
-        Some(0) => Framing::Empty,
-        Some(n) => Framing::Length(n),
-        None => Framing::Chunked,
+        _ if body.is_end_stream() => RequestFraming::Empty,
+        Some(0) => RequestFraming::Empty,
+        Some(n) => RequestFraming::Length(n),
+        None => RequestFraming::Chunked,
     };
     out.clear();
     let pre = &mut out.pre;
@@ -164,21 +164,21 @@ pub(super) fn start<B: HttpBody>(
         pre.extend_from_slice(b"\r\n");
     }
     match framing {
-        Framing::Empty if announces_empty_body(req.method()) => {
+        RequestFraming::Empty if announces_empty_body(req.method()) => {
             pre.extend_from_slice(b"content-length: 0\r\n");
         }
-        Framing::Empty => {}
-        Framing::Length(n) => {
+        RequestFraming::Empty => {}
+        RequestFraming::Length(n) => {
             pre.extend_from_slice(b"content-length: ");
             push_decimal(pre, n);
             pre.extend_from_slice(b"\r\n");
         }
-        Framing::Chunked => pre.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        RequestFraming::Chunked => pre.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     pre.extend_from_slice(b"\r\n");
     Upload {
         framing,
-        ended: framing == Framing::Empty,
+        ended: framing == RequestFraming::Empty,
         touched: false,
         wrote: false,
         close,
@@ -243,28 +243,28 @@ impl Upload {
         // Trailer frames are dropped (they are hop-by-hop for a proxy unless negotiated).
         let len = data.len() as u64;
         match self.framing {
-            Framing::Length(remaining) => {
+            RequestFraming::Length(remaining) => {
                 let remaining = remaining.checked_sub(len).ok_or(UploadError::Length)?;
-                self.framing = Framing::Length(remaining);
+                self.framing = RequestFraming::Length(remaining);
                 out.data = data;
                 if last {
                     self.finish(out)?;
                 }
             }
-            Framing::Chunked if len == 0 => {
+            RequestFraming::Chunked if len == 0 => {
                 // An empty chunk would end the body on the wire.
                 if last {
                     self.finish(out)?;
                 }
             }
-            Framing::Chunked => {
+            RequestFraming::Chunked => {
                 push_hex(&mut out.pre, len);
                 out.pre.extend_from_slice(b"\r\n");
                 out.data = data;
                 out.post = if last { b"\r\n0\r\n\r\n" } else { b"\r\n" };
                 self.ended = last;
             }
-            Framing::Empty => return Err(UploadError::Length),
+            RequestFraming::Empty => return Err(UploadError::Length),
         }
         Ok(())
     }
@@ -272,11 +272,13 @@ impl Upload {
     /// The body ended: check its length, or queue the last chunk.
     fn finish(&mut self, out: &mut Outbox) -> Result<(), UploadError> {
         match self.framing {
-            Framing::Length(0) | Framing::Empty => {}
-            Framing::Length(_) => return Err(UploadError::Length),
-            Framing::Chunked if out.post.is_empty() => out.pre.extend_from_slice(b"0\r\n\r\n"),
+            RequestFraming::Length(0) | RequestFraming::Empty => {}
+            RequestFraming::Length(_) => return Err(UploadError::Length),
+            RequestFraming::Chunked if out.post.is_empty() => {
+                out.pre.extend_from_slice(b"0\r\n\r\n")
+            }
             // The last frame's post already carries the last chunk.
-            Framing::Chunked => {}
+            RequestFraming::Chunked => {}
         }
         self.ended = true;
         Ok(())

@@ -5,7 +5,7 @@
 //! tokio terms). One exchange at a time, no pipelining.
 //!
 //! # Layout
-//! - `conn`: connecting, the cheap reuse check, and [`Conn::send`] (request out,
+//! - `conn`: connecting, the cheap reuse check, and [`UpstreamConn::send`] (request out,
 //!   response head in, the `read_timeout` clock).
 //! - `encode`: the request head and body framing (`content-length` or chunked) and
 //!   the write queue that sends head and first body bytes in one `writev`.
@@ -16,7 +16,7 @@
 //!
 //! # Use
 //! ```text
-//! let conn = Conn::connect(addr, connect_timeout).await?; // or one from the idle pool
+//! let conn = UpstreamConn::connect(addr, connect_timeout).await?; // or one from the idle pool
 //! match conn.send(request, read_timeout, progress.as_deref()).await {
 //!     Ok(Exchange::Response(response)) => {
 //!         // Stream `response`; when its body is dropped:
@@ -46,7 +46,7 @@ use std::io;
 use http::{Request, Response};
 
 pub use body::Body;
-pub use conn::Conn;
+pub use conn::UpstreamConn;
 pub use upgraded::Upgraded;
 
 use crate::upstream::body::{BodyError, RequestBody};
@@ -71,7 +71,7 @@ pub enum Exchange {
     Upgraded(Response<()>, Upgraded),
 }
 
-/// Why [`Conn::send`] produced no response. The connection is gone in every case.
+/// Why [`UpstreamConn::send`] produced no response. The connection is gone in every case.
 // Unboxed on purpose: `Result<Exchange, SendError>` is as large as `Exchange` anyway, and
 // boxing would allocate on the retry path.
 #[allow(clippy::large_enum_variant)]

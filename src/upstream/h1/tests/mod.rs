@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Body, Conn, Error, Exchange, SendError};
+use super::{Body, Error, Exchange, SendError, UpstreamConn};
 use crate::upstream::body::{BodyError, RequestBody};
 
 const LONG: Duration = Duration::from_secs(5);
@@ -89,8 +89,8 @@ async fn answering(pieces: &'static [&'static [u8]]) -> (SocketAddr, JoinHandle<
     .await
 }
 
-async fn connect(addr: SocketAddr) -> Conn {
-    Conn::connect(addr, LONG).await.unwrap()
+async fn connect(addr: SocketAddr) -> UpstreamConn {
+    UpstreamConn::connect(addr, LONG).await.unwrap()
 }
 
 fn get(path: &str) -> Request<RequestBody> {
@@ -101,7 +101,7 @@ fn get(path: &str) -> Request<RequestBody> {
 }
 
 /// Sends and expects a normal response.
-async fn exchange<B>(conn: Conn, req: Request<B>) -> Response<Body>
+async fn exchange<B>(conn: UpstreamConn, req: Request<B>) -> Response<Body>
 where
     B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
 {
@@ -112,7 +112,7 @@ where
     }
 }
 
-async fn failure<B>(conn: Conn, req: Request<B>) -> SendError<B>
+async fn failure<B>(conn: UpstreamConn, req: Request<B>) -> SendError<B>
 where
     B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
 {
@@ -180,13 +180,13 @@ impl HttpBody for TestBody {
 #[test]
 fn public_types_can_cross_threads() {
     fn send<T: Send + 'static>() {}
-    send::<Conn>();
+    send::<UpstreamConn>();
     send::<Body>();
     send::<super::Upgraded>();
     send::<super::Error>();
     fn send_future<F: Future + Send>(_: F) {}
     let progress = crate::upstream::body::Progress::new();
-    let _ = |conn: Conn| {
+    let _ = |conn: UpstreamConn| {
         send_future(conn.send(get("/"), LONG, Some(&progress)));
     };
 }

@@ -6,7 +6,7 @@ use bytes::BytesMut;
 use http::Version;
 use proptest::prelude::*;
 
-use super::super::decode::{self, BodyKind};
+use super::super::decode::{self, ResponseFraming};
 use super::strict::{self, StrictHead};
 use crate::props::{apply, cuts, mutations, pieces};
 
@@ -16,7 +16,7 @@ enum Outcome {
     Head {
         status: u16,
         version: Version,
-        kind: BodyKind,
+        kind: ResponseFraming,
         keep_alive: bool,
         /// Sorted by name, each name's values in order.
         headers: Vec<(String, Vec<u8>)>,
@@ -43,7 +43,7 @@ fn outcome(
             Outcome::Head {
                 status: head.status.as_u16(),
                 version: head.version,
-                kind: head.kind,
+                kind: head.framing,
                 keep_alive: head.keep_alive,
                 headers,
                 taken: input_len - left,
@@ -126,7 +126,7 @@ fn agrees(decoded: &Outcome, strict: &StrictHead) -> Result<(), TestCaseError> {
     let has = |name: &str| fields.iter().any(|(n, _)| n == name);
     if *keep_alive {
         prop_assert!(
-            *kind != BodyKind::Eof,
+            *kind != ResponseFraming::Eof,
             "kept alive with a body read to the close"
         );
         prop_assert!(

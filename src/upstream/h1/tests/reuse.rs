@@ -131,7 +131,10 @@ async fn write_failure_before_any_byte_returns_the_request_unsent() {
     socket2::SockRef::from(&stream)
         .shutdown(std::net::Shutdown::Write)
         .unwrap();
-    match Conn::new(stream).send(get("/first"), LONG, None).await {
+    match UpstreamConn::new(stream)
+        .send(get("/first"), LONG, None)
+        .await
+    {
         Err(SendError::Unsent(req, err)) => {
             assert_eq!(req.uri(), "/first");
             assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);

@@ -3,7 +3,7 @@
 //! tolerance written at `status_line`. Both also keep the decoder's documented limits, so
 //! that "the oracle accepts it" includes "it is within bounds".
 
-use super::super::decode::BodyKind;
+use super::super::decode::ResponseFraming;
 use super::super::{MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
 
 /// What a strict reader makes of a response head.
@@ -16,7 +16,7 @@ pub(super) struct StrictHead {
     pub(super) minor: u8,
     /// Names lower-cased and values without their surrounding OWS, in order.
     pub(super) fields: Vec<(String, Vec<u8>)>,
-    pub(super) kind: BodyKind,
+    pub(super) kind: ResponseFraming,
 }
 
 /// The final response head (or 101) at the front of `wire`, after any 100, 102 or 103
@@ -120,11 +120,11 @@ fn framing(
     minor: u8,
     status: u16,
     head_request: bool,
-) -> Option<BodyKind> {
+) -> Option<ResponseFraming> {
     let length = content_length(fields)?;
     let codings = transfer_codings(fields)?;
     if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
-        return Some(BodyKind::Empty);
+        return Some(ResponseFraming::Empty);
     }
     if let Some(codings) = codings {
         // §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing.
@@ -133,15 +133,15 @@ fn framing(
         }
         let chunked = codings.last().is_some_and(|c| c == b"chunked");
         return Some(if chunked {
-            BodyKind::Chunked
+            ResponseFraming::Chunked
         } else {
-            BodyKind::Eof
+            ResponseFraming::Eof
         });
     }
     Some(match length {
-        Some(0) => BodyKind::Empty,
-        Some(n) => BodyKind::Length(n),
-        None => BodyKind::Eof,
+        Some(0) => ResponseFraming::Empty,
+        Some(n) => ResponseFraming::Length(n),
+        None => ResponseFraming::Eof,
     })
 }
 

@@ -1,0 +1,169 @@
+//! Which server a request tries next, and whether it may try again at all.
+//!
+//! Retry rule: a request goes to the next server when no byte of it reached the
+//! failed one (the connect failed), or when it can be sent again unchanged (an
+//! idempotent method with no body; a streamed body cannot be replayed). A kept-alive
+//! connection that the server had already closed gets one more try on a fresh
+//! connection to the same server, without counting against the server's health.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use http::Request;
+
+use crate::metrics::FailureKind;
+use crate::proxy::error::ProxyError;
+use crate::upstream::body::RequestBody;
+use crate::upstream::h1::{self, SendError};
+use crate::upstream::pool::{self, Checkout, ConnectError};
+use crate::upstream::Group;
+
+/// Where the tries of one request over its group's servers stand.
+pub(super) struct Attempts {
+    /// The request can go again after it was (partly) sent: idempotent, and no body
+    /// to replay.
+    replayable: bool,
+    /// The servers tried so far, a bit each (see [`Group::pick`]).
+    tried: u64,
+    /// The one free retry after a stale kept-alive connection (same server, new
+    /// connection) is still to be had; until it is used, pooled connections are taken.
+    fresh_retry: bool,
+    /// The server that free retry goes to, on the next try.
+    fresh_on: Option<usize>,
+    /// Why the last try failed, the answer when no try is left.
+    last_error: Option<ProxyError>,
+}
+
+impl Attempts {
+    pub(super) fn new(replayable: bool) -> Attempts {
+        Attempts {
+            replayable,
+            tried: 0,
+            fresh_retry: true,
+            fresh_on: None,
+            last_error: None,
+        }
+    }
+
+    /// The server to try next: the same one again for the free retry, else the
+    /// group's pick among those not tried yet. `None` when none is left.
+    pub(super) fn next_server(
+        &mut self,
+        group: &Group,
+        client: IpAddr,
+        now: Instant,
+    ) -> Option<usize> {
+        let server = match self.fresh_on.take() {
+            Some(server) => server,
+            None => group.pick(client, self.tried, now)?,
+        };
+        self.tried |= bit(server);
+        Some(server)
+    }
+
+    /// A connection to `server`: a pooled one unless the free retry has been used.
+    /// `None` when connecting failed, which counts against the server; no byte of the
+    /// request was sent, so it goes on to the next try.
+    pub(super) async fn checkout(
+        &mut self,
+        group: &Group,
+        server: usize,
+        worker: usize,
+    ) -> Option<Checkout> {
+        match pool::checkout(group, server, worker, self.fresh_retry).await {
+            Ok(checkout) => Some(checkout),
+            Err(err) => {
+                group.servers[server].failed(match err {
+                    ConnectError::Timeout { .. } => FailureKind::ConnectTimeout,
+                    ConnectError::Io { .. } => FailureKind::Connect,
+                });
+                self.last_error = Some(ProxyError::from(err));
+                None
+            }
+        }
+    }
+
+    /// After sending on `server` failed (on a `pooled` connection or a new one): the
+    /// request to send on the next try, or the error to answer with now.
+    pub(super) fn failed(
+        &mut self,
+        err: SendError,
+        group: &Group,
+        server: usize,
+        pooled: bool,
+    ) -> Result<Request<RequestBody>, ProxyError> {
+        let srv = &group.servers[server];
+        match err {
+            SendError::ClientBody(err) => Err(ProxyError::client_body(err)),
+            SendError::Timeout(request) => {
+                srv.failed(FailureKind::Timeout);
+                self.again(request, ProxyError::Timeout(srv.addr))
+            }
+            SendError::Unsent(request, err) => {
+                // Nothing was written: the request goes on unchanged.
+                if !(pooled && self.retry_fresh(server)) {
+                    srv.failed(FailureKind::Broken);
+                }
+                self.last_error = Some(ProxyError::Upstream {
+                    addr: srv.addr,
+                    source: h1::Error::Io(err),
+                });
+                Ok(request)
+            }
+            SendError::Failed(err, request) => {
+                // A kept-alive connection closed before any answer: the server had
+                // dropped it while it sat in the pool.
+                let stale = pooled && matches!(err, h1::Error::Closed);
+                if !(stale && self.replayable && self.retry_fresh(server)) {
+                    srv.failed(FailureKind::Broken);
+                }
+                let err = ProxyError::Upstream {
+                    addr: srv.addr,
+                    source: err,
+                };
+                self.again(request, err)
+            }
+        }
+    }
+
+    /// No try is left: the last failure, or "no live upstreams" when no server could
+    /// be tried at all.
+    pub(super) fn give_up(self, group: &Group) -> ProxyError {
+        self.last_error.unwrap_or_else(|| {
+            group.stats.no_live.add(1);
+            ProxyError::NoLiveUpstream(group.name.clone())
+        })
+    }
+
+    /// A request that was (partly) sent goes on only if it can be sent again
+    /// unchanged; otherwise `err` is the answer.
+    fn again(
+        &mut self,
+        request: Request<RequestBody>,
+        err: ProxyError,
+    ) -> Result<Request<RequestBody>, ProxyError> {
+        if !self.replayable {
+            return Err(err);
+        }
+        self.last_error = Some(err);
+        Ok(request)
+    }
+
+    /// Takes the free retry on `server` if it is still to be had.
+    fn retry_fresh(&mut self, server: usize) -> bool {
+        if !self.fresh_retry {
+            return false;
+        }
+        self.fresh_retry = false;
+        self.fresh_on = Some(server);
+        true
+    }
+}
+
+fn bit(server: usize) -> u64 {
+    if server < 64 {
+        1 << server
+    } else {
+        0
+    }
+}

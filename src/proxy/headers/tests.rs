@@ -1,0 +1,305 @@
+//! Forwarding headers, hop-by-hop stripping and the WebSocket handshake, as the
+//! upstream and the client see them.
+
+use http::{Method, Version};
+
+use super::*;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("test address")
+}
+
+fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut m = HeaderMap::new();
+    for (k, v) in pairs {
+        m.append(
+            HeaderName::from_bytes(k.as_bytes()).expect("test name"),
+            HeaderValue::from_str(v).expect("test value"),
+        );
+    }
+    m
+}
+
+fn all(m: &HeaderMap, name: &str) -> Vec<String> {
+    m.get_all(name)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect()
+}
+
+fn untrusted(client: &str) -> Forwarding<'static> {
+    Forwarding {
+        client: ip(client),
+        peer: ip(client),
+        peer_trusted: false,
+        https: false,
+        host: None,
+        client_value: None,
+    }
+}
+
+#[test]
+fn spoofed_xff_from_untrusted_peer_is_replaced_by_the_client() {
+    let mut h = map(&[
+        ("x-forwarded-for", "6.6.6.6"),
+        ("x-forwarded-for", "7.7.7.7"),
+    ]);
+    to_upstream(&mut h, &untrusted("203.0.113.9"), false);
+    assert_eq!(all(&h, "x-forwarded-for"), ["203.0.113.9"]);
+}
+
+#[test]
+fn trusted_chain_is_joined_and_the_peer_appended() {
+    let mut h = map(&[
+        ("x-forwarded-for", "1.1.1.1, 2.2.2.2"),
+        ("x-forwarded-for", " 3.3.3.3 "),
+    ]);
+    let fwd = Forwarding {
+        client: ip("1.1.1.1"),
+        peer: ip("10.0.0.1"),
+        peer_trusted: true,
+        https: false,
+        host: None,
+        client_value: None,
+    };
+    to_upstream(&mut h, &fwd, false);
+    assert_eq!(
+        all(&h, "x-forwarded-for"),
+        ["1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.1"]
+    );
+    assert_eq!(all(&h, "x-real-ip"), ["1.1.1.1"]);
+}
+
+#[test]
+fn trusted_peer_without_xff_sends_just_the_peer() {
+    let mut h = HeaderMap::new();
+    let fwd = Forwarding {
+        peer_trusted: true,
+        ..untrusted("10.0.0.1")
+    };
+    to_upstream(&mut h, &fwd, false);
+    assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
+}
+
+#[test]
+fn ipv4_addresses_are_written_like_display() {
+    for text in ["0.0.0.0", "9.10.99.100", "255.255.255.255", "1.20.200.7"] {
+        let mut buf = [0u8; IP_TEXT_MAX];
+        assert_eq!(write_ip(&mut buf, ip(text)), text.as_bytes());
+    }
+}
+
+#[test]
+fn ipv6_addresses_are_written_plain_and_mapped_ones_as_ipv4() {
+    let mut h = HeaderMap::new();
+    let fwd = Forwarding {
+        client: ip("2001:db8::1"),
+        peer: ip("::ffff:10.0.0.1"),
+        peer_trusted: true,
+        https: true,
+        host: None,
+        client_value: None,
+    };
+    to_upstream(&mut h, &fwd, false);
+    assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
+    assert_eq!(all(&h, "x-real-ip"), ["2001:db8::1"]);
+    let mut h = HeaderMap::new();
+    to_upstream(
+        &mut h,
+        &untrusted("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        false,
+    );
+    assert_eq!(
+        all(&h, "x-real-ip"),
+        ["ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"]
+    );
+}
+
+#[test]
+fn forwarded_headers_are_always_replaced() {
+    let mut h = map(&[
+        ("x-real-ip", "6.6.6.6"),
+        ("x-forwarded-proto", "https"),
+        ("x-forwarded-host", "evil.example"),
+        ("host", "app.example"),
+    ]);
+    to_upstream(&mut h, &untrusted("203.0.113.9"), false);
+    assert_eq!(all(&h, "x-real-ip"), ["203.0.113.9"]);
+    assert_eq!(all(&h, "x-forwarded-proto"), ["http"]);
+    assert!(h.get("x-forwarded-host").is_none());
+    assert_eq!(all(&h, "host"), ["app.example"]);
+
+    let host = HeaderValue::from_static("app.example:8443");
+    let fwd = Forwarding {
+        https: true,
+        host: Some(&host),
+        ..untrusted("203.0.113.9")
+    };
+    to_upstream(&mut h, &fwd, false);
+    assert_eq!(all(&h, "x-forwarded-proto"), ["https"]);
+    assert_eq!(all(&h, "x-forwarded-host"), ["app.example:8443"]);
+}
+
+#[test]
+fn fixed_hop_by_hop_headers_are_removed_both_ways() {
+    let pairs = [
+        ("connection", "close"),
+        ("keep-alive", "timeout=5"),
+        ("proxy-connection", "keep-alive"),
+        ("te", "trailers"),
+        ("trailer", "x-checksum"),
+        ("transfer-encoding", "chunked"),
+        ("upgrade", "h2c"),
+        ("content-length", "12"),
+        ("x-app", "1"),
+    ];
+    let mut req = map(&pairs);
+    to_upstream(&mut req, &untrusted("1.2.3.4"), false);
+    let mut resp = map(&pairs);
+    to_client(&mut resp, false);
+    for h in [&req, &resp] {
+        for (name, _) in &pairs[..7] {
+            assert!(h.get(*name).is_none(), "{name} kept");
+        }
+        assert_eq!(all(h, "content-length"), ["12"]);
+        assert_eq!(all(h, "x-app"), ["1"]);
+    }
+}
+
+#[test]
+fn headers_named_in_connection_are_removed() {
+    let mut h = map(&[
+        ("connection", "keep-alive, X-Foo"),
+        ("connection", "x-bar"),
+        ("x-foo", "1"),
+        ("x-bar", "2"),
+        ("x-baz", "3"),
+    ]);
+    to_client(&mut h, false);
+    assert!(h.get("connection").is_none());
+    assert!(h.get("x-foo").is_none());
+    assert!(h.get("x-bar").is_none());
+    assert_eq!(all(&h, "x-baz"), ["3"]);
+}
+
+#[test]
+fn connection_cannot_strip_host_or_content_length() {
+    let mut h = map(&[
+        (
+            "connection",
+            "Host, content-length, x-real-ip, bad name, a/b",
+        ),
+        ("host", "app.example"),
+        ("content-length", "3"),
+    ]);
+    to_upstream(&mut h, &untrusted("1.2.3.4"), false);
+    assert_eq!(all(&h, "host"), ["app.example"]);
+    assert_eq!(all(&h, "content-length"), ["3"]);
+    assert_eq!(all(&h, "x-real-ip"), ["1.2.3.4"]);
+}
+
+fn websocket_handshake() -> HeaderMap {
+    map(&[
+        ("connection", "keep-alive, Upgrade, x-foo"),
+        ("upgrade", "websocket"),
+        ("x-foo", "1"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("sec-websocket-version", "13"),
+    ])
+}
+
+#[test]
+fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
+    let mut h = websocket_handshake();
+    assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    to_upstream(&mut h, &untrusted("1.2.3.4"), true);
+    assert_eq!(all(&h, "connection"), ["upgrade"]);
+    assert_eq!(all(&h, "upgrade"), ["websocket"]);
+    assert!(h.get("x-foo").is_none());
+    assert!(h.get("sec-websocket-key").is_some());
+
+    let mut resp = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+    assert!(is_websocket_accept(&resp));
+    to_client(&mut resp, true);
+    assert_eq!(all(&resp, "connection"), ["upgrade"]);
+    assert_eq!(all(&resp, "upgrade"), ["websocket"]);
+}
+
+#[test]
+fn only_a_complete_websocket_handshake_is_an_upgrade() {
+    let h = websocket_handshake();
+    assert!(!is_websocket_handshake(&Method::POST, Version::HTTP_11, &h));
+    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_10, &h));
+    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_2, &h));
+    for missing in [
+        "connection",
+        "upgrade",
+        "sec-websocket-key",
+        "sec-websocket-version",
+    ] {
+        let mut h = websocket_handshake();
+        h.remove(missing);
+        assert!(
+            !is_websocket_handshake(&Method::GET, Version::HTTP_11, &h),
+            "without {missing}"
+        );
+    }
+    let mut h2c = websocket_handshake();
+    h2c.insert("upgrade", HeaderValue::from_static("h2c"));
+    assert!(!is_websocket_handshake(
+        &Method::GET,
+        Version::HTTP_11,
+        &h2c
+    ));
+    let mut connection = websocket_handshake();
+    connection.insert("connection", HeaderValue::from_static("upgraded"));
+    assert!(!is_websocket_handshake(
+        &Method::GET,
+        Version::HTTP_11,
+        &connection
+    ));
+}
+
+#[test]
+fn a_websocket_handshake_offering_more_protocols_is_sent_as_websocket_only() {
+    let mut h = websocket_handshake();
+    h.insert("upgrade", HeaderValue::from_static("websocket, h2c"));
+    assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    to_upstream(&mut h, &untrusted("1.2.3.4"), true);
+    assert_eq!(all(&h, "upgrade"), ["websocket"]);
+}
+
+#[test]
+fn h2c_upgrade_and_its_settings_are_stripped() {
+    let mut h = map(&[
+        ("connection", "Upgrade, HTTP2-Settings"),
+        ("upgrade", "h2c"),
+        ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
+    ]);
+    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    to_upstream(&mut h, &untrusted("1.2.3.4"), false);
+    assert!(h.get("connection").is_none());
+    assert!(h.get("upgrade").is_none());
+    assert!(h.get("http2-settings").is_none());
+    // Not even named in Connection, HTTP2-Settings goes.
+    let mut h = map(&[("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA")]);
+    to_upstream(&mut h, &untrusted("1.2.3.4"), false);
+    assert!(h.get("http2-settings").is_none());
+}
+
+#[test]
+fn a_101_must_switch_to_websocket() {
+    assert!(!is_websocket_accept(&map(&[
+        ("connection", "upgrade"),
+        ("upgrade", "h2c")
+    ])));
+    assert!(!is_websocket_accept(&map(&[("upgrade", "websocket")])));
+}
+
+#[test]
+fn response_to_a_non_upgrade_strips_upgrade() {
+    let mut resp = map(&[("connection", "upgrade"), ("upgrade", "websocket")]);
+    to_client(&mut resp, false);
+    assert!(resp.get("connection").is_none());
+    assert!(resp.get("upgrade").is_none());
+}
