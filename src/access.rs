@@ -6,6 +6,27 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// `[real_ip]`: who the client is, as nginx's realip module decides it.
+#[derive(Debug, Clone)]
+pub struct RealIp {
+    pub trusted: Vec<ipnet::IpNet>,
+    /// Lower-case header name, e.g. `x-forwarded-for`.
+    pub header: http::HeaderName,
+    pub recursive: bool,
+}
+
+impl RealIp {
+    /// The client of a request from `peer` with `headers` ([`real_client`]).
+    pub fn client(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
+        real_client(peer, headers, &self.trusted, &self.header, self.recursive)
+    }
+
+    /// Whether `peer` is one of the trusted proxies.
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        is_trusted(peer, &self.trusted)
+    }
+}
+
 /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack socket reports for an IPv4
 /// peer) as the IPv4 address it is, so IPv4 rules and limit keys apply to it (nginx does the same
 /// for allow/deny). Every other address is returned unchanged.

@@ -19,7 +19,7 @@ use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
-use crate::proxy::{ApiKeys, Fixed, HeaderStyle, Location, Pipeline, RealIp, Route};
+use crate::proxy::{ApiKeys, Fixed, Location, Pipeline, Route};
 use crate::routing::Router;
 use crate::tls;
 use crate::upstream::{Group, GroupSpec};
@@ -259,17 +259,13 @@ fn pipeline(
     Pipeline {
         router: Router::new(config.locations.iter().map(|l| l.pattern.clone()).collect()),
         locations,
-        real_ip: config.real_ip.as_ref().map(|r| RealIp {
-            trusted: r.trusted.clone(),
-            header: r.header.clone(),
-            recursive: r.recursive,
-        }),
+        real_ip: config.real_ip.clone(),
         deny: config.access.deny.clone(),
         denied: metrics.denied("[access] deny"),
         unrouted: metrics.location(UNROUTED),
         exempt: config.access.exempt.clone(),
         api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
-        ratelimit_headers: header_style(server.ratelimit_headers),
+        ratelimit_headers: server.ratelimit_headers,
         body: crate::upstream::body::BodyLimits {
             timeout: server.client_body_timeout,
             min_rate: server.client_body_min_rate,
@@ -368,14 +364,6 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
 /// The `location` label of requests no location matched (and of those denied before
 /// routing).
 const UNROUTED: &str = "-";
-
-fn header_style(headers: config::RateLimitHeaders) -> HeaderStyle {
-    use config::RateLimitHeaders as H;
-    HeaderStyle {
-        draft: matches!(headers, H::Draft | H::Both),
-        legacy: matches!(headers, H::Legacy | H::Both),
-    }
-}
 
 fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
     let plan_rates = plans

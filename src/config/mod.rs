@@ -19,6 +19,7 @@ mod validate;
 mod values;
 mod zones;
 
+pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
@@ -141,6 +142,23 @@ pub enum RateLimitHeaders {
     None,
 }
 
+impl RateLimitHeaders {
+    /// Whether the draft's `RateLimit-Policy` and `RateLimit` are sent.
+    pub fn draft(self) -> bool {
+        matches!(self, RateLimitHeaders::Draft | RateLimitHeaders::Both)
+    }
+
+    /// Whether `X-RateLimit-*` are sent.
+    pub fn legacy(self) -> bool {
+        matches!(self, RateLimitHeaders::Legacy | RateLimitHeaders::Both)
+    }
+
+    /// How many headers a limited response gets.
+    pub fn count(self) -> usize {
+        2 * usize::from(self.draft()) + 3 * usize::from(self.legacy())
+    }
+}
+
 /// `[access]`: checked for every request, before routing.
 #[derive(Debug, Clone, Default)]
 pub struct Access {
@@ -188,15 +206,6 @@ pub struct ApiKeys {
     pub keys: std::collections::HashMap<String, String>,
     /// The `file` it came from, re-read on reload.
     pub file: Option<PathBuf>,
-}
-
-/// `[real_ip]`: who the client is, as nginx's realip module decides it.
-#[derive(Debug, Clone)]
-pub struct RealIp {
-    pub trusted: Vec<ipnet::IpNet>,
-    /// Lower-case header name, e.g. `x-forwarded-for`.
-    pub header: http::HeaderName,
-    pub recursive: bool,
 }
 
 /// `[log]`.

@@ -45,10 +45,8 @@ pub struct Done {
 
 /// Rewrites the request head for the upstream in place: hop-by-hop headers out,
 /// origin-form URI, HTTP/1.1 with a `Host`, and no framing headers of the client's
-/// (the upstream client writes its own from the body). Returns whether this is a
-/// WebSocket handshake (the one upgrade carried through), and the forwarding headers
-/// to send after the request's own.
-pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> (bool, headers::Added) {
+/// (the upstream client writes its own from the body).
+pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
     let host = req
         .headers()
         .get(HOST)
@@ -86,7 +84,18 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> (bool, headers::Added)
         *req.uri_mut() = Uri::from(path);
     }
     *req.version_mut() = Version::HTTP_11;
-    (upgrade, added)
+    Prepared {
+        websocket: upgrade,
+        added,
+    }
+}
+
+/// What [`prepare`] found out about the request.
+pub struct Prepared {
+    /// A WebSocket handshake: the one upgrade carried through.
+    pub websocket: bool,
+    /// The forwarding headers to send after the request's own.
+    pub added: headers::Added,
 }
 
 fn authority(uri: &Uri) -> Option<HeaderValue> {
@@ -118,9 +127,13 @@ pub async fn forward(
     mut req: Request<Incoming>,
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
-    (upgrade, added): (bool, headers::Added),
+    prepared: Prepared,
     held: &mut Vec<InFlight>,
 ) -> Result<Done, ProxyError> {
+    let Prepared {
+        websocket: upgrade,
+        added,
+    } = prepared;
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let (body, progress) = upstream_body(body, ctx).await?;

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
+use crate::config::RateLimitHeaders;
 use crate::limit::outcome::{Applied, Outcome};
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
 use crate::upstream::body::ResponseBody;
@@ -22,20 +23,6 @@ const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-
-/// Which rate-limit headers to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderStyle {
-    pub draft: bool,
-    pub legacy: bool,
-}
-
-impl HeaderStyle {
-    /// How many headers a limited response gets.
-    fn count(self) -> usize {
-        2 * usize::from(self.draft) + 3 * usize::from(self.legacy)
-    }
-}
 
 /// The answer when Redis cannot decide and a zone says `on_error = "deny"`: 503, with
 /// `Retry-After: 1` and a problem+json body.
@@ -59,7 +46,7 @@ pub(super) fn unavailable() -> Response<ResponseBody> {
 pub(super) fn rejection(
     location: &Location,
     outcome: &Outcome,
-    style: HeaderStyle,
+    style: RateLimitHeaders,
 ) -> Response<ResponseBody> {
     let status = location.limit_status;
     let retry_after = retry_after_secs(outcome.retry_after);
@@ -152,7 +139,7 @@ pub(super) fn add_headers(
     headers: &mut HeaderMap,
     location: &Location,
     outcome: &Outcome,
-    style: HeaderStyle,
+    style: RateLimitHeaders,
 ) {
     let announced = || {
         outcome
@@ -167,7 +154,7 @@ pub(super) fn add_headers(
     // An upstream response's map has room for the two draft headers (`upstream::h1`'s
     // decoder leaves it); when more are added, the map grows once, here, to fit them all.
     headers.reserve(style.count());
-    if style.draft {
+    if style.draft() {
         let (mut policy, mut state) = (Text::<96>::new(), Text::<96>::new());
         for (zone, a) in announced() {
             if !policy.is_empty() {
@@ -199,7 +186,7 @@ pub(super) fn add_headers(
             headers.insert(RATELIMIT, state);
         }
     }
-    if style.legacy {
+    if style.legacy() {
         // The most restrictive zone: the fewest requests left, then the longest wait.
         let fewest = announced()
             .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)));

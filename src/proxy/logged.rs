@@ -59,7 +59,8 @@ impl<'a> Pending<'a> {
         req: &Request<B>,
         client: IpAddr,
         start: Instant,
-        (stats, worker): (&'a LocationStats, usize),
+        stats: &'a LocationStats,
+        worker: usize,
     ) -> Pending<'a> {
         let entry = log.map(|log| Entry {
             log,

@@ -32,7 +32,6 @@ use crate::upstream::{Group, Lease};
 
 pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
-pub use limit_response::HeaderStyle;
 pub use logged::Logged;
 pub use response::Fixed;
 
@@ -41,7 +40,7 @@ pub struct Pipeline {
     pub router: Router,
     /// Indexed by the router's location index.
     pub locations: Vec<Location>,
-    pub real_ip: Option<RealIp>,
+    pub real_ip: Option<access::RealIp>,
     /// `[access]`: `deny` answers 403 before routing; `exempt` is never limited.
     pub deny: Vec<ipnet::IpNet>,
     pub exempt: Vec<ipnet::IpNet>,
@@ -50,7 +49,7 @@ pub struct Pipeline {
     /// Where requests that match no location are counted.
     pub unrouted: LocationStats,
     pub api_keys: Option<ApiKeys>,
-    pub ratelimit_headers: HeaderStyle,
+    pub ratelimit_headers: crate::config::RateLimitHeaders,
     /// How long a client may take over its request body.
     pub body: crate::upstream::body::BodyLimits,
     /// Bodies up to this size are read whole before an upstream is chosen.
@@ -81,13 +80,6 @@ pub struct Location {
 pub enum Route {
     Proxy(Arc<Group>),
     Return(Fixed),
-}
-
-/// `[real_ip]`, ready to use.
-pub struct RealIp {
-    pub trusted: Vec<ipnet::IpNet>,
-    pub header: http::HeaderName,
-    pub recursive: bool,
 }
 
 /// Where a request is forwarded, and for whom.
@@ -128,8 +120,9 @@ impl Pipeline {
         let now = Instant::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
-        let counted = (&self.unrouted, conn.worker);
-        let mut log = logged::Pending::new(self.access_log.clone(), &req, client, now, counted);
+        let access_log = self.access_log.clone();
+        let mut log =
+            logged::Pending::new(access_log, &req, client, now, &self.unrouted, conn.worker);
         if let Err(status) = checks::admit(&mut req, self.underscores_in_headers) {
             return log.finish(response::refusal(status, req.version()), None);
         }
@@ -229,13 +222,7 @@ impl Pipeline {
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).
     fn identify(&self, peer: IpAddr, req: &Request<Incoming>) -> IpAddr {
         match &self.real_ip {
-            Some(rip) => access::real_client(
-                peer,
-                req.headers(),
-                &rip.trusted,
-                &rip.header,
-                rip.recursive,
-            ),
+            Some(real_ip) => real_ip.client(peer, req.headers()),
             None => peer,
         }
     }
@@ -243,7 +230,7 @@ impl Pipeline {
     fn is_trusted(&self, peer: IpAddr) -> bool {
         self.real_ip
             .as_ref()
-            .is_some_and(|rip| access::is_trusted(peer, &rip.trusted))
+            .is_some_and(|real_ip| real_ip.trusts(peer))
     }
 
     /// The location for this request and its normalized path, or the 400/404 that ends it.
