@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use tollgate::limit::concurrency::{self, Concurrency};
-use tollgate::limit::decision::{self, Rule};
+use tollgate::limit::decision::{self, LimitRule};
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::key::{Part, RequestView, Template};
 use tollgate::limit::leaky_bucket::{self, LeakyBucket};
@@ -361,7 +361,7 @@ fn zone_decide(c: &mut Criterion) {
             epoch,
             std::time::SystemTime::now(),
         );
-        let rules = [Rule {
+        let rules = [LimitRule {
             zone: Arc::new(zone),
             burst: MOST,
             delay: NODELAY,

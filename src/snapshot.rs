@@ -10,7 +10,7 @@ use http::HeaderValue;
 
 use crate::access;
 use crate::config::{self, Config};
-use crate::limit::decision::{self, Rule};
+use crate::limit::decision::{self, LimitRule};
 use crate::limit::key::Template;
 use crate::limit::policy::Policy;
 use crate::limit::redis;
@@ -183,10 +183,10 @@ fn location(
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
     let label = location.pattern.to_string();
     let route = route(&location.action, index, groups)?;
-    let rules: Vec<Rule> = location
+    let rules: Vec<LimitRule> = location
         .limits
         .iter()
-        .map(|l| Rule {
+        .map(|l| LimitRule {
             zone: Arc::clone(&zones[l.zone]),
             burst: l.burst,
             delay: decision::delay_of(l.delay),

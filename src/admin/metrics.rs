@@ -15,7 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::limit::redis::Failure;
 use crate::metrics::cells::{Counter, HistogramSum};
-use crate::metrics::{FailureKind, Metrics, Outcome};
+use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
 
 /// The `Content-Type` of [`render`]'s text.
@@ -179,7 +179,7 @@ impl Scrape {
             MetricType::Counter,
         )?;
         for (zone, stats) in &zones {
-            for outcome in Outcome::ALL {
+            for outcome in Answer::ALL {
                 let count = stats.decisions.iter().map(|cell| cell.get(outcome)).sum();
                 let labels = [("zone", zone.as_str()), ("outcome", outcome.label())];
                 counter(&mut family, &labels, count)?;

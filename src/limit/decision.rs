@@ -21,7 +21,7 @@ pub const MAX_LIMITS: usize = 8;
 
 /// One item of a location's `limit` list, ready to use.
 #[derive(Clone)]
-pub struct Rule {
+pub struct LimitRule {
     pub zone: Arc<Zone>,
     pub burst: u64,
     /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
@@ -29,7 +29,7 @@ pub struct Rule {
     pub dry_run: bool,
 }
 
-impl Rule {
+impl LimitRule {
     /// What a request on `plan` taking `cost` units asks of this rule's zone.
     pub fn params(&self, plan: Option<usize>, cost: u64) -> Params {
         Params {
@@ -62,7 +62,7 @@ struct Keyed {
 /// Applies `rules` to a request at `now`. `plan` is the request's plan id (from its API
 /// key), `cost` the location's. Zones whose key is empty are skipped.
 pub fn decide(
-    rules: &[Rule],
+    rules: &[LimitRule],
     req: &RequestView<'_>,
     plan: Option<usize>,
     cost: u64,
@@ -76,7 +76,7 @@ pub fn decide(
 }
 
 fn decide_with(
-    rules: &[Rule],
+    rules: &[LimitRule],
     req: &RequestView<'_>,
     plan: Option<usize>,
     cost: u64,
@@ -107,7 +107,7 @@ fn decide_with(
 /// empty, in list order; how many.
 #[inline]
 fn key_each(
-    rules: &[Rule],
+    rules: &[LimitRule],
     req: &RequestView<'_>,
     plan: Option<usize>,
     cost: u64,
@@ -141,7 +141,7 @@ fn key_each(
 /// lock of `keyed[i]`.
 #[inline]
 fn lock_in_order<'z>(
-    rules: &'z [Rule],
+    rules: &'z [LimitRule],
     keyed: &[Option<Keyed>],
 ) -> [Option<Guard<'z>>; MAX_LIMITS] {
     // One lock per shard: a location lists a zone at most once (config), so no shard is
@@ -167,7 +167,7 @@ fn lock_in_order<'z>(
 /// enforcing rejection says.
 #[inline]
 fn check_each(
-    rules: &[Rule],
+    rules: &[LimitRule],
     keyed: &[Option<Keyed>],
     guards: &mut [Option<Guard<'_>>; MAX_LIMITS],
     keys: &[u8],
@@ -199,7 +199,7 @@ fn check_each(
 /// charged), and sets the request's status, delay and in-flight counts.
 #[inline]
 fn charge_each(
-    rules: &[Rule],
+    rules: &[LimitRule],
     keyed: &[Option<Keyed>],
     guards: &mut [Option<Guard<'_>>; MAX_LIMITS],
     keys: &[u8],
@@ -245,7 +245,7 @@ fn charge_each(
 }
 
 /// Whether no two keyed rules share a zone (and so could share a shard).
-fn order_is_strict(rules: &[Rule], keyed: &[Option<Keyed>]) -> bool {
+fn order_is_strict(rules: &[LimitRule], keyed: &[Option<Keyed>]) -> bool {
     let mut ids: Vec<u64> = keyed
         .iter()
         .flatten()
@@ -259,7 +259,7 @@ fn order_is_strict(rules: &[Rule], keyed: &[Option<Keyed>]) -> bool {
 /// charge on the same entry) and no list of keys or guards. The request is charged exactly
 /// when its one zone admits it, dry run or not, as in the general case.
 fn decide_one(
-    rule: &Rule,
+    rule: &LimitRule,
     req: &RequestView<'_>,
     plan: Option<usize>,
     cost: u64,

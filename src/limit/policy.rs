@@ -10,14 +10,14 @@
 
 use std::sync::Arc;
 
-use super::decision::{self, Rule};
+use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
 use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
 /// A location's zones, in list order, and what each request costs in them.
 pub struct Policy {
-    rules: Vec<Rule>,
+    rules: Vec<LimitRule>,
     cost: u64,
     /// When some zones of the list are kept in Redis.
     redis: Option<RedisFirst>,
@@ -27,7 +27,7 @@ pub struct Policy {
 struct RedisFirst {
     backend: Arc<Backend>,
     /// The list's local zones, decided together after the Redis ones.
-    local: Vec<Rule>,
+    local: Vec<LimitRule>,
     /// `local[i]` is item `local_index[i]` of the list.
     local_index: Vec<usize>,
 }
@@ -35,7 +35,7 @@ struct RedisFirst {
 impl Policy {
     /// The policy of a `limit` list whose requests take `cost` units. `backend` serves
     /// the list's Redis zones; without it, they decide in their local stores.
-    pub fn new(rules: Vec<Rule>, cost: u64, backend: Option<&Arc<Backend>>) -> Policy {
+    pub fn new(rules: Vec<LimitRule>, cost: u64, backend: Option<&Arc<Backend>>) -> Policy {
         let redis = match backend {
             Some(backend) if rules.iter().any(|rule| rule.zone.redis.is_some()) => {
                 let (local, local_index) = rules
@@ -56,7 +56,7 @@ impl Policy {
     }
 
     /// The list, in order: an [`Applied::rule`] indexes it.
-    pub fn rules(&self) -> &[Rule] {
+    pub fn rules(&self) -> &[LimitRule] {
         &self.rules
     }
 
@@ -73,7 +73,7 @@ impl Policy {
         }
     }
 
-    fn decide_local(&self, rules: &[Rule], arrival: &Arrival<'_>) -> Outcome {
+    fn decide_local(&self, rules: &[LimitRule], arrival: &Arrival<'_>) -> Outcome {
         let (request, plan) = (&arrival.request, arrival.plan);
         decision::decide(rules, request, plan, self.cost, arrival.now)
     }
@@ -132,7 +132,7 @@ impl Policy {
 struct ZoneCall<'a> {
     /// Its index in the list.
     index: usize,
-    rule: &'a Rule,
+    rule: &'a LimitRule,
     settings: ZoneSettings,
     /// The request's key in the zone.
     key: &'a [u8],

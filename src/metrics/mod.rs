@@ -246,23 +246,23 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A zone's decisions, by [`Outcome`].
+/// A zone's decisions, by [`Answer`].
 #[derive(Debug, Default)]
-pub struct Decisions([Counter; Outcome::ALL.len()]);
+pub struct Decisions([Counter; Answer::ALL.len()]);
 
 impl Decisions {
-    pub fn add(&self, outcome: Outcome) {
+    pub fn add(&self, outcome: Answer) {
         self.0[outcome as usize].add(1);
     }
 
-    pub fn get(&self, outcome: Outcome) -> u64 {
+    pub fn get(&self, outcome: Answer) -> u64 {
         self.0[outcome as usize].get()
     }
 }
 
-/// What one zone said about one request (the `outcome` label).
+/// What one zone answered about one request (the `outcome` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Answer {
     Passed,
     Delayed,
     Rejected,
@@ -271,24 +271,24 @@ pub enum Outcome {
     RejectedDryRun,
 }
 
-impl Outcome {
-    pub const ALL: [Outcome; 6] = [
-        Outcome::Passed,
-        Outcome::Delayed,
-        Outcome::Rejected,
-        Outcome::PassedDryRun,
-        Outcome::DelayedDryRun,
-        Outcome::RejectedDryRun,
+impl Answer {
+    pub const ALL: [Answer; 6] = [
+        Answer::Passed,
+        Answer::Delayed,
+        Answer::Rejected,
+        Answer::PassedDryRun,
+        Answer::DelayedDryRun,
+        Answer::RejectedDryRun,
     ];
 
     pub fn label(self) -> &'static str {
         match self {
-            Outcome::Passed => "passed",
-            Outcome::Delayed => "delayed",
-            Outcome::Rejected => "rejected",
-            Outcome::PassedDryRun => "passed_dry_run",
-            Outcome::DelayedDryRun => "delayed_dry_run",
-            Outcome::RejectedDryRun => "rejected_dry_run",
+            Answer::Passed => "passed",
+            Answer::Delayed => "delayed",
+            Answer::Rejected => "rejected",
+            Answer::PassedDryRun => "passed_dry_run",
+            Answer::DelayedDryRun => "delayed_dry_run",
+            Answer::RejectedDryRun => "rejected_dry_run",
         }
     }
 }
@@ -355,9 +355,9 @@ mod tests {
     fn a_label_asked_for_again_gets_the_same_counts() {
         let metrics = Metrics::new(2);
         let first = metrics.zone("per_ip");
-        first.decisions.get(1).add(Outcome::Rejected);
+        first.decisions.get(1).add(Answer::Rejected);
         let again = metrics.zone("per_ip");
-        assert_eq!(again.decisions.get(1).get(Outcome::Rejected), 1);
+        assert_eq!(again.decisions.get(1).get(Answer::Rejected), 1);
         assert!(!Arc::ptr_eq(&metrics.zone("other"), &again));
     }
 

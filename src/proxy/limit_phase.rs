@@ -108,8 +108,8 @@ thread_local! {
     static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn metric_outcome(applied: &Applied) -> metrics::Outcome {
-    use metrics::Outcome as O;
+fn metric_outcome(applied: &Applied) -> metrics::Answer {
+    use metrics::Answer as O;
     match (applied.decision.verdict, applied.dry_run) {
         (Verdict::Pass, false) => O::Passed,
         (Verdict::Delay(_), false) => O::Delayed,

@@ -83,7 +83,7 @@ pub enum Route {
 }
 
 /// Where a request is forwarded, and for whom.
-struct Upstream<'a> {
+struct Destination<'a> {
     group: &'a Arc<Group>,
     conn: &'a Conn,
     /// The client (after realip) and the peer it came through.
@@ -163,7 +163,7 @@ impl Pipeline {
         let (mut response, lease) = match &location.route {
             Route::Return(fixed) => (fixed.respond(), None),
             Route::Proxy(group) => {
-                let to = Upstream {
+                let to = Destination {
                     group,
                     conn,
                     client,
@@ -187,7 +187,7 @@ impl Pipeline {
     async fn proxy(
         &self,
         mut req: Request<Incoming>,
-        to: &Upstream<'_>,
+        to: &Destination<'_>,
         in_flight: &mut Vec<InFlight>,
         log: &mut logged::Pending<'_>,
     ) -> (Response<ResponseBody>, Option<Lease>) {

@@ -171,7 +171,7 @@ mod through_zones {
     use std::time::{Duration, Instant};
 
     use http::{HeaderMap, Method};
-    use tollgate::limit::decision::{self, Rule};
+    use tollgate::limit::decision::{self, LimitRule};
     use tollgate::limit::key::{Part, RequestView, Template};
     use tollgate::limit::zone::{Spec, Zone};
     use tollgate::limit::{Algorithm, Period, Rate, NODELAY};
@@ -196,8 +196,8 @@ mod through_zones {
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }
 
-    fn rule(zone: &Arc<Zone>, burst: u64) -> Rule {
-        Rule {
+    fn rule(zone: &Arc<Zone>, burst: u64) -> LimitRule {
+        LimitRule {
             zone: Arc::clone(zone),
             burst,
             delay: NODELAY,
@@ -225,7 +225,7 @@ mod through_zones {
     async fn race_clients(
         each: usize,
         now: Instant,
-        rules: impl Fn(usize, usize) -> Arc<Vec<Rule>> + Send + Sync + 'static,
+        rules: impl Fn(usize, usize) -> Arc<Vec<LimitRule>> + Send + Sync + 'static,
     ) -> Vec<u64> {
         let per_client: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
         let rules = Arc::new(rules);
@@ -308,7 +308,7 @@ mod through_zones {
             5,
             epoch,
         );
-        let rules = Arc::new(vec![Rule {
+        let rules = Arc::new(vec![LimitRule {
             zone: Arc::clone(&conns),
             burst: 0,
             delay: NODELAY,

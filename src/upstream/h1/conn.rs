@@ -149,17 +149,17 @@ impl UpstreamConn {
                 return polled;
             }
             if deadline.expired(sleep.as_mut(), cx) {
-                return Poll::Ready(Err(Failure::Timeout));
+                return Poll::Ready(Err(NoHead::Timeout));
             }
             Poll::Pending
         })
         .await;
         let head = match outcome {
             Ok(head) => head,
-            Err(Failure::Unsent(err)) => return Err(SendError::Unsent(req, err)),
-            Err(Failure::Failed(err)) => return Err(SendError::Failed(err, req)),
-            Err(Failure::ClientBody(err)) => return Err(SendError::ClientBody(err)),
-            Err(Failure::Timeout) => return Err(SendError::Timeout(req)),
+            Err(NoHead::Unsent(err)) => return Err(SendError::Unsent(req, err)),
+            Err(NoHead::Failed(err)) => return Err(SendError::Failed(err, req)),
+            Err(NoHead::ClientBody(err)) => return Err(SendError::ClientBody(err)),
+            Err(NoHead::Timeout) => return Err(SendError::Timeout(req)),
         };
         Ok(self.respond(head, req, upload, write_failed.is_some(), read_timeout))
     }
@@ -218,7 +218,7 @@ impl UpstreamConn {
         write_failed: &mut Option<io::Error>,
         head_request: bool,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Head, Failure>>
+    ) -> Poll<Result<Head, NoHead>>
     where
         B: HttpBody<Data = Bytes, Error = BodyError> + Unpin,
     {
@@ -227,7 +227,7 @@ impl UpstreamConn {
                 match decode::parse(&mut self.0.buf, head_request) {
                     Ok(Some(head)) => return Poll::Ready(Ok(head)),
                     Ok(None) => {}
-                    Err(err) => return Poll::Ready(Err(Failure::Failed(err))),
+                    Err(err) => return Poll::Ready(Err(NoHead::Failed(err))),
                 }
             }
             if write_failed.is_none() && !upload.is_complete(&self.0.out) {
@@ -235,13 +235,13 @@ impl UpstreamConn {
                 match upload.poll(Pin::new(&mut *body), &mut parts.stream, &mut parts.out, cx) {
                     Poll::Ready(Ok(())) | Poll::Pending => {}
                     Poll::Ready(Err(UploadError::Client(err))) => {
-                        return Poll::Ready(Err(Failure::ClientBody(err)))
+                        return Poll::Ready(Err(NoHead::ClientBody(err)))
                     }
                     Poll::Ready(Err(UploadError::Length)) => {
-                        return Poll::Ready(Err(Failure::Failed(Error::RequestLength)))
+                        return Poll::Ready(Err(NoHead::Failed(Error::RequestLength)))
                     }
                     Poll::Ready(Err(UploadError::Io(err))) if !upload.wrote && !upload.touched => {
-                        return Poll::Ready(Err(Failure::Unsent(err)))
+                        return Poll::Ready(Err(NoHead::Unsent(err)))
                     }
                     // The server may have answered before closing: read on.
                     Poll::Ready(Err(UploadError::Io(err))) => *write_failed = Some(err),
@@ -254,7 +254,7 @@ impl UpstreamConn {
                         None if self.0.buf.is_empty() => Error::Closed,
                         None => Error::IncompleteHead,
                     };
-                    return Poll::Ready(Err(Failure::Failed(err)));
+                    return Poll::Ready(Err(NoHead::Failed(err)));
                 }
                 Poll::Ready(Ok(_)) => {}
                 // A server that closes a kept-alive connection just as a request reaches it
@@ -263,9 +263,9 @@ impl UpstreamConn {
                 Poll::Ready(Err(err))
                     if self.0.buf.is_empty() && write_failed.is_none() && is_reset(&err) =>
                 {
-                    return Poll::Ready(Err(Failure::Failed(Error::Closed)))
+                    return Poll::Ready(Err(NoHead::Failed(Error::Closed)))
                 }
-                Poll::Ready(Err(err)) => return Poll::Ready(Err(Failure::Failed(Error::Io(err)))),
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(NoHead::Failed(Error::Io(err)))),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -296,7 +296,7 @@ fn is_reset(err: &io::Error) -> bool {
 }
 
 /// How an exchange ended without a head.
-enum Failure {
+enum NoHead {
     Unsent(io::Error),
     Failed(Error),
     ClientBody(BodyError),
