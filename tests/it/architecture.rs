@@ -456,7 +456,7 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// A file's module path from `src/`: `proxy/limit.rs` is `[proxy, limit]`,
+/// A file's module path from `src/`: `proxy/limit_phase.rs` is `[proxy, limit_phase]`,
 /// `proxy/mod.rs` is `[proxy]`.
 fn module_path(rel: &Path) -> Vec<String> {
     let mut parts: Vec<String> = rel
