@@ -8,6 +8,7 @@
 //!   algorithm.
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
+//! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …) in configured text.
 //!
 //! Values:
 //! - [`config`]: TOML text to a validated, immutable `Config` made of the core's own
@@ -57,6 +58,8 @@ pub mod snapshot;
 pub mod state;
 pub mod tls;
 pub mod upstream;
+#[deny(clippy::disallowed_methods)]
+pub mod vars;
 
 pub use config::Config;
 pub use server::{Gateway, StartError};

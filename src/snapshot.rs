@@ -19,7 +19,9 @@ use crate::limit::{Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
+use crate::proxy::response::Filled;
 use crate::proxy::{ApiKeys, Fixed, Location, Pipeline, Route};
+use crate::routing::Pattern;
 use crate::routing::Router;
 use crate::tls;
 use crate::upstream::{Group, GroupSpec};
@@ -182,7 +184,7 @@ fn location(
 ) -> Result<Location, BuildError> {
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
     let label = location.pattern.to_string();
-    let route = route(&location.action, index, groups)?;
+    let route = route(&location.action, &location.pattern, index, groups)?;
     let rules: Vec<LimitRule> = location
         .limits
         .iter()
@@ -211,6 +213,7 @@ fn location(
 /// What location `index` does with a request: forward it to a group, or answer itself.
 fn route(
     action: &config::Action,
+    pattern: &Pattern,
     index: usize,
     groups: &[Arc<Group>],
 ) -> Result<Route, BuildError> {
@@ -218,15 +221,31 @@ fn route(
         config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
         config::Action::Return(ret) => Route::Return(Fixed {
             status: ret.status,
-            body: Bytes::from(ret.body.clone()),
+            body: match ret.body.as_literal() {
+                Some(body) => Filled::Once(Bytes::from(body.to_owned())),
+                None => Filled::PerRequest(ret.body.clone()),
+            },
             location: match &ret.location {
-                Some(target) => {
-                    Some(HeaderValue::from_str(target).map_err(|_| BuildError::Location(index))?)
-                }
+                Some(target) => Some(match target.as_literal() {
+                    Some(target) => Filled::Once(
+                        HeaderValue::from_str(target).map_err(|_| BuildError::Location(index))?,
+                    ),
+                    None => Filled::PerRequest(target.clone()),
+                }),
                 None => None,
+            },
+            captures: match pattern {
+                Pattern::Regex { regex, .. } if uses_captures(ret) => Some(regex.clone()),
+                _ => None,
             },
         }),
     })
+}
+
+/// Whether a `return` uses its location's regex captures.
+fn uses_captures(ret: &config::Return) -> bool {
+    let location = ret.location.as_ref().map_or(0, |l| l.max_capture());
+    ret.body.max_capture().max(location) > 0
 }
 
 /// One counter per `deny` rule of a location (`None` for `allow` rules), in rule order.

@@ -90,6 +90,25 @@ impl<'t> Diagnostics<'t> {
         self.push(Some(span.start), message.into(), false);
     }
 
+    /// A problem at byte `at` of `value`, the string written at `span`: reported there when
+    /// the file writes the string as it is (no escapes before `at`), else at the string.
+    pub(crate) fn error_in_string(
+        &mut self,
+        span: Range<usize>,
+        value: &str,
+        at: usize,
+        message: impl Into<String>,
+    ) {
+        let inside = span.start + 1;
+        let written = self.text.get(inside..inside + at);
+        let offset = if written == value.get(..at) {
+            inside + at
+        } else {
+            span.start
+        };
+        self.push(Some(offset), message.into(), false);
+    }
+
     /// A problem that belongs to no place in the file (e.g. a missing section).
     pub(crate) fn error_nowhere(&mut self, message: impl Into<String>) {
         self.push(None, message.into(), false);

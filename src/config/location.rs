@@ -9,7 +9,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{RawLocation, RawReturn, Span};
 use super::{access, limits};
-use super::{Action, Location, Pattern, Return};
+use super::{Action, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
@@ -48,7 +48,7 @@ pub(super) fn locations(
                     }
                     Some(pattern)
                 });
-            let action = action(&location, &table, upstreams, diag);
+            let action = action(&location, &table, upstreams, pattern.as_ref(), diag);
             let cost = limits::cost(location.cost.as_ref(), diag);
             let rules = match (&location.limit, cost) {
                 (None, _) => Some(Vec::new()),
@@ -144,6 +144,7 @@ fn action(
     location: &RawLocation,
     table: &Span,
     upstreams: &[String],
+    pattern: Option<&Pattern>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Action> {
     // Problems with the action are reported at `match`, or at the table without it.
@@ -159,7 +160,7 @@ fn action(
             }
             Some(Action::Proxy { upstream: found? })
         }
-        (None, Some(ret)) => returned(ret, diag).map(Action::Return),
+        (None, Some(ret)) => returned(ret, pattern, diag).map(Action::Return),
         (Some(_), Some(_)) => {
             diag.error(span, "a location takes `upstream` or `return`, not both");
             None
@@ -187,7 +188,13 @@ fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
     )
 }
 
-fn returned(ret: &Spanned<RawReturn>, diag: &mut Diagnostics<'_>) -> Option<Return> {
+/// `return`; `pattern` is the location's (captures need a regex), `None` when it is
+/// itself wrong.
+fn returned(
+    ret: &Spanned<RawReturn>,
+    pattern: Option<&Pattern>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Return> {
     let status = diag
         .required(ret.get_ref().status.as_ref(), &ret.span(), "status")
         .and_then(|written| {
@@ -213,14 +220,57 @@ fn returned(ret: &Spanned<RawReturn>, diag: &mut Diagnostics<'_>) -> Option<Retu
                 );
                 diag.error(location.span(), message);
             }
-            valid.then(|| Some(value.clone()))
+            let text = var_text(location, pattern, diag);
+            if valid {
+                text.map(Some)
+            } else {
+                None
+            }
         }
+    };
+    let body = match &ret.body {
+        None => Some(VarText::default()),
+        Some(body) => var_text(body, pattern, diag),
     };
     Some(Return {
         status: status?,
-        body: ret.body.clone().unwrap_or_default(),
+        body: body?,
         location: location?,
     })
+}
+
+/// A value with variables, each problem reported where it is: an unknown variable, or a
+/// capture that the location's regex does not have.
+fn var_text(
+    value: &Spanned<String>,
+    pattern: Option<&Pattern>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<VarText> {
+    let text = match VarText::parse(value.get_ref()) {
+        Ok(text) => text,
+        Err(err) => {
+            diag.error_in_string(value.span(), value.get_ref(), err.at, err.message);
+            return None;
+        }
+    };
+    let wanted = text.max_capture();
+    let groups = match pattern {
+        _ if wanted == 0 => return Some(text),
+        // The pattern's own problem is reported already.
+        None => return None,
+        Some(Pattern::Regex { regex, .. }) => regex.captures_len() - 1,
+        Some(_) => {
+            let message = "captures ($1 to $9) need a regex location (`~` or `~*`)";
+            diag.error(value.span(), message);
+            return None;
+        }
+    };
+    if wanted > groups {
+        let message = format!("`${wanted}`: the location's regex has {groups} capture group(s)");
+        diag.error(value.span(), message);
+        return None;
+    }
+    Some(text)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
 pub use crate::routing::Pattern;
+pub use crate::vars::VarText;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -302,9 +303,11 @@ pub enum Action {
 #[derive(Debug, Clone)]
 pub struct Return {
     pub status: http::StatusCode,
-    pub body: String,
-    /// `Location` header, for redirects (`return = { status = 301, location = "..." }`).
-    pub location: Option<String>,
+    /// May hold variables ("Variables" in docs/config.md).
+    pub body: VarText,
+    /// `Location` header, for redirects (`return = { status = 301, location = "..." }`);
+    /// may hold variables.
+    pub location: Option<VarText>,
 }
 
 /// Parses and validates configuration text. `origin` names the file in messages and is

@@ -56,11 +56,7 @@ impl Pipeline {
 
 /// The request as key templates read it.
 fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r [u8]) -> RequestView<'r> {
-    let host = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok());
+    let host = super::host_of(req);
     RequestView {
         client,
         method: req.method(),

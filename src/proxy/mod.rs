@@ -29,6 +29,7 @@ use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing::{self, Router};
 use crate::upstream::body::ResponseBody;
 use crate::upstream::{Group, Lease};
+use crate::vars;
 
 pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
@@ -98,16 +99,19 @@ pub struct Conn {
     /// Index of the worker thread serving it (selects the upstream idle pools).
     pub worker: usize,
     pub https: bool,
+    /// The port it arrived on (`$server_port`).
+    pub server_port: u16,
     /// The peer's address as a header value, made once per connection.
     pub peer_value: http::HeaderValue,
 }
 
 impl Conn {
-    pub fn new(peer: SocketAddr, worker: usize, https: bool) -> Conn {
+    pub fn new(peer: SocketAddr, worker: usize, https: bool, server_port: u16) -> Conn {
         Conn {
             peer,
             worker,
             https,
+            server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
         }
     }
@@ -159,10 +163,10 @@ impl Pipeline {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        drop(path);
         let (mut response, lease) = match &location.route {
-            Route::Return(fixed) => (fixed.respond(), None),
+            Route::Return(fixed) => (answer(fixed, &req, conn, client, &path), None),
             Route::Proxy(group) => {
+                drop(path);
                 let to = Destination {
                     group,
                     conn,
@@ -247,6 +251,42 @@ impl Pipeline {
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
     }
+}
+
+/// A `return` location's answer, its variables filled in from the request.
+fn answer<B>(
+    fixed: &Fixed,
+    req: &Request<B>,
+    conn: &Conn,
+    client: IpAddr,
+    path: &[u8],
+) -> Response<ResponseBody> {
+    if !fixed.has_variables() {
+        return fixed.respond(None);
+    }
+    let captures = fixed.captures.as_ref().and_then(|re| re.captures(path));
+    let vars = vars::Request {
+        https: conn.https,
+        host: host_of(req),
+        server_port: conn.server_port,
+        request_uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
+        uri: path,
+        args: req.uri().query(),
+        remote_addr: client,
+        remote_port: conn.peer.port(),
+        headers: req.headers(),
+        captures: captures.as_ref(),
+    };
+    fixed.respond(Some(&vars))
+}
+
+/// The request's host as sent: the absolute-form target's authority (an HTTP/2
+/// `:authority`), else the `Host` header.
+fn host_of<B>(req: &Request<B>) -> Option<&str> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
 }
 
 /// One error-log line per failed request, at a level that matches who failed, unless

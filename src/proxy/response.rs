@@ -5,6 +5,7 @@ use http::header::{CONNECTION, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Response, StatusCode, Version};
 
 use crate::upstream::body::ResponseBody;
+use crate::vars::{self, VarText};
 
 const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 
@@ -12,20 +13,55 @@ const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=ut
 #[derive(Clone, Debug)]
 pub struct Fixed {
     pub status: StatusCode,
-    pub body: Bytes,
-    pub location: Option<HeaderValue>,
+    pub body: Filled<Bytes>,
+    pub location: Option<Filled<HeaderValue>>,
+    /// The location's regex, when the answer uses its captures (`$1`…).
+    pub captures: Option<regex::bytes::Regex>,
+}
+
+/// A `return`'s body or `Location`: made once when it has no variable, else filled in
+/// for each request.
+#[derive(Clone, Debug)]
+pub enum Filled<T> {
+    Once(T),
+    PerRequest(VarText),
 }
 
 impl Fixed {
-    pub fn respond(&self) -> Response<ResponseBody> {
-        let mut response = Response::new(ResponseBody::full(self.body.clone()));
+    /// Whether answering needs the request's variables.
+    pub fn has_variables(&self) -> bool {
+        matches!(self.body, Filled::PerRequest(_))
+            || matches!(self.location, Some(Filled::PerRequest(_)))
+    }
+
+    /// The answer; `req` fills in the variables (see [`Fixed::has_variables`]).
+    pub fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
+        let body = match (&self.body, req) {
+            (Filled::Once(body), _) => body.clone(),
+            (Filled::PerRequest(text), Some(req)) => {
+                let mut body = Vec::new();
+                text.render(req, &mut body);
+                Bytes::from(body)
+            }
+            (Filled::PerRequest(_), None) => Bytes::new(),
+        };
+        let location = match (&self.location, req) {
+            (Some(Filled::Once(location)), _) => Some(location.clone()),
+            (Some(Filled::PerRequest(text)), Some(req)) => {
+                let mut target = Vec::new();
+                text.render(req, &mut target);
+                HeaderValue::from_bytes(&vars::escape_for_header(&target)).ok()
+            }
+            _ => None,
+        };
+        let mut response = Response::new(ResponseBody::full(body.clone()));
         *response.status_mut() = self.status;
         let headers = response.headers_mut();
-        if !self.body.is_empty() {
+        if !body.is_empty() {
             headers.insert(CONTENT_TYPE, TEXT_PLAIN);
         }
-        if let Some(location) = &self.location {
-            headers.insert(LOCATION, location.clone());
+        if let Some(location) = location {
+            headers.insert(LOCATION, location);
         }
         response
     }

@@ -136,6 +136,7 @@ struct Accepting {
 impl Accepting {
     async fn run(mut self, listener: tokio::net::TcpListener) {
         let repeats = Repeats::default();
+        let server_port = listener.local_addr().map_or(0, |addr| addr.port());
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -144,7 +145,7 @@ impl Accepting {
             match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let conn = Conn::new(peer, self.worker, self.tls);
+                    let conn = Conn::new(peer, self.worker, self.tls, server_port);
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The pure core: it imports nothing but itself.
-const CORE: &[&str] = &["limit", "routing", "access"];
+const CORE: &[&str] = &["limit", "routing", "access", "vars"];
 
 /// What `config` must not import: it turns text into values and knows nothing of how
 /// they run.

@@ -39,6 +39,26 @@ fn check_reports_every_error_with_line_and_column() {
 }
 
 #[test]
+fn check_reports_an_unknown_variable_where_its_dollar_is() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "vars.toml",
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\n[[location]]\nmatch = \"/\"\n\
+         return = { status = 301, location = \"https://$hostname$request_uri\" }\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = path.display().to_string();
+    assert!(
+        stderr.contains(&format!("{file}:5:46: unknown variable `$hostname`")),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_accepts_the_shipped_gateway_toml() {
     let _shared = support::shared();
     let out = tollgate()

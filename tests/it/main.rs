@@ -26,6 +26,7 @@ mod redis_clock_skew;
 mod redis_scripts;
 mod redis_zones;
 mod reload;
+mod return_vars;
 mod slow_clients;
 mod testssl;
 mod timeouts;

@@ -315,6 +315,6 @@ pub(crate) struct RawLimit {
 pub(crate) struct RawReturn {
     /// Required.
     pub status: Option<Spanned<i64>>,
-    pub body: Option<String>,
+    pub body: Option<Spanned<String>>,
     pub location: Option<Spanned<String>>,
 }

@@ -1,0 +1,168 @@
+//! Variables in `return` through the real gateway ("Variables" in docs/config.md): the
+//! redirect to HTTPS every TLS edge starts with, on HTTP/1.1 and HTTP/2, regex captures,
+//! a decoded `$uri` that cannot split the head, and the same `Location`s as nginx.
+
+use std::fmt::Write as _;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::support::nginx::{self, Nginx};
+use crate::support::raw::read_response;
+use crate::support::{self, addr, gateway, get, send, send_h2, within};
+
+fn config(locations: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n{locations}"
+    )
+}
+
+const TO_HTTPS: &str = "[[location]]\nmatch = \"/\"\n\
+    return = { status = 301, location = \"https://$host$request_uri\" }\n";
+
+#[tokio::test]
+async fn the_redirect_to_https_fills_in_host_and_request_uri_on_h1_and_h2() {
+    let _shared = support::shared();
+    let gw = gateway(&config(TO_HTTPS));
+    let req = http::Request::get("/a/b?x=1")
+        .header("host", "Example.TEST.:8080")
+        .body(support::empty())
+        .unwrap();
+    let reply = within(5, send(addr(&gw), req)).await;
+    assert_eq!(reply.status, 301);
+    assert_eq!(reply.headers["location"], "https://example.test/a/b?x=1");
+    let req = http::Request::get("http://www.Example.test/h2/%7e?q=1")
+        .body(support::empty())
+        .unwrap();
+    let reply = within(5, send_h2(addr(&gw), req)).await;
+    assert_eq!(reply.version, http::Version::HTTP_2);
+    assert_eq!(reply.status, 301);
+    assert_eq!(
+        reply.headers["location"],
+        "https://www.example.test/h2/%7e?q=1"
+    );
+}
+
+#[tokio::test]
+async fn captures_and_the_other_variables_are_filled_in() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        "[[location]]\nmatch = \"~ ^/old/([a-z]+)/(\\\\d+)$\"\n\
+         return = { status = 308, location = \"$scheme://$host:$server_port/new/$2/$1?$args\", \
+         body = \"$remote_addr [$http_x_name] $uri\" }\n",
+    ));
+    let port = addr(&gw).port();
+    let req = http::Request::get("/old//page/42?k=v")
+        .header("host", "example.test")
+        .header("x-name", "tollgate")
+        .body(support::empty())
+        .unwrap();
+    let reply = within(5, send(addr(&gw), req)).await;
+    assert_eq!(reply.status, 308);
+    assert_eq!(
+        reply.headers["location"],
+        format!("http://example.test:{port}/new/42/page?k=v").as_str()
+    );
+    assert_eq!(reply.body, "127.0.0.1 [tollgate] /old/page/42");
+    assert_eq!(
+        within(5, send(addr(&gw), get("/old/x/y"))).await.status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn a_decoded_uri_cannot_add_a_header_line() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        "[[location]]\nmatch = \"/\"\nreturn = { status = 302, location = \"https://$host$uri\" }\n",
+    ));
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let request = "GET /a%0d%0aSet-Cookie:%20x=1%20%ff HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let reply = within(5, read_response(&mut stream))
+        .await
+        .expect("a response");
+    assert_eq!(reply.status, 302);
+    assert!(
+        !reply.head.to_ascii_lowercase().contains("\nset-cookie"),
+        "{}",
+        reply.head
+    );
+    assert!(
+        reply
+            .head
+            .contains("Location: https://example.test/a%0D%0ASet-Cookie:%20x=1%20%FF\r\n")
+            || reply
+                .head
+                .contains("location: https://example.test/a%0D%0ASet-Cookie:%20x=1%20%FF\r\n"),
+        "{}",
+        reply.head
+    );
+}
+
+/// Raw HTTP/1.x requests whose `$host` and `$request_uri` differ in every way nginx
+/// normalizes: case, port, trailing dot, IPv6 literal, absolute-form target, no Host.
+const REQUESTS: [&str; 7] = [
+    "GET /x?y=1 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    "GET /x HTTP/1.1\r\nHost: EXAMPLE.com:8080\r\n\r\n",
+    "GET /%41/./b HTTP/1.1\r\nHost: example.com.\r\n\r\n",
+    "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    "GET http://Other.Example/p?q HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    "GET /old HTTP/1.0\r\n\r\n",
+    "GET /a//b HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n",
+];
+
+async fn location_of(addr: std::net::SocketAddr, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let reply = within(5, read_response(&mut stream))
+        .await
+        .expect("a response");
+    let location = reply
+        .head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("location")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_default();
+    (reply.status, location)
+}
+
+#[tokio::test]
+async fn the_redirect_sends_the_location_nginx_sends() {
+    if !nginx::available("the return conformance test") {
+        return;
+    }
+    let _shared = support::shared();
+    let nginx = Nginx::start(
+        |dir, port| {
+            let dir = dir.display();
+            format!(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\n\
+                 error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\
+                 events {{ worker_connections 64; }}\n\
+                 http {{\n access_log off;\n client_body_temp_path {dir}/tmp/body;\n\
+                 proxy_temp_path {dir}/tmp/proxy;\n fastcgi_temp_path {dir}/tmp/fastcgi;\n\
+                 uwsgi_temp_path {dir}/tmp/uwsgi;\n scgi_temp_path {dir}/tmp/scgi;\n\
+                 server {{\n  listen 127.0.0.1:{port};\n\
+                 location / {{ return 301 https://$host$request_uri; }}\n }}\n}}\n"
+            )
+        },
+        &[],
+    );
+    let gw = gateway(&config(TO_HTTPS));
+    let mut differences = String::new();
+    for request in REQUESTS {
+        let theirs = location_of(nginx.addr, request).await;
+        let ours = location_of(addr(&gw), request).await;
+        if theirs != ours {
+            let _ = writeln!(
+                differences,
+                "{request:?}: nginx {theirs:?}, tollgate {ours:?}"
+            );
+        }
+    }
+    assert!(differences.is_empty(), "{differences}");
+}
