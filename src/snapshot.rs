@@ -20,7 +20,7 @@ use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
 use crate::proxy::response::Filled;
-use crate::proxy::{ApiKeys, Fixed, Location, Pipeline, Route};
+use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route};
 use crate::routing::Pattern;
 use crate::routing::Router;
 use crate::tls;
@@ -184,7 +184,7 @@ fn location(
 ) -> Result<Location, BuildError> {
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
     let label = location.pattern.to_string();
-    let route = route(&location.action, &location.pattern, index, groups)?;
+    let route = route(&location.action, index, groups)?;
     let rules: Vec<LimitRule> = location
         .limits
         .iter()
@@ -207,13 +207,14 @@ fn location(
         denied: denied_counters(&location.access, &label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status: location.limit_status.unwrap_or(config.server.limit_status),
+        headers: HeaderRules::new(&location.headers),
+        captures: captures(location),
     })
 }
 
 /// What location `index` does with a request: forward it to a group, or answer itself.
 fn route(
     action: &config::Action,
-    pattern: &Pattern,
     index: usize,
     groups: &[Arc<Group>],
 ) -> Result<Route, BuildError> {
@@ -234,18 +235,24 @@ fn route(
                 }),
                 None => None,
             },
-            captures: match pattern {
-                Pattern::Regex { regex, .. } if uses_captures(ret) => Some(regex.clone()),
-                _ => None,
-            },
         }),
     })
 }
 
-/// Whether a `return` uses its location's regex captures.
-fn uses_captures(ret: &config::Return) -> bool {
-    let location = ret.location.as_ref().map_or(0, |l| l.max_capture());
-    ret.body.max_capture().max(location) > 0
+/// The location's regex, when its `return` or header rules use its captures.
+fn captures(location: &config::Location) -> Option<regex::bytes::Regex> {
+    let Pattern::Regex { regex, .. } = &location.pattern else {
+        return None;
+    };
+    let headers = &location.headers;
+    let mut texts: Vec<&config::VarText> = headers.response.iter().map(|(_, v)| v).collect();
+    texts.extend(headers.request.iter().filter_map(|(_, v)| v.as_ref()));
+    if let config::Action::Return(ret) = &location.action {
+        texts.push(&ret.body);
+        texts.extend(ret.location.as_ref());
+    }
+    let used = texts.iter().any(|text| text.max_capture() > 0);
+    used.then(|| regex.clone())
 }
 
 /// One counter per `deny` rule of a location (`None` for `allow` rules), in rule order.

@@ -8,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{access, limits};
+use super::{access, headers, limits};
 use super::{Action, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -49,6 +49,7 @@ pub(super) fn locations(
                     Some(pattern)
                 });
             let action = action(&location, &table, upstreams, pattern.as_ref(), diag);
+            let headers = headers::header_rules(&location, pattern.as_ref(), diag);
             let cost = limits::cost(location.cost.as_ref(), diag);
             let rules = match (&location.limit, cost) {
                 (None, _) => Some(Vec::new()),
@@ -70,6 +71,7 @@ pub(super) fn locations(
                 access: access?,
                 cost: cost?,
                 limit_status: limit_status?,
+                headers: headers?,
             })
         });
         typed.push(location);
@@ -241,7 +243,7 @@ fn returned(
 
 /// A value with variables, each problem reported where it is: an unknown variable, or a
 /// capture that the location's regex does not have.
-fn var_text(
+pub(super) fn var_text(
     value: &Spanned<String>,
     pattern: Option<&Pattern>,
     diag: &mut Diagnostics<'_>,

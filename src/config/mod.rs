@@ -7,6 +7,7 @@
 mod access;
 mod api_keys;
 mod diag;
+mod headers;
 mod limits;
 mod location;
 mod raw;
@@ -278,6 +279,18 @@ pub struct Location {
     pub cost: u64,
     /// Overrides `[server] limit_status`.
     pub limit_status: Option<http::StatusCode>,
+    pub headers: HeaderRules,
+}
+
+/// A location's header rules ("Header rules" in docs/config.md).
+#[derive(Debug, Clone, Default)]
+pub struct HeaderRules {
+    /// Set on the request to the upstream; `None` removes.
+    pub request: Vec<(http::HeaderName, Option<VarText>)>,
+    /// Set on every response the location serves (its upstream's or its `return`'s).
+    pub response: Vec<(http::HeaderName, VarText)>,
+    /// Removed from the upstream's responses.
+    pub hide: Vec<http::HeaderName>,
 }
 
 /// One item of a location's `limit` list.

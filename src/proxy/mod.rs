@@ -5,6 +5,7 @@
 mod checks;
 pub mod error;
 mod forward;
+mod header_rules;
 pub mod headers;
 mod limit_phase;
 pub mod limit_response;
@@ -30,6 +31,7 @@ use crate::routing::{self, Router};
 use crate::upstream::body::ResponseBody;
 use crate::upstream::{Group, Lease};
 use crate::vars;
+pub use header_rules::HeaderRules;
 
 pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
@@ -75,6 +77,23 @@ pub struct Location {
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
     pub limit_status: StatusCode,
+    /// Headers set on the request upstream and on the responses served here.
+    pub headers: HeaderRules,
+    /// The location's regex, when its `return` or header rules use captures (`$1`…).
+    pub captures: Option<regex::bytes::Regex>,
+}
+
+impl Location {
+    /// Whether its allow/deny list denies `client` (counted on `worker`'s cells).
+    fn denies(&self, client: IpAddr, worker: usize) -> bool {
+        let Err(rule) = self.access.check(client) else {
+            return false;
+        };
+        if let Some(Some(denied)) = self.denied.get(rule) {
+            denied.get(worker).add(1);
+        }
+        true
+    }
 }
 
 /// What a location does.
@@ -142,10 +161,7 @@ impl Pipeline {
             Err(status) => return log.finish(response::refusal(status, req.version()), None),
         };
         log.route(&location.stats);
-        if let Err(rule) = location.access.check(client) {
-            if let Some(Some(denied)) = location.denied.get(rule) {
-                denied.get(conn.worker).add(1);
-            }
+        if location.denies(client, conn.worker) {
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
         let mut limited = self
@@ -163,10 +179,20 @@ impl Pipeline {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
+        let needs_vars = location.headers.has_variables()
+            || matches!(&location.route, Route::Return(fixed) if fixed.has_variables());
+        let captures = match &location.captures {
+            Some(regex) if needs_vars => regex.captures(&path),
+            _ => None,
+        };
+        let vars = needs_vars.then(|| vars_of(&req, conn, client, &path, captures.as_ref()));
+        let rendered = location.headers.render(vars.as_ref());
         let (mut response, lease) = match &location.route {
-            Route::Return(fixed) => (answer(fixed, &req, conn, client, &path), None),
+            Route::Return(fixed) => (fixed.respond(vars.as_ref()), None),
             Route::Proxy(group) => {
+                drop(captures);
                 drop(path);
+                location.headers.to_request(req.headers_mut(), &rendered);
                 let to = Destination {
                     group,
                     conn,
@@ -176,6 +202,12 @@ impl Pipeline {
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
         };
+        // Served here: the upstream answered, or the `return` did (not a 502 of ours).
+        if lease.is_some() || matches!(location.route, Route::Return(_)) {
+            location
+                .headers
+                .to_response(response.headers_mut(), &rendered);
+        }
         limit_response::add_headers(
             response.headers_mut(),
             location,
@@ -253,19 +285,15 @@ impl Pipeline {
     }
 }
 
-/// A `return` location's answer, its variables filled in from the request.
-fn answer<B>(
-    fixed: &Fixed,
-    req: &Request<B>,
+/// What the request says, for filling in variables; `path` is the normalized path.
+fn vars_of<'a, B>(
+    req: &'a Request<B>,
     conn: &Conn,
     client: IpAddr,
-    path: &[u8],
-) -> Response<ResponseBody> {
-    if !fixed.has_variables() {
-        return fixed.respond(None);
-    }
-    let captures = fixed.captures.as_ref().and_then(|re| re.captures(path));
-    let vars = vars::Request {
+    path: &'a [u8],
+    captures: Option<&'a regex::bytes::Captures<'a>>,
+) -> vars::Request<'a> {
+    vars::Request {
         https: conn.https,
         host: host_of(req),
         server_port: conn.server_port,
@@ -275,9 +303,8 @@ fn answer<B>(
         remote_addr: client,
         remote_port: conn.peer.port(),
         headers: req.headers(),
-        captures: captures.as_ref(),
-    };
-    fixed.respond(Some(&vars))
+        captures,
+    }
 }
 
 /// The request's host as sent: the absolute-form target's authority (an HTTP/2

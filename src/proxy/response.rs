@@ -15,8 +15,6 @@ pub struct Fixed {
     pub status: StatusCode,
     pub body: Filled<Bytes>,
     pub location: Option<Filled<HeaderValue>>,
-    /// The location's regex, when the answer uses its captures (`$1`…).
-    pub captures: Option<regex::bytes::Regex>,
 }
 
 /// A `return`'s body or `Location`: made once when it has no variable, else filled in

@@ -12,6 +12,7 @@ mod architecture;
 mod cli;
 mod framing_corpus;
 mod hardening;
+mod header_rules;
 mod large_body;
 mod limit_concurrency;
 mod limit_memory;

@@ -290,7 +290,16 @@ pub(crate) struct RawLocation {
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
     pub cost: Option<Spanned<i64>>,
     pub limit_status: Option<Spanned<i64>>,
+    /// Header name to value (`""` removes) on the request to the upstream.
+    pub request_headers: Option<Spanned<HeaderTable>>,
+    /// Header name to value on the responses the location serves.
+    pub response_headers: Option<Spanned<HeaderTable>>,
+    /// Upstream response headers the client never sees.
+    pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
 }
+
+/// Header rules as written: name to value.
+pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
 
 /// One item of a location's `limit` list.
 #[derive(Deserialize)]
