@@ -20,6 +20,7 @@ use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
 use crate::proxy::response::Filled;
+use crate::proxy::rewrite::{Replaces, Rewrite};
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route};
 use crate::routing::Pattern;
 use crate::routing::Router;
@@ -209,6 +210,8 @@ fn location(
         limit_status: location.limit_status.unwrap_or(config.server.limit_status),
         headers: HeaderRules::new(&location.headers),
         captures: captures(location),
+        rewrite: rewrite(location),
+        needs_vars: texts(location).any(|text| text.as_literal().is_none()),
     })
 }
 
@@ -239,20 +242,35 @@ fn route(
     })
 }
 
-/// The location's regex, when its `return` or header rules use its captures.
+/// Every text of the location that may hold variables.
+fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> {
+    let headers = &location.headers;
+    let request = headers.request.iter().filter_map(|(_, v)| v.as_ref());
+    let response = headers.response.iter().map(|(_, v)| v);
+    let answer = match &location.action {
+        config::Action::Return(ret) => vec![Some(&ret.body), ret.location.as_ref()],
+        config::Action::Proxy { .. } => vec![location.upstream_path.as_ref()],
+    };
+    request.chain(response).chain(answer.into_iter().flatten())
+}
+
+/// The location's regex, when a text of it uses its captures.
 fn captures(location: &config::Location) -> Option<regex::bytes::Regex> {
     let Pattern::Regex { regex, .. } = &location.pattern else {
         return None;
     };
-    let headers = &location.headers;
-    let mut texts: Vec<&config::VarText> = headers.response.iter().map(|(_, v)| v).collect();
-    texts.extend(headers.request.iter().filter_map(|(_, v)| v.as_ref()));
-    if let config::Action::Return(ret) = &location.action {
-        texts.push(&ret.body);
-        texts.extend(ret.location.as_ref());
-    }
-    let used = texts.iter().any(|text| text.max_capture() > 0);
+    let used = texts(location).any(|text| text.max_capture() > 0);
     used.then(|| regex.clone())
+}
+
+/// `upstream_path`: a prefix location's prefix is replaced, any other location's whole path.
+fn rewrite(location: &config::Location) -> Option<Rewrite> {
+    let replaces = match &location.pattern {
+        Pattern::Prefix(prefix) | Pattern::PriorityPrefix(prefix) => Replaces::Prefix(prefix.len()),
+        Pattern::Exact(_) | Pattern::Regex { .. } => Replaces::Whole,
+    };
+    let to = location.upstream_path.clone()?;
+    Some(Rewrite::new(to, replaces))
 }
 
 /// One counter per `deny` rule of a location (`None` for `allow` rules), in rule order.

@@ -50,6 +50,7 @@ pub(super) fn locations(
                 });
             let action = action(&location, &table, upstreams, pattern.as_ref(), diag);
             let headers = headers::header_rules(&location, pattern.as_ref(), diag);
+            let upstream_path = upstream_path(&location, pattern.as_ref(), diag);
             let cost = limits::cost(location.cost.as_ref(), diag);
             let rules = match (&location.limit, cost) {
                 (None, _) => Some(Vec::new()),
@@ -72,6 +73,7 @@ pub(super) fn locations(
                 cost: cost?,
                 limit_status: limit_status?,
                 headers: headers?,
+                upstream_path: upstream_path?,
             })
         });
         typed.push(location);
@@ -188,6 +190,28 @@ fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
         r#"unknown upstream "{name}", expected one of {}"#,
         known.join(", ")
     )
+}
+
+/// `upstream_path`: only beside `upstream`, a path (starting with `/`) that may hold
+/// variables.
+fn upstream_path(
+    location: &RawLocation,
+    pattern: Option<&Pattern>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<VarText>> {
+    let Some(written) = &location.upstream_path else {
+        return Some(None);
+    };
+    if location.upstream.is_none() {
+        diag.error(written.span(), "`upstream_path` needs `upstream`");
+        return None;
+    }
+    if !written.get_ref().starts_with('/') {
+        let message = r#"an upstream path starts with "/""#;
+        diag.error(written.span(), message);
+        return None;
+    }
+    var_text(written, pattern, diag).map(Some)
 }
 
 /// `return`; `pattern` is the location's (captures need a regex), `None` when it is

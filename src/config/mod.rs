@@ -280,6 +280,9 @@ pub struct Location {
     /// Overrides `[server] limit_status`.
     pub limit_status: Option<http::StatusCode>,
     pub headers: HeaderRules,
+    /// `upstream_path`: what replaces the matched prefix (or the whole path of an exact or
+    /// regex location, or when it has variables) on the way upstream.
+    pub upstream_path: Option<VarText>,
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).

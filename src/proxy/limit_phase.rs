@@ -4,15 +4,16 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use http::{HeaderName, Request};
+use http::{HeaderName, Request, Response};
 
 use crate::access;
 use crate::limit::key::RequestView;
 use crate::limit::outcome::{Applied, Outcome};
 use crate::limit::{Arrival, Verdict};
 use crate::metrics;
+use crate::upstream::body::ResponseBody;
 
-use super::{Location, Pipeline};
+use super::{limit_response, Location, Pipeline};
 
 /// `[api_keys]`, ready to use: API key → plan id.
 pub struct ApiKeys {
@@ -51,6 +52,21 @@ impl Pipeline {
         let outcome = location.limits.decide(&arrival).await;
         count(location, &outcome, &arrival);
         outcome
+    }
+
+    /// The answer when the limits refuse the request: 503 when Redis could not decide
+    /// (`on_error = "deny"`), else the location's rejection.
+    pub(super) fn refusal(
+        &self,
+        location: &Location,
+        outcome: &Outcome,
+    ) -> Option<Response<ResponseBody>> {
+        if outcome.unavailable {
+            return Some(limit_response::unavailable());
+        }
+        outcome
+            .rejected()
+            .then(|| limit_response::rejection(location, outcome, self.ratelimit_headers))
     }
 }
 

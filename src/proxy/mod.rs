@@ -11,6 +11,7 @@ mod limit_phase;
 pub mod limit_response;
 mod logged;
 pub mod response;
+pub mod rewrite;
 mod text;
 mod tunnel;
 
@@ -32,6 +33,8 @@ use crate::upstream::body::ResponseBody;
 use crate::upstream::{Group, Lease};
 use crate::vars;
 pub use header_rules::HeaderRules;
+use http::uri::{PathAndQuery, Uri};
+use rewrite::Rewrite;
 
 pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
@@ -79,11 +82,21 @@ pub struct Location {
     pub limit_status: StatusCode,
     /// Headers set on the request upstream and on the responses served here.
     pub headers: HeaderRules,
-    /// The location's regex, when its `return` or header rules use captures (`$1`…).
+    /// The location's regex, when its `return`, header rules or `upstream_path` use
+    /// captures (`$1`…).
     pub captures: Option<regex::bytes::Regex>,
+    /// `upstream_path`.
+    pub rewrite: Option<Rewrite>,
+    /// Whether answering here needs the request's variables.
+    pub needs_vars: bool,
 }
 
 impl Location {
+    /// The location regex's captures of `path`, when something here uses them.
+    fn captures_of<'p>(&self, path: &'p [u8]) -> Option<regex::bytes::Captures<'p>> {
+        self.captures.as_ref()?.captures(path)
+    }
+
     /// Whether its allow/deny list denies `client` (counted on `worker`'s cells).
     fn denies(&self, client: IpAddr, worker: usize) -> bool {
         let Err(rule) = self.access.check(client) else {
@@ -168,30 +181,30 @@ impl Pipeline {
             .limit(location, &req, client, &path, now, conn.worker)
             .await;
         log.limit(&limited);
-        if limited.unavailable {
-            return log.finish(limit_response::unavailable(), None);
-        }
-        if limited.rejected() {
-            let response = limit_response::rejection(location, &limited, self.ratelimit_headers);
-            return log.finish(response, None);
+        if let Some(refusal) = self.refusal(location, &limited) {
+            return log.finish(refusal, None);
         }
         if let Some(delay) = limit_response::delay(&limited) {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        let needs_vars = location.headers.has_variables()
-            || matches!(&location.route, Route::Return(fixed) if fixed.has_variables());
-        let captures = match &location.captures {
-            Some(regex) if needs_vars => regex.captures(&path),
-            _ => None,
-        };
-        let vars = needs_vars.then(|| vars_of(&req, conn, client, &path, captures.as_ref()));
+        let captures = location.captures_of(&path);
+        let vars =
+            (location.needs_vars).then(|| vars_of(&req, conn, client, &path, captures.as_ref()));
         let rendered = location.headers.render(vars.as_ref());
+        let target = location
+            .rewrite
+            .as_ref()
+            .map(|rewrite| rewrite.apply(&path, req.uri().query(), vars.as_ref()));
         let (mut response, lease) = match &location.route {
             Route::Return(fixed) => (fixed.respond(vars.as_ref()), None),
             Route::Proxy(group) => {
                 drop(captures);
                 drop(path);
+                if !retarget(&mut req, target) {
+                    let response = response::refusal(StatusCode::BAD_REQUEST, req.version());
+                    return log.finish(response, None);
+                }
                 location.headers.to_request(req.headers_mut(), &rendered);
                 let to = Destination {
                     group,
@@ -282,6 +295,26 @@ impl Pipeline {
             .and_then(|index| self.locations.get(index))
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
+    }
+}
+
+/// Points the request at the rewritten path and query; `false` when the rewrite would
+/// leave the root (a 400).
+fn retarget<B>(req: &mut Request<B>, target: Option<Option<PathAndQuery>>) -> bool {
+    let Some(target) = target else {
+        return true;
+    };
+    let Some(target) = target else {
+        return false;
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = Some(target);
+    match Uri::from_parts(parts) {
+        Ok(uri) => {
+            *req.uri_mut() = uri;
+            true
+        }
+        Err(_) => false,
     }
 }
 

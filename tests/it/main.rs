@@ -28,6 +28,7 @@ mod redis_scripts;
 mod redis_zones;
 mod reload;
 mod return_vars;
+mod rewrite;
 mod slow_clients;
 mod testssl;
 mod timeouts;

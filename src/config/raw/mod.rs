@@ -296,6 +296,8 @@ pub(crate) struct RawLocation {
     pub response_headers: Option<Spanned<HeaderTable>>,
     /// Upstream response headers the client never sees.
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The path the upstream gets instead of the client's.
+    pub upstream_path: Option<Spanned<String>>,
 }
 
 /// Header rules as written: name to value.
