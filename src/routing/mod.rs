@@ -13,6 +13,7 @@ use std::cmp::Reverse;
 use std::fmt;
 
 mod normalize;
+pub mod sites;
 
 pub(crate) use normalize::percent_decode;
 pub use normalize::{normalize_path, BadPath};

@@ -1,0 +1,160 @@
+//! Which site (nginx `server {}`) answers a request: nginx's `server_name` rules, per
+//! listening address. Exact names first, then the longest leading wildcard
+//! (`*.example.com`), then the longest trailing wildcard (`mail.*`), then regex names
+//! (`~…`) in file order, then the address's default site.
+//!
+//! Host names are compared as nginx compares them: lower case, without a port and a
+//! trailing dot ([`host_key`]).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// One name a site answers to.
+#[derive(Clone, Debug)]
+pub enum SiteName {
+    /// `example.com`; `""` answers a request without a host.
+    Exact(String),
+    /// `*.example.com`: kept as the suffix `.example.com`.
+    LeadingWildcard(String),
+    /// `mail.*`: kept as the prefix `mail.`.
+    TrailingWildcard(String),
+    /// `~^www\d+\.example\.net$`, matched against the host key.
+    Regex(regex::Regex),
+}
+
+impl SiteName {
+    /// Parses a name as a `names` item is written; an error says why it is not one.
+    pub fn parse(text: &str) -> Result<SiteName, String> {
+        if let Some(source) = text.strip_prefix('~') {
+            return regex::RegexBuilder::new(source)
+                .case_insensitive(true)
+                .build()
+                .map(SiteName::Regex)
+                .map_err(|err| format!("invalid name regex: {}", one_line(&err.to_string())));
+        }
+        let name = text.to_ascii_lowercase();
+        let name = name.strip_suffix('.').unwrap_or(&name).to_owned();
+        let valid = |part: &str| {
+            part.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        };
+        if let Some(suffix) = name.strip_prefix('*') {
+            if suffix.starts_with('.') && suffix.len() > 1 && valid(suffix) {
+                return Ok(SiteName::LeadingWildcard(suffix.to_owned()));
+            }
+        } else if let Some(prefix) = name.strip_suffix('*') {
+            if prefix.ends_with('.') && prefix.len() > 1 && valid(prefix) {
+                return Ok(SiteName::TrailingWildcard(prefix.to_owned()));
+            }
+        } else if valid(&name) {
+            return Ok(SiteName::Exact(name));
+        }
+        Err(format!(
+            r#"invalid name "{text}": expected "example.com", "*.example.com", "mail.*" or "~regex""#
+        ))
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A host as names are compared with it: lower case, without a port (an IPv6 literal
+/// keeps its brackets) and without a trailing dot.
+pub fn host_key(host: &str) -> Cow<'_, str> {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// The sites of one listening address, ready to pick from.
+#[derive(Debug, Default)]
+pub struct Selector {
+    exact: HashMap<Box<str>, usize>,
+    /// Suffixes (`.example.com`), longest first.
+    leading: Vec<(Box<str>, usize)>,
+    /// Prefixes (`mail.`), longest first.
+    trailing: Vec<(Box<str>, usize)>,
+    regexes: Vec<(regex::Regex, usize)>,
+    default: Option<usize>,
+}
+
+impl Selector {
+    /// The selector over `sites` (site id and its names, in file order); `default` is
+    /// the site marked so, else the first. A name two sites share goes to the first, as
+    /// in nginx (which warns about it; the configuration refuses it).
+    pub fn new<'a>(
+        sites: impl IntoIterator<Item = (usize, &'a [SiteName])>,
+        default: Option<usize>,
+    ) -> Selector {
+        let mut selector = Selector {
+            default,
+            ..Selector::default()
+        };
+        for (site, names) in sites {
+            selector.default.get_or_insert(site);
+            for name in names {
+                match name {
+                    SiteName::Exact(exact) => {
+                        selector.exact.entry(exact.as_str().into()).or_insert(site);
+                    }
+                    SiteName::LeadingWildcard(suffix) => {
+                        selector.leading.push((suffix.as_str().into(), site))
+                    }
+                    SiteName::TrailingWildcard(prefix) => {
+                        selector.trailing.push((prefix.as_str().into(), site))
+                    }
+                    SiteName::Regex(regex) => selector.regexes.push((regex.clone(), site)),
+                }
+            }
+        }
+        // Stable: of two equal wildcards, the first in the file stays first.
+        selector
+            .leading
+            .sort_by_key(|(suffix, _)| std::cmp::Reverse(suffix.len()));
+        selector
+            .trailing
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        selector
+    }
+
+    /// The site for a request with `host` (as sent; `None` without one), or `None` when
+    /// no site listens here.
+    pub fn select(&self, host: Option<&str>) -> Option<usize> {
+        let key = host_key(host.unwrap_or(""));
+        let key = key.as_ref();
+        if let Some(&site) = self.exact.get(key) {
+            return Some(site);
+        }
+        if key.is_empty() {
+            // No host: the name `""`, else the default; nginx tries no pattern on it.
+            return self.default;
+        }
+        let leading = self
+            .leading
+            .iter()
+            .find(|(suffix, _)| key.len() > suffix.len() && key.ends_with(&**suffix));
+        if let Some(&(_, site)) = leading {
+            return Some(site);
+        }
+        let trailing = self
+            .trailing
+            .iter()
+            .find(|(prefix, _)| key.len() > prefix.len() && key.starts_with(&**prefix));
+        if let Some(&(_, site)) = trailing {
+            return Some(site);
+        }
+        let regex = self.regexes.iter().find(|(regex, _)| regex.is_match(key));
+        regex.map(|&(_, site)| site).or(self.default)
+    }
+}
+
+#[cfg(test)]
+mod tests;
