@@ -8,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{access, limits};
+use super::{access, limits, values};
 use super::{Action, Location, Pattern, Return};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -63,6 +63,12 @@ pub(super) fn locations(
                 None => Some(None),
                 Some(value) => limits::limit_status(value, diag).map(Some),
             };
+            let max_body = match &location.client_max_body_size {
+                None => Some(None),
+                Some(value) => diag
+                    .check(value.span(), values::max_body_size(value.get_ref()))
+                    .map(Some),
+            };
             Some(Location {
                 pattern: pattern?,
                 action: action?,
@@ -70,6 +76,7 @@ pub(super) fn locations(
                 access: access?,
                 cost: cost?,
                 limit_status: limit_status?,
+                client_max_body_size: max_body?,
             })
         });
         typed.push(location);

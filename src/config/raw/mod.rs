@@ -67,6 +67,7 @@ pub(crate) struct RawServer {
     pub client_body_timeout: Option<Loose>,
     pub client_body_min_rate: Option<Loose>,
     pub client_body_buffer_size: Option<Loose>,
+    pub client_max_body_size: Option<Loose>,
     pub send_timeout: Option<Loose>,
     pub keepalive_timeout: Option<Loose>,
     pub max_header_bytes: Option<Loose>,
@@ -290,6 +291,7 @@ pub(crate) struct RawLocation {
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
     pub cost: Option<Spanned<i64>>,
     pub limit_status: Option<Spanned<i64>>,
+    pub client_max_body_size: Option<Loose>,
 }
 
 /// One item of a location's `limit` list.
