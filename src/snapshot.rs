@@ -205,6 +205,9 @@ fn location(
         denied: denied_counters(&location.access, &label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status: location.limit_status.unwrap_or(config.server.limit_status),
+        client_max_body_size: location
+            .client_max_body_size
+            .unwrap_or(config.server.client_max_body_size),
     })
 }
 

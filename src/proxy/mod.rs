@@ -21,6 +21,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
+use crate::config::MaxBodySize;
 use crate::limit::outcome::InFlight;
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
@@ -74,6 +75,8 @@ pub struct Location {
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
     pub limit_status: StatusCode,
+    /// The location's, else the server's (nginx `client_max_body_size`).
+    pub client_max_body_size: MaxBodySize,
 }
 
 /// What a location does.
@@ -89,6 +92,7 @@ struct Destination<'a> {
     /// The client (after realip) and the peer it came through.
     client: IpAddr,
     peer: IpAddr,
+    max_body: MaxBodySize,
 }
 
 /// The connection a request arrived on.
@@ -138,6 +142,9 @@ impl Pipeline {
             Err(status) => return log.finish(response::refusal(status, req.version()), None),
         };
         log.route(&location.stats);
+        if let Err(status) = declared_body(location, &req) {
+            return log.finish(response::refusal(status, req.version()), None);
+        }
         if let Err(rule) = location.access.check(client) {
             if let Some(Some(denied)) = location.denied.get(rule) {
                 denied.get(conn.worker).add(1);
@@ -168,6 +175,7 @@ impl Pipeline {
                     conn,
                     client,
                     peer,
+                    max_body: location.client_max_body_size,
                 };
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
@@ -198,6 +206,7 @@ impl Pipeline {
             conn: to.conn,
             body: self.body,
             body_buffer: self.client_body_buffer_size,
+            max_body: to.max_body,
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
@@ -247,6 +256,19 @@ impl Pipeline {
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
     }
+}
+
+/// nginx's `client_max_body_size` check, made for every request of the location (a
+/// `return` one too) as soon as it is found: a body declared larger (`Content-Length`,
+/// HTTP/1.1 or HTTP/2) is answered 413 before a byte of it is read and before any
+/// upstream is chosen. A body without a length is held to the limit as it arrives
+/// (`upstream::body::Timed`).
+fn declared_body(location: &Location, req: &Request<Incoming>) -> Result<(), StatusCode> {
+    let declared = http_body::Body::size_hint(req.body()).lower();
+    if location.client_max_body_size.exceeded_by(declared) {
+        return Err(ProxyError::BodyTooLarge.status());
+    }
+    Ok(())
 }
 
 /// One error-log line per failed request, at a level that matches who failed, unless
