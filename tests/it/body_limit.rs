@@ -343,3 +343,26 @@ async fn body_limit_matches_nginx_for_declared_lengths() {
     }
     assert!(report.is_empty(), "{report}{}", nginx.error_log());
 }
+
+#[tokio::test]
+async fn a_413_is_logged_and_counted_like_any_answer() {
+    let _shared = support::shared();
+    let up = RawUpstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let toml = proxying(up.addr, r#"client_max_body_size = "1k""#).replace(
+        "[log]\naccess = \"off\"",
+        &format!(
+            "[log]\naccess = \"{}\"\n[admin]\nlisten = \"127.0.0.1:0\"",
+            log.display()
+        ),
+    );
+    let gw = gateway(&toml);
+    assert_eq!(status(addr(&gw), &with_length("/", 1025)).await, 413);
+    let lines = support::log_lines(&log, 1).await;
+    assert!(lines[0].contains("\"POST / HTTP/1.1\" 413 "), "{lines:?}");
+    let admin = gw.admin_addr().expect("admin configured");
+    let series = "tollgate_requests_total{location=\"/\",status=\"413\"} 1";
+    let reply = within(5, support::send(admin, support::get("/metrics"))).await;
+    assert!(reply.body.contains(series), "{}", reply.body);
+}
