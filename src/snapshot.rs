@@ -212,6 +212,9 @@ fn location(
         captures: captures(location),
         rewrite: rewrite(location),
         needs_vars: texts(location).any(|text| text.as_literal().is_none()),
+        client_max_body_size: location
+            .client_max_body_size
+            .unwrap_or(config.server.client_max_body_size),
     })
 }
 

@@ -8,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{access, headers, limits};
+use super::{access, headers, limits, values};
 use super::{Action, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -65,6 +65,12 @@ pub(super) fn locations(
                 None => Some(None),
                 Some(value) => limits::limit_status(value, diag).map(Some),
             };
+            let max_body = match &location.client_max_body_size {
+                None => Some(None),
+                Some(value) => diag
+                    .check(value.span(), values::max_body_size(value.get_ref()))
+                    .map(Some),
+            };
             Some(Location {
                 pattern: pattern?,
                 action: action?,
@@ -74,6 +80,7 @@ pub(super) fn locations(
                 limit_status: limit_status?,
                 headers: headers?,
                 upstream_path: upstream_path?,
+                client_max_body_size: max_body?,
             })
         });
         typed.push(location);

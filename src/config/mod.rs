@@ -107,6 +107,8 @@ pub struct Server {
     /// upload never holds an upstream connection; larger ones stream (nginx
     /// `client_body_buffer_size`). 0: every body streams.
     pub client_body_buffer_size: usize,
+    /// Largest request body; a location may set its own (nginx `client_max_body_size`).
+    pub client_max_body_size: MaxBodySize,
     /// Longest wait for the client to take more of the response (nginx `send_timeout`);
     /// then the connection (HTTP/2: the stream) is closed and its upstream dropped.
     pub send_timeout: Duration,
@@ -131,6 +133,27 @@ pub struct Server {
     /// Status of a rate-limit rejection (ours: 429; nginx's default is 503).
     pub limit_status: http::StatusCode,
     pub ratelimit_headers: RateLimitHeaders,
+}
+
+/// `client_max_body_size`: how many bytes of body a request may carry (nginx's).
+/// A request declaring more (`Content-Length`) is answered 413 unread; one whose body
+/// grows past it (chunked, HTTP/2 without a length) is cut off at the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxBodySize {
+    /// `"0"`: any size, as nginx.
+    Unlimited,
+    /// At least 1.
+    Bytes(u64),
+}
+
+impl MaxBodySize {
+    /// Whether a body of `len` bytes is too large.
+    pub fn exceeded_by(self, len: u64) -> bool {
+        match self {
+            MaxBodySize::Unlimited => false,
+            MaxBodySize::Bytes(max) => len > max,
+        }
+    }
 }
 
 /// Which rate-limit headers limited responses carry (`ratelimit_headers`, docs/config.md).
@@ -283,6 +306,8 @@ pub struct Location {
     /// `upstream_path`: what replaces the matched prefix (or the whole path of an exact or
     /// regex location, or when it has variables) on the way upstream.
     pub upstream_path: Option<VarText>,
+    /// Overrides `[server] client_max_body_size`.
+    pub client_max_body_size: Option<MaxBodySize>,
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).

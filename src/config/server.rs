@@ -10,13 +10,15 @@ use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::validate::duration;
 use super::{limits, values};
-use super::{RateLimitHeaders, Server};
+use super::{MaxBodySize, RateLimitHeaders, Server};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
 const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// Bodies buffered before forwarding are held in memory, one per request in flight.
 const MAX_BODY_BUFFER: u64 = 16 << 20;
+/// `client_max_body_size` when absent: nginx's 1m.
+const DEFAULT_MAX_BODY: u64 = 1 << 20;
 /// hyper keeps up to 100 header slots inline; more cost it two allocations per request.
 const MAX_HEADERS: i64 = 10_000;
 /// RFC 9113 §6.5.2 recommends no fewer than 100; nginx's default is 128.
@@ -78,6 +80,10 @@ pub(super) fn server(
     let max_header_bytes = bytes(&raw.max_header_bytes, &HEADER_BYTES, diag);
     let max_uri_bytes = bytes(&raw.max_uri_bytes, &URI_BYTES, diag);
     let client_body_buffer_size = bytes(&raw.client_body_buffer_size, &BODY_BUFFER, diag);
+    let client_max_body_size = match &raw.client_max_body_size {
+        Some(value) => diag.check(value.span(), values::max_body_size(value.get_ref())),
+        None => Some(MaxBodySize::Bytes(DEFAULT_MAX_BODY)),
+    };
     let client_body_min_rate = match &raw.client_body_min_rate {
         Some(value) => diag.check(value.span(), values::size(value.get_ref())),
         None => Some(1 << 10),
@@ -103,6 +109,7 @@ pub(super) fn server(
         client_body_timeout: client_body_timeout?,
         client_body_min_rate: client_body_min_rate?,
         client_body_buffer_size: client_body_buffer_size?,
+        client_max_body_size: client_max_body_size?,
         send_timeout: send_timeout?,
         keepalive_timeout: keepalive_timeout?,
         max_header_bytes: max_header_bytes?,

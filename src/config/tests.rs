@@ -321,6 +321,7 @@ fn reference_example_in_docs_is_valid() {
     assert_eq!(config.locations.len(), 3);
 }
 
+mod body;
 mod errors;
 mod limits;
 mod props;

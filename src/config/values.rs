@@ -73,6 +73,14 @@ pub(crate) fn size(value: &Value) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {value}: too large"))
 }
 
+/// `client_max_body_size`: a [`size`], where `"0"` means no limit (nginx's).
+pub(crate) fn max_body_size(value: &Value) -> Result<super::MaxBodySize, String> {
+    Ok(match size(value)? {
+        0 => super::MaxBodySize::Unlimited,
+        max => super::MaxBodySize::Bytes(max),
+    })
+}
+
 /// A positive integer or `"auto"` (see [`auto_workers`]), at most [`MAX_WORKERS`].
 pub(crate) fn workers(value: &Value) -> Result<usize, String> {
     match value {

@@ -22,6 +22,10 @@ pub enum ProxyError {
     /// The client paused its body for longer than `client_body_timeout`.
     #[error("client body timed out")]
     ClientBodyTimeout,
+    /// The client's body is larger than `client_max_body_size`: it said so in
+    /// `Content-Length`, or it grew past the limit.
+    #[error("client body larger than client_max_body_size")]
+    BodyTooLarge,
     /// The client's body broke off or was malformed.
     #[error("client body failed: {0}")]
     ClientBody(String),
@@ -47,9 +51,10 @@ pub enum ProxyError {
 impl ProxyError {
     pub fn party(&self) -> Party {
         match self {
-            ProxyError::BadPath | ProxyError::ClientBodyTimeout | ProxyError::ClientBody(_) => {
-                Party::Client
-            }
+            ProxyError::BadPath
+            | ProxyError::ClientBodyTimeout
+            | ProxyError::BodyTooLarge
+            | ProxyError::ClientBody(_) => Party::Client,
             _ => Party::Upstream,
         }
     }
@@ -59,6 +64,7 @@ impl ProxyError {
         match self {
             ProxyError::BadPath | ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
             ProxyError::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::Connect(ConnectError::Timeout { .. }) | ProxyError::Timeout(_) => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -74,6 +80,7 @@ impl ProxyError {
         match self {
             ProxyError::BadPath => "bad_path",
             ProxyError::ClientBodyTimeout => "client_body_timeout",
+            ProxyError::BodyTooLarge => "body_too_large",
             ProxyError::ClientBody(_) => "client_body",
             ProxyError::NoLiveUpstream(_) => "no_live_upstream",
             ProxyError::Connect(ConnectError::Timeout { .. }) => "connect_timeout",
@@ -100,6 +107,7 @@ impl ProxyError {
     pub fn client_body(err: BodyError) -> ProxyError {
         match err {
             BodyError::Timeout => ProxyError::ClientBodyTimeout,
+            BodyError::TooLarge => ProxyError::BodyTooLarge,
             other => ProxyError::ClientBody(other.to_string()),
         }
     }

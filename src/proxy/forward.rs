@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
+use crate::config::MaxBodySize;
 use crate::limit::outcome::InFlight;
 use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::upstream::h1::Exchange;
@@ -33,6 +34,8 @@ pub struct Ctx<'a> {
     pub body: BodyLimits,
     /// Bodies up to this size are read whole before an upstream is chosen.
     pub body_buffer: usize,
+    /// The location's `client_max_body_size`: a body growing past it is cut off.
+    pub max_body: MaxBodySize,
 }
 
 /// A response head from upstream, ready for the client.
@@ -199,7 +202,7 @@ async fn upstream_body(
         return Ok((RequestBody::Empty, None));
     }
     let progress = Progress::new();
-    let body = Timed::watched(body, ctx.body, progress.clone());
+    let body = Timed::watched(body, ctx.body, ctx.max_body, progress.clone());
     let body = RequestBody::read_ahead(body, ctx.body_buffer)
         .await
         .map_err(ProxyError::client_body)?;

@@ -23,6 +23,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
+use crate::config::MaxBodySize;
 use crate::limit::outcome::InFlight;
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
@@ -89,6 +90,8 @@ pub struct Location {
     pub rewrite: Option<Rewrite>,
     /// Whether answering here needs the request's variables.
     pub needs_vars: bool,
+    /// The location's, else the server's (nginx `client_max_body_size`).
+    pub client_max_body_size: MaxBodySize,
 }
 
 impl Location {
@@ -97,15 +100,25 @@ impl Location {
         self.captures.as_ref()?.captures(path)
     }
 
-    /// Whether its allow/deny list denies `client` (counted on `worker`'s cells).
-    fn denies(&self, client: IpAddr, worker: usize) -> bool {
+    /// The answer when the location refuses the request before limiting it: a declared
+    /// body over its limit (413), or its allow/deny list (403, counted on `worker`'s
+    /// cells).
+    fn refusal(
+        &self,
+        req: &Request<Incoming>,
+        client: IpAddr,
+        worker: usize,
+    ) -> Option<Response<ResponseBody>> {
+        if let Err(status) = declared_body(self, req) {
+            return Some(response::refusal(status, req.version()));
+        }
         let Err(rule) = self.access.check(client) else {
-            return false;
+            return None;
         };
         if let Some(Some(denied)) = self.denied.get(rule) {
             denied.get(worker).add(1);
         }
-        true
+        Some(response::error(StatusCode::FORBIDDEN))
     }
 }
 
@@ -122,6 +135,7 @@ struct Destination<'a> {
     /// The client (after realip) and the peer it came through.
     client: IpAddr,
     peer: IpAddr,
+    max_body: MaxBodySize,
 }
 
 /// The connection a request arrived on.
@@ -174,8 +188,8 @@ impl Pipeline {
             Err(status) => return log.finish(response::refusal(status, req.version()), None),
         };
         log.route(&location.stats);
-        if location.denies(client, conn.worker) {
-            return log.finish(response::error(StatusCode::FORBIDDEN), None);
+        if let Some(refusal) = location.refusal(&req, client, conn.worker) {
+            return log.finish(refusal, None);
         }
         let mut limited = self
             .limit(location, &req, client, &path, now, conn.worker)
@@ -211,6 +225,7 @@ impl Pipeline {
                     conn,
                     client,
                     peer,
+                    max_body: location.client_max_body_size,
                 };
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
@@ -247,6 +262,7 @@ impl Pipeline {
             conn: to.conn,
             body: self.body,
             body_buffer: self.client_body_buffer_size,
+            max_body: to.max_body,
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
@@ -347,6 +363,19 @@ fn host_of<B>(req: &Request<B>) -> Option<&str> {
         .authority()
         .map(|a| a.as_str())
         .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
+}
+
+/// nginx's `client_max_body_size` check, made for every request of the location (a
+/// `return` one too) as soon as it is found: a body declared larger (`Content-Length`,
+/// HTTP/1.1 or HTTP/2) is answered 413 before a byte of it is read and before any
+/// upstream is chosen. A body without a length is held to the limit as it arrives
+/// (`upstream::body::Timed`).
+fn declared_body(location: &Location, req: &Request<Incoming>) -> Result<(), StatusCode> {
+    let declared = http_body::Body::size_hint(req.body()).lower();
+    if location.client_max_body_size.exceeded_by(declared) {
+        return Err(ProxyError::BodyTooLarge.status());
+    }
+    Ok(())
 }
 
 /// One error-log line per failed request, at a level that matches who failed, unless

@@ -17,6 +17,8 @@ use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+use crate::config::MaxBodySize;
+
 /// Why a streamed body stopped early.
 #[derive(Debug)]
 pub enum BodyError {
@@ -25,6 +27,9 @@ pub enum BodyError {
     Timeout,
     /// The client's body failed: reset, closed early, malformed framing.
     Stream(hyper::Error),
+    /// The client's body grew past `client_max_body_size`; the frame that would have
+    /// crossed it was not passed on.
+    TooLarge,
     /// The upstream's response body failed (reset, cut short, malformed, idle too long).
     Upstream(Box<super::h1::Error>),
 }
@@ -33,6 +38,7 @@ impl fmt::Display for BodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BodyError::Timeout => f.write_str("body timed out between two reads"),
+            BodyError::TooLarge => f.write_str("body larger than client_max_body_size"),
             BodyError::Stream(err) => write!(f, "body stream failed: {err}"),
             BodyError::Upstream(err) => write!(f, "upstream body failed: {err}"),
         }
@@ -42,7 +48,7 @@ impl fmt::Display for BodyError {
 impl StdError for BodyError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            BodyError::Timeout => None,
+            BodyError::Timeout | BodyError::TooLarge => None,
             BodyError::Stream(err) => Some(err),
             BodyError::Upstream(err) => Some(err.as_ref()),
         }
@@ -102,11 +108,16 @@ pin_project! {
     /// A hyper body that fails with [`BodyError::Timeout`] when it has to wait longer
     /// than `timeout` for its next frame, or falls behind `min_rate`. The timer is
     /// armed lazily, only when the inner body is pending, so a body that is always
-    /// ready costs no timer at all.
+    /// ready costs no timer at all. It fails with [`BodyError::TooLarge`], for good,
+    /// instead of handing out the frame that would take it past `max`: whatever the
+    /// framing (chunked, HTTP/2 DATA without a length), no more than `max` bytes of
+    /// body leave it.
     pub struct Timed {
         #[pin]
         inner: Incoming,
         limits: BodyLimits,
+        max: MaxBodySize,
+        too_large: bool,
         start: Instant,
         received: u64,
         sleep: Option<Pin<Box<Sleep>>>,
@@ -116,10 +127,12 @@ pin_project! {
 }
 
 impl Timed {
-    pub fn new(inner: Incoming, limits: BodyLimits) -> Timed {
+    pub fn new(inner: Incoming, limits: BodyLimits, max: MaxBodySize) -> Timed {
         Timed {
             inner,
             limits,
+            max,
+            too_large: false,
             start: Instant::now(),
             received: 0,
             sleep: None,
@@ -129,10 +142,15 @@ impl Timed {
     }
 
     /// Also reports each frame to `progress`.
-    pub fn watched(inner: Incoming, limits: BodyLimits, progress: Arc<Progress>) -> Timed {
+    pub fn watched(
+        inner: Incoming,
+        limits: BodyLimits,
+        max: MaxBodySize,
+        progress: Arc<Progress>,
+    ) -> Timed {
         Timed {
             progress: Some(progress),
-            ..Timed::new(inner, limits)
+            ..Timed::new(inner, limits, max)
         }
     }
 
@@ -156,11 +174,19 @@ impl Body for Timed {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.project();
+        if *this.too_large {
+            return Poll::Ready(Some(Err(BodyError::TooLarge)));
+        }
         match this.inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.progressed = true;
                 if let Some(data) = frame.data_ref() {
-                    *this.received += data.len() as u64;
+                    let received = this.received.saturating_add(data.len() as u64);
+                    if this.max.exceeded_by(received) {
+                        *this.too_large = true;
+                        return Poll::Ready(Some(Err(BodyError::TooLarge)));
+                    }
+                    *this.received = received;
                 }
                 if let Some(progress) = this.progress {
                     progress.record(false);

@@ -9,6 +9,7 @@ mod support;
 
 mod admin;
 mod architecture;
+mod body_limit;
 mod cli;
 mod framing_corpus;
 mod hardening;

@@ -67,6 +67,7 @@ pub(crate) struct RawServer {
     pub client_body_timeout: Option<Loose>,
     pub client_body_min_rate: Option<Loose>,
     pub client_body_buffer_size: Option<Loose>,
+    pub client_max_body_size: Option<Loose>,
     pub send_timeout: Option<Loose>,
     pub keepalive_timeout: Option<Loose>,
     pub max_header_bytes: Option<Loose>,
@@ -298,6 +299,7 @@ pub(crate) struct RawLocation {
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     /// The path the upstream gets instead of the client's.
     pub upstream_path: Option<Spanned<String>>,
+    pub client_max_body_size: Option<Loose>,
 }
 
 /// Header rules as written: name to value.
