@@ -118,10 +118,12 @@ fn design_example_parses_into_typed_values() {
         UpstreamServer {
             addr: addr("127.0.0.1:3000"),
             weight: 1,
+            tls_name: None,
         },
         UpstreamServer {
             addr: addr("127.0.0.1:3001"),
             weight: 2,
+            tls_name: None,
         },
     ];
     assert_eq!(app.servers, servers);
@@ -180,7 +182,8 @@ fn omitted_keys_take_their_defaults() {
         app.servers,
         [UpstreamServer {
             addr: addr("10.0.0.1:80"),
-            weight: 1
+            weight: 1,
+            tls_name: None,
         }]
     );
     assert_eq!(app.balance, Balance::RoundRobin);
@@ -326,6 +329,7 @@ mod limits;
 mod props;
 mod redis;
 mod tls;
+mod upstream_tls;
 mod vars;
 
 #[test]
