@@ -316,7 +316,10 @@ fn upstream_host_names_become_one_server_per_address() {
 #[test]
 fn reference_example_in_docs_is_valid() {
     let doc = include_str!("../../docs/config.md");
-    let start = doc.find("```toml\n").expect("a toml example") + "```toml\n".len();
+    // The example under "## Example" (the sections above have snippets of their own).
+    let example = doc.find("## Example\n").expect("an example section");
+    let start =
+        example + doc[example..].find("```toml\n").expect("a toml example") + "```toml\n".len();
     let end = start + doc[start..].find("```").expect("end of the example");
     let config = parse(&doc[start..end]);
     let log = PathBuf::from("/etc/tollgate/logs/access.log");
