@@ -18,8 +18,8 @@
 //! The pipeline, handed one generation per request:
 //! - [`proxy`]: identify, deny, route, allow/deny, limit, forward, respond, log.
 //! - [`upstream`]: choosing a server, passive health, pooled keep-alive connections
-//!   spoken to by [`upstream::h1`], and the bodies that cross the gateway
-//!   ([`upstream::body`]).
+//!   (plain or TLS, [`upstream::tls`]) spoken to by [`upstream::h1`], and the bodies
+//!   that cross the gateway ([`upstream::body`]).
 //!
 //! Around it:
 //! - [`snapshot`]: the one place config meets runtime objects (one per generation).

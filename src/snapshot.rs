@@ -404,6 +404,7 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
         keepalive: u.keepalive,
         max_fails: u.max_fails,
         fail_timeout: u.fail_timeout,
+        tls: crate::upstream::tls::GroupTls::of(u),
         stats: metrics.upstream(&u.name),
     }
 }

@@ -15,6 +15,7 @@ mod redis;
 mod server;
 #[cfg(test)]
 mod tests;
+mod upstream_tls;
 mod upstreams;
 mod validate;
 mod values;
@@ -29,6 +30,7 @@ pub use crate::routing::Pattern;
 pub use crate::vars::VarText;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use diag::{ConfigError, ConfigErrors};
@@ -272,13 +274,22 @@ pub struct Upstream {
     /// `fail_timeout`. 0 turns passive health off (nginx).
     pub max_fails: u32,
     pub fail_timeout: Duration,
+    /// TLS to every server of the group (`tls`, or servers written `https://`); `None`
+    /// speaks plain HTTP. Its roots are the system's or the `ca` file's, it may carry a
+    /// client certificate, and it offers ALPN `http/1.1` only. Certificates are always
+    /// verified: there is no setting that turns verification off.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamServer {
     pub addr: SocketAddr,
     /// At least 1.
     pub weight: u32,
+    /// In a TLS group, the name the server's certificate must carry: `tls.server_name`,
+    /// else the host as written in `servers`. It is sent as SNI unless it is an IP
+    /// address (then the certificate must carry that address). `None` in a plain group.
+    pub tls_name: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 /// How an upstream group spreads requests (`balance` in `[upstreams.NAME]`).

@@ -118,10 +118,12 @@ fn design_example_parses_into_typed_values() {
         UpstreamServer {
             addr: addr("127.0.0.1:3000"),
             weight: 1,
+            tls_name: None,
         },
         UpstreamServer {
             addr: addr("127.0.0.1:3001"),
             weight: 2,
+            tls_name: None,
         },
     ];
     assert_eq!(app.servers, servers);
@@ -180,7 +182,8 @@ fn omitted_keys_take_their_defaults() {
         app.servers,
         [UpstreamServer {
             addr: addr("10.0.0.1:80"),
-            weight: 1
+            weight: 1,
+            tls_name: None,
         }]
     );
     assert_eq!(app.balance, Balance::RoundRobin);
@@ -313,7 +316,10 @@ fn upstream_host_names_become_one_server_per_address() {
 #[test]
 fn reference_example_in_docs_is_valid() {
     let doc = include_str!("../../docs/config.md");
-    let start = doc.find("```toml\n").expect("a toml example") + "```toml\n".len();
+    // The example under "## Example" (the sections above have snippets of their own).
+    let example = doc.find("## Example\n").expect("an example section");
+    let start =
+        example + doc[example..].find("```toml\n").expect("a toml example") + "```toml\n".len();
     let end = start + doc[start..].find("```").expect("end of the example");
     let config = parse(&doc[start..end]);
     let log = PathBuf::from("/etc/tollgate/logs/access.log");
@@ -327,6 +333,7 @@ mod limits;
 mod props;
 mod redis;
 mod tls;
+mod upstream_tls;
 mod vars;
 
 #[test]

@@ -1,23 +1,36 @@
 //! `[upstreams.NAME]`: the servers of each group (host names resolved now), their
-//! weights, the balancing policy and the timeouts.
+//! weights, the balancing policy, the timeouts, and whether the group speaks TLS
+//! (`tls`, or servers written `https://`; the TLS settings themselves are in
+//! [`super::upstream_tls`]).
 
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::ServerName;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{RawBalance, RawServerItem, RawUpstream, RawUpstreamEntry};
+use super::raw::{RawBalance, RawServerItem, RawUpstream, RawUpstreamEntry, Span};
+use super::upstream_tls::{self, TlsKey};
 use super::validate::duration;
 use super::{values, Balance, Upstream, UpstreamServer};
 
 const MAX_WEIGHT: i64 = 1000;
 
-/// One `[upstreams.NAME]`, or `None` when it had a problem (reported).
-pub(super) fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> Option<Upstream> {
+/// One `[upstreams.NAME]`, or `None` when it had a problem (reported). `base` is where
+/// the `tls` files are looked for.
+pub(super) fn upstream(
+    entry: RawUpstreamEntry,
+    base: &Path,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Upstream> {
     let name = entry.name.get_ref();
     let valid_name = diag
         .check(entry.name.span(), values::table_name("upstream", name))
         .is_some();
     let body = entry.body?;
-    let servers = diag
+    let items = diag
         .required(body.get_ref().servers.as_ref(), &body.span(), "servers")
         .and_then(|list| servers(list, diag));
     let raw: RawUpstream = body.into_inner();
@@ -29,30 +42,52 @@ pub(super) fn upstream(entry: RawUpstreamEntry, diag: &mut Diagnostics<'_>) -> O
         RawBalance::LeastConn => Balance::LeastConn,
         RawBalance::IpHash => Balance::IpHash,
     };
+    let tls = upstream_tls::tls_key(raw.tls, base, diag);
+    let (servers, tls) = with_tls(items?, tls?, diag)?;
     valid_name.then_some(())?;
     Some(Upstream {
         name: name.clone(),
-        servers: servers?,
+        servers,
         balance,
         connect_timeout: connect_timeout?,
         read_timeout: read_timeout?,
         keepalive: raw.keepalive.unwrap_or(64),
         max_fails: raw.max_fails.unwrap_or(1),
         fail_timeout: fail_timeout?,
+        tls,
     })
 }
 
-/// Every item of `servers`, host names resolved; each address of a name gets the
-/// item's weight.
+/// How a `servers` item was written: `HOST:PORT`, `http://HOST[:PORT]` or
+/// `https://HOST[:PORT]`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Bare,
+    Http,
+    Https,
+}
+
+/// One item of `servers`: its addresses (a host name may have several), its weight, and
+/// what TLS needs of it.
+struct Item {
+    addrs: Vec<SocketAddr>,
+    weight: u32,
+    scheme: Scheme,
+    /// The host as written, port and scheme removed (IPv6 brackets too).
+    host: String,
+    span: Span,
+}
+
+/// Every item of `servers`, host names resolved.
 fn servers(
     list: &Spanned<Vec<Spanned<RawServerItem>>>,
     diag: &mut Diagnostics<'_>,
-) -> Option<Vec<UpstreamServer>> {
+) -> Option<Vec<Item>> {
     if list.get_ref().is_empty() {
         diag.error(list.span(), "`servers` must list at least one server");
         return None;
     }
-    let mut servers = Vec::new();
+    let mut items = Vec::new();
     let mut valid = true;
     for item in list.get_ref() {
         let (addr, weight) = match item.get_ref() {
@@ -63,19 +98,134 @@ fn servers(
                 (addr.map(|addr| (addr.get_ref(), addr.span())), weight)
             }
         };
-        let addrs = addr.and_then(|(addr, span)| diag.check(span, values::upstream_addrs(addr)));
-        match (addrs, weight) {
-            (Some(addrs), Some(weight)) => {
-                servers.extend(
-                    addrs
-                        .into_iter()
-                        .map(|addr| UpstreamServer { addr, weight }),
-                );
-            }
+        let parsed = addr.and_then(|(text, span)| {
+            let (scheme, host_port) = scheme(text);
+            let addrs = diag.check(span.clone(), values::upstream_addrs(&host_port))?;
+            Some((addrs, scheme, host_of(&host_port), span))
+        });
+        match (parsed, weight) {
+            (Some((addrs, scheme, host, span)), Some(weight)) => items.push(Item {
+                addrs,
+                weight,
+                scheme,
+                host,
+                span,
+            }),
             _ => valid = false,
         }
     }
-    valid.then_some(servers)
+    valid.then_some(items)
+}
+
+/// The scheme of a server address and the `HOST:PORT` after it; without a port, an
+/// `http://` server is on 80 and an `https://` one on 443 (as in nginx's `proxy_pass`).
+fn scheme(text: &str) -> (Scheme, String) {
+    let (scheme, rest, port) = if let Some(rest) = text.strip_prefix("https://") {
+        (Scheme::Https, rest, 443)
+    } else if let Some(rest) = text.strip_prefix("http://") {
+        (Scheme::Http, rest, 80)
+    } else {
+        return (Scheme::Bare, text.to_owned());
+    };
+    let has_port = !rest.ends_with(']') && rest.contains(':');
+    if has_port || rest.is_empty() {
+        (scheme, rest.to_owned())
+    } else {
+        (scheme, format!("{rest}:{port}"))
+    }
+}
+
+/// The host of a valid `HOST:PORT`, brackets removed from an IPv6 address.
+fn host_of(host_port: &str) -> String {
+    if let Ok(addr) = host_port.parse::<SocketAddr>() {
+        return addr.ip().to_string();
+    }
+    let host = host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(host, _)| host);
+    host.to_owned()
+}
+
+/// The group's servers, and its TLS client when it speaks TLS: `tls` turns it on or
+/// off; without `tls`, servers written `https://` turn it on with the system's roots.
+/// A group speaks TLS to all of its servers or to none, so mixing is refused.
+fn with_tls(
+    items: Vec<Item>,
+    tls: TlsKey,
+    diag: &mut Diagnostics<'_>,
+) -> Option<(Vec<UpstreamServer>, Option<Arc<rustls::ClientConfig>>)> {
+    let first = |scheme: Scheme| items.iter().find(|item| item.scheme == scheme);
+    let (https, http, bare) = (
+        first(Scheme::Https),
+        first(Scheme::Http),
+        first(Scheme::Bare),
+    );
+    let conflict = match (&tls, https, http, bare) {
+        (TlsKey::Off(span), Some(_), _, _) => Some((
+            span.clone(),
+            "`tls = false`, but a server is written https://",
+        )),
+        (TlsKey::On { .. }, _, Some(item), _) => Some((
+            item.span.clone(),
+            "an http:// server in a group with `tls`: a group speaks TLS to all of its servers or to none",
+        )),
+        (_, Some(_), Some(item), _) | (TlsKey::Absent, Some(_), _, Some(item)) => Some((
+            item.span.clone(),
+            "`servers` mixes https:// with plain servers: a group speaks TLS to all of its \
+             servers or to none (write https:// on every server, or set `tls`)",
+        )),
+        _ => None,
+    };
+    if let Some((span, message)) = conflict {
+        diag.error(span, message);
+        return None;
+    }
+    let (client, server_name) = match tls {
+        TlsKey::On {
+            client,
+            server_name,
+        } => (client, server_name),
+        TlsKey::Absent if https.is_some() => {
+            let span = https.map(|item| item.span.clone()).unwrap_or_default();
+            (upstream_tls::system_client(span, diag)?, None)
+        }
+        TlsKey::Absent | TlsKey::Off(_) => return Some((plain(items), None)),
+    };
+    let mut servers = Vec::new();
+    for item in items {
+        let name = match &server_name {
+            Some(name) => name.clone(),
+            None => diag.check(item.span.clone(), tls_name(&item.host))?,
+        };
+        servers.extend(item.addrs.into_iter().map(|addr| UpstreamServer {
+            addr,
+            weight: item.weight,
+            tls_name: Some(name.clone()),
+        }));
+    }
+    Some((servers, Some(client)))
+}
+
+fn plain(items: Vec<Item>) -> Vec<UpstreamServer> {
+    let mut servers = Vec::new();
+    for item in items {
+        servers.extend(item.addrs.into_iter().map(|addr| UpstreamServer {
+            addr,
+            weight: item.weight,
+            tls_name: None,
+        }));
+    }
+    servers
+}
+
+/// The name a server's certificate is checked against when `tls.server_name` is not set.
+fn tls_name(host: &str) -> Result<ServerName<'static>, String> {
+    ServerName::try_from(host.to_owned()).map_err(|_| {
+        format!(
+            "\"{host}\" is not a name a certificate can carry: set `tls.server_name` to the \
+             name the server's certificate is for"
+        )
+    })
 }
 
 fn weight(weight: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<u32> {

@@ -120,7 +120,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     let upstreams = all(raw
         .upstreams
         .into_iter()
-        .map(|entry| upstreams::upstream(entry, diag)));
+        .map(|entry| upstreams::upstream(entry, base, diag)));
     let locations = location::locations(raw.locations, &names, &zone_limits, diag);
     let admin = optional(raw.admin, |raw, span| admin(raw, span, diag));
     Checked {

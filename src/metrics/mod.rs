@@ -312,14 +312,18 @@ pub enum FailureKind {
     Timeout,
     /// The exchange broke: reset, closed early, a malformed response.
     Broken,
+    /// The TLS handshake failed: the server's certificate did not verify, it refused
+    /// ours, or it does not speak TLS.
+    Tls,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 4] = [
+    pub const ALL: [FailureKind; 5] = [
         FailureKind::Connect,
         FailureKind::ConnectTimeout,
         FailureKind::Timeout,
         FailureKind::Broken,
+        FailureKind::Tls,
     ];
 
     pub fn label(self) -> &'static str {
@@ -328,6 +332,7 @@ impl FailureKind {
             FailureKind::ConnectTimeout => "connect_timeout",
             FailureKind::Timeout => "timeout",
             FailureKind::Broken => "broken",
+            FailureKind::Tls => "tls",
         }
     }
 }

@@ -85,6 +85,7 @@ impl ProxyError {
             ProxyError::NoLiveUpstream(_) => "no_live_upstream",
             ProxyError::Connect(ConnectError::Timeout { .. }) => "connect_timeout",
             ProxyError::Connect(ConnectError::Io { .. }) => "connect",
+            ProxyError::Connect(ConnectError::Tls { .. }) => "tls",
             ProxyError::Upstream { .. } => "broken",
             ProxyError::UnexpectedUpgrade(_) => "unexpected_upgrade",
             ProxyError::Timeout(_) => "timeout",
@@ -96,6 +97,7 @@ impl ProxyError {
         match self {
             ProxyError::Connect(ConnectError::Timeout { addr, .. })
             | ProxyError::Connect(ConnectError::Io { addr, .. })
+            | ProxyError::Connect(ConnectError::Tls { addr, .. })
             | ProxyError::Upstream { addr, .. }
             | ProxyError::UnexpectedUpgrade(addr)
             | ProxyError::Timeout(addr) => Some(*addr),

@@ -49,6 +49,8 @@ where
                     b_write.shutdown().await?;
                 } else {
                     b_write.write_all(&a_buf[..n]).await?;
+                    // A TLS upstream may hold written bytes until flushed.
+                    b_write.flush().await?;
                 }
             }
             n = b_read.read(&mut b_buf), if b_open => {
@@ -58,6 +60,7 @@ where
                     a_write.shutdown().await?;
                 } else {
                     a_write.write_all(&b_buf[..n]).await?;
+                    a_write.flush().await?;
                 }
             }
             () = &mut timer => return Ok(()),

@@ -2,6 +2,7 @@
 //!
 //! The decisions (which server, is it healthy) are pure and live in [`balance`] and
 //! [`health`]; [`pool`] holds the I/O: connecting, keep-alive reuse and sending.
+//! [`tls`] adds the handshake for groups that speak TLS.
 //! [`body`] holds the bodies that cross the gateway: the client's on its way here and
 //! the upstream's on its way back.
 
@@ -10,6 +11,7 @@ pub mod body;
 pub mod h1;
 pub mod health;
 pub mod pool;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,6 +24,7 @@ use crate::metrics::{FailureKind, Failures, UpstreamStats};
 use balance::Balancer;
 use health::Health;
 use pool::IdlePool;
+use tls::{GroupTls, ServerTls};
 
 /// One `[upstreams.NAME]` group, shared by every worker.
 pub struct Group {
@@ -48,6 +51,8 @@ pub struct Server {
     failures: Arc<Failures>,
     /// Error-log lines about this server.
     pub log: Repeats,
+    /// How the server is reached over TLS; `None`: plain TCP.
+    pub tls: Option<ServerTls>,
 }
 
 impl Server {
@@ -71,6 +76,8 @@ pub struct GroupSpec {
     pub max_fails: u32,
     pub fail_timeout: Duration,
     pub stats: Arc<UpstreamStats>,
+    /// TLS for each server, in the order of `servers`; `None` for plain HTTP.
+    pub tls: Option<GroupTls>,
 }
 
 impl Group {
@@ -78,6 +85,7 @@ impl Group {
     /// server, so a connection is only ever driven by the runtime that opened it.
     pub fn new(spec: GroupSpec, workers: usize) -> Group {
         let weights: Vec<u32> = spec.servers.iter().map(|(_, w, _)| *w).collect();
+        let mut tls = spec.tls.map(|tls| tls.into_servers().into_iter());
         let servers = spec
             .servers
             .into_iter()
@@ -88,6 +96,7 @@ impl Group {
                 pool: IdlePool::new(workers, spec.keepalive),
                 failures,
                 log: Repeats::default(),
+                tls: tls.as_mut().and_then(Iterator::next),
             })
             .collect::<Vec<_>>();
         Group {

@@ -34,7 +34,7 @@ impl IdlePool {
     fn take(&self, worker: usize) -> Option<UpstreamConn> {
         let list = self.per_worker.get(worker)?;
         let mut idle = list.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        while let Some(conn) = idle.pop() {
+        while let Some(mut conn) = idle.pop() {
             if conn.is_reusable() {
                 return Some(conn);
             }
@@ -57,11 +57,28 @@ impl IdlePool {
 /// Why no connection could be had. No byte of the request has been sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("connect to {addr} timed out after {after:?}")]
-    Timeout { addr: SocketAddr, after: Duration },
+    /// The TCP connect, or the TLS handshake after it, took longer than
+    /// `connect_timeout`.
+    #[error(
+        "connect to {addr} timed out after {after:?}{}",
+        if *handshake { " (in the TLS handshake)" } else { "" }
+    )]
+    Timeout {
+        addr: SocketAddr,
+        after: Duration,
+        handshake: bool,
+    },
     #[error("connect to {addr} failed: {source}")]
     Io {
         addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The TLS handshake failed: the certificate did not verify for `name`, the server
+    /// refused ours, or it does not speak TLS.
+    #[error("TLS handshake with {addr} ({name}) failed: {source}")]
+    Tls {
+        addr: SocketAddr,
+        name: String,
         source: std::io::Error,
     },
 }
@@ -87,7 +104,7 @@ pub async fn checkout(
             return Ok(Checkout { conn, pooled: true });
         }
     }
-    let conn = UpstreamConn::connect(srv.addr, group.connect_timeout).await?;
+    let conn = UpstreamConn::connect(srv.addr, srv.tls.as_ref(), group.connect_timeout).await?;
     Ok(Checkout {
         conn,
         pooled: false,

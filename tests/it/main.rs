@@ -34,5 +34,6 @@ mod slow_clients;
 mod testssl;
 mod timeouts;
 mod tls;
+mod upstream_tls;
 mod upstreams;
 mod websocket;

@@ -224,6 +224,7 @@ pub(crate) struct RawUpstream {
     pub keepalive: Option<usize>,
     pub max_fails: Option<u32>,
     pub fail_timeout: Option<Loose>,
+    pub tls: Option<Spanned<RawUpstreamTls>>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -273,6 +274,49 @@ impl<'de> Deserialize<'de> for RawServerItem {
         }
 
         deserializer.deserialize_any(ItemVisitor)
+    }
+}
+
+/// An upstream group's `tls`: `true` / `false`, or a table of settings (TLS on).
+pub(crate) enum RawUpstreamTls {
+    On(bool),
+    Table(RawUpstreamTlsTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstreamTlsTable {
+    pub server_name: Option<Spanned<String>>,
+    pub ca: Option<Spanned<String>>,
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+}
+
+impl<'de> Deserialize<'de> for RawUpstreamTls {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TlsVisitor;
+
+        impl<'de> Visitor<'de> for TlsVisitor {
+            type Value = RawUpstreamTls;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"true, false, or a table like { server_name = "app.internal", ca = "ca.pem" }"#,
+                )
+            }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(RawUpstreamTls::On(v))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawUpstreamTlsTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawUpstreamTls::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(TlsVisitor)
     }
 }
 

@@ -76,6 +76,7 @@ impl Attempts {
                 group.servers[server].failed(match err {
                     ConnectError::Timeout { .. } => FailureKind::ConnectTimeout,
                     ConnectError::Io { .. } => FailureKind::Connect,
+                    ConnectError::Tls { .. } => FailureKind::Tls,
                 });
                 self.last_error = Some(ProxyError::from(err));
                 None

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::chunked::{Decoder, Step};
 use super::conn::UpstreamConn;
 use super::decode::ResponseFraming;
 use super::encode::{Outbox, Upload, UploadError};
+use super::stream::Stream;
 use super::Error;
 use crate::upstream::body::BodyError;
 
@@ -43,7 +43,7 @@ pub(super) struct RestOf<B> {
 trait Rest: Send {
     fn poll(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut Stream,
         out: &mut Outbox,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), UploadError>>;
@@ -55,7 +55,7 @@ where
 {
     fn poll(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut Stream,
         out: &mut Outbox,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), UploadError>> {

@@ -20,9 +20,11 @@ use tokio::time::{Instant, Sleep};
 use super::body::{Body, RestOf};
 use super::decode::{self, Head};
 use super::encode::{self, Outbox, Upload, UploadError};
+use super::stream::Stream;
 use super::{Error, Exchange, SendError, Upgraded};
 use crate::upstream::body::{BodyError, Progress};
 use crate::upstream::pool::ConnectError;
+use crate::upstream::tls::ServerTls;
 
 /// Read buffer size: most response heads and small bodies arrive in one read.
 const READ_BUF: usize = 8 * 1024;
@@ -38,7 +40,7 @@ const MIN_SPARE: usize = 2 * 1024;
 pub struct UpstreamConn(pub(super) Box<Parts>);
 
 pub(super) struct Parts {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     /// Bytes read and not yet consumed. Its allocation is reused across exchanges once
     /// the previous response's slices of it have been dropped.
     pub(super) buf: BytesMut,
@@ -56,25 +58,47 @@ impl fmt::Debug for UpstreamConn {
 }
 
 impl UpstreamConn {
-    /// Connects within `timeout`, with `TCP_NODELAY` (small requests and responses must
-    /// not wait for Nagle).
+    /// Connects, with `TCP_NODELAY` (small requests and responses must not wait for
+    /// Nagle), then with `tls` shakes hands; both within `timeout`.
     pub async fn connect(
         addr: SocketAddr,
+        tls: Option<&ServerTls>,
         timeout: Duration,
     ) -> Result<UpstreamConn, ConnectError> {
-        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => Ok(UpstreamConn::new(stream)),
-            Ok(Err(source)) => Err(ConnectError::Io { addr, source }),
-            Err(_) => Err(ConnectError::Timeout {
+        let deadline = Instant::now() + timeout;
+        let timed_out = |handshake| ConnectError::Timeout {
+            addr,
+            after: timeout,
+            handshake,
+        };
+        let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(source)) => return Err(ConnectError::Io { addr, source }),
+            Err(_) => return Err(timed_out(false)),
+        };
+        let Some(tls) = tls else {
+            return Ok(UpstreamConn::new(tcp));
+        };
+        let _ = tcp.set_nodelay(true);
+        match tokio::time::timeout_at(deadline, tls.handshake(tcp)).await {
+            Ok(Ok(stream)) => Ok(UpstreamConn::with_stream(Stream::Tls(Box::new(stream)))),
+            Ok(Err(source)) => Err(ConnectError::Tls {
                 addr,
-                after: timeout,
+                name: tls.name().into_owned(),
+                source,
             }),
+            Err(_) => Err(timed_out(true)),
         }
     }
 
-    /// Wraps an already connected stream (sets `TCP_NODELAY`).
-    pub fn new(stream: TcpStream) -> UpstreamConn {
-        let _ = stream.set_nodelay(true);
+    /// Wraps an already connected socket (sets `TCP_NODELAY`).
+    pub fn new(tcp: TcpStream) -> UpstreamConn {
+        let _ = tcp.set_nodelay(true);
+        UpstreamConn::with_stream(Stream::Plain(tcp))
+    }
+
+    /// Wraps an already connected stream, plain or TLS.
+    pub fn with_stream(stream: Stream) -> UpstreamConn {
         UpstreamConn(Box::new(Parts {
             stream,
             buf: BytesMut::with_capacity(READ_BUF),
@@ -87,8 +111,8 @@ impl UpstreamConn {
     /// reactor has seen the socket become readable, no syscall: a close that the reactor
     /// has not noticed yet passes, and [`UpstreamConn::send`] then fails with [`Error::Closed`].
     /// A connection found not reusable may have lost the byte looked at: drop it.
-    pub fn is_reusable(&self) -> bool {
-        self.0.buf.is_empty() && self.0.out.is_empty() && probe(&self.0.stream).is_none()
+    pub fn is_reusable(&mut self) -> bool {
+        self.0.buf.is_empty() && self.0.out.is_empty() && self.0.stream.probe().is_none()
     }
 
     /// Sends `req` and reads the response head.
@@ -200,14 +224,14 @@ impl UpstreamConn {
     }
 
     /// Why this connection must not carry a request, if it must not.
-    fn stale(&self) -> Option<io::Error> {
+    fn stale(&mut self) -> Option<io::Error> {
         if !self.0.buf.is_empty() {
             return Some(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unread bytes on an idle upstream connection",
             ));
         }
-        probe(&self.0.stream)
+        self.0.stream.probe()
     }
 
     /// Drives the upload and reads until a final response head (or a 101) is parsed.
@@ -287,11 +311,11 @@ impl UpstreamConn {
 }
 
 /// Whether a read failed because the server reset the connection (`EPIPE` when the reset
-/// came after its FIN).
+/// came after its FIN), or closed a TLS connection without its `close_notify`.
 fn is_reset(err: &io::Error) -> bool {
     matches!(
         err.kind(),
-        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::UnexpectedEof
     )
 }
 
@@ -301,23 +325,6 @@ enum NoHead {
     Failed(Error),
     ClientBody(BodyError),
     Timeout,
-}
-
-/// A non-blocking look at an idle socket: `None` if nothing is there to read.
-fn probe(stream: &TcpStream) -> Option<io::Error> {
-    let mut byte = [0u8; 1];
-    match stream.try_read(&mut byte) {
-        Err(err) if err.kind() == io::ErrorKind::WouldBlock => None,
-        Err(err) => Some(err),
-        Ok(0) => Some(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            "upstream closed the idle connection",
-        )),
-        Ok(_) => Some(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "upstream sent bytes on an idle connection",
-        )),
-    }
 }
 
 /// How long the upstream may stay silent before its response head: `read_timeout`,

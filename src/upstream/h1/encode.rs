@@ -15,8 +15,8 @@ use http::{HeaderName, HeaderValue};
 use http::{Method, Request};
 use http_body::Body as HttpBody;
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 
+use super::stream::Stream;
 use crate::upstream::body::BodyError;
 
 /// Bytes waiting to be written, in order: `pre`, `data`, `post`.
@@ -29,11 +29,18 @@ pub(super) struct Outbox {
     data: Bytes,
     /// What follows the frame: CRLF after a chunk, or the last chunk.
     post: &'static [u8],
+    /// Written bytes may still sit in the stream (TLS records the socket did not take
+    /// yet) until it is flushed.
+    unflushed: bool,
 }
 
 impl Outbox {
+    /// Nothing left to write, nor to flush.
     pub(super) fn is_empty(&self) -> bool {
-        self.pos == self.pre.len() && self.data.is_empty() && self.post.is_empty()
+        self.pos == self.pre.len()
+            && self.data.is_empty()
+            && self.post.is_empty()
+            && !self.unflushed
     }
 
     /// More may be queued only behind `pre` (data and post follow it on the wire).
@@ -46,16 +53,18 @@ impl Outbox {
         self.pos = 0;
         self.data = Bytes::new();
         self.post = b"";
+        self.unflushed = false;
     }
 
-    /// Writes everything queued; `wrote` turns true with the first byte that leaves.
+    /// Writes everything queued, then flushes the stream; `wrote` turns true with the
+    /// first byte that leaves.
     pub(super) fn poll_flush(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut Stream,
         cx: &mut Context<'_>,
         wrote: &mut bool,
     ) -> Poll<io::Result<()>> {
-        while !self.is_empty() {
+        while self.pos != self.pre.len() || !self.data.is_empty() || !self.post.is_empty() {
             let slices = [
                 IoSlice::new(&self.pre[self.pos..]),
                 IoSlice::new(&self.data),
@@ -66,7 +75,12 @@ impl Outbox {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             *wrote = true;
+            self.unflushed = true;
             self.advance(n);
+        }
+        if self.unflushed {
+            ready!(Pin::new(&mut *stream).poll_flush(cx))?;
+            self.unflushed = false;
         }
         Poll::Ready(Ok(()))
     }
@@ -197,7 +211,7 @@ impl Upload {
     pub(super) fn poll<B>(
         &mut self,
         mut body: Pin<&mut B>,
-        stream: &mut TcpStream,
+        stream: &mut Stream,
         out: &mut Outbox,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), UploadError>>

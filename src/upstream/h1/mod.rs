@@ -13,10 +13,11 @@
 //! - `chunked`: the chunked body decoder.
 //! - `body`: the response [`Body`], which hands the connection back once read whole.
 //! - `upgraded`: the raw stream after a `101 Switching Protocols`.
+//! - `stream`: the transport, plain TCP or TLS ([`crate::upstream::tls`]).
 //!
 //! # Use
 //! ```text
-//! let conn = UpstreamConn::connect(addr, connect_timeout).await?; // or one from the idle pool
+//! let conn = UpstreamConn::connect(addr, tls, connect_timeout).await?; // or one from the idle pool
 //! match conn.send(request, read_timeout, progress.as_deref()).await {
 //!     Ok(Exchange::Response(response)) => {
 //!         // Stream `response`; when its body is dropped:
@@ -35,6 +36,7 @@ mod chunked;
 mod conn;
 mod decode;
 mod encode;
+mod stream;
 mod upgraded;
 
 #[cfg(test)]
@@ -47,6 +49,7 @@ use http::{Request, Response};
 
 pub use body::Body;
 pub use conn::UpstreamConn;
+pub use stream::Stream;
 pub use upgraded::Upgraded;
 
 use crate::upstream::body::{BodyError, RequestBody};

@@ -1,5 +1,5 @@
 //! The upstream stream after `101 Switching Protocols`: bytes that arrived with the head
-//! come first, then the socket itself.
+//! come first, then the stream itself (plain or TLS).
 
 use std::fmt;
 use std::io;
@@ -8,22 +8,23 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+
+use super::stream::Stream;
 
 /// A raw, upgraded upstream connection for a tunnel.
 pub struct Upgraded {
-    stream: TcpStream,
+    stream: Stream,
     /// Read past the 101's head, not yet handed out.
     read_ahead: Bytes,
 }
 
 impl Upgraded {
-    pub(super) fn new(stream: TcpStream, read_ahead: Bytes) -> Upgraded {
+    pub(super) fn new(stream: Stream, read_ahead: Bytes) -> Upgraded {
         Upgraded { stream, read_ahead }
     }
 
-    /// The socket and the bytes already read from it (to be sent on first).
-    pub fn into_parts(self) -> (TcpStream, Bytes) {
+    /// The stream and the bytes already read from it (to be sent on first).
+    pub fn into_parts(self) -> (Stream, Bytes) {
         (self.stream, self.read_ahead)
     }
 }

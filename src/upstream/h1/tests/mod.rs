@@ -90,7 +90,7 @@ async fn answering(pieces: &'static [&'static [u8]]) -> (SocketAddr, JoinHandle<
 }
 
 async fn connect(addr: SocketAddr) -> UpstreamConn {
-    UpstreamConn::connect(addr, LONG).await.unwrap()
+    UpstreamConn::connect(addr, None, LONG).await.unwrap()
 }
 
 fn get(path: &str) -> Request<RequestBody> {

@@ -28,11 +28,11 @@ async fn two_sequential_requests_share_one_connection() {
     .await;
     let mut response = exchange(connect(addr).await, get("/one")).await;
     assert_eq!(read_all(response.body_mut()).await.unwrap(), b"first");
-    let conn = response.body_mut().take_reusable().unwrap();
+    let mut conn = response.body_mut().take_reusable().unwrap();
     assert!(conn.is_reusable());
     let mut response = exchange(conn, get("/two")).await;
     assert_eq!(read_all(response.body_mut()).await.unwrap(), b"second");
-    let conn = response.body_mut().take_reusable().unwrap();
+    let mut conn = response.body_mut().take_reusable().unwrap();
     assert!(conn.is_reusable());
     drop(conn);
     let (first, second) = server.await.unwrap();
@@ -52,7 +52,7 @@ async fn idle_connection_closed_by_the_server_is_not_reusable() {
     })
     .await;
     let mut response = exchange(connect(addr).await, get("/")).await;
-    let conn = response.body_mut().take_reusable().unwrap();
+    let mut conn = response.body_mut().take_reusable().unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!conn.is_reusable());
     // And sending on it anyway gives the request back untouched.
@@ -79,7 +79,7 @@ async fn unsolicited_bytes_on_an_idle_connection_forbid_reuse() {
     })
     .await;
     let mut response = exchange(connect(addr).await, get("/")).await;
-    let conn = response.body_mut().take_reusable().unwrap();
+    let mut conn = response.body_mut().take_reusable().unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert!(!conn.is_reusable());
 }
@@ -113,7 +113,7 @@ async fn reset_connection_returns_the_request_unsent_with_its_body_untouched() {
 #[tokio::test]
 async fn fresh_connection_is_reusable_before_its_first_request() {
     let (addr, _server) = answering(&[b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]).await;
-    let conn = connect(addr).await;
+    let mut conn = connect(addr).await;
     assert!(conn.is_reusable());
     let mut response = exchange(conn, get("/")).await;
     assert_eq!(response.status(), StatusCode::OK);
