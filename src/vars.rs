@@ -29,6 +29,8 @@ pub enum Var {
     RemoteAddr,
     /// `$remote_port`: the port of the peer the request came from.
     RemotePort,
+    /// `$request_id`: 32 hex digits, random, one per request.
+    RequestId,
     /// `$http_NAME`: a request header (`_` for `-`); several lines are joined with `, `.
     Header(HeaderName),
     /// `$1` to `$9`: a capture of the location's regex.
@@ -38,7 +40,7 @@ pub enum Var {
 /// The variables, as `docs/config.md` lists them (for error messages).
 pub const NAMES: &str =
     "$scheme, $host, $server_port, $request_uri, $uri, $args, $remote_addr, $remote_port, \
-     $http_NAME, $1 to $9";
+     $request_id, $http_NAME, $1 to $9";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Piece {
@@ -164,7 +166,7 @@ fn name_after(text: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| text.split_at(end))
 }
 
-const SIMPLE: [(&str, Var); 8] = [
+const SIMPLE: [(&str, Var); 9] = [
     ("scheme", Var::Scheme),
     ("host", Var::Host),
     ("server_port", Var::ServerPort),
@@ -173,6 +175,7 @@ const SIMPLE: [(&str, Var); 8] = [
     ("args", Var::Args),
     ("remote_addr", Var::RemoteAddr),
     ("remote_port", Var::RemotePort),
+    ("request_id", Var::RequestId),
 ];
 
 fn var(name: &str) -> Option<Var> {
@@ -211,6 +214,8 @@ pub struct Request<'a> {
     pub args: Option<&'a str>,
     pub remote_addr: IpAddr,
     pub remote_port: u16,
+    /// The request's id (`$request_id`), made by the caller.
+    pub request_id: &'a str,
     pub headers: &'a HeaderMap,
     /// The location regex's captures (`$1` is `captures[1]`), when it has any.
     pub captures: Option<&'a regex::bytes::Captures<'a>>,
@@ -231,6 +236,7 @@ impl Request<'_> {
             Var::Args => out.extend_from_slice(self.args.unwrap_or("").as_bytes()),
             Var::RemoteAddr => push_number(out, self.remote_addr),
             Var::RemotePort => push_number(out, self.remote_port),
+            Var::RequestId => out.extend_from_slice(self.request_id.as_bytes()),
             Var::Header(name) => {
                 for (i, value) in self.headers.get_all(name).iter().enumerate() {
                     if i > 0 {

@@ -10,6 +10,7 @@ pub mod headers;
 mod limit_phase;
 pub mod limit_response;
 mod logged;
+mod request_id;
 pub mod response;
 pub mod rewrite;
 mod text;
@@ -35,6 +36,7 @@ use crate::upstream::{Group, Lease};
 use crate::vars;
 pub use header_rules::HeaderRules;
 use http::uri::{PathAndQuery, Uri};
+use request_id::RequestId;
 use rewrite::Rewrite;
 
 pub use error::ProxyError;
@@ -95,6 +97,18 @@ pub struct Location {
 }
 
 impl Location {
+    /// Where `upstream_path` points the request: `None` without one, `Some(None)` when
+    /// the rewrite would leave the root.
+    fn target(
+        &self,
+        path: &[u8],
+        query: Option<&str>,
+        vars: Option<&vars::Request<'_>>,
+    ) -> Option<Option<PathAndQuery>> {
+        let rewrite = self.rewrite.as_ref()?;
+        Some(rewrite.apply(path, query, vars))
+    }
+
     /// The location regex's captures of `path`, when something here uses them.
     fn captures_of<'p>(&self, path: &'p [u8]) -> Option<regex::bytes::Captures<'p>> {
         self.captures.as_ref()?.captures(path)
@@ -203,13 +217,11 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         let captures = location.captures_of(&path);
+        let id = location.needs_vars.then(RequestId::new);
         let vars =
-            (location.needs_vars).then(|| vars_of(&req, conn, client, &path, captures.as_ref()));
+            (id.as_ref()).map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id));
         let rendered = location.headers.render(vars.as_ref());
-        let target = location
-            .rewrite
-            .as_ref()
-            .map(|rewrite| rewrite.apply(&path, req.uri().query(), vars.as_ref()));
+        let target = location.target(&path, req.uri().query(), vars.as_ref());
         let (mut response, lease) = match &location.route {
             Route::Return(fixed) => (fixed.respond(vars.as_ref()), None),
             Route::Proxy(group) => {
@@ -341,6 +353,7 @@ fn vars_of<'a, B>(
     client: IpAddr,
     path: &'a [u8],
     captures: Option<&'a regex::bytes::Captures<'a>>,
+    id: &'a RequestId,
 ) -> vars::Request<'a> {
     vars::Request {
         https: conn.https,
@@ -351,6 +364,7 @@ fn vars_of<'a, B>(
         args: req.uri().query(),
         remote_addr: client,
         remote_port: conn.peer.port(),
+        request_id: id.as_str(),
         headers: req.headers(),
         captures,
     }

@@ -10,6 +10,7 @@ fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
         args: Some("x=1"),
         remote_addr: "192.0.2.7".parse().expect("ip"),
         remote_port: 51000,
+        request_id: "0123456789abcdef0123456789abcdef",
         headers,
         captures: None,
     }
@@ -38,6 +39,10 @@ fn every_variable_is_filled_in() {
     assert_eq!(
         rendered("$remote_addr:$remote_port", &req),
         "192.0.2.7:51000"
+    );
+    assert_eq!(
+        rendered("id=$request_id", &req),
+        "id=0123456789abcdef0123456789abcdef"
     );
     assert_eq!(
         rendered("[$http_x_tag] [$http_absent]", &req),

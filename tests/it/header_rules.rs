@@ -112,3 +112,26 @@ fn rules_may_not_touch_forwarding_or_framing_headers() {
         assert!(result.is_err(), "accepted: {rules}");
     }
 }
+
+#[tokio::test]
+async fn request_id_is_one_random_id_per_request_up_and_down() {
+    let _shared = support::shared();
+    let up = Upstream::start(|_req| async { text(200, "ok") }).await;
+    let rules = "request_headers = { \"X-Request-Id\" = \"$request_id\" }\n\
+                 response_headers = { \"X-Request-Id\" = \"$request_id\" }";
+    let gw = gateway(&config(up.addr, rules));
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let reply = within(5, send(addr(&gw), request("/app/x"))).await;
+        let down = reply.headers["x-request-id"].to_str().unwrap().to_owned();
+        let upstream = up.last().headers["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(down, upstream, "the same id both ways");
+        assert_eq!(down.len(), 32);
+        assert!(down.bytes().all(|b| b.is_ascii_hexdigit()), "{down}");
+        seen.push(down);
+    }
+    assert_ne!(seen[0], seen[1], "one id per request");
+}
