@@ -5,10 +5,12 @@
 //!
 //! Pure: the caller gathers what a request says; nothing here reads a socket or a clock.
 
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::IpAddr;
 
 use http::{HeaderMap, HeaderName};
+
+use crate::routing::sites::host_key;
 
 /// One variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,7 +229,7 @@ impl Request<'_> {
             Var::Scheme => out.extend_from_slice(if self.https { b"https" } else { b"http" }),
             Var::Host => {
                 if let Some(host) = self.host {
-                    out.extend(host_name(host).bytes().map(|b| b.to_ascii_lowercase()));
+                    out.extend_from_slice(host_key(host).as_bytes());
                 }
             }
             Var::ServerPort => push_number(out, self.server_port),
@@ -253,35 +255,30 @@ impl Request<'_> {
     }
 }
 
-/// `host` without its port and trailing dot: `Example.com.:8080` is `Example.com`.
-fn host_name(host: &str) -> &str {
-    let name = match host.strip_prefix('[') {
-        // An IPv6 literal keeps its brackets.
-        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.strip_suffix('.').unwrap_or(name)
+fn push_number(out: &mut Vec<u8>, value: impl std::fmt::Display) {
+    // Writing to a `Vec` cannot fail.
+    let _ = write!(out, "{value}");
 }
 
-fn push_number(out: &mut Vec<u8>, value: impl std::fmt::Display) {
-    let mut text = String::new();
-    let _ = write!(text, "{value}");
-    out.extend_from_slice(text.as_bytes());
+/// `bytes` with every byte that `keep` refuses written as `%XX`.
+pub fn percent_encode(bytes: &[u8], keep: impl Fn(u8) -> bool) -> Vec<u8> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = Vec::with_capacity(bytes.len());
+    for &b in bytes {
+        if keep(b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+        }
+    }
+    out
 }
 
 /// `bytes` made fit for a header value such as `Location`: every byte that is not
 /// visible ASCII is percent-encoded, so a decoded `$uri` holding `%0d%0a` cannot add a
 /// header line (nginx writes it raw).
 pub fn escape_for_header(bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
-    for &b in bytes {
-        if (0x21..0x7f).contains(&b) {
-            out.push(b);
-        } else {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
-        }
-    }
-    out
+    percent_encode(bytes, |b| (0x21..0x7f).contains(&b))
 }
 
 #[cfg(test)]

@@ -41,15 +41,6 @@ impl HeaderRules {
         }
     }
 
-    /// Whether a value needs the request's variables.
-    pub fn has_variables(&self) -> bool {
-        let request = self.request.iter().filter_map(|(_, value)| value.as_ref());
-        let response = self.response.iter().map(|(_, value)| value);
-        request
-            .chain(response)
-            .any(|value| matches!(value, Filled::PerRequest(_)))
-    }
-
     /// The values with variables, filled in from `req` (nothing without `req`).
     pub fn render(&self, req: Option<&vars::Request<'_>>) -> Rendered {
         let Some(req) = req else {

@@ -26,13 +26,8 @@ pub enum Filled<T> {
 }
 
 impl Fixed {
-    /// Whether answering needs the request's variables.
-    pub fn has_variables(&self) -> bool {
-        matches!(self.body, Filled::PerRequest(_))
-            || matches!(self.location, Some(Filled::PerRequest(_)))
-    }
-
-    /// The answer; `req` fills in the variables (see [`Fixed::has_variables`]).
+    /// The answer; `req` fills in the variables (the pipeline gathers them only for
+    /// locations whose texts have some).
     pub fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
         let body = match (&self.body, req) {
             (Filled::Once(body), _) => body.clone(),

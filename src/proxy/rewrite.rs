@@ -30,10 +30,6 @@ impl Rewrite {
         Rewrite { to, replaces }
     }
 
-    pub fn has_variables(&self) -> bool {
-        self.to.as_literal().is_none()
-    }
-
     /// The upstream's path and query for a request with the normalized `path` and
     /// `query`; `None` when the path would climb above `/` (a capture holding `..`).
     /// The query follows unless `to` writes one.
@@ -61,16 +57,16 @@ impl Rewrite {
         let mut out = encode(new_path);
         match (own_query, query) {
             (Some(own), _) => {
-                out.push('?');
-                out.push_str(&encode_query(own));
+                out.push(b'?');
+                out.extend_from_slice(&encode_query(own));
             }
             (None, Some(query)) => {
-                out.push('?');
-                out.push_str(query);
+                out.push(b'?');
+                out.extend_from_slice(query.as_bytes());
             }
             (None, None) => {}
         }
-        PathAndQuery::try_from(out).ok()
+        PathAndQuery::from_maybe_shared(bytes::Bytes::from(out)).ok()
     }
 }
 
@@ -84,29 +80,15 @@ fn climbs(path: &[u8]) -> bool {
 }
 
 /// Percent-encodes every byte of a decoded path that may not stand as it is.
-fn encode(path: &[u8]) -> String {
-    let mut out = String::with_capacity(path.len());
-    for &b in path {
-        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn encode(path: &[u8]) -> Vec<u8> {
+    vars::percent_encode(path, |b| {
+        b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b)
+    })
 }
 
 /// A query written in `upstream_path` keeps its `=`, `&` and `?`.
-fn encode_query(query: &[u8]) -> String {
-    let mut out = String::with_capacity(query.len());
-    for &b in query {
-        if (0x21..0x7f).contains(&b) && b != b'#' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+fn encode_query(query: &[u8]) -> Vec<u8> {
+    vars::percent_encode(query, |b| (0x21..0x7f).contains(&b) && b != b'#')
 }
 
 #[cfg(test)]
