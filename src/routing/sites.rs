@@ -33,8 +33,7 @@ impl SiteName {
                 .map(SiteName::Regex)
                 .map_err(|err| format!("invalid name regex: {}", one_line(&err.to_string())));
         }
-        if text.starts_with('.') {
-            let bare = &text[1..];
+        if let Some(bare) = text.strip_prefix('.') {
             return Err(format!(
                 r#"invalid name "{text}": nginx's shorthand is not taken, write "{bare}" and "*.{bare}""#
             ));
