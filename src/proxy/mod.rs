@@ -226,7 +226,7 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         let captures = location.captures_of(&path);
-        let id = location.needs_vars.then(RequestId::new);
+        let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
         let vars = (id.as_ref())
             .map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id, location));
         let rendered = location.headers.render(vars.as_ref());
