@@ -330,7 +330,7 @@ impl Pipeline {
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         let site = self
             .sites
-            .select(conn, host_of(req))
+            .select(conn, || host_of(req))
             .ok_or(StatusCode::NOT_FOUND)?;
         let location = site
             .router
