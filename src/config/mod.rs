@@ -309,7 +309,8 @@ pub enum Balance {
 pub struct Site {
     /// In file order; empty for a site that answers only as an address's default.
     pub names: Vec<SiteName>,
-    /// `$server_name`: the first name as written, `""` without names.
+    /// `$server_name`: the first name, lower case without a trailing dot as nginx has it
+    /// (a regex as written); `""` without names.
     pub server_name: String,
     /// What the `location` label of its locations' counters starts with: the first
     /// name, `_` without names; `None` for a file of top-level `[[location]]`s.

@@ -90,10 +90,17 @@ fn site(
         .as_ref()
         .and_then(|rules| locations(raw_locations, rules, upstreams, zones, diag));
     let (names, written, name_spans) = names?;
-    let server_name = written.first().cloned().unwrap_or_default();
+    // nginx's `$server_name`: the first name in lower case (a regex as written).
+    let server_name = match (names.first(), written.first()) {
+        (Some(name), Some(written)) => name.key().unwrap_or_else(|| written.clone()),
+        _ => String::new(),
+    };
     Some(Checked {
         site: Site {
-            label: Some(written.first().cloned().unwrap_or_else(|| "_".to_owned())),
+            label: Some(match server_name.as_str() {
+                "" => "_".to_owned(),
+                name => name.to_owned(),
+            }),
             names,
             server_name,
             listen: listen?,

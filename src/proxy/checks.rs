@@ -52,6 +52,16 @@ fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
     if !valid {
         return Err(StatusCode::BAD_REQUEST);
     }
+    // HTTP/2: a `Host` naming another host than `:authority` is malformed (RFC 9113
+    // §8.3.1), as nginx answers it; the two may not pick different sites.
+    if let (Version::HTTP_2, Some(host), Some(authority)) = (req.version(), first, authority) {
+        if !host
+            .as_bytes()
+            .eq_ignore_ascii_case(authority.as_str().as_bytes())
+        {
+            return Err(StatusCode::BAD_REQUEST);
+        }
+    }
     Ok(())
 }
 

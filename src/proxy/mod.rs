@@ -167,9 +167,6 @@ pub struct Conn {
     pub server_port: u16,
     /// The peer's address as a header value, made once per connection.
     pub peer_value: http::HeaderValue,
-    /// The name the client asked for in its TLS handshake (SNI), lower case: the host of
-    /// a request that names none.
-    pub sni: Option<Box<str>>,
 }
 
 impl Conn {
@@ -181,7 +178,6 @@ impl Conn {
             https: address.tls,
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
-            sni: None,
         }
     }
 }
@@ -225,17 +221,11 @@ impl Pipeline {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        let captures = location.captures_of(&path);
         let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
-        let vars = (id.as_ref())
-            .map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id, location));
-        let rendered = location.headers.render(vars.as_ref());
-        let target = location.target(&path, req.uri().query(), vars.as_ref());
-        let (mut response, lease) = match &location.route {
-            Route::Return(fixed) => (fixed.respond(vars.as_ref()), None),
-            Route::Proxy(group) => {
-                drop(captures);
-                drop(path);
+        let (rendered, action) = fill(location, &req, conn, client, path, id);
+        let (mut response, lease) = match action {
+            Action::Answer(response) => (response, None),
+            Action::Forward(group, target) => {
                 if !retarget(&mut req, target) {
                     let response = response::refusal(StatusCode::BAD_REQUEST, req.version());
                     return log.finish(response, None);
@@ -339,6 +329,39 @@ impl Pipeline {
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
     }
+}
+
+/// What the location does with the request once its variables are filled in.
+enum Action<'l> {
+    /// Its `return`, made.
+    Answer(Response<ResponseBody>),
+    /// Forward to the group, at the path `upstream_path` makes (see [`Location::target`]).
+    Forward(&'l Arc<Group>, Option<Option<PathAndQuery>>),
+}
+
+/// Fills in the location's texts: its header values, and its answer or upstream path.
+/// Everything that reads the variables happens here, so none of it (nor `path`) stays
+/// alive in the request's future across the wait for the upstream.
+fn fill<'l>(
+    location: &'l Location,
+    req: &Request<Incoming>,
+    conn: &Conn,
+    client: IpAddr,
+    path: std::borrow::Cow<'_, [u8]>,
+    id: Option<RequestId>,
+) -> (header_rules::Rendered, Action<'l>) {
+    let captures = location.captures_of(&path);
+    let vars =
+        (id.as_ref()).map(|id| vars_of(req, conn, client, &path, captures.as_ref(), id, location));
+    let rendered = location.headers.render(vars.as_ref());
+    let action = match &location.route {
+        Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
+        Route::Proxy(group) => Action::Forward(
+            group,
+            location.target(&path, req.uri().query(), vars.as_ref()),
+        ),
+    };
+    (rendered, action)
 }
 
 /// Points the request at the rewritten path and query; `false` when the rewrite would

@@ -28,13 +28,9 @@ pub struct Sites {
 
 impl Sites {
     /// The site for a request with `host` (the request's, as sent; looked up only when
-    /// there is a choice) on `conn`. A request without a host takes the TLS handshake's
-    /// name (SNI), as nginx does: there the site was chosen by SNI before the request came.
-    pub fn select<'h>(
-        &self,
-        conn: &'h Conn,
-        host: impl FnOnce() -> Option<&'h str>,
-    ) -> Option<&Site> {
+    /// there is a choice) on `conn`. TLS's SNI plays no part, as in nginx: it picks the
+    /// certificate, and a request without a host goes to the name `""` or the default.
+    pub fn select<'h>(&self, conn: &Conn, host: impl FnOnce() -> Option<&'h str>) -> Option<&Site> {
         if self.addresses.is_empty() {
             return self.sites.first();
         }
@@ -43,7 +39,6 @@ impl Sites {
             .iter()
             .find(|(address, _)| *address == conn.address)
             .map_or(&self.any, |(_, selector)| selector);
-        let host = host().or(conn.sni.as_deref());
-        self.sites.get(selector.select(host)?)
+        self.sites.get(selector.select(host())?)
     }
 }

@@ -108,7 +108,7 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 /// then the connection as any other.
 async fn serve_tls(
     stream: tokio::net::TcpStream,
-    mut conn: Conn,
+    conn: Conn,
     state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
 ) {
@@ -118,11 +118,7 @@ async fn serve_tls(
         return;
     };
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => {
-            let sni = stream.get_ref().1.server_name();
-            conn.sni = sni.map(|name| name.to_ascii_lowercase().into_boxed_str());
-            conn::serve(stream, conn, state, stop).await
-        }
+        Ok(Ok(stream)) => conn::serve(stream, conn, state, stop).await,
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
     }

@@ -28,8 +28,8 @@ fn sites_keep_their_names_addresses_and_locations() {
     let [first, second] = &config.sites[..] else {
         panic!("two sites: {:?}", config.sites);
     };
-    assert_eq!(first.server_name, "Example.com.");
-    assert_eq!(first.label.as_deref(), Some("Example.com."));
+    assert_eq!(first.server_name, "example.com");
+    assert_eq!(first.label.as_deref(), Some("example.com"));
     assert!(matches!(&first.names[0], SiteName::Exact(n) if n == "example.com"));
     assert!(matches!(&first.names[1], SiteName::LeadingWildcard(n) if n == ".example.com"));
     assert!(matches!(&first.names[2], SiteName::TrailingWildcard(n) if n == "mail."));
