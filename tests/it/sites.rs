@@ -1,0 +1,332 @@
+//! Sites (nginx `server {}`) through the real gateway. Here: nginx and tollgate run the
+//! same sites on two ports and must pick the same site for every Host; `sites/` holds
+//! what only tollgate has (HTTP/2, `$server_name`, 444, inherited rules, TLS).
+
+mod rules;
+mod tls;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::support::nginx::{self, Nginx};
+use crate::support::raw::read_response;
+use crate::support::{self, free_port, gateway, within};
+
+/// Which of the two listening ports a site listens on.
+#[derive(Clone, Copy, PartialEq)]
+enum On {
+    Both,
+    A,
+    B,
+}
+
+/// One site as both servers get it; its id is what it answers.
+struct Site {
+    id: &'static str,
+    names: &'static [&'static str],
+    on: On,
+    /// `default_server` (nginx) / `default = true` (tollgate).
+    default: bool,
+}
+
+/// The sites, in file order. Port A's default is marked (and is not first); port B's is
+/// the first site listening there. The same name lives on two sites that share no port.
+const SITES: [Site; 10] = [
+    site("exact", &["example.com", "www.example.com"], On::Both),
+    site("wild", &["*.example.com"], On::Both),
+    site("wild-a", &["*.a.example.com"], On::Both),
+    site("mail", &["mail.*"], On::Both),
+    site("mail-example", &["mail.example.*"], On::Both),
+    site("regex-www", &[r"~^www\d+\.example\.net$"], On::Both),
+    site(
+        "regex-more",
+        &[r"~^www1\d*\.example\.net$", r"~^api\."],
+        On::Both,
+    ),
+    Site {
+        id: "default-a",
+        names: &[],
+        on: On::A,
+        default: true,
+    },
+    site("only-a", &["only.example.org"], On::A),
+    site("only-b", &["only.example.org"], On::B),
+];
+
+const fn site(id: &'static str, names: &'static [&'static str], on: On) -> Site {
+    Site {
+        id,
+        names,
+        on,
+        default: false,
+    }
+}
+
+/// Raw requests and the site each port should answer with (A, B): what nginx does, by
+/// its documented `server_name` rules.
+const REQUESTS: &[(&str, &str, &str)] = &[
+    (
+        "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: WWW.Example.COM\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: www.example.com:8080\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: www.example.com.\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: Www.Example.Com.:80\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.0\r\nHost: example.com\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    // `*.example.com` matches any depth; the longer `*.a.example.com` wins under `a.`.
+    (
+        "GET / HTTP/1.1\r\nHost: x.example.com\r\n\r\n",
+        "wild",
+        "wild",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: x.y.example.com\r\n\r\n",
+        "wild",
+        "wild",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: a.example.com\r\n\r\n",
+        "wild",
+        "wild",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: x.a.example.com\r\n\r\n",
+        "wild-a",
+        "wild-a",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: X.Y.A.Example.com:443\r\n\r\n",
+        "wild-a",
+        "wild-a",
+    ),
+    // A leading wildcard beats a trailing one; the longest trailing one wins.
+    (
+        "GET / HTTP/1.1\r\nHost: mail.example.com\r\n\r\n",
+        "wild",
+        "wild",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: mail.example.org\r\n\r\n",
+        "mail-example",
+        "mail-example",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: mail.example.co.uk\r\n\r\n",
+        "mail-example",
+        "mail-example",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: mail.other.org\r\n\r\n",
+        "mail",
+        "mail",
+    ),
+    ("GET / HTTP/1.1\r\nHost: MAIL.test.\r\n\r\n", "mail", "mail"),
+    ("GET / HTTP/1.1\r\nHost: mail\r\n\r\n", "default-a", "exact"),
+    // Regexes in file order, after every wildcard, on the lower-cased host.
+    (
+        "GET / HTTP/1.1\r\nHost: www7.example.net\r\n\r\n",
+        "regex-www",
+        "regex-www",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: www1.example.net\r\n\r\n",
+        "regex-www",
+        "regex-www",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: WWW12.Example.NET:8080\r\n\r\n",
+        "regex-www",
+        "regex-www",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: api.example.net\r\n\r\n",
+        "regex-more",
+        "regex-more",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+        "wild",
+        "wild",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: api.mail.org\r\n\r\n",
+        "regex-more",
+        "regex-more",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: wwwx.example.net\r\n\r\n",
+        "default-a",
+        "exact",
+    ),
+    // Unknown names, an address and no Host at all fall to each port's default.
+    (
+        "GET / HTTP/1.1\r\nHost: unknown.test\r\n\r\n",
+        "default-a",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: example.net\r\n\r\n",
+        "default-a",
+        "exact",
+    ),
+    (
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "default-a",
+        "exact",
+    ),
+    ("GET / HTTP/1.0\r\n\r\n", "default-a", "exact"),
+    // One name, a different site per port.
+    (
+        "GET / HTTP/1.1\r\nHost: only.example.org\r\n\r\n",
+        "only-a",
+        "only-b",
+    ),
+    // The absolute-form target's host is the host (RFC 9112 3.2.2), not the Host header.
+    (
+        "GET http://www.example.com/ HTTP/1.1\r\nHost: x.example.com\r\n\r\n",
+        "exact",
+        "exact",
+    ),
+    (
+        "GET http://unknown.test/ HTTP/1.1\r\nHost: mail.other.org\r\n\r\n",
+        "default-a",
+        "exact",
+    ),
+];
+
+/// nginx's configuration of [`SITES`] on ports `a` and `b`.
+fn nginx_config(dir: &std::path::Path, a: u16, b: u16) -> String {
+    let dir = dir.display();
+    let mut servers = String::new();
+    for site in &SITES {
+        servers.push_str(" server {\n");
+        for (on, port) in [(On::A, a), (On::B, b)] {
+            if site.on == on || site.on == On::Both {
+                let default = if site.default { " default_server" } else { "" };
+                let _ = writeln!(servers, "  listen 127.0.0.1:{port}{default};");
+            }
+        }
+        if !site.names.is_empty() {
+            let _ = writeln!(servers, "  server_name {};", site.names.join(" "));
+        }
+        let _ = writeln!(
+            servers,
+            "  location / {{ return 200 \"{}\"; }}\n }}",
+            site.id
+        );
+    }
+    format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\n\
+         error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {dir}/tmp/body;\n\
+         proxy_temp_path {dir}/tmp/proxy;\n fastcgi_temp_path {dir}/tmp/fastcgi;\n\
+         uwsgi_temp_path {dir}/tmp/uwsgi;\n scgi_temp_path {dir}/tmp/scgi;\n{servers}}}\n"
+    )
+}
+
+/// tollgate's configuration of [`SITES`] on ports `a` and `b`.
+fn tollgate_config(a: u16, b: u16) -> String {
+    let mut text = format!(
+        "[server]\nlisten = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\nworkers = 1\n\
+         [log]\naccess = \"off\"\n"
+    );
+    for site in &SITES {
+        text.push_str("[[site]]\n");
+        if !site.names.is_empty() {
+            // TOML literal strings: a regex's backslashes stay as written.
+            let names: Vec<String> = site.names.iter().map(|n| format!("'{n}'")).collect();
+            let _ = writeln!(text, "names = [{}]", names.join(", "));
+        }
+        match site.on {
+            On::Both => {}
+            On::A => text.push_str(&format!("listen = [\"127.0.0.1:{a}\"]\n")),
+            On::B => text.push_str(&format!("listen = [\"127.0.0.1:{b}\"]\n")),
+        }
+        if site.default {
+            text.push_str("default = true\n");
+        }
+        let _ = writeln!(
+            text,
+            "[[site.location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"{}\" }}",
+            site.id
+        );
+    }
+    text
+}
+
+/// The status and body of the answer to `request`, or `(0, "")` when there is none.
+async fn answer(addr: SocketAddr, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    match within(5, read_response(&mut stream)).await {
+        Some(reply) => (reply.status, reply.body),
+        None => (0, String::new()),
+    }
+}
+
+#[tokio::test]
+async fn each_host_reaches_the_site_nginx_picks_on_each_port() {
+    if !nginx::available("the sites conformance test") {
+        return;
+    }
+    let _shared = support::shared();
+    let nginx = Nginx::start_on(2, |dir, ports| nginx_config(dir, ports[0], ports[1]), &[]);
+    let (a, b) = (free_port(), free_port());
+    let _gw = gateway(&tollgate_config(a, b));
+    let ours = [a, b].map(|port| SocketAddr::from(([127, 0, 0, 1], port)));
+    let mut nginx_unexpected = String::new();
+    let mut differences = String::new();
+    for &(request, on_a, on_b) in REQUESTS {
+        for (port, expected) in [(0, on_a), (1, on_b)] {
+            let theirs = answer(nginx.addrs[port], request).await;
+            let mine = answer(ours[port], request).await;
+            let name = ["A", "B"][port];
+            if theirs != (200, expected.to_owned()) {
+                let _ = writeln!(nginx_unexpected, "{name} {request:?}: nginx {theirs:?}");
+            }
+            if theirs != mine {
+                let _ = writeln!(
+                    differences,
+                    "{name} {request:?}: nginx {theirs:?}, tollgate {mine:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        nginx_unexpected.is_empty(),
+        "nginx did not answer as expected (the table is wrong):\n{nginx_unexpected}{}",
+        nginx.error_log()
+    );
+    assert!(differences.is_empty(), "{differences}");
+}

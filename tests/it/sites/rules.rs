@@ -1,0 +1,243 @@
+//! What only tollgate's sites have, or nginx cannot be asked the same way: the site
+//! chosen by HTTP/2's `:authority`, `$server_name`, 444 on a catch-all, the rules a site
+//! hands down to its locations, and the config error for mixing the two forms.
+
+use std::io::Write as _;
+use std::process::Command;
+use std::time::Duration;
+
+use http::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{self, addr, empty, full, gateway, send, send_h2, within};
+
+/// A gateway config on one port with `sites` after `[server]` and `[log]`.
+fn config(sites: &str) -> String {
+    format!("[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n{sites}")
+}
+
+/// Two named sites, the first also the default, each answering its own name.
+const TWO_SITES: &str = r#"
+[[site]]
+names = ["a.test"]
+[[site.location]]
+match = "/"
+return = { status = 200, body = "a" }
+[[site]]
+names = ["b.test", "*.b.test"]
+[[site.location]]
+match = "/"
+return = { status = 200, body = "b" }
+"#;
+
+fn get_with_host(host: &str) -> Request<support::Body> {
+    Request::get("/")
+        .header("host", host)
+        .body(empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn http2_authority_selects_the_site() {
+    let _shared = support::shared();
+    let gw = gateway(&config(TWO_SITES));
+    for (uri, site) in [
+        ("http://b.test/", "b"),
+        ("http://X.B.Test:8080/", "b"),
+        ("http://a.test/", "a"),
+        ("http://unknown.test/", "a"),
+    ] {
+        let req = Request::get(uri).body(empty()).unwrap();
+        let reply = within(5, send_h2(addr(&gw), req)).await;
+        assert_eq!(reply.version, http::Version::HTTP_2);
+        assert_eq!(
+            (reply.status.as_u16(), reply.body.as_str()),
+            (200, site),
+            "{uri}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn server_name_is_the_sites_first_name_as_written() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        r#"
+[[site]]
+names = ["Example.com", "www.example.com"]
+[[site.location]]
+match = "/"
+return = { status = 200, body = "[$server_name]" }
+[[site]]
+default = true
+[[site.location]]
+match = "/"
+return = { status = 200, body = "[$server_name]" }
+"#,
+    ));
+    for (host, body) in [("www.example.com", "[Example.com]"), ("unknown.test", "[]")] {
+        let reply = within(5, send(addr(&gw), get_with_host(host))).await;
+        assert_eq!(reply.body, body, "{host}");
+    }
+    // A file of top-level locations is one site without a name.
+    let gw = gateway(&config(
+        "[[location]]\nmatch = \"/\"\nreturn = { status = 200, body = \"[$server_name]\" }\n",
+    ));
+    let reply = within(5, send(addr(&gw), get_with_host("example.com"))).await;
+    assert_eq!(reply.body, "[]");
+}
+
+/// A named site and nginx's catch-all for scanners: a default that answers nothing.
+const CATCH_ALL_444: &str = r#"
+[[site]]
+names = ["example.com"]
+[[site.location]]
+match = "/"
+return = { status = 200, body = "site" }
+[[site]]
+default = true
+[[site.location]]
+match = "/"
+return = { status = 444 }
+"#;
+
+#[tokio::test]
+async fn status_444_closes_an_http1_connection_without_a_byte() {
+    let _shared = support::shared();
+    let gw = gateway(&config(CATCH_ALL_444));
+    for request in [
+        "GET / HTTP/1.1\r\nHost: scanner.test\r\n\r\n",
+        "GET / HTTP/1.0\r\n\r\n",
+    ] {
+        let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut received = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut received));
+        // A reset instead of a FIN also sends nothing; only a timeout means "left open".
+        assert!(read.await.is_ok(), "{request:?}: the connection stays open");
+        assert!(
+            received.is_empty(),
+            "{request:?}: {:?}",
+            String::from_utf8_lossy(&received)
+        );
+    }
+    let reply = within(5, send(addr(&gw), get_with_host("example.com"))).await;
+    assert_eq!(reply.body, "site");
+}
+
+#[tokio::test]
+async fn status_444_resets_an_http2_stream() {
+    let _shared = support::shared();
+    let gw = gateway(&config(CATCH_ALL_444));
+    let stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = Request::get("http://scanner.test/").body(empty()).unwrap();
+    let result = within(5, sender.send_request(req)).await;
+    assert!(
+        result.is_err(),
+        "answered: {:?}",
+        result.map(|r| r.status())
+    );
+}
+
+#[tokio::test]
+async fn a_sites_response_headers_reach_its_locations_unless_they_set_their_own() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        r#"
+[[site]]
+names = ["example.com"]
+response_headers = { "Strict-Transport-Security" = "max-age=63072000", "X-Site" = "site" }
+[[site.location]]
+match = "/"
+return = { status = 200, body = "inherits" }
+[[site.location]]
+match = "/own/"
+response_headers = { "X-Site" = "location" }
+return = { status = 200, body = "own" }
+"#,
+    ));
+    let reply = within(5, send(addr(&gw), get_with_host("example.com"))).await;
+    assert_eq!(reply.body, "inherits");
+    assert_eq!(
+        reply.headers["strict-transport-security"],
+        "max-age=63072000"
+    );
+    assert_eq!(reply.headers["x-site"], "site");
+    let req = Request::get("/own/x").header("host", "example.com");
+    let reply = within(5, send(addr(&gw), req.body(empty()).unwrap())).await;
+    assert_eq!(reply.body, "own");
+    // Merged by name: the location's X-Site replaces the site's; the site's HSTS stays.
+    let site: Vec<_> = reply.headers.get_all("x-site").iter().collect();
+    assert_eq!(site, ["location"]);
+    assert_eq!(
+        reply.headers["strict-transport-security"],
+        "max-age=63072000"
+    );
+}
+
+#[tokio::test]
+async fn a_sites_client_max_body_size_reaches_its_locations_unless_they_set_their_own() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        r#"
+[[site]]
+names = ["example.com"]
+client_max_body_size = "16"
+[[site.location]]
+match = "/"
+return = { status = 200, body = "inherits" }
+[[site.location]]
+match = "/upload/"
+client_max_body_size = "1k"
+return = { status = 200, body = "own" }
+"#,
+    ));
+    let post = |path: &str| {
+        Request::post(path)
+            .header("host", "example.com")
+            .body(full(vec![b'x'; 100]))
+            .unwrap()
+    };
+    let reply = within(5, send(addr(&gw), post("/"))).await;
+    assert_eq!(reply.status, 413);
+    let reply = within(5, send(addr(&gw), post("/upload/file"))).await;
+    assert_eq!((reply.status.as_u16(), reply.body.as_str()), (200, "own"));
+}
+
+#[test]
+fn mixing_top_level_locations_with_sites_is_an_error_at_its_line() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.toml");
+    let text = "[server]\nlisten = [\"127.0.0.1:8080\"]\n\
+                [[location]]\nmatch = \"/\"\nreturn = { status = 200 }\n\
+                [[site]]\nnames = [\"example.com\"]\n\
+                [[site.location]]\nmatch = \"/\"\nreturn = { status = 200 }\n";
+    std::fs::File::create(&path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-t")
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = path.display().to_string();
+    // Not the error of a file from before sites, which knew no `[[site]]`.
+    assert!(!stderr.contains("unknown section"), "{stderr}");
+    // Either table may carry the blame (line 3 `[[location]]`, line 6 `[[site]]`).
+    assert!(
+        stderr.contains(&format!("{file}:3:")) || stderr.contains(&format!("{file}:6:")),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
