@@ -2,6 +2,7 @@
 //! same sites on two ports and must pick the same site for every Host; `sites/` holds
 //! what only tollgate has (HTTP/2, `$server_name`, 444, inherited rules, TLS).
 
+mod errors;
 mod rules;
 mod tls;
 
@@ -33,8 +34,8 @@ struct Site {
 }
 
 /// The sites, in file order. Port A's default is marked (and is not first); port B's is
-/// the first site listening there. The same name lives on two sites that share no port.
-const SITES: [Site; 10] = [
+/// the first site listening there. One name lives on two sites that share no port.
+const SITES: [Site; 11] = [
     site("exact", &["example.com", "www.example.com"], On::Both),
     site("wild", &["*.example.com"], On::Both),
     site("wild-a", &["*.a.example.com"], On::Both),
@@ -54,6 +55,8 @@ const SITES: [Site; 10] = [
     },
     site("only-a", &["only.example.org"], On::A),
     site("only-b", &["only.example.org"], On::B),
+    // The name `""` answers a request without a Host before the default does.
+    site("no-host-a", &[""], On::A),
 ];
 
 const fn site(id: &'static str, names: &'static [&'static str], on: On) -> Site {
@@ -65,163 +68,48 @@ const fn site(id: &'static str, names: &'static [&'static str], on: On) -> Site 
     }
 }
 
-/// Raw requests and the site each port should answer with (A, B): what nginx does, by
-/// its documented `server_name` rules.
+/// Request heads (lines split by `|`) and the site each port should answer with (A, B):
+/// what nginx does, by its documented `server_name` rules.
+#[rustfmt::skip] // A table: one request a line.
 const REQUESTS: &[(&str, &str, &str)] = &[
-    (
-        "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: WWW.Example.COM\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: www.example.com:8080\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: www.example.com.\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: Www.Example.Com.:80\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.0\r\nHost: example.com\r\n\r\n",
-        "exact",
-        "exact",
-    ),
+    ("GET / HTTP/1.1|Host: example.com",                         "exact",        "exact"),
+    ("GET / HTTP/1.1|Host: www.example.com",                     "exact",        "exact"),
+    ("GET / HTTP/1.1|Host: WWW.Example.COM",                     "exact",        "exact"),
+    ("GET / HTTP/1.1|Host: www.example.com:8080",                "exact",        "exact"),
+    ("GET / HTTP/1.1|Host: www.example.com.",                    "exact",        "exact"),
+    ("GET / HTTP/1.1|Host: Www.Example.Com.:80",                 "exact",        "exact"),
+    ("GET / HTTP/1.0|Host: example.com",                         "exact",        "exact"),
     // `*.example.com` matches any depth; the longer `*.a.example.com` wins under `a.`.
-    (
-        "GET / HTTP/1.1\r\nHost: x.example.com\r\n\r\n",
-        "wild",
-        "wild",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: x.y.example.com\r\n\r\n",
-        "wild",
-        "wild",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: a.example.com\r\n\r\n",
-        "wild",
-        "wild",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: x.a.example.com\r\n\r\n",
-        "wild-a",
-        "wild-a",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: X.Y.A.Example.com:443\r\n\r\n",
-        "wild-a",
-        "wild-a",
-    ),
+    ("GET / HTTP/1.1|Host: x.example.com",                       "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: x.y.example.com",                     "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: a.example.com",                       "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: x.a.example.com",                     "wild-a",       "wild-a"),
+    ("GET / HTTP/1.1|Host: X.Y.A.Example.com:443",               "wild-a",       "wild-a"),
     // A leading wildcard beats a trailing one; the longest trailing one wins.
-    (
-        "GET / HTTP/1.1\r\nHost: mail.example.com\r\n\r\n",
-        "wild",
-        "wild",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: mail.example.org\r\n\r\n",
-        "mail-example",
-        "mail-example",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: mail.example.co.uk\r\n\r\n",
-        "mail-example",
-        "mail-example",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: mail.other.org\r\n\r\n",
-        "mail",
-        "mail",
-    ),
-    ("GET / HTTP/1.1\r\nHost: MAIL.test.\r\n\r\n", "mail", "mail"),
-    ("GET / HTTP/1.1\r\nHost: mail\r\n\r\n", "default-a", "exact"),
+    ("GET / HTTP/1.1|Host: mail.example.com",                    "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: mail.example.org",                    "mail-example", "mail-example"),
+    ("GET / HTTP/1.1|Host: mail.example.co.uk",                  "mail-example", "mail-example"),
+    ("GET / HTTP/1.1|Host: mail.other.org",                      "mail",         "mail"),
+    ("GET / HTTP/1.1|Host: MAIL.test.",                          "mail",         "mail"),
+    ("GET / HTTP/1.1|Host: mail",                                "default-a",    "exact"),
     // Regexes in file order, after every wildcard, on the lower-cased host.
-    (
-        "GET / HTTP/1.1\r\nHost: www7.example.net\r\n\r\n",
-        "regex-www",
-        "regex-www",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: www1.example.net\r\n\r\n",
-        "regex-www",
-        "regex-www",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: WWW12.Example.NET:8080\r\n\r\n",
-        "regex-www",
-        "regex-www",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: api.example.net\r\n\r\n",
-        "regex-more",
-        "regex-more",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
-        "wild",
-        "wild",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: api.mail.org\r\n\r\n",
-        "regex-more",
-        "regex-more",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: wwwx.example.net\r\n\r\n",
-        "default-a",
-        "exact",
-    ),
+    ("GET / HTTP/1.1|Host: www7.example.net",                    "regex-www",    "regex-www"),
+    ("GET / HTTP/1.1|Host: www1.example.net",                    "regex-www",    "regex-www"),
+    ("GET / HTTP/1.1|Host: WWW12.Example.NET:8080",              "regex-www",    "regex-www"),
+    ("GET / HTTP/1.1|Host: api.example.net",                     "regex-more",   "regex-more"),
+    ("GET / HTTP/1.1|Host: api.example.com",                     "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: api.mail.org",                        "regex-more",   "regex-more"),
+    ("GET / HTTP/1.1|Host: wwwx.example.net",                    "default-a",    "exact"),
     // Unknown names, an address and no Host at all fall to each port's default.
-    (
-        "GET / HTTP/1.1\r\nHost: unknown.test\r\n\r\n",
-        "default-a",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: example.net\r\n\r\n",
-        "default-a",
-        "exact",
-    ),
-    (
-        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-        "default-a",
-        "exact",
-    ),
-    ("GET / HTTP/1.0\r\n\r\n", "default-a", "exact"),
+    ("GET / HTTP/1.1|Host: unknown.test",                        "default-a",    "exact"),
+    ("GET / HTTP/1.1|Host: example.net",                         "default-a",    "exact"),
+    ("GET / HTTP/1.1|Host: 127.0.0.1",                           "default-a",    "exact"),
+    ("GET / HTTP/1.0",                                           "no-host-a",    "exact"),
     // One name, a different site per port.
-    (
-        "GET / HTTP/1.1\r\nHost: only.example.org\r\n\r\n",
-        "only-a",
-        "only-b",
-    ),
+    ("GET / HTTP/1.1|Host: only.example.org",                    "only-a",       "only-b"),
     // The absolute-form target's host is the host (RFC 9112 3.2.2), not the Host header.
-    (
-        "GET http://www.example.com/ HTTP/1.1\r\nHost: x.example.com\r\n\r\n",
-        "exact",
-        "exact",
-    ),
-    (
-        "GET http://unknown.test/ HTTP/1.1\r\nHost: mail.other.org\r\n\r\n",
-        "default-a",
-        "exact",
-    ),
+    ("GET http://www.example.com/ HTTP/1.1|Host: x.example.com", "exact",        "exact"),
+    ("GET http://unknown.test/ HTTP/1.1|Host: mail.other.org",   "default-a",    "exact"),
 ];
 
 /// nginx's configuration of [`SITES`] on ports `a` and `b`.
@@ -236,9 +124,15 @@ fn nginx_config(dir: &std::path::Path, a: u16, b: u16) -> String {
                 let _ = writeln!(servers, "  listen 127.0.0.1:{port}{default};");
             }
         }
-        if !site.names.is_empty() {
-            let _ = writeln!(servers, "  server_name {};", site.names.join(" "));
-        }
+        // Quoted, for `""`; nginx keeps a backslash before any other character. A server
+        // without names has the name `""` in nginx, not in tollgate: `_` stands for none.
+        let names: Vec<String> = site.names.iter().map(|n| format!("\"{n}\"")).collect();
+        let names = if names.is_empty() {
+            "_".to_owned()
+        } else {
+            names.join(" ")
+        };
+        let _ = writeln!(servers, "  server_name {names};");
         let _ = writeln!(
             servers,
             "  location / {{ return 200 \"{}\"; }}\n }}",
@@ -285,8 +179,10 @@ fn tollgate_config(a: u16, b: u16) -> String {
     text
 }
 
-/// The status and body of the answer to `request`, or `(0, "")` when there is none.
-async fn answer(addr: SocketAddr, request: &str) -> (u16, String) {
+/// The status and body of the answer to the request `head` (lines split by `|`), or
+/// `(0, "")` when there is none.
+async fn answer(addr: SocketAddr, head: &str) -> (u16, String) {
+    let request = format!("{}\r\n\r\n", head.replace('|', "\r\n"));
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     stream.write_all(request.as_bytes()).await.unwrap();
     match within(5, read_response(&mut stream)).await {

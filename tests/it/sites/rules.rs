@@ -241,3 +241,46 @@ fn mixing_top_level_locations_with_sites_is_an_error_at_its_line() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[tokio::test]
+async fn request_counts_name_the_site_beside_the_location() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        r#"
+[admin]
+listen = "127.0.0.1:0"
+[[site]]
+names = ["example.com", "www.example.com"]
+[[site.location]]
+match = "/api/"
+return = { status = 204 }
+[[site]]
+default = true
+[[site.location]]
+match = "/api/"
+return = { status = 204 }
+"#,
+    ));
+    let request = |host: &str| {
+        let req = Request::get("/api/x").header("host", host);
+        send(addr(&gw), req.body(empty()).unwrap())
+    };
+    assert_eq!(within(5, request("www.example.com")).await.status, 204);
+    assert_eq!(within(5, request("unknown.test")).await.status, 204);
+    let admin = gw.admin_addr().expect("admin configured");
+    let wanted = [
+        "tollgate_requests_total{location=\"example.com /api/\",status=\"204\"} 1",
+        "tollgate_requests_total{location=\"_ /api/\",status=\"204\"} 1",
+    ];
+    // A request is counted just after its response is sent: ask again for up to 5 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = within(5, send(admin, support::get("/metrics"))).await;
+        let lines: Vec<&str> = reply.body.lines().collect();
+        if wanted.iter().all(|series| lines.contains(series)) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", reply.body);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,113 @@
+//! The configuration errors sites add, each reported at the line it is on (the spec's
+//! list: two defaults or one name twice on an address, a site address the server does not
+//! listen on, a server address no site serves, an invalid name).
+
+use std::path::Path;
+
+/// `[server]` with two plain addresses and a TLS one, before the sites of each case.
+const SERVER: &str = "[server]\n\
+    listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n\
+    listen_tls = [\"127.0.0.1:8443\"]\n";
+
+/// A site's body after its own lines: one location.
+const LOCATION: &str = "[[site.location]]\nmatch = \"/\"\nreturn = { status = 200 }\n";
+
+/// The cases: what is wrong, and the sites that are wrong so. The line of the error is
+/// the line marked `# here` (any of them where two lines share the blame).
+const CASES: &[(&str, &[&str])] = &[
+    (
+        "two defaults on one address",
+        &[
+            "default = true # here\n",
+            "names = [\"b.test\"]\ndefault = true # here\n",
+        ],
+    ),
+    (
+        "one exact name on two sites of one address",
+        &[
+            "names = [\"a.test\"] # here\n",
+            "names = [\"b.test\", \"A.test\"] # here\n",
+        ],
+    ),
+    (
+        "one wildcard on two sites of one address",
+        &[
+            "names = [\"*.a.test\"] # here\nlisten = [\"127.0.0.1:8080\"]\n",
+            "names = [\"*.a.test\"] # here\n",
+        ],
+    ),
+    (
+        "a site address the server does not listen on",
+        &["listen = [\"127.0.0.1:8080\", \"127.0.0.1:9999\"] # here\n"],
+    ),
+    (
+        "an invalid name",
+        &["names = [\"a.test\", \"www.*.test\"] # here\n"],
+    ),
+    ("an invalid name regex", &["names = [\"~^(a\"] # here\n"]),
+];
+
+/// The config of `sites`, and the 1-based numbers of its lines marked `# here`.
+fn config(sites: &[&str]) -> (String, Vec<usize>) {
+    let mut text = SERVER.to_owned();
+    for site in sites {
+        text.push_str("[[site]]\n");
+        text.push_str(site);
+        text.push_str(LOCATION);
+    }
+    let marked = text.lines().enumerate();
+    let lines = marked
+        .filter(|(_, line)| line.ends_with("# here"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    (text, lines)
+}
+
+#[test]
+fn each_site_error_is_reported_at_its_line() {
+    let mut wrong = String::new();
+    for (what, sites) in CASES {
+        let (text, lines) = config(sites);
+        let errors = match tollgate::config::from_str(&text, Path::new("t.toml")) {
+            Ok(_) => {
+                wrong.push_str(&format!("{what}: accepted\n{text}\n"));
+                continue;
+            }
+            Err(errors) => errors.to_string(),
+        };
+        let at_a_marked_line = lines
+            .iter()
+            .any(|line| errors.contains(&format!("t.toml:{line}:")));
+        if !at_a_marked_line {
+            wrong.push_str(&format!(
+                "{what}: not at lines {lines:?}: {errors}\n{text}\n"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong}");
+}
+
+#[test]
+fn a_server_address_no_site_listens_on_is_reported_at_the_server_listen() {
+    let text =
+        format!("{SERVER}[[site]]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8443\"]\n{LOCATION}");
+    let Err(errors) = tollgate::config::from_str(&text, Path::new("t.toml")) else {
+        panic!("accepted, though 127.0.0.1:8081 has no site");
+    };
+    let errors = errors.to_string();
+    // `listen` is line 2; the error may point at the list or at its item.
+    assert!(errors.contains("t.toml:2:"), "{errors}");
+    assert!(errors.contains("127.0.0.1:8081"), "{errors}");
+}
+
+#[test]
+fn a_name_may_repeat_on_sites_that_share_no_address_and_tls_addresses_may_be_named() {
+    let text = format!(
+        "{SERVER}[[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8080\"]\n{LOCATION}\
+         [[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8081\", \"127.0.0.1:8443\"]\n\
+         {LOCATION}"
+    );
+    if let Err(errors) = tollgate::config::from_str(&text, Path::new("t.toml")) {
+        panic!("{errors}\n{text}");
+    }
+}
