@@ -144,6 +144,15 @@ async fn status_444_resets_an_http2_stream() {
         "answered: {:?}",
         result.map(|r| r.status())
     );
+    // Only that stream ends: the connection still serves the named site.
+    within(5, sender.ready())
+        .await
+        .expect("the connection is open");
+    let req = Request::get("http://example.com/").body(empty()).unwrap();
+    let response = within(5, sender.send_request(req))
+        .await
+        .expect("a response");
+    assert_eq!(support::read(response).await.body, "site");
 }
 
 #[tokio::test]
