@@ -104,9 +104,12 @@ return = { status = 444 }
 "#;
 
 #[tokio::test]
-async fn status_444_closes_an_http1_connection_without_a_byte() {
+async fn status_444_closes_an_http1_connection_without_a_byte_and_is_logged() {
     let _shared = support::shared();
-    let gw = gateway(&config(CATCH_ALL_444));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let logged = format!("access = \"{}\"", log.display());
+    let gw = gateway(&config(CATCH_ALL_444).replace("access = \"off\"", &logged));
     for request in [
         "GET / HTTP/1.1\r\nHost: scanner.test\r\n\r\n",
         "GET / HTTP/1.0\r\n\r\n",
@@ -125,6 +128,10 @@ async fn status_444_closes_an_http1_connection_without_a_byte() {
     }
     let reply = within(5, send(addr(&gw), get_with_host("example.com"))).await;
     assert_eq!(reply.body, "site");
+    // As nginx logs it: status 444, no bytes sent.
+    let lines = support::log_lines(&log, 3).await;
+    let closed = lines.iter().filter(|line| line.contains("\" 444 0 "));
+    assert_eq!(closed.count(), 2, "{lines:#?}");
 }
 
 #[tokio::test]
