@@ -3,6 +3,7 @@
 //! what only tollgate has (HTTP/2, `$server_name`, 444, inherited rules, TLS).
 
 mod errors;
+mod inherit;
 mod rules;
 mod tls;
 

@@ -1,6 +1,6 @@
 //! What only tollgate's sites have, or nginx cannot be asked the same way: the site
-//! chosen by HTTP/2's `:authority`, `$server_name`, 444 on a catch-all, the rules a site
-//! hands down to its locations, and the config error for mixing the two forms.
+//! chosen by HTTP/2's `:authority`, `$server_name`, 444 on a catch-all, the config error
+//! for mixing the two forms, and request counts labelled by site.
 
 use std::io::Write as _;
 use std::process::Command;
@@ -11,10 +11,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{self, addr, empty, full, gateway, send, send_h2, within};
+use crate::support::{self, addr, empty, gateway, send, send_h2, within};
 
 /// A gateway config on one port with `sites` after `[server]` and `[log]`.
-fn config(sites: &str) -> String {
+pub(super) fn config(sites: &str) -> String {
     format!("[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n{sites}")
 }
 
@@ -32,7 +32,7 @@ match = "/"
 return = { status = 200, body = "b" }
 "#;
 
-fn get_with_host(host: &str) -> Request<support::Body> {
+pub(super) fn get_with_host(host: &str) -> Request<support::Body> {
     Request::get("/")
         .header("host", host)
         .body(empty())
@@ -160,71 +160,6 @@ async fn status_444_resets_an_http2_stream() {
         .await
         .expect("a response");
     assert_eq!(support::read(response).await.body, "site");
-}
-
-#[tokio::test]
-async fn a_sites_response_headers_reach_its_locations_unless_they_set_their_own() {
-    let _shared = support::shared();
-    let gw = gateway(&config(
-        r#"
-[[site]]
-names = ["example.com"]
-response_headers = { "Strict-Transport-Security" = "max-age=63072000", "X-Site" = "site" }
-[[site.location]]
-match = "/"
-return = { status = 200, body = "inherits" }
-[[site.location]]
-match = "/own/"
-response_headers = { "X-Site" = "location" }
-return = { status = 200, body = "own" }
-"#,
-    ));
-    let reply = within(5, send(addr(&gw), get_with_host("example.com"))).await;
-    assert_eq!(reply.body, "inherits");
-    assert_eq!(
-        reply.headers["strict-transport-security"],
-        "max-age=63072000"
-    );
-    assert_eq!(reply.headers["x-site"], "site");
-    let req = Request::get("/own/x").header("host", "example.com");
-    let reply = within(5, send(addr(&gw), req.body(empty()).unwrap())).await;
-    assert_eq!(reply.body, "own");
-    // Merged by name: the location's X-Site replaces the site's; the site's HSTS stays.
-    let site: Vec<_> = reply.headers.get_all("x-site").iter().collect();
-    assert_eq!(site, ["location"]);
-    assert_eq!(
-        reply.headers["strict-transport-security"],
-        "max-age=63072000"
-    );
-}
-
-#[tokio::test]
-async fn a_sites_client_max_body_size_reaches_its_locations_unless_they_set_their_own() {
-    let _shared = support::shared();
-    let gw = gateway(&config(
-        r#"
-[[site]]
-names = ["example.com"]
-client_max_body_size = "16"
-[[site.location]]
-match = "/"
-return = { status = 200, body = "inherits" }
-[[site.location]]
-match = "/upload/"
-client_max_body_size = "1k"
-return = { status = 200, body = "own" }
-"#,
-    ));
-    let post = |path: &str| {
-        Request::post(path)
-            .header("host", "example.com")
-            .body(full(vec![b'x'; 100]))
-            .unwrap()
-    };
-    let reply = within(5, send(addr(&gw), post("/"))).await;
-    assert_eq!(reply.status, 413);
-    let reply = within(5, send(addr(&gw), post("/upload/file"))).await;
-    assert_eq!((reply.status.as_u16(), reply.body.as_str()), (200, "own"));
 }
 
 #[test]
