@@ -21,9 +21,9 @@ use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
-use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route};
-use crate::routing::Pattern;
-use crate::routing::Router;
+use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
+use crate::routing::sites::Selector;
+use crate::routing::{Pattern, Router};
 use crate::tls;
 use crate::upstream::{Group, GroupSpec};
 
@@ -116,15 +116,10 @@ pub fn build(
         redis: redis.as_ref(),
         metrics,
     };
-    let locations = config
-        .locations
-        .iter()
-        .enumerate()
-        .map(|(index, l)| location(config, index, l, &built))
-        .collect::<Result<Vec<_>, _>>()?;
+    let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     let tls = tls_server(config.tls.as_ref(), lasting.sessions)?;
-    let pipeline = pipeline(config, locations, &plans, access_log, metrics);
+    let pipeline = pipeline(config, sites, &plans, access_log, metrics);
     Ok(Snapshot {
         generation,
         config_sha256: config.sha256.clone(),
@@ -175,16 +170,62 @@ struct Built<'a> {
     metrics: &'a Metrics,
 }
 
-/// Location `index` of the file, ready to serve: its route, limit policy, access rules and
-/// counters (labelled with its pattern as nginx writes it).
+/// Every site, ready to serve, and how to pick one per address.
+fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
+    let mut index = 0;
+    let mut sites = Vec::with_capacity(config.sites.len());
+    for site in &config.sites {
+        let server_name: Arc<str> = Arc::from(site.server_name.as_str());
+        let mut locations = Vec::with_capacity(site.locations.len());
+        for l in &site.locations {
+            let label = match &site.label {
+                Some(site) => format!("{site} {}", l.pattern),
+                None => l.pattern.to_string(),
+            };
+            let mut location = location(config, index, l, &label, built)?;
+            location.server_name = Arc::clone(&server_name);
+            locations.push(location);
+            index += 1;
+        }
+        let patterns = site.locations.iter().map(|l| l.pattern.clone()).collect();
+        sites.push(Site {
+            router: Router::new(patterns),
+            locations,
+        });
+    }
+    let one_everywhere = config.sites.len() == 1 && config.sites[0].listen.is_none();
+    let addresses = if one_everywhere {
+        Vec::new()
+    } else {
+        let addresses = config.server.addresses();
+        addresses
+            .map(|a| (a, selector(config, |site| site.listens_on(a))))
+            .collect()
+    };
+    Ok(Sites {
+        sites,
+        addresses,
+        any: selector(config, |_| true),
+    })
+}
+
+/// The selector over the sites `here` accepts, by their index in the file.
+fn selector(config: &Config, here: impl Fn(&config::Site) -> bool) -> Selector {
+    let sites = config.sites.iter().enumerate().filter(|(_, s)| here(s));
+    let default = sites.clone().find(|(_, s)| s.default).map(|(i, _)| i);
+    Selector::new(sites.map(|(i, s)| (i, s.names.as_slice())), default)
+}
+
+/// Location `index` of the file (counting through every site), ready to serve: its
+/// route, limit policy, access rules and counters (labelled `label`).
 fn location(
     config: &Config,
     index: usize,
     location: &config::Location,
+    label: &str,
     built: &Built<'_>,
 ) -> Result<Location, BuildError> {
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
-    let label = location.pattern.to_string();
     let route = route(&location.action, index, groups)?;
     let rules: Vec<LimitRule> = location
         .limits
@@ -204,8 +245,8 @@ fn location(
             .iter()
             .map(|l| metrics.zone(&config.zones[l.zone].name))
             .collect(),
-        stats: metrics.location(&label),
-        denied: denied_counters(&location.access, &label, metrics),
+        stats: metrics.location(label),
+        denied: denied_counters(&location.access, label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status: location.limit_status.unwrap_or(config.server.limit_status),
         headers: HeaderRules::new(&location.headers),
@@ -215,6 +256,7 @@ fn location(
         client_max_body_size: location
             .client_max_body_size
             .unwrap_or(config.server.client_max_body_size),
+        server_name: Arc::from(""),
     })
 }
 
@@ -297,15 +339,14 @@ fn denied_counters(
 /// themselves, and what applies before routing (real IP, `[access]`, API keys).
 fn pipeline(
     config: &Config,
-    locations: Vec<Location>,
+    sites: Sites,
     plans: &[&str],
     access_log: Option<Arc<AccessLog>>,
     metrics: &Metrics,
 ) -> Pipeline {
     let server = &config.server;
     Pipeline {
-        router: Router::new(config.locations.iter().map(|l| l.pattern.clone()).collect()),
-        locations,
+        sites,
         real_ip: config.real_ip.clone(),
         deny: config.access.deny.clone(),
         denied: metrics.denied("[access] deny"),

@@ -17,8 +17,11 @@ use crate::routing::sites::host_key;
 pub enum Var {
     /// `$scheme`: `http` or `https`.
     Scheme,
-    /// `$host`: the request's host name, lower case, without port or trailing dot.
+    /// `$host`: the request's host name, lower case, without port or trailing dot; the
+    /// site's first name when the request names no host.
     Host,
+    /// `$server_name`: the first name of the site that answers.
+    ServerName,
     /// `$server_port`: the port the request arrived on.
     ServerPort,
     /// `$request_uri`: the path and query as the client sent them.
@@ -41,7 +44,7 @@ pub enum Var {
 
 /// The variables, as `docs/config.md` lists them (for error messages).
 pub const NAMES: &str =
-    "$scheme, $host, $server_port, $request_uri, $uri, $args, $remote_addr, $remote_port, \
+    "$scheme, $host, $server_name, $server_port, $request_uri, $uri, $args, $remote_addr, $remote_port, \
      $request_id, $http_NAME, $1 to $9";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,9 +171,10 @@ fn name_after(text: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| text.split_at(end))
 }
 
-const SIMPLE: [(&str, Var); 9] = [
+const SIMPLE: [(&str, Var); 10] = [
     ("scheme", Var::Scheme),
     ("host", Var::Host),
+    ("server_name", Var::ServerName),
     ("server_port", Var::ServerPort),
     ("request_uri", Var::RequestUri),
     ("uri", Var::Uri),
@@ -208,6 +212,8 @@ pub struct Request<'a> {
     pub https: bool,
     /// As sent: the absolute-form target's authority, else the `Host` header.
     pub host: Option<&'a str>,
+    /// The first name of the site that answers (`""` without names).
+    pub server_name: &'a str,
     pub server_port: u16,
     /// The target's path and query as sent.
     pub request_uri: &'a str,
@@ -227,11 +233,11 @@ impl Request<'_> {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
             Var::Scheme => out.extend_from_slice(if self.https { b"https" } else { b"http" }),
-            Var::Host => {
-                if let Some(host) = self.host {
-                    out.extend_from_slice(host_key(host).as_bytes());
-                }
-            }
+            Var::Host => match self.host {
+                Some(host) => out.extend_from_slice(host_key(host).as_bytes()),
+                None => out.extend_from_slice(self.server_name.as_bytes()),
+            },
+            Var::ServerName => out.extend_from_slice(self.server_name.as_bytes()),
             Var::ServerPort => push_number(out, self.server_port),
             Var::RequestUri => out.extend_from_slice(self.request_uri.as_bytes()),
             Var::Uri => out.extend_from_slice(self.uri),

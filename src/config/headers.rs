@@ -8,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::location::var_text;
-use super::raw::RawLocation;
+use super::raw::RawRules;
 use super::{HeaderRules, Pattern, VarText};
 
 /// Headers tollgate writes itself on the way up (`X-Forwarded-*`, `X-Real-IP`) or that
@@ -40,14 +40,14 @@ const RESERVED_DOWN: [&str; 7] = [
     "content-length",
 ];
 
-/// The location's header rules, each problem reported where it is written.
+/// A location's or a site's header rules, each problem reported where it is written.
 pub(super) fn header_rules(
-    location: &RawLocation,
+    location: &RawRules<'_>,
     pattern: Option<&Pattern>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<HeaderRules> {
-    let request = set_rules(location.request_headers.as_ref(), Up, pattern, diag);
-    let response = set_rules(location.response_headers.as_ref(), Down, pattern, diag);
+    let request = set_rules(location.request_headers, Up, pattern, diag);
+    let response = set_rules(location.response_headers, Down, pattern, diag);
     let mut hide = Some(Vec::new());
     for written in location.hide_headers.iter().flat_map(|list| list.get_ref()) {
         let name = header_name(written, &RESERVED_DOWN, diag);

@@ -4,7 +4,7 @@ use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::RawLimit;
+use super::raw::{RawLimit, Span};
 use super::{Algorithm, Limit, Rate, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
@@ -101,18 +101,9 @@ fn limit(
     let burst = burst(raw.burst.as_ref(), diag)?;
     let nodelay = raw.nodelay.as_ref().is_some_and(|n| *n.get_ref());
     let delay = delay(raw.delay.as_ref(), nodelay, diag)?;
-    // A request's units must fit in an empty bucket, or every request is rejected.
-    let capacity = info.at_once.saturating_add(burst);
-    if cost > capacity {
-        let message = format!(
-            r#"cost {cost} exceeds what zone "{}" can ever admit at once ({capacity}); every request would be rejected"#,
-            zone.get_ref()
-        );
-        diag.error(zone.span(), message);
-        return None;
-    }
-    if let Some(message) = too_big(info, burst, cost) {
-        diag.error(item.span(), message);
+    if let Err((message, at_zone)) = fits(info, burst, cost) {
+        let span = if at_zone { zone.span() } else { item.span() };
+        diag.error(span, message);
         return None;
     }
     Some(Limit {
@@ -208,6 +199,39 @@ fn delay(
         (None, true) => Some(None),
         (None, false) => Some(Some(0)),
     }
+}
+
+/// Whether `cost` units fit the limit: a request's units must fit in an empty bucket, or
+/// every request is rejected (the error is then about the zone, `true`), and the state
+/// must stay sane ([`too_big`]).
+fn fits(info: &ZoneInfo, burst: u64, cost: u64) -> Result<(), (String, bool)> {
+    let capacity = info.at_once.saturating_add(burst);
+    if cost > capacity {
+        let message = format!(
+            r#"cost {cost} exceeds what zone "{}" can ever admit at once ({capacity}); every request would be rejected"#,
+            info.name
+        );
+        return Err((message, true));
+    }
+    too_big(info, burst, cost).map_or(Ok(()), |message| Err((message, false)))
+}
+
+/// A location's `cost` against the limits it inherits from its site (checked there with
+/// a cost of 1); problems are reported at the `cost`.
+pub(super) fn inherited(
+    limits: &[Limit],
+    zones: &[ZoneInfo],
+    cost: u64,
+    at: Span,
+    diag: &mut Diagnostics<'_>,
+) -> Option<()> {
+    for limit in limits {
+        if let Err((message, _)) = fits(&zones[limit.zone], limit.burst, cost) {
+            diag.error(at, format!("with the site's `limit`: {message}"));
+            return None;
+        }
+    }
+    Some(())
 }
 
 /// A limit whose state would be absurd: a bucket remembering a client for over a year, or

@@ -7,85 +7,96 @@ use http::{HeaderValue, StatusCode};
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
-use super::{access, headers, limits, values};
+use super::rules::{self, Rules};
 use super::{Action, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
 /// Typed locations in file order, or `None` when any of them had a problem (reported).
-/// `upstreams` holds the name of every `[upstreams.NAME]`, in the order of `Config::upstreams`.
+/// `upstreams` holds the name of every `[upstreams.NAME]`, in the order of `Config::upstreams`;
+/// `site` the rules of the site the locations belong to, which they inherit.
 pub(super) fn locations(
     raw: Vec<Option<Spanned<RawLocation>>>,
+    site: &Rules,
     upstreams: &[String],
     zones: &[limits::ZoneInfo],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
     // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).
     let mut seen: HashMap<(bool, String), usize> = HashMap::new();
-    let mut typed = Vec::with_capacity(raw.len());
-    for location in raw {
-        let location = location.and_then(|location| {
-            let table = location.span();
-            let location = location.into_inner();
-            let pattern = diag
-                .required(location.pattern.as_ref(), &table, "match")
-                .and_then(|written| {
-                    let span = written.span();
-                    let pattern = diag.check(span.clone(), parse_match(written.get_ref()))?;
-                    if let Some(key) = tree_key(&pattern) {
-                        if let Some(line) = seen.get(&key) {
-                            let written = written.get_ref().trim();
-                            diag.error(
-                                span,
-                                format!(
-                                    r#"duplicate location "{written}": already defined at line {line}"#
-                                ),
-                            );
-                        } else {
-                            seen.insert(key, diag.line_of(span.start));
-                        }
-                    }
-                    Some(pattern)
-                });
-            let action = action(&location, &table, upstreams, pattern.as_ref(), diag);
-            let headers = headers::header_rules(&location, pattern.as_ref(), diag);
-            let upstream_path = upstream_path(&location, pattern.as_ref(), diag);
-            let cost = limits::cost(location.cost.as_ref(), diag);
-            let rules = match (&location.limit, cost) {
-                (None, _) => Some(Vec::new()),
-                (Some(list), Some(cost)) => limits::limits(list, zones, cost, diag),
-                (Some(_), None) => None,
-            };
-            let access = match &location.access {
-                None => Some(Vec::new()),
-                Some(list) => access::access_rules(list, diag),
-            };
-            let limit_status = match &location.limit_status {
-                None => Some(None),
-                Some(value) => limits::limit_status(value, diag).map(Some),
-            };
-            let max_body = match &location.client_max_body_size {
-                None => Some(None),
-                Some(value) => diag
-                    .check(value.span(), values::max_body_size(value.get_ref()))
-                    .map(Some),
-            };
-            Some(Location {
-                pattern: pattern?,
-                action: action?,
-                limits: rules?,
-                access: access?,
-                cost: cost?,
-                limit_status: limit_status?,
-                headers: headers?,
-                upstream_path: upstream_path?,
-                client_max_body_size: max_body?,
-            })
+    let context = Context {
+        site,
+        upstreams,
+        zones,
+    };
+    raw.into_iter()
+        .map(|raw| raw.and_then(|raw| location(raw, &mut seen, &context, diag)))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// What every location of a site is checked against.
+struct Context<'a> {
+    site: &'a Rules,
+    upstreams: &'a [String],
+    zones: &'a [limits::ZoneInfo],
+}
+
+/// One location; `seen` maps the exact and prefix paths before it to their lines.
+fn location(
+    raw: Spanned<RawLocation>,
+    seen: &mut HashMap<(bool, String), usize>,
+    context: &Context<'_>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Location> {
+    let table = raw.span();
+    let location = raw.into_inner();
+    let pattern = diag
+        .required(location.pattern.as_ref(), &table, "match")
+        .and_then(|written| {
+            let span = written.span();
+            let pattern = diag.check(span.clone(), parse_match(written.get_ref()))?;
+            if let Some(key) = tree_key(&pattern) {
+                if let Some(line) = seen.get(&key) {
+                    let written = written.get_ref().trim();
+                    let message = format!(
+                        r#"duplicate location "{written}": already defined at line {line}"#
+                    );
+                    diag.error(span, message);
+                } else {
+                    seen.insert(key, diag.line_of(span.start));
+                }
+            }
+            Some(pattern)
         });
-        typed.push(location);
-    }
-    typed.into_iter().collect()
+    let action = action(&location, &table, context.upstreams, pattern.as_ref(), diag);
+    let upstream_path = upstream_path(&location, pattern.as_ref(), diag);
+    let cost = limits::cost(location.cost.as_ref(), diag);
+    let zones = context.zones;
+    let rules = cost.and_then(|cost| {
+        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, diag)?;
+        if let (None, Some(site), Some(written)) =
+            (&own.limits, &context.site.limits, &location.cost)
+        {
+            limits::inherited(site, zones, cost, written.span(), diag)?;
+        }
+        Some(own.inherit(context.site))
+    });
+    let rules = rules?;
+    Some(Location {
+        pattern: pattern?,
+        action: action?,
+        limits: rules.limits.unwrap_or_default(),
+        access: rules.access.unwrap_or_default(),
+        cost: cost?,
+        limit_status: rules.limit_status,
+        headers: rules.headers,
+        upstream_path: upstream_path?,
+        client_max_body_size: rules.client_max_body_size,
+    })
 }
 
 /// nginx's `location` argument: an optional modifier, whitespace, then the path or regex.
@@ -241,7 +252,16 @@ fn returned(
             }
             status
         });
-    let ret = ret.get_ref();
+    let written = ret.get_ref();
+    if status.is_some_and(|s| s.as_u16() == 444)
+        && (written.body.is_some() || written.location.is_some())
+    {
+        let message =
+            "status 444 closes the connection without an answer: it takes no `body` or `location`";
+        diag.error(ret.span(), message);
+        return None;
+    }
+    let ret = written;
     let location = match &ret.location {
         None => Some(None),
         Some(location) => {

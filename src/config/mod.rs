@@ -12,7 +12,9 @@ mod limits;
 mod location;
 mod raw;
 mod redis;
+mod rules;
 mod server;
+mod site;
 #[cfg(test)]
 mod tests;
 mod upstream_tls;
@@ -26,6 +28,7 @@ pub use crate::access::Rule as AccessRule;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
+pub use crate::routing::sites::SiteName;
 pub use crate::routing::Pattern;
 pub use crate::vars::VarText;
 use std::net::SocketAddr;
@@ -52,8 +55,9 @@ pub struct Config {
     pub zones: Vec<Zone>,
     /// Which plan each API key is on; `None` without `[api_keys]`.
     pub api_keys: Option<ApiKeys>,
-    /// Locations in file order (regex locations are tried in this order).
-    pub locations: Vec<Location>,
+    /// `[[site]]`s in file order; a file of top-level `[[location]]`s is one site that
+    /// answers every name on every address. Never empty.
+    pub sites: Vec<Site>,
     /// `[admin]`: `/metrics`, `/healthz` and `/status`; `None` when the section is absent.
     pub admin: Option<Admin>,
     /// `[tls]`: the certificates `listen_tls` serves, loaded and checked.
@@ -298,6 +302,53 @@ pub enum Balance {
     RoundRobin,
     LeastConn,
     IpHash,
+}
+
+/// One site (nginx `server {}`): the names it answers to, where, and its locations.
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// In file order; empty for a site that answers only as an address's default.
+    pub names: Vec<SiteName>,
+    /// `$server_name`: the first name as written, `""` without names.
+    pub server_name: String,
+    /// What the `location` label of its locations' counters starts with: the first
+    /// name, `_` without names; `None` for a file of top-level `[[location]]`s.
+    pub label: Option<String>,
+    /// The addresses it answers on, each one of `[server]`'s; `None`: every one.
+    pub listen: Option<Vec<Address>>,
+    /// `default = true`: the default site of every address it answers on.
+    pub default: bool,
+    /// In file order (regex locations are tried in this order), with what they inherit
+    /// from the site already in them.
+    pub locations: Vec<Location>,
+}
+
+impl Site {
+    /// Whether the site answers on `address`.
+    pub fn listens_on(&self, address: Address) -> bool {
+        self.listen
+            .as_ref()
+            .is_none_or(|listen| listen.contains(&address))
+    }
+}
+
+/// Where a listener listens, and whether it speaks TLS (`listen_tls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Address {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+impl Server {
+    /// Every address of `listen` and `listen_tls`, in that order.
+    pub fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
+        let plain = self.listen.iter().map(|&addr| Address { addr, tls: false });
+        let tls = self
+            .listen_tls
+            .iter()
+            .map(|&addr| Address { addr, tls: true });
+        plain.chain(tls)
+    }
 }
 
 /// One `[[location]]`.

@@ -137,7 +137,7 @@ fn design_example_parses_into_typed_values() {
         (64, 3, Duration::from_secs(10))
     );
 
-    let locations = &config.locations;
+    let locations = &config.sites[0].locations;
     assert!(matches!(&locations[0].pattern, Pattern::Exact(p) if p == "/login"));
     assert!(matches!(&locations[1].pattern, Pattern::Prefix(p) if p == "/api/"));
     assert!(matches!(&locations[2].pattern, Pattern::PriorityPrefix(p) if p == "/internal/"));
@@ -175,7 +175,7 @@ fn omitted_keys_take_their_defaults() {
             format: LogFormat::Combined
         }
     );
-    assert!(config.locations.is_empty());
+    assert!(config.sites[0].locations.is_empty());
 
     let app = &config.upstreams[0];
     assert_eq!(
@@ -266,16 +266,16 @@ return = { status = 301, location = "https://example.com/" }
     let Pattern::Regex {
         regex,
         case_insensitive: true,
-    } = &config.locations[0].pattern
+    } = &config.sites[0].locations[0].pattern
     else {
         panic!("case-insensitive regex");
     };
     assert!(regex.is_match(b"/logo.png"));
     assert!(matches!(
-        config.locations[0].action,
+        config.sites[0].locations[0].action,
         Action::Proxy { upstream: 1 }
     ));
-    let Action::Return(ret) = &config.locations[1].action else {
+    let Action::Return(ret) = &config.sites[0].locations[1].action else {
         panic!("return")
     };
     assert_eq!(ret.status, http::StatusCode::MOVED_PERMANENTLY);
@@ -324,7 +324,7 @@ fn reference_example_in_docs_is_valid() {
     let config = parse(&doc[start..end]);
     let log = PathBuf::from("/etc/tollgate/logs/access.log");
     assert_eq!(config.log.access, AccessLog::File(log));
-    assert_eq!(config.locations.len(), 3);
+    assert_eq!(config.sites[0].locations.len(), 3);
 }
 
 mod body;

@@ -1,7 +1,7 @@
 //! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
 //! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
 //!
-//! The sections with a file of their own (`server`, `zones`, `location`, ...) are
+//! The sections with a file of their own (`server`, `zones`, `site`, `location`, ...) are
 //! checked there; this file runs them in order, checks what spans sections, and holds
 //! the small sections (`[tls]`, `[real_ip]`, `[log]`, `[admin]`).
 
@@ -12,7 +12,7 @@ use http::HeaderName;
 
 use super::diag::{ConfigErrors, Diagnostics};
 use super::raw::{self, Loose, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
-use super::{access, api_keys, limits, location, redis, server, upstreams, values, zones};
+use super::{access, api_keys, limits, redis, server, site, upstreams, values, zones};
 use super::{Access, AccessLog, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
 
@@ -47,7 +47,7 @@ struct Checked {
     upstreams: Option<Vec<Upstream>>,
     zones: Option<Vec<Zone>>,
     api_keys: Option<Option<ApiKeys>>,
-    locations: Option<Vec<super::Location>>,
+    sites: Option<Vec<super::Site>>,
     admin: Option<Option<Admin>>,
     tls: Option<Option<Tls>>,
     redis: Option<Option<Redis>>,
@@ -67,7 +67,7 @@ impl Checked {
             upstreams: self.upstreams?,
             zones: self.zones?,
             api_keys: self.api_keys?,
-            locations: self.locations?,
+            sites: self.sites?,
             admin: self.admin?,
             tls: self.tls?,
             redis: self.redis?,
@@ -77,7 +77,7 @@ impl Checked {
 
 /// Checks every section, in an order where each finds what it refers to already
 /// checked: `[redis]` before the zones (their default `on_error`), the zones before
-/// `[api_keys]` (plans) and the locations (limits), the upstreams before the locations.
+/// `[api_keys]` (plans) and the sites (limits), the upstreams and `[server]` before the sites.
 fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     let server = server::server(raw.server, certificates_listed(&raw.tls), diag);
     let tls = optional(raw.tls, |raw, span| tls(raw, span, base, diag));
@@ -121,7 +121,14 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         .upstreams
         .into_iter()
         .map(|entry| upstreams::upstream(entry, base, diag)));
-    let locations = location::locations(raw.locations, &names, &zone_limits, diag);
+    let sites = site::sites(
+        raw.sites,
+        raw.locations,
+        server.as_ref(),
+        &names,
+        &zone_limits,
+        diag,
+    );
     let admin = optional(raw.admin, |raw, span| admin(raw, span, diag));
     Checked {
         server,
@@ -131,7 +138,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         upstreams,
         zones,
         api_keys,
-        locations,
+        sites,
         admin,
         tls,
         redis,

@@ -13,6 +13,7 @@ mod logged;
 mod request_id;
 pub mod response;
 pub mod rewrite;
+pub mod site;
 mod text;
 mod tunnel;
 
@@ -24,13 +25,13 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access;
-use crate::config::MaxBodySize;
+use crate::config::{Address, MaxBodySize};
 use crate::limit::outcome::InFlight;
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
-use crate::routing::{self, Router};
+use crate::routing;
 use crate::upstream::body::ResponseBody;
 use crate::upstream::{Group, Lease};
 use crate::vars;
@@ -43,12 +44,11 @@ pub use error::ProxyError;
 pub use limit_phase::ApiKeys;
 pub use logged::Logged;
 pub use response::Fixed;
+pub use site::{Site, Sites};
 
 /// Everything the pipeline needs, built once per configuration by the snapshot.
 pub struct Pipeline {
-    pub router: Router,
-    /// Indexed by the router's location index.
-    pub locations: Vec<Location>,
+    pub sites: Sites,
     pub real_ip: Option<access::RealIp>,
     /// `[access]`: `deny` answers 403 before routing; `exempt` is never limited.
     pub deny: Vec<ipnet::IpNet>,
@@ -92,8 +92,10 @@ pub struct Location {
     pub rewrite: Option<Rewrite>,
     /// Whether answering here needs the request's variables.
     pub needs_vars: bool,
-    /// The location's, else the server's (nginx `client_max_body_size`).
+    /// The location's, else the site's, else the server's (nginx `client_max_body_size`).
     pub client_max_body_size: MaxBodySize,
+    /// `$server_name`: its site's first name.
+    pub server_name: Arc<str>,
 }
 
 impl Location {
@@ -158,21 +160,28 @@ pub struct Conn {
     pub peer: SocketAddr,
     /// Index of the worker thread serving it (selects the upstream idle pools).
     pub worker: usize,
+    /// The listener's address as configured: which sites answer here.
+    pub address: Address,
     pub https: bool,
     /// The port it arrived on (`$server_port`).
     pub server_port: u16,
     /// The peer's address as a header value, made once per connection.
     pub peer_value: http::HeaderValue,
+    /// The name the client asked for in its TLS handshake (SNI), lower case: the host of
+    /// a request that names none.
+    pub sni: Option<Box<str>>,
 }
 
 impl Conn {
-    pub fn new(peer: SocketAddr, worker: usize, https: bool, server_port: u16) -> Conn {
+    pub fn new(peer: SocketAddr, worker: usize, address: Address, server_port: u16) -> Conn {
         Conn {
             peer,
             worker,
-            https,
+            address,
+            https: address.tls,
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
+            sni: None,
         }
     }
 }
@@ -194,7 +203,7 @@ impl Pipeline {
             self.denied.get(conn.worker).add(1);
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
-        let (location, path) = match self.route(&req) {
+        let (location, path) = match self.route(&req, conn) {
             Ok(found) => found,
             Err(StatusCode::NOT_FOUND) => {
                 return log.finish(response::error(StatusCode::NOT_FOUND), None)
@@ -218,8 +227,8 @@ impl Pipeline {
         }
         let captures = location.captures_of(&path);
         let id = location.needs_vars.then(RequestId::new);
-        let vars =
-            (id.as_ref()).map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id));
+        let vars = (id.as_ref())
+            .map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id, location));
         let rendered = location.headers.render(vars.as_ref());
         let target = location.target(&path, req.uri().query(), vars.as_ref());
         let (mut response, lease) = match &location.route {
@@ -310,17 +319,23 @@ impl Pipeline {
             .is_some_and(|real_ip| real_ip.trusts(peer))
     }
 
-    /// The location for this request and its normalized path, or the 400/404 that ends it.
+    /// The location for this request (in the site its address and host pick) and its
+    /// normalized path, or the 400/404 that ends it.
     fn route<'p>(
         &self,
         req: &'p Request<Incoming>,
+        conn: &Conn,
     ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
         let path =
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
-        let location = self
+        let site = self
+            .sites
+            .select(conn, host_of(req))
+            .ok_or(StatusCode::NOT_FOUND)?;
+        let location = site
             .router
             .find(&path)
-            .and_then(|index| self.locations.get(index))
+            .and_then(|index| site.locations.get(index))
             .ok_or(StatusCode::NOT_FOUND)?;
         Ok((location, path))
     }
@@ -354,10 +369,12 @@ fn vars_of<'a, B>(
     path: &'a [u8],
     captures: Option<&'a regex::bytes::Captures<'a>>,
     id: &'a RequestId,
+    location: &'a Location,
 ) -> vars::Request<'a> {
     vars::Request {
         https: conn.https,
         host: host_of(req),
+        server_name: &location.server_name,
         server_port: conn.server_port,
         request_uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
         uri: path,

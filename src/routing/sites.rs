@@ -55,6 +55,19 @@ impl SiteName {
     }
 }
 
+impl SiteName {
+    /// The name as nginx compares two names for being the same, `*` and all; `None` for
+    /// a regex (two regexes are never the same name).
+    pub fn key(&self) -> Option<String> {
+        match self {
+            SiteName::Exact(name) => Some(name.clone()),
+            SiteName::LeadingWildcard(suffix) => Some(format!("*{suffix}")),
+            SiteName::TrailingWildcard(prefix) => Some(format!("{prefix}*")),
+            SiteName::Regex(_) => None,
+        }
+    }
+}
+
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

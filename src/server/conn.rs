@@ -2,7 +2,6 @@
 //! hyper, hand each request to the pipeline of the current snapshot, and close
 //! gracefully when the worker drains.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,6 +23,21 @@ use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::BodyError;
+
+/// nginx's `return 444`: no answer at all (scanners hitting an unknown host get nothing).
+const CLOSE_WITHOUT_ANSWER: u16 = 444;
+
+/// A request left unanswered on purpose (`return = { status = 444 }`).
+#[derive(Debug)]
+struct Unanswered;
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("closed without an answer (444)")
+    }
+}
+
+impl std::error::Error for Unanswered {}
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
@@ -64,7 +78,12 @@ pub async fn serve<T>(
             if response.status() == StatusCode::SWITCHING_PROTOCOLS {
                 conn_state.set_upgraded();
             }
-            Ok::<_, Infallible>(response.map(|inner| Guarded {
+            if response.status().as_u16() == CLOSE_WITHOUT_ANSWER {
+                // Dropping the response logs the request; the error makes hyper close
+                // the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
+                return Err(Unanswered);
+            }
+            Ok(response.map(|inner| Guarded {
                 inner,
                 // Only an HTTP/2 stream has a watch (an HTTP/1.1 connection's writes are timed).
                 watch: if h2 { SendWatch::current() } else { None },

@@ -9,6 +9,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 use super::worker::Listen;
+use crate::config::Address;
 use crate::metrics::Metrics;
 
 const BACKLOG: i32 = 4096;
@@ -38,13 +39,6 @@ fn bind_one(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(socket.into())
-}
-
-/// Where a listener listens, and whether it speaks TLS (`listen_tls`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Address {
-    pub addr: SocketAddr,
-    pub tls: bool,
 }
 
 /// A `listen` or `listen_tls` address bound for every worker, not yet accepting.
@@ -85,7 +79,7 @@ impl Bound {
                 listener,
                 stop: stop.subscribe(),
                 open: open.clone(),
-                tls: self.configured.tls,
+                address: self.configured,
             });
         }
         tracing::info!(addr = %self.actual, tls = self.configured.tls, "listening");

@@ -26,9 +26,10 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 
-use self::listener::{Address, Bound, Listening};
+use self::listener::{Bound, Listening};
 use self::worker::Listen;
 use crate::admin::Admin;
+use crate::config::Address;
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Lasting};
@@ -295,17 +296,7 @@ impl Drop for Gateway {
 
 /// Every `listen` then `listen_tls` address.
 fn addresses(config: &Config) -> Vec<Address> {
-    let plain = config
-        .server
-        .listen
-        .iter()
-        .map(|&addr| Address { addr, tls: false });
-    let tls = config
-        .server
-        .listen_tls
-        .iter()
-        .map(|&addr| Address { addr, tls: true });
-    plain.chain(tls).collect()
+    config.server.addresses().collect()
 }
 
 /// Binds each address for every worker; the first that fails fails all (the others are

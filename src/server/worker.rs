@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::conn;
+use crate::config::Address;
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
@@ -24,8 +25,9 @@ pub struct Listen {
     pub stop: watch::Receiver<bool>,
     /// Open connections accepted on this address (`/metrics`).
     pub open: Arc<PerWorker<Gauge>>,
-    /// `listen_tls`: connections start with a TLS handshake.
-    pub tls: bool,
+    /// The address as configured; with `tls` (`listen_tls`), connections start with a
+    /// TLS handshake.
+    pub address: Address,
 }
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
@@ -50,7 +52,7 @@ pub fn run(
                 listener,
                 stop,
                 open,
-                tls,
+                address,
             } = tokio::select! {
                 Some(next) = listen.recv() => next,
                 _ = stop.wait_for(|stop| *stop) => break,
@@ -67,7 +69,7 @@ pub fn run(
                         stop,
                         alive: alive.clone(),
                         open,
-                        tls,
+                        address,
                     };
                     tokio::spawn(accepting.run(listener));
                 }
@@ -106,7 +108,7 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 /// then the connection as any other.
 async fn serve_tls(
     stream: tokio::net::TcpStream,
-    conn: Conn,
+    mut conn: Conn,
     state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
 ) {
@@ -116,7 +118,11 @@ async fn serve_tls(
         return;
     };
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => conn::serve(stream, conn, state, stop).await,
+        Ok(Ok(stream)) => {
+            let sni = stream.get_ref().1.server_name();
+            conn.sni = sni.map(|name| name.to_ascii_lowercase().into_boxed_str());
+            conn::serve(stream, conn, state, stop).await
+        }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
     }
@@ -130,7 +136,7 @@ struct Accepting {
     /// Held by every task, so the worker knows when all have ended.
     alive: mpsc::Sender<()>,
     open: Arc<PerWorker<Gauge>>,
-    tls: bool,
+    address: Address,
 }
 
 impl Accepting {
@@ -145,12 +151,12 @@ impl Accepting {
             match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let conn = Conn::new(peer, self.worker, self.tls, server_port);
+                    let conn = Conn::new(peer, self.worker, self.address, server_port);
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
-                    let tls = self.tls;
+                    let tls = self.address.tls;
                     tokio::spawn(async move {
                         if tls {
                             serve_tls(stream, conn, state, stop).await;

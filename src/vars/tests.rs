@@ -4,6 +4,7 @@ fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
     Request {
         https: true,
         host,
+        server_name: "example.com",
         server_port: 8443,
         request_uri: "/a%20b/../c?x=1",
         uri: b"/a b/c",
@@ -64,7 +65,11 @@ fn hosts_lose_their_port_and_trailing_dot_and_keep_ipv6_brackets() {
     ] {
         assert_eq!(rendered("$host", &request(&headers, Some(host))), name);
     }
-    assert_eq!(rendered("[$host]", &request(&headers, None)), "[]");
+    let nameless = Request {
+        server_name: "",
+        ..request(&headers, None)
+    };
+    assert_eq!(rendered("[$host]", &nameless), "[]");
 }
 
 #[test]
@@ -118,5 +123,20 @@ fn header_values_get_no_control_bytes() {
     assert_eq!(
         escape_for_header(b"/a b\r\nSet-Cookie: x\xff%41"),
         b"/a%20b%0D%0ASet-Cookie:%20x%FF%41".to_vec()
+    );
+}
+
+#[test]
+fn host_falls_back_to_the_server_name_as_nginx_does() {
+    let headers = HeaderMap::new();
+    let without = request(&headers, None);
+    assert_eq!(
+        rendered("$host|$server_name", &without),
+        "example.com|example.com"
+    );
+    let with = request(&headers, Some("WWW.Example.com:8443"));
+    assert_eq!(
+        rendered("$host|$server_name", &with),
+        "www.example.com|example.com"
     );
 }

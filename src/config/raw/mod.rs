@@ -52,9 +52,40 @@ pub(crate) struct RawConfig {
     /// In file order.
     pub zones: Vec<Named<RawZone>>,
     pub api_keys: Section<RawApiKeys>,
-    /// In file order, each with the span of its table; `None` where the location could
-    /// not be deserialized.
+    /// Top-level `[[location]]`s: one site answering every name. In file order, each
+    /// with the span of its table; `None` where the location could not be deserialized.
     pub locations: Vec<Option<Spanned<RawLocation>>>,
+    /// `[[site]]`s in file order, with the span of the key of the first one; `None`
+    /// where a site's own keys could not be deserialized.
+    pub sites: Option<(Span, Vec<Option<RawSiteEntry>>)>,
+}
+
+/// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
+pub(crate) struct RawSiteEntry {
+    /// The site's table.
+    pub span: Span,
+    pub site: RawSite,
+    pub locations: Vec<Option<Spanned<RawLocation>>>,
+}
+
+/// A `[[site]]`'s own keys (its locations are read apart, see [`RawSiteEntry`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a site table")]
+pub(crate) struct RawSite {
+    pub names: Option<Spanned<Vec<Spanned<String>>>>,
+    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    pub default: Option<Spanned<bool>>,
+    /// What its locations inherit: as in [`RawLocation`].
+    pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
+    pub access: Option<Spanned<Vec<Spanned<String>>>>,
+    pub limit_status: Option<Spanned<i64>>,
+    pub request_headers: Option<Spanned<HeaderTable>>,
+    pub response_headers: Option<Spanned<HeaderTable>>,
+    pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub client_max_body_size: Option<Loose>,
+    /// Taken out before the rest is read; named here so that "unknown key" lists it.
+    #[allow(dead_code)]
+    pub location: Option<de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -344,6 +375,45 @@ pub(crate) struct RawLocation {
     /// The path the upstream gets instead of the client's.
     pub upstream_path: Option<Spanned<String>>,
     pub client_max_body_size: Option<Loose>,
+}
+
+/// The keys a site and a location both take, as written.
+pub(crate) struct RawRules<'a> {
+    pub limit: Option<&'a Spanned<Vec<Spanned<RawLimit>>>>,
+    pub access: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    pub limit_status: Option<&'a Spanned<i64>>,
+    pub request_headers: Option<&'a Spanned<HeaderTable>>,
+    pub response_headers: Option<&'a Spanned<HeaderTable>>,
+    pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    pub client_max_body_size: Option<&'a Loose>,
+}
+
+impl RawLocation {
+    pub fn rules(&self) -> RawRules<'_> {
+        RawRules {
+            limit: self.limit.as_ref(),
+            access: self.access.as_ref(),
+            limit_status: self.limit_status.as_ref(),
+            request_headers: self.request_headers.as_ref(),
+            response_headers: self.response_headers.as_ref(),
+            hide_headers: self.hide_headers.as_ref(),
+            client_max_body_size: self.client_max_body_size.as_ref(),
+        }
+    }
+}
+
+impl RawSite {
+    pub fn rules(&self) -> RawRules<'_> {
+        RawRules {
+            limit: self.limit.as_ref(),
+            access: self.access.as_ref(),
+            limit_status: self.limit_status.as_ref(),
+            request_headers: self.request_headers.as_ref(),
+            response_headers: self.response_headers.as_ref(),
+            hide_headers: self.hide_headers.as_ref(),
+            client_max_body_size: self.client_max_body_size.as_ref(),
+        }
+    }
 }
 
 /// Header rules as written: name to value.

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_spanned::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
-use super::{Named, RawConfig, RawLocation, Section, Span};
+use super::{Named, RawConfig, RawLocation, RawSiteEntry, Section, Span};
 use crate::config::diag::Diagnostics;
 
 /// The sections of this release; the order of the hint in "unknown section".
@@ -22,6 +22,7 @@ const SECTIONS: &[&str] = &[
     "zones",
     "api_keys",
     "location",
+    "site",
     "admin",
     "tls",
     "redis",
@@ -49,6 +50,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "zones" => raw.zones = named(value, ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, diag),
             "location" => raw.locations = locations(value, diag),
+            "site" => raw.sites = Some((key.span(), sites(value, diag))),
             _ => {
                 let known = SECTIONS
                     .iter()
@@ -191,6 +193,36 @@ fn locations(
         .collect()
 }
 
+/// `[[site]]` tables: each site's own keys, then its `[[site.location]]`s one at a time
+/// (a problem in one location hides neither the site nor its other locations).
+fn sites(value: Spanned<DeValue<'_>>, diag: &mut Diagnostics<'_>) -> Vec<Option<RawSiteEntry>> {
+    let span = value.span();
+    let DeValue::Array(items) = value.into_inner() else {
+        diag.error(
+            span,
+            "`site` must be an array of tables, written `[[site]]`",
+        );
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .map(|mut item| {
+            let span = item.span();
+            let inner = match item.get_mut() {
+                DeValue::Table(table) => table.remove("location"),
+                _ => None,
+            };
+            let site = deserialize(item, diag)?;
+            let locations = inner.map_or_else(Vec::new, |value| locations(value, diag));
+            Some(RawSiteEntry {
+                span,
+                site,
+                locations,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -294,7 +326,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `admin`, `tls`, `redis`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`"
         );
     }
 

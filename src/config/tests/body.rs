@@ -31,7 +31,7 @@ fn a_location_limit_is_its_own_or_none() {
          [[location]]\nmatch = \"/up/\"\nreturn = {{ status = 204 }}\nclient_max_body_size = \"64m\"\n\
          [[location]]\nmatch = \"/any/\"\nreturn = {{ status = 204 }}\nclient_max_body_size = \"0\"\n"
     ));
-    let limits: Vec<_> = config
+    let limits: Vec<_> = config.sites[0]
         .locations
         .iter()
         .map(|l| l.client_max_body_size)

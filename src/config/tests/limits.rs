@@ -51,7 +51,7 @@ fn a_full_limiting_config_is_typed() {
     let keys = config.api_keys.as_ref().expect("api keys");
     assert_eq!(keys.header, "x-api-key");
     assert_eq!(keys.keys["k1"], "free");
-    let location = &config.locations[0];
+    let location = &config.sites[0].locations[0];
     assert_eq!(
         (location.cost, location.limit_status),
         (2, Some(http::StatusCode::SERVICE_UNAVAILABLE))

@@ -8,7 +8,7 @@ fn a_return_with_variables_parses_and_keeps_them() {
         "{SERVER}[[location]]\nmatch = \"~ ^/old/(.*)$\"\n\
          return = {{ status = 301, location = \"https://$host/new/$1?$args\", body = \"${{scheme}}\" }}\n"
     ));
-    let Action::Return(ret) = &config.locations[0].action else {
+    let Action::Return(ret) = &config.sites[0].locations[0].action else {
         panic!("a return");
     };
     let location = ret.location.as_ref().expect("a location");

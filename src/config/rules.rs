@@ -1,0 +1,191 @@
+//! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
+//! `client_max_body_size` and the header rules), and how a location inherits its site's.
+//!
+//! A location's `limit`, `access`, `limit_status` or `client_max_body_size` replaces the
+//! site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
+//! instead: the site's rules apply unless the location has a rule for the same header
+//! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
+//! known trap). `hide_headers` is the union of both lists.
+
+use http::StatusCode;
+
+use super::diag::Diagnostics;
+use super::raw::RawRules;
+use super::{access, headers, limits, values};
+use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
+
+/// The rules as set; `None` where the key is not written.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Rules {
+    pub limits: Option<Vec<Limit>>,
+    pub access: Option<Vec<AccessRule>>,
+    pub limit_status: Option<StatusCode>,
+    pub client_max_body_size: Option<MaxBodySize>,
+    pub headers: HeaderRules,
+}
+
+/// The rules written in `raw`, each problem reported. `cost` is what each request of the
+/// location takes (1 for a site); `pattern` the location's (`None` when it is itself
+/// wrong), which header values' captures refer to.
+pub(super) fn rules(
+    raw: &RawRules<'_>,
+    cost: u64,
+    pattern: Option<&Pattern>,
+    zones: &[limits::ZoneInfo],
+    diag: &mut Diagnostics<'_>,
+) -> Option<Rules> {
+    let headers = headers::header_rules(raw, pattern, diag);
+    let limits = match raw.limit {
+        None => Some(None),
+        Some(list) => limits::limits(list, zones, cost, diag).map(Some),
+    };
+    let access = match raw.access {
+        None => Some(None),
+        Some(list) => access::access_rules(list, diag).map(Some),
+    };
+    let limit_status = match raw.limit_status {
+        None => Some(None),
+        Some(value) => limits::limit_status(value, diag).map(Some),
+    };
+    let client_max_body_size = match raw.client_max_body_size {
+        None => Some(None),
+        Some(value) => diag
+            .check(value.span(), values::max_body_size(value.get_ref()))
+            .map(Some),
+    };
+    Some(Rules {
+        limits: limits?,
+        access: access?,
+        limit_status: limit_status?,
+        client_max_body_size: client_max_body_size?,
+        headers: headers?,
+    })
+}
+
+impl Rules {
+    /// A location's rules (`self`) over its site's.
+    pub(super) fn inherit(self, site: &Rules) -> Rules {
+        Rules {
+            limits: self.limits.or_else(|| site.limits.clone()),
+            access: self.access.or_else(|| site.access.clone()),
+            limit_status: self.limit_status.or(site.limit_status),
+            client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
+            headers: merged(&site.headers, self.headers),
+        }
+    }
+}
+
+/// The site's header rules with the location's added: a location rule replaces the
+/// site's rule for the same header.
+fn merged(site: &HeaderRules, own: HeaderRules) -> HeaderRules {
+    fn over<V: Clone>(
+        site: &[(http::HeaderName, V)],
+        own: Vec<(http::HeaderName, V)>,
+    ) -> Vec<(http::HeaderName, V)> {
+        let mut all: Vec<_> = site
+            .iter()
+            .filter(|(name, _)| own.iter().all(|(mine, _)| mine != name))
+            .cloned()
+            .collect();
+        all.extend(own);
+        all
+    }
+    let mut hide = site.hide.clone();
+    hide.extend(
+        own.hide
+            .into_iter()
+            .filter(|name| !site.hide.contains(name)),
+    );
+    HeaderRules {
+        request: over(&site.request, own.request),
+        response: over(&site.response, own.response),
+        hide,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::VarText;
+    use http::HeaderName;
+
+    fn text(value: &str) -> VarText {
+        VarText::parse(value).unwrap()
+    }
+
+    fn rendered(rules: &[(HeaderName, VarText)]) -> Vec<(String, String)> {
+        rules
+            .iter()
+            .map(|(name, value)| {
+                let value = value.as_literal().unwrap_or_default().to_owned();
+                (name.as_str().to_owned(), value)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_location_adds_header_rules_to_its_sites_and_replaces_same_names() {
+        let hsts = HeaderName::from_static("strict-transport-security");
+        let frame = HeaderName::from_static("x-frame-options");
+        let site = Rules {
+            headers: HeaderRules {
+                request: vec![(HeaderName::from_static("cookie"), None)],
+                response: vec![
+                    (hsts.clone(), text("max-age=1")),
+                    (frame.clone(), text("DENY")),
+                ],
+                hide: vec![HeaderName::from_static("server")],
+            },
+            ..Rules::default()
+        };
+        let own = Rules {
+            headers: HeaderRules {
+                request: Vec::new(),
+                response: vec![(frame, text("SAMEORIGIN"))],
+                hide: vec![
+                    HeaderName::from_static("server"),
+                    HeaderName::from_static("x-powered-by"),
+                ],
+            },
+            ..Rules::default()
+        };
+        let got = own.inherit(&site).headers;
+        assert_eq!(
+            rendered(&got.response),
+            [
+                ("strict-transport-security".into(), "max-age=1".into()),
+                ("x-frame-options".into(), "SAMEORIGIN".into())
+            ]
+        );
+        assert_eq!(got.request.len(), 1);
+        assert_eq!(got.hide, ["server", "x-powered-by"]);
+    }
+
+    #[test]
+    fn a_locations_own_limits_access_and_sizes_replace_the_sites() {
+        let site = Rules {
+            limits: Some(vec![Limit {
+                zone: 0,
+                burst: 5,
+                delay: None,
+                dry_run: false,
+            }]),
+            access: Some(Vec::new()),
+            limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),
+            client_max_body_size: Some(MaxBodySize::Unlimited),
+            headers: HeaderRules::default(),
+        };
+        let inherited = Rules::default().inherit(&site);
+        assert_eq!(inherited.limits, site.limits);
+        assert_eq!(inherited.limit_status, site.limit_status);
+        assert_eq!(inherited.client_max_body_size, site.client_max_body_size);
+        let own = Rules {
+            limits: Some(Vec::new()),
+            limit_status: Some(StatusCode::TOO_MANY_REQUESTS),
+            ..Rules::default()
+        };
+        let replaced = own.inherit(&site);
+        assert_eq!(replaced.limits, Some(Vec::new()));
+        assert_eq!(replaced.limit_status, Some(StatusCode::TOO_MANY_REQUESTS));
+    }
+}
