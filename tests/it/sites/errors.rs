@@ -4,10 +4,8 @@
 
 use std::path::Path;
 
-/// `[server]` with two plain addresses and a TLS one, before the sites of each case.
-const SERVER: &str = "[server]\n\
-    listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n\
-    listen_tls = [\"127.0.0.1:8443\"]\n";
+/// `[server]` with two addresses, before the sites of each case.
+const SERVER: &str = "[server]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n";
 
 /// A site's body after its own lines: one location.
 const LOCATION: &str = "[[site.location]]\nmatch = \"/\"\nreturn = { status = 200 }\n";
@@ -88,26 +86,52 @@ fn each_site_error_is_reported_at_its_line() {
 }
 
 #[test]
-fn a_server_address_no_site_listens_on_is_reported_at_the_server_listen() {
-    let text =
-        format!("{SERVER}[[site]]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8443\"]\n{LOCATION}");
+fn a_server_address_no_site_listens_on_is_reported() {
+    let text = format!("{SERVER}[[site]]\nlisten = [\"127.0.0.1:8080\"]\n{LOCATION}");
     let Err(errors) = tollgate::config::from_str(&text, Path::new("t.toml")) else {
         panic!("accepted, though 127.0.0.1:8081 has no site");
     };
     let errors = errors.to_string();
-    // `listen` is line 2; the error may point at the list or at its item.
-    assert!(errors.contains("t.toml:2:"), "{errors}");
+    // At the address in `listen` (line 2) or at the site that could take it (line 3).
+    let at = |line| errors.contains(&format!("t.toml:{line}:"));
+    assert!(at(2) || at(3), "{errors}");
     assert!(errors.contains("127.0.0.1:8081"), "{errors}");
 }
 
 #[test]
 fn a_name_may_repeat_on_sites_that_share_no_address_and_tls_addresses_may_be_named() {
+    let dir = tempfile::tempdir().unwrap();
+    super::tls::certificate(dir.path());
     let text = format!(
-        "{SERVER}[[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8080\"]\n{LOCATION}\
-         [[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8081\", \"127.0.0.1:8443\"]\n\
-         {LOCATION}"
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_tls = [\"127.0.0.1:8443\"]\n\
+         [[tls.certificates]]\ncert = \"site.pem\"\nkey = \"site.key\"\n\
+         [[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8080\"]\n{LOCATION}\
+         [[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8443\"]\n{LOCATION}"
     );
-    if let Err(errors) = tollgate::config::from_str(&text, Path::new("t.toml")) {
+    let path = dir.path().join("gateway.toml");
+    if let Err(errors) = tollgate::config::from_str(&text, &path) {
         panic!("{errors}\n{text}");
     }
+}
+
+/// A site with a bad name or address still names the addresses it answers on: one
+/// mistake makes one error, not also "no site answers on" for each of them.
+#[test]
+fn a_broken_site_still_answers_on_its_addresses() {
+    let mut wrong = String::new();
+    for sites in [
+        "listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081\", \"127.0.0.1:9999\"]\n",
+        "names = [\"www.*.test\"]\n",
+        "names = [\"~^(a\"]\n",
+    ] {
+        let (text, _) = config(&[sites]);
+        let Err(errors) = tollgate::config::from_str(&text, Path::new("t.toml")) else {
+            panic!("accepted:\n{text}");
+        };
+        let errors = errors.to_string();
+        if errors.contains("no site answers on") {
+            wrong.push_str(&format!("{sites:?}: {errors}\n"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong}");
 }

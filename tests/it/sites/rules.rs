@@ -183,13 +183,9 @@ fn mixing_top_level_locations_with_sites_is_an_error_at_its_line() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let file = path.display().to_string();
-    // Not the error of a file from before sites, which knew no `[[site]]`.
-    assert!(!stderr.contains("unknown section"), "{stderr}");
-    // Either table may carry the blame (line 3 `[[location]]`, line 6 `[[site]]`).
-    assert!(
-        stderr.contains(&format!("{file}:3:")) || stderr.contains(&format!("{file}:6:")),
-        "{stderr}"
-    );
+    // At the first top-level `[[location]]`, the one to move into a site.
+    assert!(stderr.contains(&format!("{file}:3:1: ")), "{stderr}");
+    assert!(stderr.contains("[[site.location]]"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
 

@@ -18,7 +18,7 @@ use crate::support::{self, free_port, gateway, within};
 
 /// Writes `dir/site.pem` (a leaf for `a.test` and `b.test`, then its CA) and
 /// `dir/site.key`; returns the roots a client needs to trust it.
-fn certificate(dir: &Path) -> RootCertStore {
+pub(super) fn certificate(dir: &Path) -> RootCertStore {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
