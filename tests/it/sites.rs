@@ -1,11 +1,13 @@
 //! Sites (nginx `server {}`) through the real gateway. Here: nginx and tollgate run the
-//! same sites on two ports and must pick the same site for every Host; `sites/` holds
-//! what only tollgate has (HTTP/2, `$server_name`, 444, inherited rules, TLS).
+//! same sites on two ports and must pick the same site for every Host. In `sites/`:
+//! `$server_name` and `$host` beside nginx's, and what nginx cannot be asked the same way
+//! (HTTP/2, 444, inherited rules, config errors, TLS).
 
 mod errors;
 mod inherit;
 mod rules;
 mod tls;
+mod variables;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -135,7 +137,6 @@ const REQUESTS: &[(&str, &str, &str)] = &[
 
 /// nginx's configuration of [`SITES`] on ports `a` and `b`.
 fn nginx_config(dir: &std::path::Path, a: u16, b: u16) -> String {
-    let dir = dir.display();
     let mut servers = String::new();
     for site in &SITES {
         servers.push_str(" server {\n");
@@ -160,6 +161,12 @@ fn nginx_config(dir: &std::path::Path, a: u16, b: u16) -> String {
             site.id
         );
     }
+    nginx_http(dir, &servers)
+}
+
+/// A whole nginx configuration under `dir` (its prefix) around `servers`.
+fn nginx_http(dir: &std::path::Path, servers: &str) -> String {
+    let dir = dir.display();
     format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\n\
          error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\

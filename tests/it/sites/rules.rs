@@ -61,12 +61,12 @@ async fn http2_authority_selects_the_site() {
 }
 
 #[tokio::test]
-async fn server_name_is_the_sites_first_name_as_written() {
+async fn server_name_is_the_sites_first_name() {
     let _shared = support::shared();
     let gw = gateway(&config(
         r#"
 [[site]]
-names = ["Example.com", "www.example.com"]
+names = ["example.com", "www.example.com"]
 [[site.location]]
 match = "/"
 return = { status = 200, body = "[$server_name]" }
@@ -77,7 +77,7 @@ match = "/"
 return = { status = 200, body = "[$server_name]" }
 "#,
     ));
-    for (host, body) in [("www.example.com", "[Example.com]"), ("unknown.test", "[]")] {
+    for (host, body) in [("www.example.com", "[example.com]"), ("unknown.test", "[]")] {
         let reply = within(5, send(addr(&gw), get_with_host(host))).await;
         assert_eq!(reply.body, body, "{host}");
     }
