@@ -5,6 +5,7 @@
 
 mod errors;
 mod inherit;
+mod reload;
 mod rules;
 mod tls;
 mod variables;
