@@ -4,6 +4,7 @@
 //! (HTTP/2, 444, inherited rules, config errors, TLS).
 
 mod errors;
+mod h2;
 mod inherit;
 mod reload;
 mod rules;
