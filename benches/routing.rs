@@ -12,7 +12,10 @@
 //!   and trailing wildcards, regex names and unknown hosts, in turn), then that site's
 //!   `Router::find`.
 //!
-//! Each benchmark checks that it found a site and a location every time.
+//! - `site_only/HOST`: `Selector::select` alone, one host at a time (what each kind of
+//!   name costs: exact, upper case with a port, wildcards, a regex, none).
+//!
+//! The first two check that they found a site and a location every time.
 
 use std::hint::black_box;
 
@@ -95,6 +98,11 @@ fn bench(c: &mut Criterion) {
             found
         })
     });
+    for (host, _) in REQUESTS {
+        group.bench_function(format!("site_only/{host}"), |b| {
+            b.iter(|| selector.select(Some(black_box(host))).expect("a site"))
+        });
+    }
     group.finish();
 }
 

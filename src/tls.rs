@@ -56,7 +56,9 @@ pub fn server_config(
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // `http/1.0` too, as nginx: a client offering only that (`curl --http1.0`) would
+    // otherwise fail the handshake.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     config.ignore_client_order = true;
     config.ticketer = sessions.ticketer.clone();
     config.session_storage = sessions.cache.clone();

@@ -51,8 +51,9 @@ pub(super) fn sites(
         valid &= site.is_some();
         checked.extend(site);
     }
-    if let Some(server) = server {
-        valid &= per_address(&checked, server, &key, diag);
+    // A site with a problem is left out, so the checks between sites wait for all.
+    if let (Some(server), true) = (server, valid) {
+        valid = per_address(&checked, server, &key, diag);
     }
     valid.then(|| checked.into_iter().map(|c| c.site).collect())
 }

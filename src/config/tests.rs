@@ -332,6 +332,7 @@ mod errors;
 mod limits;
 mod props;
 mod redis;
+mod sites;
 mod tls;
 mod upstream_tls;
 mod vars;

@@ -56,9 +56,28 @@ impl Fixed {
         if let Some(location) = location {
             headers.insert(LOCATION, location);
         }
+        if self.status.as_u16() == UNANSWERED {
+            response.extensions_mut().insert(Unanswered);
+        }
         response
     }
 }
+
+/// nginx's `return 444`: no answer at all (scanners hitting an unknown host get nothing).
+const UNANSWERED: u16 = 444;
+
+/// Marks the response of a `return = { status = 444 }`: the connection serving it drops
+/// it and closes unanswered (an upstream's 444 is passed on like any status).
+#[derive(Clone, Copy, Debug)]
+pub struct Unanswered;
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("closed without an answer (444)")
+    }
+}
+
+impl std::error::Error for Unanswered {}
 
 /// The answer to a request that is itself wrong (bad Host or path, a method never
 /// forwarded): an error page, and on HTTP/1.x the connection closes after it, as nginx

@@ -20,24 +20,10 @@ use tokio::sync::watch;
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
+use crate::proxy::response::Unanswered;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::BodyError;
-
-/// nginx's `return 444`: no answer at all (scanners hitting an unknown host get nothing).
-const CLOSE_WITHOUT_ANSWER: u16 = 444;
-
-/// A request left unanswered on purpose (`return = { status = 444 }`).
-#[derive(Debug)]
-struct Unanswered;
-
-impl std::fmt::Display for Unanswered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("closed without an answer (444)")
-    }
-}
-
-impl std::error::Error for Unanswered {}
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
@@ -78,7 +64,7 @@ pub async fn serve<T>(
             if response.status() == StatusCode::SWITCHING_PROTOCOLS {
                 conn_state.set_upgraded();
             }
-            if response.status().as_u16() == CLOSE_WITHOUT_ANSWER {
+            if response.extensions().get::<Unanswered>().is_some() {
                 // Dropping the response logs the request; the error makes hyper close
                 // the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
                 return Err(Unanswered);

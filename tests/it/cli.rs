@@ -75,6 +75,32 @@ fn check_accepts_the_shipped_gateway_toml() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
 }
 
+/// The README's complete example (the same file as `examples/nginx-migration.toml`), with
+/// certificates made for it: what an operator moving from nginx starts from must load.
+#[test]
+fn check_accepts_the_nginx_migration_example() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let example = include_str!("../../examples/nginx-migration.toml");
+    let readme = include_str!("../../README.md");
+    assert!(readme.contains(example.trim()), "the README shows the example as it is");
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let names = vec!["example.com".to_owned(), "www.example.com".to_owned()];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(certs.join("example.com.pem"), cert.pem()).unwrap();
+    std::fs::write(certs.join("example.com.key"), key.serialize_pem()).unwrap();
+    std::fs::write(certs.join("internal-ca.pem"), cert.pem()).unwrap();
+    let path = write_config(&dir, "gateway.toml", example);
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
 #[test]
 fn missing_file_is_a_clear_error() {
     let _shared = support::shared();

@@ -101,10 +101,30 @@ fn names_are_checked_when_read() {
         "*example.com",
         "mail*",
         "~(",
+        ".example.com",
     ] {
         assert!(SiteName::parse(bad).is_err(), "{bad}");
     }
     assert!(
         matches!(SiteName::parse("Example.COM."), Ok(SiteName::Exact(n)) if n == "example.com")
     );
+    let hint = SiteName::parse(".example.com").unwrap_err();
+    assert!(
+        hint.contains(r#"write "example.com" and "*.example.com""#),
+        "{hint}"
+    );
+}
+
+#[test]
+fn many_regex_names_still_pick_the_first_that_matches_in_file_order() {
+    let names = names(&[r"~^a\d+\.test$", r"~^a1", r"~\.test$"]);
+    let one_each: Vec<[SiteName; 1]> = names.iter().map(|n| [n.clone()]).collect();
+    let selector = Selector::new(
+        one_each.iter().enumerate().map(|(i, n)| (i + 1, &n[..])),
+        Some(0),
+    );
+    assert_eq!(selector.select(Some("A12.test")), Some(1));
+    assert_eq!(selector.select(Some("a1.example")), Some(2));
+    assert_eq!(selector.select(Some("b.test")), Some(3));
+    assert_eq!(selector.select(Some("b.example")), Some(0));
 }

@@ -1,0 +1,182 @@
+//! `[[site]]`: names, addresses, defaults, what locations inherit, and every problem
+//! at its `line:col`.
+
+use super::*;
+use crate::routing::sites::SiteName;
+
+/// Two plain addresses and one TLS address (lines 1 to 5).
+const SERVERS: &str =
+    "[server]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\nlisten_tls = []\n\
+[upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n";
+
+const RETURN: &str = "[[site.location]]\nmatch = \"/\"\nreturn = { status = 204 }\n";
+
+fn sites(rest: &str) -> Config {
+    parse(&format!("{SERVERS}{rest}"))
+}
+
+fn site_errors(rest: &str) -> Vec<(usize, usize, String)> {
+    errors(&format!("{SERVERS}{rest}"))
+}
+
+#[test]
+fn sites_keep_their_names_addresses_and_locations() {
+    let config = sites(&format!(
+        "[[site]]\nnames = [\"Example.com.\", \"*.example.com\", \"mail.*\", \"~^w\\\\d+$\"]\n{RETURN}\
+         [[site]]\nlisten = [\"127.0.0.1:8081\"]\ndefault = true\n{RETURN}"
+    ));
+    let [first, second] = &config.sites[..] else {
+        panic!("two sites: {:?}", config.sites);
+    };
+    assert_eq!(first.server_name, "Example.com.");
+    assert_eq!(first.label.as_deref(), Some("Example.com."));
+    assert!(matches!(&first.names[0], SiteName::Exact(n) if n == "example.com"));
+    assert!(matches!(&first.names[1], SiteName::LeadingWildcard(n) if n == ".example.com"));
+    assert!(matches!(&first.names[2], SiteName::TrailingWildcard(n) if n == "mail."));
+    assert!(matches!(&first.names[3], SiteName::Regex(_)));
+    assert_eq!((first.listen.as_ref(), first.default), (None, false));
+    let only = Address {
+        addr: addr("127.0.0.1:8081"),
+        tls: false,
+    };
+    assert_eq!(second.listen.as_deref(), Some(&[only][..]));
+    assert!(second.default && second.names.is_empty());
+    assert_eq!(second.label.as_deref(), Some("_"));
+    assert_eq!(second.locations.len(), 1);
+}
+
+#[test]
+fn a_file_of_top_level_locations_is_one_site_for_every_name() {
+    let config = parse(&format!(
+        "{SERVER}[[location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n"
+    ));
+    let [site] = &config.sites[..] else {
+        panic!("one site");
+    };
+    assert!(site.names.is_empty() && site.listen.is_none() && site.label.is_none());
+    assert_eq!(site.server_name, "");
+}
+
+#[test]
+fn locations_inherit_the_sites_rules() {
+    let config = sites(&format!(
+        "[zones.ip]\nkey = \"$remote_addr\"\nrate = \"1r/s\"\n\
+         [[site]]\nclient_max_body_size = \"5m\"\naccess = [\"deny all\"]\nlimit_status = 503\n\
+         limit = [{{ zone = \"ip\", burst = 3 }}]\nresponse_headers = {{ \"X-A\" = \"site\", \"X-B\" = \"site\" }}\n\
+         {RETURN}\
+         [[site.location]]\nmatch = \"/own/\"\nupstream = \"app\"\nlimit = []\naccess = []\n\
+         client_max_body_size = \"0\"\nresponse_headers = {{ \"X-B\" = \"own\" }}\n"
+    ));
+    let [inherits, own] = &config.sites[0].locations[..] else {
+        panic!("two locations");
+    };
+    assert_eq!(
+        inherits.client_max_body_size,
+        Some(MaxBodySize::Bytes(5 << 20))
+    );
+    assert_eq!((inherits.access.len(), inherits.limits.len()), (1, 1));
+    assert_eq!(
+        inherits.limit_status,
+        Some(http::StatusCode::SERVICE_UNAVAILABLE)
+    );
+    assert_eq!(own.client_max_body_size, Some(MaxBodySize::Unlimited));
+    assert!(own.access.is_empty() && own.limits.is_empty());
+    let values: Vec<(&str, Option<&str>)> = own
+        .headers
+        .response
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_literal()))
+        .collect();
+    assert_eq!(values, [("x-a", Some("site")), ("x-b", Some("own"))]);
+}
+
+#[test]
+fn top_level_locations_do_not_mix_with_sites() {
+    let found = site_errors(&format!(
+        "[[site]]\n{RETURN}[[location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n"
+    ));
+    let want = "top-level `[[location]]` cannot be used with `[[site]]`: put these locations in a site, as `[[site.location]]`";
+    assert_eq!(found, [(10, 1, want.to_owned())]);
+}
+
+#[test]
+fn two_defaults_on_one_address_are_refused_at_the_second() {
+    let found = site_errors(&format!(
+        "[[site]]\ndefault = true\n{RETURN}[[site]]\nlisten = [\"127.0.0.1:8081\"]\ndefault = true\n{RETURN}"
+    ));
+    let want = "a second default site for 127.0.0.1:8081: the site at line 6 is its default";
+    assert_eq!(found, [(13, 11, want.to_owned())]);
+}
+
+#[test]
+fn a_name_on_two_sites_of_one_address_is_refused() {
+    let found = site_errors(&format!(
+        "[[site]]\nnames = [\"a.test\", \"*.a.test\"]\nlisten = [\"127.0.0.1:8080\"]\n{RETURN}\
+         [[site]]\nnames = [\"*.a.test\"]\nlisten = [\"127.0.0.1:8081\"]\n{RETURN}\
+         [[site]]\nnames = [\"b.test\", \"A.test\"]\n{RETURN}"
+    ));
+    let want = r#"the name "a.test" already belongs to the site at line 6, which also answers on 127.0.0.1:8080"#;
+    assert_eq!(found, [(19, 20, want.to_owned())]);
+}
+
+#[test]
+fn site_addresses_must_be_the_servers_and_each_address_needs_a_site() {
+    let found = site_errors(&format!(
+        "[[site]]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:9999\"]\n{RETURN}"
+    ));
+    let want = "127.0.0.1:9999 is not an address of `[server] listen` or `listen_tls`: a site answers on those only";
+    assert_eq!(found, [(7, 29, want.to_owned())]);
+    let found = site_errors(&format!(
+        "[[site]]\nlisten = [\"127.0.0.1:8080\"]\n{RETURN}"
+    ));
+    let want = "no site answers on 127.0.0.1:8081: name it in a site's `listen`, or leave `listen` out of a site to answer on every address";
+    assert_eq!(found, [(6, 3, want.to_owned())]);
+    let found = site_errors(&format!("[[site]]\nlisten = []\n{RETURN}"));
+    assert_eq!((found[0].0, found[0].1), (7, 10));
+}
+
+#[test]
+fn bad_names_and_captures_in_site_headers_are_refused_where_written() {
+    let found = site_errors(&format!(
+        "[[site]]\nnames = [\"*.\", \"~(\", \"a b\"]\nresponse_headers = {{ \"X\" = \"$1\" }}\n{RETURN}"
+    ));
+    assert_eq!(at(&found), [(7, 10), (7, 16), (7, 22), (8, 28)]);
+    assert!(
+        found[0].2.starts_with(r#"invalid name "*.""#),
+        "{}",
+        found[0].2
+    );
+    assert!(
+        found[1].2.starts_with("invalid name regex"),
+        "{}",
+        found[1].2
+    );
+    assert!(found[3]
+        .2
+        .starts_with("captures ($1 to $9) need a regex location"));
+}
+
+#[test]
+fn status_444_takes_no_body() {
+    let found = site_errors(
+        "[[site]]\n[[site.location]]\nmatch = \"/\"\nreturn = { status = 444, body = \"x\" }\n",
+    );
+    let want =
+        "status 444 closes the connection without an answer: it takes no `body` or `location`";
+    assert_eq!(found, [(9, 10, want.to_owned())]);
+}
+
+#[test]
+fn a_locations_cost_is_checked_against_the_limits_it_inherits() {
+    let found = site_errors(&format!(
+        "[zones.ip]\nkey = \"$remote_addr\"\nrate = \"1r/s\"\n\
+         [[site]]\nlimit = [{{ zone = \"ip\", burst = 3 }}]\n{RETURN}\
+         [[site.location]]\nmatch = \"/big\"\ncost = 10\nreturn = {{ status = 204 }}\n"
+    ));
+    let want = r#"with the site's `limit`: cost 10 exceeds what zone "ip" can ever admit at once (4); every request would be rejected"#;
+    assert_eq!(found, [(16, 8, want.to_owned())]);
+}
+
+fn at(found: &[(usize, usize, String)]) -> Vec<(usize, usize)> {
+    found.iter().map(|(line, col, _)| (*line, *col)).collect()
+}
