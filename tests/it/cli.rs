@@ -83,7 +83,10 @@ fn check_accepts_the_nginx_migration_example() {
     let dir = tempfile::tempdir().unwrap();
     let example = include_str!("../../examples/nginx-migration.toml");
     let readme = include_str!("../../README.md");
-    assert!(readme.contains(example.trim()), "the README shows the example as it is");
+    assert!(
+        readme.contains(example.trim()),
+        "the README shows the example as it is"
+    );
     let certs = dir.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
     let names = vec!["example.com".to_owned(), "www.example.com".to_owned()];

@@ -43,6 +43,10 @@ const CASES: &[(&str, &[&str])] = &[
         &["names = [\"a.test\", \"www.*.test\"] # here\n"],
     ),
     ("an invalid name regex", &["names = [\"~^(a\"] # here\n"]),
+    (
+        "nginx's .example.com, refused with a hint",
+        &["names = [\"a.test\", \".example.com\"] # here\n"],
+    ),
 ];
 
 /// The config of `sites`, and the 1-based numbers of its lines marked `# here`.
