@@ -94,6 +94,7 @@ const REQUESTS: &[(&str, &str, &str)] = &[
     ("GET / HTTP/1.1|Host: x.a.example.com",                        "wild-a",       "wild-a"),
     ("GET / HTTP/1.1|Host: X.Y.A.Example.com:443",                  "wild-a",       "wild-a"),
     ("GET / HTTP/1.1|Host: my_host.example.com",                    "wild",         "wild"),
+    ("GET / HTTP/1.1|Host: -.example.com",                          "wild",         "wild"),
     // A leading wildcard beats a trailing one; the longest trailing one wins.
     ("GET / HTTP/1.1|Host: mail.example.com",                       "wild",         "wild"),
     ("GET / HTTP/1.1|Host: mail.example.org",                       "mail-example", "mail-example"),
@@ -105,6 +106,7 @@ const REQUESTS: &[(&str, &str, &str)] = &[
     ("GET / HTTP/1.1|Host: www7.example.net",                       "regex-www",    "regex-www"),
     ("GET / HTTP/1.1|Host: www1.example.net",                       "regex-www",    "regex-www"),
     ("GET / HTTP/1.1|Host: WWW12.Example.NET:8080",                 "regex-www",    "regex-www"),
+    ("GET / HTTP/1.1|Host: www7.example.net.",                      "regex-www",    "regex-www"),
     ("GET / HTTP/1.1|Host: api.example.net",                        "regex-more",   "regex-more"),
     ("GET / HTTP/1.1|Host: api.example.com",                        "wild",         "wild"),
     ("GET / HTTP/1.1|Host: api.mail.org",                           "regex-more",   "regex-more"),
@@ -113,6 +115,7 @@ const REQUESTS: &[(&str, &str, &str)] = &[
     ("GET / HTTP/1.1|Host: unknown.test",                           "default-a",    "exact"),
     ("GET / HTTP/1.1|Host: example.net",                            "default-a",    "exact"),
     ("GET / HTTP/1.1|Host: 127.0.0.1",                              "default-a",    "exact"),
+    ("GET / HTTP/1.1|Host: 127.0.0.1:8080",                         "default-a",    "exact"),
     ("GET / HTTP/1.1|Host: [::1]:8080",                             "default-a",    "exact"),
     ("GET / HTTP/1.1|Host: [::1]",                                  "default-a",    "exact"),
     ("GET / HTTP/1.0",                                              "no-host-a",    "exact"),
@@ -128,13 +131,18 @@ const REQUESTS: &[(&str, &str, &str)] = &[
     ("GET / HTTP/1.1|Host: www..example.com",                       "400",          "400"),
     ("GET / HTTP/1.1|Host: a/b.example.com",                        "400",          "400"),
     ("GET / HTTP/1.1|Host: www.example.com..",                      "400",          "400"),
+    ("GET / HTTP/1.1|Host: WWW7.EXAMPLE.NET..",                     "400",          "400"),
+    ("GET / HTTP/1.1|Host: :80",                                    "400",          "400"),
     ("GET / HTTP/1.0|Host: ",                                       "400",          "400"),
     ("GET http://user@www.example.com/ HTTP/1.1|Host: x",           "400",          "400"),
+    ("GET http://a..b/ HTTP/1.1|Host: example.com",                 "400",          "400"),
     // The absolute-form target's host is the host (RFC 9112 3.2.2), not the Host header.
     ("GET http://www.example.com/ HTTP/1.1|Host: x.example.com",    "exact",        "exact"),
     ("GET http://unknown.test/ HTTP/1.1|Host: mail.other.org",      "default-a",    "exact"),
     ("GET http://WWW.Example.COM.:80/ HTTP/1.1|Host: unknown.test", "exact",        "exact"),
     ("GET http://mail.other.org/x HTTP/1.0",                        "mail",         "mail"),
+    ("GET HTTPS://www.example.com HTTP/1.1|Host: x",                "exact",        "exact"),
+    ("GET http://[::1]:80/ HTTP/1.1|Host: example.com",             "default-a",    "exact"),
 ];
 
 /// nginx's configuration of [`SITES`] on ports `a` and `b`.
