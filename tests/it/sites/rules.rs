@@ -89,6 +89,23 @@ return = { status = 200, body = "[$server_name]" }
     assert_eq!(reply.body, "[]");
 }
 
+#[tokio::test]
+async fn host_is_the_server_name_when_the_request_names_none() {
+    let _shared = support::shared();
+    let gw = gateway(&config(
+        "[[site]]\nnames = [\"example.com\", \"*.example.com\"]\n[[site.location]]\n\
+         match = \"/\"\nreturn = { status = 200, body = \"[$host]\" }\n",
+    ));
+    let answer = within(5, super::answer(addr(&gw), "GET / HTTP/1.0")).await;
+    assert_eq!(answer, "[example.com]");
+    let answer = within(
+        5,
+        super::answer(addr(&gw), "GET / HTTP/1.0|Host: A.Example.com"),
+    )
+    .await;
+    assert_eq!(answer, "[a.example.com]");
+}
+
 /// A named site and nginx's catch-all for scanners: a default that answers nothing.
 const CATCH_ALL_444: &str = r#"
 [[site]]
