@@ -212,3 +212,31 @@ async fn over_tls_the_host_decides_and_sni_does_not_stand_in_for_a_missing_one()
     }
     assert!(differences.is_empty(), "{differences}");
 }
+
+#[tokio::test]
+async fn a_444_default_closes_a_tls_connection_after_the_handshake_without_a_byte() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let roots = certificate(dir.path());
+    let tls = free_port();
+    let _gw = gateway(&format!(
+        "[server]\nlisten_tls = [\"127.0.0.1:{tls}\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [[tls.certificates]]\ncert = \"{}\"\nkey = \"{}\"\n\
+         [[site]]\nnames = [\"a.test\"]\n[[site.location]]\nmatch = \"/\"\n\
+         return = {{ status = 200, body = \"a\" }}\n\
+         [[site]]\ndefault = true\n[[site.location]]\nmatch = \"/\"\nreturn = {{ status = 444 }}\n",
+        dir.path().join("site.pem").display(),
+        dir.path().join("site.key").display()
+    ));
+    let tls_addr = SocketAddr::from(([127, 0, 0, 1], tls));
+    let close = "Connection: close\r\n";
+    let request = format!("GET / HTTP/1.1\r\nHost: scanner.test\r\n{close}\r\n");
+    // The handshake succeeds (`exchange_tls` asserts it); then nothing comes back, and
+    // the connection ends well before `read_all` would give up on it (3 s).
+    let started = std::time::Instant::now();
+    assert_eq!(exchange_tls(tls_addr, &roots, "a.test", &request).await, "");
+    assert!(started.elapsed() < Duration::from_secs(2), "left open");
+    let request = format!("GET / HTTP/1.1\r\nHost: a.test\r\n{close}\r\n");
+    let answer = exchange_tls(tls_addr, &roots, "a.test", &request).await;
+    assert_eq!(site_of(&answer), "a");
+}
