@@ -56,9 +56,16 @@ pub struct Record {
     pub upstream_addr: Option<std::net::SocketAddr>,
     /// `PASSED`, `DELAYED`, `REJECTED`, `*_DRY_RUN`; `-` when no limit applied.
     pub limit_status: &'static str,
+    /// `$request_id`, 32 hex digits: made for every request when the format is `json`.
+    pub request_id: Option<[u8; 32]>,
 }
 
 impl AccessLog {
+    /// Whether lines carry `$request_id` (the `json` format).
+    pub fn wants_request_id(&self) -> bool {
+        self.format == LogFormat::Json
+    }
+
     /// Opens the configured access log; `None` when it is `off`.
     pub fn open(log: &config::Log) -> io::Result<Option<Arc<AccessLog>>> {
         let sink = match &log.access {
@@ -228,6 +235,17 @@ fn format_json(out: &mut String, r: &Record) {
         }
         None => out.push_str("null"),
     }
+    out.push_str(",\"request_id\":");
+    match r
+        .request_id
+        .as_ref()
+        .and_then(|id| std::str::from_utf8(id).ok())
+    {
+        Some(id) => {
+            let _ = write!(out, "\"{id}\"");
+        }
+        None => out.push_str("null"),
+    }
     out.push('}');
 }
 
@@ -327,6 +345,7 @@ mod tests {
             upstream_time: Some(Duration::from_millis(1)),
             upstream_addr: Some("127.0.0.1:3000".parse().unwrap()),
             limit_status: "-",
+            request_id: Some(*b"0123456789abcdef0123456789abcdef"),
         }
     }
 
@@ -349,6 +368,7 @@ mod tests {
         r.user_agent = Some(HeaderValue::from_bytes(b"a\"b\\c\xff").unwrap());
         r.upstream_time = None;
         r.upstream_addr = None;
+        r.request_id = None;
         let mut line = String::new();
         format_json(&mut line, &r);
         assert!(
@@ -356,7 +376,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.contains("\"upstream_time\":null,\"upstream_addr\":null}"),
+            line.contains("\"upstream_time\":null,\"upstream_addr\":null,\"request_id\":null}"),
             "{line}"
         );
         assert!(

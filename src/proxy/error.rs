@@ -86,6 +86,7 @@ impl ProxyError {
             ProxyError::Connect(ConnectError::Timeout { .. }) => "connect_timeout",
             ProxyError::Connect(ConnectError::Io { .. }) => "connect",
             ProxyError::Connect(ConnectError::Tls { .. }) => "tls",
+            ProxyError::Upstream { source, .. } if source.is_tls() => "tls",
             ProxyError::Upstream { .. } => "broken",
             ProxyError::UnexpectedUpgrade(_) => "unexpected_upgrade",
             ProxyError::Timeout(_) => "timeout",

@@ -13,6 +13,7 @@ use http::header::{REFERER, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
+use super::request_id::RequestId;
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
 use crate::metrics::cells::Aligned;
@@ -63,7 +64,6 @@ impl<'a> Pending<'a> {
         worker: usize,
     ) -> Pending<'a> {
         let entry = log.map(|log| Entry {
-            log,
             record: Box::new(Record {
                 client,
                 method: req.method().clone(),
@@ -77,7 +77,11 @@ impl<'a> Pending<'a> {
                 upstream_time: None,
                 upstream_addr: None,
                 limit_status: "-",
+                request_id: log
+                    .wants_request_id()
+                    .then(|| RequestId::new().into_bytes()),
             }),
+            log,
         });
         Pending {
             entry,
@@ -87,6 +91,13 @@ impl<'a> Pending<'a> {
             start,
             answered: false,
         }
+    }
+
+    /// The request's id, when its log line has one (then header rules and `return`
+    /// texts use the same).
+    pub fn request_id(&self) -> Option<RequestId> {
+        let id = self.entry.as_ref()?.record.request_id?;
+        Some(RequestId::from_bytes(id))
     }
 
     /// The request's location: it is counted there.

@@ -226,7 +226,7 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         let captures = location.captures_of(&path);
-        let id = location.needs_vars.then(RequestId::new);
+        let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
         let vars = (id.as_ref())
             .map(|id| vars_of(&req, conn, client, &path, captures.as_ref(), id, location));
         let rendered = location.headers.render(vars.as_ref());
@@ -330,7 +330,7 @@ impl Pipeline {
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         let site = self
             .sites
-            .select(conn, host_of(req))
+            .select(conn, || host_of(req))
             .ok_or(StatusCode::NOT_FOUND)?;
         let location = site
             .router

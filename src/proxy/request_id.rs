@@ -27,7 +27,8 @@ fn next() -> u64 {
     })
 }
 
-/// A new request id.
+/// A request id: 32 hex digits.
+#[derive(Clone, Copy)]
 pub struct RequestId([u8; 32]);
 
 impl RequestId {
@@ -39,6 +40,16 @@ impl RequestId {
             *digit = HEX[((bits >> (124 - 4 * i)) & 0xf) as usize];
         }
         RequestId(text)
+    }
+
+    /// The id as its digits (for the access log).
+    pub fn into_bytes(self) -> [u8; 32] {
+        self.0
+    }
+
+    /// An id made by [`RequestId::new`], back from [`RequestId::into_bytes`].
+    pub fn from_bytes(digits: [u8; 32]) -> RequestId {
+        RequestId(digits)
     }
 
     pub fn as_str(&self) -> &str {

@@ -27,10 +27,14 @@ pub struct Sites {
 }
 
 impl Sites {
-    /// The site for a request with `host` (the request's, as sent) on `conn`. A request
-    /// without a host takes the TLS handshake's name (SNI), as nginx does: there the site
-    /// was chosen by SNI before the request came.
-    pub fn select(&self, conn: &Conn, host: Option<&str>) -> Option<&Site> {
+    /// The site for a request with `host` (the request's, as sent; looked up only when
+    /// there is a choice) on `conn`. A request without a host takes the TLS handshake's
+    /// name (SNI), as nginx does: there the site was chosen by SNI before the request came.
+    pub fn select<'h>(
+        &self,
+        conn: &'h Conn,
+        host: impl FnOnce() -> Option<&'h str>,
+    ) -> Option<&Site> {
         if self.addresses.is_empty() {
             return self.sites.first();
         }
@@ -39,7 +43,7 @@ impl Sites {
             .iter()
             .find(|(address, _)| *address == conn.address)
             .map_or(&self.any, |(_, selector)| selector);
-        let host = host.or(conn.sni.as_deref());
+        let host = host().or(conn.sni.as_deref());
         self.sites.get(selector.select(host)?)
     }
 }

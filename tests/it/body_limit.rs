@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
-use support::raw::{read_response, RawResponse, RawUpstream};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use support::raw::{read_response, EarlyUpstream, RawResponse, RawUpstream};
 use support::{addr, gateway, proxying, within};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// `POST path` with a `Content-Length` body of `len` bytes.
@@ -82,17 +83,27 @@ fn body_bytes(received: &[u8]) -> usize {
 /// Waits until the upstream has accepted `connections` and seen them end (its accept
 /// loop runs on the test's thread, so it may not have run yet when the answer is in).
 async fn settled(up: &RawUpstream, connections: usize) {
+    settled_counts(|| (up.accepted(), up.closed()), connections).await;
+}
+
+/// [`settled`] for any upstream: `counts` says how many connections it accepted and
+/// saw end.
+async fn settled_counts(counts: impl Fn() -> (usize, usize), connections: usize) {
     for _ in 0..100 {
-        if up.accepted() >= connections && up.closed() == up.accepted() {
+        let (accepted, closed) = counts();
+        if accepted >= connections && closed == accepted {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!(
-        "the upstream accepted {} and saw {} end",
-        up.accepted(),
-        up.closed()
-    );
+    let (accepted, closed) = counts();
+    panic!("the upstream accepted {accepted} and saw {closed} end");
+}
+
+/// Bytes of body an [`EarlyUpstream`] received once its connections ended.
+async fn early_body_bytes(early: &EarlyUpstream) -> usize {
+    settled_counts(|| (early.accepted(), early.closed()), 1).await;
+    early.connections().iter().map(|c| body_bytes(c)).sum()
 }
 
 #[tokio::test]
@@ -365,4 +376,173 @@ async fn a_413_is_logged_and_counted_like_any_answer() {
     let series = "tollgate_requests_total{location=\"/\",status=\"413\"} 1";
     let reply = within(5, support::send(admin, support::get("/metrics"))).await;
     assert!(reply.body.contains(series), "{}", reply.body);
+}
+
+/// A gateway limiting bodies to 64k and streaming them all (`client_body_buffer_size =
+/// 0`), proxying `/` to `early` and `/ok/` to `ok`, logging to `log`, with an admin port.
+fn early_config(early: SocketAddr, ok: SocketAddr, log: &std::path::Path) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+client_max_body_size = "64k"
+client_body_buffer_size = 0
+[log]
+access = "{}"
+[admin]
+listen = "127.0.0.1:0"
+[upstreams.early]
+servers = ["{early}"]
+[upstreams.ok]
+servers = ["{ok}"]
+[[location]]
+match = "/"
+upstream = "early"
+[[location]]
+match = "/ok/"
+upstream = "ok"
+"#,
+        log.display()
+    )
+}
+
+/// Reads a response head from `client`: its status and the bytes read past it.
+async fn read_head(client: &mut TcpStream) -> (u16, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(len)) = resp.parse(&buf) {
+            return (resp.code.unwrap_or(0), buf[len..].to_vec());
+        }
+        let n = client.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before a response head: {buf:?}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `n` bytes of body as one chunk.
+fn chunk(n: usize) -> Vec<u8> {
+    let mut raw = format!("{n:x}\r\n").into_bytes();
+    raw.resize(raw.len() + n, b'c');
+    raw.extend_from_slice(b"\r\n");
+    raw
+}
+
+/// The request is logged and counted once, as the `200` it was answered with.
+async fn logged_and_counted(gw: &tollgate::Gateway, log: &std::path::Path, request: &str) {
+    let lines = support::log_lines(log, 1).await;
+    assert!(
+        lines[0].contains(&format!("\"{request}\" 200 ")),
+        "{lines:?}"
+    );
+    let admin = gw.admin_addr().expect("admin configured");
+    let series = "tollgate_requests_total{location=\"/\",status=\"200\"} 1";
+    let reply = within(5, support::send(admin, support::get("/metrics"))).await;
+    assert!(reply.body.contains(series), "{}", reply.body);
+}
+
+/// nginx 1.22 (`proxy_request_buffering off`) does the same: the response is cut off, the
+/// connection closed, the request logged with the 200 it was sent.
+#[tokio::test]
+async fn a_chunked_body_growing_past_the_limit_after_the_response_began_closes_the_connection() {
+    let _shared = support::shared();
+    let (early, ok) = (EarlyUpstream::start().await, RawUpstream::ok().await);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let gw = gateway(&early_config(early.addr, ok.addr, &log));
+    let limit = 64 * 1024;
+    let mut client = TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut raw =
+        b"POST / HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    raw.extend_from_slice(&chunk(1000));
+    client.write_all(&raw).await.unwrap();
+    // The upstream's answer reaches the client while the body is still coming.
+    let (status, mut rest) = within(5, read_head(&mut client)).await;
+    assert_eq!(status, 200);
+    // Then the body goes on past the limit (and would end cleanly).
+    let mut more = Vec::new();
+    for _ in 0..10 {
+        more.extend_from_slice(&chunk(8000));
+    }
+    more.extend_from_slice(b"0\r\n\r\n");
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.write_all(&more)).await;
+    // The connection is closed, the response cut off without its last chunk.
+    let mut tail = [0u8; 4096];
+    let closed = within(5, async {
+        loop {
+            match client.read(&mut tail).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => rest.extend_from_slice(&tail[..n]),
+            }
+        }
+    });
+    closed.await;
+    assert!(!rest.ends_with(b"0\r\n\r\n"), "the response ended cleanly");
+    let got = early_body_bytes(&early).await;
+    assert!(got <= limit, "the upstream got {got} bytes of body");
+    assert!(got > 0, "nothing of the body streamed to the upstream");
+    // The gateway serves on.
+    let reply = within(5, support::get_text(addr(&gw), "/ok/")).await;
+    assert_eq!(reply.status, 200);
+    logged_and_counted(&gw, &log, "POST / HTTP/1.1").await;
+}
+
+#[tokio::test]
+async fn an_http2_body_growing_past_the_limit_after_the_response_began_resets_the_stream() {
+    let _shared = support::shared();
+    let (early, ok) = (EarlyUpstream::start().await, RawUpstream::ok().await);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let gw = gateway(&early_config(early.addr, ok.addr, &log));
+    let limit = 64 * 1024;
+    let stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    // DATA frames without a length, sent as the test says.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let data = rx.recv().await?;
+        Some((Ok::<_, hyper::Error>(hyper::body::Frame::data(data)), rx))
+    });
+    tx.send(Bytes::from(vec![b'h'; 1000])).await.unwrap();
+    let request = h2_post(StreamBody::new(frames).boxed());
+    let response = within(5, sender.send_request(request)).await.unwrap();
+    // The upstream's answer reaches the client while the body is still coming.
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let first = within(5, body.frame()).await.unwrap().unwrap();
+    assert_eq!(first.into_data().unwrap(), "early");
+    // Then the body goes on past the limit: the stream is reset.
+    for _ in 0..10 {
+        tx.send(Bytes::from(vec![b'h'; 8000])).await.unwrap();
+    }
+    let rest = within(5, body.collect()).await;
+    let reset = rest.err().and_then(|err| {
+        let cause = std::error::Error::source(&err)?;
+        cause.downcast_ref::<h2::Error>()?.reason()
+    });
+    // RST_STREAM INTERNAL_ERROR, as nginx 1.22 resets it too.
+    assert_eq!(
+        reset,
+        Some(h2::Reason::INTERNAL_ERROR),
+        "the stream was not reset"
+    );
+    drop(tx);
+    let got = early_body_bytes(&early).await;
+    assert!(got <= limit, "the upstream got {got} bytes of body");
+    assert!(got > 0, "nothing of the body streamed to the upstream");
+    // Only the stream: the connection serves on.
+    let get = http::Request::get("http://example.test/ok/")
+        .body(support::empty())
+        .unwrap();
+    within(5, sender.ready()).await.unwrap();
+    let reply = within(5, sender.send_request(get)).await.unwrap();
+    assert_eq!(reply.status(), 200);
+    logged_and_counted(&gw, &log, "POST / HTTP/2.0").await;
 }

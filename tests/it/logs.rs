@@ -89,6 +89,40 @@ async fn json_lines_are_one_object_per_request() {
         line.contains(&format!("\"upstream_addr\":\"{}\"", up.addr)),
         "{line}"
     );
+    let id = line
+        .split("\"request_id\":\"")
+        .nth(1)
+        .expect("a request id");
+    assert!(
+        id.len() > 32 && id[..32].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{line}"
+    );
+}
+
+/// The id in a JSON line is the one header rules sent upstream for that request.
+#[tokio::test]
+async fn the_logged_request_id_is_the_one_sent_upstream() {
+    let _shared = support::shared();
+    let up = Upstream::named("app").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.json");
+    let toml = config(up.addr, &path, "json").replace(
+        "upstream = \"app\"\n",
+        "upstream = \"app\"\nrequest_headers = { \"X-Request-Id\" = \"$request_id\" }\n",
+    );
+    let gw = gateway(&toml);
+    within(5, get_text(addr(&gw), "/x")).await;
+    let lines = log_lines(&path, 1).await;
+    let sent = up.last().headers["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(sent.len(), 32);
+    assert!(
+        lines[0].contains(&format!("\"request_id\":\"{sent}\"")),
+        "{}",
+        lines[0]
+    );
 }
 
 #[tokio::test]

@@ -102,12 +102,13 @@ impl Attempts {
             }
             SendError::Unsent(request, err) => {
                 // Nothing was written: the request goes on unchanged.
+                let err = h1::Error::Io(err);
                 if !(pooled && self.retry_fresh(server)) {
-                    srv.failed(FailureKind::Broken);
+                    srv.failed(failure_kind(&err));
                 }
                 self.last_error = Some(ProxyError::Upstream {
                     addr: srv.addr,
-                    source: h1::Error::Io(err),
+                    source: err,
                 });
                 Ok(request)
             }
@@ -116,7 +117,7 @@ impl Attempts {
                 // dropped it while it sat in the pool.
                 let stale = pooled && matches!(err, h1::Error::Closed);
                 if !(stale && self.replayable && self.retry_fresh(server)) {
-                    srv.failed(FailureKind::Broken);
+                    srv.failed(failure_kind(&err));
                 }
                 let err = ProxyError::Upstream {
                     addr: srv.addr,
@@ -166,5 +167,14 @@ fn bit(server: usize) -> u64 {
         1 << server
     } else {
         0
+    }
+}
+
+/// How a broken exchange is counted: `tls` when TLS itself failed under it.
+fn failure_kind(err: &h1::Error) -> FailureKind {
+    if err.is_tls() {
+        FailureKind::Tls
+    } else {
+        FailureKind::Broken
     }
 }

@@ -167,6 +167,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether TLS failed under the exchange: an alert from the server, as TLS 1.3 sends
+    /// after its handshake when it refuses the client's certificate (or none was sent).
+    pub fn is_tls(&self) -> bool {
+        let Error::Io(err) = self else {
+            return false;
+        };
+        err.get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+    }
+}
+
+impl Error {
     /// The response body idled past `read_timeout`.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout)

@@ -71,7 +71,16 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
-            Stream::Tls(tls) => Pin::new(&mut **tls).poll_read(cx, buf),
+            Stream::Tls(tls) => match Pin::new(&mut **tls).poll_read(cx, buf) {
+                // TCP closed without TLS's close_notify, which many servers skip: an end
+                // like any other, as nginx takes it. A body with a length or chunks
+                // still knows it was cut short; one read until close cannot know
+                // either way, as over plain TCP.
+                Poll::Ready(Err(err)) if err.kind() == io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Ok(()))
+                }
+                polled => polled,
+            },
         }
     }
 }

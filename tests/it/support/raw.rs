@@ -212,3 +212,84 @@ pub async fn closes(stream: &mut tokio::net::TcpStream) -> bool {
         }
     }
 }
+
+/// What an [`EarlyUpstream`] has seen: every byte, per connection, and how many ended.
+#[derive(Default)]
+struct Early {
+    connections: Vec<Vec<u8>>,
+    closed: usize,
+}
+
+/// An upstream that answers as soon as a request head is in, before reading its body:
+/// `200` and the start of a chunked body (`early`) it never ends, as a streaming server
+/// answering an upload as it goes. Then it reads on, keeping every byte, until the
+/// gateway closes.
+pub struct EarlyUpstream {
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Early>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EarlyUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl EarlyUpstream {
+    pub async fn start() -> EarlyUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Early>> = Arc::default();
+        let record = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let index = {
+                    let mut seen = record.lock().unwrap();
+                    seen.connections.push(Vec::new());
+                    seen.connections.len() - 1
+                };
+                tokio::spawn(answer_early(stream, index, record.clone()));
+            }
+        });
+        EarlyUpstream { addr, seen, task }
+    }
+
+    /// Every byte received, per connection.
+    pub fn connections(&self) -> Vec<Vec<u8>> {
+        self.seen.lock().unwrap().connections.clone()
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.seen.lock().unwrap().connections.len()
+    }
+
+    pub fn closed(&self) -> usize {
+        self.seen.lock().unwrap().closed
+    }
+}
+
+async fn answer_early(mut stream: tokio::net::TcpStream, index: usize, seen: Arc<Mutex<Early>>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut answered = false;
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let head_in = {
+            let mut seen = seen.lock().unwrap();
+            let received = &mut seen.connections[index];
+            received.extend_from_slice(&buf[..n]);
+            received.windows(4).any(|w| w == b"\r\n\r\n")
+        };
+        if head_in && !answered {
+            answered = true;
+            let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nearly\r\n";
+            if stream.write_all(head).await.is_err() {
+                break;
+            }
+        }
+    }
+    seen.lock().unwrap().closed += 1;
+}
