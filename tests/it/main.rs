@@ -30,6 +30,7 @@ mod redis_zones;
 mod reload;
 mod return_vars;
 mod rewrite;
+mod sites;
 mod slow_clients;
 mod testssl;
 mod timeouts;

@@ -1,5 +1,5 @@
 //! nginx as a child process for tests that compare tollgate with it: its own temporary
-//! prefix, one worker, no master, no daemon, on a free loopback port; killed when dropped.
+//! prefix, one worker, no master, no daemon, on free loopback ports; killed when dropped.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,7 +14,10 @@ pub const NGINX: &str = "/usr/sbin/nginx";
 /// A running nginx, killed when dropped (also when the test panics).
 pub struct Nginx {
     child: Child,
+    /// The first of [`Nginx::addrs`].
     pub addr: SocketAddr,
+    /// Every port it listens on, in the order the configuration was given them.
+    pub addrs: Vec<SocketAddr>,
     dir: tempfile::TempDir,
 }
 
@@ -30,9 +33,19 @@ impl Nginx {
     /// makes, and `files` (each holding `ok`) under `PREFIX/www`. A port taken between
     /// choosing and binding it makes nginx exit; then another port is tried.
     pub fn start(config: impl Fn(&Path, u16) -> String, files: &[String]) -> Nginx {
+        Nginx::start_on(1, |root, ports| config(root, ports[0]), files)
+    }
+
+    /// [`Nginx::start`] on `count` free loopback ports: `config(prefix, ports)`. For
+    /// tests of what differs between listening addresses (each `server {}`'s `listen`).
+    pub fn start_on(
+        count: usize,
+        config: impl Fn(&Path, &[u16]) -> String,
+        files: &[String],
+    ) -> Nginx {
         let mut last_error = String::new();
         for _ in 0..3 {
-            match Nginx::try_start(&config, files) {
+            match Nginx::try_start(count, &config, files) {
                 Ok(nginx) => return nginx,
                 Err(error) => last_error = error,
             }
@@ -41,11 +54,12 @@ impl Nginx {
     }
 
     fn try_start(
-        config: &impl Fn(&Path, u16) -> String,
+        count: usize,
+        config: &impl Fn(&Path, &[u16]) -> String,
         files: &[String],
     ) -> Result<Nginx, String> {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
+        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let root = dir.path();
         std::fs::create_dir_all(root.join("tmp")).unwrap();
         std::fs::create_dir_all(root.join("www")).unwrap();
@@ -53,7 +67,7 @@ impl Nginx {
             std::fs::write(root.join("www").join(file), "ok\n").unwrap();
         }
         let conf = root.join("nginx.conf");
-        std::fs::write(&conf, config(root, port)).unwrap();
+        std::fs::write(&conf, config(root, &ports)).unwrap();
         let child = Command::new(NGINX)
             .arg("-p")
             .arg(root)
@@ -67,9 +81,14 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|error| format!("cannot run {NGINX}: {error}"))?;
+        let addrs: Vec<SocketAddr> = ports
+            .iter()
+            .map(|&port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .collect();
         let mut nginx = Nginx {
             child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            addr: addrs[0],
+            addrs,
             dir,
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -77,7 +96,12 @@ impl Nginx {
             if let Ok(Some(status)) = nginx.child.try_wait() {
                 return Err(format!("nginx exited ({status}):\n{}", nginx.error_log()));
             }
-            if std::net::TcpStream::connect(nginx.addr).is_ok() {
+            // nginx binds every port before it accepts on any, but the check is cheap.
+            let listening = nginx
+                .addrs
+                .iter()
+                .all(|addr| std::net::TcpStream::connect(addr).is_ok());
+            if listening {
                 return Ok(nginx);
             }
             if std::time::Instant::now() > deadline {
