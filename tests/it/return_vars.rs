@@ -138,17 +138,11 @@ async fn the_redirect_sends_the_location_nginx_sends() {
     let _shared = support::shared();
     let nginx = Nginx::start(
         |dir, port| {
-            let dir = dir.display();
-            format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\n\
-                 error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\
-                 events {{ worker_connections 64; }}\n\
-                 http {{\n access_log off;\n client_body_temp_path {dir}/tmp/body;\n\
-                 proxy_temp_path {dir}/tmp/proxy;\n fastcgi_temp_path {dir}/tmp/fastcgi;\n\
-                 uwsgi_temp_path {dir}/tmp/uwsgi;\n scgi_temp_path {dir}/tmp/scgi;\n\
-                 server {{\n  listen 127.0.0.1:{port};\n\
-                 location / {{ return 301 https://$host$request_uri; }}\n }}\n}}\n"
-            )
+            let server = format!(
+                " server {{\n  listen 127.0.0.1:{port};\n\
+                 location / {{ return 301 https://$host$request_uri; }}\n }}\n"
+            );
+            nginx::http(dir, &server)
         },
         &[],
     );

@@ -171,20 +171,7 @@ fn nginx_config(dir: &std::path::Path, a: u16, b: u16) -> String {
             site.id
         );
     }
-    nginx_http(dir, &servers)
-}
-
-/// A whole nginx configuration under `dir` (its prefix) around `servers`.
-fn nginx_http(dir: &std::path::Path, servers: &str) -> String {
-    let dir = dir.display();
-    format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\n\
-         error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n access_log off;\n client_body_temp_path {dir}/tmp/body;\n\
-         proxy_temp_path {dir}/tmp/proxy;\n fastcgi_temp_path {dir}/tmp/fastcgi;\n\
-         uwsgi_temp_path {dir}/tmp/uwsgi;\n scgi_temp_path {dir}/tmp/scgi;\n{servers}}}\n"
-    )
+    nginx::http(dir, &servers)
 }
 
 /// tollgate's configuration of [`SITES`] on ports `a` and `b`.

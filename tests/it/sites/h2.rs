@@ -9,7 +9,6 @@ use http::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
-use super::nginx_http;
 use crate::support::nginx::{self, Nginx};
 use crate::support::{self, addr, empty, gateway, within};
 
@@ -47,7 +46,7 @@ fn nginx_config(dir: &std::path::Path, port: u16) -> String {
              location / {{ return 200 \"{id}\"; }}\n }}"
         );
     }
-    nginx_http(dir, &servers)
+    nginx::http(dir, &servers)
 }
 
 fn tollgate_config() -> String {

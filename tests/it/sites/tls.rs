@@ -116,7 +116,7 @@ fn nginx_config(prefix: &Path, certs: &Path, plain: u16, tls: u16) -> String {
             "  server_name {names};\n  location / {{ return 200 \"{id}\"; }}\n }}"
         );
     }
-    super::nginx_http(prefix, &servers)
+    nginx::http(prefix, &servers)
 }
 
 /// Everything the server sends after `request`, over TLS with `sni`, until it closes.

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use super::{answer, nginx_http};
+use super::answer;
 use crate::support::nginx::{self, Nginx};
 use crate::support::{self, addr, gateway};
 
@@ -42,7 +42,7 @@ fn nginx_config(dir: &std::path::Path, port: u16) -> String {
             names.join(" ")
         );
     }
-    nginx_http(dir, &servers)
+    nginx::http(dir, &servers)
 }
 
 fn tollgate_config() -> String {

@@ -139,3 +139,16 @@ pub fn available(what: &str) -> bool {
     super::skip_note(&format!("{NGINX} not found; skipping {what}"));
     false
 }
+
+/// A whole nginx configuration under `dir` (its prefix) around `servers`.
+pub fn http(dir: &std::path::Path, servers: &str) -> String {
+    let dir = dir.display();
+    format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\n\
+         error_log {dir}/error.log warn;\npid {dir}/nginx.pid;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {dir}/tmp/body;\n\
+         proxy_temp_path {dir}/tmp/proxy;\n fastcgi_temp_path {dir}/tmp/fastcgi;\n\
+         uwsgi_temp_path {dir}/tmp/uwsgi;\n scgi_temp_path {dir}/tmp/scgi;\n{servers}}}\n"
+    )
+}
