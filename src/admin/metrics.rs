@@ -64,7 +64,7 @@ impl Scrape {
         let locations = m.locations_in_use();
         let mut family = encoder.encode_descriptor(
             "tollgate_requests",
-            "Requests answered, by location (as configured; \"-\" when none matched) and status.",
+            "Requests answered, by location (as configured, after its site's first name in a file of [[site]]s; \"-\" when none matched) and status.",
             None,
             MetricType::Counter,
         )?;

@@ -52,7 +52,7 @@ impl SiteName {
             if prefix.ends_with('.') && prefix.len() > 1 && valid(prefix) {
                 return Ok(SiteName::TrailingWildcard(prefix.to_owned()));
             }
-        } else if valid(&name) {
+        } else if valid(&name) || is_ipv6_literal(&name) {
             return Ok(SiteName::Exact(name));
         }
         Err(format!(
@@ -72,6 +72,13 @@ impl SiteName {
             SiteName::Regex(_) => None,
         }
     }
+}
+
+/// `[::1]`: an IPv6 address as a Host header carries it (what [`host_key`] keeps).
+fn is_ipv6_literal(name: &str) -> bool {
+    name.strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .is_some_and(|inner| inner.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn one_line(text: &str) -> String {

@@ -108,6 +108,9 @@ fn names_are_checked_when_read() {
     assert!(
         matches!(SiteName::parse("Example.COM."), Ok(SiteName::Exact(n)) if n == "example.com")
     );
+    let v6 = Selector::new([(1, &names(&["[::1]"])[..])], Some(0));
+    assert_eq!(v6.select(Some("[::1]:8443")), Some(1));
+    assert!(SiteName::parse("[::1").is_err() && SiteName::parse("[x]").is_err());
     let hint = SiteName::parse(".example.com").unwrap_err();
     assert!(
         hint.contains(r#"write "example.com" and "*.example.com""#),
