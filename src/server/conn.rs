@@ -64,6 +64,9 @@ pub async fn serve<T>(
             if response.status() == StatusCode::SWITCHING_PROTOCOLS {
                 conn_state.set_upgraded();
             }
+            if !h2 && closes(response.headers()) {
+                conn_state.linger_on_close();
+            }
             if response.extensions().get::<Unanswered>().is_some() {
                 // Dropping the response logs the request; the error makes hyper close
                 // the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
@@ -100,6 +103,14 @@ pub async fn serve<T>(
     if let Err(err) = result {
         tracing::debug!(%peer, error = %err, "connection ended with an error");
     }
+}
+
+/// Whether an HTTP/1.x answer ends its connection (`Connection: close`: tollgate's
+/// refusals, which may leave the request's body unread).
+fn closes(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONNECTION)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"))
 }
 
 /// Polls the connection; when the drain starts, asks it to finish what it is doing

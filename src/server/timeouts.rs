@@ -57,6 +57,8 @@ pub struct ConnState {
     since_ms: AtomicU64,
     in_flight: AtomicU32,
     upgraded: AtomicBool,
+    /// An answer closes the connection and may leave a request body unread.
+    lingers: AtomicBool,
     /// The reader, parked while requests are in flight, to be woken when the
     /// connection goes idle so that the keep-alive clock starts.
     reader: Mutex<Option<Waker>>,
@@ -70,6 +72,7 @@ impl ConnState {
             since_ms: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             upgraded: AtomicBool::new(false),
+            lingers: AtomicBool::new(false),
             reader: Mutex::new(None),
         })
     }
@@ -86,6 +89,12 @@ impl ConnState {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.phase.store(BUSY, Ordering::Release);
         RequestGuard(self.clone())
+    }
+
+    /// An answer that closes the connection was sent before the request body was read
+    /// (a 413, a 400): the connection ends with a lingering close ([`TimedIo`]).
+    pub fn linger_on_close(&self) {
+        self.lingers.store(true, Ordering::Relaxed);
     }
 
     /// The connection now carries a tunnel; only the tunnel's idle timeout applies.
@@ -141,9 +150,13 @@ pub struct TimedIo<T> {
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
+    /// Lingering on a close ([`ConnState::linger_on_close`]): the write side is shut, and
+    /// what the client still sends is dropped until then.
+    draining_until: Option<Instant>,
 }
 
-/// How long what a client still sends after a refused head is read and dropped.
+/// How long what a client still sends after a refused head (or an answer that closed
+/// the connection before its body was read) is read and dropped.
 const LINGER: Duration = Duration::from_secs(2);
 
 /// The end of a connection whose request head was refused (nginx's lingering close):
@@ -182,6 +195,7 @@ impl<T> TimedIo<T> {
             refused: None,
             write_sleep: None,
             write_waiting: false,
+            draining_until: None,
         }
     }
 
@@ -346,7 +360,41 @@ impl<T> TimedIo<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
+    /// nginx's lingering close for an answer that left a request body unread: shut the
+    /// write side, then read and drop what the client still sends until it closes or
+    /// [`LINGER`] has passed. Closing at once with unread bytes would reset the
+    /// connection, and the reset can destroy the answer before the client reads it.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut inner = Pin::new(&mut self.inner);
+        if self.draining_until.is_none() {
+            if let Err(err) = std::task::ready!(inner.as_mut().poll_shutdown(cx)) {
+                return Poll::Ready(Err(err));
+            }
+            let until = Instant::now() + LINGER;
+            self.sleep.as_mut().reset(until);
+            self.armed = Some(until);
+            self.draining_until = Some(until);
+        }
+        let mut scratch = [0u8; 4096];
+        // A client that never stops sending gets other tasks their turn in between.
+        for _ in 0..16 {
+            let mut drained = ReadBuf::new(&mut scratch);
+            match inner.as_mut().poll_read(cx, &mut drained) {
+                Poll::Ready(Ok(())) if !drained.filled().is_empty() => continue,
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => return self.sleep.as_mut().poll(cx).map(Ok),
+            }
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -379,6 +427,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.state.lingers.load(Ordering::Relaxed) {
+            return this.poll_drain(cx);
+        }
         let result = Pin::new(&mut this.inner).poll_shutdown(cx);
         this.timed(cx, result)
     }

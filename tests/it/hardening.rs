@@ -377,3 +377,47 @@ async fn a_long_body_line_on_a_kept_alive_connection_is_no_request_line() {
     );
     assert_eq!(up.requests(), 3);
 }
+
+/// A 413 for a declared body the client goes on sending: the connection ends with a
+/// lingering close, as nginx's. The answer is sent and the write side shut, then what
+/// the client still sends is read and dropped, so its upload meets no reset (a reset
+/// can destroy an answer not yet read) and it sees the answer and a clean end.
+#[tokio::test]
+async fn a_refusal_before_the_body_is_read_lingers_while_the_client_sends() {
+    use tokio::io::AsyncReadExt;
+    let _shared = support::shared();
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr, "client_max_body_size = \"1k\""));
+    let mut stream = connect(&gw).await;
+    let head = b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1000000\r\n\r\n";
+    stream.write_all(head).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !received.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = within(5, stream.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "closed before the answer");
+        received.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&received).into_owned();
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    // The answer is out and the gateway has closed its side; the upload goes on.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    for _ in 0..8 {
+        let sent = stream.write_all(&[b'x'; 64 * 1024]).await;
+        assert!(sent.is_ok(), "the upload met a reset: {sent:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    stream.shutdown().await.unwrap();
+    let end = within(5, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => return Ok(()),
+                Ok(_) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the connection was reset: {end:?}");
+    assert_eq!(up.count(), 0);
+}
