@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::{Request, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -61,18 +61,8 @@ pub async fn serve<T>(
         async move {
             let snapshot = state.snapshot.load_full();
             let response = snapshot.pipeline.handle(req, &conn).await;
-            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-                conn_state.set_upgraded();
-            }
-            if !h2 && closes(response.headers()) {
-                conn_state.linger_on_close();
-            }
-            if response.extensions().get::<Unanswered>().is_some() {
-                // Dropping the response logs the request; the error makes hyper close
-                // the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
-                return Err(Unanswered);
-            }
-            Ok(response.map(|inner| Guarded {
+            settle(&response, &conn_state, h2)?;
+            Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,
                 // Only an HTTP/2 stream has a watch (an HTTP/1.1 connection's writes are timed).
                 watch: if h2 { SendWatch::current() } else { None },
@@ -102,6 +92,23 @@ pub async fn serve<T>(
     };
     if let Err(err) = result {
         tracing::debug!(%peer, error = %err, "connection ended with an error");
+    }
+}
+
+/// What the connection makes of an answer before sending it: a 101 turns it into a
+/// tunnel, an HTTP/1.x answer that closes it lingers ([`closes`]), and a `return 444` is
+/// not sent at all. Dropping that response logs the request; the error makes hyper close
+/// the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
+fn settle(response: &Response<Logged>, state: &ConnState, h2: bool) -> Result<(), Unanswered> {
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        state.set_upgraded();
+    }
+    if !h2 && closes(response.headers()) {
+        state.linger_on_close();
+    }
+    match response.extensions().get::<Unanswered>() {
+        Some(_) => Err(Unanswered),
+        None => Ok(()),
     }
 }
 
