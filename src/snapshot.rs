@@ -202,11 +202,7 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
             .map(|a| (a, selector(config, |site| site.listens_on(a))))
             .collect()
     };
-    Ok(Sites {
-        sites,
-        addresses,
-        any: selector(config, |_| true),
-    })
+    Ok(Sites { sites, addresses })
 }
 
 /// The selector over the sites `here` accepts, by their index in the file.

@@ -55,7 +55,34 @@ pub(super) fn sites(
     if let (Some(server), true) = (server, valid) {
         valid = per_address(&checked, server, &key, diag);
     }
-    valid.then(|| checked.into_iter().map(|c| c.site).collect())
+    let mut sites: Vec<Site> = checked.into_iter().map(|c| c.site).collect();
+    label_apart(&mut sites);
+    valid.then_some(sites)
+}
+
+/// Sites that share a first name (`example.com` on :80 and on :443) get labels apart:
+/// the name, `@` and the first address each answers on, then `#2`, `#3`… if that is
+/// shared too. Else their counters would add up under one label.
+fn label_apart(sites: &mut [Site]) {
+    let names: Vec<Option<String>> = sites.iter().map(|s| s.label.clone()).collect();
+    for i in 0..sites.len() {
+        if names.iter().filter(|&name| *name == names[i]).count() < 2 {
+            continue;
+        }
+        let name = names[i].clone().unwrap_or_default();
+        let mut label = match sites[i].listen.as_deref().and_then(<[Address]>::first) {
+            Some(address) => format!("{name}@{}", address.addr),
+            None => name,
+        };
+        let before = sites[..i]
+            .iter()
+            .filter(|s| s.label.as_deref() == Some(&label));
+        let n = before.count();
+        if n > 0 {
+            label = format!("{label}#{}", n + 1);
+        }
+        sites[i].label = Some(label);
+    }
 }
 
 /// A site with the spans the checks between sites point at.

@@ -14,6 +14,7 @@
 //!   `HTTP_X_FORWARDED_FOR`, so a client could slip in a second, spoofed value. Names
 //!   with characters nginx does not accept are dropped too (`ignore_invalid_headers`).
 
+use crate::routing::sites::host_key;
 use http::header::{HeaderName, HOST};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Version};
 
@@ -53,12 +54,11 @@ fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
         return Err(StatusCode::BAD_REQUEST);
     }
     // HTTP/2: a `Host` naming another host than `:authority` is malformed (RFC 9113
-    // §8.3.1), as nginx answers it; the two may not pick different sites.
+    // §8.3.1), as nginx answers it; the two may not pick different sites. Compared as
+    // hosts (case, port and a trailing dot aside), as site choice reads them.
     if let (Version::HTTP_2, Some(host), Some(authority)) = (req.version(), first, authority) {
-        if !host
-            .as_bytes()
-            .eq_ignore_ascii_case(authority.as_str().as_bytes())
-        {
+        let host = host.to_str().map(host_key);
+        if host.ok().as_deref() != Some(&*host_key(authority.as_str())) {
             return Err(StatusCode::BAD_REQUEST);
         }
     }

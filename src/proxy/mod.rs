@@ -318,10 +318,12 @@ impl Pipeline {
     ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
         let path =
             routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
+        // A connection left on a listener a reload removed: 421 and close, so that
+        // the client asks again on an address that is configured.
         let site = self
             .sites
             .select(conn, || host_of(req))
-            .ok_or(StatusCode::NOT_FOUND)?;
+            .ok_or(StatusCode::MISDIRECTED_REQUEST)?;
         let location = site
             .router
             .find(&path)

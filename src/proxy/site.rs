@@ -21,24 +21,22 @@ pub struct Sites {
     /// Per listening address, the selector over the sites that answer there; empty when
     /// one site answers everywhere, and there is nothing to choose.
     pub addresses: Vec<(Address, Selector)>,
-    /// Over every site: for a connection of an address this configuration no longer
-    /// has (a listener a reload is closing).
-    pub any: Selector,
 }
 
 impl Sites {
     /// The site for a request with `host` (the request's, as sent; looked up only when
-    /// there is a choice) on `conn`. TLS's SNI plays no part, as in nginx: it picks the
+    /// there is a choice) on `conn`, if one answers on its address. TLS's SNI plays no part, as in nginx: it picks the
     /// certificate, and a request without a host goes to the name `""` or the default.
     pub fn select<'h>(&self, conn: &Conn, host: impl FnOnce() -> Option<&'h str>) -> Option<&Site> {
         if self.addresses.is_empty() {
             return self.sites.first();
         }
-        let selector = self
+        // `None` for an address this configuration no longer has (a listener a reload
+        // is closing): no site answers there, not even one that listens elsewhere.
+        let (_, selector) = self
             .addresses
             .iter()
-            .find(|(address, _)| *address == conn.address)
-            .map_or(&self.any, |(_, selector)| selector);
+            .find(|(address, _)| *address == conn.address)?;
         self.sites.get(selector.select(host())?)
     }
 }

@@ -153,6 +153,8 @@ pub struct TimedIo<T> {
     /// Lingering on a close ([`ConnState::linger_on_close`]): the write side is shut, and
     /// what the client still sends is dropped until then.
     draining_until: Option<Instant>,
+    /// While draining: the write side has been shut.
+    drain_shut: bool,
 }
 
 /// How long what a client still sends after a refused head (or an answer that closed
@@ -196,6 +198,7 @@ impl<T> TimedIo<T> {
             write_sleep: None,
             write_waiting: false,
             draining_until: None,
+            drain_shut: false,
         }
     }
 
@@ -366,15 +369,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// [`LINGER`] has passed. Closing at once with unread bytes would reset the
     /// connection, and the reset can destroy the answer before the client reads it.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut inner = Pin::new(&mut self.inner);
         if self.draining_until.is_none() {
-            if let Err(err) = std::task::ready!(inner.as_mut().poll_shutdown(cx)) {
-                return Poll::Ready(Err(err));
-            }
+            // Armed first: shutting a TLS stream writes its close_notify, which a client
+            // that reads nothing could hold up for ever.
             let until = Instant::now() + LINGER;
             self.sleep.as_mut().reset(until);
             self.armed = Some(until);
             self.draining_until = Some(until);
+        }
+        let mut inner = Pin::new(&mut self.inner);
+        if !self.drain_shut {
+            match inner.as_mut().poll_shutdown(cx) {
+                Poll::Ready(Ok(())) => self.drain_shut = true,
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Pending => return self.sleep.as_mut().poll(cx).map(Ok),
+            }
         }
         let mut scratch = [0u8; 4096];
         // A client that never stops sending gets other tasks their turn in between.

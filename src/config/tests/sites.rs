@@ -180,3 +180,29 @@ fn a_locations_cost_is_checked_against_the_limits_it_inherits() {
 fn at(found: &[(usize, usize, String)]) -> Vec<(usize, usize)> {
     found.iter().map(|(line, col, _)| (*line, *col)).collect()
 }
+
+#[test]
+fn sites_that_share_a_first_name_get_labels_apart() {
+    let config = sites(&format!(
+        "[[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8080\"]\n{RETURN}\
+         [[site]]\nnames = [\"a.test\"]\nlisten = [\"127.0.0.1:8081\"]\n{RETURN}\
+         [[site]]\nlisten = [\"127.0.0.1:8081\"]\n{RETURN}\
+         [[site]]\nlisten = [\"127.0.0.1:8081\"]\n{RETURN}\
+         [[site]]\nnames = [\"b.test\"]\n{RETURN}"
+    ));
+    let labels: Vec<&str> = config
+        .sites
+        .iter()
+        .filter_map(|s| s.label.as_deref())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "a.test@127.0.0.1:8080",
+            "a.test@127.0.0.1:8081",
+            "_@127.0.0.1:8081",
+            "_@127.0.0.1:8081#2",
+            "b.test"
+        ]
+    );
+}
