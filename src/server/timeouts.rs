@@ -150,9 +150,9 @@ pub struct TimedIo<T> {
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
-    /// Lingering on a close ([`ConnState::linger_on_close`]): the write side is shut, and
-    /// what the client still sends is dropped until then.
-    draining_until: Option<Instant>,
+    /// Lingering on a close ([`ConnState::linger_on_close`]) has begun: `sleep` is armed
+    /// for its end.
+    draining: bool,
     /// While draining: the write side has been shut.
     drain_shut: bool,
 }
@@ -197,7 +197,7 @@ impl<T> TimedIo<T> {
             refused: None,
             write_sleep: None,
             write_waiting: false,
-            draining_until: None,
+            draining: false,
             drain_shut: false,
         }
     }
@@ -232,15 +232,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
                 Poll::Pending => return self.poll_linger_timer(cx),
             }
         }
-        let mut scratch = [0u8; 4096];
-        loop {
-            let mut drained = ReadBuf::new(&mut scratch);
-            match inner.as_mut().poll_read(cx, &mut drained) {
-                Poll::Ready(Ok(())) if !drained.filled().is_empty() => continue,
-                Poll::Ready(_) => return Poll::Ready(Err(error())),
-                Poll::Pending => return self.poll_linger_timer(cx),
-            }
-        }
+        let refusal = linger.refusal;
+        std::task::ready!(self.poll_discard(cx));
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, refusal)))
     }
 
     /// While lingering: the connection ends when [`LINGER`] is up.
@@ -252,6 +246,27 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
             ))),
             _ => Poll::Pending,
         }
+    }
+
+    /// The last part of a lingering close, the write side shut: reads and drops what the
+    /// client still sends; ready when it closes (or fails) or the armed `sleep` is up. A
+    /// client that never stops sending gives other tasks their turn every 64 KiB.
+    fn poll_discard(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = Pin::new(&mut self.inner);
+        let mut scratch = [0u8; 4096];
+        for _ in 0..16 {
+            let mut drained = ReadBuf::new(&mut scratch);
+            match inner.as_mut().poll_read(cx, &mut drained) {
+                Poll::Ready(Ok(())) if !drained.filled().is_empty() => continue,
+                Poll::Ready(_) => return Poll::Ready(()),
+                Poll::Pending => return self.sleep.as_mut().poll(cx),
+            }
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     /// Called when a read has nothing to give: is the phase's time up?
@@ -369,37 +384,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// [`LINGER`] has passed. Closing at once with unread bytes would reset the
     /// connection, and the reset can destroy the answer before the client reads it.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.draining_until.is_none() {
+        if !self.draining {
             // Armed first: shutting a TLS stream writes its close_notify, which a client
             // that reads nothing could hold up for ever.
             let until = Instant::now() + LINGER;
             self.sleep.as_mut().reset(until);
             self.armed = Some(until);
-            self.draining_until = Some(until);
+            self.draining = true;
         }
-        let mut inner = Pin::new(&mut self.inner);
         if !self.drain_shut {
-            match inner.as_mut().poll_shutdown(cx) {
+            match Pin::new(&mut self.inner).poll_shutdown(cx) {
                 Poll::Ready(Ok(())) => self.drain_shut = true,
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
                 Poll::Pending => return self.sleep.as_mut().poll(cx).map(Ok),
             }
         }
-        let mut scratch = [0u8; 4096];
-        // A client that never stops sending gets other tasks their turn in between.
-        for _ in 0..16 {
-            let mut drained = ReadBuf::new(&mut scratch);
-            match inner.as_mut().poll_read(cx, &mut drained) {
-                Poll::Ready(Ok(())) if !drained.filled().is_empty() => continue,
-                Poll::Ready(_) => return Poll::Ready(Ok(())),
-                Poll::Pending => return self.sleep.as_mut().poll(cx).map(Ok),
-            }
-        }
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Ok(()));
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        self.poll_discard(cx).map(Ok)
     }
 }
 
