@@ -182,9 +182,11 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
                 Some(site) => format!("{site} {}", l.pattern),
                 None => l.pattern.to_string(),
             };
-            let mut location = location(config, index, l, &label, built)?;
-            location.server_name = Arc::clone(&server_name);
-            locations.push(location);
+            let named = Named {
+                label: &label,
+                server_name: &server_name,
+            };
+            locations.push(location(config, index, l, named, built)?);
             index += 1;
         }
         let patterns = site.locations.iter().map(|l| l.pattern.clone()).collect();
@@ -212,16 +214,23 @@ fn selector(config: &Config, here: impl Fn(&config::Site) -> bool) -> Selector {
     Selector::new(sites.map(|(i, s)| (i, s.names.as_slice())), default)
 }
 
+/// What a location is called: the label of its counters, and its site's first name.
+struct Named<'a> {
+    label: &'a str,
+    server_name: &'a Arc<str>,
+}
+
 /// Location `index` of the file (counting through every site), ready to serve: its
-/// route, limit policy, access rules and counters (labelled `label`).
+/// route, limit policy, access rules and counters.
 fn location(
     config: &Config,
     index: usize,
     location: &config::Location,
-    label: &str,
+    named: Named<'_>,
     built: &Built<'_>,
 ) -> Result<Location, BuildError> {
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
+    let label = named.label;
     let route = route(&location.action, index, groups)?;
     let rules: Vec<LimitRule> = location
         .limits
@@ -252,7 +261,7 @@ fn location(
         client_max_body_size: location
             .client_max_body_size
             .unwrap_or(config.server.client_max_body_size),
-        server_name: Arc::from(""),
+        server_name: Arc::clone(named.server_name),
     })
 }
 
