@@ -211,6 +211,14 @@ upstream = "app"
     )
 }
 
+/// The group's `tls` key: the name `app.internal`, checked against `ca`.
+fn trusting(ca: &Ca) -> String {
+    format!(
+        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
+        ca.pem.display()
+    )
+}
+
 /// `tollgate_upstream_failures_total` of `server` for `kind`.
 async fn failures(gw: &tollgate::Gateway, server: SocketAddr, kind: &str) -> f64 {
     let admin = gw.admin_addr().expect("admin configured");
@@ -229,10 +237,7 @@ async fn a_request_reaches_an_https_upstream_and_its_connection_is_reused() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "ca");
     let up = TlsUpstream::start(server_config(&ca, &["app.internal"], None)).await;
-    let tls = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let tls = trusting(&ca);
     let gw = gateway(&config(&up.addr.to_string(), &tls));
     for _ in 0..2 {
         let reply = within(5, get_text(addr(&gw), "/")).await;
@@ -263,10 +268,7 @@ async fn a_certificate_from_another_ca_is_a_502_counted_as_tls() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, other) = (Ca::new(dir.path(), "ca"), Ca::new(dir.path(), "other"));
     let up = TlsUpstream::start(server_config(&other, &["app.internal"], None)).await;
-    let tls = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let tls = trusting(&ca);
     let gw = gateway(&config(&up.addr.to_string(), &tls));
     let reply = within(5, get_text(addr(&gw), "/")).await;
     assert_eq!(reply.status, 502);
@@ -297,10 +299,7 @@ async fn the_handshake_error_says_what_was_wrong_with_the_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, other) = (Ca::new(dir.path(), "ca"), Ca::new(dir.path(), "other"));
     let up = TlsUpstream::start(server_config(&other, &["app.internal"], None)).await;
-    let tls = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let tls = trusting(&ca);
     let config = tollgate::config::from_str(&config("127.0.0.1:1", &tls), Path::new("/x.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
     let group = tollgate::upstream::tls::GroupTls::of(&config.upstreams[0]).expect("TLS on");
@@ -352,10 +351,7 @@ async fn a_client_certificate_is_offered_when_the_upstream_requires_one() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body, "hello over tls");
 
-    let without = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let without = trusting(&ca);
     let gw = gateway(&config(&up.addr.to_string(), &without));
     let reply = within(5, get_text(addr(&gw), "/")).await;
     assert_eq!(reply.status, 502);
@@ -400,10 +396,7 @@ async fn a_websocket_tunnels_to_a_tls_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "ca");
     let up = TlsUpstream::start(server_config(&ca, &["app.internal"], None)).await;
-    let tls = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let tls = trusting(&ca);
     let gw = gateway(&config(&up.addr.to_string(), &tls));
     let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
     let url = format!("ws://{}/ws", addr(&gw));
@@ -446,10 +439,7 @@ async fn a_body_read_until_close_may_end_without_close_notify() {
         let (tcp, _) = tls.into_inner();
         drop(tcp);
     });
-    let tls = format!(
-        "tls = {{ server_name = \"app.internal\", ca = \"{}\" }}",
-        ca.pem.display()
-    );
+    let tls = trusting(&ca);
     let gw = gateway(&config(&up.to_string(), &tls));
     let reply = within(5, get_text(addr(&gw), "/")).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
