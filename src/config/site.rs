@@ -32,6 +32,7 @@ pub(super) fn sites(
             label: None,
             listen: None,
             default: false,
+            acme: false,
             locations,
         }]);
     };
@@ -132,6 +133,7 @@ fn site(
             server_name,
             listen: listen?,
             default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
+            acme: false,
             locations: locations?,
         },
         table: span,

@@ -71,6 +71,7 @@ impl Checked {
             admin: self.admin?,
             tls: self.tls?,
             redis: self.redis?,
+            acme: None,
         })
     }
 }
