@@ -28,6 +28,8 @@
 //! - [`log`]: the access log, and [`log::repeats`], which keeps repeated error-log
 //!   lines from flooding the error log.
 //! - [`tls`]: the runtime rustls setup: SNI, ALPN, resumption across reloads.
+//! - [`acme`]: certificates obtained and renewed by ACME, on a thread of its own, and
+//!   what it publishes for the listeners (certificates in force, challenge answers).
 //! - [`signals`]: unix signals mapped to what the operator means by them.
 //! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
 //! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints.
@@ -40,6 +42,7 @@
 
 #[deny(clippy::disallowed_methods)]
 pub mod access;
+pub mod acme;
 pub mod admin;
 pub mod certs;
 pub mod config;

@@ -49,6 +49,9 @@ pub struct Snapshot {
 pub struct TlsServer {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub handshake_timeout: Duration,
+    /// Each name of the static certificates and the end of its validity (the first
+    /// certificate with a name is the one served), for `/metrics`.
+    pub expiries: Vec<(String, i64)>,
 }
 
 /// What outlives a generation: handed from one snapshot to the next.
@@ -62,6 +65,8 @@ pub struct Lasting<'a> {
     /// The Redis backend in force: kept, connections and all, while `[redis]` names the
     /// same server with the same timeout.
     pub redis: Option<&'a Arc<redis::Backend>>,
+    /// What ACME serves: managed names' certificates and challenge answers.
+    pub acme: &'a Arc<crate::acme::Published>,
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -118,8 +123,9 @@ pub fn build(
     };
     let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
-    let tls = tls_server(config.tls.as_ref(), lasting.sessions)?;
-    let pipeline = pipeline(config, sites, &plans, access_log, metrics);
+    let tls = tls_server(config, lasting)?;
+    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
+    pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
     Ok(Snapshot {
         generation,
         config_sha256: config.sha256.clone(),
@@ -366,6 +372,7 @@ fn pipeline(
         client_body_buffer_size: server.client_body_buffer_size,
         underscores_in_headers: server.underscores_in_headers,
         access_log,
+        acme: None,
     }
 }
 
@@ -404,19 +411,30 @@ fn redis_backend(
     })
 }
 
-/// `[tls]`, ready to accept with; warns of expired certificates.
-fn tls_server(
-    settings: Option<&config::Tls>,
-    sessions: &tls::Sessions,
-) -> Result<Option<TlsServer>, BuildError> {
-    let Some(settings) = settings else {
+/// `[tls]` and `[acme]`, ready to accept with; warns of expired certificates. `None`
+/// when there is no certificate to serve.
+fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer>, BuildError> {
+    let acme = config.acme.as_ref().map(|_| lasting.acme);
+    let Some(settings) = &config.tls else {
         return Ok(None);
     };
+    if settings.certificates.is_empty() && acme.is_none() {
+        return Ok(None);
+    }
     crate::certs::warn_expired(&settings.certificates);
-    let server = tls::server_config(&settings.certificates, sessions)?;
+    let server = tls::server_config(&settings.certificates, acme, lasting.sessions)?;
+    let mut expiries: Vec<(String, i64)> = Vec::new();
+    for certificate in &settings.certificates {
+        for name in &certificate.names {
+            if !expiries.iter().any(|(seen, _)| seen == name) {
+                expiries.push((name.clone(), certificate.not_after));
+            }
+        }
+    }
     Ok(Some(TlsServer {
         acceptor: tokio_rustls::TlsAcceptor::from(server),
         handshake_timeout: settings.handshake_timeout,
+        expiries,
     }))
 }
 

@@ -1,6 +1,6 @@
 //! What the workers and the admin API share for the gateway's whole life: the
-//! generation in force, the addresses listened on, reload counts and every
-//! generation's counters. `server` writes it; `admin` reads it.
+//! generation in force, the addresses listened on, reload counts, every
+//! generation's counters and the ACME manager. `server` writes it; `admin` reads it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -22,6 +22,8 @@ pub struct GatewayState {
     pub reloads_failed: AtomicU64,
     /// Every generation's counters (`/metrics`).
     pub metrics: Arc<Metrics>,
+    /// Certificates by ACME: what it serves and each managed name's state.
+    pub acme: crate::acme::Manager,
 }
 
 /// The addresses actually listened on (port 0 resolved), each list in config order.

@@ -1,6 +1,7 @@
 //! TLS at the edge, with rustls: SNI choosing among the certificates [`crate::certs`]
-//! loaded (the first is the default), ALPN `h2` and `http/1.1`, TLS 1.2 and 1.3 only,
-//! the server's cipher order, and session resumption that survives reloads.
+//! loaded (the first is the default) and those ACME keeps ([`crate::acme::Published`]),
+//! ALPN `h2` and `http/1.1` (and `acme-tls/1` for tls-alpn-01 validation), TLS 1.2 and
+//! 1.3 only, the server's cipher order, and session resumption that survives reloads.
 //!
 //! [`server_config`] runs when a snapshot is built, with the [`Sessions`] the gateway
 //! keeps for its whole life.
@@ -12,6 +13,7 @@ use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, StoresSer
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
+use crate::acme::{Published, ACME_TLS_ALPN};
 use crate::certs::{provider, Certificate};
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).
@@ -40,10 +42,12 @@ impl fmt::Debug for Sessions {
     }
 }
 
-/// A server config serving `certificates` (SNI; the first is the default), with ALPN
-/// `h2` then `http/1.1`, TLS 1.3 and 1.2, the server's cipher order, and `sessions`.
+/// A server config serving `certificates` (SNI; the first is the default) and, with
+/// `acme`, the managed names' certificates, with ALPN `h2` then `http/1.1`, TLS 1.3 and
+/// 1.2, the server's cipher order, and `sessions`.
 pub fn server_config(
     certificates: &[Certificate],
+    acme: Option<&Arc<Published>>,
     sessions: &Sessions,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let resolver = Resolver {
@@ -51,6 +55,7 @@ pub fn server_config(
             .iter()
             .map(|c| (c.names.clone(), c.key.clone()))
             .collect(),
+        acme: acme.cloned(),
     };
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
@@ -59,22 +64,35 @@ pub fn server_config(
     // `http/1.0` too, as nginx: a client offering only that (`curl --http1.0`) would
     // otherwise fail the handshake.
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()];
+    if acme.is_some() {
+        // Last: only a validator, which offers nothing else, gets it.
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
     config.ignore_client_order = true;
     config.ticketer = sessions.ticketer.clone();
     config.session_storage = sessions.cache.clone();
     Ok(Arc::new(config))
 }
 
-/// Chooses a certificate by SNI: an exact name first, then a wildcard; among several,
-/// the first whose key the client can verify. No SNI, or no match: the first
-/// certificate.
+/// Chooses a certificate by SNI: a static one with the exact name first, then with a
+/// wildcard (among several, the first whose key the client can verify), then a managed
+/// name's. No SNI, or no match: the first static certificate, else the first managed
+/// name's. A tls-alpn-01 handshake (ALPN `acme-tls/1` offered) gets the challenge
+/// certificate of its name or nothing.
 #[derive(Debug)]
 struct Resolver {
     certificates: Vec<(Vec<String>, Arc<CertifiedKey>)>,
+    acme: Option<Arc<Published>>,
 }
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(acme) = &self.acme {
+            let mut alpn = hello.alpn().into_iter().flatten();
+            if alpn.any(|protocol| protocol == ACME_TLS_ALPN) {
+                return acme.tls_alpn01(hello.server_name()?);
+            }
+        }
         let schemes = hello.signature_schemes();
         let usable = |key: &&Arc<CertifiedKey>| key.key.choose_scheme(schemes).is_some();
         if let Some(sni) = hello.server_name() {
@@ -89,10 +107,14 @@ impl ResolvesServerCert for Resolver {
                     return Some(key.clone());
                 }
             }
+            if let Some(key) = self.acme.as_ref().and_then(|acme| acme.certificate(sni)) {
+                return Some(key);
+            }
         }
         let mut all = self.certificates.iter().map(|(_, key)| key);
         let first = all.clone().next();
-        all.find(usable).or(first).cloned()
+        let fallback = all.find(usable).or(first).cloned();
+        fallback.or_else(|| self.acme.as_ref()?.default_certificate())
     }
 }
 

@@ -27,6 +27,10 @@ pub struct Scrape {
     pub snapshot: Arc<Snapshot>,
     pub reloads_ok: u64,
     pub reloads_failed: u64,
+    /// Every certificate served, static or by ACME: its name and end of validity.
+    pub certificates: Vec<(String, i64)>,
+    /// With `[acme]`: orders that ended with a certificate, and that failed.
+    pub acme_orders: Option<(u64, u64)>,
 }
 
 impl fmt::Debug for Scrape {
@@ -52,6 +56,7 @@ impl Collector for Scrape {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
         self.zones(&mut encoder)?;
+        self.certificates(&mut encoder)?;
         self.gateway(&mut encoder)
     }
 }
@@ -238,6 +243,31 @@ impl Scrape {
             counter(&mut family, &[("zone", *zone)], stats.evictions)?;
         }
         Ok(())
+    }
+
+    fn certificates(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            "tollgate_certificate_expiry_timestamp_seconds",
+            "When each certificate served stops being valid (static or by ACME), by name.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, not_after) in &self.certificates {
+            family
+                .encode_family(&[("name", name.as_str())])?
+                .encode_gauge(not_after)?;
+        }
+        let Some((issued, failed)) = self.acme_orders else {
+            return Ok(());
+        };
+        let mut family = encoder.encode_descriptor(
+            "tollgate_acme_orders",
+            "ACME orders that ended with a certificate (issued) and that failed.",
+            None,
+            MetricType::Counter,
+        )?;
+        counter(&mut family, &[("result", "issued")], issued)?;
+        counter(&mut family, &[("result", "failed")], failed)
     }
 
     fn gateway(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {

@@ -208,10 +208,22 @@ fn reply(
 
 /// `/metrics`: every counter, in the Prometheus text format.
 fn scrape(state: &GatewayState) -> String {
+    let snapshot = state.snapshot.load_full();
+    let mut certificates = snapshot
+        .tls
+        .as_ref()
+        .map(|tls| tls.expiries.clone())
+        .unwrap_or_default();
+    let acme = snapshot.pipeline.acme.is_some().then_some(&state.acme);
+    if let Some(acme) = acme {
+        certificates.extend(acme.published().expiries());
+    }
     metrics::render(metrics::Scrape {
         metrics: state.metrics.clone(),
-        snapshot: state.snapshot.load_full(),
+        snapshot,
         reloads_ok: state.reloads_ok.load(Ordering::Relaxed),
         reloads_failed: state.reloads_failed.load(Ordering::Relaxed),
+        certificates,
+        acme_orders: acme.map(|acme| acme.orders()),
     })
 }

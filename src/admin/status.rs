@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::ser::{Serialize, Serializer};
 
+use crate::acme::{rfc3339, NameState};
 use crate::state::GatewayState;
 
 /// How many of a zone's most-limited keys `/status` shows.
@@ -23,6 +24,43 @@ struct Status {
     tls_listeners: Vec<String>,
     upstreams: Ordered<Vec<ServerHealth>>,
     zones: Ordered<ZoneStatus>,
+    /// With `[acme]`: each managed name's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acme: Option<Ordered<ManagedName>>,
+}
+
+/// A name ACME manages: `state` as the operator reads it (`valid until …`, `failed:
+/// reason, next try at …`), then the same in parts.
+#[derive(serde::Serialize)]
+struct ManagedName {
+    state: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_after: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renew_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_try: Option<String>,
+}
+
+fn managed_name(state: &NameState) -> ManagedName {
+    let (renew_at, error, next_try) = match state {
+        NameState::Valid { renew_at, .. } => (Some(rfc3339(*renew_at)), None, None),
+        NameState::Failed {
+            reason, next_try, ..
+        } => (None, Some(reason.clone()), Some(rfc3339(*next_try))),
+        _ => (None, None, None),
+    };
+    ManagedName {
+        state: state.to_string(),
+        status: state.word(),
+        not_after: state.until().map(rfc3339),
+        renew_at,
+        error,
+        next_try,
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -112,6 +150,15 @@ pub fn status(state: &GatewayState) -> String {
         tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),
         upstreams: Ordered(upstreams.collect()),
         zones: Ordered(zones.collect()),
+        acme: snapshot.pipeline.acme.as_ref().map(|_| {
+            let states = state.acme.states();
+            Ordered(
+                states
+                    .iter()
+                    .map(|(n, s)| (n.clone(), managed_name(s)))
+                    .collect(),
+            )
+        }),
     };
     line(&document)
 }

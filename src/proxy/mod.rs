@@ -2,6 +2,7 @@
 //! names), deny, route, allow/deny, limit, forward or answer, respond, log. Each phase is
 //! a small function that either goes on or finishes the response.
 
+mod acme_challenge;
 mod checks;
 pub mod error;
 mod forward;
@@ -66,6 +67,8 @@ pub struct Pipeline {
     /// Header names with `_` are passed on (`underscores_in_headers`).
     pub underscores_in_headers: bool,
     pub access_log: Option<Arc<AccessLog>>,
+    /// With `[acme]`: the http-01 answers under way, given on plain listeners first.
+    pub acme: Option<Arc<crate::acme::Published>>,
 }
 
 /// One `[[location]]`, ready to use.
@@ -194,6 +197,11 @@ impl Pipeline {
             logged::Pending::new(access_log, &req, client, now, &self.unrouted, conn.worker);
         if let Err(status) = checks::admit(&mut req, self.underscores_in_headers) {
             return log.finish(response::refusal(status, req.version()), None);
+        }
+        if let (Some(acme), false) = (&self.acme, conn.https) {
+            if let Some(answer) = acme_challenge::answer(acme, &req) {
+                return log.finish(answer, None);
+            }
         }
         if access::listed(client, &self.deny) {
             self.denied.get(conn.worker).add(1);

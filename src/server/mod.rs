@@ -57,6 +57,8 @@ pub enum StartError {
     Build(#[from] snapshot::BuildError),
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0}")]
+    Acme(String),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
 }
@@ -97,11 +99,14 @@ impl Gateway {
         let workers = config.server.workers.max(1);
         let metrics = Arc::new(Metrics::new(workers));
         let sessions = tls::Sessions::new()?;
+        // Before the first snapshot: stored certificates are in force for its listeners.
+        let acme = crate::acme::Manager::start(config.acme.as_ref()).map_err(StartError::Acme)?;
         let lasting = Lasting {
             zones: &[],
             metrics: &metrics,
             sessions: &sessions,
             redis: None,
+            acme: acme.published(),
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers)?;
@@ -111,6 +116,7 @@ impl Gateway {
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
             metrics,
+            acme,
         });
         let admin = match &config.admin {
             Some(admin) => Some(Admin::start(admin.listen, state.clone()).map_err(|source| {
@@ -223,8 +229,15 @@ impl Gateway {
             metrics,
             sessions: &self.sessions,
             redis: current.redis.as_ref(),
+            acme: self.state.acme.published(),
         };
         let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
+        // After the snapshot built (else nothing changes), before it is in force: the
+        // names it adds have their stored certificates or placeholders.
+        self.state
+            .acme
+            .update(config.acme.as_ref())
+            .map_err(StartError::Acme)?;
         for zone in &next.zones {
             let kept = current.zones.iter().any(|old| old.shares_state_with(zone));
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
@@ -266,6 +279,7 @@ impl Gateway {
         for listening in lock(&self.listening).iter() {
             listening.close();
         }
+        self.state.acme.stop();
         self.shutdown.send_replace(true);
     }
 

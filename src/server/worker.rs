@@ -9,6 +9,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 use super::conn;
@@ -118,7 +119,15 @@ async fn serve_tls(
         return;
     };
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => conn::serve(stream, conn, state, stop).await,
+        Ok(Ok(mut stream)) => {
+            if stream.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+                // A tls-alpn-01 validation: the handshake was the answer (RFC 8737).
+                tracing::debug!(peer = %conn.peer, "tls-alpn-01 validation handshake");
+                let _ = tokio::time::timeout(tls.handshake_timeout, stream.shutdown()).await;
+                return;
+            }
+            conn::serve(stream, conn, state, stop).await
+        }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
     }
