@@ -23,6 +23,7 @@ mod logs;
 mod metrics;
 mod nginx_conformance;
 mod path_properties;
+mod pebble_harness;
 mod proxy;
 mod redis_clock_skew;
 mod redis_scripts;

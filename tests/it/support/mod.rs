@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod pebble;
 pub mod raw;
 pub mod redis;
 
