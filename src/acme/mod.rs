@@ -224,9 +224,9 @@ impl Tasks {
             return;
         };
         for name in names {
-            if !self.by_name.contains_key(&name) {
-                let task = tokio::spawn(lifecycle::manage(context.clone(), name.clone()));
-                self.by_name.insert(name, task);
+            if let std::collections::hash_map::Entry::Vacant(free) = self.by_name.entry(name) {
+                let task = lifecycle::manage(context.clone(), free.key().clone());
+                free.insert(tokio::spawn(task));
             }
         }
     }
