@@ -7,6 +7,7 @@
 
 mod support;
 
+mod acme;
 mod admin;
 mod architecture;
 mod body_limit;

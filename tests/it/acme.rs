@@ -1,0 +1,303 @@
+//! ACME against a real ACME server: Debian's pebble, with pebble-challtestsrv as its DNS
+//! pointing every name at 127.0.0.1, so its validator really connects back to the
+//! gateway's listeners (http-01 on the plain one, tls-alpn-01 on the TLS one).
+//!
+//! Here: first issuance over each challenge type, the certificate served for its SNI and
+//! chaining to pebble's root. In `acme/`: restart and renewal (`lifecycle`), the CA down
+//! or wrong and unusable storage (`failures`), instances sharing storage (`instances`).
+
+mod failures;
+mod instances;
+mod lifecycle;
+
+use crate::support::pebble::{self, Options, Pebble};
+use crate::support::*;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::net::TcpStream;
+
+/// The name the tests order certificates for (pebble's DNS answers 127.0.0.1).
+const NAME: &str = "shop.test";
+
+/// The gateway's ports, chosen before pebble starts (its validator connects to them).
+#[derive(Clone, Copy)]
+struct Ports {
+    plain: Option<u16>,
+    tls: u16,
+}
+
+impl Ports {
+    fn both() -> Ports {
+        Ports {
+            plain: Some(free_port()),
+            tls: free_port(),
+        }
+    }
+
+    fn tls_only() -> Ports {
+        Ports {
+            plain: None,
+            tls: free_port(),
+        }
+    }
+
+    /// pebble validating on these ports.
+    fn options(self) -> Options {
+        let options = Options::default().tls_port(self.tls);
+        match self.plain {
+            Some(port) => options.http_port(port),
+            None => options,
+        }
+    }
+
+    fn tls_addr(self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.tls))
+    }
+}
+
+/// A gateway config: `[server]` on `ports`, `[acme]` at `directory` trusting `ca`, with
+/// `storage`, and one site for [`NAME`] with `acme = true` answering `200 shop`.
+/// `acme_extra` adds lines to `[acme]`; `top` adds sections before the sites.
+fn config(ports: Ports, directory: &str, ca: &Path, storage: &Path, acme_extra: &str, top: &str) -> String {
+    let listen = match ports.plain {
+        Some(port) => format!("listen = [\"127.0.0.1:{port}\"]\n"),
+        None => String::new(),
+    };
+    format!(
+        r#"
+[server]
+workers = 1
+{listen}listen_tls = ["127.0.0.1:{tls}"]
+
+[admin]
+listen = "127.0.0.1:0"
+
+[log]
+access = "off"
+
+[acme]
+directory = "{directory}"
+email = "ops@shop.test"
+storage = "{storage}"
+ca = "{ca}"
+retry_min = "1s"
+{acme_extra}
+
+{top}
+
+[[site]]
+names = ["{NAME}"]
+acme = true
+
+[[site.location]]
+match = "/"
+return = {{ status = 200, body = "shop" }}
+"#,
+        tls = ports.tls,
+        storage = storage.display(),
+        ca = ca.display(),
+    )
+}
+
+/// The config for `pebble`, with storage under `dir`.
+fn config_for(pebble: &Pebble, ports: Ports, dir: &Path, acme_extra: &str) -> String {
+    let storage = dir.join("acme");
+    config(ports, &pebble.directory(), pebble.ca_pem_path(), &storage, acme_extra, "")
+}
+
+/// The gateway started from `toml`.
+fn start(toml: &str) -> tollgate::Gateway {
+    gateway(toml)
+}
+
+/// `/status`'s `acme` member for `name`.
+async fn name_status(gateway: &tollgate::Gateway, name: &str) -> serde_json::Value {
+    let admin = gateway.admin_addr().expect("admin");
+    let reply = get_text(admin, "/status").await;
+    let status: serde_json::Value = serde_json::from_str(&reply.body).expect("status is JSON");
+    status["acme"][name].clone()
+}
+
+/// Waits until `name`'s state starts with `word` (`valid`, `failed`…), at most `secs`.
+async fn wait_for(gateway: &tollgate::Gateway, name: &str, word: &str, secs: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let status = name_status(gateway, name).await;
+        if status["status"] == word {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{name} not {word} within {secs}s: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `/metrics` as text.
+async fn metrics(gateway: &tollgate::Gateway) -> String {
+    get_text(gateway.admin_addr().expect("admin"), "/metrics").await.body
+}
+
+/// The value of the sample whose line starts with `series` (name and labels).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.parse().ok()
+    })
+}
+
+/// The chain a TLS handshake with `sni` gets from `addr` (no verification: the tests
+/// check it themselves).
+async fn served_chain(addr: SocketAddr, sni: &str) -> Vec<CertificateDer<'static>> {
+    let config = rustls::ClientConfig::builder()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny))
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from(sni.to_owned()).expect("server name");
+    let tls = connector.connect(name, tcp).await.expect("handshake");
+    tls.get_ref().1.peer_certificates().expect("a chain").to_vec()
+}
+
+/// `chain` as PEM, leaf first.
+fn pem(chain: &[CertificateDer<'_>]) -> String {
+    chain
+        .iter()
+        .map(|cert| {
+            let body = base64_lines(cert.as_ref());
+            format!("-----BEGIN CERTIFICATE-----\n{body}-----END CERTIFICATE-----\n")
+        })
+        .collect()
+}
+
+fn base64_lines(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| n << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            text.push(if i <= chunk.len() {
+                ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    text.as_bytes()
+        .chunks(64)
+        .map(|line| format!("{}\n", std::str::from_utf8(line).unwrap()))
+        .collect()
+}
+
+/// The subject common name of `cert` (to tell the placeholder).
+fn common_name(cert: &CertificateDer<'_>) -> String {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).expect("x509");
+    let cn = parsed.subject().iter_common_name().next();
+    cn.and_then(|cn| cn.as_str().ok()).unwrap_or("").to_owned()
+}
+
+#[derive(Debug)]
+struct AcceptAny;
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http01_issues_before_any_rule_and_the_certificate_chains_to_pebble() {
+    let _shared = shared();
+    if !pebble::available() {
+        return;
+    }
+    let ports = Ports::both();
+    let pebble = Pebble::start(ports.options()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Every request from loopback is denied, and the site redirects everything: the
+    // validator (on loopback too) still gets its answer.
+    let top = "[access]\ndeny = [\"127.0.0.0/8\"]";
+    let storage = dir.path().join("acme");
+    let toml = config(ports, &pebble.directory(), pebble.ca_pem_path(), &storage, "", top);
+    let gateway = start(&toml);
+    let status = wait_for(&gateway, NAME, "valid", 30).await;
+    assert!(status["state"].as_str().unwrap().starts_with("valid until 20"), "{status}");
+    assert!(pebble.http_validations() > 0, "validated over http-01");
+
+    let chain = served_chain(ports.tls_addr(), NAME).await;
+    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME).expect("chains to pebble's root");
+    // Stored with the key, private.
+    let stored = std::fs::read_dir(&storage).unwrap().next().unwrap().unwrap().path();
+    let key = stored.join(NAME).join("key.pem");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let storage_mode = std::fs::metadata(&storage).unwrap().permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&storage_mode) & 0o777, 0o700);
+
+    let text = metrics(&gateway).await;
+    assert_eq!(sample(&text, r#"tollgate_acme_orders_total{result="issued"}"#), Some(1.0));
+    let expiry = format!(r#"tollgate_certificate_expiry_timestamp_seconds{{name="{NAME}"}}"#);
+    let not_after = sample(&text, &expiry).expect("expiry of the managed certificate");
+    let (_, leaf) = x509_parser::parse_x509_certificate(chain[0].as_ref()).unwrap();
+    assert_eq!(not_after as i64, leaf.validity().not_after.timestamp());
+    // A token nobody ordered goes through the rules like any request (403 here).
+    let plain = SocketAddr::from(([127, 0, 0, 1], ports.plain.unwrap()));
+    let reply = get_text(plain, "/.well-known/acme-challenge/unknown-token").await;
+    assert_eq!(reply.status, 403);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
+    let _shared = shared();
+    if !pebble::available() {
+        return;
+    }
+    let ports = Ports::tls_only();
+    let pebble = Pebble::start(ports.options()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = start(&config_for(&pebble, ports, dir.path(), ""));
+    wait_for(&gateway, NAME, "valid", 30).await;
+    assert_eq!(pebble.http_validations(), 0, "no plain listener: tls-alpn-01 only");
+    assert!(pebble.validations() > 0);
+    let chain = served_chain(ports.tls_addr(), NAME).await;
+    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME).expect("chains to pebble's root");
+    gateway.stop().await;
+}
