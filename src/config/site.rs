@@ -1,6 +1,7 @@
-//! `[[site]]` (nginx `server {}`): each site's names, addresses, default flag, the rules
-//! its locations inherit, and its locations; then what must hold between sites on one
-//! address (one default, no name twice, no address without a site).
+//! `[[site]]` (nginx `server {}`): each site's names, addresses, default flag, `acme` flag
+//! (checked in `acme`), the rules its locations inherit, and its locations; then what
+//! must hold between sites on one address (one default, no name twice, no address
+//! without a site).
 //!
 //! A file without `[[site]]` is one site of its top-level `[[location]]`s, answering every
 //! name on every address; the two forms do not mix.

@@ -466,3 +466,16 @@ fn storage_is_checked_without_being_made() {
     let err = acme("somefile").check_storage().unwrap_err();
     assert_eq!(err.reason, "not a directory");
 }
+
+#[test]
+fn the_acme_example_in_docs_is_valid() {
+    let doc = include_str!("../../../docs/config.md");
+    let section = doc.find("## `[acme]`\n").expect("an [acme] section");
+    let start =
+        section + doc[section..].find("```toml\n").expect("a toml example") + "```toml\n".len();
+    let end = start + doc[start..].find("```").expect("end of the example");
+    let acme = acme_of(&doc[start..end]);
+    assert_eq!(acme.names, ["example.com", "www.example.com"]);
+    assert_eq!(acme.challenges, [Challenge::Http01, Challenge::TlsAlpn01]);
+    assert_eq!(acme.storage, PathBuf::from("/etc/tollgate/acme"));
+}
