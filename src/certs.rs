@@ -25,6 +25,27 @@ pub struct Certificate {
     pub key: Arc<CertifiedKey>,
 }
 
+impl Certificate {
+    /// Whether the certificate is good for `name` (lower case, no trailing dot): one of
+    /// its names is `name`, or is `*.` and the rest of `name` after its first label
+    /// (`*.example.com` covers `a.example.com`, not `example.com` nor
+    /// `a.b.example.com`; RFC 6125 §6.4.3).
+    pub fn covers(&self, name: &str) -> bool {
+        self.names.iter().any(|own| name_covers(own, name))
+    }
+}
+
+/// Whether a certificate's name `own` is good for `name`, exactly or as a wildcard.
+fn name_covers(own: &str, name: &str) -> bool {
+    match own.strip_prefix("*.") {
+        None => own.eq_ignore_ascii_case(name),
+        Some(suffix) => match name.split_once('.') {
+            Some((label, rest)) => !label.is_empty() && rest.eq_ignore_ascii_case(suffix),
+            None => false,
+        },
+    }
+}
+
 impl fmt::Debug for Certificate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Certificate")
@@ -57,6 +78,8 @@ pub enum CertError {
     Certificate { path: PathBuf, reason: String },
     #[error("{}: unsupported private key: {reason}", path.display())]
     Key { path: PathBuf, reason: String },
+    #[error("{}: not a CA certificate tollgate can use: {reason}", path.display())]
+    Anchor { path: PathBuf, reason: String },
     #[error("the key in {} does not match the certificate in {}", key.display(), cert.display())]
     Mismatch { cert: PathBuf, key: PathBuf },
 }
@@ -70,7 +93,8 @@ impl CertError {
             | CertError::NoKey { path }
             | CertError::Pem { path, .. }
             | CertError::Certificate { path, .. }
-            | CertError::Key { path, .. } => path,
+            | CertError::Key { path, .. }
+            | CertError::Anchor { path, .. } => path,
             CertError::Mismatch { key, .. } => key,
         }
     }
@@ -118,6 +142,34 @@ pub fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError>
         not_after,
         key: Arc::new(key),
     })
+}
+
+/// Reads a PEM file of CA certificates to trust (a `ca` key): at least one, each usable
+/// as a trust anchor.
+pub fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {
+    let pem = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| pem_error(path, err))?;
+    if certs.is_empty() {
+        return Err(CertError::NoCertificate {
+            path: path.to_owned(),
+        });
+    }
+    for cert in &certs {
+        usable_as_root(cert).map_err(|reason| CertError::Anchor {
+            path: path.to_owned(),
+            reason,
+        })?;
+    }
+    Ok(certs)
+}
+
+/// Whether rustls can take `cert` as a root: the check `RootCertStore::add` makes.
+fn usable_as_root(cert: &CertificateDer<'_>) -> Result<(), String> {
+    rustls::RootCertStore::empty()
+        .add(cert.clone())
+        .map_err(|err| err.to_string())
 }
 
 /// An expired certificate is served (the operator may have no other yet), with a
@@ -197,4 +249,44 @@ fn ip_of(bytes: &[u8]) -> Option<std::net::IpAddr> {
 /// exchange).
 pub(crate) fn provider() -> CryptoProvider {
     rustls::crypto::ring::default_provider()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_covers_itself_in_any_case() {
+        assert!(name_covers("example.com", "example.com"));
+        assert!(name_covers("example.com", "EXAMPLE.com"));
+        assert!(!name_covers("example.com", "www.example.com"));
+        assert!(!name_covers("www.example.com", "example.com"));
+    }
+
+    #[test]
+    fn a_wildcard_covers_one_label_only() {
+        assert!(name_covers("*.example.com", "a.example.com"));
+        assert!(name_covers("*.example.com", "A.Example.COM"));
+        assert!(!name_covers("*.example.com", "example.com"));
+        assert!(!name_covers("*.example.com", "a.b.example.com"));
+        assert!(!name_covers("*.example.com", ".example.com"));
+    }
+
+    #[test]
+    fn a_ca_file_needs_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "no certificate here\n").unwrap();
+        let err = load_ca(&path).unwrap_err();
+        assert!(matches!(err, CertError::NoCertificate { .. }), "{err}");
+        assert!(matches!(
+            load_ca(&dir.path().join("missing.pem")),
+            Err(CertError::Read { .. })
+        ));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+        assert_eq!(load_ca(&path).unwrap().len(), 1);
+    }
 }

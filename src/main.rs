@@ -41,13 +41,35 @@ fn main() -> ExitCode {
         }
     };
     if cli.test {
-        if let Some(tls) = &config.tls {
-            tollgate::certs::warn_expired(&tls.certificates);
-        }
-        println!("configuration ok");
-        return ExitCode::SUCCESS;
+        return test(&config, &cli.config);
     }
     run(config, &cli.config)
+}
+
+/// `-t` on a valid file: what the file check cannot say. Expired certificates (a
+/// warning), names a static certificate covers though their site has `acme = true` (a
+/// note), and whether the `[acme]` storage can be written, without contacting the CA
+/// or making the directory.
+fn test(config: &config::Config, path: &Path) -> ExitCode {
+    if let Some(tls) = &config.tls {
+        tollgate::certs::warn_expired(&tls.certificates);
+    }
+    if let Some(acme) = &config.acme {
+        for covered in &acme.covered {
+            eprintln!(
+                "note: {} is covered by the static certificate {}; no certificate is ordered for it",
+                covered.name,
+                covered.cert.display()
+            );
+        }
+        if let Err(err) = acme.check_storage() {
+            eprintln!("{}: {err}", path.display());
+            eprintln!("configuration test failed");
+            return ExitCode::FAILURE;
+        }
+    }
+    println!("configuration ok");
+    ExitCode::SUCCESS
 }
 
 fn run(config: config::Config, path: &Path) -> ExitCode {

@@ -5,6 +5,7 @@
 //! `file:line:col: message`. Past this module no string is parsed again.
 
 mod access;
+mod acme;
 mod api_keys;
 mod diag;
 mod headers;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use acme::StorageError;
 pub use diag::{ConfigError, ConfigErrors};
 
 /// A whole, valid configuration.
@@ -60,7 +62,9 @@ pub struct Config {
     pub sites: Vec<Site>,
     /// `[admin]`: `/metrics`, `/healthz` and `/status`; `None` when the section is absent.
     pub admin: Option<Admin>,
-    /// `[tls]`: the certificates `listen_tls` serves, loaded and checked.
+    /// `[tls]`: the certificates `listen_tls` serves, loaded and checked. Also present,
+    /// with no certificates and the default handshake timeout, for a file without `[tls]`
+    /// whose `listen_tls` serves only certificates ordered for `acme = true` sites.
     pub tls: Option<Tls>,
     /// `[redis]`: where zones with `backend = "redis"` keep their state.
     pub redis: Option<Redis>,
@@ -153,7 +157,8 @@ pub struct Redis {
 /// `[tls]`.
 #[derive(Debug, Clone)]
 pub struct Tls {
-    /// In file order, never empty; the first is served when SNI matches none.
+    /// In file order; the first is served when SNI matches none. Empty only when some
+    /// site has `acme = true`: then every certificate `listen_tls` serves is ordered.
     pub certificates: Vec<crate::certs::Certificate>,
     /// A TLS handshake not done in time closes the connection.
     pub handshake_timeout: Duration,

@@ -58,7 +58,8 @@ const STREAMS: Bounded<i64> = Bounded {
     range: 1..=MAX_STREAMS,
 };
 
-/// `[server]`. `certificates` tells whether `[tls]` lists any (`listen_tls` needs one).
+/// `[server]`. `certificates` tells whether `[tls]` lists any or a site orders them
+/// with `acme = true` (`listen_tls` needs one).
 pub(super) fn server(
     section: Section<RawServer>,
     certificates: Option<bool>,
@@ -164,7 +165,7 @@ fn listeners(
         if let (false, Some(false), Some(at)) = (tls.is_empty(), certificates, tls_span) {
             diag.error(
                 at,
-                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`",
+                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`, or set `acme = true` on a site to order one",
             );
         }
     }

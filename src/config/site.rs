@@ -1,6 +1,7 @@
-//! `[[site]]` (nginx `server {}`): each site's names, addresses, default flag, the rules
-//! its locations inherit, and its locations; then what must hold between sites on one
-//! address (one default, no name twice, no address without a site).
+//! `[[site]]` (nginx `server {}`): each site's names, addresses, default flag, `acme` flag
+//! (checked in `acme`), the rules its locations inherit, and its locations; then what
+//! must hold between sites on one address (one default, no name twice, no address
+//! without a site).
 //!
 //! A file without `[[site]]` is one site of its top-level `[[location]]`s, answering every
 //! name on every address; the two forms do not mix.
@@ -12,16 +13,18 @@ use super::limits::ZoneInfo;
 use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::rules::{self, Rules};
-use super::{values, Address, Pattern, Server, Site, SiteName};
+use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
-/// `None` when `[server]` itself had one (the addresses are then not checked).
+/// `None` when `[server]` itself had one (the addresses are then not checked);
+/// `acme_section` tells whether the file has `[acme]`, which `acme = true` needs.
 pub(super) fn sites(
     raw_sites: Option<(Span, Vec<Option<RawSiteEntry>>)>,
     raw_locations: Vec<Option<Spanned<RawLocation>>>,
     server: Option<&Server>,
     upstreams: &[String],
     zones: &[ZoneInfo],
+    acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Site>> {
     let Some((key, raw_sites)) = raw_sites else {
@@ -48,7 +51,8 @@ pub(super) fn sites(
     }
     let mut checked = Vec::with_capacity(raw_sites.len());
     for entry in raw_sites {
-        let site = entry.and_then(|entry| site(entry, server, upstreams, zones, diag));
+        let site =
+            entry.and_then(|entry| site(entry, server, upstreams, zones, acme_section, diag));
         valid &= site.is_some();
         checked.extend(site);
     }
@@ -101,6 +105,7 @@ fn site(
     server: Option<&Server>,
     upstreams: &[String],
     zones: &[ZoneInfo],
+    acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Checked> {
     let RawSiteEntry {
@@ -110,6 +115,16 @@ fn site(
     } = entry;
     let names = names(&raw, diag);
     let listen = listen(&raw, server, diag);
+    let acme = acme::site(
+        raw.acme.as_ref(),
+        names
+            .as_ref()
+            .map(|(names, _, spans)| (&names[..], &spans[..])),
+        listen.as_ref(),
+        server,
+        acme_section,
+        diag,
+    );
     // Site-wide header values may use variables but no captures: those belong to a
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
@@ -133,7 +148,7 @@ fn site(
             server_name,
             listen: listen?,
             default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
-            acme: false,
+            acme: acme?,
             locations: locations?,
         },
         table: span,

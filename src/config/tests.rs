@@ -327,6 +327,7 @@ fn reference_example_in_docs_is_valid() {
     assert_eq!(config.sites[0].locations.len(), 3);
 }
 
+mod acme;
 mod body;
 mod errors;
 mod limits;

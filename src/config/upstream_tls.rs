@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::ResolvesClientCert;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, RootCertStore, SignatureScheme};
@@ -121,33 +120,25 @@ fn ca_roots(
     base: &Path,
     diag: &mut Diagnostics<'_>,
 ) -> Option<RootCertStore> {
+    let certs = ca_certificates(path, base, diag)?;
+    let mut roots = RootCertStore::empty();
+    // `load_ca` has added each one to a store like this already: none is left out.
+    roots.add_parsable_certificates(certs);
+    Some(roots)
+}
+
+/// The certificates of a `ca` file (relative to `base`), read and checked with
+/// [`crate::certs::load_ca`]; a problem is reported at the path.
+pub(super) fn ca_certificates(
+    path: &Spanned<String>,
+    base: &Path,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Vec<CertificateDer<'static>>> {
     let file = base.join(path.get_ref());
-    let result = std::fs::read(&file)
-        .map_err(|err| format!("cannot read {}: {err}", file.display()))
-        .and_then(|pem| {
-            CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|err| format!("{}: invalid PEM: {err}", file.display()))
-        })
-        .and_then(|certs| {
-            if certs.is_empty() {
-                return Err(format!(
-                    "{}: no certificate found: expected a PEM \"BEGIN CERTIFICATE\" block",
-                    file.display()
-                ));
-            }
-            let mut roots = RootCertStore::empty();
-            for cert in certs {
-                roots.add(cert).map_err(|err| {
-                    format!(
-                        "{}: not a CA certificate tollgate can use: {err}",
-                        file.display()
-                    )
-                })?;
-            }
-            Ok(roots)
-        });
-    diag.check(path.span(), result)
+    diag.check(
+        path.span(),
+        crate::certs::load_ca(&file).map_err(|err| err.to_string()),
+    )
 }
 
 /// The client certificate and key (`cert` and `key`, both or neither), checked to

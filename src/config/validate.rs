@@ -9,12 +9,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use http::HeaderName;
+use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
 use super::raw::{self, Loose, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
-use super::{access, api_keys, limits, redis, server, site, upstreams, values, zones};
-use super::{Access, AccessLog, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
+use super::{access, acme, api_keys, limits, redis, server, site, upstreams, values, zones};
+use super::{Access, AccessLog, Acme, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
+
+/// `[tls] handshake_timeout` when absent, in seconds.
+const HANDSHAKE_TIMEOUT: u64 = 10;
 
 /// Parses and checks `text`; `origin` names the file in messages and is the base of
 /// relative paths.
@@ -51,6 +55,7 @@ struct Checked {
     admin: Option<Option<Admin>>,
     tls: Option<Option<Tls>>,
     redis: Option<Option<Redis>>,
+    acme: Option<Option<Acme>>,
 }
 
 impl Checked {
@@ -71,17 +76,25 @@ impl Checked {
             admin: self.admin?,
             tls: self.tls?,
             redis: self.redis?,
-            acme: None,
+            acme: self.acme?,
         })
     }
 }
 
 /// Checks every section, in an order where each finds what it refers to already
 /// checked: `[redis]` before the zones (their default `on_error`), the zones before
-/// `[api_keys]` (plans) and the sites (limits), the upstreams and `[server]` before the sites.
+/// `[api_keys]` (plans) and the sites (limits), the upstreams and `[server]` before the
+/// sites, the sites and `[tls]` before the names `[acme]` orders.
 fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
-    let server = server::server(raw.server, certificates_listed(&raw.tls), diag);
-    let tls = optional(raw.tls, |raw, span| tls(raw, span, base, diag));
+    // Certificates ordered for `acme = true` sites stand in for static ones.
+    let acme_sites = acme_sites(&raw);
+    let certificates = certificates_listed(&raw.tls).map(|listed| listed || acme_sites);
+    let server = server::server(raw.server, certificates, diag);
+    let tls = tls_settings(raw.tls, server.as_ref(), base, acme_sites, diag);
+    let acme_section = !matches!(raw.acme, Section::Absent);
+    let acme = optional(raw.acme, |raw, span| {
+        acme::acme(raw, span, base, server.as_ref(), diag)
+    });
     let redis = optional(raw.redis, |raw, span| redis::redis(raw, span, base, diag));
     let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
     let log = match raw.log {
@@ -128,8 +141,10 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         server.as_ref(),
         &names,
         &zone_limits,
+        acme_section,
         diag,
     );
+    let acme = with_names(acme, sites.as_deref(), &tls);
     let admin = optional(raw.admin, |raw, span| admin(raw, span, diag));
     Checked {
         server,
@@ -143,6 +158,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         admin,
         tls,
         redis,
+        acme,
     }
 }
 
@@ -157,6 +173,38 @@ fn optional<R, T>(
         Section::Invalid => None,
         Section::Present(span, raw) => check(raw, &span).map(Some),
     }
+}
+
+/// Whether a `[[site]]` says `acme = true`: then `listen_tls` and `[tls]` need no
+/// static certificate. Said of the file as written; the sites' own checks say whether
+/// their names can get certificates.
+fn acme_sites(raw: &RawConfig) -> bool {
+    let Some((_, sites)) = &raw.sites else {
+        return false;
+    };
+    sites
+        .iter()
+        .flatten()
+        .any(|entry| entry.site.acme.as_ref().is_some_and(|flag| *flag.get_ref()))
+}
+
+/// `[acme]` with the names it orders, now that the sites and the static certificates
+/// are known (`None` where they had problems: the file is invalid then anyway).
+fn with_names(
+    acme: Option<Option<Acme>>,
+    sites: Option<&[super::Site]>,
+    tls: &Option<Option<Tls>>,
+) -> Option<Option<Acme>> {
+    let static_certificates = match tls {
+        Some(Some(tls)) => &tls.certificates[..],
+        _ => &[],
+    };
+    acme.map(|acme| {
+        acme.map(|mut acme| {
+            acme::manage(&mut acme, sites.unwrap_or_default(), static_certificates);
+            acme
+        })
+    })
 }
 
 /// Whether `[tls]` lists a certificate (`listen_tls` needs one); `None` when the
@@ -204,12 +252,41 @@ fn admin(raw: raw::RawAdmin, span: &Span, diag: &mut Diagnostics<'_>) -> Option<
         .map(|listen| Admin { listen })
 }
 
+/// `[tls]`; for a file without it whose `listen_tls` serves only certificates ordered
+/// for `acme = true` sites, its defaults with no static certificate.
+fn tls_settings(
+    section: Section<raw::RawTls>,
+    server: Option<&Server>,
+    base: &Path,
+    acme_sites: bool,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<Tls>> {
+    let listen_tls = server.is_some_and(|server| !server.listen_tls.is_empty());
+    match optional(section, |raw, span| tls(raw, span, base, acme_sites, diag)) {
+        Some(None) if acme_sites && listen_tls => Some(Some(Tls {
+            certificates: Vec::new(),
+            handshake_timeout: Duration::from_secs(HANDSHAKE_TIMEOUT),
+        })),
+        tls => tls,
+    }
+}
+
 /// `[tls]`: every certificate is read and checked now, so that `tollgate -t` and a
-/// reload catch a missing file or a key that does not match.
-fn tls(raw: raw::RawTls, span: &Span, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Tls> {
-    let handshake_timeout = duration(&raw.handshake_timeout, 10, diag);
-    let list = diag.required(raw.certificates, span, "certificates")?;
-    if list.get_ref().is_empty() {
+/// reload catch a missing file or a key that does not match. With `acme_sites`, the
+/// list may be absent or empty.
+fn tls(
+    raw: raw::RawTls,
+    span: &Span,
+    base: &Path,
+    acme_sites: bool,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Tls> {
+    let handshake_timeout = duration(&raw.handshake_timeout, HANDSHAKE_TIMEOUT, diag);
+    let list = match raw.certificates {
+        None if acme_sites => Spanned::new(span.clone(), Vec::new()),
+        list => diag.required(list, span, "certificates")?,
+    };
+    if list.get_ref().is_empty() && !acme_sites {
         diag.error(
             list.span(),
             "`certificates` is empty: list at least one { cert, key }",

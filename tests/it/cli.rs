@@ -1,4 +1,5 @@
-//! The `tollgate` binary as an operator runs it: `-t`, `--version`, serving, SIGTERM.
+//! The `tollgate` binary as an operator runs it: `-t` (with what it says of `[acme]`),
+//! `--version`, serving, SIGTERM.
 
 use crate::support;
 
@@ -102,6 +103,69 @@ fn check_accepts_the_nginx_migration_example() {
     let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// A file with `[acme]` and one `acme = true` site for `example.com` (which
+/// `certs/example.pem` covers) and `new.example.org`, its storage at `storage`.
+fn acme_config(dir: &tempfile::TempDir, storage: &str) -> std::path::PathBuf {
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["example.com".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(certs.join("example.pem"), cert.pem()).unwrap();
+    std::fs::write(certs.join("example.key"), key.serialize_pem()).unwrap();
+    let text = format!(
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\nlisten_tls = [\"127.0.0.1:8443\"]\n\
+         [tls]\n[[tls.certificates]]\ncert = \"certs/example.pem\"\nkey = \"certs/example.key\"\n\
+         [acme]\ndirectory = \"https://acme-v02.api.letsencrypt.org/directory\"\n\
+         email = \"ops@example.com\"\nstorage = \"{storage}\"\n\
+         [[site]]\nnames = [\"example.com\", \"new.example.org\"]\nacme = true\n\
+         [[site.location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n"
+    );
+    write_config(dir, "gateway.toml", &text)
+}
+
+#[test]
+fn check_notes_the_acme_names_a_static_certificate_covers() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = acme_config(&dir, "acme");
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
+    let cert = dir.path().join("certs/example.pem");
+    let note = format!(
+        "note: example.com is covered by the static certificate {}; no certificate is ordered for it\n",
+        cert.display()
+    );
+    assert!(stderr.contains(&note), "{stderr}");
+    assert!(!stderr.contains("new.example.org"), "{stderr}");
+    assert!(!dir.path().join("acme").exists(), "-t made the storage");
+}
+
+#[test]
+fn check_refuses_an_acme_storage_that_cannot_be_made() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    // Under a regular file: refused even to root, unlike a directory without write bits.
+    std::fs::write(dir.path().join("somefile"), "").unwrap();
+    let path = acme_config(&dir, "somefile/acme");
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "{}: cannot use {} as the [acme] storage: it does not exist and cannot be created: {} is not a directory",
+        path.display(),
+        dir.path().join("somefile/acme").display(),
+        dir.path().join("somefile").display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(stderr.ends_with("configuration test failed\n"), "{stderr}");
 }
 
 #[test]

@@ -47,6 +47,7 @@ pub(crate) struct RawConfig {
     pub admin: Section<RawAdmin>,
     pub tls: Section<RawTls>,
     pub redis: Section<RawRedis>,
+    pub acme: Section<RawAcme>,
     /// In file order.
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order.
@@ -75,6 +76,7 @@ pub(crate) struct RawSite {
     pub names: Option<Spanned<Vec<Spanned<String>>>>,
     pub listen: Option<Spanned<Vec<Spanned<String>>>>,
     pub default: Option<Spanned<bool>>,
+    pub acme: Option<Spanned<bool>>,
     /// What its locations inherit: as in [`RawLocation`].
     pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
@@ -172,6 +174,24 @@ pub(crate) struct RawRedis {
     pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawAcme {
+    /// Required.
+    pub directory: Option<Spanned<String>>,
+    pub email: Option<Spanned<String>>,
+    pub storage: Option<Spanned<String>>,
+    /// PEM CA certificates to trust for the ACME server instead of the system's.
+    pub ca: Option<Spanned<String>>,
+    /// `eab_kid` and `eab_hmac_key`: both or neither.
+    pub eab_kid: Option<Spanned<String>>,
+    pub eab_hmac_key: Option<Spanned<String>>,
+    /// Challenge type names, checked in `validate`.
+    pub challenges: Option<Spanned<Vec<Spanned<String>>>>,
+    pub retry_min: Option<Loose>,
+    pub retry_max: Option<Loose>,
 }
 
 #[derive(Deserialize)]

@@ -26,6 +26,7 @@ const SECTIONS: &[&str] = &[
     "admin",
     "tls",
     "redis",
+    "acme",
 ];
 
 /// Parses `text` into raw sections, reporting syntax errors, unknown and not yet
@@ -46,6 +47,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "admin" => raw.admin = section(value, diag),
             "tls" => raw.tls = section(value, diag),
             "redis" => raw.redis = section(value, diag),
+            "acme" => raw.acme = section(value, diag),
             "upstreams" => raw.upstreams = named(value, UPSTREAMS_HINT, diag),
             "zones" => raw.zones = named(value, ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, diag),
@@ -326,7 +328,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`"
         );
     }
 

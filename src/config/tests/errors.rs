@@ -82,7 +82,7 @@ fn unknown_and_future_server_keys_are_reported_at_the_key() {
         owned(
             3,
             16,
-            "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`"
+            "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`, or set `acme = true` on a site to order one"
         )
     );
     assert_eq!(
@@ -253,7 +253,7 @@ fn duplicate_exact_and_prefix_locations_name_the_first() {
 fn future_and_unknown_sections_are_reported_at_their_name() {
     let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`";
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
 }
 

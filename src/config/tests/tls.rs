@@ -5,7 +5,12 @@ use super::*;
 
 /// A self-signed certificate for `names` with a fresh key of `alg`, written to `dir` as
 /// `{stem}.pem` and `{stem}.key`.
-fn write_cert(dir: &Path, stem: &str, names: &[&str], alg: &'static rcgen::SignatureAlgorithm) {
+pub(super) fn write_cert(
+    dir: &Path,
+    stem: &str,
+    names: &[&str],
+    alg: &'static rcgen::SignatureAlgorithm,
+) {
     let key = rcgen::KeyPair::generate_for(alg).unwrap();
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let cert = rcgen::CertificateParams::new(names)
@@ -139,7 +144,7 @@ fn listen_tls_needs_a_certificate_and_a_tls_section_needs_its_list() {
     assert_eq!(
         messages,
         [
-            "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`",
+            "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`, or set `acme = true` on a site to order one",
             "missing key `certificates`"
         ]
     );
