@@ -37,12 +37,23 @@ impl Certificate {
 
 /// Whether a certificate's name `own` is good for `name`, exactly or as a wildcard.
 fn name_covers(own: &str, name: &str) -> bool {
-    match own.strip_prefix("*.") {
-        None => own.eq_ignore_ascii_case(name),
-        Some(suffix) => match name.split_once('.') {
-            Some((label, rest)) => !label.is_empty() && rest.eq_ignore_ascii_case(suffix),
-            None => false,
-        },
+    names_exactly(own, name) || names_by_wildcard(own, name)
+}
+
+/// Whether a certificate's name `own` is `name` (any case; a wildcard only itself).
+pub fn names_exactly(own: &str, name: &str) -> bool {
+    own.eq_ignore_ascii_case(name)
+}
+
+/// Whether a certificate's wildcard name `own` covers `name`: `*.example.com` covers
+/// `a.example.com`, not `example.com` nor `a.b.example.com`.
+pub fn names_by_wildcard(own: &str, name: &str) -> bool {
+    let Some(suffix) = own.strip_prefix("*.") else {
+        return false;
+    };
+    match name.split_once('.') {
+        Some((label, rest)) => !label.is_empty() && rest.eq_ignore_ascii_case(suffix),
+        None => false,
     }
 }
 

@@ -14,7 +14,7 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 use crate::acme::{Published, ACME_TLS_ALPN};
-use crate::certs::{provider, Certificate};
+use crate::certs::{names_by_wildcard, names_exactly, provider, Certificate};
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).
 const SESSION_CACHE: usize = 32 * 1024;
@@ -96,7 +96,7 @@ impl ResolvesServerCert for Resolver {
         let schemes = hello.signature_schemes();
         let usable = |key: &&Arc<CertifiedKey>| key.key.choose_scheme(schemes).is_some();
         if let Some(sni) = hello.server_name() {
-            for matches in [exact as fn(&str, &str) -> bool, wildcard] {
+            for matches in [names_exactly as fn(&str, &str) -> bool, names_by_wildcard] {
                 let mut found = self
                     .certificates
                     .iter()
@@ -115,35 +115,5 @@ impl ResolvesServerCert for Resolver {
         let first = all.clone().next();
         let fallback = all.find(usable).or(first).cloned();
         fallback.or_else(|| self.acme.as_ref()?.default_certificate())
-    }
-}
-
-fn exact(name: &str, sni: &str) -> bool {
-    name.eq_ignore_ascii_case(sni)
-}
-
-/// `*.example.com` matches `a.example.com`, not `example.com` nor `a.b.example.com`.
-fn wildcard(name: &str, sni: &str) -> bool {
-    let Some(suffix) = name.strip_prefix("*.") else {
-        return false;
-    };
-    match sni.split_once('.') {
-        Some((label, rest)) => !label.is_empty() && rest.eq_ignore_ascii_case(suffix),
-        None => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wildcard_covers_one_label() {
-        assert!(wildcard("*.example.com", "a.example.com"));
-        assert!(wildcard("*.example.com", "A.Example.COM"));
-        assert!(!wildcard("*.example.com", "example.com"));
-        assert!(!wildcard("*.example.com", "a.b.example.com"));
-        assert!(!wildcard("*.example.com", ".example.com"));
-        assert!(!wildcard("www.example.com", "www.example.com"));
     }
 }

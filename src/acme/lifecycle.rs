@@ -176,7 +176,14 @@ async fn attempt(context: &Context, name: &str, preferred: &mut usize) -> Result
         .acquire()
         .await
         .map_err(|err| err.to_string())?;
-    let account = context.account().await?;
+    let account = match context.account().await {
+        Ok(account) => account,
+        Err(why) => {
+            // A try that could not reach the CA is a failed order too.
+            context.shared.count(false);
+            return Err(why);
+        }
+    };
     let challenges = &context.setup.config.challenges;
     let mut failed = Vec::new();
     for turn in 0..challenges.len() {

@@ -65,7 +65,14 @@ impl Ports {
 /// A gateway config: `[server]` on `ports`, `[acme]` at `directory` trusting `ca`, with
 /// `storage`, and one site for [`NAME`] with `acme = true` answering `200 shop`.
 /// `acme_extra` adds lines to `[acme]`; `top` adds sections before the sites.
-fn config(ports: Ports, directory: &str, ca: &Path, storage: &Path, acme_extra: &str, top: &str) -> String {
+fn config(
+    ports: Ports,
+    directory: &str,
+    ca: &Path,
+    storage: &Path,
+    acme_extra: &str,
+    top: &str,
+) -> String {
     let listen = match ports.plain {
         Some(port) => format!("listen = [\"127.0.0.1:{port}\"]\n"),
         None => String::new(),
@@ -109,7 +116,14 @@ return = {{ status = 200, body = "shop" }}
 /// The config for `pebble`, with storage under `dir`.
 fn config_for(pebble: &Pebble, ports: Ports, dir: &Path, acme_extra: &str) -> String {
     let storage = dir.join("acme");
-    config(ports, &pebble.directory(), pebble.ca_pem_path(), &storage, acme_extra, "")
+    config(
+        ports,
+        &pebble.directory(),
+        pebble.ca_pem_path(),
+        &storage,
+        acme_extra,
+        "",
+    )
 }
 
 /// The gateway started from `toml`.
@@ -126,21 +140,31 @@ async fn name_status(gateway: &tollgate::Gateway, name: &str) -> serde_json::Val
 }
 
 /// Waits until `name`'s state starts with `word` (`valid`, `failed`…), at most `secs`.
-async fn wait_for(gateway: &tollgate::Gateway, name: &str, word: &str, secs: u64) -> serde_json::Value {
+async fn wait_for(
+    gateway: &tollgate::Gateway,
+    name: &str,
+    word: &str,
+    secs: u64,
+) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let status = name_status(gateway, name).await;
         if status["status"] == word {
             return status;
         }
-        assert!(Instant::now() < deadline, "{name} not {word} within {secs}s: {status}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} not {word} within {secs}s: {status}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// `/metrics` as text.
 async fn metrics(gateway: &tollgate::Gateway) -> String {
-    get_text(gateway.admin_addr().expect("admin"), "/metrics").await.body
+    get_text(gateway.admin_addr().expect("admin"), "/metrics")
+        .await
+        .body
 }
 
 /// The value of the sample whose line starts with `series` (name and labels).
@@ -162,7 +186,11 @@ async fn served_chain(addr: SocketAddr, sni: &str) -> Vec<CertificateDer<'static
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = ServerName::try_from(sni.to_owned()).expect("server name");
     let tls = connector.connect(name, tcp).await.expect("handshake");
-    tls.get_ref().1.peer_certificates().expect("a chain").to_vec()
+    tls.get_ref()
+        .1
+        .peer_certificates()
+        .expect("a chain")
+        .to_vec()
 }
 
 /// `chain` as PEM, leaf first.
@@ -255,24 +283,50 @@ async fn http01_issues_before_any_rule_and_the_certificate_chains_to_pebble() {
     // validator (on loopback too) still gets its answer.
     let top = "[access]\ndeny = [\"127.0.0.0/8\"]";
     let storage = dir.path().join("acme");
-    let toml = config(ports, &pebble.directory(), pebble.ca_pem_path(), &storage, "", top);
+    let toml = config(
+        ports,
+        &pebble.directory(),
+        pebble.ca_pem_path(),
+        &storage,
+        "",
+        top,
+    );
     let gateway = start(&toml);
     let status = wait_for(&gateway, NAME, "valid", 30).await;
-    assert!(status["state"].as_str().unwrap().starts_with("valid until 20"), "{status}");
+    assert!(
+        status["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("valid until 20"),
+        "{status}"
+    );
     assert!(pebble.http_validations() > 0, "validated over http-01");
 
     let chain = served_chain(ports.tls_addr(), NAME).await;
-    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME).expect("chains to pebble's root");
+    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
+        .expect("chains to pebble's root");
     // Stored with the key, private.
-    let stored = std::fs::read_dir(&storage).unwrap().next().unwrap().unwrap().path();
+    let stored = std::fs::read_dir(&storage)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let key = stored.join(NAME).join("key.pem");
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
     let storage_mode = std::fs::metadata(&storage).unwrap().permissions();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&storage_mode) & 0o777, 0o700);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&storage_mode) & 0o777,
+        0o700
+    );
 
     let text = metrics(&gateway).await;
-    assert_eq!(sample(&text, r#"tollgate_acme_orders_total{result="issued"}"#), Some(1.0));
+    assert_eq!(
+        sample(&text, r#"tollgate_acme_orders_total{result="issued"}"#),
+        Some(1.0)
+    );
     let expiry = format!(r#"tollgate_certificate_expiry_timestamp_seconds{{name="{NAME}"}}"#);
     let not_after = sample(&text, &expiry).expect("expiry of the managed certificate");
     let (_, leaf) = x509_parser::parse_x509_certificate(chain[0].as_ref()).unwrap();
@@ -295,9 +349,14 @@ async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
     let dir = tempfile::tempdir().unwrap();
     let gateway = start(&config_for(&pebble, ports, dir.path(), ""));
     wait_for(&gateway, NAME, "valid", 30).await;
-    assert_eq!(pebble.http_validations(), 0, "no plain listener: tls-alpn-01 only");
+    assert_eq!(
+        pebble.http_validations(),
+        0,
+        "no plain listener: tls-alpn-01 only"
+    );
     assert!(pebble.validations() > 0);
     let chain = served_chain(ports.tls_addr(), NAME).await;
-    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME).expect("chains to pebble's root");
+    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
+        .expect("chains to pebble's root");
     gateway.stop().await;
 }

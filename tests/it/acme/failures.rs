@@ -14,28 +14,50 @@ async fn with_the_ca_down_a_placeholder_is_served_and_retries_back_off() {
     let mut pebble = Pebble::start(ports.options()).await;
     pebble.stop();
     let dir = tempfile::tempdir().unwrap();
-    let gateway = start(&config_for(&pebble, ports, dir.path(), r#"retry_max = "1m""#));
+    let gateway = start(&config_for(
+        &pebble,
+        ports,
+        dir.path(),
+        r#"retry_max = "1m""#,
+    ));
 
     // Before any certificate: the placeholder, for the name and for no SNI alike.
     let chain = served_chain(ports.tls_addr(), NAME).await;
     assert_eq!(chain.len(), 1);
-    assert!(common_name(&chain[0]).contains("placeholder"), "{}", common_name(&chain[0]));
+    assert!(
+        common_name(&chain[0]).contains("placeholder"),
+        "{}",
+        common_name(&chain[0])
+    );
     let status = wait_for(&gateway, NAME, "failed", 10).await;
     let error = status["error"].as_str().unwrap();
-    assert!(error.contains(&pebble.directory()), "the error names the directory: {error}");
-    assert!(status["state"].as_str().unwrap().contains(", next try at 20"), "{status}");
+    assert!(
+        error.contains(&pebble.directory()),
+        "the error names the directory: {error}"
+    );
+    assert!(
+        status["state"]
+            .as_str()
+            .unwrap()
+            .contains(", next try at 20"),
+        "{status}"
+    );
 
     // 1 s, 2 s, 4 s…: in 6 s, three or four tries, not six.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let text = metrics(&gateway).await;
     let failed = sample(&text, r#"tollgate_acme_orders_total{result="failed"}"#).unwrap();
-    assert!((2.0..=4.0).contains(&failed), "{failed} failed tries in 6 s");
+    assert!(
+        (2.0..=4.0).contains(&failed),
+        "{failed} failed tries in 6 s"
+    );
 
     // The CA is back: the next try issues.
     pebble.restart().await;
     wait_for(&gateway, NAME, "valid", 30).await;
     let chain = served_chain(ports.tls_addr(), NAME).await;
-    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME).expect("chains to pebble's root");
+    pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
+        .expect("chains to pebble's root");
     gateway.stop().await;
 }
 
@@ -49,13 +71,19 @@ async fn a_directory_that_is_not_an_acme_server_is_a_clear_failure() {
     let pebble = Pebble::start(ports.options()).await;
     let dir = tempfile::tempdir().unwrap();
     // pebble's own HTTPS, a path that is no directory (404).
-    let directory = format!("{}/nothing-here", pebble.directory().trim_end_matches("/dir"));
+    let directory = format!(
+        "{}/nothing-here",
+        pebble.directory().trim_end_matches("/dir")
+    );
     let storage = dir.path().join("acme");
     let toml = config(ports, &directory, pebble.ca_pem_path(), &storage, "", "");
     let gateway = start(&toml);
     let status = wait_for(&gateway, NAME, "failed", 10).await;
     let error = status["error"].as_str().unwrap();
-    assert!(error.contains("nothing-here"), "the error names the directory: {error}");
+    assert!(
+        error.contains("nothing-here"),
+        "the error names the directory: {error}"
+    );
     // Still the placeholder, still no crash.
     let chain = served_chain(ports.tls_addr(), NAME).await;
     assert!(common_name(&chain[0]).contains("placeholder"));

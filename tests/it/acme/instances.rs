@@ -15,7 +15,16 @@ async fn instances_sharing_storage_order_once_and_either_answers_the_ca() {
     let pebble = Pebble::start(a.options()).await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("acme");
-    let toml = |ports| config(ports, &pebble.directory(), pebble.ca_pem_path(), &storage, "", "");
+    let toml = |ports| {
+        config(
+            ports,
+            &pebble.directory(),
+            pebble.ca_pem_path(),
+            &storage,
+            "",
+            "",
+        )
+    };
     // `b` starts first and takes the name's lock; `a` starts while it orders.
     let gateway_b = start(&toml(b));
     let lock = wait_for_lock(&storage).await;
@@ -25,8 +34,14 @@ async fn instances_sharing_storage_order_once_and_either_answers_the_ca() {
     assert!(!lock.exists(), "the lock is released");
     assert_eq!(pebble.orders(), 1, "one order between them");
     let (issued_a, issued_b) = (
-        sample(&metrics(&gateway_a).await, r#"tollgate_acme_orders_total{result="issued"}"#),
-        sample(&metrics(&gateway_b).await, r#"tollgate_acme_orders_total{result="issued"}"#),
+        sample(
+            &metrics(&gateway_a).await,
+            r#"tollgate_acme_orders_total{result="issued"}"#,
+        ),
+        sample(
+            &metrics(&gateway_b).await,
+            r#"tollgate_acme_orders_total{result="issued"}"#,
+        ),
     );
     assert_eq!((issued_a, issued_b), (Some(0.0), Some(1.0)));
     let served_a = served_chain(a.tls_addr(), NAME).await;
@@ -49,7 +64,11 @@ async fn wait_for_lock(storage: &Path) -> std::path::PathBuf {
         if let Some(lock) = lock {
             return lock;
         }
-        assert!(Instant::now() < deadline, "no lock under {}", storage.display());
+        assert!(
+            Instant::now() < deadline,
+            "no lock under {}",
+            storage.display()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
