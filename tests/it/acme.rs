@@ -9,6 +9,7 @@
 mod failures;
 mod instances;
 mod lifecycle;
+mod names;
 
 use crate::support::pebble::{self, Options, Pebble};
 use crate::support::*;
@@ -358,5 +359,36 @@ async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
     let chain = served_chain(ports.tls_addr(), NAME).await;
     pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
         .expect("chains to pebble's root");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_account_binding_makes_the_account_and_a_wrong_key_is_a_clear_failure() {
+    let _shared = shared();
+    if !pebble::available() {
+        return;
+    }
+    let hmac = [0x5au8; 32];
+    let ports = Ports::both();
+    let pebble = Pebble::start(ports.options().eab("kid-1", &hmac)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = base64_lines(&hmac);
+    let eab = format!("eab_kid = \"kid-1\"\neab_hmac_key = \"{}\"", key.trim());
+    let gateway = start(&config_for(&pebble, ports, dir.path(), &eab));
+    wait_for(&gateway, NAME, "valid", 30).await;
+    gateway.stop().await;
+
+    let other = tempfile::tempdir().unwrap();
+    let wrong = format!(
+        "eab_kid = \"kid-1\"\neab_hmac_key = \"{}\"",
+        base64_lines(&[1u8; 32]).trim()
+    );
+    let gateway = start(&config_for(&pebble, ports, other.path(), &wrong));
+    let status = wait_for(&gateway, NAME, "failed", 10).await;
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.contains("ACME directory") && error.contains("API error"),
+        "{error}"
+    );
     gateway.stop().await;
 }

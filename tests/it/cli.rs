@@ -105,6 +105,25 @@ fn check_accepts_the_nginx_migration_example() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
 
+/// The README's "Automatic HTTPS" example (`examples/automatic-https.toml`) checks
+/// without contacting the CA, and `-t` leaves its storage unmade.
+#[test]
+fn check_accepts_the_automatic_https_example() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let example = include_str!("../../examples/automatic-https.toml");
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(example.trim()),
+        "the README shows the example as it is"
+    );
+    let path = write_config(&dir, "gateway.toml", example);
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!dir.path().join("acme").exists(), "-t made the storage");
+}
+
 /// A file with `[acme]` and one `acme = true` site for `example.com` (which
 /// `certs/example.pem` covers) and `new.example.org`, its storage at `storage`.
 fn acme_config(dir: &tempfile::TempDir, storage: &str) -> std::path::PathBuf {
