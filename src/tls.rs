@@ -77,7 +77,7 @@ pub fn server_config(
 /// Chooses a certificate by SNI: a static one with the exact name first, then with a
 /// wildcard (among several, the first whose key the client can verify), then a managed
 /// name's. No SNI, or no match: the first static certificate, else the first managed
-/// name's. A tls-alpn-01 handshake (ALPN `acme-tls/1` offered) gets the challenge
+/// name's. A tls-alpn-01 handshake (ALPN `acme-tls/1` alone) gets the challenge
 /// certificate of its name or nothing.
 #[derive(Debug)]
 struct Resolver {
@@ -88,8 +88,10 @@ struct Resolver {
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         if let Some(acme) = &self.acme {
+            // A validator offers `acme-tls/1` alone (RFC 8737 §3); a client offering it
+            // beside others is served as any other.
             let mut alpn = hello.alpn().into_iter().flatten();
-            if alpn.any(|protocol| protocol == ACME_TLS_ALPN) {
+            if alpn.next() == Some(ACME_TLS_ALPN) && alpn.next().is_none() {
                 return acme.tls_alpn01(hello.server_name()?);
             }
         }

@@ -179,19 +179,21 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 /// The chain a TLS handshake with `sni` gets from `addr` (no verification: the tests
 /// check it themselves).
 async fn served_chain(addr: SocketAddr, sni: &str) -> Vec<CertificateDer<'static>> {
-    let config = rustls::ClientConfig::builder()
+    handshake(addr, sni, &[b"h2", b"http/1.1"]).await.expect("handshake")
+}
+
+/// A handshake with `sni` offering `alpn`: the chain served, or why it failed.
+async fn handshake(addr: SocketAddr, sni: &str, alpn: &[&[u8]]) -> std::io::Result<Vec<CertificateDer<'static>>> {
+    let mut config = rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAny))
         .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = ServerName::try_from(sni.to_owned()).expect("server name");
-    let tls = connector.connect(name, tcp).await.expect("handshake");
-    tls.get_ref()
-        .1
-        .peer_certificates()
-        .expect("a chain")
-        .to_vec()
+    let tls = connector.connect(name, tcp).await?;
+    Ok(tls.get_ref().1.peer_certificates().expect("a chain").to_vec())
 }
 
 /// `chain` as PEM, leaf first.
@@ -359,6 +361,12 @@ async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
     let chain = served_chain(ports.tls_addr(), NAME).await;
     pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
         .expect("chains to pebble's root");
+    // With no challenge under way, `acme-tls/1` alone gets nothing; offered beside
+    // others, it is a handshake like any other.
+    let addr = ports.tls_addr();
+    assert!(handshake(addr, NAME, &[b"acme-tls/1"]).await.is_err());
+    let mixed = handshake(addr, NAME, &[b"acme-tls/1", b"http/1.1"]).await.unwrap();
+    assert_eq!(mixed[0], chain[0]);
     gateway.stop().await;
 }
 
