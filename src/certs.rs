@@ -112,10 +112,21 @@ impl CertError {
 }
 
 /// Reads and checks a PEM certificate chain (leaf first) and its private key (PKCS#8,
-/// PKCS#1 RSA or SEC1 EC; RSA, ECDSA P-256/P-384 or Ed25519).
+/// PKCS#1 RSA or SEC1 EC; RSA, ECDSA P-256/P-384 or Ed25519). The two may be one file.
 pub fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError> {
     let cert_pem = read(cert_path)?;
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+    let key_pem = read(key_path)?;
+    parse(&cert_pem, cert_path, &key_pem, key_path)
+}
+
+/// [`load`] for PEM text at hand; the paths are for messages.
+pub fn parse(
+    cert_pem: &[u8],
+    cert_path: &Path,
+    key_pem: &[u8],
+    key_path: &Path,
+) -> Result<Certificate, CertError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|err| pem_error(cert_path, err))?;
     let Some(leaf) = chain.first() else {
@@ -127,8 +138,7 @@ pub fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError>
         path: cert_path.to_owned(),
         reason,
     })?;
-    let key_pem = read(key_path)?;
-    let key = match PrivateKeyDer::from_pem_slice(&key_pem) {
+    let key = match PrivateKeyDer::from_pem_slice(key_pem) {
         Ok(key) => key,
         Err(pem::Error::NoItemsFound) => {
             return Err(CertError::NoKey {

@@ -1,9 +1,13 @@
 //! The HTTP client instant-acme speaks to the CA through: one connection per request
 //! (ACME makes few), TLS with rustls and ring like the rest of the gateway, the system's
-//! roots or `[acme] ca`, a deadline on every request and a cap on every answer. It also
-//! remembers the latest `Retry-After` the CA sent, which instant-acme's errors drop, so
-//! that no order goes to the CA before the time it asked for.
+//! roots or `[acme] ca`, a deadline on every request and a cap on every answer.
+//!
+//! It also reads `Retry-After`, which instant-acme's errors drop. On a refusal (429, 503)
+//! the wait is noted for the order that got it ([`noting_retry_after`]), and a 503 (the
+//! CA overloaded) makes every order wait. Every `Retry-After` is capped before
+//! instant-acme sees it.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -26,6 +30,23 @@ const MAX_ANSWER: usize = 1024 * 1024;
 /// Longest wait a `Retry-After` may ask for: a CA's day-long rate limit is honoured,
 /// a nonsense value is not.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest wait a 503 imposes on every order (the CA overloaded, not refusing one name).
+const MAX_QUIET: Duration = Duration::from_secs(3600);
+
+tokio::task_local! {
+    /// The longest `Retry-After` of a refusal during [`noting_retry_after`].
+    static ASKED: Cell<Option<Duration>>;
+}
+
+/// Runs `work`, and says how long the CA asked to wait in any refusal (429 or 503) it got
+/// meanwhile.
+pub async fn noting_retry_after<F: Future>(work: F) -> (F::Output, Option<Duration>) {
+    let noted = async {
+        let output = work.await;
+        (output, ASKED.with(Cell::get))
+    };
+    ASKED.scope(Cell::new(None), noted).await
+}
 
 /// The client, shared by every order of one `[acme]` setup.
 #[derive(Clone, Debug)]
@@ -68,33 +89,50 @@ impl Client {
         })
     }
 
-    /// When the CA last asked to be left alone until, if that is still ahead.
+    /// Until when the overloaded CA asked every order to wait, if that is still ahead.
     pub fn quiet_until(&self, now: Instant) -> Option<Instant> {
         let until = *self.quiet_until.lock().ok()?;
         until.filter(|&until| until > now)
     }
 
-    fn note_retry_after(&self, answer: &http::response::Parts) {
-        let Some(wait) = answer
-            .headers
-            .get(RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| retry_after(value, SystemTime::now()))
-        else {
+    /// Caps the answer's `Retry-After` (or drops one that does not read) and notes it
+    /// when the answer is a refusal.
+    fn note_retry_after(&self, answer: &mut http::response::Parts) {
+        let Some(value) = answer.headers.get(RETRY_AFTER) else {
             return;
         };
-        let until = Instant::now() + wait.min(MAX_RETRY_AFTER);
-        if let Ok(mut quiet) = self.quiet_until.lock() {
-            *quiet = Some(quiet.map_or(until, |old| old.max(until)));
+        let wait = value
+            .to_str()
+            .ok()
+            .and_then(|value| retry_after(value, SystemTime::now()))
+            .map(|wait| wait.min(MAX_RETRY_AFTER));
+        let Some(wait) = wait else {
+            answer.headers.remove(RETRY_AFTER);
+            return;
+        };
+        answer
+            .headers
+            .insert(RETRY_AFTER, http::HeaderValue::from(wait.as_secs()));
+        let status = answer.status.as_u16();
+        if !matches!(status, 429 | 503) {
+            return;
+        }
+        let _ = ASKED.try_with(|asked| asked.set(Some(asked.get().map_or(wait, |w| w.max(wait)))));
+        if status == 503 {
+            let until = Instant::now() + wait.min(MAX_QUIET);
+            if let Ok(mut quiet) = self.quiet_until.lock() {
+                *quiet = Some(quiet.map_or(until, |old| old.max(until)));
+            }
         }
     }
 
     async fn send(&self, req: Request<BodyWrapper<Bytes>>) -> Result<BytesResponse, Error> {
-        let (parts, body) = match tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req)).await {
-            Ok(answer) => answer?,
-            Err(_) => return Err(other(format!("no answer within {REQUEST_TIMEOUT:?}"))),
-        };
-        self.note_retry_after(&parts);
+        let (mut parts, body) =
+            match tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req)).await {
+                Ok(answer) => answer?,
+                Err(_) => return Err(other(format!("no answer within {REQUEST_TIMEOUT:?}"))),
+            };
+        self.note_retry_after(&mut parts);
         Ok(BytesResponse {
             parts,
             body: Box::new(body),
@@ -196,6 +234,49 @@ fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(status: u16, retry_after: &str) -> http::response::Parts {
+        let answer = Response::builder()
+            .status(status)
+            .header(RETRY_AFTER, retry_after)
+            .body(())
+            .unwrap();
+        answer.into_parts().0
+    }
+
+    #[tokio::test]
+    async fn a_refusal_s_retry_after_is_capped_noted_for_its_order_and_a_503_s_for_all() {
+        let client = Client::new(Some(&[])).unwrap();
+        // Past u64 seconds: instant-acme would overflow adding it to the clock.
+        let mut huge = answer(429, "18446744073709551615");
+        let ((), asked) = noting_retry_after(async { client.note_retry_after(&mut huge) }).await;
+        assert_eq!(asked, Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            huge.headers[RETRY_AFTER],
+            MAX_RETRY_AFTER.as_secs().to_string().as_str()
+        );
+        assert_eq!(
+            client.quiet_until(Instant::now()),
+            None,
+            "a 429 concerns its order only"
+        );
+        // A success's Retry-After (ARI's next poll) is no refusal.
+        let mut ari = answer(200, "21600");
+        let ((), asked) = noting_retry_after(async { client.note_retry_after(&mut ari) }).await;
+        assert_eq!(asked, None);
+        let mut nonsense = answer(429, "soon");
+        client.note_retry_after(&mut nonsense);
+        assert!(
+            nonsense.headers.get(RETRY_AFTER).is_none(),
+            "dropped, not passed on"
+        );
+        let mut overloaded = answer(503, "86400");
+        client.note_retry_after(&mut overloaded);
+        let quiet = client
+            .quiet_until(Instant::now())
+            .expect("every order waits");
+        assert!(quiet <= Instant::now() + MAX_QUIET);
+    }
 
     #[test]
     fn retry_after_in_seconds_and_as_a_date() {

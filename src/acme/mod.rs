@@ -50,6 +50,9 @@ pub struct Manager {
     published: Arc<Published>,
     shared: Arc<Shared>,
     control: watch::Sender<Control>,
+    /// Closed when the thread has ended, its tasks dropped (locks released, answers
+    /// withdrawn).
+    ended: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -72,14 +75,21 @@ impl Manager {
             .build()
             .map_err(|err| format!("cannot start the ACME thread: {err}"))?;
         let (thread_published, thread_shared) = (published.clone(), shared.clone());
+        let (end, ended) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("tollgate-acme".into())
-            .spawn(move || runtime.block_on(run(receiver, thread_published, thread_shared)))
+            .spawn(move || {
+                runtime.block_on(run(receiver, thread_published, thread_shared));
+                // The tasks are dropped with the runtime, before the end is told.
+                drop(runtime);
+                drop(end);
+            })
             .map_err(|err| format!("cannot start the ACME thread: {err}"))?;
         Ok(Manager {
             published,
             shared,
             control,
+            ended: std::sync::Mutex::new(ended),
         })
     }
 
@@ -113,10 +123,19 @@ impl Manager {
 }
 
 impl Manager {
-    /// Stops the thread: an order under way is abandoned (its lock released); what is
-    /// in force stays served.
+    /// Tells the thread to stop: an order under way is abandoned; what is in force
+    /// stays served.
     pub fn stop(&self) {
         self.control.send_replace(Control::Stop);
+    }
+
+    /// Stops the thread and waits for it to end (at most `limit`), so an order under
+    /// way has released its lock and withdrawn its answers before the process exits.
+    pub fn stop_and_wait(&self, limit: std::time::Duration) {
+        self.stop();
+        if let Ok(ended) = self.ended.lock() {
+            let _ = ended.recv_timeout(limit);
+        }
     }
 }
 
@@ -163,13 +182,14 @@ async fn run(
 ) {
     let mut tasks = Tasks {
         by_name: HashMap::new(),
+        mirror: None,
         context: None,
         published,
         shared,
     };
     loop {
-        let order = control.borrow_and_update().clone();
-        let Control::Run(setup) = order else {
+        let told = control.borrow_and_update().clone();
+        let Control::Run(setup) = told else {
             break;
         };
         tasks.reconcile(setup);
@@ -180,9 +200,10 @@ async fn run(
     tasks.abort_all();
 }
 
-/// The manager's tasks: one per name, and the mirror (under the name "").
+/// The manager's tasks: one per name, and the mirror of answers in storage.
 struct Tasks {
     by_name: HashMap<String, JoinHandle<()>>,
+    mirror: Option<JoinHandle<()>>,
     context: Option<Arc<Context>>,
     published: Arc<Published>,
     shared: Arc<Shared>,
@@ -194,7 +215,7 @@ impl Tasks {
     /// other change starts every task over.
     fn reconcile(&mut self, setup: Option<Arc<Setup>>) {
         let keep = match (&self.context, &setup) {
-            (Some(current), Some(next)) => current.setup.same_ca(next),
+            (Some(current), Some(next)) => current.setup.differs_only_in_names(next),
             _ => false,
         };
         let names: Vec<String> = setup.iter().flat_map(|s| s.config.names.clone()).collect();
@@ -203,7 +224,7 @@ impl Tasks {
         }
         if keep {
             self.by_name.retain(|name, task| {
-                let stays = name.is_empty() || names.contains(name);
+                let stays = names.contains(name);
                 if !stays {
                     task.abort();
                 }
@@ -216,8 +237,7 @@ impl Tasks {
                 Arc::new(Context::new(setup, published, shared))
             });
             if let Some(context) = &self.context {
-                let task = tokio::spawn(mirror(context.clone()));
-                self.by_name.insert(String::new(), task);
+                self.mirror = Some(tokio::spawn(mirror(context.clone())));
             }
         }
         let Some(context) = &self.context else {
@@ -233,5 +253,8 @@ impl Tasks {
 
     fn abort_all(&mut self) {
         self.by_name.drain().for_each(|(_, task)| task.abort());
+        if let Some(mirror) = self.mirror.take() {
+            mirror.abort();
+        }
     }
 }

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use rustls::sign::CertifiedKey;
@@ -217,9 +216,7 @@ impl Published {
 }
 
 fn log_placeholder(sni: &str, served: &Served) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let now = super::schedule::unix_now();
     let last = served.logged.load(Ordering::Relaxed);
     if now.saturating_sub(last) < PLACEHOLDER_LOG_INTERVAL {
         return;

@@ -38,6 +38,13 @@ pub fn retry_in(
     wait.max(ca_asked.unwrap_or(Duration::ZERO))
 }
 
+/// Now, in seconds since the Unix epoch: the ACME module's one clock read.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 fn spread(width: i64, random: f64) -> i64 {
     (width as f64 * random.clamp(0.0, 1.0)) as i64
 }

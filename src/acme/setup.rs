@@ -44,7 +44,7 @@ impl Setup {
 
     /// Whether `other` differs only in the names it manages (then the account and the
     /// names that stay are kept).
-    pub fn same_ca(&self, other: &Setup) -> bool {
+    pub fn differs_only_in_names(&self, other: &Setup) -> bool {
         let strip = |c: &config::Acme| config::Acme {
             names: Vec::new(),
             covered: Vec::new(),
@@ -141,12 +141,14 @@ impl Context {
         let storage = &self.setup.storage;
         loop {
             if let Some(credentials) = storage.account()? {
-                return Account::builder_with_http(Box::new(self.setup.client.clone()))
+                let account = Account::builder_with_http(Box::new(self.setup.client.clone()))
                     .from_credentials(credentials)
                     .await
                     .map_err(|err| {
                         format!("ACME directory {}: {err}", self.setup.config.directory)
-                    });
+                    })?;
+                self.update_contact(&account).await;
+                return Ok(account);
             }
             let Some(_lock) = storage.lock("account").map_err(|err| err.to_string())? else {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -159,10 +161,35 @@ impl Context {
         }
     }
 
+    /// Gives the CA the configured contact if the stored account was made (or last
+    /// updated) with another. A failure is logged and tried again at the next start.
+    async fn update_contact(&self, account: &Account) {
+        let storage = &self.setup.storage;
+        let wanted = contact(&self.setup.config);
+        if storage.account_contact().as_deref() == Some(wanted.as_str()) {
+            return;
+        }
+        let contacts: Vec<&str> = [wanted.as_str()]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect();
+        match account.update_contacts(&contacts).await {
+            Ok(()) => {
+                if let Err(err) = storage.save_account_contact(&wanted) {
+                    tracing::warn!(error = %err, "cannot store the account's contact");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot update the ACME account's contact"),
+        }
+    }
+
     async fn make(&self) -> Result<Account, String> {
         let config = &self.setup.config;
-        let contact = config.email.as_ref().map(|email| format!("mailto:{email}"));
-        let contacts: Vec<&str> = contact.iter().map(String::as_str).collect();
+        let contact = contact(config);
+        let contacts: Vec<&str> = [contact.as_str()]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect();
         let new = NewAccount {
             contact: &contacts,
             terms_of_service_agreed: true,
@@ -177,11 +204,22 @@ impl Context {
                 .create(&new, config.directory.clone(), eab.as_ref())
                 .await
                 .map_err(|err| format!("ACME directory {}: {err}", config.directory))?;
-        self.setup
-            .storage
+        let storage = &self.setup.storage;
+        storage
             .save_account(&credentials)
             .map_err(|err| err.to_string())?;
+        if let Err(err) = storage.save_account_contact(&contact) {
+            tracing::warn!(error = %err, "cannot store the account's contact");
+        }
         tracing::info!(directory = %config.directory, account = account.id(), "ACME account made");
         Ok(account)
     }
+}
+
+/// The account's contact URL for `[acme] email` (`""` without one).
+fn contact(config: &config::Acme) -> String {
+    config
+        .email
+        .as_ref()
+        .map_or_else(String::new, |email| format!("mailto:{email}"))
 }

@@ -87,12 +87,24 @@ fn directory(text: &str) -> Result<String, String> {
     };
     let uri: http::Uri = text.parse().map_err(|_| invalid())?;
     let web = matches!(uri.scheme_str(), Some("http" | "https"));
-    let host = uri.host().is_some_and(|host| !host.is_empty());
-    if web && host {
-        Ok(text.to_owned())
-    } else {
-        Err(invalid())
+    let host = uri.host().unwrap_or("");
+    if !web || host.is_empty() {
+        return Err(invalid());
     }
+    // ACME's answers are not signed: over plain HTTP anyone on the path could hand out
+    // renewal windows, waits and certificates. Only a CA on this host may go without TLS.
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if uri.scheme_str() == Some("http") && !loopback {
+        return Err(format!(
+            r#"directory "{text}" is plain http://: ACME needs https:// (plain http is allowed only for a CA on this host, such as a test server on 127.0.0.1)"#
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// `email`: one address, without the `mailto:` that ACME puts before it (accepted).
@@ -464,9 +476,15 @@ fn gone(err: &std::io::Error) -> bool {
     )
 }
 
-/// Whether a file can be created in `dir`: one is, and removed again.
-fn writable(dir: &Path) -> Result<(), String> {
-    let probe = dir.join(format!(".tollgate-write-test-{}", std::process::id()));
+/// Whether a file can be created in `dir`: one is (named apart from any other
+/// instance's probe), and removed again.
+pub fn writable(dir: &Path) -> Result<(), String> {
+    let unique = std::collections::hash_map::RandomState::new();
+    let tag = std::hash::BuildHasher::hash_one(&unique, std::process::id());
+    let probe = dir.join(format!(
+        ".tollgate-write-test-{}-{tag:x}",
+        std::process::id()
+    ));
     let cannot = |err: std::io::Error| format!("cannot create a file in {}: {err}", dir.display());
     std::fs::OpenOptions::new()
         .write(true)

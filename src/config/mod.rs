@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use acme::StorageError;
+pub use acme::{writable as check_writable, StorageError};
 pub use diag::{ConfigError, ConfigErrors};
 
 /// A whole, valid configuration.

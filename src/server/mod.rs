@@ -290,6 +290,7 @@ impl Gateway {
         }
         // The admin API answers until the workers have drained.
         drop(self.admin.take());
+        self.state.acme.stop_and_wait(ACME_STOP);
         if let Some(log) = &self.state.snapshot.load().pipeline.access_log {
             log.flush();
         }
@@ -307,6 +308,9 @@ impl Drop for Gateway {
         self.shutdown();
     }
 }
+
+/// Longest wait at exit for the ACME thread to let go of its locks.
+const ACME_STOP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Every `listen` then `listen_tls` address.
 fn addresses(config: &Config) -> Vec<Address> {

@@ -179,11 +179,17 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 /// The chain a TLS handshake with `sni` gets from `addr` (no verification: the tests
 /// check it themselves).
 async fn served_chain(addr: SocketAddr, sni: &str) -> Vec<CertificateDer<'static>> {
-    handshake(addr, sni, &[b"h2", b"http/1.1"]).await.expect("handshake")
+    handshake(addr, sni, &[b"h2", b"http/1.1"])
+        .await
+        .expect("handshake")
 }
 
 /// A handshake with `sni` offering `alpn`: the chain served, or why it failed.
-async fn handshake(addr: SocketAddr, sni: &str, alpn: &[&[u8]]) -> std::io::Result<Vec<CertificateDer<'static>>> {
+async fn handshake(
+    addr: SocketAddr,
+    sni: &str,
+    alpn: &[&[u8]],
+) -> std::io::Result<Vec<CertificateDer<'static>>> {
     let mut config = rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAny))
@@ -193,7 +199,12 @@ async fn handshake(addr: SocketAddr, sni: &str, alpn: &[&[u8]]) -> std::io::Resu
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = ServerName::try_from(sni.to_owned()).expect("server name");
     let tls = connector.connect(name, tcp).await?;
-    Ok(tls.get_ref().1.peer_certificates().expect("a chain").to_vec())
+    Ok(tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .expect("a chain")
+        .to_vec())
 }
 
 /// `chain` as PEM, leaf first.
@@ -308,14 +319,14 @@ async fn http01_issues_before_any_rule_and_the_certificate_chains_to_pebble() {
     let chain = served_chain(ports.tls_addr(), NAME).await;
     pebble::verify_chain(&pebble.root().await, &pem(&chain), NAME)
         .expect("chains to pebble's root");
-    // Stored with the key, private.
+    // Stored with its key, private.
     let stored = std::fs::read_dir(&storage)
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    let key = stored.join(NAME).join("key.pem");
+    let key = stored.join("certs").join(NAME).join("bundle.pem");
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
@@ -365,7 +376,9 @@ async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
     // others, it is a handshake like any other.
     let addr = ports.tls_addr();
     assert!(handshake(addr, NAME, &[b"acme-tls/1"]).await.is_err());
-    let mixed = handshake(addr, NAME, &[b"acme-tls/1", b"http/1.1"]).await.unwrap();
+    let mixed = handshake(addr, NAME, &[b"acme-tls/1", b"http/1.1"])
+        .await
+        .unwrap();
     assert_eq!(mixed[0], chain[0]);
     gateway.stop().await;
 }

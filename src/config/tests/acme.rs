@@ -175,6 +175,14 @@ fn directory_is_required_and_must_be_a_web_url_with_a_host() {
         acme_site("\"a.test\"")
     ));
     assert_eq!(acme.directory, "http://127.0.0.1:14000/dir");
+    // Plain http:// elsewhere: its answers are not signed.
+    let text = format!(
+        "{LISTENERS}[acme]\ndirectory = \"http://ca.example.com/dir\"\n{}",
+        acme_site("\"a.test\"")
+    );
+    let (line, col, message) = only(&text);
+    assert_eq!((line, col), (5, 13));
+    assert!(message.contains("ACME needs https://"), "{message}");
 }
 
 #[test]

@@ -59,7 +59,7 @@ async fn wait_for_lock(storage: &Path) -> std::path::PathBuf {
             .into_iter()
             .flatten()
             .flatten()
-            .map(|ca| ca.path().join(NAME).join("lock"))
+            .map(|ca| ca.path().join("certs").join(NAME).join("lock"))
             .find(|lock| lock.exists());
         if let Some(lock) = lock {
             return lock;
