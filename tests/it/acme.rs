@@ -10,6 +10,7 @@ mod failures;
 mod instances;
 mod lifecycle;
 mod names;
+mod renewal_info;
 
 use crate::support::pebble::{self, Options, Pebble};
 use crate::support::*;
