@@ -6,7 +6,8 @@ use std::fmt;
 /// A managed name's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameState {
-    /// No certificate yet; the first order is under way (a placeholder is served).
+    /// No certificate yet (a placeholder is served): ordering one, or waiting for a
+    /// sibling instance that is.
     Pending,
     /// A certificate is in force until `until`; renewal starts at `renew_at`.
     Valid { until: i64, renew_at: i64 },
