@@ -3,10 +3,13 @@
 //! what the tests need to share one process ([`shared`], [`alone`], [`free_port`]).
 #![allow(dead_code)]
 
+pub mod accept_any;
 pub mod nginx;
 pub mod pebble;
 pub mod raw;
 pub mod redis;
+
+pub use accept_any::AcceptAny;
 
 use std::convert::Infallible;
 use std::future::Future;
