@@ -98,6 +98,9 @@ impl Manager {
     /// unusable) changes nothing.
     pub fn update(&self, acme: Option<&config::Acme>) -> Result<(), String> {
         let setup = prepare(acme, &self.published)?;
+        // At once, so `/status` agrees with the reload as soon as it is done.
+        self.shared
+            .keep_only(acme.map_or(&[][..], |acme| &acme.names));
         self.control.send_replace(Control::Run(setup));
         Ok(())
     }
@@ -219,9 +222,8 @@ impl Tasks {
             _ => false,
         };
         let names: Vec<String> = setup.iter().flat_map(|s| s.config.names.clone()).collect();
-        if let Ok(mut states) = self.shared.states.lock() {
-            states.retain(|name, _| names.contains(name));
-        }
+        // Again once the tasks of names gone are aborted: one may have set a state since.
+        self.shared.keep_only(&names);
         if keep {
             self.by_name.retain(|name, task| {
                 let stays = names.contains(name);

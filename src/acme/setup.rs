@@ -97,6 +97,13 @@ impl Shared {
         }
     }
 
+    /// Forgets the states of names no longer managed.
+    pub fn keep_only(&self, names: &[String]) {
+        if let Ok(mut states) = self.states.lock() {
+            states.retain(|name, _| names.contains(name));
+        }
+    }
+
     pub fn count(&self, issued: bool) {
         let counter = if issued { &self.issued } else { &self.failed };
         counter.fetch_add(1, Ordering::Relaxed);
