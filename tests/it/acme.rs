@@ -126,6 +126,18 @@ fn config_for(pebble: &Pebble, ports: Ports, dir: &Path, acme_extra: &str) -> St
     )
 }
 
+/// What every test here starts with: its share of the machine, pebble validating as
+/// `options` say, and a directory for storage. `None` (the test is skipped) without
+/// pebble.
+async fn with_pebble(options: Options) -> Option<(Shared, Pebble, tempfile::TempDir)> {
+    let shared = shared();
+    if !pebble::available() {
+        return None;
+    }
+    let pebble = Pebble::start(options).await;
+    Some((shared, pebble, tempfile::tempdir().unwrap()))
+}
+
 /// The gateway started from `toml`.
 fn start(toml: &str) -> tollgate::Gateway {
     gateway(toml)
@@ -245,13 +257,10 @@ fn common_name(cert: &CertificateDer<'_>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http01_issues_before_any_rule_and_the_certificate_chains_to_pebble() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     // Every request from loopback is denied, and the site redirects everything: the
     // validator (on loopback too) still gets its answer.
     let top = "[access]\ndeny = [\"127.0.0.0/8\"]";
@@ -313,13 +322,10 @@ async fn http01_issues_before_any_rule_and_the_certificate_chains_to_pebble() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::tls_only();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     let gateway = start(&config_for(&pebble, ports, dir.path(), ""));
     wait_for(&gateway, NAME, "valid", 30).await;
     assert_eq!(
@@ -344,14 +350,12 @@ async fn tls_alpn01_proves_a_name_without_a_plain_listener() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_account_binding_makes_the_account_and_a_wrong_key_is_a_clear_failure() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let hmac = [0x5au8; 32];
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options().eab("kid-1", &hmac)).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options().eab("kid-1", &hmac)).await
+    else {
+        return;
+    };
     let key = base64_lines(&hmac);
     let eab = format!("eab_kid = \"kid-1\"\neab_hmac_key = \"{}\"", key.trim());
     let gateway = start(&config_for(&pebble, ports, dir.path(), &eab));

@@ -6,14 +6,11 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_ca_down_a_placeholder_is_served_and_retries_back_off() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let mut pebble = Pebble::start(ports.options()).await;
+    let Some((_shared, mut pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     pebble.stop();
-    let dir = tempfile::tempdir().unwrap();
     let gateway = start(&config_for(
         &pebble,
         ports,
@@ -63,13 +60,10 @@ async fn with_the_ca_down_a_placeholder_is_served_and_retries_back_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_that_is_not_an_acme_server_is_a_clear_failure() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     // pebble's own HTTPS, a path that is no directory (404).
     let directory = format!(
         "{}/nothing-here",

@@ -6,14 +6,11 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_sharing_storage_order_once_and_either_answers_the_ca() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let (a, b) = (Ports::both(), Ports::both());
     // The validator reaches `a` only.
-    let pebble = Pebble::start(a.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(a.options()).await else {
+        return;
+    };
     let storage = dir.path().join("acme");
     let toml = |ports| {
         config(

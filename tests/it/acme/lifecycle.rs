@@ -8,13 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_reuses_the_stored_certificate_without_an_order() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let mut pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, mut pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     let toml = config_for(&pebble, ports, dir.path(), "");
     let gateway = start(&toml);
     wait_for(&gateway, NAME, "valid", 30).await;
@@ -116,14 +113,13 @@ async fn load(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_lived_certificate_is_renewed_under_load_without_a_failed_request() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
     // Renewal starts with a third of 24 s left, 16 s after issuance.
-    let pebble = Pebble::start(ports.options().validity(Duration::from_secs(24))).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) =
+        with_pebble(ports.options().validity(Duration::from_secs(24))).await
+    else {
+        return;
+    };
     let gateway = start(&config_for(&pebble, ports, dir.path(), ""));
     let first = wait_for(&gateway, NAME, "valid", 30).await;
     let root = pebble.root().await;

@@ -17,13 +17,10 @@ fn static_certificate(dir: &Path, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_static_certificate_wins_and_its_name_is_not_ordered() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     static_certificate(dir.path(), "static.test");
     let tls = format!(
         "[[tls.certificates]]\ncert = \"{0}/static.pem\"\nkey = \"{0}/static.key\"",
@@ -62,13 +59,10 @@ async fn a_static_certificate_wins_and_its_name_is_not_ordered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_orders_names_it_adds_and_stops_serving_those_it_removes() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     let toml = config_for(&pebble, ports, dir.path(), "");
     let gateway = start(&toml);
     wait_for(&gateway, NAME, "valid", 30).await;

@@ -40,13 +40,10 @@ async fn fake_ca() -> Upstream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_past_renewal_window_renews_at_once_and_backs_off_without_a_loop() {
-    let _shared = shared();
-    if !pebble::available() {
-        return;
-    }
     let ports = Ports::both();
-    let pebble = Pebble::start(ports.options()).await;
-    let dir = tempfile::tempdir().unwrap();
+    let Some((_shared, pebble, dir)) = with_pebble(ports.options()).await else {
+        return;
+    };
     let gateway = start(&config_for(&pebble, ports, dir.path(), ""));
     wait_for(&gateway, NAME, "valid", 30).await;
     let issued = served_chain(ports.tls_addr(), NAME).await;
