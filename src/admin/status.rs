@@ -83,6 +83,8 @@ struct ZoneStatus {
     bytes: usize,
     capacity_bytes: usize,
     evictions: u64,
+    /// Bans in force (a Redis zone: those this instance holds); `/bans` lists them.
+    bans: usize,
     top_limited: Vec<Limited>,
 }
 
@@ -94,7 +96,7 @@ struct Limited {
 }
 
 /// A JSON object whose members keep the order they were pushed in.
-struct Ordered<T>(Vec<(String, T)>);
+pub(super) struct Ordered<T>(pub Vec<(String, T)>);
 
 impl<T: Serialize> Serialize for Ordered<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -135,6 +137,7 @@ pub fn status(state: &GatewayState) -> String {
             bytes: stats.bytes,
             capacity_bytes: stats.capacity_bytes,
             evictions: stats.evictions,
+            bans: zone.bans.in_force(now),
             top_limited: top_limited.collect(),
         };
         (zone.name.to_string(), status)

@@ -7,6 +7,7 @@
 mod access;
 mod acme;
 mod api_keys;
+mod bans;
 mod diag;
 mod headers;
 mod limits;
@@ -26,6 +27,7 @@ mod zones;
 
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
+pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::{Algorithm, Period, Rate};
@@ -475,6 +477,8 @@ pub struct Limit {
     pub delay: Option<u64>,
     /// Decide and count, never reject or delay.
     pub dry_run: bool,
+    /// The penalty box: this item's rejections are strikes.
+    pub ban: Option<Ban>,
 }
 
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::zone::{Guard, Zone};
@@ -27,6 +28,8 @@ pub struct LimitRule {
     /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
     pub delay: u64,
     pub dry_run: bool,
+    /// The item's `ban`: its rejections are strikes (`limit::penalty`).
+    pub ban: Option<Ban>,
 }
 
 impl LimitRule {

@@ -202,6 +202,7 @@ mod through_zones {
             burst,
             delay: NODELAY,
             dry_run: false,
+            ban: None,
         }
     }
 
@@ -313,6 +314,7 @@ mod through_zones {
             burst: 0,
             delay: NODELAY,
             dry_run: false,
+            ban: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

@@ -452,6 +452,25 @@ pub(crate) struct RawLimit {
     pub nodelay: Option<Spanned<bool>>,
     pub delay: Option<Spanned<i64>>,
     pub dry_run: Option<bool>,
+    /// The penalty box (`config/bans.rs`).
+    pub ban: Option<Spanned<RawBan>>,
+}
+
+/// A limit item's `ban`, as written.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { after = 5, within = \"1m\", for = \"15m\" }"
+)]
+pub(crate) struct RawBan {
+    /// Required.
+    pub after: Option<Spanned<i64>>,
+    /// Required.
+    pub within: Option<Loose>,
+    /// Required.
+    #[serde(rename = "for")]
+    pub duration: Option<Loose>,
+    pub status: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
