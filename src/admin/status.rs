@@ -83,7 +83,9 @@ struct ZoneStatus {
     bytes: usize,
     capacity_bytes: usize,
     evictions: u64,
-    /// Bans in force (a Redis zone: those this instance holds); `/bans` lists them.
+    /// Bans in force (a Redis zone: those this instance holds), when there are any;
+    /// `/bans` lists them.
+    #[serde(skip_serializing_if = "is_zero")]
     bans: usize,
     top_limited: Vec<Limited>,
 }
@@ -93,6 +95,10 @@ struct Limited {
     /// The key as text; `…` at the end when the stored key was cut short.
     key: String,
     rejected: u64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A JSON object whose members keep the order they were pushed in.

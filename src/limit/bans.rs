@@ -94,6 +94,20 @@ struct Shard {
     strike_bytes: usize,
 }
 
+/// What a [`Bans`] holds ([`Bans::usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub bans: usize,
+    pub ban_bytes: usize,
+    pub strikes: usize,
+    pub strike_bytes: usize,
+    /// The most bytes one shard counts (each may count `MAX_*_BYTES / SHARDS`).
+    pub largest_shard_ban_bytes: usize,
+    pub largest_shard_strike_bytes: usize,
+    /// Ban entries the fast path believes held.
+    pub held: usize,
+}
+
 /// A zone's bans and strikes.
 pub struct Bans {
     shards: Box<[Mutex<Shard>]>,
@@ -101,7 +115,7 @@ pub struct Bans {
     /// Ban entries held, expired ones not yet swept included: 0 lets a request skip
     /// rendering its key and locking.
     held: AtomicUsize,
-    /// Bans imposed here (`tollgate_bans_total`).
+    /// Bans imposed here (`tollgate_bans_imposed_total`).
     imposed: AtomicU64,
 }
 
@@ -294,6 +308,25 @@ impl Bans {
             .sum()
     }
 
+    /// What the table holds and the bytes it counts for it, expired entries included.
+    pub fn usage(&self) -> Usage {
+        let mut usage = Usage::default();
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            usage.bans += shard.bans.len();
+            usage.ban_bytes += shard.ban_bytes;
+            usage.strikes += shard.strikes.len();
+            usage.strike_bytes += shard.strike_bytes;
+            usage.largest_shard_ban_bytes = usage.largest_shard_ban_bytes.max(shard.ban_bytes);
+            usage.largest_shard_strike_bytes =
+                usage.largest_shard_strike_bytes.max(shard.strike_bytes);
+            debug_assert_eq!(shard.ban_bytes, bytes_of(&shard.bans));
+            debug_assert_eq!(shard.strike_bytes, bytes_of(&shard.strikes));
+        }
+        usage.held = self.held.load(Ordering::Relaxed);
+        usage
+    }
+
     /// Bans imposed here since the table was made (`tollgate_bans_total`).
     pub fn imposed(&self) -> u64 {
         self.imposed.load(Ordering::Relaxed)
@@ -365,6 +398,3 @@ fn evict_eighth<V, R: Ord + Copy>(map: &mut HashMap<Box<[u8]>, V>, rank: impl Fn
     let (_, &mut cut, _) = ranks.select_nth_unstable(nth);
     map.retain(|_, v| rank(v) > cut);
 }
-
-#[cfg(test)]
-mod tests;

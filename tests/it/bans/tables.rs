@@ -1,4 +1,11 @@
-use super::*;
+//! The penalty box's tables (`limit::bans`), driven at chosen instants: strike counting
+//! in windows, expiry, lifting, Redis copies, and the memory bounds under a spray of keys.
+//! (Here rather than beside the code: `src/limit/` never reads a clock, not even in tests.)
+
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use tollgate::limit::bans::*;
 
 fn ban(after: u32, within_s: u64, for_s: u64) -> Ban {
     Ban {
@@ -10,7 +17,6 @@ fn ban(after: u32, within_s: u64, for_s: u64) -> Ban {
 }
 
 /// An instant to count from: read once per test, never again (times are `t0 + d`).
-#[allow(clippy::disallowed_methods)]
 fn t0() -> Instant {
     Instant::now()
 }
@@ -121,18 +127,18 @@ fn a_spray_of_keys_keeps_the_strike_table_within_its_budget() {
     for i in 0..(3 * most) as u64 {
         bans.strike(&i.to_be_bytes(), t0 + Duration::from_nanos(i), &rule, None);
     }
-    let (mut entries, mut bytes) = (0, 0);
-    for shard in bans.shards.iter() {
-        let shard = lock(shard);
-        assert!(shard.strike_bytes <= MAX_STRIKE_BYTES / SHARDS);
-        assert_eq!(shard.strike_bytes, bytes_of(&shard.strikes));
-        entries += shard.strikes.len();
-        bytes += shard.strike_bytes;
-    }
-    assert!(entries <= most && bytes <= MAX_STRIKE_BYTES, "{entries}");
+    let usage = bans.usage();
     assert!(
-        entries > most / 2,
-        "room is made an eighth at a time: {entries}"
+        usage.largest_shard_strike_bytes <= MAX_STRIKE_BYTES / SHARDS,
+        "{usage:?}"
+    );
+    assert!(
+        usage.strikes <= most && usage.strike_bytes <= MAX_STRIKE_BYTES,
+        "{usage:?}"
+    );
+    assert!(
+        usage.strikes > most / 2,
+        "room is made an eighth at a time: {usage:?}"
     );
     let banned = bans.strike(b"abuser", t0 + secs(1), &rule, None);
     assert!(banned.is_some(), "the key with the most strikes was kept");
@@ -145,9 +151,17 @@ fn a_spray_of_bans_keeps_the_ban_table_within_its_budget() {
     for i in 0..(3 * most) as u64 {
         bans.strike(&i.to_be_bytes(), t0 + Duration::from_nanos(i), &rule, None);
     }
-    let held: usize = bans.shards.iter().map(|s| lock(s).bans.len()).sum();
-    assert!(held <= most, "{held}");
-    assert_eq!(bans.held.load(Ordering::Relaxed), held);
+    let usage = bans.usage();
+    let held = usage.bans;
+    assert!(
+        held <= most && usage.ban_bytes <= MAX_BAN_BYTES,
+        "{usage:?}"
+    );
+    assert!(
+        usage.largest_shard_ban_bytes <= MAX_BAN_BYTES / SHARDS,
+        "{usage:?}"
+    );
+    assert_eq!(usage.held, held);
     assert_eq!(bans.in_force(t0 + secs(1)), held);
     assert_eq!(bans.list(t0 + secs(1), usize::MAX).len(), held);
     assert_eq!(bans.list(t0 + secs(1), 10).len(), 10);
