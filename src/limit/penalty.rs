@@ -71,7 +71,8 @@ fn with_key<T>(
 }
 
 /// The first ban in force over the items with `ban`, in list order. A Redis zone's copy
-/// due for a check is left to its script call (which tells of the ban again).
+/// due for a check is left to its script call (which tells of the ban again, or not):
+/// the key's remembered rejection, if any, is forgotten so that the call is made.
 fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
     rules.iter().enumerate().find_map(|(index, rule)| {
         let ban = rule.ban.as_ref()?;
@@ -81,7 +82,11 @@ fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
         with_key(rule, arrival, |key| {
             match rule.zone.bans.standing(key, arrival.now) {
                 Standing::Banned(left) => Some(of(index, ban, left)),
-                Standing::Clear | Standing::Recheck(_) => None,
+                Standing::Recheck(_) => {
+                    rule.zone.rejections.forget(key);
+                    None
+                }
+                Standing::Clear => None,
             }
         })
     })

@@ -12,8 +12,9 @@ use super::{metric, request, retry_after};
 use support::redis::{self as server, Redis};
 use support::*;
 
-/// Redis zone `shared` (5r/s, no burst) with a ban after 3 rejections within 10 s, for
-/// 1 min. `redis` is the `[redis]` line(s) naming the server or the cluster.
+/// Redis zone `shared` (1r/m, no burst) with a ban after 3 rejections within 10 s, for
+/// 1 min. At 1r/m an instance remembers a key's rejection for up to a minute: a ban due
+/// for a check must still ask Redis. `redis` is the `[redis]` line(s) naming the server or the cluster.
 fn config(redis: &str) -> String {
     format!(
         r#"
@@ -32,7 +33,7 @@ timeout = "50ms"
 on_error = "allow"
 [zones.shared]
 key = "$binary_remote_addr"
-rate = "5r/s"
+rate = "1r/m"
 backend = "redis"
 [[location]]
 match = "/"
@@ -136,6 +137,12 @@ async fn a_ban_through_one_instance_holds_on_the_other_until_lifted_on_either() 
         metric(b_admin, r#"tollgate_bans_imposed_total{zone="shared"}"#).await,
         0
     );
+
+    // Past the recheck interval, each asks Redis again (A's remembered rejection of the
+    // key does not hide the ban), and the ban stands.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(status(a_addr, "10.8.0.1").await, 403);
+    assert_eq!(status(b_addr, "10.8.0.1").await, 403);
 
     // Lifted on A: gone from Redis at once, and from B within the recheck interval.
     let lifted = within(5, send(a_admin, request("DELETE", "/bans/shared/10.8.0.1"))).await;
