@@ -2,7 +2,8 @@
 //! their time left and why, and lifted by hand ("Bans" in docs/config.md).
 //!
 //! A local zone's bans are read from its table. A Redis zone's are read from Redis (a
-//! bounded `SCAN` of the ban keys, within the `[redis]` timeout), so every instance lists
+//! bounded `SCAN` of the ban keys, within 2 s or the `[redis]` timeout if longer), so every
+//! instance lists
 //! the fleet's bans; when Redis cannot answer, or in cluster mode (whose nodes are not
 //! scanned), the bans this instance holds are listed instead and `source` says so.
 

@@ -3,7 +3,7 @@
 //! lifting. Each is bounded by the backend's `timeout`.
 
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
@@ -17,6 +17,9 @@ const SET_BAN: &str = include_str!("../set_ban.lua");
 /// Keys `SCAN` asks for per step, and the most steps one listing takes.
 const SCAN_COUNT: usize = 1_000;
 const SCAN_STEPS: usize = 100;
+/// The least time the admin API's calls get: a listing takes several round trips, and
+/// `[redis] timeout` is sized for one decision.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A ban as Redis holds it: its key, what its value says, and its time left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,15 +82,16 @@ impl Backend {
     }
 
     /// Every ban key under `prefix` (at most `limit`), with its value and time left;
-    /// from one server only (a cluster's nodes are not scanned).
+    /// from one server only (a cluster's nodes are not scanned). Takes at most the
+    /// longer of `timeout` and [`ADMIN_TIMEOUT`].
     pub async fn scan_bans(&self, prefix: &[u8], limit: usize) -> Result<Vec<StoredBan>, Failure> {
-        self.within_timeout(async {
+        self.within_admin_timeout(async {
             let mut conn = self.admin_connection().await?;
             let mut pattern = prefix.to_vec();
             pattern.push(b'*');
             let (mut cursor, mut found) = (0u64, Vec::new());
             for _ in 0..SCAN_STEPS {
-                let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                let (next, mut keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
                     .arg(cursor)
                     .arg("MATCH")
                     .arg(&pattern)
@@ -96,14 +100,8 @@ impl Backend {
                     .query_async(&mut conn)
                     .await
                     .map_err(|err| Failure::of(&err))?;
-                for key in keys {
-                    if found.len() >= limit {
-                        break;
-                    }
-                    if let Some(ban) = read(&mut conn, key).await? {
-                        found.push(ban);
-                    }
-                }
+                keys.truncate(limit.saturating_sub(found.len()));
+                found.extend(read(&mut conn, keys).await?);
                 cursor = next;
                 if cursor == 0 || found.len() >= limit {
                     break;
@@ -116,7 +114,7 @@ impl Backend {
 
     /// Deletes `ban_key`: whether it was there.
     pub async fn delete_ban(&self, ban_key: &[u8]) -> Result<bool, Failure> {
-        self.within_timeout(async {
+        self.within_admin_timeout(async {
             let mut conn = self.admin_connection().await?;
             let deleted: i64 = redis::cmd("DEL")
                 .arg(ban_key)
@@ -126,6 +124,17 @@ impl Backend {
             Ok(deleted > 0)
         })
         .await
+    }
+
+    async fn within_admin_timeout<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        let timeout = self.settings.timeout.max(ADMIN_TIMEOUT);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Timeout),
+        }
     }
 
     /// A connection of the caller's own runtime (the admin API's), made for one call.
@@ -143,30 +152,41 @@ impl Backend {
     }
 }
 
-/// One ban key's value and time left; `None` when it went meanwhile or is not a ban.
-async fn read<C: ConnectionLike>(conn: &mut C, key: Vec<u8>) -> Result<Option<StoredBan>, Failure> {
-    let (value, left_ms): (Option<String>, i64) = redis::pipe()
-        .cmd("GET")
-        .arg(&key)
-        .cmd("PTTL")
-        .arg(&key)
+/// The values and times left of `keys` (one pipeline); those that went meanwhile, or
+/// are not bans, are left out.
+async fn read<C: ConnectionLike>(
+    conn: &mut C,
+    keys: Vec<Vec<u8>>,
+) -> Result<Vec<StoredBan>, Failure> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+    }
+    let replies: Vec<(Option<String>, i64)> = pipe
         .query_async(conn)
         .await
         .map_err(|err| Failure::of(&err))?;
-    let (Some(value), Ok(left_ms)) = (value, u64::try_from(left_ms)) else {
-        return Ok(None);
-    };
-    let mut numbers = value.split(' ').map(str::parse::<u64>);
-    let (Some(Ok(strikes)), Some(Ok(within_ms)), Some(Ok(at_ms))) =
-        (numbers.next(), numbers.next(), numbers.next())
-    else {
-        return Ok(None);
-    };
-    Ok(Some(StoredBan {
-        key,
-        strikes,
-        within_ms,
-        at_ms,
-        left_ms,
-    }))
+    let read = keys
+        .into_iter()
+        .zip(replies)
+        .filter_map(|(key, (value, left_ms))| {
+            let (value, left_ms) = (value?, u64::try_from(left_ms).ok()?);
+            let mut numbers = value.split(' ').map(str::parse::<u64>);
+            let (Some(Ok(strikes)), Some(Ok(within_ms)), Some(Ok(at_ms))) =
+                (numbers.next(), numbers.next(), numbers.next())
+            else {
+                return None;
+            };
+            Some(StoredBan {
+                key,
+                strikes,
+                within_ms,
+                at_ms,
+                left_ms,
+            })
+        });
+    Ok(read.collect())
 }
