@@ -366,6 +366,8 @@ fn zone_decide(c: &mut Criterion) {
             burst: MOST,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
         }];
         // 32-byte API keys (stored as digests) or addresses; one request each.
         let requests: Vec<(IpAddr, HeaderMap)> = (0..PRESENT)

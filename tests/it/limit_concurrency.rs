@@ -202,6 +202,8 @@ mod through_zones {
             burst,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
         }
     }
 
@@ -313,6 +315,8 @@ mod through_zones {
             burst: 0,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

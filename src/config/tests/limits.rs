@@ -64,19 +64,22 @@ fn a_full_limiting_config_is_typed() {
                 zone: 1,
                 burst: 60,
                 delay: None,
-                dry_run: false
+                dry_run: false,
+                count: None
             },
             Limit {
                 zone: 0,
                 burst: 20,
                 delay: Some(8),
-                dry_run: false
+                dry_run: false,
+                count: None
             },
             Limit {
                 zone: 2,
                 burst: 0,
                 delay: Some(0),
-                dry_run: true
+                dry_run: true,
+                count: None
             },
         ]
     );
