@@ -366,6 +366,8 @@ fn zone_decide(c: &mut Criterion) {
             burst: MOST,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
             ban: None,
         }];
         // 32-byte API keys (stored as digests) or addresses; one request each.

@@ -15,7 +15,7 @@ use crate::limit::key::Template;
 use crate::limit::policy::Policy;
 use crate::limit::redis;
 use crate::limit::zone::{Spec, Zone};
-use crate::limit::{Period, Rate};
+use crate::limit::{Algorithm, Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
@@ -252,17 +252,26 @@ fn location(
     let rules: Vec<LimitRule> = location
         .limits
         .iter()
-        .map(|l| LimitRule {
-            zone: Arc::clone(&zones[l.zone]),
-            burst: l.burst,
-            delay: decision::delay_of(l.delay),
-            dry_run: l.dry_run,
-            ban: l.ban,
+        .map(|l| {
+            let zone = Arc::clone(&zones[l.zone]);
+            // A `concurrency` zone gives its count back when the answer ends anyway.
+            let settles = (l.count.is_some() || location.cost_from.is_some())
+                && zone.algorithm != Algorithm::Concurrency;
+            LimitRule {
+                zone,
+                burst: l.burst,
+                delay: decision::delay_of(l.delay),
+                dry_run: l.dry_run,
+                count: l.count,
+                settles,
+                ban: l.ban,
+            }
         })
         .collect();
     Ok(Location {
         route,
         limits: Policy::new(rules, location.cost, built.redis),
+        cost_from: location.cost_from.clone(),
         zone_stats: location
             .limits
             .iter()

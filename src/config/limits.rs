@@ -4,8 +4,8 @@ use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{RawLimit, Span};
-use super::{Algorithm, Limit, Rate, Zone};
+use super::raw::{Loose, RawLimit, Span};
+use super::{Algorithm, Limit, Rate, StatusSet, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
@@ -98,6 +98,10 @@ fn limit(
     if info.algorithm == Algorithm::Concurrency {
         no_queue_keys(raw, diag)?;
     }
+    let count = match &raw.count_status {
+        Some(written) => Some(count_status(written, info, diag)?),
+        None => None,
+    };
     let burst = burst(raw.burst.as_ref(), diag)?;
     let nodelay = raw.nodelay.as_ref().is_some_and(|n| *n.get_ref());
     let delay = delay(raw.delay.as_ref(), nodelay, diag)?;
@@ -113,8 +117,58 @@ fn limit(
         burst,
         delay,
         dry_run,
+        count,
         ban,
     })
+}
+
+/// `count_status`: statuses (`401`) and classes (`"4xx"`), not empty; not for a
+/// `concurrency` zone, whose count ends with the answer anyway.
+fn count_status(
+    written: &Spanned<Vec<Loose>>,
+    zone: &ZoneInfo,
+    diag: &mut Diagnostics<'_>,
+) -> Option<StatusSet> {
+    if zone.algorithm == Algorithm::Concurrency {
+        let message = "`count_status` does not apply to a `concurrency` zone: its count is given back when the answer ends";
+        diag.error(written.span(), message);
+        return None;
+    }
+    if written.get_ref().is_empty() {
+        let message =
+            r#"`count_status` is empty: list the statuses to count, e.g. [401, 403] or ["4xx"]"#;
+        diag.error(written.span(), message);
+        return None;
+    }
+    let mut set = StatusSet::default();
+    let mut valid = true;
+    for item in written.get_ref() {
+        match diag.check(item.span(), statuses(item.get_ref())) {
+            Some((first, last)) => set.insert_range(first, last),
+            None => valid = false,
+        }
+    }
+    valid.then_some(set)
+}
+
+/// One item of `count_status`: a status 100 to 599, or a class `"1xx"` to `"5xx"`.
+fn statuses(value: &toml::Value) -> Result<(u16, u16), String> {
+    const HINT: &str = r#"expected a status from 100 to 599 (401) or a class ("4xx")"#;
+    match value {
+        toml::Value::Integer(status) => u16::try_from(*status)
+            .ok()
+            .filter(|status| (100..=599).contains(status))
+            .map(|status| (status, status))
+            .ok_or_else(|| format!("invalid status {status}: {HINT}")),
+        toml::Value::String(text) => match text.as_bytes() {
+            [class @ b'1'..=b'5', b'x' | b'X', b'x' | b'X'] => {
+                let first = u16::from(class - b'0') * 100;
+                Ok((first, first + 99))
+            }
+            _ => Err(format!(r#"invalid status class "{text}": {HINT}"#)),
+        },
+        other => Err(format!("invalid status {other}: {HINT}")),
+    }
 }
 
 /// The index in `zones` of the zone named at `zone`, which must not be one of `earlier`.

@@ -1,5 +1,5 @@
 //! `[[location]]`: the nginx `match` syntax, duplicate detection and the action
-//! (`upstream` or `return`) of each location.
+//! (`upstream` or `return`) of each location, and its `cost_from`.
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use super::diag::Diagnostics;
 use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
 use super::rules::{self, Rules};
-use super::{Action, Location, Pattern, Return, VarText};
+use super::{Action, CostFrom, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
@@ -75,6 +75,7 @@ fn location(
     let action = action(&location, &table, context.upstreams, pattern.as_ref(), diag);
     let upstream_path = upstream_path(&location, pattern.as_ref(), diag);
     let cost = limits::cost(location.cost.as_ref(), diag);
+    let cost_from = cost_from(&location, action.as_ref(), diag);
     let zones = context.zones;
     let rules = cost.and_then(|cost| {
         let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, diag)?;
@@ -92,11 +93,67 @@ fn location(
         limits: rules.limits.unwrap_or_default(),
         access: rules.access.unwrap_or_default(),
         cost: cost?,
+        cost_from: cost_from?,
         limit_status: rules.limit_status,
         headers: rules.headers,
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
     })
+}
+
+/// Headers that frame or route the answer: the cost may not be taken from one (it is
+/// removed before the client sees the answer).
+const NOT_A_COST: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "trailer",
+    "te",
+    "content-type",
+];
+
+/// `cost_from` and `keep_cost_header`: a header of the upstream's answer, so only on a
+/// location that forwards.
+fn cost_from(
+    location: &RawLocation,
+    action: Option<&Action>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<CostFrom>> {
+    let keep = location.keep_cost_header.as_ref();
+    let Some(written) = &location.cost_from else {
+        if let Some(keep) = keep {
+            diag.error(keep.span(), "`keep_cost_header` needs `cost_from`");
+            return None;
+        }
+        return Some(None);
+    };
+    if let Some(Action::Return(_)) = action {
+        let message =
+            "`cost_from` reads the upstream's answer; this location answers with `return`";
+        diag.error(written.span(), message);
+        return None;
+    }
+    let name = written.get_ref().trim();
+    let header = match http::HeaderName::from_bytes(name.as_bytes()) {
+        Ok(header) if !NOT_A_COST.contains(&header.as_str()) => header,
+        Ok(_) => {
+            let message =
+                format!(r#"`cost_from` cannot be "{name}": the answer's framing depends on it"#);
+            diag.error(written.span(), message);
+            return None;
+        }
+        Err(_) => {
+            let message = format!(r#"invalid header name "{name}" in `cost_from`"#);
+            diag.error(written.span(), message);
+            return None;
+        }
+    };
+    Some(Some(CostFrom {
+        header,
+        keep: keep.is_some_and(|keep| *keep.get_ref()),
+    }))
 }
 
 /// nginx's `location` argument: an optional modifier, whitespace, then the path or regex.

@@ -30,6 +30,7 @@ pub use crate::access::Rule as AccessRule;
 pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
+pub use crate::limit::settle::StatusSet;
 pub use crate::limit::{Algorithm, Period, Rate};
 pub use crate::routing::sites::SiteName;
 pub use crate::routing::Pattern;
@@ -446,6 +447,8 @@ pub struct Location {
     pub access: Vec<AccessRule>,
     /// Units taken from every zone per request (at least 1).
     pub cost: u64,
+    /// `cost_from`: the upstream's answer says what the request cost.
+    pub cost_from: Option<CostFrom>,
     /// Overrides `[server] limit_status`.
     pub limit_status: Option<http::StatusCode>,
     pub headers: HeaderRules,
@@ -467,6 +470,14 @@ pub struct HeaderRules {
     pub hide: Vec<http::HeaderName>,
 }
 
+/// `cost_from` and `keep_cost_header`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostFrom {
+    pub header: http::HeaderName,
+    /// The client sees the header too.
+    pub keep: bool,
+}
+
 /// One item of a location's `limit` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
@@ -477,6 +488,8 @@ pub struct Limit {
     pub delay: Option<u64>,
     /// Decide and count, never reject or delay.
     pub dry_run: bool,
+    /// `count_status`: only answers with these statuses are charged.
+    pub count: Option<StatusSet>,
     /// The penalty box: this item's rejections are strikes.
     pub ban: Option<Ban>,
 }

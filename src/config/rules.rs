@@ -169,6 +169,7 @@ mod tests {
                 burst: 5,
                 delay: None,
                 dry_run: false,
+                count: None,
                 ban: None,
             }]),
             access: Some(Vec::new()),

@@ -334,6 +334,7 @@ mod errors;
 mod limits;
 mod props;
 mod redis;
+mod settle;
 mod sites;
 mod tls;
 mod upstream_tls;

@@ -48,6 +48,10 @@ impl Limiter for Concurrency {
         *state = state.saturating_add(p.cost);
     }
 
+    fn refund(state: &mut u64, _now: u64, p: &Params) {
+        release(state, p.cost);
+    }
+
     fn is_drained(state: &u64, _now: u64, _p: &Params) -> bool {
         *state == 0
     }

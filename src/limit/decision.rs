@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
+use super::settle::{Held, Pending, StatusSet};
 use super::zone::{Guard, Zone};
 use super::{Algorithm, Params, Verdict, NODELAY};
 
@@ -28,6 +29,11 @@ pub struct LimitRule {
     /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
     pub delay: u64,
     pub dry_run: bool,
+    /// `count_status`: only answers with these statuses are charged (see [`super::settle`]).
+    pub count: Option<StatusSet>,
+    /// Whether an admitted request's charge waits for its answer to be settled
+    /// (`count_status`, or the location's `cost_from`).
+    pub settles: bool,
     /// The item's `ban`: its rejections are strikes (`limit::penalty`).
     pub ban: Option<Ban>,
 }
@@ -232,6 +238,9 @@ fn charge_each(
         }
         let key = &keys[k.span.clone()];
         guard.charge(k.hash, key, k.now, &k.params, &rule.zone.idle);
+        if rule.settles {
+            outcome.settle.push(pending(k.rule, k.params, k.hash, key));
+        }
         if let (Verdict::Delay(ns), false) = (applied.decision.verdict, rule.dry_run) {
             outcome.delay = outcome.delay.max(ns);
         }
@@ -288,6 +297,9 @@ fn decide_one(
         _ => {}
     }
     let status = Status::of(decision.verdict, rule.dry_run);
+    if decision.admitted() && rule.settles {
+        outcome.settle.push(pending(0, params, hash, key));
+    }
     if decision.admitted() && zone.algorithm == Algorithm::Concurrency {
         outcome.in_flight.push(InFlight {
             zone: Arc::clone(zone),
@@ -304,6 +316,18 @@ fn decide_one(
     });
     outcome.status = Some(status);
     outcome
+}
+
+/// A charge in a zone's own store that the answer settles.
+pub(super) fn pending(rule: usize, params: Params, hash: u64, key: &[u8]) -> Pending {
+    Pending {
+        rule,
+        params,
+        held: Held::Local {
+            hash,
+            key: key.into(),
+        },
+    }
 }
 
 /// `delay` of a rule from the config's `Option` (None = `nodelay`).

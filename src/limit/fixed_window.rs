@@ -90,6 +90,13 @@ impl Limiter for FixedWindow {
         state.used = used.saturating_add(p.cost);
     }
 
+    /// Only the current window's units come back: a window that has ended is forgotten.
+    fn refund(state: &mut State, now: u64, p: &Params) {
+        let (window, used) = state.at(now, p.rate.period.nanos());
+        state.window = window;
+        state.used = used.saturating_sub(p.cost);
+    }
+
     fn is_drained(state: &State, now: u64, p: &Params) -> bool {
         state.used == 0 || state.window < now / p.rate.period.nanos()
     }

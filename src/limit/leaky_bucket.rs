@@ -104,6 +104,13 @@ impl Limiter for LeakyBucket {
         state.last_ms = state.last_ms.max(now_ms);
     }
 
+    fn refund(state: &mut State, now: u64, p: &Params) {
+        let now_ms = now / NANOS_PER_MS;
+        let level = state.level(now_ms, drain_per_ms(p.rate));
+        state.fill = level.saturating_sub(p.cost.saturating_mul(UNIT));
+        state.last_ms = state.last_ms.max(now_ms);
+    }
+
     fn is_drained(state: &State, now: u64, p: &Params) -> bool {
         state.level(now / NANOS_PER_MS, drain_per_ms(p.rate)) == 0
     }

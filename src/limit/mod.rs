@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod penalty;
 pub mod policy;
 pub mod redis;
+pub mod settle;
 pub mod sliding_log;
 pub mod sliding_window;
 // The one module with `unsafe`: memory a lock-free lookup reads (see its docs).
@@ -238,6 +239,10 @@ pub trait Limiter {
     fn check(state: &Self::State, now: u64, p: &Params) -> Decision;
     /// Takes an admitted request's units from the state.
     fn charge(state: &mut Self::State, now: u64, p: &Params);
+    /// Gives back `p.cost` units charged earlier, as far as the state still holds them:
+    /// units a settled request does not owe after all (see [`settle`]). Never below
+    /// [`fresh`](Limiter::fresh).
+    fn refund(state: &mut Self::State, now: u64, p: &Params);
     /// Whether the state carries no information any more: dropping it now would change
     /// no later decision (it equals [`fresh`](Limiter::fresh)).
     fn is_drained(state: &Self::State, now: u64, p: &Params) -> bool;

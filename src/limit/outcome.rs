@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::redis::Failure;
+use super::settle::Pending;
 use super::zone::Zone;
 use super::{Decision, Rate, Verdict};
 
@@ -107,6 +108,9 @@ pub struct Outcome {
     pub unavailable: bool,
     /// Redis zones Redis did not answer for (rule index, why), for the error counts.
     pub redis_failures: Vec<(usize, Failure)>,
+    /// Charges the answer settles (`count_status`, `cost_from`): see
+    /// [`Policy::settle`](super::policy::Policy::settle).
+    pub settle: Vec<Pending>,
     /// The key is banned (`limit::penalty`): answer with the ban, not the rejection.
     pub banned: Option<Banned>,
 }

@@ -9,10 +9,12 @@
 //! until it may pass. When Redis cannot answer, the zone follows its `on_error`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
 use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
+use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
 mod ban;
@@ -64,6 +66,16 @@ impl Policy {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Settles the charges a request took here by its `answer`, at `now` (see
+    /// [`settle`]); `worker` is the worker serving it (Redis calls use its connection).
+    pub fn settle(&self, pending: Vec<Pending>, answer: Answer, now: Instant, worker: usize) {
+        if pending.is_empty() {
+            return;
+        }
+        let redis = self.redis.as_ref().map(|redis| (&redis.backend, worker));
+        settle::settle(&self.rules, pending, answer, now, redis);
     }
 
     /// The backend of the list's Redis zones (a ban imposed in one is written there).
@@ -122,14 +134,34 @@ impl Policy {
         if !rejected && !redis.local.is_empty() {
             let local = self.decide_local(&redis.local, arrival);
             rejected = local.rejected();
+            let to_list = |rule: usize| redis.local_index.get(rule).copied().unwrap_or(0);
             for applied in local.applied.iter() {
-                let rule = redis.local_index.get(applied.rule).copied().unwrap_or(0);
+                let rule = to_list(applied.rule);
                 outcome.add(Applied { rule, ..*applied });
             }
             outcome.in_flight = local.in_flight;
+            for pending in local.settle {
+                let rule = to_list(pending.rule);
+                outcome.settle.push(Pending { rule, ..pending });
+            }
         }
-        if rejected && !charged.is_empty() {
-            refund(&redis.backend, arrival, charged);
+        if rejected {
+            // A rejected request is never answered by its upstream: nothing to settle.
+            outcome.settle.clear();
+            if !charged.is_empty() {
+                let calls = charged.into_iter().map(|(_, call)| call).collect();
+                refund(&redis.backend, arrival, calls);
+            }
+        } else {
+            for (index, call) in charged {
+                if self.rules.get(index).is_some_and(|rule| rule.settles) {
+                    outcome.settle.push(Pending {
+                        rule: index,
+                        params: call.params,
+                        held: Held::Redis(call),
+                    });
+                }
+            }
         }
         outcome
     }
@@ -154,7 +186,7 @@ impl ZoneCall<'_> {
         backend: &Backend,
         arrival: &Arrival<'_>,
         outcome: &mut Outcome,
-        charged: &mut Vec<Call>,
+        charged: &mut Vec<(usize, Call)>,
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
@@ -189,7 +221,7 @@ impl ZoneCall<'_> {
                         zone.rejections.remember(self.key, until, zone_now);
                     }
                     Verdict::Reject { .. } => {}
-                    Verdict::Pass | Verdict::Delay(_) => charged.push(call),
+                    Verdict::Pass | Verdict::Delay(_) => charged.push((self.index, call)),
                 }
                 decision
             }
@@ -223,7 +255,14 @@ impl ZoneCall<'_> {
                     rate: self.settings.fallback_rate(self.params.rate),
                     ..self.params
                 };
-                self.rule.zone.decide_alone(self.key, arrival.now, &alone)
+                let zone = &self.rule.zone;
+                let decision = zone.decide_alone(self.key, arrival.now, &alone);
+                if decision.admitted() && self.rule.settles {
+                    let hash = zone.hash(self.key);
+                    let pending = decision::pending(self.index, alone, hash, self.key);
+                    outcome.settle.push(pending);
+                }
+                decision
             }
         }
     }

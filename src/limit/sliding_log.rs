@@ -141,6 +141,23 @@ impl Limiter for SlidingLog {
         }
     }
 
+    /// From the newest entries back: the units most recently charged.
+    fn refund(state: &mut State, _now: u64, p: &Params) {
+        let mut left = p.cost;
+        while left > 0 {
+            let Some(newest) = state.entries.back_mut() else {
+                break;
+            };
+            let taken = newest.units.min(left);
+            newest.units -= taken;
+            state.total = state.total.saturating_sub(taken);
+            left -= taken;
+            if newest.units == 0 {
+                state.entries.pop_back();
+            }
+        }
+    }
+
     fn is_drained(state: &State, now: u64, p: &Params) -> bool {
         let len = p.rate.period.nanos();
         state

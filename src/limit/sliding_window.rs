@@ -160,6 +160,17 @@ impl Limiter for SlidingWindow {
             .saturating_add(cost);
     }
 
+    /// From the current window's count first, then from the previous one's (the units
+    /// were charged before the window turned).
+    fn refund(state: &mut State, now: u64, p: &Params) {
+        let v = state.at(now, p.rate.period.nanos());
+        let from_curr = v.curr.min(p.cost);
+        let from_prev = v.prev.min(p.cost - from_curr);
+        state.window = v.window;
+        state.prev = u32::try_from(v.prev - from_prev).unwrap_or(u32::MAX);
+        state.curr = u32::try_from(v.curr - from_curr).unwrap_or(u32::MAX);
+    }
+
     fn is_drained(state: &State, now: u64, p: &Params) -> bool {
         let v = state.at(now, p.rate.period.nanos());
         v.prev == 0 && v.curr == 0

@@ -78,6 +78,11 @@ impl Limiter for TokenBucket {
         state.tat = state.tat.max(now).saturating_add(cost);
     }
 
+    fn refund(state: &mut State, now: u64, p: &Params) {
+        let cost = p.cost.saturating_mul(interval(p.rate));
+        state.tat = state.tat.saturating_sub(cost).max(now.min(state.tat));
+    }
+
     fn is_drained(state: &State, now: u64, _p: &Params) -> bool {
         state.tat <= now
     }

@@ -12,6 +12,7 @@ use super::fixed_window::FixedWindow;
 use super::key::Template;
 use super::leaky_bucket::LeakyBucket;
 use super::redis::{Rejections, ZoneSettings};
+use super::settle::Change;
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
 use super::store::{Locked, Stats, Store};
@@ -259,6 +260,14 @@ impl Zone {
         dispatch!(Stores, &*self.stores, s => forget_in(s, key))
     }
 
+    /// Settles a charge made at admission (see [`super::settle`]): gives back units
+    /// (a stored key only) or charges more (storing the key if it went), even past the
+    /// limit. `p.cost` is the units.
+    pub(super) fn adjust(&self, hash: u64, key: &[u8], now: u64, p: &Params, change: Change) {
+        let idle = &self.idle;
+        dispatch!(Stores, &*self.stores, s => adjust_in(s, hash, key, now, p, idle, change))
+    }
+
     /// Gives back the units an in-flight request took (`concurrency`).
     pub(super) fn release(&self, hash: u64, key: &[u8], cost: u64) {
         if let Stores::Concurrency(store) = &*self.stores {
@@ -307,6 +316,35 @@ fn state_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> Option<String> {
 fn forget_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> bool {
     let hash = store.hash(key);
     store.lock(hash).remove(hash, key)
+}
+
+fn adjust_in<A: Limiter>(
+    store: &Store<A>,
+    hash: u64,
+    key: &[u8],
+    now: u64,
+    p: &Params,
+    idle: &Params,
+    change: Change,
+) {
+    let mut locked = store.lock(hash);
+    match change {
+        Change::Charge(_) => {
+            locked.entry(hash, key).charge_with(now, p, idle);
+        }
+        Change::Refund(_) => {
+            let drained = match locked.get(hash, key) {
+                Some(mut state) => {
+                    A::refund(&mut state, now, p);
+                    A::is_drained(&state, now, idle)
+                }
+                None => false,
+            };
+            if drained {
+                locked.remove(hash, key);
+            }
+        }
+    }
 }
 
 fn check_in<A: Limiter>(

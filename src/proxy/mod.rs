@@ -14,6 +14,7 @@ mod logged;
 mod request_id;
 pub mod response;
 pub mod rewrite;
+mod settle;
 pub mod site;
 mod text;
 mod tunnel;
@@ -27,7 +28,7 @@ use hyper::body::Incoming;
 
 use crate::access;
 use crate::config::{Address, MaxBodySize};
-use crate::limit::outcome::InFlight;
+use crate::limit::outcome::{InFlight, Outcome};
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
@@ -76,6 +77,8 @@ pub struct Location {
     pub route: Route,
     /// The `limit` list, and the units each request takes in it.
     pub limits: Policy,
+    /// `cost_from`: the upstream's answer says what the request cost.
+    pub cost_from: Option<crate::config::CostFrom>,
     /// nginx allow/deny.
     pub access: access::Rules,
     /// Requests answered here, by status (`/metrics`).
@@ -235,7 +238,9 @@ impl Pipeline {
             Action::Answer(response) => (response, None),
             Action::Forward(group, target) => {
                 if !retarget(&mut req, target) {
-                    let response = response::refusal(StatusCode::BAD_REQUEST, req.version());
+                    let mut response = response::refusal(StatusCode::BAD_REQUEST, req.version());
+                    let pending = std::mem::take(&mut limited.settle);
+                    settle::settle(location, &mut response, pending, false, conn.worker);
                     return log.finish(response, None);
                 }
                 location.headers.to_request(req.headers_mut(), &rendered);
@@ -249,20 +254,40 @@ impl Pipeline {
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
         };
-        // Served here: the upstream answered, or the `return` did (not a 502 of ours).
-        if lease.is_some() || matches!(location.route, Route::Return(_)) {
-            location
-                .headers
-                .to_response(response.headers_mut(), &rendered);
-        }
-        limit_response::add_headers(
-            response.headers_mut(),
+        let from_upstream = lease.is_some();
+        self.respond(
             location,
-            &limited,
-            self.ratelimit_headers,
+            &mut response,
+            &mut limited,
+            &rendered,
+            from_upstream,
+            conn.worker,
         );
         log.hold(limited.in_flight);
         log.finish(response, lease)
+    }
+
+    /// What every answer of the location gets: its charges settled by it, its
+    /// `response_headers` (when it was served here: the upstream answered, or the `return`
+    /// did, not a 502 of ours) and the rate-limit headers.
+    fn respond(
+        &self,
+        location: &Location,
+        response: &mut Response<ResponseBody>,
+        limited: &mut Outcome,
+        rendered: &header_rules::Rendered,
+        from_upstream: bool,
+        worker: usize,
+    ) {
+        let pending = std::mem::take(&mut limited.settle);
+        settle::settle(location, response, pending, from_upstream, worker);
+        if from_upstream || matches!(location.route, Route::Return(_)) {
+            location
+                .headers
+                .to_response(response.headers_mut(), rendered);
+        }
+        let headers = response.headers_mut();
+        limit_response::add_headers(headers, location, limited, self.ratelimit_headers);
     }
 
     /// Forwards the request: the upstream's response and its connection's lease, or the

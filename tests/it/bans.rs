@@ -136,12 +136,19 @@ async fn a_key_rejected_after_times_is_banned_before_any_zone_or_upstream() {
     );
     let status = within(5, send(admin, get("/status"))).await.body;
     assert!(status.contains(r#""evictions":0,"bans":1,"#), "{status}");
-    drop(gw);
-    let lines = std::fs::read_to_string(&log).unwrap();
-    let banned = lines
-        .lines()
-        .filter(|l| l.contains(r#""limit_status":"BANNED""#));
-    assert_eq!(banned.count(), 2, "{lines}");
+    // The access log (written by a flusher thread) says BANNED for both.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        let banned = lines
+            .lines()
+            .filter(|l| l.contains(r#""limit_status":"BANNED""#));
+        if banned.count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{lines}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -308,4 +315,61 @@ async fn a_ban_survives_a_reload_and_ends_when_its_time_is_up() {
         "ended after {ended:?}"
     );
     assert_eq!(up.count(), seen + 1);
+}
+
+#[tokio::test]
+async fn a_login_brute_force_is_banned_and_a_good_login_never_is() {
+    let _shared = support::shared();
+    // 401 unless `?pw=right`.
+    let up = Upstream::start(|req| async move {
+        let right = req.uri().query() == Some("pw=right");
+        text(if right { 200 } else { 401 }, "login")
+    })
+    .await;
+    let text = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[zones.login]
+key = "$binary_remote_addr"
+rate = "3r/m"
+algorithm = "sliding_log"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "= /login"
+upstream = "app"
+limit = [{{ zone = "login", burst = 0, count_status = [401, 403], ban = {{ after = 2, within = "1m", for = "15m" }} }}]
+"#,
+        up.addr
+    );
+    let gw = gateway(&text);
+    let addr = addr(&gw);
+    for _ in 0..10 {
+        let good = from(addr, "/login?pw=right", "10.1.0.1").await;
+        assert_eq!(good.status, 200, "a good login is never limited");
+    }
+    // Three failures use the budget; the next two are rejected (two strikes); then banned.
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        statuses.push(
+            from(addr, "/login?pw=guess", "10.1.0.2")
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    assert_eq!(statuses, [401, 401, 401, 429, 429, 403, 403]);
+    assert_eq!(
+        up.count(),
+        13,
+        "rejected and banned attempts never reach the application"
+    );
+    let right_but_banned = from(addr, "/login?pw=right", "10.1.0.2").await;
+    assert_eq!(right_but_banned.status, 403);
 }

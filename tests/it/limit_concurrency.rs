@@ -202,6 +202,8 @@ mod through_zones {
             burst,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
             ban: None,
         }
     }
@@ -314,6 +316,8 @@ mod through_zones {
             burst: 0,
             delay: NODELAY,
             dry_run: false,
+            count: None,
+            settles: false,
             ban: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));

@@ -17,6 +17,7 @@ mod framing_corpus;
 mod hardening;
 mod header_rules;
 mod large_body;
+mod limit_by_answer;
 mod limit_concurrency;
 mod limit_memory;
 mod limit_properties;

@@ -12,7 +12,7 @@ use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
-use tollgate::limit::redis::{redis_key, Scripts, TimeSource};
+use tollgate::limit::redis::{redis_key, Mode, Scripts, TimeSource};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
@@ -56,7 +56,8 @@ fn gaps(seed: u64, n: usize, scale_us: u64) -> Vec<u64> {
 /// One schedule per case, each on a key of its own: arrivals whose gaps come from a fixed
 /// seed go through `algorithm`'s script (at injected times) and through the local `A`, and
 /// every decision must be `same`. Each case must admit and reject some requests, and delay
-/// some when its `delay` leaves room for it.
+/// some when its `delay` leaves room for it. Each case runs twice: as it is, and with
+/// some admitted requests settled after they are answered (see [`settlement`]).
 async fn replay<A: Limiter>(
     algorithm: Algorithm,
     cases: &[(&str, Params, u64)],
@@ -69,31 +70,81 @@ async fn replay<A: Limiter>(
     let redis = Redis::start();
     let conn = &mut connect(&redis).await;
     let scripts = Scripts::default();
-    for (i, (name, p, scale)) in cases.iter().enumerate() {
-        let key = redis_key("conformance", format!("{algorithm:?}-{i}").as_bytes());
+    for settling in [false, true] {
+        for (i, case) in cases.iter().enumerate() {
+            let key = redis_key(
+                "conformance",
+                format!("{algorithm:?}-{i}-{settling}").as_bytes(),
+            );
+            let schedule = gaps(seed + i as u64, 300, case.2);
+            let run = Run {
+                algorithm,
+                scripts: &scripts,
+                key: &key,
+                settling,
+                same,
+            };
+            run.case::<A>(conn, case, &schedule, start_us).await;
+        }
+    }
+}
+
+/// One case of [`replay`] on one key.
+struct Run<'a> {
+    algorithm: Algorithm,
+    scripts: &'a Scripts,
+    key: &'a [u8],
+    settling: bool,
+    same: fn(&Decision, &Decision) -> bool,
+}
+
+impl Run<'_> {
+    async fn case<A: Limiter>(
+        &self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        (name, p, _): &(&str, Params, u64),
+        schedule: &[u64],
+        start_us: u64,
+    ) {
         let mut local = A::fresh(start_us * 1_000);
         let mut t = start_us;
         let (mut admitted, mut delayed, mut rejected) = (0, 0, 0);
-        for (n, gap) in gaps(seed + i as u64, 300, *scale).into_iter().enumerate() {
+        for (n, gap) in schedule.iter().enumerate() {
             t += gap;
             let now = t * 1_000;
             let want = A::check(&local, now, p);
             if want.admitted() {
                 A::charge(&mut local, now, p);
             }
-            let got = scripts
-                .decide(algorithm, conn, &key, p, TimeSource::At(t))
+            let got = self
+                .scripts
+                .decide(self.algorithm, conn, self.key, p, TimeSource::At(t))
                 .await
                 .unwrap();
             assert!(
-                same(&got, &want),
-                "{name}: request {n} at +{} µs: Redis {got:?}, local {want:?}",
+                (self.same)(&got, &want),
+                "{name} (settling: {}): request {n} at +{} µs: Redis {got:?}, local {want:?}",
+                self.settling,
                 t - start_us
             );
             match want.verdict {
                 Verdict::Pass => admitted += 1,
                 Verdict::Delay(_) => delayed += 1,
                 Verdict::Reject { .. } => rejected += 1,
+            }
+            let settled = settlement(n, p.cost).filter(|_| self.settling && want.admitted());
+            if let Some((mode, units)) = settled {
+                // Settled a little later, when the answer comes.
+                t += 300;
+                let q = Params { cost: units, ..*p };
+                match mode {
+                    Mode::Refund => A::refund(&mut local, t * 1_000, &q),
+                    _ => A::charge(&mut local, t * 1_000, &q),
+                }
+                let run =
+                    self.scripts
+                        .run(self.algorithm, conn, self.key, &q, TimeSource::At(t), mode);
+                run.await.unwrap();
             }
         }
         assert!(
@@ -103,6 +154,18 @@ async fn replay<A: Limiter>(
         if p.delay != NODELAY && p.burst > p.delay {
             assert!(delayed > 0, "{name}: no request was delayed");
         }
+    }
+}
+
+/// How request `n` (admitted at `cost`) is settled: every third answer does not count
+/// (its cost comes back), every fifth declares 3 units more.
+fn settlement(n: usize, cost: u64) -> Option<(Mode, u64)> {
+    if n % 3 == 0 {
+        Some((Mode::Refund, cost))
+    } else if n % 5 == 0 {
+        Some((Mode::Charge, 3))
+    } else {
+        None
     }
 }
 

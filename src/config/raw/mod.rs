@@ -385,6 +385,10 @@ pub(crate) struct RawLocation {
     /// nginx allow/deny rules, in order: `"allow CIDR"`, `"deny CIDR"`, `"deny all"`.
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
     pub cost: Option<Spanned<i64>>,
+    /// The upstream response header that says what the request cost.
+    pub cost_from: Option<Spanned<String>>,
+    /// Whether the client sees `cost_from`'s header too.
+    pub keep_cost_header: Option<Spanned<bool>>,
     pub limit_status: Option<Spanned<i64>>,
     /// Header name to value (`""` removes) on the request to the upstream.
     pub request_headers: Option<Spanned<HeaderTable>>,
@@ -452,6 +456,8 @@ pub(crate) struct RawLimit {
     pub nodelay: Option<Spanned<bool>>,
     pub delay: Option<Spanned<i64>>,
     pub dry_run: Option<bool>,
+    /// Statuses (`401`) and classes (`"4xx"`) of the answers that are charged.
+    pub count_status: Option<Spanned<Vec<Loose>>>,
     /// The penalty box (`config/bans.rs`).
     pub ban: Option<Spanned<RawBan>>,
 }

@@ -46,6 +46,18 @@ fn a_ban_is_typed_with_403_unless_a_status_is_given() {
 }
 
 #[test]
+fn the_designs_login_example_is_typed() {
+    let limit = r#"{ zone = "ip", burst = 0, count_status = [401, 403], ban = { after = 5, within = "1m", for = "15m" } }"#;
+    let config = parse(&with_limit(limit));
+    let item = &config.sites[0].locations[0].limits[0];
+    assert!(item.count.is_some());
+    assert_eq!(
+        item.ban.map(|b| (b.after, b.duration)),
+        Some((5, Duration::from_secs(900)))
+    );
+}
+
+#[test]
 fn a_concurrency_zone_may_ban() {
     let ban = ban_of(r#"{ zone = "c", ban = { after = 3, within = "10s", for = "1m" } }"#);
     assert_eq!(ban.map(|b| b.after), Some(3));

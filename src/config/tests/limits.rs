@@ -65,6 +65,7 @@ fn a_full_limiting_config_is_typed() {
                 burst: 60,
                 delay: None,
                 dry_run: false,
+                count: None,
                 ban: None
             },
             Limit {
@@ -72,6 +73,7 @@ fn a_full_limiting_config_is_typed() {
                 burst: 20,
                 delay: Some(8),
                 dry_run: false,
+                count: None,
                 ban: None
             },
             Limit {
@@ -79,6 +81,7 @@ fn a_full_limiting_config_is_typed() {
                 burst: 0,
                 delay: Some(0),
                 dry_run: true,
+                count: None,
                 ban: None
             },
         ]

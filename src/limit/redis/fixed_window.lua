@@ -11,7 +11,8 @@
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
 -- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, else ""
+-- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+--          whatever the count, else ""
 --
 -- Returns {1, delay_us, remaining, reset_us} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
@@ -39,7 +40,7 @@ if ARGV[7] == 'refund' then
 end
 
 local after = used + cost
-if after > limit then
+if after > limit and ARGV[7] ~= 'charge' then
   local retry = finish
   if cost > limit then
     retry = -1
@@ -52,7 +53,7 @@ if after > limit then
 end
 
 local wait = 0
-if delay >= 0 and after > count + delay then
+if delay >= 0 and after > count + delay and ARGV[7] ~= 'charge' then
   local windows = math.ceil((after - delay) / count) - 1
   wait = finish + (windows - 1) * len
 end

@@ -12,7 +12,8 @@
 -- ARGV[5]  UNIT
 -- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
 -- ARGV[7]  "refund" to give back `cost` taken by an earlier call (a later zone rejected
---          the request), else ""
+--          the request, or its answer did not count), "charge" to take `cost` whatever
+--          the level (what an answer says the request owes), else ""
 --
 -- Returns {1, delay_ms, remaining, reset_ms} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_ms} when rejected.
@@ -45,7 +46,7 @@ end
 
 local after = level + cost
 
-if after > cap then
+if after > cap and ARGV[7] ~= 'charge' then
   local retry_us = -1
   if cost <= cap then
     local wait_ms = math.ceil((after - cap) / per_ms)
@@ -55,7 +56,7 @@ if after > cap then
 end
 
 local delay_ms = 0
-if free >= 0 then
+if free >= 0 and ARGV[7] ~= 'charge' then
   delay_ms = math.floor(math.max(after - free, 0) / per_ms)
 end
 local drain_ms = math.ceil(after / per_ms)

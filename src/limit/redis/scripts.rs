@@ -96,6 +96,7 @@ impl Scripts {
         let mode = match mode {
             Mode::Decide => "",
             Mode::Refund => "refund",
+            Mode::Charge => "charge",
         };
         // Each script's own arguments, then the time and the mode.
         let (script, args, units) = self.arguments(algorithm, p)?;
@@ -239,6 +240,9 @@ pub enum Mode {
     Decide,
     /// Give back a charge (its reply means nothing).
     Refund,
+    /// Charge `cost` whatever the state, even past the limit: what a request owes once
+    /// its answer is known (see `limit::settle`; its reply means nothing).
+    Charge,
 }
 
 /// Nanoseconds per unit of a script's reply: of the delay, of `retry_after`, of `reset`.

@@ -12,7 +12,8 @@
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
 -- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, else ""
+-- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+--          whatever the count, else ""
 --
 -- Returns {1, delay_us, remaining, reset_us} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
@@ -88,7 +89,7 @@ if ARGV[7] == 'refund' then
 end
 
 local after = used + cost
-if after > limit then
+if after > limit and ARGV[7] ~= 'charge' then
   local retry = -1
   if cost <= limit then
     local t = completing(after - limit, nil, 0)
@@ -109,7 +110,7 @@ if newest ~= nil and newest > now then
   stamp = newest
 end
 local wait = 0
-if delay >= 0 and after > count + delay then
+if delay >= 0 and after > count + delay and ARGV[7] ~= 'charge' then
   local t = completing(after - (count + delay), stamp, cost)
   wait = leaves(t or stamp)
 end

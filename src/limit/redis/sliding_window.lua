@@ -13,7 +13,8 @@
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
 -- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, else ""
+-- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+--          whatever the count, else ""
 --
 -- Returns {1, delay_us, remaining, reset_us} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
@@ -77,17 +78,21 @@ local function reset(c)
   return math.max(start + windows * len - now, 0)
 end
 
+-- A refund comes from the current count first, then from the previous one (the units were
+-- charged before the window turned), as the local one does.
 if ARGV[7] == 'refund' then
-  if w ~= nil and curr > 0 then
-    redis.call('HSET', KEYS[1], 'w', string.format('%.0f', window), 'p', string.format('%.0f', prev),
-      'c', string.format('%.0f', math.max(curr - cost, 0)))
+  if w ~= nil then
+    local from_curr = math.min(curr, cost)
+    local from_prev = math.min(prev, cost - from_curr)
+    redis.call('HSET', KEYS[1], 'w', string.format('%.0f', window),
+      'p', string.format('%.0f', prev - from_prev), 'c', string.format('%.0f', curr - from_curr))
   end
   return {1, 0, 0, 0}
 end
 
 local room = math.max(math.floor((limit * len - weighted(prev, 0)) / len), 0)
 local after = curr + cost
-if after > room then
+if after > room and ARGV[7] ~= 'charge' then
   local retry = -1
   if cost <= limit then
     retry = wait_until_within(prev, curr, limit - cost)
@@ -97,7 +102,7 @@ end
 
 local wait = 0
 local free = count + delay
-if delay >= 0 and weighted(prev, after) > free * len then
+if delay >= 0 and weighted(prev, after) > free * len and ARGV[7] ~= 'charge' then
   wait = wait_until_within(prev, after, free)
 end
 local drained = reset(after)

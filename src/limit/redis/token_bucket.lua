@@ -10,7 +10,8 @@
 -- ARGV[3]  cap: (burst + 1) x t
 -- ARGV[4]  free: (delay + 1) x t, or -1 for nodelay
 -- ARGV[5]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[6]  "refund" to give back `cost` taken by an earlier call, else ""
+-- ARGV[6]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+--          whatever the level, else ""
 --
 -- Returns {1, delay_us, remaining, reset_us} when admitted, or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
@@ -35,7 +36,7 @@ if ARGV[6] == 'refund' then
 end
 
 local after = level + cost
-if after > cap then
+if after > cap and ARGV[6] ~= 'charge' then
   local retry = -1
   if cost <= cap then
     retry = after - cap
@@ -44,7 +45,7 @@ if after > cap then
 end
 
 local delay = 0
-if free >= 0 and after > free then
+if free >= 0 and after > free and ARGV[6] ~= 'charge' then
   delay = after - free
 end
 redis.call('SET', KEYS[1], string.format('%.0f', now + after), 'PX', math.max(math.ceil(after / 1000), 1))

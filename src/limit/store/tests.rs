@@ -309,6 +309,9 @@ impl Limiter for Log {
     fn charge(state: &mut Vec<u64>, now: u64, _p: &Params) {
         state.push(now);
     }
+    fn refund(state: &mut Vec<u64>, _now: u64, _p: &Params) {
+        state.pop();
+    }
     fn is_drained(state: &Vec<u64>, _now: u64, _p: &Params) -> bool {
         state.is_empty()
     }
