@@ -2,10 +2,9 @@
 //! their time left and why, and lifted by hand ("Bans" in docs/config.md).
 //!
 //! A local zone's bans are read from its table. A Redis zone's are read from Redis (a
-//! bounded `SCAN` of the ban keys, within 2 s or the `[redis]` timeout if longer), so every
-//! instance lists
-//! the fleet's bans; when Redis cannot answer, or in cluster mode (whose nodes are not
-//! scanned), the bans this instance holds are listed instead and `source` says so.
+//! bounded `SCAN` of the ban keys, on each primary of a cluster, within 2 s or the
+//! `[redis]` timeout if longer), so every instance lists the fleet's bans; when Redis
+//! cannot answer, the bans this instance holds are listed instead and `source` says so.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -76,7 +75,7 @@ pub(super) async fn answer(
 }
 
 async fn listing(snapshot: &Snapshot) -> Listing {
-    let redis = snapshot.redis.as_ref().filter(|b| !b.settings().cluster);
+    let redis = snapshot.redis.as_ref();
     let has_redis_zone = snapshot.zones.iter().any(|z| z.redis.is_some());
     let stored = match redis {
         Some(backend) if has_redis_zone => Some(backend.scan_bans(BAN_PREFIX, MAX_LISTED).await),

@@ -218,7 +218,18 @@ async fn a_ban_key_shares_its_decision_keys_slot_on_a_cluster() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    // Listed from every primary, by either instance.
     let admin = a.admin_addr().unwrap();
+    for gw in [&a, &b] {
+        let listed = within(5, send(gw.admin_addr().unwrap(), get("/bans")))
+            .await
+            .body;
+        assert!(listed.contains(r#""source":"redis""#), "{listed}");
+        for client in 1..=6u8 {
+            let key = format!(r#"{{"key":"10.9.0.{client}","seconds_left":"#);
+            assert!(listed.contains(&key), "{key} in {listed}");
+        }
+    }
     let lifted = within(5, send(admin, request("DELETE", "/bans/shared/10.9.0.1"))).await;
     assert_eq!(lifted.status, 200, "{}", lifted.body);
     assert!(until_lifted(addr(&b), "10.9.0.1").await <= Duration::from_millis(1_200));

@@ -5,8 +5,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Script, Value};
 
 use super::super::scripts::{BanOr, TimeSource};
 use super::{Backend, Call, Connection, Failure, Target};
@@ -81,30 +83,31 @@ impl Backend {
         .await
     }
 
-    /// Every ban key under `prefix` (at most `limit`), with its value and time left;
-    /// from one server only (a cluster's nodes are not scanned). Takes at most the
+    /// Every ban key under `prefix` (at most `limit`), with its value and time left:
+    /// a bounded `SCAN` of the server, or of each primary of a cluster. Takes at most the
     /// longer of `timeout` and [`ADMIN_TIMEOUT`].
     pub async fn scan_bans(&self, prefix: &[u8], limit: usize) -> Result<Vec<StoredBan>, Failure> {
         self.within_admin_timeout(async {
             let mut conn = self.admin_connection().await?;
-            let mut pattern = prefix.to_vec();
-            pattern.push(b'*');
-            let (mut cursor, mut found) = (0u64, Vec::new());
-            for _ in 0..SCAN_STEPS {
-                let (next, mut keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|err| Failure::of(&err))?;
-                keys.truncate(limit.saturating_sub(found.len()));
-                found.extend(read(&mut conn, keys).await?);
-                cursor = next;
-                if cursor == 0 || found.len() >= limit {
-                    break;
+            let pattern = [prefix, b"*"].concat();
+            let nodes = match &mut conn {
+                Connection::Single(_) => vec![None],
+                Connection::Cluster(cluster) => {
+                    primaries(cluster).await?.into_iter().map(Some).collect()
+                }
+            };
+            let mut found = Vec::new();
+            for node in nodes {
+                let mut cursor = 0u64;
+                for _ in 0..SCAN_STEPS {
+                    let step = scan_step(&mut conn, node.as_ref(), cursor, &pattern);
+                    let (next, mut keys) = step.await?;
+                    keys.truncate(limit.saturating_sub(found.len()));
+                    found.extend(read(&mut conn, keys).await?);
+                    cursor = next;
+                    if cursor == 0 || found.len() >= limit {
+                        break;
+                    }
                 }
             }
             Ok(found)
@@ -152,23 +155,78 @@ impl Backend {
     }
 }
 
-/// The values and times left of `keys` (one pipeline); those that went meanwhile, or
-/// are not bans, are left out.
-async fn read<C: ConnectionLike>(
-    conn: &mut C,
-    keys: Vec<Vec<u8>>,
-) -> Result<Vec<StoredBan>, Failure> {
+/// The primaries of a cluster, as routes for their own commands (`CLUSTER NODES`: lines
+/// of `id host:port@bus[,name] flags …`).
+async fn primaries(conn: &mut ClusterConnection) -> Result<Vec<RoutingInfo>, Failure> {
+    let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let nodes = conn
+        .route_command(redis::cmd("CLUSTER").arg("NODES").clone(), random)
+        .await
+        .map_err(|err| Failure::of(&err))?;
+    let text: String = redis::from_redis_value(nodes).map_err(|_| Failure::Reply)?;
+    let primaries = text.lines().filter_map(|line| {
+        let mut fields = line.split(' ');
+        let (address, flags) = (fields.nth(1)?, fields.next()?);
+        if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+            return None;
+        }
+        let address = address.split('@').next()?;
+        let (host, port) = address.rsplit_once(':')?;
+        let (host, port) = (host.to_owned(), port.parse().ok()?);
+        let node = SingleNodeRoutingInfo::ByAddress { host, port };
+        Some(RoutingInfo::SingleNode(node))
+    });
+    Ok(primaries.collect())
+}
+
+/// One `SCAN` step from `cursor`, on the node `at` of a cluster.
+async fn scan_step(
+    conn: &mut Connection,
+    at: Option<&RoutingInfo>,
+    cursor: u64,
+    pattern: &[u8],
+) -> Result<(u64, Vec<Vec<u8>>), Failure> {
+    let mut scan = redis::cmd("SCAN");
+    scan.arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(SCAN_COUNT);
+    let reply = match (conn, at) {
+        (Connection::Cluster(conn), Some(at)) => conn.route_command(scan, at.clone()).await,
+        (conn, _) => scan.query_async::<Value>(conn).await,
+    };
+    let reply = reply.map_err(|err| Failure::of(&err))?;
+    redis::from_redis_value(reply).map_err(|_| Failure::Reply)
+}
+
+/// The values and times left of `keys` (one pipeline on one server; two commands a key
+/// on a cluster, whose keys lie on several nodes); those that went meanwhile, or are not
+/// bans, are left out.
+async fn read(conn: &mut Connection, keys: Vec<Vec<u8>>) -> Result<Vec<StoredBan>, Failure> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
-    for key in &keys {
-        pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
-    }
-    let replies: Vec<(Option<String>, i64)> = pipe
-        .query_async(conn)
-        .await
-        .map_err(|err| Failure::of(&err))?;
+    let replies: Vec<(Option<String>, i64)> = match conn {
+        Connection::Single(_) => {
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+            }
+            let replies = pipe.query_async(conn).await;
+            replies.map_err(|err| Failure::of(&err))?
+        }
+        Connection::Cluster(_) => {
+            let mut replies = Vec::with_capacity(keys.len());
+            for key in &keys {
+                let value = redis::cmd("GET").arg(key).query_async(conn).await;
+                let left = redis::cmd("PTTL").arg(key).query_async(conn).await;
+                let fail = |err: redis::RedisError| Failure::of(&err);
+                replies.push((value.map_err(fail)?, left.map_err(fail)?));
+            }
+            replies
+        }
+    };
     let read = keys
         .into_iter()
         .zip(replies)
