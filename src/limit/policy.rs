@@ -17,6 +17,8 @@ use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
+mod ban;
+
 /// A location's zones, in list order, and what each request costs in them.
 pub struct Policy {
     rules: Vec<LimitRule>,
@@ -74,6 +76,11 @@ impl Policy {
         }
         let redis = self.redis.as_ref().map(|redis| (&redis.backend, worker));
         settle::settle(&self.rules, pending, answer, now, redis);
+    }
+
+    /// The backend of the list's Redis zones (a ban imposed in one is written there).
+    pub fn backend(&self) -> Option<&Arc<Backend>> {
+        self.redis.as_ref().map(|redis| &redis.backend)
     }
 
     /// Applies every zone of the list to one request.
@@ -195,8 +202,18 @@ impl ZoneCall<'_> {
             key: redis_key(&zone.name, self.key),
             params: self.params,
         };
-        let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
-        match answer.await {
+        let answer = match &self.rule.ban {
+            // The penalty box's path (`policy/ban.rs`): the script reads the ban key too.
+            Some(ban) => {
+                self.decide_banned(backend, &call, ban, arrival, outcome)
+                    .await
+            }
+            None => {
+                let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
+                answer.await
+            }
+        };
+        match answer {
             Ok(decision) => {
                 match decision.verdict {
                     Verdict::Reject { retry_after } if retry_after > 0 => {

@@ -9,14 +9,16 @@
 //! answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
 
 mod backend;
+mod bans;
 mod rejections;
 mod scripts;
 
-pub use backend::{Backend, Call, Failure, Settings};
+pub use backend::{Backend, Call, Failure, Settings, StoredBan};
+pub use bans::{ban_key, parse_ban_key, share_ban, BAN_PREFIX};
 pub use rejections::Rejections;
 pub use scripts::{
-    Mode, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG, SLIDING_WINDOW,
-    TOKEN_BUCKET,
+    BanOr, Mode, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG,
+    SLIDING_WINDOW, TOKEN_BUCKET,
 };
 
 use super::{Period, Rate};

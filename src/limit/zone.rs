@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::bans::Bans;
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::Template;
@@ -109,6 +110,9 @@ pub struct Zone {
     pub redis: Option<ZoneSettings>,
     /// Keys Redis rejected, remembered until they may pass (Redis zones only).
     pub rejections: Rejections,
+    /// The zone's bans and strikes (the penalty box); handed to the next generation
+    /// while the zone keeps its name and key (`snapshot::zones`).
+    pub bans: Arc<Bans>,
 }
 
 impl Zone {
@@ -191,6 +195,7 @@ impl Zone {
             stores,
             redis: spec.redis,
             rejections: Rejections::default(),
+            bans: Arc::default(),
         }
     }
 

@@ -11,6 +11,10 @@ use redis::{RedisResult, TlsCertificates};
 use super::super::{Algorithm, Decision, Params};
 use super::scripts::{Mode, Scripts, TimeSource};
 
+// The penalty box's calls (`limit::penalty`): they use this module's connections.
+mod ban_calls;
+pub use ban_calls::StoredBan;
+
 /// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
