@@ -76,7 +76,7 @@ fn with_key<T>(
 fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
     rules.iter().enumerate().find_map(|(index, rule)| {
         let ban = rule.ban.as_ref()?;
-        if !rule.zone.bans.may_hold() {
+        if !rule.zone.bans.may_hold(arrival.now) {
             return None;
         }
         with_key(rule, arrival, |key| {

@@ -13,7 +13,9 @@ impl ZoneCall<'_> {
     /// Redis's answer for `call`, ban first. A ban sets `outcome.banned` and comes back
     /// as a rejection with no `retry_after`, so that the rejection memory keeps nothing
     /// (the ban's copy in the zone's table answers instead, and is checked again after
-    /// `RECHECK`). When Redis cannot answer, a ban held here still holds.
+    /// `RECHECK`). A "not banned" answer drops only a copy that was already due for a
+    /// check when the call was issued (not one imposed meanwhile). When Redis cannot
+    /// answer, a ban held here still holds, trusted for `RECHECK` more.
     pub(super) async fn decide_banned(
         &self,
         backend: &Backend,
@@ -29,7 +31,7 @@ impl ZoneCall<'_> {
             .await;
         let left = match answer {
             Ok(BanOr::Decided(decision)) => {
-                bans.unlearn(self.key);
+                bans.unlearn(self.key, arrival.now);
                 return Ok(decision);
             }
             Ok(BanOr::Banned(left)) => {
@@ -41,6 +43,9 @@ impl ZoneCall<'_> {
                 let Some(entry) = bans.get(self.key, arrival.now) else {
                     return Err(failure);
                 };
+                // Answered alone again for a while: the key's next requests do not each
+                // wait for Redis's timeout.
+                bans.trust_again(self.key, arrival.now, RECHECK);
                 outcome.redis_failures.push((self.index, failure));
                 entry.until - arrival.now
             }
