@@ -234,3 +234,35 @@ async fn a_ban_key_shares_its_decision_keys_slot_on_a_cluster() {
     assert_eq!(lifted.status, 200, "{}", lifted.body);
     assert!(until_lifted(addr(&b), "10.9.0.1").await <= Duration::from_millis(1_200));
 }
+
+#[tokio::test]
+async fn a_zone_moved_between_local_and_redis_starts_with_no_bans() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let in_redis = config(&format!("url = \"{}\"", redis.url()));
+    let local = in_redis.replace("backend = \"redis\"\n", "");
+    let reload = |gw: &tollgate::Gateway, text: &str| {
+        let path = std::path::Path::new("/tmp/tollgate-test/gateway.toml");
+        let next = tollgate::config::from_str(text, path).unwrap();
+        gw.reload(&next).unwrap();
+    };
+    let gw = gateway(&local);
+    let (addr, admin) = (addr(&gw), gw.admin_addr().unwrap());
+    // Local → Redis: the ban held here is not in Redis; it is not enforced here alone.
+    ban_through(addr, "10.8.2.1").await;
+    reload(&gw, &in_redis);
+    assert_ne!(status(addr, "10.8.2.1").await, 403);
+    // Redis → local: the copy held here is not a local ban; none is listed or enforced.
+    ban_through(addr, "10.8.2.2").await;
+    reload(&gw, &local);
+    assert_ne!(status(addr, "10.8.2.2").await, 403);
+    let listed = within(5, send(admin, get("/bans"))).await.body;
+    assert_eq!(
+        listed,
+        "{\"zones\":{\"shared\":{\"source\":\"local\",\"bans\":[]}}}\n"
+    );
+    assert_eq!(metric(admin, r#"tollgate_bans{zone="shared"}"#).await, 0);
+}
