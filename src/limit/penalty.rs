@@ -145,6 +145,6 @@ fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival
         "key banned"
     );
     if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
-        super::redis::share_ban(backend, &zone.name, key, entry, arrival);
+        super::redis::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
     }
 }

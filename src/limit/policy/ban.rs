@@ -5,7 +5,7 @@
 use super::super::bans::Ban;
 use super::super::outcome::Outcome;
 use super::super::penalty::{self, RECHECK};
-use super::super::redis::{ban_key, Backend, BanOr, Call, Failure};
+use super::super::redis::{ban_key_of, Backend, BanOr, Call, Failure};
 use super::super::{Arrival, Decision, Verdict};
 use super::ZoneCall;
 
@@ -25,7 +25,7 @@ impl ZoneCall<'_> {
         outcome: &mut Outcome,
     ) -> Result<Decision, Failure> {
         let bans = &self.rule.zone.bans;
-        let ban_key = ban_key(&self.rule.zone.name, self.key);
+        let ban_key = ban_key_of(&call.key, &self.rule.zone.name, self.key);
         let answer = backend
             .decide_banned(call, &ban_key, arrival.now, arrival.worker)
             .await;
