@@ -190,7 +190,7 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
-        if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
+        if let Some(left) = self.remembered(zone_now) {
             return Decision {
                 verdict: Verdict::Reject { retry_after: left },
                 remaining: 0,

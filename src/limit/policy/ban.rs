@@ -9,7 +9,22 @@ use super::super::redis::{ban_key_of, Backend, BanOr, Call, Failure};
 use super::super::{Arrival, Decision, Verdict};
 use super::ZoneCall;
 
+/// [`RECHECK`] in nanoseconds.
+const RECHECK_NS: u64 = RECHECK.as_nanos() as u64;
+
 impl ZoneCall<'_> {
+    /// The time left of a rejection Redis told of, that answers without asking Redis.
+    /// For an item with a `ban`, only one told of within [`RECHECK`]: a ban imposed on
+    /// another instance is then seen here within [`RECHECK`] too, not hidden behind a
+    /// long remembered rejection (answered 429 and struck again here).
+    pub(super) fn remembered(&self, zone_now: u64) -> Option<u64> {
+        let rejections = &self.rule.zone.rejections;
+        match self.rule.ban {
+            Some(_) => rejections.remaining_within(self.key, zone_now, RECHECK_NS),
+            None => rejections.remaining(self.key, zone_now),
+        }
+    }
+
     /// Redis's answer for `call`, ban first. A ban sets `outcome.banned` and comes back
     /// as a rejection with no `retry_after`, so that the rejection memory keeps nothing
     /// (the ban's copy in the zone's table answers instead, and is checked again after

@@ -369,3 +369,43 @@ async fn a_listing_reads_every_ban_skips_foreign_keys_and_says_when_cut_short() 
     assert_eq!((capped[0].bans.len(), capped[0].truncated), (2, true));
     assert_eq!((capped[1].bans.len(), capped[1].truncated), (1, false));
 }
+
+#[tokio::test]
+async fn a_ban_from_another_instance_is_not_hidden_by_a_remembered_rejection() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let text = config(&format!("url = \"{}\"", redis.url())).replace("after = 3", "after = 5");
+    let (a, b) = (gateway(&text), gateway(&text));
+    let b_admin = b.admin_addr().unwrap();
+    // B admits the key once (1r/m), then remembers Redis's rejection for a minute.
+    assert_eq!(status(addr(&b), "10.8.3.1").await, 200);
+    assert_eq!(status(addr(&b), "10.8.3.1").await, 429);
+    ban_through(addr(&a), "10.8.3.1").await;
+    // B asks Redis again within RECHECK of its remembered rejection and answers the ban
+    // (polled slowly: B strikes fewer than `after` times meanwhile).
+    let started = Instant::now();
+    let on_b = loop {
+        let reply = get_as(addr(&b), "/", "10.8.3.1").await;
+        if reply.status != 429 {
+            break reply;
+        }
+        assert!(started.elapsed() < RECHECK * 3, "B still answers 429");
+        tokio::time::sleep(RECHECK / 3 + Duration::from_millis(20)).await;
+    };
+    assert_eq!(on_b.status, 403, "{}", on_b.body);
+    assert!(
+        (50..=60).contains(&retry_after(&on_b)),
+        "{:?}",
+        on_b.headers
+    );
+    assert_eq!(
+        metric(b_admin, r#"tollgate_bans_imposed_total{zone="shared"}"#).await,
+        0,
+        "B learnt A's ban, it imposed none of its own"
+    );
+    let keys = ban_keys(&redis).await;
+    assert!(keys[0].1.starts_with("5 10000 "), "{keys:?}");
+}
