@@ -409,3 +409,91 @@ async fn a_ban_from_another_instance_is_not_hidden_by_a_remembered_rejection() {
     let keys = ban_keys(&redis).await;
     assert!(keys[0].1.starts_with("5 10000 "), "{keys:?}");
 }
+
+/// Waits (up to 3 s) until the sliding log at `key` holds `entries` entries.
+async fn charged(conn: &mut ::redis::aio::MultiplexedConnection, key: &[u8], entries: usize) {
+    let started = Instant::now();
+    loop {
+        let held: usize = ::redis::cmd("LLEN")
+            .arg(key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        if held == entries {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "{held} charged");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_redis_zone_counting_failed_logins_bans_a_brute_force() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    // 401 unless `?pw=right`.
+    let up = Upstream::start(|req| async move {
+        let right = req.uri().query() == Some("pw=right");
+        text(if right { 200 } else { 401 }, "login")
+    })
+    .await;
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[redis]
+url = "{}"
+timeout = "500ms"
+[zones.login]
+key = "$binary_remote_addr"
+rate = "3r/m"
+algorithm = "sliding_log"
+backend = "redis"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "= /login"
+upstream = "app"
+limit = [{{ zone = "login", burst = 0, count_status = [401], ban = {{ after = 2, within = "1m", for = "15m" }} }}]
+"#,
+        redis.url(),
+        up.addr
+    ));
+    let addr = addr(&gw);
+    for _ in 0..5 {
+        let good = get_as(addr, "/login?pw=right", "10.8.4.1").await;
+        assert_eq!(good.status, 200, "a good login is never limited");
+    }
+    // Three failures use the budget (each charged in Redis in the background after its
+    // answer: waited for); the next two are rejected (two strikes); then banned.
+    let mut conn = connect(&redis).await;
+    let mut statuses = Vec::new();
+    for failures in 1..=7usize {
+        let reply = get_as(addr, "/login?pw=guess", "10.8.4.2").await;
+        statuses.push(reply.status.as_u16());
+        if failures <= 3 {
+            charged(&mut conn, b"tollgate:login:\x0a\x08\x04\x02", failures).await;
+        }
+    }
+    assert_eq!(statuses, [401, 401, 401, 429, 429, 403, 403]);
+    assert_eq!(up.count(), 8, "rejected and banned attempts never reach it");
+    // The ban is written to Redis in the background.
+    let started = Instant::now();
+    let keys = loop {
+        let keys = ban_keys(&redis).await;
+        if !keys.is_empty() || started.elapsed() > Duration::from_secs(3) {
+            break keys;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].0.starts_with(b"tollgate-ban:login:{"), "{keys:?}");
+}
