@@ -161,7 +161,7 @@ pub fn later(at: Instant, d: Duration) -> Instant {
 
 impl Bans {
     /// Whether some ban may be in force at `now`: when not, a request need not look.
-    /// No ban held costs one atomic load; bans held that have all ended, one more (and
+    /// No ban held costs one atomic load; bans held that have all ended, two more (and
     /// no lock), though their entries are swept only when looked up or crowded out.
     #[inline]
     pub fn may_hold(&self, now: Instant) -> bool {

@@ -5,7 +5,7 @@
 //!
 //! Only a location that lists a zone with `ban` looks at that zone's bans: a location
 //! without one pays nothing (the pipeline does not call [`decide`] for it). Where it
-//! looks, a zone without bans in force costs an atomic load or two (see
+//! looks, a zone without bans in force costs one to three atomic loads (see
 //! [`Bans::may_hold`](super::bans::Bans::may_hold)), no key is rendered.
 //!
 //! A Redis zone's bans live in Redis (one key with a TTL, see `redis::ban_key`); the
