@@ -101,12 +101,12 @@ async fn listing(snapshot: &Snapshot) -> Listing {
         let in_redis = redis_zones.iter().position(|z| std::ptr::eq(*z, &**zone));
         let bans = match (in_redis, &stored) {
             (Some(at), Some(Ok(stored))) => {
-                let listed = stored.get(at).cloned().unwrap_or_default();
+                let listed = stored.get(at);
                 ZoneBans {
                     source: "redis",
                     redis_error: None,
-                    truncated: listed.truncated,
-                    bans: from_redis(zone, &listed.bans),
+                    truncated: listed.is_some_and(|z| z.truncated),
+                    bans: listed.map_or_else(Vec::new, |z| from_redis(zone, &z.bans)),
                 }
             }
             (Some(_), failed) => ZoneBans {
