@@ -236,12 +236,13 @@ fn zone_redis(
         );
         return None;
     }
+    // Left out: counted by the heartbeat.
     let instances = match &raw.instances {
-        None => Some(1),
+        None => Some(None),
         Some(value) => {
             let n = *value.get_ref();
             if (1..=MAX_INSTANCES).contains(&n) {
-                u64::try_from(n).ok()
+                u64::try_from(n).ok().map(Some)
             } else {
                 let message = format!("invalid instances {n}: expected 1 to {MAX_INSTANCES}");
                 diag.error(value.span(), message);

@@ -210,13 +210,18 @@ impl ZoneCall<'_> {
             }
             Err(failure) => {
                 outcome.redis_failures.push((self.index, failure));
-                self.on_error(arrival, outcome)
+                self.on_error(backend, arrival, outcome)
             }
         }
     }
 
     /// The decision when Redis could not answer, as the zone's `on_error` says.
-    fn on_error(&self, arrival: &Arrival<'_>, outcome: &mut Outcome) -> Decision {
+    fn on_error(
+        &self,
+        backend: &Backend,
+        arrival: &Arrival<'_>,
+        outcome: &mut Outcome,
+    ) -> Decision {
         match self.settings.on_error {
             OnError::Allow => Decision {
                 verdict: Verdict::Pass,
@@ -234,8 +239,10 @@ impl ZoneCall<'_> {
                 }
             }
             OnError::Local => {
+                let zone = &self.rule.zone;
+                let live = backend.fleet().live(&zone.name);
                 let alone = Params {
-                    rate: self.settings.fallback_rate(self.params.rate),
+                    rate: (self.settings).fallback_rate(self.params.rate, zone.algorithm, live),
                     ..self.params
                 };
                 let zone = &self.rule.zone;

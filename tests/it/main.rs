@@ -28,6 +28,7 @@ mod path_properties;
 mod pebble_harness;
 mod proxy;
 mod redis_clock_skew;
+mod redis_instances;
 mod redis_scripts;
 mod redis_zones;
 mod reload;

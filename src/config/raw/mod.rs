@@ -174,6 +174,8 @@ pub(crate) struct RawRedis {
     pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,
+    /// How often instances announce themselves in each Redis zone.
+    pub heartbeat: Option<Loose>,
 }
 
 #[derive(Deserialize)]

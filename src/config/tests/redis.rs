@@ -20,6 +20,7 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
                 cluster: false,
                 ca: None,
                 timeout: Duration::from_millis(50),
+                heartbeat: Duration::from_secs(5),
             },
             on_error: OnError::Local,
         })
@@ -30,11 +31,11 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
         [
             Some(ZoneSettings {
                 on_error: OnError::Local,
-                instances: 3
+                instances: Some(3)
             }),
             Some(ZoneSettings {
                 on_error: OnError::Deny,
-                instances: 1
+                instances: None
             }),
             None
         ]
@@ -164,5 +165,20 @@ fn rediss_takes_a_ca_file_read_with_the_config() {
         let e = &errors.errors[0];
         assert_eq!((e.line, e.col), (5, 6), "{}", e.message);
         assert!(e.message.contains(want), "{}", e.message);
+    }
+}
+
+#[test]
+fn the_heartbeat_is_a_duration_from_100ms_to_a_minute() {
+    let redis = |heartbeat: &str| {
+        format!("[redis]\nurl = \"redis://127.0.0.1:6379\"\nheartbeat = {heartbeat}\n")
+    };
+    let config = parse(&format!("{SERVER}{}", redis("\"250ms\"")));
+    let settings = config.redis.expect("[redis]").settings;
+    assert_eq!(settings.heartbeat, Duration::from_millis(250));
+    for bad in ["\"50ms\"", "\"2m\""] {
+        let (_, _, message) = error(&redis(bad));
+        assert!(message.starts_with("invalid heartbeat"), "{message}");
+        assert!(message.contains("\"100ms\" to \"1m\""), "{message}");
     }
 }

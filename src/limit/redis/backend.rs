@@ -1,6 +1,7 @@
 //! The connection to Redis: one per worker, made by the first request that needs it, and
 //! every call bounded by `timeout`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -9,6 +10,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, TlsCertificates};
 
 use super::super::{Algorithm, Decision, Params};
+use super::heartbeat::{Beat, Fleet, Heartbeat};
 use super::scripts::{Mode, Scripts, TimeSource};
 
 /// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
@@ -68,6 +70,9 @@ pub struct Backend {
     settings: Settings,
     scripts: Scripts,
     links: Box<[tokio::sync::Mutex<Link>]>,
+    /// The instances counted in each Redis zone, and the thread that counts them.
+    fleet: Arc<Fleet>,
+    _heartbeat: Option<Heartbeat>,
 }
 
 /// Where Redis is, and how long a decision may take.
@@ -79,10 +84,14 @@ pub struct Settings {
     pub timeout: Duration,
     /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
     pub ca: Option<Vec<u8>>,
+    /// How often this instance announces itself in each Redis zone
+    /// ([`super::heartbeat`]).
+    pub heartbeat: Duration,
 }
 
 /// One server, or a Redis Cluster.
-enum Target {
+#[derive(Clone)]
+pub(super) enum Target {
     // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
     Single(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
@@ -98,7 +107,7 @@ enum Link {
 /// A worker's connection: to one server (reconnected by the connection manager), or to
 /// every node of a cluster (each command sent to the node holding its key).
 #[derive(Clone)]
-enum Connection {
+pub(super) enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
 }
@@ -134,8 +143,30 @@ impl ConnectionLike for Connection {
     }
 }
 
+impl Target {
+    /// A connection made on the calling task's runtime: to one server (reconnected by
+    /// the connection manager), or to every node of a cluster.
+    pub(super) async fn connect(&self) -> RedisResult<Connection> {
+        match self {
+            Target::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(redis::Client::clone(client), config)
+                    .await
+                    .map(Connection::Single)
+            }
+            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
+        }
+    }
+}
+
 impl Backend {
-    pub fn new(settings: Settings, workers: usize) -> RedisResult<Backend> {
+    /// A backend for `workers` workers that announces this instance in `fleet`'s zones:
+    /// the fleet of the backend it replaces, so that a reload keeps the instance's id
+    /// and the counts last seen. (Until the old one's generation ends, both beat, by
+    /// the same id.)
+    pub fn new(settings: Settings, workers: usize, fleet: Arc<Fleet>) -> RedisResult<Backend> {
         let certificates = || TlsCertificates {
             client_tls: None,
             root_cert: settings.ca.clone(),
@@ -157,6 +188,12 @@ impl Backend {
             };
             Target::Single(Box::new(client))
         };
+        let heartbeat = Heartbeat::start(Beat {
+            target: target.clone(),
+            timeout: settings.timeout,
+            every: settings.heartbeat,
+            fleet: Arc::clone(&fleet),
+        });
         Ok(Backend {
             target,
             settings,
@@ -164,11 +201,18 @@ impl Backend {
             links: (0..workers.max(1))
                 .map(|_| tokio::sync::Mutex::new(Link::Idle))
                 .collect(),
+            fleet,
+            _heartbeat: heartbeat,
         })
     }
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The zones this instance announces itself in, and the instances counted in each.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.fleet
     }
 
     /// Runs `call` on Redis's clock within `timeout`, on `worker`'s connection: decides
@@ -217,18 +261,7 @@ impl Backend {
         }
         // Stands if this attempt is cut short by the caller's timeout.
         *link = Link::Paused(now + RECONNECT_PAUSE);
-        let made = match &self.target {
-            Target::Single(client) => {
-                let config = ConnectionManagerConfig::new()
-                    .set_max_delay(Duration::from_millis(500))
-                    .set_number_of_retries(1);
-                ConnectionManager::new_with_config(redis::Client::clone(client), config)
-                    .await
-                    .map(Connection::Single)
-            }
-            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
-        };
-        match made {
+        match self.target.connect().await {
             Ok(conn) => {
                 *link = Link::Up(conn.clone());
                 Ok(conn)
