@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
-use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
+use super::redis::{redis_key, Backend, Call, Mode, OnError, Reply, ZoneSettings};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
@@ -183,6 +183,21 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
+        let mut call = Call {
+            algorithm: zone.algorithm,
+            key: redis_key(&zone.name, self.key),
+            params: self.params,
+            want: 0,
+        };
+        if let Some(leases) = &zone.leases {
+            // Units Redis counted already: spent here, given back through Redis like a
+            // charge if a later zone rejects the request.
+            if let Some(decision) = leases.spend(self.key, self.params.cost, zone_now) {
+                charged.push((self.index, call));
+                return decision;
+            }
+            call.want = leases.most();
+        }
         if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
             return Decision {
                 verdict: Verdict::Reject { retry_after: left },
@@ -190,14 +205,12 @@ impl ZoneCall<'_> {
                 reset: left,
             };
         }
-        let call = Call {
-            algorithm: zone.algorithm,
-            key: redis_key(&zone.name, self.key),
-            params: self.params,
-        };
         let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
         match answer.await {
-            Ok(decision) => {
+            Ok(Reply {
+                mut decision,
+                granted,
+            }) => {
                 match decision.verdict {
                     Verdict::Reject { retry_after } if retry_after > 0 => {
                         let until = zone_now.saturating_add(retry_after);
@@ -205,6 +218,11 @@ impl ZoneCall<'_> {
                     }
                     Verdict::Reject { .. } => {}
                     Verdict::Pass | Verdict::Delay(_) => charged.push((self.index, call)),
+                }
+                if let (Some(leases), 1..) = (&zone.leases, granted) {
+                    let window = self.params.rate.period.nanos();
+                    leases.add(self.key, granted, zone_now, window, &decision);
+                    decision.remaining = decision.remaining.saturating_add(granted);
                 }
                 decision
             }
@@ -245,7 +263,6 @@ impl ZoneCall<'_> {
                     rate: (self.settings).fallback_rate(self.params.rate, zone.algorithm, live),
                     ..self.params
                 };
-                let zone = &self.rule.zone;
                 let decision = zone.decide_alone(self.key, arrival.now, &alone);
                 if decision.admitted() && self.rule.settles {
                     let hash = zone.hash(self.key);

@@ -10,16 +10,18 @@
 
 mod backend;
 pub mod heartbeat;
+mod lease;
 mod rejections;
 mod scripts;
 
 pub use backend::{Backend, Call, Failure, Settings};
 pub use heartbeat::{Announcement, Fleet};
+pub use lease::Leases;
 // `Instances` is below, beside `ZoneSettings`.
 pub use rejections::Rejections;
 pub use scripts::{
-    Mode, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG, SLIDING_WINDOW,
-    TOKEN_BUCKET,
+    Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG,
+    SLIDING_WINDOW, TOKEN_BUCKET,
 };
 
 use super::{Algorithm, Period, Rate};
@@ -54,6 +56,8 @@ pub struct ZoneSettings {
     /// `instances` as written: instances sharing the zone, for [`OnError::Local`]. When
     /// left out, the instances are counted ([`heartbeat`]).
     pub instances: Option<u64>,
+    /// `lease`: units a decision takes from Redis at once, spent here ([`Leases`]).
+    pub lease: Option<u64>,
 }
 
 /// Where the number of instances [`OnError::Local`] divides by comes from.
@@ -176,6 +180,7 @@ mod tests {
         let zone = |instances| ZoneSettings {
             on_error: OnError::Local,
             instances,
+            lease: None,
         };
         let rate = Rate::new(10, Period::Second).unwrap();
         let algorithm = Algorithm::LeakyBucket;

@@ -155,6 +155,8 @@ pub(crate) struct RawZone {
     pub instances: Option<Spanned<i64>>,
     /// Only with `backend = "redis"`.
     pub on_error: Option<Spanned<OnError>>,
+    /// Only with `backend = "redis"`.
+    pub lease: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]

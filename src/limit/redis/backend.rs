@@ -9,9 +9,9 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, TlsCertificates};
 
-use super::super::{Algorithm, Decision, Params};
+use super::super::{Algorithm, Params};
 use super::heartbeat::{Beat, Fleet, Heartbeat};
-use super::scripts::{Mode, Scripts, TimeSource};
+use super::scripts::{Mode, Reply, Scripts, TimeSource};
 
 /// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +53,9 @@ pub struct Call {
     pub algorithm: Algorithm,
     pub key: Vec<u8>,
     pub params: Params,
+    /// A decision's lease: the requests' units to take at once, this request's
+    /// included (`lease`, [`super::lease`]); 0 for none.
+    pub want: u64,
 }
 
 /// How long a worker waits before connecting again after a failed attempt; requests in
@@ -224,7 +227,7 @@ impl Backend {
         mode: Mode,
         now: Instant,
         worker: usize,
-    ) -> Result<Decision, Failure> {
+    ) -> Result<Reply, Failure> {
         self.within_timeout(async {
             let mut conn = self.connection(worker, now).await?;
             let run = self.scripts.run(
@@ -232,6 +235,7 @@ impl Backend {
                 &mut conn,
                 &call.key,
                 &call.params,
+                call.want,
                 TimeSource::Redis,
                 mode,
             );
