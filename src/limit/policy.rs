@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
-use super::redis::{redis_key, Backend, Call, Mode, OnError, Reply, ZoneSettings};
+use super::redis::{redis_key, Backend, Call, Leases, Mode, OnError, Reply, ZoneSettings};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
@@ -183,20 +183,13 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
-        let mut call = Call {
-            algorithm: zone.algorithm,
-            key: redis_key(&zone.name, self.key),
-            params: self.params,
-            want: 0,
-        };
         if let Some(leases) = &zone.leases {
             // Units Redis counted already: spent here, given back through Redis like a
-            // charge if a later zone rejects the request.
+            // charge if a later zone rejects the request (or its answer settles it).
             if let Some(decision) = leases.spend(self.key, self.params.cost, zone_now) {
-                charged.push((self.index, call));
+                charged.push((self.index, self.call(0)));
                 return decision;
             }
-            call.want = leases.most();
         }
         if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
             return Decision {
@@ -205,6 +198,7 @@ impl ZoneCall<'_> {
                 reset: left,
             };
         }
+        let call = self.call(zone.leases.as_ref().map_or(0, Leases::most));
         let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
         match answer.await {
             Ok(Reply {
@@ -230,6 +224,17 @@ impl ZoneCall<'_> {
                 outcome.redis_failures.push((self.index, failure));
                 self.on_error(backend, arrival, outcome)
             }
+        }
+    }
+
+    /// The script call that decides this request, taking a lease of `want` units.
+    fn call(&self, want: u64) -> Call {
+        let zone = &self.rule.zone;
+        Call {
+            algorithm: zone.algorithm,
+            key: redis_key(&zone.name, self.key),
+            params: self.params,
+            want,
         }
     }
 
