@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
-use super::redis::{redis_key, Backend, Call, Leases, Mode, OnError, Reply, ZoneSettings};
+use super::redis::{redis_key, Backend, Call, First, Leases, Mode, OnError, Reply, ZoneSettings};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
@@ -183,12 +183,22 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
+        // Held until the lease it fetches is in the table: the key's other requests wait.
+        let mut _fetch = None;
         if let Some(leases) = &zone.leases {
-            // Units Redis counted already: spent here, given back through Redis like a
-            // charge if a later zone rejects the request (or its answer settles it).
-            if let Some(decision) = leases.spend(self.key, self.params.cost, zone_now) {
-                charged.push((self.index, self.call(0)));
-                return decision;
+            let wait = backend.settings().timeout;
+            match leases
+                .first(self.key, self.params.cost, zone_now, wait)
+                .await
+            {
+                // Units Redis counted already: spent here, given back through Redis like
+                // a charge if a later zone rejects the request (or its answer settles it).
+                First::Spent(decision) => {
+                    charged.push((self.index, self.call(0)));
+                    return decision;
+                }
+                First::Fetch(fetch) => _fetch = Some(fetch),
+                First::Ask => {}
             }
         }
         if let Some(left) = zone.rejections.remaining(self.key, zone_now) {

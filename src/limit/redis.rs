@@ -16,7 +16,7 @@ mod scripts;
 
 pub use backend::{Backend, Call, Failure, Settings};
 pub use heartbeat::{Announcement, Fleet};
-pub use lease::Leases;
+pub use lease::{First, Leases};
 // `Instances` is below, beside `ZoneSettings`.
 pub use rejections::Rejections;
 pub use scripts::{

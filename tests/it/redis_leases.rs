@@ -214,6 +214,28 @@ async fn a_leased_zone_asks_redis_once_per_lease() {
         calls <= 12 + 2,
         "{calls} calls for 120 requests with lease = 10"
     );
+
+    // One client on 8 connections at once: its requests that arrive while one of them
+    // fetches a lease wait for that lease instead of fetching their own.
+    let before = script_calls(conn).await;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    assert_eq!(get_as(addr, "/", "203.0.113.5").await.status, 200);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let calls = script_calls(conn).await - before;
+    eprintln!("200 requests of one client on 8 connections, lease 10: {calls} Redis calls");
+    assert!(
+        calls <= 20 + 4,
+        "{calls} calls for 200 requests with lease = 10"
+    );
 }
 
 /// Sends requests from `client` over new connections until `until`; how many were

@@ -12,6 +12,13 @@
 //! window of the zone's rate after they were taken, and are not given back: that can
 //! only admit less.
 //!
+//! One fetch at a time per key: while a request of a key is asking Redis for a lease,
+//! the key's other requests wait for that answer (at most the backend's `timeout`, and
+//! they would have waited as long for their own call) and then spend from it; if it
+//! brought nothing they ask Redis themselves. Without this, every request of a busy key
+//! arriving during the round trip would fetch a lease too, each costing a call, and the
+//! surplus beyond N would be dropped unspent.
+//!
 //! Memory: at most [`KEYS`] keys per zone, in [`SHARDS`] maps behind their own locks
 //! (so workers spending different keys seldom wait for each other). A full shard drops
 //! its expired leases, and if none has expired, all of them: the keys then ask Redis
@@ -20,7 +27,12 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, MutexGuard};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 
 use super::super::{Decision, Verdict};
 
@@ -40,7 +52,7 @@ pub struct Leases {
 /// Some of a zone's keys and their leases.
 type Shard = HashMap<Box<[u8]>, Lease>;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Lease {
     left: u64,
     /// Zone-clock nanosecond at which unspent units expire.
@@ -50,6 +62,35 @@ struct Lease {
     /// headers of the requests that spend them.
     remaining: u64,
     reset_at: u64,
+    /// A request of the key is asking Redis for a lease: others wait for it here.
+    fetching: Option<Arc<Notify>>,
+}
+
+/// What a request of a leased zone does first ([`Leases::first`]).
+pub enum First<'a> {
+    /// It was decided by leased units.
+    Spent(Decision),
+    /// It asks Redis for a lease, the only one of its key to do so until this is dropped.
+    Fetch(Fetch<'a>),
+    /// It asks Redis as any request (another's fetch brought nothing for it).
+    Ask,
+}
+
+/// The one fetch under way for a key: dropping it (after [`Leases::add`], or when the
+/// request gave up) lets the key's waiting requests look at the lease again.
+pub struct Fetch<'a> {
+    leases: &'a Leases,
+    key: Box<[u8]>,
+}
+
+impl Drop for Fetch<'_> {
+    fn drop(&mut self) {
+        let mut shard = lock(self.leases.shard(&self.key));
+        let lease = shard.get_mut(&self.key);
+        if let Some(notify) = lease.and_then(|lease| lease.fetching.take()) {
+            notify.notify_waiters();
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -78,28 +119,51 @@ impl Leases {
         &self.shards[at]
     }
 
+    /// What a request of `key` costing `cost` does at `now` (zone clock): spend leased
+    /// units, or fetch a lease, or, while another request of the key fetches one, wait
+    /// for it (at most `wait`) and then spend or ask Redis.
+    pub async fn first(&self, key: &[u8], cost: u64, now: u64, wait: Duration) -> First<'_> {
+        let waiter = match self.take(key, cost, now) {
+            Taken::Spent(decision) => return First::Spent(decision),
+            Taken::Fetch => {
+                return First::Fetch(Fetch {
+                    leases: self,
+                    key: key.into(),
+                })
+            }
+            Taken::Wait(waiter) => waiter,
+        };
+        // Bounded: the fetch itself is bounded by the backend's timeout.
+        let _ = tokio::time::timeout(wait, waiter).await;
+        match self.spend(key, cost, now) {
+            Some(decision) => First::Spent(decision),
+            None => First::Ask,
+        }
+    }
+
+    /// Spends, or claims the key's fetch, or hands out a wait for the fetch under way,
+    /// in one look under the shard's lock (so no wake-up is missed).
+    fn take(&self, key: &[u8], cost: u64, now: u64) -> Taken {
+        let mut shard = lock(self.shard(key));
+        if let Some(decision) = spend_in(&mut shard, key, cost, now) {
+            return Taken::Spent(decision);
+        }
+        if let Some(notify) = shard.get(key).and_then(|lease| lease.fetching.clone()) {
+            let mut waiter = Box::pin(notify.notified_owned());
+            waiter.as_mut().enable();
+            return Taken::Wait(waiter);
+        }
+        make_room(&mut shard, key, now);
+        let lease = shard.entry(key.into()).or_insert_with(|| Lease::empty(now));
+        lease.fetching = Some(Arc::new(Notify::new()));
+        Taken::Fetch
+    }
+
     /// Spends `cost` units of `key`'s lease at `now` (zone clock): the request's
     /// decision, or `None` when the key holds fewer (or they expired) and Redis must
     /// decide.
     pub fn spend(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
-        let mut shard = lock(self.shard(key));
-        let lease = shard.get_mut(key)?;
-        if lease.until <= now || lease.left < cost {
-            if lease.until <= now {
-                shard.remove(key);
-            }
-            return None;
-        }
-        lease.left -= cost;
-        let decision = Decision {
-            verdict: Verdict::Pass,
-            remaining: lease.remaining.saturating_add(lease.left),
-            reset: lease.reset_at.saturating_sub(now),
-        };
-        if lease.left == 0 {
-            shard.remove(key);
-        }
-        Some(decision)
+        spend_in(&mut lock(self.shard(key)), key, cost, now)
     }
 
     /// Adds `granted` units Redis charged for `key` at `now` beside the request it
@@ -111,35 +175,82 @@ impl Leases {
             return;
         }
         let mut shard = lock(self.shard(key));
-        if !shard.contains_key(key) && shard.len() >= KEYS / SHARDS {
-            shard.retain(|_, lease| lease.until > now);
-            if shard.len() >= KEYS / SHARDS {
-                shard.clear();
-            }
-        }
-        let fresh = Lease {
-            left: 0,
-            until: now.saturating_add(window),
-            remaining: admitted.remaining,
-            reset_at: now.saturating_add(admitted.reset),
-        };
-        let lease = shard.entry(key.into()).or_insert(fresh);
+        make_room(&mut shard, key, now);
+        let lease = shard.entry(key.into()).or_insert_with(|| Lease::empty(now));
         if lease.until <= now {
-            *lease = fresh;
+            lease.left = 0;
         }
         lease.left = lease.left.saturating_add(granted).min(self.most);
-        // The newest news from Redis, and the later expiry (units are spent oldest
-        // first only in that none is told apart: they expire together, never later than
-        // a window after the newest were taken).
-        lease.until = fresh.until;
-        lease.remaining = fresh.remaining;
-        lease.reset_at = fresh.reset_at;
+        // The newest news from Redis, and the later expiry: leased units are not told
+        // apart, so they expire together, a window after the newest were taken.
+        lease.until = now.saturating_add(window);
+        lease.remaining = admitted.remaining;
+        lease.reset_at = now.saturating_add(admitted.reset);
     }
 
     /// Keys holding a lease, expired or not (for tests and `/status`).
     pub fn keys(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
+}
+
+enum Taken {
+    Spent(Decision),
+    Fetch,
+    Wait(Pin<Box<OwnedNotified>>),
+}
+
+impl Lease {
+    /// A key with nothing leased (yet): expired from the start.
+    fn empty(now: u64) -> Lease {
+        Lease {
+            left: 0,
+            until: now,
+            remaining: 0,
+            reset_at: now,
+            fetching: None,
+        }
+    }
+}
+
+/// Before a new key goes into a full shard: the expired leases go (but not a key being
+/// fetched), and if that is not enough, all of them (their fetches find none and add
+/// afresh).
+fn make_room(shard: &mut Shard, key: &[u8], now: u64) {
+    if shard.contains_key(key) || shard.len() < KEYS / SHARDS {
+        return;
+    }
+    shard.retain(|_, lease| lease.until > now || lease.fetching.is_some());
+    if shard.len() >= KEYS / SHARDS {
+        for lease in shard.values_mut() {
+            if let Some(notify) = lease.fetching.take() {
+                notify.notify_waiters();
+            }
+        }
+        shard.clear();
+    }
+}
+
+/// [`Leases::spend`] in a locked shard. An expired or spent lease is dropped unless its
+/// key is being fetched.
+fn spend_in(shard: &mut Shard, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
+    let lease = shard.get_mut(key)?;
+    if lease.until <= now || lease.left < cost {
+        if lease.until <= now && lease.fetching.is_none() {
+            shard.remove(key);
+        }
+        return None;
+    }
+    lease.left -= cost;
+    let decision = Decision {
+        verdict: Verdict::Pass,
+        remaining: lease.remaining.saturating_add(lease.left),
+        reset: lease.reset_at.saturating_sub(now),
+    };
+    if lease.left == 0 && lease.fetching.is_none() {
+        shard.remove(key);
+    }
+    Some(decision)
 }
 
 #[cfg(test)]
@@ -226,6 +337,64 @@ mod tests {
                 .count();
             assert_eq!(spent, 100, "round {round}: four grants of 99, kept to 100");
         }
+    }
+
+    #[tokio::test]
+    async fn one_request_of_a_key_fetches_and_the_others_wait_for_its_lease() {
+        let leases = Leases::new(10);
+        let wait = Duration::from_secs(5);
+        let First::Fetch(fetch) = leases.first(b"k", 1, 0, wait).await else {
+            panic!("the first request fetches");
+        };
+        let waiting = async {
+            let mut decided = Vec::new();
+            for _ in 0..3 {
+                decided.push(leases.first(b"k", 1, 0, wait));
+            }
+            futures_join(decided).await
+        };
+        let fetched = async {
+            tokio::task::yield_now().await;
+            leases.add(b"k", 9, 0, WINDOW, &admitted(0, 0));
+            drop(fetch);
+        };
+        let (decided, ()) = tokio::join!(waiting, fetched);
+        assert!(decided.iter().all(|first| matches!(first, First::Spent(_))));
+        assert_eq!(
+            (0..10)
+                .filter(|_| leases.spend(b"k", 1, 0).is_some())
+                .count(),
+            6,
+            "9 leased, 3 spent by the waiters"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fetch_that_brings_nothing_or_takes_too_long_sends_the_waiters_to_redis() {
+        let leases = Leases::new(10);
+        let First::Fetch(fetch) = leases.first(b"k", 1, 0, Duration::ZERO).await else {
+            panic!("the first request fetches");
+        };
+        let short = Duration::from_millis(20);
+        assert!(matches!(leases.first(b"k", 1, 0, short).await, First::Ask));
+        let waiter = leases.first(b"k", 1, 0, Duration::from_secs(5));
+        let (first, ()) = tokio::join!(waiter, async { drop(fetch) });
+        assert!(matches!(first, First::Ask), "rejected or delayed: no lease");
+        // The next request fetches again.
+        assert!(matches!(
+            leases.first(b"k", 1, 0, short).await,
+            First::Fetch(_)
+        ));
+    }
+
+    /// Awaits every future, in order.
+    async fn futures_join<F: std::future::Future>(all: Vec<F>) -> Vec<F::Output> {
+        let mut all: Vec<_> = all.into_iter().map(Box::pin).collect();
+        let mut out = Vec::new();
+        for f in all.iter_mut() {
+            out.push(f.await);
+        }
+        out
     }
 
     #[test]
