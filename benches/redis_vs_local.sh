@@ -524,7 +524,7 @@ measure_decide() {
             read -r rps p50 p99 reqs non2xx sock < <(parse_wrk "$out")
             read -r tcpu rcpu cpr < <(awk -v a="$((cpu1 - cpu0))" -v b="$((r1 - r0))" -v c="$((c1 - c0))" \
                 -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN {
-                    if (n > 0) printf "%.1f %.1f %.3f\n", a * 1e6 / hz / n, b * 1e6 / hz / n, c / n
+                    if (n > 0) printf "%.1f %.1f %.4f\n", a * 1e6 / hz / n, b * 1e6 / hz / n, c / n
                     else print "-1 -1 -1" }')
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$v" "$rps" "$p50" "$p99" \
                 "$tcpu" "$rcpu" "$cpr" "$non2xx" "$sock" "$busy" "$reqs" "$((c1 - c0))" >>"$RESULTS"
@@ -633,7 +633,7 @@ leased_report() {
     met="$(awk -v q="$rps_ratio" -v c="$cpr" -v n="$LEASE" 'BEGIN { print (q >= 0.8 && c <= 1 / n + 1e-9) ? "met" : "NOT met" }')"
     echo "leased (lease = $LEASE) vs local (medians):"
     echo "- req/s leased/local: ${rps_ratio}x; p50 leased - local: $(diff_us "$(median_of leased 4)" "$(median_of local 4)"); p99: $(diff_us "$(median_of leased 5)" "$(median_of local 5)")"
-    echo "- Redis calls per request: $cpr (1/LEASE = $(awk -v n="$LEASE" 'BEGIN { printf "%.3f", 1 / n }'); redis: $(median_of redis 8))"
+    echo "- Redis calls per request: $cpr (1/LEASE = $(awk -v n="$LEASE" 'BEGIN { printf "%.4f", 1 / n }'); redis: $(median_of redis 8))"
     echo "- tollgate CPU per request leased/local: $(ratio "$(median_of leased 6)" "$(median_of local 6)")x; redis-server adds $(median_of leased 7) us/req"
     echo "- each key got about $per_key requests a second (req/s / API_KEYS); a lease lasts a second, so calls per"
     echo "  request reach 1/LEASE only when that is at least LEASE ($LEASE)"
