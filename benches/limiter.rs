@@ -368,6 +368,7 @@ fn zone_decide(c: &mut Criterion) {
             dry_run: false,
             count: None,
             settles: false,
+            ban: None,
         }];
         // 32-byte API keys (stored as digests) or addresses; one request each.
         let requests: Vec<(IpAddr, HeaderMap)> = (0..PRESENT)

@@ -5,7 +5,7 @@
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
 //!   per-zone store, and [`limit::policy`], the one call that decides a location's zones.
 //!   Its one I/O part is [`limit::redis`]: zones kept in Redis, one Lua script per
-//!   algorithm.
+//!   algorithm. [`limit::penalty`] bans keys that keep being rejected ([`limit::bans`]).
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …) in configured text.
@@ -32,7 +32,7 @@
 //!   what it publishes for the listeners (certificates in force, challenge answers).
 //! - [`signals`]: unix signals mapped to what the operator means by them.
 //! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
-//! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints.
+//! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints, `/bans`.
 //!
 //! Dependencies point one way, with no cycle: `main` → [`server`] → [`admin`] →
 //! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → the core; [`config`] sees only

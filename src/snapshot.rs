@@ -169,12 +169,23 @@ fn zones(config: &Config, plans: &[&str], previous: &[Arc<Zone>]) -> Vec<Arc<Zon
         .map(|z| {
             let spec = zone_spec(z, plans);
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
-            Arc::new(match kept {
+            let mut zone = match kept {
                 Some(old) => old.succeed(spec),
                 None => Zone::new(spec, epoch, wall),
-            })
+            };
+            keep_bans(&mut zone, previous);
+            Arc::new(zone)
         })
         .collect()
+}
+
+/// Bans outlive a reload while their zone keeps its name and key template (a key then
+/// still names the same client), even when its algorithm, size or rates change.
+fn keep_bans(zone: &mut Zone, previous: &[Arc<Zone>]) {
+    let same = |old: &&Arc<Zone>| old.name == zone.name && old.template == zone.template;
+    if let Some(old) = previous.iter().find(same) {
+        zone.bans = Arc::clone(&old.bans);
+    }
 }
 
 /// What a location is built from, besides its own settings.
@@ -262,6 +273,7 @@ fn location(
                 dry_run: l.dry_run,
                 count: l.count,
                 settles,
+                ban: l.ban,
             }
         })
         .collect();

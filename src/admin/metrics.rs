@@ -56,6 +56,7 @@ impl Collector for Scrape {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
         self.zones(&mut encoder)?;
+        self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
         self.gateway(&mut encoder)
     }
@@ -241,6 +242,31 @@ impl Scrape {
         )?;
         for (zone, stats) in &stats {
             counter(&mut family, &[("zone", *zone)], stats.evictions)?;
+        }
+        Ok(())
+    }
+
+    /// The penalty box: bans in force (for a Redis zone, those this instance holds) and
+    /// bans imposed by this instance, per zone. The counter is `tollgate_bans_imposed_total`:
+    /// OpenMetrics names a counter's family without `_total`, so `tollgate_bans_total`
+    /// would be a second family `tollgate_bans` beside the gauge.
+    fn bans(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let now = std::time::Instant::now();
+        let zones = &self.snapshot.zones;
+        let help = "Bans in force in a zone (a Redis zone: those this instance holds).";
+        let mut family =
+            encoder.encode_descriptor("tollgate_bans", help, None, MetricType::Gauge)?;
+        for zone in zones {
+            let value = zone.bans.in_force(now) as u64;
+            family
+                .encode_family(&[("zone", &*zone.name)])?
+                .encode_gauge(&value)?;
+        }
+        let help = "Bans imposed in a zone by this instance.";
+        let mut family =
+            encoder.encode_descriptor("tollgate_bans_imposed", help, None, MetricType::Counter)?;
+        for zone in zones {
+            counter(&mut family, &[("zone", &*zone.name)], zone.bans.imposed())?;
         }
         Ok(())
     }

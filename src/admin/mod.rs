@@ -1,8 +1,10 @@
 //! The admin API (`[admin]` in docs/config.md): `GET /metrics`, `GET /healthz`,
-//! `GET /status`, and `GET`/`DELETE /zones/NAME/keys/KEY`, on a listener of its own
+//! `GET /status`, `GET`/`DELETE /zones/NAME/keys/KEY`, and `GET /bans` with
+//! `DELETE /bans/ZONE/KEY` (the penalty box, `admin/bans.rs`), on a listener of its own
 //! and served by a thread of its own, so that it answers while the workers are busy and
 //! its requests never count among theirs.
 
+mod bans;
 mod metrics;
 mod status;
 
@@ -102,8 +104,8 @@ fn serve(
             let state = state.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
-                    let response = answer(&req, &state);
-                    async move { Ok::<_, Infallible>(response) }
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(answer_async(&req, &state).await) }
                 });
                 let _ = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -111,6 +113,15 @@ fn serve(
             });
         }
     });
+}
+
+/// The answer to `req`: `/bans` may wait on Redis (within its timeout), the rest not.
+async fn answer_async<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path == "/bans" || path.starts_with("/bans/") {
+        return bans::answer(req.method(), path, state).await;
+    }
+    answer(req, state)
 }
 
 fn answer<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {

@@ -83,6 +83,10 @@ struct ZoneStatus {
     bytes: usize,
     capacity_bytes: usize,
     evictions: u64,
+    /// Bans in force (a Redis zone: those this instance holds), when there are any;
+    /// `/bans` lists them.
+    #[serde(skip_serializing_if = "is_zero")]
+    bans: usize,
     top_limited: Vec<Limited>,
     /// A Redis zone's instances: what `on_error = "local"` divides its rate by.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,8 +110,12 @@ struct Limited {
     rejected: u64,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// A JSON object whose members keep the order they were pushed in.
-struct Ordered<T>(Vec<(String, T)>);
+pub(super) struct Ordered<T>(pub Vec<(String, T)>);
 
 impl<T: Serialize> Serialize for Ordered<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -148,6 +156,7 @@ pub fn status(state: &GatewayState) -> String {
             bytes: stats.bytes,
             capacity_bytes: stats.capacity_bytes,
             evictions: stats.evictions,
+            bans: zone.bans.in_force(now),
             top_limited: top_limited.collect(),
             instances: zone.redis.map(|settings| {
                 let live = snapshot

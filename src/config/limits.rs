@@ -110,12 +110,15 @@ fn limit(
         diag.error(span, message);
         return None;
     }
+    let dry_run = raw.dry_run.unwrap_or(false);
+    let ban = super::bans::ban(raw.ban.as_ref(), dry_run, diag)?;
     Some(Limit {
         zone: index,
         burst,
         delay,
-        dry_run: raw.dry_run.unwrap_or(false),
+        dry_run,
         count,
+        ban,
     })
 }
 

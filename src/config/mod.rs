@@ -7,6 +7,7 @@
 mod access;
 mod acme;
 mod api_keys;
+mod bans;
 mod diag;
 mod headers;
 mod limits;
@@ -26,6 +27,7 @@ mod zones;
 
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
+pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::settle::StatusSet;
@@ -488,6 +490,8 @@ pub struct Limit {
     pub dry_run: bool,
     /// `count_status`: only answers with these statuses are charged.
     pub count: Option<StatusSet>,
+    /// The penalty box: this item's rejections are strikes.
+    pub ban: Option<Ban>,
 }
 
 #[derive(Debug, Clone)]

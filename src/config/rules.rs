@@ -170,6 +170,7 @@ mod tests {
                 delay: None,
                 dry_run: false,
                 count: None,
+                ban: None,
             }]),
             access: Some(Vec::new()),
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),

@@ -328,6 +328,7 @@ fn reference_example_in_docs_is_valid() {
 }
 
 mod acme;
+mod bans;
 mod body;
 mod errors;
 mod limits;

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::settle::{Held, Pending, StatusSet};
@@ -33,6 +34,8 @@ pub struct LimitRule {
     /// Whether an admitted request's charge waits for its answer to be settled
     /// (`count_status`, or the location's `cost_from`).
     pub settles: bool,
+    /// The item's `ban`: its rejections are strikes (`limit::penalty`).
+    pub ban: Option<Ban>,
 }
 
 impl LimitRule {

@@ -7,12 +7,14 @@
 //! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
 //! shell and passed down. Nothing here reads a clock or sleeps.
 
+pub mod bans;
 pub mod concurrency;
 pub mod decision;
 pub mod fixed_window;
 pub mod key;
 pub mod leaky_bucket;
 pub mod outcome;
+pub mod penalty;
 pub mod policy;
 pub mod redis;
 pub mod settle;

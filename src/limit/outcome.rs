@@ -17,6 +17,8 @@ pub enum Status {
     RejectedDryRun,
     Delayed,
     Rejected,
+    /// Answered by a ban (the penalty box) before any zone was asked.
+    Banned,
 }
 
 impl Status {
@@ -38,6 +40,7 @@ impl Status {
             Status::Rejected => "REJECTED",
             Status::DelayedDryRun => "DELAYED_DRY_RUN",
             Status::RejectedDryRun => "REJECTED_DRY_RUN",
+            Status::Banned => "BANNED",
         }
     }
 }
@@ -108,11 +111,33 @@ pub struct Outcome {
     /// Charges the answer settles (`count_status`, `cost_from`): see
     /// [`Policy::settle`](super::policy::Policy::settle).
     pub settle: Vec<Pending>,
+    /// The key is banned (`limit::penalty`): answer with the ban, not the rejection.
+    pub banned: Option<Banned>,
+}
+
+/// A banned key's answer: which item's ban, how long it has left, with what status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Banned {
+    /// Index of the rule in the location's list.
+    pub rule: usize,
+    /// Nanoseconds the ban has left.
+    pub left: u64,
+    pub status: http::StatusCode,
 }
 
 impl Outcome {
     pub fn rejected(&self) -> bool {
-        self.status == Some(Status::Rejected)
+        matches!(self.status, Some(Status::Rejected | Status::Banned))
+    }
+
+    /// The outcome of a banned request: no zone was asked.
+    pub fn banned(banned: Banned) -> Outcome {
+        Outcome {
+            status: Some(Status::Banned),
+            retry_after: banned.left,
+            banned: Some(banned),
+            ..Outcome::default()
+        }
     }
 
     /// Adds one zone's answer (rule `applied.rule` of the list): the status is the most

@@ -13,9 +13,13 @@ use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
-use super::redis::{redis_key, Backend, Call, First, Leases, Mode, OnError, Reply, ZoneSettings};
+use super::redis::{
+    redis_key, Backend, Call, Fetch, First, Leases, Mode, OnError, Reply, ZoneSettings,
+};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
+
+mod ban;
 
 /// A location's zones, in list order, and what each request costs in them.
 pub struct Policy {
@@ -74,6 +78,11 @@ impl Policy {
         }
         let redis = self.redis.as_ref().map(|redis| (&redis.backend, worker));
         settle::settle(&self.rules, pending, answer, now, redis);
+    }
+
+    /// The backend of the list's Redis zones (a ban imposed in one is written there).
+    pub fn backend(&self) -> Option<&Arc<Backend>> {
+        self.redis.as_ref().map(|redis| &redis.backend)
     }
 
     /// Applies every zone of the list to one request.
@@ -183,22 +192,14 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
+        // An item with `ban` leases nothing: each of its calls reads the key's ban too.
+        let leases = zone.leases.as_ref().filter(|_| self.rule.ban.is_none());
         // Held until the lease it fetches is in the table: the key's other requests wait.
         let mut _fetch = None;
-        if let Some(leases) = &zone.leases {
-            let wait = backend.settings().timeout;
-            match leases
-                .first(self.key, self.params.cost, zone_now, wait)
-                .await
-            {
-                // Units Redis counted already: spent here, given back through Redis like
-                // a charge if a later zone rejects the request (or its answer settles it).
-                First::Spent(decision) => {
-                    charged.push((self.index, self.call(0)));
-                    return decision;
-                }
-                First::Fetch(fetch) => _fetch = Some(fetch),
-                First::Ask => {}
+        if let Some(leases) = leases {
+            match self.leased(leases, backend, zone_now, charged).await {
+                Ok(fetch) => _fetch = fetch,
+                Err(spent) => return spent,
             }
         }
         if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
@@ -208,9 +209,22 @@ impl ZoneCall<'_> {
                 reset: left,
             };
         }
-        let call = self.call(zone.leases.as_ref().map_or(0, Leases::most));
-        let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
-        match answer.await {
+        let call = self.call(leases.map_or(0, Leases::most));
+        let answer = match &self.rule.ban {
+            // The penalty box's path (`policy/ban.rs`): the script reads the ban key too.
+            Some(ban) => {
+                let banned = self.decide_banned(backend, &call, ban, arrival, outcome);
+                banned.await.map(|decision| Reply {
+                    decision,
+                    granted: 0,
+                })
+            }
+            None => {
+                let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
+                answer.await
+            }
+        };
+        match answer {
             Ok(Reply {
                 mut decision,
                 granted,
@@ -223,7 +237,7 @@ impl ZoneCall<'_> {
                     Verdict::Reject { .. } => {}
                     Verdict::Pass | Verdict::Delay(_) => charged.push((self.index, call)),
                 }
-                if let (Some(leases), 1..) = (&zone.leases, granted) {
+                if let (Some(leases), 1..) = (leases, granted) {
                     let window = self.params.rate.period.nanos();
                     leases.add(self.key, granted, zone_now, window, &decision);
                     decision.remaining = decision.remaining.saturating_add(granted);
@@ -234,6 +248,31 @@ impl ZoneCall<'_> {
                 outcome.redis_failures.push((self.index, failure));
                 self.on_error(backend, arrival, outcome)
             }
+        }
+    }
+
+    /// A leased zone's first step: the decision of leased units (`Err`), or on to Redis,
+    /// maybe as the key's one fetch of a lease. Spent units Redis counted already; they
+    /// are given back through Redis like a charge if a later zone rejects the request (or
+    /// its answer settles it).
+    async fn leased<'z>(
+        &self,
+        leases: &'z Leases,
+        backend: &Backend,
+        zone_now: u64,
+        charged: &mut Vec<(usize, Call)>,
+    ) -> Result<Option<Fetch<'z>>, Decision> {
+        let wait = backend.settings().timeout;
+        match leases
+            .first(self.key, self.params.cost, zone_now, wait)
+            .await
+        {
+            First::Spent(decision) => {
+                charged.push((self.index, self.call(0)));
+                Err(decision)
+            }
+            First::Fetch(fetch) => Ok(Some(fetch)),
+            First::Ask => Ok(None),
         }
     }
 

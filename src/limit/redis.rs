@@ -9,18 +9,20 @@
 //! answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
 
 mod backend;
+mod bans;
 pub mod heartbeat;
 mod lease;
 mod rejections;
 mod scripts;
 
-pub use backend::{Backend, Call, Failure, Settings};
+pub use backend::{Backend, Call, Failure, Settings, StoredBan};
+pub use bans::{ban_key, parse_ban_key, share_ban, BAN_PREFIX};
 pub use heartbeat::{Announcement, Fleet};
-pub use lease::{First, Leases};
+pub use lease::{Fetch, First, Leases};
 // `Instances` is below, beside `ZoneSettings`.
 pub use rejections::Rejections;
 pub use scripts::{
-    Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG,
+    BanOr, Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG,
     SLIDING_WINDOW, TOKEN_BUCKET,
 };
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::bans::Bans;
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::Template;
@@ -111,6 +112,9 @@ pub struct Zone {
     pub rejections: Rejections,
     /// Units taken from Redis ahead of need (Redis zones with `lease`).
     pub leases: Option<Leases>,
+    /// The zone's bans and strikes (the penalty box); handed to the next generation
+    /// while the zone keeps its name and key (`snapshot::zones`).
+    pub bans: Arc<Bans>,
 }
 
 impl Zone {
@@ -194,6 +198,7 @@ impl Zone {
             leases: spec.redis.and_then(|r| r.lease).map(Leases::new),
             redis: spec.redis,
             rejections: Rejections::default(),
+            bans: Arc::default(),
         }
     }
 

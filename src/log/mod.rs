@@ -54,7 +54,7 @@ pub struct Record {
     pub upstream_time: Option<Duration>,
     /// The server that answered, if any.
     pub upstream_addr: Option<std::net::SocketAddr>,
-    /// `PASSED`, `DELAYED`, `REJECTED`, `*_DRY_RUN`; `-` when no limit applied.
+    /// `PASSED`, `DELAYED`, `REJECTED`, `BANNED`, `*_DRY_RUN`; `-` when no limit applied.
     pub limit_status: &'static str,
     /// `$request_id`, 32 hex digits: made for every request when the format is `json`.
     pub request_id: Option<[u8; 32]>,

@@ -269,16 +269,19 @@ pub enum Answer {
     PassedDryRun,
     DelayedDryRun,
     RejectedDryRun,
+    /// Answered by a ban (the penalty box), no zone asked.
+    Banned,
 }
 
 impl Answer {
-    pub const ALL: [Answer; 6] = [
+    pub const ALL: [Answer; 7] = [
         Answer::Passed,
         Answer::Delayed,
         Answer::Rejected,
         Answer::PassedDryRun,
         Answer::DelayedDryRun,
         Answer::RejectedDryRun,
+        Answer::Banned,
     ];
 
     pub fn label(self) -> &'static str {
@@ -289,6 +292,7 @@ impl Answer {
             Answer::PassedDryRun => "passed_dry_run",
             Answer::DelayedDryRun => "delayed_dry_run",
             Answer::RejectedDryRun => "rejected_dry_run",
+            Answer::Banned => "banned",
         }
     }
 }

@@ -8,8 +8,8 @@ use http::{HeaderName, Request, Response};
 
 use crate::access;
 use crate::limit::key::RequestView;
-use crate::limit::outcome::{Applied, Outcome};
-use crate::limit::{Arrival, Verdict};
+use crate::limit::outcome::{Applied, Banned, Outcome};
+use crate::limit::{penalty, Arrival, Verdict};
 use crate::metrics;
 use crate::upstream::body::ResponseBody;
 
@@ -49,7 +49,12 @@ impl Pipeline {
             now,
             worker,
         };
-        let outcome = location.limits.decide(&arrival).await;
+        let outcome = if penalty::any_ban(location.limits.rules()) {
+            // Boxed: locations without `ban` keep the smaller future.
+            Box::pin(penalty::decide(&location.limits, &arrival)).await
+        } else {
+            location.limits.decide(&arrival).await
+        };
         count(location, &outcome, &arrival);
         outcome
     }
@@ -61,6 +66,9 @@ impl Pipeline {
         location: &Location,
         outcome: &Outcome,
     ) -> Option<Response<ResponseBody>> {
+        if let Some(banned) = &outcome.banned {
+            return Some(limit_response::banned(location, banned));
+        }
         if outcome.unavailable {
             return Some(limit_response::unavailable());
         }
@@ -92,6 +100,10 @@ fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
             stats.redis_failed(worker, failure);
         }
     }
+    if let Some(banned) = &outcome.banned {
+        count_banned(location, banned, worker);
+        return;
+    }
     for applied in outcome.applied.iter() {
         let (Some(stats), Some(rule)) = (
             location.zone_stats.get(applied.rule),
@@ -112,6 +124,13 @@ fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
                 }
             });
         }
+    }
+}
+
+/// A banned request counts once, as `banned` in the zone whose ban answered it.
+fn count_banned(location: &Location, banned: &Banned, worker: usize) {
+    if let Some(stats) = location.zone_stats.get(banned.rule) {
+        stats.decisions.get(worker).add(metrics::Answer::Banned);
     }
 }
 

@@ -7,7 +7,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::config::RateLimitHeaders;
-use crate::limit::outcome::{Applied, Outcome};
+use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
 use crate::upstream::body::ResponseBody;
 
@@ -73,8 +73,29 @@ pub(super) fn rejection(
     response
 }
 
+/// The answer to a banned key (the penalty box): the ban's status, `Retry-After` (the
+/// ban's time left, whole seconds rounded up) and a problem+json body. No rate-limit
+/// headers: no zone was asked.
+pub(super) fn banned(location: &Location, banned: &Banned) -> Response<ResponseBody> {
+    let retry_after = retry_after_secs(banned.left);
+    let zone = location
+        .limits
+        .rules()
+        .get(banned.rule)
+        .map_or("", |rule| &*rule.zone.name);
+    let body = problem(banned.status, Detail::Banned, zone, retry_after);
+    let mut response = Response::new(ResponseBody::full(body));
+    *response.status_mut() = banned.status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    headers.insert(RETRY_AFTER, number_value(retry_after));
+    response
+}
+
 /// What the rejecting zone enforces, as the problem's `detail` tells it.
 enum Detail {
+    /// A ban for repeated rejections.
+    Banned,
     /// A `concurrency` zone's most requests in flight.
     InFlight(u64),
     /// The rate the request was held to.
@@ -106,6 +127,9 @@ fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> 
         }
         Detail::Unknown => {
             body.push("rate limit exceeded");
+        }
+        Detail::Banned => {
+            body.push("banned for exceeding the rate limit repeatedly");
         }
     }
     body.push(r#"","zone":""#)

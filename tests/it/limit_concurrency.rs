@@ -204,6 +204,7 @@ mod through_zones {
             dry_run: false,
             count: None,
             settles: false,
+            ban: None,
         }
     }
 
@@ -317,6 +318,7 @@ mod through_zones {
             dry_run: false,
             count: None,
             settles: false,
+            ban: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

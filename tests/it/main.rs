@@ -10,6 +10,7 @@ mod support;
 mod acme;
 mod admin;
 mod architecture;
+mod bans;
 mod body_limit;
 mod cli;
 mod framing_corpus;

@@ -462,6 +462,25 @@ pub(crate) struct RawLimit {
     pub dry_run: Option<bool>,
     /// Statuses (`401`) and classes (`"4xx"`) of the answers that are charged.
     pub count_status: Option<Spanned<Vec<Loose>>>,
+    /// The penalty box (`config/bans.rs`).
+    pub ban: Option<Spanned<RawBan>>,
+}
+
+/// A limit item's `ban`, as written.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { after = 5, within = \"1m\", for = \"15m\" }"
+)]
+pub(crate) struct RawBan {
+    /// Required.
+    pub after: Option<Spanned<i64>>,
+    /// Required.
+    pub within: Option<Loose>,
+    /// Required.
+    #[serde(rename = "for")]
+    pub duration: Option<Loose>,
+    pub status: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -65,21 +65,24 @@ fn a_full_limiting_config_is_typed() {
                 burst: 60,
                 delay: None,
                 dry_run: false,
-                count: None
+                count: None,
+                ban: None
             },
             Limit {
                 zone: 0,
                 burst: 20,
                 delay: Some(8),
                 dry_run: false,
-                count: None
+                count: None,
+                ban: None
             },
             Limit {
                 zone: 2,
                 burst: 0,
                 delay: Some(0),
                 dry_run: true,
-                count: None
+                count: None,
+                ban: None
             },
         ]
     );

@@ -13,6 +13,10 @@ use super::super::{Algorithm, Params};
 use super::heartbeat::{Beat, Fleet, Heartbeat};
 use super::scripts::{Mode, Reply, Scripts, TimeSource};
 
+// The penalty box's calls (`limit::penalty`): they use this module's connections.
+mod ban_calls;
+pub use ban_calls::StoredBan;
+
 /// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {

@@ -35,6 +35,12 @@ impl Rejections {
         }
     }
 
+    /// Forgets `key`'s rejection, so that its next call asks Redis (a ban due for a
+    /// check, `limit::penalty`).
+    pub fn forget(&self, key: &[u8]) {
+        lock(&self.until).remove(key);
+    }
+
     pub fn remember(&self, key: &[u8], until_ns: u64, now: u64) {
         let mut until = lock(&self.until);
         if until.len() >= REMEMBERED {

@@ -6,11 +6,13 @@ use redis::{RedisResult, Script};
 use super::super::leaky_bucket::UNIT;
 use super::super::{Algorithm, Decision, Params, Verdict, NANOS_PER_MS, NODELAY};
 
-/// A script as Redis runs it: the shared clock prelude `now.lua`, then `NAME.lua` (both beside this file).
+/// A script as Redis runs it: the shared clock prelude `now.lua`, the penalty box's
+/// `ban.lua`, then `NAME.lua` (all beside this file).
 macro_rules! script {
     ($name:literal) => {
         concat!(
             include_str!("now.lua"),
+            include_str!("ban.lua"),
             include_str!(concat!($name, ".lua"))
         )
     };
@@ -200,6 +202,49 @@ impl Scripts {
     }
 }
 
+/// What a decide call that names a ban key tells: a ban, or the zone's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BanOr {
+    /// The key is banned; this many nanoseconds are left.
+    Banned(u64),
+    Decided(Decision),
+}
+
+impl Scripts {
+    /// [`Scripts::run`] in decide mode with `ban_key` as `KEYS[2]`: `ban.lua` answers
+    /// for a banned key before the algorithm runs (one round trip either way).
+    pub async fn run_banned<C: ConnectionLike>(
+        &self,
+        algorithm: Algorithm,
+        conn: &mut C,
+        keys: [&[u8]; 2],
+        p: &Params,
+        time: TimeSource,
+    ) -> RedisResult<BanOr> {
+        let now = match time {
+            TimeSource::Redis => String::new(),
+            TimeSource::At(us) => us.to_string(),
+        };
+        // No lease: an item with `ban` takes none.
+        let (script, args, units) = self.arguments(algorithm, p, 0)?;
+        let mut call = script.prepare_invoke();
+        call.key(keys[0]).key(keys[1]);
+        for arg in args {
+            call.arg(arg);
+        }
+        call.arg(now).arg("");
+        let reply: Vec<i64> = call.invoke_async(conn).await?;
+        if let [0, left_us, _, _, _, 1] = reply[..] {
+            let left = u64::try_from(left_us).unwrap_or(0).saturating_mul(1_000);
+            return Ok(BanOr::Banned(left));
+        }
+        decision(&reply, units).map(BanOr::Decided).ok_or_else(|| {
+            let detail = format!("{reply:?}");
+            (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
+        })
+    }
+}
+
 /// What a script call does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -252,12 +297,13 @@ pub struct Reply {
 /// `{0, retry_after, remaining, reset}` (`retry_after` `-1`: never), in `units`, maybe
 /// followed by `granted` (index 5) and `banned` (index 6).
 fn decision(reply: &[i64], units: Units) -> Option<Decision> {
-    if !(4..=6).contains(&reply.len()) {
-        return None;
-    }
+    // 4 elements, or 5 (`granted`) or 6 (`banned`, read by `run_banned`).
     let &[admitted, wait, remaining, reset, ..] = reply else {
         return None;
     };
+    if reply.len() > 6 {
+        return None;
+    }
     let nonnegative = |n: i64| u64::try_from(n).unwrap_or(0);
     let verdict = match (admitted, wait) {
         (1, 0) => Verdict::Pass,

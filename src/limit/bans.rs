@@ -1,0 +1,400 @@
+//! The penalty box ("Bans" in docs/config.md): a zone's bans and the strikes that lead
+//! to them, in bounded memory.
+//!
+//! A strike is an enforced rejection of a key by a limit item that carries a [`Ban`].
+//! Strikes are counted in windows: the first strike opens a window of `within`; the
+//! `after`-th strike inside it bans the key for `for`; a strike after the window ends
+//! opens a new one (its count starts at 1). A banned key is answered at once, before any
+//! zone is asked ([`super::penalty`]).
+//!
+//! Both tables are per zone, split in [`SHARDS`] shards each behind its own mutex, and
+//! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget:
+//! [`MAX_BAN_BYTES`] and [`MAX_STRIKE_BYTES`] a zone. A full shard first forgets what
+//! has expired; if that is not enough, it forgets an eighth of its entries at once (so
+//! that a spray of new keys pays for a sweep once per eighth): the strikes with the
+//! fewest strikes (the oldest first, among equals), which keeps the keys closest to a
+//! ban; the bans that end soonest.
+//!
+//! Times are the request's `now` as an [`Instant`], passed in: nothing here reads a
+//! clock. A table outlives reloads while its zone keeps its name and key (see
+//! `snapshot::zones`), so a ban holds across SIGHUP.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+
+/// A limit item's `ban = { after, within, for, status }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ban {
+    /// Strikes within `within` that ban the key (1 to 1000).
+    pub after: u32,
+    /// How long a window of strikes lasts, from its first strike.
+    pub within: Duration,
+    /// How long a ban lasts (`for`).
+    pub duration: Duration,
+    /// The status a banned key is answered with (403 unless set).
+    pub status: StatusCode,
+}
+
+/// Shards per table: requests of different keys rarely wait for each other.
+pub const SHARDS: usize = 16;
+/// Bytes each entry is counted for besides its key (map slot, times, counts).
+pub const ENTRY_BYTES: usize = 96;
+/// The bans a zone may hold, in bytes (key bytes + [`ENTRY_BYTES`] each).
+pub const MAX_BAN_BYTES: usize = 4 << 20;
+/// The strikes a zone may count, in bytes (key bytes + [`ENTRY_BYTES`] each).
+pub const MAX_STRIKE_BYTES: usize = 8 << 20;
+
+/// One ban in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// When the ban ends.
+    pub until: Instant,
+    /// When it was imposed (or, for a ban learned from Redis, first seen here).
+    pub since: Instant,
+    /// The strikes that imposed it (0 when learned from Redis).
+    pub strikes: u32,
+    /// The window those strikes fell in.
+    pub within: Duration,
+    /// For a Redis zone: until when this copy answers alone; after it, Redis is asked
+    /// again (a ban lifted on another instance ends here then). `None`: this table is
+    /// the ban's only home (a local zone).
+    pub trust_until: Option<Instant>,
+}
+
+/// What the table says of a key at a request's arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// No ban.
+    Clear,
+    /// Banned for this long still.
+    Banned(Duration),
+    /// A Redis zone's copy that is due to be checked against Redis: the ban holds for
+    /// this long unless Redis says it was lifted.
+    Recheck(Duration),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Strikes {
+    first: Instant,
+    /// The end of the window the first strike opened.
+    ends: Instant,
+    count: u32,
+}
+
+#[derive(Default)]
+struct Shard {
+    bans: HashMap<Box<[u8]>, Entry>,
+    ban_bytes: usize,
+    strikes: HashMap<Box<[u8]>, Strikes>,
+    strike_bytes: usize,
+}
+
+/// What a [`Bans`] holds ([`Bans::usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub bans: usize,
+    pub ban_bytes: usize,
+    pub strikes: usize,
+    pub strike_bytes: usize,
+    /// The most bytes one shard counts (each may count `MAX_*_BYTES / SHARDS`).
+    pub largest_shard_ban_bytes: usize,
+    pub largest_shard_strike_bytes: usize,
+    /// Ban entries the fast path believes held.
+    pub held: usize,
+}
+
+/// A zone's bans and strikes.
+pub struct Bans {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    /// Ban entries held, expired ones not yet swept included: 0 lets a request skip
+    /// rendering its key and locking.
+    held: AtomicUsize,
+    /// Bans imposed here (`tollgate_bans_imposed_total`).
+    imposed: AtomicU64,
+}
+
+impl Default for Bans {
+    fn default() -> Self {
+        Bans {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            held: AtomicUsize::new(0),
+            imposed: AtomicU64::new(0),
+        }
+    }
+}
+
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn cost(key: &[u8]) -> usize {
+    key.len() + ENTRY_BYTES
+}
+
+/// `at + d`, or `at` far in the future when that overflows (never for the bounded
+/// durations of the config).
+fn later(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d).unwrap_or(at)
+}
+
+impl Bans {
+    /// Whether some ban may be in force: when not, a request need not look.
+    #[inline]
+    pub fn may_hold(&self) -> bool {
+        self.held.load(Ordering::Relaxed) > 0
+    }
+
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
+        let at = self.hasher.hash_one(key) as usize % self.shards.len();
+        lock(&self.shards[at])
+    }
+
+    /// `key`'s standing at `now`; an expired ban is forgotten.
+    pub fn standing(&self, key: &[u8], now: Instant) -> Standing {
+        if !self.may_hold() {
+            return Standing::Clear;
+        }
+        let mut shard = self.shard(key);
+        let Some(entry) = shard.bans.get(key).copied() else {
+            return Standing::Clear;
+        };
+        if entry.until <= now {
+            self.remove_ban(&mut shard, key);
+            return Standing::Clear;
+        }
+        let left = entry.until - now;
+        match entry.trust_until {
+            Some(trust) if trust <= now => Standing::Recheck(left),
+            _ => Standing::Banned(left),
+        }
+    }
+
+    /// Counts a strike against `key` at `now` under `ban`: the ban imposed when it is
+    /// the `after`-th of its window. `redis_recheck` is set for a Redis zone (the copy
+    /// here answers alone that long).
+    pub fn strike(
+        &self,
+        key: &[u8],
+        now: Instant,
+        ban: &Ban,
+        redis_recheck: Option<Duration>,
+    ) -> Option<Entry> {
+        let mut shard = self.shard(key);
+        let count = match shard.strikes.get_mut(key) {
+            Some(s) if now < s.ends => {
+                s.count = s.count.saturating_add(1);
+                s.count
+            }
+            Some(s) => {
+                *s = Strikes {
+                    first: now,
+                    ends: later(now, ban.within),
+                    count: 1,
+                };
+                1
+            }
+            None => {
+                let fresh = Strikes {
+                    first: now,
+                    ends: later(now, ban.within),
+                    count: 1,
+                };
+                insert_strikes(&mut shard, key, fresh, now);
+                1
+            }
+        };
+        if count < ban.after {
+            return None;
+        }
+        if shard.strikes.remove(key).is_some() {
+            shard.strike_bytes -= cost(key);
+        }
+        let entry = Entry {
+            until: later(now, ban.duration),
+            since: now,
+            strikes: count,
+            within: ban.within,
+            trust_until: redis_recheck.map(|d| later(now, d)),
+        };
+        self.insert_ban(&mut shard, key, entry, now);
+        self.imposed.fetch_add(1, Ordering::Relaxed);
+        Some(entry)
+    }
+
+    /// A ban Redis told of, `left` still to run: held here and trusted for `recheck`.
+    /// A ban already known keeps its reason.
+    pub fn learn(&self, key: &[u8], now: Instant, left: Duration, recheck: Duration) {
+        let mut shard = self.shard(key);
+        let (until, trust) = (later(now, left), Some(later(now, recheck)));
+        if let Some(entry) = shard.bans.get_mut(key) {
+            entry.until = until;
+            entry.trust_until = trust;
+            return;
+        }
+        let entry = Entry {
+            until,
+            since: now,
+            strikes: 0,
+            within: Duration::ZERO,
+            trust_until: trust,
+        };
+        self.insert_ban(&mut shard, key, entry, now);
+    }
+
+    /// Redis says `key` is not banned: a copy held here (of a Redis zone) goes.
+    pub fn unlearn(&self, key: &[u8]) {
+        if !self.may_hold() {
+            return;
+        }
+        let mut shard = self.shard(key);
+        if shard.bans.get(key).is_some_and(|e| e.trust_until.is_some()) {
+            self.remove_ban(&mut shard, key);
+        }
+    }
+
+    /// Lifts `key`'s ban and forgets its strikes (an operator's `DELETE`): whether a
+    /// ban was in force.
+    pub fn lift(&self, key: &[u8], now: Instant) -> bool {
+        let mut shard = self.shard(key);
+        if shard.strikes.remove(key).is_some() {
+            shard.strike_bytes -= cost(key);
+        }
+        match shard.bans.get(key).copied() {
+            Some(entry) => {
+                self.remove_ban(&mut shard, key);
+                entry.until > now
+            }
+            None => false,
+        }
+    }
+
+    /// `key`'s ban in force at `now`, if any.
+    pub fn get(&self, key: &[u8], now: Instant) -> Option<Entry> {
+        let shard = self.shard(key);
+        shard.bans.get(key).copied().filter(|e| e.until > now)
+    }
+
+    /// Every ban in force at `now`, at most `limit` of them, in no order.
+    pub fn list(&self, now: Instant, limit: usize) -> Vec<(Box<[u8]>, Entry)> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            let live = shard.bans.iter().filter(|(_, e)| e.until > now);
+            out.extend(live.map(|(k, e)| (k.clone(), *e)).take(limit - out.len()));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Bans in force at `now` (`tollgate_bans`).
+    pub fn in_force(&self, now: Instant) -> usize {
+        if !self.may_hold() {
+            return 0;
+        }
+        self.shards
+            .iter()
+            .map(|s| lock(s).bans.values().filter(|e| e.until > now).count())
+            .sum()
+    }
+
+    /// What the table holds and the bytes it counts for it, expired entries included.
+    pub fn usage(&self) -> Usage {
+        let mut usage = Usage::default();
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            usage.bans += shard.bans.len();
+            usage.ban_bytes += shard.ban_bytes;
+            usage.strikes += shard.strikes.len();
+            usage.strike_bytes += shard.strike_bytes;
+            usage.largest_shard_ban_bytes = usage.largest_shard_ban_bytes.max(shard.ban_bytes);
+            usage.largest_shard_strike_bytes =
+                usage.largest_shard_strike_bytes.max(shard.strike_bytes);
+            debug_assert_eq!(shard.ban_bytes, bytes_of(&shard.bans));
+            debug_assert_eq!(shard.strike_bytes, bytes_of(&shard.strikes));
+        }
+        usage.held = self.held.load(Ordering::Relaxed);
+        usage
+    }
+
+    /// Bans imposed here since the table was made (`tollgate_bans_total`).
+    pub fn imposed(&self) -> u64 {
+        self.imposed.load(Ordering::Relaxed)
+    }
+
+    fn remove_ban(&self, shard: &mut Shard, key: &[u8]) {
+        if shard.bans.remove(key).is_some() {
+            shard.ban_bytes -= cost(key);
+            self.held.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Holds `entry` for `key`, making room first when the shard is full.
+    fn insert_ban(&self, shard: &mut Shard, key: &[u8], entry: Entry, now: Instant) {
+        if let Some(old) = shard.bans.get_mut(key) {
+            *old = entry;
+            return;
+        }
+        let budget = MAX_BAN_BYTES / SHARDS;
+        if shard.ban_bytes + cost(key) > budget {
+            let before = shard.bans.len();
+            shard.bans.retain(|_, e| e.until > now);
+            if bytes_of(&shard.bans) + cost(key) > budget {
+                evict_eighth(&mut shard.bans, |e| e.until);
+            }
+            shard.ban_bytes = bytes_of(&shard.bans);
+            self.held
+                .fetch_sub(before - shard.bans.len(), Ordering::Relaxed);
+        }
+        if cost(key) > budget {
+            return;
+        }
+        shard.bans.insert(key.into(), entry);
+        shard.ban_bytes += cost(key);
+        self.held.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The bytes `map`'s entries are counted for.
+fn bytes_of<V>(map: &HashMap<Box<[u8]>, V>) -> usize {
+    map.keys().map(|k| cost(k)).sum()
+}
+
+/// Counts a first strike for `key`, making room first when the shard is full.
+fn insert_strikes(shard: &mut Shard, key: &[u8], fresh: Strikes, now: Instant) {
+    let budget = MAX_STRIKE_BYTES / SHARDS;
+    if cost(key) > budget {
+        return;
+    }
+    if shard.strike_bytes + cost(key) > budget {
+        shard.strikes.retain(|_, s| s.ends > now);
+        if bytes_of(&shard.strikes) + cost(key) > budget {
+            evict_eighth(&mut shard.strikes, |s| (s.count, s.first));
+        }
+        shard.strike_bytes = bytes_of(&shard.strikes);
+    }
+    shard.strikes.insert(key.into(), fresh);
+    shard.strike_bytes += cost(key);
+}
+
+/// Forgets at least an eighth of `map` (at least one entry): those with the lowest
+/// `rank`.
+fn evict_eighth<V, R: Ord + Copy>(map: &mut HashMap<Box<[u8]>, V>, rank: impl Fn(&V) -> R) {
+    if map.is_empty() {
+        return;
+    }
+    let mut ranks: Vec<R> = map.values().map(&rank).collect();
+    let nth = ranks.len() / 8;
+    let (_, &mut cut, _) = ranks.select_nth_unstable(nth);
+    map.retain(|_, v| rank(v) > cut);
+}

@@ -1,0 +1,150 @@
+//! The penalty box at work ("Bans" in docs/config.md): [`decide`] answers a banned key
+//! before any zone is asked or charged, asks the location's [`Policy`] otherwise, and
+//! counts each enforced rejection of an item with a `ban` as a strike in its zone's
+//! [`Bans`](super::bans::Bans).
+//!
+//! Only a location that lists a zone with `ban` looks at that zone's bans: a location
+//! without one pays nothing (the pipeline does not call [`decide`] for it). Where it
+//! looks, a zone without bans in force costs an atomic load, no key is rendered.
+//!
+//! A Redis zone's bans live in Redis (one key with a TTL, see `redis::ban_key`); the
+//! table here holds a copy that answers alone for [`RECHECK`] at most, then the next
+//! request's script call asks Redis again, so a ban lifted on another instance ends here
+//! within [`RECHECK`]. Strikes are counted per instance: the first instance to count
+//! `after` rejections bans the key everywhere.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use super::bans::{Ban, Entry, Standing};
+use super::decision::LimitRule;
+use super::outcome::{Banned, Outcome, Status};
+use super::policy::Policy;
+use super::Arrival;
+
+/// How long a Redis zone's ban is answered from this instance's copy before Redis is
+/// asked again: the bound on how late a `DELETE` on another instance takes effect here.
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// A rule's key for this request, rendered for its zone's bans.
+    static KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether any item of `rules` carries a `ban` (then the pipeline calls [`decide`]).
+pub fn any_ban(rules: &[LimitRule]) -> bool {
+    rules.iter().any(|rule| rule.ban.is_some())
+}
+
+/// Applies the location's `policy` to one request, bans first: a banned key's outcome
+/// names the ban; otherwise the policy's, with its enforced rejections struck.
+pub async fn decide(policy: &Policy, arrival: &Arrival<'_>) -> Outcome {
+    if let Some(banned) = banned(policy.rules(), arrival) {
+        return Outcome::banned(banned);
+    }
+    let mut outcome = policy.decide(arrival).await;
+    if outcome.banned.is_some() {
+        // A Redis zone's script told of a ban.
+        outcome.status = Some(Status::Banned);
+        return outcome;
+    }
+    if outcome.rejected() && !outcome.unavailable {
+        strike(policy, &outcome, arrival);
+    }
+    outcome
+}
+
+/// Runs `f` with `rule`'s key for this request, or returns `None` when it is empty.
+fn with_key<T>(
+    rule: &LimitRule,
+    arrival: &Arrival<'_>,
+    f: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    KEY.with(|key| {
+        let mut key = key.try_borrow_mut().ok()?;
+        key.clear();
+        if !rule.zone.template.render_append(&arrival.request, &mut key) {
+            return None;
+        }
+        f(&key)
+    })
+}
+
+/// The first ban in force over the items with `ban`, in list order. A Redis zone's copy
+/// due for a check is left to its script call (which tells of the ban again, or not):
+/// the key's remembered rejection, if any, is forgotten so that the call is made.
+fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
+    rules.iter().enumerate().find_map(|(index, rule)| {
+        let ban = rule.ban.as_ref()?;
+        if !rule.zone.bans.may_hold() {
+            return None;
+        }
+        with_key(rule, arrival, |key| {
+            match rule.zone.bans.standing(key, arrival.now) {
+                Standing::Banned(left) => Some(of(index, ban, left)),
+                Standing::Recheck(_) => {
+                    rule.zone.rejections.forget(key);
+                    None
+                }
+                Standing::Clear => None,
+            }
+        })
+    })
+}
+
+/// The answer of item `rule`'s `ban` with `left` to run.
+pub fn of(rule: usize, ban: &Ban, left: Duration) -> Banned {
+    Banned {
+        rule,
+        left: u64::try_from(left.as_nanos()).unwrap_or(u64::MAX),
+        status: ban.status,
+    }
+}
+
+/// Counts a strike for each item with `ban` that rejected the request (enforced, and
+/// decided: a Redis failure is no strike); a strike that bans is announced, and for a
+/// Redis zone written to Redis.
+fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
+    let rules = policy.rules();
+    for applied in outcome.applied.iter() {
+        if applied.decision.admitted() || applied.dry_run {
+            continue;
+        }
+        let Some(rule) = rules.get(applied.rule) else {
+            continue;
+        };
+        let Some(ban) = rule.ban.as_ref() else {
+            continue;
+        };
+        if outcome
+            .redis_failures
+            .iter()
+            .any(|(r, _)| *r == applied.rule)
+        {
+            continue;
+        }
+        let recheck = rule.zone.redis.map(|_| RECHECK);
+        with_key(rule, arrival, |key| {
+            let entry = rule.zone.bans.strike(key, arrival.now, ban, recheck)?;
+            imposed(policy, rule, key, &entry, arrival);
+            Some(())
+        });
+    }
+}
+
+/// A ban just imposed: logged, and shared through Redis for a Redis zone.
+fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival: &Arrival<'_>) {
+    let zone = &rule.zone;
+    let shown = zone.template.text_of(key);
+    tracing::info!(
+        zone = &*zone.name,
+        key = %shown,
+        strikes = entry.strikes,
+        within_ms = entry.within.as_millis() as u64,
+        for_ms = (entry.until - entry.since).as_millis() as u64,
+        "key banned"
+    );
+    if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
+        super::redis::share_ban(backend, &zone.name, key, entry, arrival);
+    }
+}
