@@ -238,6 +238,33 @@ async fn a_leased_zone_asks_redis_once_per_lease() {
     );
 }
 
+#[tokio::test]
+async fn an_item_with_a_ban_leases_nothing() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let client = ::redis::Client::open(redis.url()).unwrap();
+    let conn = &mut client.get_multiplexed_async_connection().await.unwrap();
+    let text = config(&redis.url(), "1000r/s", 1_000, 10).replace(
+        "nodelay = true }]",
+        "nodelay = true, ban = { after = 100, within = \"1m\", for = \"1m\" } }]",
+    );
+    let gw = gateway(&text);
+    let addr = addr(&gw);
+    assert_eq!(get_as(addr, "/", "203.0.113.6").await.status, 200);
+    let before = script_calls(conn).await;
+    for _ in 0..20 {
+        assert_eq!(get_as(addr, "/", "203.0.113.6").await.status, 200);
+    }
+    let calls = script_calls(conn).await - before;
+    assert!(
+        calls >= 20,
+        "{calls} calls: each request must read the key's ban"
+    );
+}
+
 /// Sends requests from `client` over new connections until `until`; how many were
 /// admitted (every answer must be 200 or 429).
 async fn admitted_until(addr: SocketAddr, client: &'static str, until: Instant) -> u64 {
