@@ -188,7 +188,7 @@ impl Leases {
         lease.reset_at = now.saturating_add(admitted.reset);
     }
 
-    /// Keys holding a lease, expired or not (for tests and `/status`).
+    /// Keys holding a lease (or being fetched), expired or not.
     pub fn keys(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
