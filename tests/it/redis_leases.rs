@@ -232,8 +232,9 @@ async fn a_leased_zone_asks_redis_once_per_lease() {
     }
     let calls = script_calls(conn).await - before;
     eprintln!("200 requests of one client on 8 connections, lease 10: {calls} Redis calls");
+    // About one per 10; a waiter that finds the lease spent by others asks Redis itself.
     assert!(
-        calls <= 20 + 4,
+        calls <= 30,
         "{calls} calls for 200 requests with lease = 10"
     );
 }
