@@ -179,3 +179,56 @@ async fn written_instances_override_the_count() {
     }
     assert_eq!(four, [200, 429], "4r/h over the 4 written");
 }
+
+/// Heartbeat threads of this process (Linux: their names in /proc).
+fn heartbeat_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("tollgate-heartb"))
+        .count()
+}
+
+#[tokio::test]
+async fn heartbeats_do_not_pile_up_across_reloads() {
+    // Alone: no other test's gateway has a heartbeat thread meanwhile.
+    let _alone = support::alone();
+    if !server::available() || !std::path::Path::new("/proc/self/task").exists() {
+        return;
+    }
+    let redis = Redis::start();
+    let text = config(&redis.url());
+    let gw = gateway(&text);
+    counted(gw.admin_addr().unwrap(), "four", 1, 5).await;
+    // Each reload changes `[redis]`, so each makes a new backend and heartbeat.
+    for (i, timeout) in ["60ms", "70ms", "50ms", "60ms", "70ms"].iter().enumerate() {
+        let next = text.replace("timeout = \"50ms\"", &format!("timeout = \"{timeout}\""));
+        let config = tollgate::config::from_str(&next, std::path::Path::new("/tmp/t.toml"));
+        gw.reload(&config.expect("valid"))
+            .unwrap_or_else(|e| panic!("reload {i}: {e}"));
+    }
+    // The replaced ones stop as soon as their generation is gone (a call under way ends
+    // within the timeout first).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while heartbeat_threads() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "{} heartbeat threads after 5 reloads",
+            heartbeat_threads()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(heartbeat_threads(), 1);
+    counted(gw.admin_addr().unwrap(), "four", 1, 5).await;
+    gw.stop().await;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while heartbeat_threads() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a heartbeat outlived its gateway"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
