@@ -240,6 +240,26 @@ async fn a_leased_zone_asks_redis_once_per_lease() {
 }
 
 #[tokio::test]
+async fn leased_units_are_spent_while_redis_is_down_then_on_error_decides() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let gw = gateway(&config(&redis.url(), "1000r/s", 1_000, 10));
+    let addr = addr(&gw);
+    // The first request takes a lease of 10: itself and 9 more.
+    assert_eq!(get_as(addr, "/", "203.0.113.7").await.status, 200);
+    drop(redis);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(get_as(addr, "/", "203.0.113.7").await.status.as_u16());
+    }
+    // `on_error = "deny"` once the lease is spent.
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 200, 503]);
+}
+
+#[tokio::test]
 async fn an_item_with_a_ban_leases_nothing() {
     let _shared = support::shared();
     if !server::available() {
