@@ -13,10 +13,18 @@
 #             redis  the zone with `backend = "redis"`, `[redis] url = "redis://127.0.0.1:PORT"`,
 #                    `timeout = "50ms"`, `on_error = "deny"`: a Redis failure answers 503, so any
 #                    non-2xx answer (which must be none) shows it;
+#             leased the redis zone with `lease = LEASE` (default 20): a request Redis admits takes
+#                    LEASE units of its key at once, and the key's next LEASE - 1 requests are
+#                    decided by the gateway alone ("Leases" in docs/config.md);
 #             none   no zone at all (the baseline: what answering costs without any limit).
-#           Runs are interleaved, local redis none local redis none …, RUNS times each; each run
-#           also counts Redis's script calls (`INFO commandstats`), so the redis runs show one Redis
-#           round trip per request and the others none;
+#           Runs are interleaved, local redis leased none local redis leased none …, RUNS times
+#           each; each run also counts Redis's script calls (`INFO commandstats`), so the redis
+#           runs show one Redis round trip per request, the leased runs about 1/LEASE, the others
+#           none. A lease's unspent units expire a window of the rate (here a second) after they
+#           were taken, so the leased zone reaches 1/LEASE calls per request only when each key
+#           gets at least LEASE requests a second: req/s / API_KEYS >= LEASE (the report prints
+#           it). With the default 10000 keys that needs 200000 req/s; `API_KEYS=100` shows the
+#           leases at work at any speed this machine reaches;
 #   flood   Redis round trips per request under a one-key flood: `[zones.f] key = "$binary_remote_addr"`
 #           (every wrk request comes from 127.0.0.1, so one key) at `rate = "1r/m"`, nodelay,
 #           `backend = "redis"`; wrk runs DURATION seconds; the calls of `cmdstat_evalsha` and
@@ -52,6 +60,7 @@
 # Environment (defaults in brackets):
 #   PART [all]          decide, flood or all (above)
 #   API_KEYS [10000]    distinct X-API-Key values wrk sends in decide
+#   LEASE [20]          the leased gateway's `lease`
 #   RATELIMIT_HEADERS [draft]   the gateways' `ratelimit_headers`
 #   RUNS [5]            measured runs per gateway in decide, interleaved
 #   DURATION [5]        seconds per measured run, and of the flood (a bare number of seconds)
@@ -95,6 +104,7 @@ BUILD="${BUILD:-1}"
 STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-30}"
 KEEP="${KEEP:-0}"
 API_KEYS="${API_KEYS:-10000}"
+LEASE="${LEASE:-20}"
 RATELIMIT_HEADERS="${RATELIMIT_HEADERS:-draft}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -114,6 +124,7 @@ is_pos "$THREADS" || die "THREADS must be a positive integer, not '$THREADS'"
 [ "$CONNECTIONS" -ge "$THREADS" ] || die "CONNECTIONS ($CONNECTIONS) must be >= THREADS ($THREADS)"
 is_uint "$STARTUP_TIMEOUT" || die "STARTUP_TIMEOUT must be whole seconds"
 is_pos "$API_KEYS" || die "API_KEYS must be a positive integer, not '$API_KEYS'"
+is_pos "$LEASE" && [ "$LEASE" -le 10000 ] || die "LEASE must be 1 to 10000, not '$LEASE'"
 case "$RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
     *) die "RATELIMIT_HEADERS must be draft, legacy, both or none" ;;
 esac
@@ -129,7 +140,7 @@ wants_part() {
 }
 
 # The decide part's gateways, in the order their runs interleave.
-VARIANTS=(local redis none)
+VARIANTS=(local redis leased none)
 
 # ---------------------------------------------------------------------------------------------------
 # Cleanup: every process we start is recorded here and stopped on exit, whatever the reason.
@@ -321,21 +332,24 @@ gateway_zone() {
     case "$1" in
         local) printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\nbackend = "local"\n' ;;
         redis) printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\nbackend = "redis"\n' ;;
+        leased) printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\nbackend = "redis"\nlease = %s\n' "$LEASE" ;;
         flood) printf '[zones.f]\nkey = "$binary_remote_addr"\nrate = "1r/m"\nbackend = "redis"\n' ;;
         none) ;;
     esac
 }
 gateway_limit() {
     case "$1" in
-        local | redis) echo 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]' ;;
+        local | redis | leased) echo 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]' ;;
         flood) echo 'limit = [{ zone = "f", nodelay = true }]' ;;
         none) ;;
     esac
 }
 gateway_redis() {
     case "$1" in
-        redis | flood)
-            printf '[redis]\nurl = "redis://127.0.0.1:%s"\ntimeout = "50ms"\non_error = "deny"\n' "$REDIS_PORT"
+        redis | leased | flood)
+            # heartbeat: each Redis gateway announces itself once a minute (an EVALSHA that
+            # INFO commandstats counts with the zone's; at most 2 in any run).
+            printf '[redis]\nurl = "redis://127.0.0.1:%s"\ntimeout = "50ms"\non_error = "deny"\nheartbeat = "1m"\n' "$REDIS_PORT"
             ;;
     esac
 }
@@ -393,9 +407,11 @@ check_decide() {
             *) [ "$has_headers" = 1 ] || die "tollgate ($name): no rate-limit headers: is the zone applied?" ;;
         esac
     fi
+    # A new key: one call for redis and for leased (which takes its lease then). A heartbeat
+    # landing in between may add one.
     want_calls=0
-    [ "$name" = redis ] && want_calls=1
-    [ $((calls1 - calls0)) -eq "$want_calls" ] ||
+    case "$name" in redis | leased) want_calls=1 ;; esac
+    [ $((calls1 - calls0)) -ge "$want_calls" ] && [ $((calls1 - calls0)) -le $((want_calls + 1)) ] ||
         die "tollgate ($name): one request made $((calls1 - calls0)) Redis script call(s), not $want_calls"
 }
 
@@ -508,7 +524,7 @@ measure_decide() {
             read -r rps p50 p99 reqs non2xx sock < <(parse_wrk "$out")
             read -r tcpu rcpu cpr < <(awk -v a="$((cpu1 - cpu0))" -v b="$((r1 - r0))" -v c="$((c1 - c0))" \
                 -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN {
-                    if (n > 0) printf "%.1f %.1f %.3f\n", a * 1e6 / hz / n, b * 1e6 / hz / n, c / n
+                    if (n > 0) printf "%.1f %.1f %.4f\n", a * 1e6 / hz / n, b * 1e6 / hz / n, c / n
                     else print "-1 -1 -1" }')
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$v" "$rps" "$p50" "$p99" \
                 "$tcpu" "$rcpu" "$cpr" "$non2xx" "$sock" "$busy" "$reqs" "$((c1 - c0))" >>"$RESULTS"
@@ -537,17 +553,20 @@ if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ]; then g
 cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)"
 
 # Flags a run that did not do what it means (marked ! in the table): any non-2xx answer or socket
-# error, no request at all, or Redis script calls other than one per request (redis) or none (local,
-# none). Requests still in flight when wrk stops reached Redis without being counted by wrk: up to
-# CONNECTIONS more calls than requests.
+# error, no request at all, or Redis script calls other than one per request (redis), at most one
+# per request (leased) or none (local, none). Requests still in flight when wrk stops reached Redis
+# without being counted by wrk: up to CONNECTIONS more calls than requests; the Redis gateways'
+# heartbeats add up to 2 calls to any run.
 # shellcheck disable=SC2016 # awk's fields, not the shell's
 bad_run_awk='{ bad = ($9 > 0 || $10 > 0 || $3 <= 0)
-               if ($2 == "redis") bad = bad || ($13 < $12 || $13 > $12 + slack); else bad = bad || $13 > 0 }'
+               if ($2 == "redis") bad = bad || ($13 < $12 || $13 > $12 + slack + 2)
+               else if ($2 == "leased") bad = bad || $13 > $12 + slack + 2
+               else bad = bad || $13 > 2 }'
 
 report_decide() {
     local v any_errors cmd
     any_errors="$(awk -F'\t' -v slack="$CONNECTIONS" "$bad_run_awk"' { n += bad } END { print n + 0 }' "$RESULTS")"
-    cmd="PART=decide RUNS=$RUNS DURATION=$DURATION CONNECTIONS=$CONNECTIONS THREADS=$THREADS PIN=$PIN API_KEYS=$API_KEYS"
+    cmd="PART=decide RUNS=$RUNS DURATION=$DURATION CONNECTIONS=$CONNECTIONS THREADS=$THREADS PIN=$PIN API_KEYS=$API_KEYS LEASE=$LEASE"
     [ "$RATELIMIT_HEADERS" != draft ] && cmd+=" RATELIMIT_HEADERS=$RATELIMIT_HEADERS"
     cmd+=" benches/redis_vs_local.sh"
     echo
@@ -560,8 +579,8 @@ report_decide() {
     echo "- CPUs busy before the load (1 s, $CPU_NAMES): $(idle_note)"
     echo "- tollgate: $git_rev, \`workers = 1\`, access log off, ratelimit_headers \"$RATELIMIT_HEADERS\"; location \`return = { status = 200 }\`"
     echo "- zone: \`[zones.k] key = \"\$http_x_api_key\" rate = \"1000000r/s\"\` + \`limit = [{ zone = \"k\", burst = 1000000, nodelay = true }]\`;"
-    echo "  local: \`backend = \"local\"\`; redis: \`backend = \"redis\"\`, \`[redis] url = \"redis://127.0.0.1:$REDIS_PORT\" timeout = \"50ms\" on_error = \"deny\"\`"
-    echo "  (a Redis failure answers 503, counted in non-2xx); none: no zone"
+    echo "  local: \`backend = \"local\"\`; redis: \`backend = \"redis\"\`, \`[redis] url = \"redis://127.0.0.1:$REDIS_PORT\" timeout = \"50ms\" on_error = \"deny\" heartbeat = \"1m\"\`"
+    echo "  (a Redis failure answers 503, counted in non-2xx); leased: as redis, with \`lease = $LEASE\`; none: no zone"
     echo "- redis-server $REDIS_VERSION on 127.0.0.1 (\`--save \"\" --appendonly no\`), peak RSS $(mib "$REDIS_RSS_KB")"
     echo "- CPU us/req: CPU time (user+sys, /proc, ${CLK_TCK} Hz ticks) of the process during the run / requests"
     echo "  (redis-server's is charged to every run: about 0 outside the redis runs); Redis calls/req: EVALSHA + EVAL"
@@ -583,8 +602,10 @@ report_decide() {
     echo "- p99 redis - local: $(diff_us "$(median_of redis 5)" "$(median_of local 5)")"
     echo "- tollgate CPU per request redis/local: $(ratio "$(median_of redis 6)" "$(median_of local 6)")x; redis-server adds $(median_of redis 7) us/req"
     echo
+    leased_report
+    echo
     echo "each zone vs no zone (medians):"
-    for v in local redis; do
+    for v in local redis leased; do
         echo "- $v: req/s $(ratio "$(median_of "$v" 3)" "$(median_of none 3)")x of none; p50 $(diff_us "$(median_of "$v" 4)" "$(median_of none 4)"), p99 $(diff_us "$(median_of "$v" 5)" "$(median_of none 5)")"
     done
     echo
@@ -597,8 +618,33 @@ report_decide() {
     if [ "$any_errors" -gt 0 ]; then
         echo
         echo "WARNING: $any_errors run(s) had non-2xx answers, socket errors, no requests, or Redis calls other than"
-        echo "one per request (redis) or none (local, none) (marked !): their numbers do not compare what they should."
+        echo "one per request (redis), at most one (leased) or none (local, none) (marked !): their numbers do not"
+        echo "compare what they should."
     fi
+}
+
+# The leased zone against the local one and against issue 15's target: at least 0.8x the local
+# zone's req/s with at most 1/LEASE Redis calls per request.
+# A run starts with no lease (those of the run before have expired) and ends with a partly spent
+# one per key: a run's calls are at most requests / LEASE plus one per key (API_KEYS) and the
+# heartbeats (2); what the leases themselves cost is requests / LEASE.
+leased_report() {
+    local rps_ratio cpr per_key excess calls_met met
+    rps_ratio="$(ratio "$(median_of leased 3)" "$(median_of local 3)")"
+    cpr="$(median_of leased 8)"
+    per_key="$(awk -v r="$(median_of leased 3)" -v k="$API_KEYS" 'BEGIN { printf "%.0f", r / k }')"
+    excess="$(awk -F'\t' -v n="$LEASE" '$2 == "leased" { e = $13 - $12 / n; if (e > m) m = e } END { printf "%.0f", m }' "$RESULTS")"
+    calls_met="$(awk -F'\t' -v n="$LEASE" -v k="$API_KEYS" '$2 == "leased" && $13 > $12 / n + k + 2 { bad = 1 } END { print bad ? 0 : 1 }' "$RESULTS")"
+    met="$(awk -v q="$rps_ratio" -v c="$calls_met" 'BEGIN { print (q >= 0.8 && c == 1) ? "met" : "NOT met" }')"
+    echo "leased (lease = $LEASE) vs local (medians):"
+    echo "- req/s leased/local: ${rps_ratio}x; p50 leased - local: $(diff_us "$(median_of leased 4)" "$(median_of local 4)"); p99: $(diff_us "$(median_of leased 5)" "$(median_of local 5)")"
+    echo "- Redis calls per request: $cpr (1/LEASE = $(awk -v n="$LEASE" 'BEGIN { printf "%.4f", 1 / n }'); redis: $(median_of redis 8))"
+    echo "- tollgate CPU per request leased/local: $(ratio "$(median_of leased 6)" "$(median_of local 6)")x; redis-server adds $(median_of leased 7) us/req"
+    echo "- each key got about $per_key requests a second (req/s / API_KEYS); a lease lasts a second, so calls per"
+    echo "  request reach 1/LEASE only when that is at least LEASE ($LEASE)"
+    echo "- calls beyond requests/LEASE in a leased run: at most $excess (the run's first lease and last, partly"
+    echo "  spent one, of each key: at most API_KEYS + 2 = $((API_KEYS + 2)))"
+    echo "- target (>= 0.8x local req/s, 1/LEASE Redis calls per request but for those): $met"
 }
 
 run_decide() {

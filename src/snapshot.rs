@@ -42,6 +42,8 @@ pub struct Snapshot {
     pub tls: Option<TlsServer>,
     /// `[redis]`, connected per worker; `None` without the section.
     pub redis: Option<Arc<redis::Backend>>,
+    /// This instance announced in each Redis zone, while the generation lives.
+    pub announced: Option<redis::Announcement>,
 }
 
 /// `[tls]`, ready to use.
@@ -126,6 +128,12 @@ pub fn build(
     let tls = tls_server(config, lasting)?;
     let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
+    let announced = redis.as_ref().map(|backend| {
+        let shared = zones.iter().filter(|zone| zone.redis.is_some());
+        backend
+            .fleet()
+            .announce(shared.map(|zone| zone.name.clone()).collect())
+    });
     Ok(Snapshot {
         generation,
         config_sha256: config.sha256.clone(),
@@ -135,6 +143,7 @@ pub fn build(
         conn: conn_settings(&config.server),
         tls,
         redis,
+        announced,
     })
 }
 
@@ -431,10 +440,15 @@ fn redis_backend(
     };
     Ok(match kept {
         Some(kept) if *kept.settings() == wanted.settings => Some(Arc::clone(kept)),
-        _ => Some(Arc::new(redis::Backend::new(
-            wanted.settings.clone(),
-            workers,
-        )?)),
+        _ => {
+            // The instance keeps its id and counts while it has a `[redis]`.
+            let fleet = kept.map_or_else(
+                || Arc::new(redis::Fleet::new(redis::heartbeat::new_instance_id())),
+                |kept| Arc::clone(kept.fleet()),
+            );
+            let backend = redis::Backend::new(wanted.settings.clone(), workers, fleet)?;
+            Some(Arc::new(backend))
+        }
     })
 }
 

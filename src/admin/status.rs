@@ -88,6 +88,19 @@ struct ZoneStatus {
     #[serde(skip_serializing_if = "is_zero")]
     bans: usize,
     top_limited: Vec<Limited>,
+    /// A Redis zone's instances: what `on_error = "local"` divides its rate by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instances: Option<InstancesStatus>,
+}
+
+/// `instances` is the number divided by; `from` says where it comes from (`counted`,
+/// `configured`, or `unknown` before any heartbeat answered: then 1); `live` is the
+/// count last seen, whether or not `instances` overrides it.
+#[derive(serde::Serialize)]
+struct InstancesStatus {
+    instances: u64,
+    from: &'static str,
+    live: Option<u64>,
 }
 
 #[derive(serde::Serialize)]
@@ -145,6 +158,18 @@ pub fn status(state: &GatewayState) -> String {
             evictions: stats.evictions,
             bans: zone.bans.in_force(now),
             top_limited: top_limited.collect(),
+            instances: zone.redis.map(|settings| {
+                let live = snapshot
+                    .redis
+                    .as_ref()
+                    .and_then(|r| r.fleet().live(&zone.name));
+                let divisor = settings.instances(live);
+                InstancesStatus {
+                    instances: divisor.count(),
+                    from: divisor.source(),
+                    live,
+                }
+            }),
         };
         (zone.name.to_string(), status)
     });

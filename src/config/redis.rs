@@ -7,11 +7,16 @@ use std::time::Duration;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{RawRedis, Span};
+use super::raw::{Loose, RawRedis, Span};
 use super::{values, OnError, Redis, RedisSettings};
 
 /// A decision that takes longer follows `on_error`, unless `timeout` says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// How often an instance announces itself in each Redis zone (its announcement lasts
+/// three beats).
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// The range `heartbeat` may take: short enough for tests, at most a minute.
+const HEARTBEAT_RANGE: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(60));
 
 /// `[redis]`, its `ca` file read now so that `tollgate -t` and a reload catch a bad one.
 pub(super) fn redis(
@@ -31,13 +36,30 @@ pub(super) fn redis(
         None => Some(None),
         Some(path) => ca(path, base, diag).map(Some),
     };
+    let heartbeat = heartbeat(raw.heartbeat.as_ref(), diag);
     let settings = RedisSettings {
         urls: urls?,
         cluster,
         timeout: timeout?,
         ca: ca?,
+        heartbeat: heartbeat?,
     };
     Some(Redis { settings, on_error })
+}
+
+/// `heartbeat`: 100 ms to 1 minute.
+fn heartbeat(written: Option<&Loose>, diag: &mut Diagnostics<'_>) -> Option<Duration> {
+    let Some(value) = written else {
+        return Some(DEFAULT_HEARTBEAT);
+    };
+    let every = diag.check(value.span(), values::duration(value.get_ref()))?;
+    let (min, max) = HEARTBEAT_RANGE;
+    if every < min || every > max {
+        let message = format!("invalid heartbeat {every:?}: expected \"100ms\" to \"1m\"");
+        diag.error(value.span(), message);
+        return None;
+    }
+    Some(every)
 }
 
 /// `url` (one server) or `urls` (cluster nodes, at least one): exactly one of them.

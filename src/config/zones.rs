@@ -226,6 +226,13 @@ fn zone_redis(
             );
             valid = false;
         }
+        if let Some(lease) = &raw.lease {
+            diag.error(
+                lease.span(),
+                "`lease` takes units from Redis ahead of need, and a local zone keeps its state here: use `backend = \"redis\"`, or drop `lease`",
+            );
+            valid = false;
+        }
         return valid.then_some(None);
     }
     let backend = raw.backend.as_ref().map(|b| b.span()).unwrap_or_default();
@@ -236,12 +243,13 @@ fn zone_redis(
         );
         return None;
     }
+    // Left out: counted by the heartbeat.
     let instances = match &raw.instances {
-        None => Some(1),
+        None => Some(None),
         Some(value) => {
             let n = *value.get_ref();
             if (1..=MAX_INSTANCES).contains(&n) {
-                u64::try_from(n).ok()
+                u64::try_from(n).ok().map(Some)
             } else {
                 let message = format!("invalid instances {n}: expected 1 to {MAX_INSTANCES}");
                 diag.error(value.span(), message);
@@ -249,10 +257,31 @@ fn zone_redis(
             }
         }
     };
+    let lease = lease(raw.lease.as_ref(), diag);
     Some(Some(ZoneSettings {
         on_error: raw.on_error.as_ref().map_or(on_error, |o| *o.get_ref()),
         instances: instances?,
+        lease: lease?,
     }))
+}
+
+/// The longest `lease`: a key's lease is a bound on how far past its limit an instance
+/// may go, so it stays small beside any sensible rate.
+const MAX_LEASE: i64 = 10_000;
+
+/// `lease`: 1 to [`MAX_LEASE`] units; `Some(None)` when left out. Every algorithm a
+/// Redis zone may have can lease (each script takes `want`).
+fn lease(written: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<Option<u64>> {
+    let Some(value) = written else {
+        return Some(None);
+    };
+    let n = *value.get_ref();
+    if !(1..=MAX_LEASE).contains(&n) {
+        let message = format!("invalid lease {n}: expected 1 to {MAX_LEASE} units");
+        diag.error(value.span(), message);
+        return None;
+    }
+    u64::try_from(n).ok().map(Some)
 }
 
 fn prefix(value: Option<&Spanned<i64>>, bits: u8, diag: &mut Diagnostics<'_>) -> Option<u8> {

@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
-use super::redis::{redis_key, Backend, Call, Mode, OnError, ZoneSettings};
+use super::redis::{
+    redis_key, Backend, Call, Fetch, First, Leases, Mode, OnError, Reply, ZoneSettings,
+};
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
@@ -190,6 +192,16 @@ impl ZoneCall<'_> {
     ) -> Decision {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
+        // An item with `ban` leases nothing: each of its calls reads the key's ban too.
+        let leases = zone.leases.as_ref().filter(|_| self.rule.ban.is_none());
+        // Held until the lease it fetches is in the table: the key's other requests wait.
+        let mut _fetch = None;
+        if let Some(leases) = leases {
+            match self.leased(leases, backend, zone_now, charged).await {
+                Ok(fetch) => _fetch = fetch,
+                Err(spent) => return spent,
+            }
+        }
         if let Some(left) = self.remembered(zone_now) {
             return Decision {
                 verdict: Verdict::Reject { retry_after: left },
@@ -197,16 +209,15 @@ impl ZoneCall<'_> {
                 reset: left,
             };
         }
-        let call = Call {
-            algorithm: zone.algorithm,
-            key: redis_key(&zone.name, self.key),
-            params: self.params,
-        };
+        let call = self.call(leases.map_or(0, Leases::most));
         let answer = match &self.rule.ban {
             // The penalty box's path (`policy/ban.rs`): the script reads the ban key too.
             Some(ban) => {
-                self.decide_banned(backend, &call, ban, arrival, outcome)
-                    .await
+                let banned = self.decide_banned(backend, &call, ban, arrival, outcome);
+                banned.await.map(|decision| Reply {
+                    decision,
+                    granted: 0,
+                })
             }
             None => {
                 let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
@@ -214,7 +225,10 @@ impl ZoneCall<'_> {
             }
         };
         match answer {
-            Ok(decision) => {
+            Ok(Reply {
+                mut decision,
+                granted,
+            }) => {
                 match decision.verdict {
                     Verdict::Reject { retry_after } if retry_after > 0 => {
                         let until = zone_now.saturating_add(retry_after);
@@ -223,17 +237,63 @@ impl ZoneCall<'_> {
                     Verdict::Reject { .. } => {}
                     Verdict::Pass | Verdict::Delay(_) => charged.push((self.index, call)),
                 }
+                if let (Some(leases), 1..) = (leases, granted) {
+                    let window = self.params.rate.period.nanos();
+                    leases.add(self.key, granted, zone_now, window, &decision);
+                    decision.remaining = decision.remaining.saturating_add(granted);
+                }
                 decision
             }
             Err(failure) => {
                 outcome.redis_failures.push((self.index, failure));
-                self.on_error(arrival, outcome)
+                self.on_error(backend, arrival, outcome)
             }
         }
     }
 
+    /// A leased zone's first step: the decision of leased units (`Err`), or on to Redis,
+    /// maybe as the key's one fetch of a lease. Spent units Redis counted already; they
+    /// are given back through Redis like a charge if a later zone rejects the request (or
+    /// its answer settles it).
+    async fn leased<'z>(
+        &self,
+        leases: &'z Leases,
+        backend: &Backend,
+        zone_now: u64,
+        charged: &mut Vec<(usize, Call)>,
+    ) -> Result<Option<Fetch<'z>>, Decision> {
+        let wait = backend.settings().timeout;
+        match leases
+            .first(self.key, self.params.cost, zone_now, wait)
+            .await
+        {
+            First::Spent(decision) => {
+                charged.push((self.index, self.call(0)));
+                Err(decision)
+            }
+            First::Fetch(fetch) => Ok(Some(fetch)),
+            First::Ask => Ok(None),
+        }
+    }
+
+    /// The script call that decides this request, taking a lease of `want` units.
+    fn call(&self, want: u64) -> Call {
+        let zone = &self.rule.zone;
+        Call {
+            algorithm: zone.algorithm,
+            key: redis_key(&zone.name, self.key),
+            params: self.params,
+            want,
+        }
+    }
+
     /// The decision when Redis could not answer, as the zone's `on_error` says.
-    fn on_error(&self, arrival: &Arrival<'_>, outcome: &mut Outcome) -> Decision {
+    fn on_error(
+        &self,
+        backend: &Backend,
+        arrival: &Arrival<'_>,
+        outcome: &mut Outcome,
+    ) -> Decision {
         match self.settings.on_error {
             OnError::Allow => Decision {
                 verdict: Verdict::Pass,
@@ -251,11 +311,12 @@ impl ZoneCall<'_> {
                 }
             }
             OnError::Local => {
+                let zone = &self.rule.zone;
+                let live = backend.fleet().live(&zone.name);
                 let alone = Params {
-                    rate: self.settings.fallback_rate(self.params.rate),
+                    rate: (self.settings).fallback_rate(self.params.rate, zone.algorithm, live),
                     ..self.params
                 };
-                let zone = &self.rule.zone;
                 let decision = zone.decide_alone(self.key, arrival.now, &alone);
                 if decision.admitted() && self.rule.settles {
                     let hash = zone.hash(self.key);

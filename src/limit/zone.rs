@@ -11,7 +11,7 @@ use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::Template;
 use super::leaky_bucket::LeakyBucket;
-use super::redis::{Rejections, ZoneSettings};
+use super::redis::{Leases, Rejections, ZoneSettings};
 use super::settle::Change;
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
@@ -110,6 +110,8 @@ pub struct Zone {
     pub redis: Option<ZoneSettings>,
     /// Keys Redis rejected, remembered until they may pass (Redis zones only).
     pub rejections: Rejections,
+    /// Units taken from Redis ahead of need (Redis zones with `lease`).
+    pub leases: Option<Leases>,
     /// The zone's bans and strikes (the penalty box); handed to the next generation
     /// while the zone keeps its name and key (`snapshot::zones`).
     pub bans: Arc<Bans>,
@@ -193,6 +195,7 @@ impl Zone {
             window_offset,
             size: spec.size,
             stores,
+            leases: spec.redis.and_then(|r| r.lease).map(Leases::new),
             redis: spec.redis,
             rejections: Rejections::default(),
             bans: Arc::default(),

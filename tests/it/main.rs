@@ -29,6 +29,8 @@ mod path_properties;
 mod pebble_harness;
 mod proxy;
 mod redis_clock_skew;
+mod redis_instances;
+mod redis_leases;
 mod redis_scripts;
 mod redis_zones;
 mod reload;

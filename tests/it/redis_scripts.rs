@@ -141,9 +141,8 @@ impl Run<'_> {
                     Mode::Refund => A::refund(&mut local, t * 1_000, &q),
                     _ => A::charge(&mut local, t * 1_000, &q),
                 }
-                let run =
-                    self.scripts
-                        .run(self.algorithm, conn, self.key, &q, TimeSource::At(t), mode);
+                let at = TimeSource::At(t);
+                let run = (self.scripts).run(self.algorithm, conn, self.key, &q, 0, at, mode);
                 run.await.unwrap();
             }
         }

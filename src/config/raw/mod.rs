@@ -155,6 +155,8 @@ pub(crate) struct RawZone {
     pub instances: Option<Spanned<i64>>,
     /// Only with `backend = "redis"`.
     pub on_error: Option<Spanned<OnError>>,
+    /// Only with `backend = "redis"`.
+    pub lease: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +176,8 @@ pub(crate) struct RawRedis {
     pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,
+    /// How often instances announce themselves in each Redis zone.
+    pub heartbeat: Option<Loose>,
 }
 
 #[derive(Deserialize)]

@@ -20,6 +20,7 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
                 cluster: false,
                 ca: None,
                 timeout: Duration::from_millis(50),
+                heartbeat: Duration::from_secs(5),
             },
             on_error: OnError::Local,
         })
@@ -30,11 +31,13 @@ fn a_redis_zone_takes_its_settings_and_the_sections_defaults() {
         [
             Some(ZoneSettings {
                 on_error: OnError::Local,
-                instances: 3
+                instances: Some(3),
+                lease: None,
             }),
             Some(ZoneSettings {
                 on_error: OnError::Deny,
-                instances: 1
+                instances: None,
+                lease: None,
             }),
             None
         ]
@@ -165,4 +168,42 @@ fn rediss_takes_a_ca_file_read_with_the_config() {
         assert_eq!((e.line, e.col), (5, 6), "{}", e.message);
         assert!(e.message.contains(want), "{}", e.message);
     }
+}
+
+#[test]
+fn the_heartbeat_is_a_duration_from_100ms_to_a_minute() {
+    let redis = |heartbeat: &str| {
+        format!("[redis]\nurl = \"redis://127.0.0.1:6379\"\nheartbeat = {heartbeat}\n")
+    };
+    let config = parse(&format!("{SERVER}{}", redis("\"250ms\"")));
+    let settings = config.redis.expect("[redis]").settings;
+    assert_eq!(settings.heartbeat, Duration::from_millis(250));
+    for bad in ["\"50ms\"", "\"2m\""] {
+        let (_, _, message) = error(&redis(bad));
+        assert!(message.starts_with("invalid heartbeat"), "{message}");
+        assert!(message.contains("\"100ms\" to \"1m\""), "{message}");
+    }
+}
+
+#[test]
+fn a_redis_zone_may_lease_and_a_local_one_may_not() {
+    let redis = "[redis]\nurl = \"redis://127.0.0.1:6379\"\n";
+    let config = parse(&format!(
+        "{SERVER}{redis}{LOGIN}backend = \"redis\"\nlease = 20\n"
+    ));
+    assert_eq!(config.zones[0].redis.and_then(|r| r.lease), Some(20));
+    let found = errors(&format!(
+        "{SERVER}{redis}{LOGIN}lease = 20\n\
+         [zones.big]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\nlease = 10001\n\
+         [zones.none]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\nbackend = \"redis\"\nlease = 0\n"
+    ));
+    let found: Vec<(usize, &str)> = found.iter().map(|(l, _, m)| (*l, m.as_str())).collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0].1.starts_with("`lease` takes units from Redis"),
+        "{}",
+        found[0].1
+    );
+    assert_eq!(found[1].1, "invalid lease 10001: expected 1 to 10000 units");
+    assert_eq!(found[2].1, "invalid lease 0: expected 1 to 10000 units");
 }

@@ -1,6 +1,7 @@
 //! The connection to Redis: one per worker, made by the first request that needs it, and
 //! every call bounded by `timeout`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -8,8 +9,9 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, TlsCertificates};
 
-use super::super::{Algorithm, Decision, Params};
-use super::scripts::{Mode, Scripts, TimeSource};
+use super::super::{Algorithm, Params};
+use super::heartbeat::{Beat, Fleet, Heartbeat};
+use super::scripts::{Mode, Reply, Scripts, TimeSource};
 
 // The penalty box's calls (`limit::penalty`): they use this module's connections.
 mod ban_calls;
@@ -55,6 +57,9 @@ pub struct Call {
     pub algorithm: Algorithm,
     pub key: Vec<u8>,
     pub params: Params,
+    /// A decision's lease: the requests' units to take at once, this request's
+    /// included (`lease`, [`super::lease`]); 0 for none.
+    pub want: u64,
 }
 
 /// How long a worker waits before connecting again after a failed attempt; requests in
@@ -72,6 +77,9 @@ pub struct Backend {
     settings: Settings,
     scripts: Scripts,
     links: Box<[tokio::sync::Mutex<Link>]>,
+    /// The instances counted in each Redis zone, and the thread that counts them.
+    fleet: Arc<Fleet>,
+    _heartbeat: Option<Heartbeat>,
 }
 
 /// Where Redis is, and how long a decision may take.
@@ -83,10 +91,14 @@ pub struct Settings {
     pub timeout: Duration,
     /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
     pub ca: Option<Vec<u8>>,
+    /// How often this instance announces itself in each Redis zone
+    /// ([`super::heartbeat`]).
+    pub heartbeat: Duration,
 }
 
 /// One server, or a Redis Cluster.
-enum Target {
+#[derive(Clone)]
+pub(super) enum Target {
     // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
     Single(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
@@ -102,7 +114,7 @@ enum Link {
 /// A worker's connection: to one server (reconnected by the connection manager), or to
 /// every node of a cluster (each command sent to the node holding its key).
 #[derive(Clone)]
-enum Connection {
+pub(super) enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
 }
@@ -138,8 +150,30 @@ impl ConnectionLike for Connection {
     }
 }
 
+impl Target {
+    /// A connection made on the calling task's runtime: to one server (reconnected by
+    /// the connection manager), or to every node of a cluster.
+    pub(super) async fn connect(&self) -> RedisResult<Connection> {
+        match self {
+            Target::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(redis::Client::clone(client), config)
+                    .await
+                    .map(Connection::Single)
+            }
+            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
+        }
+    }
+}
+
 impl Backend {
-    pub fn new(settings: Settings, workers: usize) -> RedisResult<Backend> {
+    /// A backend for `workers` workers that announces this instance in `fleet`'s zones:
+    /// the fleet of the backend it replaces, so that a reload keeps the instance's id
+    /// and the counts last seen. (Until the old one's generation ends, both beat, by
+    /// the same id.)
+    pub fn new(settings: Settings, workers: usize, fleet: Arc<Fleet>) -> RedisResult<Backend> {
         let certificates = || TlsCertificates {
             client_tls: None,
             root_cert: settings.ca.clone(),
@@ -163,6 +197,12 @@ impl Backend {
             };
             Target::Single(Box::new(client))
         };
+        let heartbeat = Heartbeat::start(Beat {
+            target: target.clone(),
+            timeout: settings.timeout,
+            every: settings.heartbeat,
+            fleet: Arc::clone(&fleet),
+        });
         Ok(Backend {
             target,
             settings,
@@ -170,11 +210,18 @@ impl Backend {
             links: (0..workers.max(1))
                 .map(|_| tokio::sync::Mutex::new(Link::Idle))
                 .collect(),
+            fleet,
+            _heartbeat: heartbeat,
         })
     }
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The zones this instance announces itself in, and the instances counted in each.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.fleet
     }
 
     /// Runs `call` on Redis's clock within `timeout`, on `worker`'s connection: decides
@@ -186,7 +233,7 @@ impl Backend {
         mode: Mode,
         now: Instant,
         worker: usize,
-    ) -> Result<Decision, Failure> {
+    ) -> Result<Reply, Failure> {
         self.within_timeout(async {
             let mut conn = self.connection(worker, now).await?;
             let run = self.scripts.run(
@@ -194,6 +241,7 @@ impl Backend {
                 &mut conn,
                 &call.key,
                 &call.params,
+                call.want,
                 TimeSource::Redis,
                 mode,
             );
@@ -223,18 +271,7 @@ impl Backend {
         }
         // Stands if this attempt is cut short by the caller's timeout.
         *link = Link::Paused(now + RECONNECT_PAUSE);
-        let made = match &self.target {
-            Target::Single(client) => {
-                let config = ConnectionManagerConfig::new()
-                    .set_max_delay(Duration::from_millis(500))
-                    .set_number_of_retries(1);
-                ConnectionManager::new_with_config(redis::Client::clone(client), config)
-                    .await
-                    .map(Connection::Single)
-            }
-            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
-        };
-        match made {
+        match self.target.connect().await {
             Ok(conn) => {
                 *link = Link::Up(conn.clone());
                 Ok(conn)

@@ -10,11 +10,15 @@
 -- ARGV[3]  limit: count + burst
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
--- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+-- ARGV[6]  want: units to take when admitted, leased units included; 0 for no lease.
+--          Then, last but one, the time; last, the mode:
+-- ARGV[#ARGV - 1]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[#ARGV]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
 --          whatever the count, else ""
 --
--- Returns {1, delay_us, remaining, reset_us} when admitted, or
+-- Returns {1, delay_us, remaining, reset_us, granted} when admitted (granted: units
+--         taken beyond `cost` for the caller's lease, only when admitted without delay,
+--         never beyond `limit` or `count + delay`), or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
 
 local len = tonumber(ARGV[1])
@@ -22,7 +26,9 @@ local count = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
-local now = clock_us(ARGV[6])
+local want = tonumber(ARGV[6])
+local mode = ARGV[#ARGV]
+local now = clock_us(ARGV[#ARGV - 1])
 
 local window = math.floor(now / len)
 local stored = redis.call('HMGET', KEYS[1], 'w', 'u')
@@ -32,7 +38,7 @@ if tonumber(stored[1]) == window then
 end
 local finish = (window + 1) * len - now
 
-if ARGV[7] == 'refund' then
+if mode == 'refund' then
   if used > 0 then
     redis.call('HSET', KEYS[1], 'u', string.format('%.0f', math.max(used - cost, 0)))
   end
@@ -40,7 +46,7 @@ if ARGV[7] == 'refund' then
 end
 
 local after = used + cost
-if after > limit and ARGV[7] ~= 'charge' then
+if after > limit and mode ~= 'charge' then
   local retry = finish
   if cost > limit then
     retry = -1
@@ -53,10 +59,19 @@ if after > limit and ARGV[7] ~= 'charge' then
 end
 
 local wait = 0
-if delay >= 0 and after > count + delay and ARGV[7] ~= 'charge' then
+if delay >= 0 and after > count + delay and mode ~= 'charge' then
   local windows = math.ceil((after - delay) / count) - 1
   wait = finish + (windows - 1) * len
 end
+local granted = 0
+if mode == '' and want > cost and wait == 0 then
+  local room = limit - after
+  if delay >= 0 then
+    room = math.min(room, count + delay - after)
+  end
+  granted = math.max(math.min(room, want - cost), 0)
+  after = after + granted
+end
 redis.call('HSET', KEYS[1], 'w', string.format('%.0f', window), 'u', string.format('%.0f', after))
 redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(finish / 1000), 1))
-return {1, wait, limit - after, finish}
+return {1, wait, limit - after, finish, granted}

@@ -74,21 +74,26 @@ impl Scripts {
         p: &Params,
         time: TimeSource,
     ) -> RedisResult<Decision> {
-        self.run(algorithm, conn, redis_key, p, time, Mode::Decide)
-            .await
+        let run = self.run(algorithm, conn, redis_key, p, 0, time, Mode::Decide);
+        Ok(run.await?.decision)
     }
 
     /// Decides a request (and charges it when admitted), or gives back what an earlier
-    /// call charged for a request that a later zone rejected.
+    /// call charged for a request that a later zone rejected. A decision with `want`
+    /// above the request's cost (a lease of `want` requests' units) also takes up to
+    /// `want - cost` more units when the request is admitted without delay and they fit
+    /// now without delay: [`Reply::granted`].
+    #[allow(clippy::too_many_arguments)]
     pub async fn run<C: ConnectionLike>(
         &self,
         algorithm: Algorithm,
         conn: &mut C,
         redis_key: &[u8],
         p: &Params,
+        want: u64,
         time: TimeSource,
         mode: Mode,
-    ) -> RedisResult<Decision> {
+    ) -> RedisResult<Reply> {
         let now = match time {
             TimeSource::Redis => String::new(),
             TimeSource::At(us) => us.to_string(),
@@ -98,8 +103,8 @@ impl Scripts {
             Mode::Refund => "refund",
             Mode::Charge => "charge",
         };
-        // Each script's own arguments, then the time and the mode.
-        let (script, args, units) = self.arguments(algorithm, p)?;
+        // Each script's own arguments, `want`, then the time and the mode.
+        let (script, args, units) = self.arguments(algorithm, p, want)?;
         let mut call = script.prepare_invoke();
         call.key(redis_key);
         for arg in args {
@@ -107,18 +112,21 @@ impl Scripts {
         }
         call.arg(now).arg(mode);
         let reply: Vec<i64> = call.invoke_async(conn).await?;
-        decision(&reply, units).ok_or_else(|| {
+        let granted = reply.get(4).map_or(0, |&n| u64::try_from(n).unwrap_or(0));
+        let decision = decision(&reply, units).map(|decision| Reply { decision, granted });
+        decision.ok_or_else(|| {
             let detail = format!("{reply:?}");
             (redis::ErrorKind::Parse, "unexpected script reply", detail).into()
         })
     }
 
-    /// The script of `algorithm`, its own arguments for a request asking `p`, and the
-    /// units of its reply.
+    /// The script of `algorithm`, its own arguments for a request asking `p` that
+    /// `want`s that many requests' units (0: no lease), and the units of its reply.
     fn arguments(
         &self,
         algorithm: Algorithm,
         p: &Params,
+        want: u64,
     ) -> RedisResult<(&Script, Vec<i64>, Units)> {
         let free = |unit: u64| match p.delay {
             NODELAY => -1,
@@ -139,6 +147,7 @@ impl Scripts {
                     exact(cap) as i64,
                     free(UNIT),
                     UNIT as i64,
+                    exact(want.saturating_mul(UNIT)) as i64,
                 ];
                 (&self.leaky_bucket, args, Units::LEAKY_BUCKET)
             }
@@ -151,6 +160,7 @@ impl Scripts {
                     exact(cost) as i64,
                     exact(cap) as i64,
                     free(t),
+                    exact(want.saturating_mul(t)) as i64,
                 ];
                 (&self.token_bucket, args, Units::MICROS)
             }
@@ -173,6 +183,7 @@ impl Scripts {
                     exact(limit) as i64,
                     delay,
                     exact(p.cost) as i64,
+                    exact(want) as i64,
                 ];
                 (script, args, Units::MICROS)
             }
@@ -214,7 +225,8 @@ impl Scripts {
             TimeSource::Redis => String::new(),
             TimeSource::At(us) => us.to_string(),
         };
-        let (script, args, units) = self.arguments(algorithm, p)?;
+        // No lease: an item with `ban` takes none.
+        let (script, args, units) = self.arguments(algorithm, p, 0)?;
         let mut call = script.prepare_invoke();
         call.key(keys[0]).key(keys[1]);
         for arg in args {
@@ -272,8 +284,18 @@ fn exact(n: u64) -> u64 {
     n.min(MAX_EXACT)
 }
 
+/// What a script call answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub decision: Decision,
+    /// Requests' units taken beyond the request's cost for a lease (reply index 5): 0
+    /// without one.
+    pub granted: u64,
+}
+
 /// A script's reply: `{1, delay, remaining, reset}` or
-/// `{0, retry_after, remaining, reset}` (`retry_after` `-1`: never), in `units`.
+/// `{0, retry_after, remaining, reset}` (`retry_after` `-1`: never), in `units`, maybe
+/// followed by `granted` (index 5) and `banned` (index 6).
 fn decision(reply: &[i64], units: Units) -> Option<Decision> {
     // 4 elements, or 5 (`granted`) or 6 (`banned`, read by `run_banned`).
     let &[admitted, wait, remaining, reset, ..] = reply else {
@@ -328,5 +350,12 @@ mod tests {
         );
         assert_eq!(decision(&[2, 0, 0, 0], Units::MICROS), None);
         assert_eq!(decision(&[1, 0], Units::MICROS), None);
+        assert_eq!(
+            decision(&[1, 0, 4, 100, 9], Units::MICROS).map(|d| d.remaining),
+            Some(4),
+            "a lease's grant follows"
+        );
+        assert!(decision(&[1, 0, 4, 100, 9, 0], Units::MICROS).is_some());
+        assert_eq!(decision(&[1, 0, 4, 100, 9, 0, 0], Units::MICROS), None);
     }
 }

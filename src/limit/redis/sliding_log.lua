@@ -11,11 +11,15 @@
 -- ARGV[3]  limit: count + burst
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
--- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+-- ARGV[6]  want: units to take when admitted, leased units included; 0 for no lease.
+--          Then, last but one, the time; last, the mode:
+-- ARGV[#ARGV - 1]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[#ARGV]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
 --          whatever the count, else ""
 --
--- Returns {1, delay_us, remaining, reset_us} when admitted, or
+-- Returns {1, delay_us, remaining, reset_us, granted} when admitted (granted: units
+--         taken beyond `cost` for the caller's lease, only when admitted without delay,
+--         never beyond `limit` or `count + delay`), or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
 
 local len = tonumber(ARGV[1])
@@ -23,7 +27,9 @@ local count = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
-local now = clock_us(ARGV[6])
+local want = tonumber(ARGV[6])
+local mode = ARGV[#ARGV]
+local now = clock_us(ARGV[#ARGV - 1])
 
 local raw = redis.call('LRANGE', KEYS[1], 0, -1)
 local at, units = {}, {}
@@ -72,7 +78,7 @@ local function completing(n, extra_at, extra_units)
   return nil
 end
 
-if ARGV[7] == 'refund' then
+if mode == 'refund' then
   local left = cost
   while left > 0 and #at >= first do
     local n = #at
@@ -89,7 +95,7 @@ if ARGV[7] == 'refund' then
 end
 
 local after = used + cost
-if after > limit and ARGV[7] ~= 'charge' then
+if after > limit and mode ~= 'charge' then
   local retry = -1
   if cost <= limit then
     local t = completing(after - limit, nil, 0)
@@ -110,9 +116,19 @@ if newest ~= nil and newest > now then
   stamp = newest
 end
 local wait = 0
-if delay >= 0 and after > count + delay and ARGV[7] ~= 'charge' then
+if delay >= 0 and after > count + delay and mode ~= 'charge' then
   local t = completing(after - (count + delay), stamp, cost)
   wait = leaves(t or stamp)
+end
+local granted = 0
+if mode == '' and want > cost and wait == 0 then
+  local room = limit - after
+  if delay >= 0 then
+    room = math.min(room, count + delay - after)
+  end
+  granted = math.max(math.min(room, want - cost), 0)
+  cost = cost + granted
+  after = after + granted
 end
 if #at >= first and at[#at] == stamp then
   redis.call('LSET', KEYS[1], -1, string.format('%.0f:%.0f', stamp, units[#at] + cost))
@@ -120,4 +136,4 @@ else
   redis.call('RPUSH', KEYS[1], string.format('%.0f:%.0f', stamp, cost))
 end
 redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(leaves(stamp) / 1000), 1))
-return {1, wait, limit - after, leaves(stamp)}
+return {1, wait, limit - after, leaves(stamp), granted}

@@ -12,11 +12,15 @@
 -- ARGV[3]  limit: count + burst
 -- ARGV[4]  delay: units admitted at once above count (-1 for nodelay)
 -- ARGV[5]  cost
--- ARGV[6]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[7]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+-- ARGV[6]  want: units to take when admitted, leased units included; 0 for no lease.
+--          Then, last but one, the time; last, the mode:
+-- ARGV[#ARGV - 1]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[#ARGV]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
 --          whatever the count, else ""
 --
--- Returns {1, delay_us, remaining, reset_us} when admitted, or
+-- Returns {1, delay_us, remaining, reset_us, granted} when admitted (granted: units
+--         taken beyond `cost` for the caller's lease, only when admitted without delay,
+--         never beyond `limit` or `count + delay`), or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
 
 local len = tonumber(ARGV[1])
@@ -24,7 +28,9 @@ local count = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local delay = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
-local now = clock_us(ARGV[6])
+local want = tonumber(ARGV[6])
+local mode = ARGV[#ARGV]
+local now = clock_us(ARGV[#ARGV - 1])
 
 -- The counts at `now`, rolled forward over the windows begun since they were stored.
 local window = math.floor(now / len)
@@ -80,7 +86,7 @@ end
 
 -- A refund comes from the current count first, then from the previous one (the units were
 -- charged before the window turned), as the local one does.
-if ARGV[7] == 'refund' then
+if mode == 'refund' then
   if w ~= nil then
     local from_curr = math.min(curr, cost)
     local from_prev = math.min(prev, cost - from_curr)
@@ -92,7 +98,7 @@ end
 
 local room = math.max(math.floor((limit * len - weighted(prev, 0)) / len), 0)
 local after = curr + cost
-if after > room and ARGV[7] ~= 'charge' then
+if after > room and mode ~= 'charge' then
   local retry = -1
   if cost <= limit then
     retry = wait_until_within(prev, curr, limit - cost)
@@ -102,11 +108,20 @@ end
 
 local wait = 0
 local free = count + delay
-if delay >= 0 and weighted(prev, after) > free * len and ARGV[7] ~= 'charge' then
+if delay >= 0 and weighted(prev, after) > free * len and mode ~= 'charge' then
   wait = wait_until_within(prev, after, free)
+end
+local granted = 0
+if mode == '' and want > cost and wait == 0 then
+  local more = room - after
+  if delay >= 0 then
+    more = math.min(more, math.floor((free * len - weighted(prev, after)) / len))
+  end
+  granted = math.max(math.min(more, want - cost), 0)
+  after = after + granted
 end
 local drained = reset(after)
 redis.call('HSET', KEYS[1], 'w', string.format('%.0f', window), 'p', string.format('%.0f', prev),
   'c', string.format('%.0f', after))
 redis.call('PEXPIRE', KEYS[1], math.max(math.ceil(drained / 1000), 1))
-return {1, wait, room - after, drained}
+return {1, wait, room - after, drained, granted}

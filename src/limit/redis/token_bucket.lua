@@ -9,23 +9,29 @@
 -- ARGV[2]  cost: cost x t
 -- ARGV[3]  cap: (burst + 1) x t
 -- ARGV[4]  free: (delay + 1) x t, or -1 for nodelay
--- ARGV[5]  the time in microseconds, or "" for Redis's own clock (only tests set it)
--- ARGV[6]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
+-- ARGV[5]  want: what to take when admitted, leased units included (lease x t); 0 for no
+--          lease. Then, last but one, the time; last, the mode:
+-- ARGV[#ARGV - 1]  the time in microseconds, or "" for Redis's own clock (only tests set it)
+-- ARGV[#ARGV]  "refund" to give back `cost` taken by an earlier call, "charge" to take `cost`
 --          whatever the level, else ""
 --
--- Returns {1, delay_us, remaining, reset_us} when admitted, or
+-- Returns {1, delay_us, remaining, reset_us, granted} when admitted (granted: whole
+--         requests taken beyond `cost` for the caller's lease, only when admitted without
+--         delay, never beyond `free` or `cap`), or
 --         {0, retry_after_us (-1: never), remaining, reset_us} when rejected.
 
 local t = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local cap = tonumber(ARGV[3])
 local free = tonumber(ARGV[4])
-local now = clock_us(ARGV[5])
+local want = tonumber(ARGV[5])
+local mode = ARGV[#ARGV]
+local now = clock_us(ARGV[#ARGV - 1])
 
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 local level = math.max(tat - now, 0)
 
-if ARGV[6] == 'refund' then
+if mode == 'refund' then
   local left = level - cost
   if left <= 0 then
     redis.call('DEL', KEYS[1])
@@ -36,7 +42,7 @@ if ARGV[6] == 'refund' then
 end
 
 local after = level + cost
-if after > cap and ARGV[6] ~= 'charge' then
+if after > cap and mode ~= 'charge' then
   local retry = -1
   if cost <= cap then
     retry = after - cap
@@ -45,8 +51,17 @@ if after > cap and ARGV[6] ~= 'charge' then
 end
 
 local delay = 0
-if free >= 0 and after > free and ARGV[6] ~= 'charge' then
+if free >= 0 and after > free and mode ~= 'charge' then
   delay = after - free
 end
+local granted = 0
+if mode == '' and want > cost and delay == 0 then
+  local room = cap - after
+  if free >= 0 then
+    room = math.min(room, free - after)
+  end
+  granted = math.floor(math.max(math.min(room, want - cost), 0) / t)
+  after = after + granted * t
+end
 redis.call('SET', KEYS[1], string.format('%.0f', now + after), 'PX', math.max(math.ceil(after / 1000), 1))
-return {1, delay, math.floor((cap - after) / t), after}
+return {1, delay, math.floor((cap - after) / t), after, granted}

@@ -13,7 +13,7 @@ use super::{metric, request, retry_after};
 use support::redis::{self as server, Redis};
 use support::*;
 use tollgate::limit::penalty::RECHECK;
-use tollgate::limit::redis::{ban_key, zone_ban_prefix, Backend, SetBan, Settings};
+use tollgate::limit::redis::{ban_key, zone_ban_prefix, Backend, Fleet, SetBan, Settings};
 
 /// Redis zone `shared` (1r/m, no burst) with a ban after 3 rejections within 10 s, for
 /// 1 min. At 1r/m an instance remembers a key's rejection for up to a minute: a ban due
@@ -300,8 +300,10 @@ fn backend(redis: &Redis) -> Backend {
         cluster: false,
         timeout: Duration::from_millis(500),
         ca: None,
+        heartbeat: Duration::from_secs(1),
     };
-    Backend::new(settings, 1).unwrap()
+    let fleet = std::sync::Arc::new(Fleet::new("bans-test".into()));
+    Backend::new(settings, 1, fleet).unwrap()
 }
 
 #[tokio::test]
