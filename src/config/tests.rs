@@ -327,6 +327,40 @@ fn reference_example_in_docs_is_valid() {
     assert_eq!(config.sites[0].locations.len(), 3);
 }
 
+/// The TOML blocks of one `###` section of `text`, joined into one file.
+fn section_blocks(text: &str, section: &str) -> String {
+    let start = text.find(section).expect("the section") + section.len();
+    let rest = &text[start..];
+    let rest = &rest[..rest.find("\n### ").unwrap_or(rest.len())];
+    let blocks = rest.split("```toml\n").skip(1);
+    blocks
+        .map(|block| block.split("```").next().unwrap_or(""))
+        .collect()
+}
+
+#[test]
+fn the_limit_examples_of_the_readme_and_docs_are_valid() {
+    let readme = include_str!("../../README.md");
+    let upstreams = "[upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n\
+                     [upstreams.llm]\nservers = [\"127.0.0.1:9001\"]\n";
+    let fleet = section_blocks(readme, "### Several instances\n");
+    let config = parse(&format!("{SERVER}{upstreams}{fleet}"));
+    let api = config.zones.iter().find(|z| z.name == "api").expect("api");
+    assert_eq!(api.redis.map(|r| r.lease), Some(Some(20)));
+    let redis = "[redis]\nurl = \"redis://127.0.0.1:6379\"\n";
+    let answers = section_blocks(readme, "### Limits that read the answer\n");
+    let config = parse(&format!("{SERVER}{upstreams}{redis}{answers}"));
+    let locations = &config.sites[0].locations;
+    assert!(locations[0].limits[0]
+        .count
+        .is_some_and(|c| c.contains(401)));
+    assert!(locations[1].cost_from.is_some());
+    let doc = include_str!("../../docs/config.md");
+    let answers = section_blocks(doc, "### Charging by the answer\n");
+    let config = parse(&format!("{SERVER}{upstreams}{answers}"));
+    assert_eq!(config.sites[0].locations.len(), 2);
+}
+
 mod acme;
 mod bans;
 mod body;

@@ -18,10 +18,14 @@ use support::*;
 
 const FAKETIME: &str = "/usr/bin/faketime";
 
+/// A gateway child in a process group of its own: `faketime` runs tollgate as its own
+/// child, so killing `faketime` alone would leave tollgate running; the whole group goes.
 struct Running(Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -37,7 +41,7 @@ fn spawn(config: &Path, ahead: Option<&str>) -> Running {
         }
         None => Command::new(bin),
     };
-    let child = command
+    let child = std::os::unix::process::CommandExt::process_group(&mut command, 0)
         .arg("-c")
         .arg(config)
         .stdout(Stdio::null())
