@@ -179,10 +179,16 @@ fn zones(config: &Config, plans: &[&str], previous: &[Arc<Zone>]) -> Vec<Arc<Zon
         .collect()
 }
 
-/// Bans outlive a reload while their zone keeps its name and key template (a key then
-/// still names the same client), even when its algorithm, size or rates change.
+/// Bans outlive a reload while their zone keeps its name, key template (a key then
+/// still names the same client) and backend, even when its algorithm, size or rates
+/// change. A zone moved between local and Redis starts with no bans: a Redis zone's
+/// table holds copies checked against Redis, a local zone's the bans themselves.
 fn keep_bans(zone: &mut Zone, previous: &[Arc<Zone>]) {
-    let same = |old: &&Arc<Zone>| old.name == zone.name && old.template == zone.template;
+    let same = |old: &&Arc<Zone>| {
+        old.name == zone.name
+            && old.template == zone.template
+            && old.redis.is_some() == zone.redis.is_some()
+    };
     if let Some(old) = previous.iter().find(same) {
         zone.bans = Arc::clone(&old.bans);
     }

@@ -2,9 +2,11 @@
 //! their time left and why, and lifted by hand ("Bans" in docs/config.md).
 //!
 //! A local zone's bans are read from its table. A Redis zone's are read from Redis (a
-//! bounded `SCAN` of the ban keys, on each primary of a cluster, within 2 s or the
-//! `[redis]` timeout if longer), so every instance lists the fleet's bans; when Redis
+//! `SCAN` of the zone's ban keys to its end, on each primary of a cluster, within 2 s or
+//! the `[redis]` timeout if longer), so every instance lists the fleet's bans; when Redis
 //! cannot answer, the bans this instance holds are listed instead and `source` says so.
+//! A zone lists at most [`MAX_LISTED`] bans; `truncated` says when some were left out
+//! (over the cap, or not scanned before the deadline).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -15,7 +17,7 @@ use http_body_util::Full;
 
 use crate::acme::rfc3339;
 use crate::limit::bans::Entry;
-use crate::limit::redis::{ban_key, parse_ban_key, Backend, StoredBan, BAN_PREFIX};
+use crate::limit::redis::{ban_key, parse_ban_key, zone_ban_prefix, Backend, StoredBan};
 use crate::limit::zone::Zone;
 use crate::routing::percent_decode;
 use crate::snapshot::Snapshot;
@@ -24,7 +26,7 @@ use crate::state::GatewayState;
 use super::status::{line, Ordered};
 use super::{not_allowed, reply};
 
-/// Most bans listed per zone (and read from Redis in all).
+/// Most bans listed per zone.
 const MAX_LISTED: usize = 10_000;
 
 /// `GET /bans`: per zone, in config order, whence the list came and each ban.
@@ -40,6 +42,9 @@ struct ZoneBans {
     source: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     redis_error: Option<&'static str>,
+    /// Some bans were left out (present only then).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
     bans: Vec<BanView>,
 }
 
@@ -75,32 +80,46 @@ pub(super) async fn answer(
 }
 
 async fn listing(snapshot: &Snapshot) -> Listing {
-    let redis = snapshot.redis.as_ref();
-    let has_redis_zone = snapshot.zones.iter().any(|z| z.redis.is_some());
-    let stored = match redis {
-        Some(backend) if has_redis_zone => Some(backend.scan_bans(BAN_PREFIX, MAX_LISTED).await),
+    let redis_zones: Vec<&Zone> = snapshot
+        .zones
+        .iter()
+        .filter(|zone| zone.redis.is_some())
+        .map(|zone| &**zone)
+        .collect();
+    let stored = match snapshot.redis.as_ref() {
+        Some(backend) if !redis_zones.is_empty() => {
+            let prefixes: Vec<Vec<u8>> = redis_zones
+                .iter()
+                .map(|zone| zone_ban_prefix(&zone.name))
+                .collect();
+            Some(backend.scan_bans(&prefixes, MAX_LISTED).await)
+        }
         _ => None,
     };
     let (now, wall) = (Instant::now(), SystemTime::now());
     let zones = snapshot.zones.iter().map(|zone| {
-        let bans = match (&zone.redis, &stored) {
-            (Some(_), Some(Ok(stored))) => ZoneBans {
-                source: "redis",
-                redis_error: None,
-                bans: from_redis(zone, stored),
-            },
+        let in_redis = redis_zones.iter().position(|z| std::ptr::eq(*z, &**zone));
+        let bans = match (in_redis, &stored) {
+            (Some(at), Some(Ok(stored))) => {
+                let listed = stored.get(at);
+                ZoneBans {
+                    source: "redis",
+                    redis_error: None,
+                    truncated: listed.is_some_and(|z| z.truncated),
+                    bans: listed.map_or_else(Vec::new, |z| from_redis(zone, &z.bans)),
+                }
+            }
             (Some(_), failed) => ZoneBans {
                 source: "instance",
                 redis_error: failed
                     .as_ref()
                     .and_then(|f| f.as_ref().err())
                     .map(|f| f.label()),
-                bans: from_table(zone, now, wall),
+                ..from_table(zone, now, wall)
             },
             (None, _) => ZoneBans {
                 source: "local",
-                redis_error: None,
-                bans: from_table(zone, now, wall),
+                ..from_table(zone, now, wall)
             },
         };
         (zone.name.to_string(), bans)
@@ -110,12 +129,22 @@ async fn listing(snapshot: &Snapshot) -> Listing {
     }
 }
 
-fn from_table(zone: &Zone, now: Instant, wall: SystemTime) -> Vec<BanView> {
-    let mut bans = zone.bans.list(now, MAX_LISTED);
+/// A zone's bans from its table (`source` left for the caller).
+fn from_table(zone: &Zone, now: Instant, wall: SystemTime) -> ZoneBans {
+    let mut bans = zone.bans.list(now, MAX_LISTED + 1);
+    let truncated = bans.len() > MAX_LISTED;
+    bans.truncate(MAX_LISTED);
     bans.sort_by_key(|(_, entry)| entry.since);
-    bans.iter()
+    let bans = bans
+        .iter()
         .map(|(key, entry)| local_view(zone, key, entry, now, wall))
-        .collect()
+        .collect();
+    ZoneBans {
+        source: "local",
+        redis_error: None,
+        truncated,
+        bans,
+    }
 }
 
 fn local_view(zone: &Zone, key: &[u8], entry: &Entry, now: Instant, wall: SystemTime) -> BanView {

@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
@@ -112,9 +112,14 @@ pub struct Usage {
 pub struct Bans {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
-    /// Ban entries held, expired ones not yet swept included: 0 lets a request skip
-    /// rendering its key and locking.
+    /// Ban entries held, expired ones not yet swept included.
     held: AtomicUsize,
+    /// The latest end of any ban ever held, in nanoseconds after `epoch` (0: none yet):
+    /// once it has passed, every ban has ended, and a request skips rendering its key
+    /// and locking even while expired entries wait to be swept.
+    latest: AtomicU64,
+    /// The instant `latest` counts from: the `now` of the first ban held.
+    epoch: OnceLock<Instant>,
     /// Bans imposed here (`tollgate_bans_imposed_total`).
     imposed: AtomicU64,
 }
@@ -125,6 +130,8 @@ impl Default for Bans {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             held: AtomicUsize::new(0),
+            latest: AtomicU64::new(0),
+            epoch: OnceLock::new(),
             imposed: AtomicU64::new(0),
         }
     }
@@ -140,17 +147,40 @@ fn cost(key: &[u8]) -> usize {
     key.len() + ENTRY_BYTES
 }
 
-/// `at + d`, or `at` far in the future when that overflows (never for the bounded
-/// durations of the config).
-fn later(at: Instant, d: Duration) -> Instant {
-    at.checked_add(d).unwrap_or(at)
+/// `at + d`, saturating: when that overflows (never for the bounded durations of the
+/// config), the latest instant within a factor 2 of it that the platform can hold.
+pub fn later(at: Instant, d: Duration) -> Instant {
+    let mut d = d;
+    loop {
+        if let Some(t) = at.checked_add(d) {
+            return t;
+        }
+        d /= 2;
+    }
 }
 
 impl Bans {
-    /// Whether some ban may be in force: when not, a request need not look.
+    /// Whether some ban may be in force at `now`: when not, a request need not look.
+    /// No ban held costs one atomic load; bans held that have all ended, two more (and
+    /// no lock), though their entries are swept only when looked up or crowded out.
     #[inline]
-    pub fn may_hold(&self) -> bool {
-        self.held.load(Ordering::Relaxed) > 0
+    pub fn may_hold(&self, now: Instant) -> bool {
+        if self.held.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let latest = self.latest.load(Ordering::Relaxed);
+        let Some(epoch) = self.epoch.get() else {
+            return false;
+        };
+        now < later(*epoch, Duration::from_nanos(latest))
+    }
+
+    /// Notes that a ban held here runs until `until`.
+    fn runs_until(&self, until: Instant) {
+        let epoch = *self.epoch.get_or_init(|| until);
+        let after = until.saturating_duration_since(epoch).as_nanos();
+        let after = u64::try_from(after).unwrap_or(u64::MAX).max(1);
+        self.latest.fetch_max(after, Ordering::Relaxed);
     }
 
     fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
@@ -160,7 +190,7 @@ impl Bans {
 
     /// `key`'s standing at `now`; an expired ban is forgotten.
     pub fn standing(&self, key: &[u8], now: Instant) -> Standing {
-        if !self.may_hold() {
+        if !self.may_hold(now) {
             return Standing::Clear;
         }
         let mut shard = self.shard(key);
@@ -238,6 +268,7 @@ impl Bans {
         if let Some(entry) = shard.bans.get_mut(key) {
             entry.until = until;
             entry.trust_until = trust;
+            self.runs_until(until);
             return;
         }
         let entry = Entry {
@@ -250,13 +281,39 @@ impl Bans {
         self.insert_ban(&mut shard, key, entry, now);
     }
 
-    /// Redis says `key` is not banned: a copy held here (of a Redis zone) goes.
-    pub fn unlearn(&self, key: &[u8]) {
-        if !self.may_hold() {
+    /// Redis says `key` is not banned, in answer to a call issued at `asked`: a copy
+    /// held here (of a Redis zone) goes if it was already due for a check then. A copy
+    /// trusted past `asked` is newer than the answer (a ban imposed here meanwhile, whose
+    /// write may not have reached Redis yet) and stays.
+    pub fn unlearn(&self, key: &[u8], asked: Instant) {
+        if !self.may_hold(asked) {
             return;
         }
         let mut shard = self.shard(key);
-        if shard.bans.get(key).is_some_and(|e| e.trust_until.is_some()) {
+        let due = |e: &Entry| e.trust_until.is_some_and(|trust| trust <= asked);
+        if shard.bans.get(key).is_some_and(due) {
+            self.remove_ban(&mut shard, key);
+        }
+    }
+
+    /// Redis could not be asked about `key` at `now`: a copy held here (of a Redis
+    /// zone) answers alone for `recheck` more, so that a banned key's requests do not
+    /// each wait for Redis's timeout while it is down.
+    pub fn trust_again(&self, key: &[u8], now: Instant, recheck: Duration) {
+        let mut shard = self.shard(key);
+        if let Some(entry) = shard.bans.get_mut(key) {
+            if entry.trust_until.is_some() {
+                entry.trust_until = Some(later(now, recheck));
+            }
+        }
+    }
+
+    /// Redis refused the ban imposed here at `since` (lifted meanwhile, see
+    /// `set_ban.lua`): this instance's copy goes too.
+    pub fn withdraw(&self, key: &[u8], since: Instant) {
+        let mut shard = self.shard(key);
+        let ours = |e: &Entry| e.since == since && e.trust_until.is_some();
+        if shard.bans.get(key).is_some_and(ours) {
             self.remove_ban(&mut shard, key);
         }
     }
@@ -299,7 +356,7 @@ impl Bans {
 
     /// Bans in force at `now` (`tollgate_bans`).
     pub fn in_force(&self, now: Instant) -> usize {
-        if !self.may_hold() {
+        if !self.may_hold(now) {
             return 0;
         }
         self.shards
@@ -341,6 +398,7 @@ impl Bans {
 
     /// Holds `entry` for `key`, making room first when the shard is full.
     fn insert_ban(&self, shard: &mut Shard, key: &[u8], entry: Entry, now: Instant) {
+        self.runs_until(entry.until);
         if let Some(old) = shard.bans.get_mut(key) {
             *old = entry;
             return;

@@ -5,13 +5,16 @@
 //!
 //! Only a location that lists a zone with `ban` looks at that zone's bans: a location
 //! without one pays nothing (the pipeline does not call [`decide`] for it). Where it
-//! looks, a zone without bans in force costs an atomic load, no key is rendered.
+//! looks, a zone without bans in force costs one to three atomic loads (see
+//! [`Bans::may_hold`](super::bans::Bans::may_hold)), no key is rendered.
 //!
 //! A Redis zone's bans live in Redis (one key with a TTL, see `redis::ban_key`); the
 //! table here holds a copy that answers alone for [`RECHECK`] at most, then the next
 //! request's script call asks Redis again, so a ban lifted on another instance ends here
-//! within [`RECHECK`]. Strikes are counted per instance: the first instance to count
-//! `after` rejections bans the key everywhere.
+//! within [`RECHECK`]; a remembered rejection of the key hides a ban imposed elsewhere for
+//! no longer either. Strikes are counted per instance: the first instance to count
+//! `after` rejections bans the key everywhere (a second one learns that ban, see
+//! `redis::share_ban`).
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -76,7 +79,7 @@ fn with_key<T>(
 fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
     rules.iter().enumerate().find_map(|(index, rule)| {
         let ban = rule.ban.as_ref()?;
-        if !rule.zone.bans.may_hold() {
+        if !rule.zone.bans.may_hold(arrival.now) {
             return None;
         }
         with_key(rule, arrival, |key| {
@@ -145,6 +148,6 @@ fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival
         "key banned"
     );
     if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
-        super::redis::share_ban(backend, &zone.name, key, entry, arrival);
+        super::redis::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
     }
 }

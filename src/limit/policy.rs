@@ -202,7 +202,7 @@ impl ZoneCall<'_> {
                 Err(spent) => return spent,
             }
         }
-        if let Some(left) = zone.rejections.remaining(self.key, zone_now) {
+        if let Some(left) = self.remembered(zone_now) {
             return Decision {
                 verdict: Verdict::Reject { retry_after: left },
                 remaining: 0,

@@ -15,8 +15,10 @@ mod lease;
 mod rejections;
 mod scripts;
 
-pub use backend::{Backend, Call, Failure, Settings, StoredBan};
-pub use bans::{ban_key, parse_ban_key, share_ban, BAN_PREFIX};
+pub use backend::{Backend, Call, Failure, SetBan, Settings, StoredBan, StoredBans};
+pub use bans::{
+    ban_key, ban_key_of, parse_ban_key, share_ban, zone_ban_prefix, BAN_PREFIX, MIN_TOMBSTONE,
+};
 pub use heartbeat::{Announcement, Fleet};
 pub use lease::{Fetch, First, Leases};
 // `Instances` is below, beside `ZoneSettings`.

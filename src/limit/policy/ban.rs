@@ -5,15 +5,32 @@
 use super::super::bans::Ban;
 use super::super::outcome::Outcome;
 use super::super::penalty::{self, RECHECK};
-use super::super::redis::{ban_key, Backend, BanOr, Call, Failure};
+use super::super::redis::{ban_key_of, Backend, BanOr, Call, Failure};
 use super::super::{Arrival, Decision, Verdict};
 use super::ZoneCall;
 
+/// [`RECHECK`] in nanoseconds.
+const RECHECK_NS: u64 = RECHECK.as_nanos() as u64;
+
 impl ZoneCall<'_> {
+    /// The time left of a rejection Redis told of, that answers without asking Redis.
+    /// For an item with a `ban`, only one told of within [`RECHECK`]: a ban imposed on
+    /// another instance is then seen here within [`RECHECK`] too, not hidden behind a
+    /// long remembered rejection (answered 429 and struck again here).
+    pub(super) fn remembered(&self, zone_now: u64) -> Option<u64> {
+        let rejections = &self.rule.zone.rejections;
+        match self.rule.ban {
+            Some(_) => rejections.remaining_within(self.key, zone_now, RECHECK_NS),
+            None => rejections.remaining(self.key, zone_now),
+        }
+    }
+
     /// Redis's answer for `call`, ban first. A ban sets `outcome.banned` and comes back
     /// as a rejection with no `retry_after`, so that the rejection memory keeps nothing
     /// (the ban's copy in the zone's table answers instead, and is checked again after
-    /// `RECHECK`). When Redis cannot answer, a ban held here still holds.
+    /// `RECHECK`). A "not banned" answer drops only a copy that was already due for a
+    /// check when the call was issued (not one imposed meanwhile). When Redis cannot
+    /// answer, a ban held here still holds, trusted for `RECHECK` more.
     pub(super) async fn decide_banned(
         &self,
         backend: &Backend,
@@ -23,13 +40,13 @@ impl ZoneCall<'_> {
         outcome: &mut Outcome,
     ) -> Result<Decision, Failure> {
         let bans = &self.rule.zone.bans;
-        let ban_key = ban_key(&self.rule.zone.name, self.key);
+        let ban_key = ban_key_of(&call.key, &self.rule.zone.name, self.key);
         let answer = backend
             .decide_banned(call, &ban_key, arrival.now, arrival.worker)
             .await;
         let left = match answer {
             Ok(BanOr::Decided(decision)) => {
-                bans.unlearn(self.key);
+                bans.unlearn(self.key, arrival.now);
                 return Ok(decision);
             }
             Ok(BanOr::Banned(left)) => {
@@ -41,6 +58,9 @@ impl ZoneCall<'_> {
                 let Some(entry) = bans.get(self.key, arrival.now) else {
                     return Err(failure);
                 };
+                // Answered alone again for a while: the key's next requests do not each
+                // wait for Redis's timeout.
+                bans.trust_again(self.key, arrival.now, RECHECK);
                 outcome.redis_failures.push((self.index, failure));
                 entry.until - arrival.now
             }

@@ -15,7 +15,7 @@ use super::scripts::{Mode, Reply, Scripts, TimeSource};
 
 // The penalty box's calls (`limit::penalty`): they use this module's connections.
 mod ban_calls;
-pub use ban_calls::StoredBan;
+pub use ban_calls::{SetBan, StoredBan, StoredBans};
 
 /// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +178,8 @@ impl Backend {
             client_tls: None,
             root_cert: settings.ca.clone(),
         };
+        // The ban keys' hash tags, made here rather than by a request.
+        super::bans::prepare_tags();
         let target = if settings.cluster {
             let nodes = settings.urls.iter().map(String::as_str);
             let mut builder = ClusterClient::builder(nodes);

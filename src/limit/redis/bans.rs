@@ -1,38 +1,60 @@
-//! A Redis zone's bans in Redis: one key per ban, `tollgate:ban:{TAG}:<zone>:<key>`,
+//! A Redis zone's bans in Redis: one key per ban, `tollgate-ban:<zone>:{TAG}:<key>`,
 //! with a TTL (PX) equal to the time left and a value that says why (see `set_ban.lua`).
+//! The prefix is one no zone's state key (`tollgate:<zone>:<key>`) can have, whatever
+//! the zone's name, so no client's key can write or read a ban. A lifted ban leaves a
+//! short tombstone (`lift_ban.lua`), so that a ban imposed before the lift whose write
+//! lands after it is refused (a ban imposed again within that moment is refused too).
 //!
 //! The decision script reads a key's ban key in the same call (`ban.lua`), and Redis
 //! Cluster runs a script only on keys of one hash slot. The decision key
 //! (`tollgate:<zone>:<key>`) goes wherever its bytes hash; the ban key follows it
-//! through its hash tag `{TAG}`: a short string, taken from a table made once, whose
-//! slot is the decision key's slot. On one server the tag changes nothing.
+//! through its hash tag `{TAG}`: a short string, taken from a table made when the
+//! backend is (never on a request), whose slot is the decision key's slot. On one server
+//! the tag changes nothing.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use super::super::bans::Entry;
+use super::super::bans::{Bans, Entry};
 use super::super::Arrival;
-use super::{redis_key, Backend};
+use super::{redis_key, Backend, SetBan};
 
-/// What every ban key starts with (the admin API scans for it).
-pub const BAN_PREFIX: &[u8] = b"tollgate:ban:";
+/// What every ban key starts with.
+pub const BAN_PREFIX: &[u8] = b"tollgate-ban:";
+
+/// The least time a lifted ban's tombstone refuses a write of a ban (it lasts twice the
+/// `[redis]` timeout if longer): a write is late by at most the timeout.
+pub const MIN_TOMBSTONE: Duration = Duration::from_secs(1);
 
 /// Redis Cluster's hash slots.
 const SLOTS: usize = 16_384;
 
-/// The CRC16 (XMODEM) Redis Cluster hashes keys with.
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
+/// The CRC16 (XMODEM) table: `CRC_TABLE[b]` is the CRC of the byte `b`.
+const CRC_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[byte] = crc;
+        byte += 1;
     }
-    crc
+    table
+};
+
+/// The CRC16 (XMODEM) Redis Cluster hashes keys with, a byte at a time.
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &byte| {
+        (crc << 8) ^ CRC_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
+    })
 }
 
 /// The hash slot of `key`: of its hash tag (the bytes between the first `{` and the next
@@ -46,10 +68,17 @@ pub fn slot_of(key: &[u8]) -> u16 {
     crc16(tag.unwrap_or(key)) % SLOTS as u16
 }
 
+static TAGS: OnceLock<Box<[[u8; 4]]>> = OnceLock::new();
+
+/// Makes the tag table now (about 240,000 CRCs of at most 4 bytes, a few ms), so that no
+/// request makes it: called when a backend is made.
+pub fn prepare_tags() {
+    tags();
+}
+
 /// A hash tag per slot: `TAGS[s]` is a string of 1 to 4 letters and digits whose slot is
-/// `s`. Made once (about 250,000 CRCs), 64 KiB.
+/// `s`. Made once, 64 KiB.
 fn tags() -> &'static [[u8; 4]] {
-    static TAGS: OnceLock<Box<[[u8; 4]]>> = OnceLock::new();
     TAGS.get_or_init(|| {
         const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
         let mut tags = vec![[0u8; 4]; SLOTS];
@@ -62,8 +91,7 @@ fn tags() -> &'static [[u8; 4]] {
                     *byte = ALPHABET[n % ALPHABET.len()];
                     n /= ALPHABET.len();
                 }
-                let slot = usize::from(crc16(&tag[..len]));
-                let slot = slot % SLOTS;
+                let slot = usize::from(crc16(&tag[..len])) % SLOTS;
                 if tags[slot][0] == 0 {
                     tags[slot] = tag;
                     left -= 1;
@@ -84,51 +112,79 @@ fn tag_of(slot: u16) -> &'static [u8] {
     &tag[..len]
 }
 
-/// The Redis key of `key`'s ban in zone `zone`: `tollgate:ban:{TAG}:<zone>:<key>`, in
-/// the slot of the decision key [`redis_key`]`(zone, key)`.
-pub fn ban_key(zone: &str, key: &[u8]) -> Vec<u8> {
-    let slot = slot_of(&redis_key(zone, key));
-    let tag = tag_of(slot);
-    let mut out = Vec::with_capacity(BAN_PREFIX.len() + tag.len() + zone.len() + key.len() + 4);
+/// What every ban key of zone `zone` starts with: `tollgate-ban:<zone>:` (zone names
+/// hold no `:`, `{`, or glob character, so it is also a `SCAN` pattern's prefix).
+pub fn zone_ban_prefix(zone: &str) -> Vec<u8> {
+    [BAN_PREFIX, zone.as_bytes(), b":"].concat()
+}
+
+/// The Redis key of `key`'s ban in zone `zone`, whose decision key is `call_key`
+/// ([`redis_key`]`(zone, key)`, already made for the call): in its slot.
+pub fn ban_key_of(call_key: &[u8], zone: &str, key: &[u8]) -> Vec<u8> {
+    let tag = tag_of(slot_of(call_key));
+    let mut out = Vec::with_capacity(BAN_PREFIX.len() + zone.len() + tag.len() + key.len() + 4);
     out.extend_from_slice(BAN_PREFIX);
-    out.push(b'{');
+    out.extend_from_slice(zone.as_bytes());
+    out.extend_from_slice(b":{");
     out.extend_from_slice(tag);
     out.extend_from_slice(b"}:");
-    out.extend_from_slice(zone.as_bytes());
-    out.push(b':');
     out.extend_from_slice(key);
     out
 }
 
-/// The zone and key a ban key names (zone names hold no `:`).
+/// The Redis key of `key`'s ban in zone `zone`: `tollgate-ban:<zone>:{TAG}:<key>`, in
+/// the slot of the decision key [`redis_key`]`(zone, key)`.
+pub fn ban_key(zone: &str, key: &[u8]) -> Vec<u8> {
+    ban_key_of(&redis_key(zone, key), zone, key)
+}
+
+/// The zone and key a ban key names.
 pub fn parse_ban_key(ban_key: &[u8]) -> Option<(&str, &[u8])> {
     let rest = ban_key.strip_prefix(BAN_PREFIX)?;
-    let close = rest.iter().position(|&b| b == b'}')?;
-    let rest = rest.get(close + 1..)?.strip_prefix(b":")?;
     let colon = rest.iter().position(|&b| b == b':')?;
     let zone = std::str::from_utf8(&rest[..colon]).ok()?;
-    Some((zone, &rest[colon + 1..]))
+    let rest = rest[colon + 1..].strip_prefix(b"{")?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let key = rest.get(close + 1..)?.strip_prefix(b":")?;
+    Some((zone, key))
 }
 
 /// Writes a ban just imposed here to Redis, in the background (the answer does not wait
-/// for it). If it fails, the ban holds here and is forgotten at the next check
-/// against Redis.
+/// for it). A ban Redis holds already (imposed by another instance) is kept as it is,
+/// and its time left is learnt here; a ban refused by a lift's tombstone is withdrawn
+/// here too. If the write fails, the ban holds here and is forgotten at the
+/// next check against Redis.
 pub fn share_ban(
     backend: &Arc<Backend>,
     zone: &str,
+    bans: &Arc<Bans>,
     key: &[u8],
     entry: &Entry,
     arrival: &Arrival<'_>,
 ) {
-    let backend = Arc::clone(backend);
+    let (backend, bans) = (Arc::clone(backend), Arc::clone(bans));
     let ban_key = ban_key(zone, key);
+    let key: Box<[u8]> = key.into();
+    let entry = *entry;
     let within_ms = u64::try_from(entry.within.as_millis()).unwrap_or(u64::MAX);
     let for_ms = u64::try_from((entry.until - entry.since).as_millis()).unwrap_or(u64::MAX);
     let why = [u64::from(entry.strikes), within_ms];
     let (now, worker) = (arrival.now, arrival.worker);
     tokio::spawn(async move {
-        if let Err(failure) = backend.set_ban(&ban_key, why, for_ms, now, worker).await {
-            tracing::warn!(failure = failure.label(), "cannot write a ban to Redis");
+        let written = backend.set_ban(&ban_key, why, for_ms, now, worker);
+        match written.await {
+            Ok(SetBan::Written) => {}
+            Ok(SetBan::Held(left_ms)) => {
+                let recheck = entry
+                    .trust_until
+                    .map_or(Duration::ZERO, |t| t - entry.since);
+                let left = Duration::from_millis(left_ms);
+                bans.learn(&key, now, left, recheck);
+            }
+            Ok(SetBan::Lifted) => bans.withdraw(&key, entry.since),
+            Err(failure) => {
+                tracing::warn!(failure = failure.label(), "cannot write a ban to Redis");
+            }
         }
     });
 }
@@ -169,9 +225,19 @@ mod tests {
         for key in [&b"\x0a\x00\x00\x01"[..], b"k:1", b"{x}y", b"", b"}{"] {
             let ban = ban_key("per_ip", key);
             assert_eq!(slot_of(&ban), slot_of(&redis_key("per_ip", key)));
-            assert!(ban.starts_with(BAN_PREFIX));
+            assert!(ban.starts_with(&zone_ban_prefix("per_ip")));
             assert_eq!(parse_ban_key(&ban), Some(("per_ip", key)));
         }
         assert_eq!(parse_ban_key(b"tollgate:per_ip:k"), None);
+    }
+
+    #[test]
+    fn no_zone_key_can_be_a_ban_key() {
+        // A zone named `ban` (or anything a zone name may be) whose key a client picks.
+        for zone in ["ban", "tollgate-ban", "a-b_c9"] {
+            let state = redis_key(zone, b"{x}per_ip:\x0a\x00\x00\x01");
+            assert!(!state.starts_with(BAN_PREFIX), "{state:?}");
+            assert!(parse_ban_key(&state).is_none());
+        }
     }
 }

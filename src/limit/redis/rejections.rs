@@ -10,11 +10,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Rejections an instance remembers, so that a flood from one key costs Redis nothing
-/// after its first rejection: key → the zone-clock nanosecond it may conform again.
-/// Bounded: when full, expired entries go, and if none has expired, all of them.
+/// after its first rejection: key → the zone-clock nanosecond it may conform again (and
+/// when Redis said so). Bounded: when full, expired entries go, and if none has expired,
+/// all of them.
 #[derive(Default)]
 pub struct Rejections {
-    until: Mutex<HashMap<Box<[u8]>, u64>>,
+    until: Mutex<HashMap<Box<[u8]>, Remembered>>,
+}
+
+#[derive(Clone, Copy)]
+struct Remembered {
+    until: u64,
+    at: u64,
 }
 
 /// Keys a zone remembers rejections for.
@@ -24,9 +31,16 @@ impl Rejections {
     /// When `key` was rejected before and may not pass yet at `now`: the nanoseconds
     /// left.
     pub fn remaining(&self, key: &[u8], now: u64) -> Option<u64> {
+        self.remaining_within(key, now, u64::MAX)
+    }
+
+    /// [`Rejections::remaining`], for a rejection Redis told of less than `fresh_for`
+    /// ns before `now`; an older one is forgotten, so that Redis is asked again (an item
+    /// with a `ban` asks at least that often: a ban imposed elsewhere is then seen).
+    pub fn remaining_within(&self, key: &[u8], now: u64, fresh_for: u64) -> Option<u64> {
         let mut until = lock(&self.until);
         match until.get(key) {
-            Some(&at) if at > now => Some(at - now),
+            Some(r) if r.until > now && now < r.at.saturating_add(fresh_for) => Some(r.until - now),
             Some(_) => {
                 until.remove(key);
                 None
@@ -44,12 +58,18 @@ impl Rejections {
     pub fn remember(&self, key: &[u8], until_ns: u64, now: u64) {
         let mut until = lock(&self.until);
         if until.len() >= REMEMBERED {
-            until.retain(|_, at| *at > now);
+            until.retain(|_, r| r.until > now);
             if until.len() >= REMEMBERED {
                 until.clear();
             }
         }
-        until.insert(key.into(), until_ns);
+        until.insert(
+            key.into(),
+            Remembered {
+                until: until_ns,
+                at: now,
+            },
+        );
     }
 }
 
@@ -70,5 +90,14 @@ mod tests {
         r.remember(b"new", 2_000, 20);
         assert_eq!(r.remaining(b"new", 20), Some(1_980));
         assert_eq!(lock(&r.until).len(), 1, "the expired ones made room");
+    }
+
+    #[test]
+    fn a_rejection_older_than_asked_is_forgotten() {
+        let r = Rejections::default();
+        r.remember(b"k", 60_000, 1_000);
+        assert_eq!(r.remaining_within(b"k", 1_500, 1_000), Some(58_500));
+        assert_eq!(r.remaining_within(b"k", 2_000, 1_000), None);
+        assert_eq!(r.remaining(b"k", 2_000), None, "forgotten");
     }
 }

@@ -28,7 +28,7 @@ fn secs(s: u64) -> Duration {
 #[test]
 fn the_nth_strike_within_the_window_bans_for_the_duration() {
     let (bans, t0, rule) = (Bans::default(), t0(), ban(3, 60, 900));
-    assert!(!bans.may_hold());
+    assert!(!bans.may_hold(t0));
     assert_eq!(bans.strike(b"k", t0, &rule, None), None);
     assert_eq!(bans.strike(b"k", t0 + secs(10), &rule, None), None);
     assert_eq!(bans.standing(b"k", t0 + secs(10)), Standing::Clear);
@@ -66,7 +66,7 @@ fn a_ban_expires_and_is_then_forgotten() {
         Standing::Banned(_)
     ));
     assert_eq!(bans.standing(b"k", t0 + secs(2)), Standing::Clear);
-    assert!(!bans.may_hold(), "the expired entry was swept");
+    assert!(!bans.may_hold(t0 + secs(2)), "the expired entry was swept");
     assert_eq!(bans.in_force(t0 + secs(2)), 0);
     assert_eq!(bans.imposed(), 1);
 }
@@ -105,16 +105,81 @@ fn a_redis_copy_is_trusted_for_the_recheck_interval_then_asked_again() {
     );
     let kept = bans.get(b"k", t0 + secs(1)).expect("held");
     assert_eq!(kept.strikes, 1, "a ban learned again keeps its reason");
-    bans.unlearn(b"k");
-    assert_eq!(bans.standing(b"k", t0 + secs(1)), Standing::Clear);
+    // "Not banned", asked while the copy was trusted: it stays; asked once due, it goes.
+    bans.unlearn(b"k", t0 + secs(1));
+    assert!(bans.get(b"k", t0 + secs(1)).is_some());
+    bans.unlearn(b"k", t0 + secs(2));
+    assert_eq!(bans.standing(b"k", t0 + secs(2)), Standing::Clear);
+}
+
+#[test]
+fn a_stale_not_banned_answer_keeps_a_ban_imposed_after_its_call() {
+    let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 900));
+    // A call issued at t0 is answered "not banned" after the strike at t0 + 10ms banned.
+    let later = t0 + Duration::from_millis(10);
+    bans.strike(b"k", later, &rule, Some(secs(1)))
+        .expect("banned");
+    bans.unlearn(b"k", t0);
+    assert_eq!(bans.standing(b"k", later), Standing::Banned(secs(900)));
 }
 
 #[test]
 fn unlearning_leaves_a_local_zones_ban_alone() {
     let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 900));
     bans.strike(b"k", t0, &rule, None).expect("banned");
-    bans.unlearn(b"k");
+    bans.unlearn(b"k", t0 + secs(5));
     assert!(matches!(bans.standing(b"k", t0), Standing::Banned(_)));
+}
+
+#[test]
+fn a_copy_is_trusted_again_while_redis_cannot_answer() {
+    let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 900));
+    bans.strike(b"k", t0, &rule, Some(secs(1))).expect("banned");
+    assert!(matches!(
+        bans.standing(b"k", t0 + secs(2)),
+        Standing::Recheck(_)
+    ));
+    bans.trust_again(b"k", t0 + secs(2), secs(1));
+    assert_eq!(
+        bans.standing(b"k", t0 + secs(2)),
+        Standing::Banned(secs(898))
+    );
+    assert!(matches!(
+        bans.standing(b"k", t0 + secs(3)),
+        Standing::Recheck(_)
+    ));
+}
+
+#[test]
+fn a_copy_redis_refused_is_withdrawn_but_not_a_newer_one() {
+    let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 900));
+    let entry = bans.strike(b"k", t0, &rule, Some(secs(1))).expect("banned");
+    bans.withdraw(b"k", t0 + secs(1));
+    assert!(bans.get(b"k", t0).is_some(), "another ban's refusal");
+    bans.withdraw(b"k", entry.since);
+    assert_eq!(bans.get(b"k", t0), None);
+}
+
+#[test]
+fn bans_that_have_all_ended_are_skipped_without_a_lookup() {
+    let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 2));
+    bans.strike(b"a", t0, &rule, None).expect("banned");
+    bans.strike(b"b", t0 + secs(1), &rule, None)
+        .expect("banned");
+    assert!(bans.may_hold(t0 + secs(2)), "b's ban runs until t0 + 3s");
+    assert!(
+        !bans.may_hold(t0 + secs(3)),
+        "both ended, neither looked up"
+    );
+    assert_eq!(bans.usage().held, 2, "their entries wait to be swept");
+    assert_eq!(bans.in_force(t0 + secs(3)), 0);
+}
+
+#[test]
+fn a_time_past_what_an_instant_holds_saturates() {
+    let t0 = t0();
+    assert!(later(t0, Duration::MAX) > t0 + secs(1_000_000));
+    assert_eq!(later(t0, secs(5)), t0 + secs(5));
 }
 
 #[test]

@@ -5,20 +5,21 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
 
+use super::super::bans::MIN_TOMBSTONE;
 use super::super::scripts::{BanOr, TimeSource};
 use super::{Backend, Call, Connection, Failure, Target};
 
-/// The script that imposes a ban (`set_ban.lua`).
+/// The script that imposes a ban (`set_ban.lua`), and the one that lifts it.
 const SET_BAN: &str = include_str!("../set_ban.lua");
+const LIFT_BAN: &str = include_str!("../lift_ban.lua");
 
-/// Keys `SCAN` asks for per step, and the most steps one listing takes.
+/// Keys `SCAN` asks for per step.
 const SCAN_COUNT: usize = 1_000;
-const SCAN_STEPS: usize = 100;
 /// The least time the admin API's calls get: a listing takes several round trips, and
 /// `[redis] timeout` is sized for one decision.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -32,6 +33,25 @@ pub struct StoredBan {
     /// When it was imposed, in milliseconds since 1970 on Redis's clock.
     pub at_ms: u64,
     pub left_ms: u64,
+}
+
+/// One zone's bans as Redis holds them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredBans {
+    pub bans: Vec<StoredBan>,
+    /// Cut short: by the listing's cap, or by its deadline before every key was seen.
+    pub truncated: bool,
+}
+
+/// What Redis did with a ban imposed here (`set_ban.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetBan {
+    /// Written: every instance honours it.
+    Written,
+    /// Not written: Redis holds a ban of the key already, with this many ms left.
+    Held(u64),
+    /// Not written: the key's ban was lifted a moment ago (a write that comes late).
+    Lifted,
 }
 
 impl Backend {
@@ -59,7 +79,8 @@ impl Backend {
         .await
     }
 
-    /// Imposes a ban for every instance: `ban_key` expires after `for_ms`.
+    /// Imposes a ban for every instance: `ban_key` expires after `for_ms`, unless a ban
+    /// or a lift's tombstone is there already.
     pub async fn set_ban(
         &self,
         ban_key: &[u8],
@@ -67,68 +88,91 @@ impl Backend {
         for_ms: u64,
         now: Instant,
         worker: usize,
-    ) -> Result<(), Failure> {
+    ) -> Result<SetBan, Failure> {
         self.within_timeout(async {
             let mut conn = self.connection(worker, now).await?;
             static SCRIPT: OnceLock<Script> = OnceLock::new();
             let script = SCRIPT.get_or_init(|| Script::new(SET_BAN));
             let mut call = script.prepare_invoke();
             call.key(ban_key).arg(why[0]).arg(why[1]).arg(for_ms.max(1));
-            let _: i64 = call
+            let reply: i64 = call
                 .invoke_async(&mut conn)
                 .await
                 .map_err(|err| Failure::of(&err))?;
-            Ok(())
+            Ok(match reply {
+                0 => SetBan::Written,
+                ..0 => SetBan::Lifted,
+                left_ms => SetBan::Held(left_ms.unsigned_abs()),
+            })
         })
         .await
     }
 
-    /// Every ban key under `prefix` (at most `limit`), with its value and time left:
-    /// a bounded `SCAN` of the server, or of each primary of a cluster. Takes at most the
-    /// longer of `timeout` and [`ADMIN_TIMEOUT`].
-    pub async fn scan_bans(&self, prefix: &[u8], limit: usize) -> Result<Vec<StoredBan>, Failure> {
-        self.within_admin_timeout(async {
+    /// Every ban key of each of `prefixes` (one a zone, at most `limit` a zone), with its
+    /// value and time left: a `SCAN` to its end of the server, or of each primary of a
+    /// cluster, until the longer of `timeout` and [`ADMIN_TIMEOUT`] has passed; a zone
+    /// whose scan was cut short says so. Fails when Redis answers no `SCAN` at all.
+    pub async fn scan_bans(
+        &self,
+        prefixes: &[Vec<u8>],
+        limit: usize,
+    ) -> Result<Vec<StoredBans>, Failure> {
+        let mut listed = vec![StoredBans::default(); prefixes.len()];
+        let (mut done, mut answered) = (0, false);
+        let scan = async {
             let mut conn = self.admin_connection().await?;
-            let pattern = [prefix, b"*"].concat();
             let nodes = match &mut conn {
                 Connection::Single(_) => vec![None],
                 Connection::Cluster(cluster) => {
                     primaries(cluster).await?.into_iter().map(Some).collect()
                 }
             };
-            let mut found = Vec::new();
-            for node in nodes {
-                let mut cursor = 0u64;
-                for _ in 0..SCAN_STEPS {
-                    let step = scan_step(&mut conn, node.as_ref(), cursor, &pattern);
-                    let (next, mut keys) = step.await?;
-                    keys.truncate(limit.saturating_sub(found.len()));
-                    found.extend(read(&mut conn, keys).await?);
-                    cursor = next;
-                    if cursor == 0 || found.len() >= limit {
+            for (prefix, zone) in prefixes.iter().zip(listed.iter_mut()) {
+                for node in &nodes {
+                    let at = node.as_ref();
+                    scan_node(&mut conn, at, prefix, limit, zone, &mut answered).await?;
+                    if zone.truncated {
                         break;
                     }
                 }
+                done += 1;
             }
-            Ok(found)
-        })
-        .await
+            Ok(())
+        };
+        let timeout = self.settings.timeout.max(ADMIN_TIMEOUT);
+        match tokio::time::timeout(timeout, scan).await {
+            Ok(Ok(())) => Ok(listed),
+            Ok(Err(failure)) => Err(failure),
+            Err(_) if !answered => Err(Failure::Timeout),
+            Err(_) => {
+                for zone in &mut listed[done..] {
+                    zone.truncated = true;
+                }
+                Ok(listed)
+            }
+        }
     }
 
-    /// Deletes `ban_key`: whether it was there.
+    /// Lifts the ban at `ban_key` for every instance, leaving a tombstone for twice the
+    /// `[redis]` timeout (at least [`MIN_TOMBSTONE`], `lift_ban.lua`), longer than a
+    /// write of a ban imposed before the lift can be late: whether there was a ban.
     pub async fn delete_ban(&self, ban_key: &[u8]) -> Result<bool, Failure> {
         self.within_admin_timeout(async {
             let mut conn = self.admin_connection().await?;
-            let deleted: i64 = redis::cmd("DEL")
-                .arg(ban_key)
-                .query_async(&mut conn)
+            static SCRIPT: OnceLock<Script> = OnceLock::new();
+            let script = SCRIPT.get_or_init(|| Script::new(LIFT_BAN));
+            let tombstone = self.settings.timeout.saturating_mul(2).max(MIN_TOMBSTONE);
+            let tombstone_ms = u64::try_from(tombstone.as_millis()).unwrap_or(u64::MAX);
+            let mut call = script.prepare_invoke();
+            call.key(ban_key).arg(tombstone_ms);
+            let lifted: i64 = call
+                .invoke_async(&mut conn)
                 .await
                 .map_err(|err| Failure::of(&err))?;
-            Ok(deleted > 0)
+            Ok(lifted > 0)
         })
         .await
     }
-
     async fn within_admin_timeout<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, Failure>>,
@@ -179,6 +223,36 @@ async fn primaries(conn: &mut ClusterConnection) -> Result<Vec<RoutingInfo>, Fai
     Ok(primaries.collect())
 }
 
+/// Scans `node` (of a cluster; `None`: the one server) for keys under `prefix` to the
+/// end, adding their bans to `zone` until it holds `limit` (then it is truncated).
+/// `answered` is set once a step is answered.
+async fn scan_node(
+    conn: &mut Connection,
+    node: Option<&RoutingInfo>,
+    prefix: &[u8],
+    limit: usize,
+    zone: &mut StoredBans,
+    answered: &mut bool,
+) -> Result<(), Failure> {
+    let pattern = [prefix, b"*"].concat();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys) = scan_step(conn, node, cursor, &pattern).await?;
+        *answered = true;
+        let mut bans = read(conn, node, keys).await?;
+        let room = limit.saturating_sub(zone.bans.len());
+        if bans.len() > room {
+            bans.truncate(room);
+            zone.truncated = true;
+        }
+        zone.bans.extend(bans);
+        cursor = next;
+        if cursor == 0 || zone.truncated {
+            return Ok(());
+        }
+    }
+}
+
 /// One `SCAN` step from `cursor`, on the node `at` of a cluster.
 async fn scan_step(
     conn: &mut Connection,
@@ -200,51 +274,56 @@ async fn scan_step(
     redis::from_redis_value(reply).map_err(|_| Failure::Reply)
 }
 
-/// The values and times left of `keys` (one pipeline on one server; two commands a key
-/// on a cluster, whose keys lie on several nodes); those that went meanwhile, or are not
-/// bans, are left out.
-async fn read(conn: &mut Connection, keys: Vec<Vec<u8>>) -> Result<Vec<StoredBan>, Failure> {
+/// The values and times left of `keys`, all on the node `at` (`None`: the one server):
+/// one pipeline. Those that went meanwhile, or are not bans (a tombstone, or anything
+/// else: a value of another type is an error reply for that key only), are left out.
+async fn read(
+    conn: &mut Connection,
+    at: Option<&RoutingInfo>,
+    keys: Vec<Vec<u8>>,
+) -> Result<Vec<StoredBan>, Failure> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let replies: Vec<(Option<String>, i64)> = match conn {
-        Connection::Single(_) => {
-            let mut pipe = redis::pipe();
-            for key in &keys {
-                pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
-            }
-            let replies = pipe.query_async(conn).await;
-            replies.map_err(|err| Failure::of(&err))?
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+    }
+    let count = pipe.len();
+    let replies = match (conn, at) {
+        (Connection::Cluster(conn), Some(RoutingInfo::SingleNode(node))) => {
+            conn.route_pipeline(pipe, 0, count, node.clone()).await
         }
-        Connection::Cluster(_) => {
-            let mut replies = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let value = redis::cmd("GET").arg(key).query_async(conn).await;
-                let left = redis::cmd("PTTL").arg(key).query_async(conn).await;
-                let fail = |err: redis::RedisError| Failure::of(&err);
-                replies.push((value.map_err(fail)?, left.map_err(fail)?));
-            }
-            replies
-        }
+        (conn, _) => conn.req_packed_commands(&pipe, 0, count).await,
     };
-    let read = keys
-        .into_iter()
-        .zip(replies)
-        .filter_map(|(key, (value, left_ms))| {
-            let (value, left_ms) = (value?, u64::try_from(left_ms).ok()?);
-            let mut numbers = value.split(' ').map(str::parse::<u64>);
-            let (Some(Ok(strikes)), Some(Ok(within_ms)), Some(Ok(at_ms))) =
-                (numbers.next(), numbers.next(), numbers.next())
-            else {
-                return None;
-            };
-            Some(StoredBan {
-                key,
-                strikes,
-                within_ms,
-                at_ms,
-                left_ms,
-            })
-        });
+    let replies = replies.map_err(|err| Failure::of(&err))?;
+    let mut replies = replies.into_iter();
+    let read = keys.into_iter().filter_map(|key| {
+        let (value, left_ms) = (replies.next()?, replies.next()?);
+        let value: String = redis::from_redis_value(value).ok()?;
+        let left_ms: i64 = redis::from_redis_value(left_ms).ok()?;
+        stored(key, &value, left_ms)
+    });
     Ok(read.collect())
+}
+
+/// A ban from its key, its value (`<strikes> <within_ms> <at_ms>`) and its time left.
+fn stored(key: Vec<u8>, value: &str, left_ms: i64) -> Option<StoredBan> {
+    let left_ms = u64::try_from(left_ms).ok()?;
+    let mut numbers = value.split(' ').map(str::parse::<u64>);
+    let (Some(Ok(strikes)), Some(Ok(within_ms)), Some(Ok(at_ms)), None) = (
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+    ) else {
+        return None;
+    };
+    Some(StoredBan {
+        key,
+        strikes,
+        within_ms,
+        at_ms,
+        left_ms,
+    })
 }
