@@ -341,3 +341,22 @@ async fn redis_zones_count_failed_logins_and_declared_costs() {
     }
     assert_eq!(as_client(b, "/api", client).await.status, 429, "in debt");
 }
+
+/// The shipped `gateway.toml`'s demo login form, as the README shows it: five failures,
+/// three refusals, then the ban.
+#[tokio::test]
+async fn the_shipped_demo_login_counts_failures_then_bans() {
+    let _shared = support::shared();
+    let shipped = include_str!("../../gateway.toml")
+        .replace(
+            "listen = [\"127.0.0.1:8080\"]",
+            "listen = [\"127.0.0.1:0\"]",
+        )
+        .replace("access = \"stdout\"", "access = \"off\"");
+    let gw = gateway(&shipped);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(get_text(addr(&gw), "/demo/login").await.status.as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429, 429, 429, 403, 403]);
+}
