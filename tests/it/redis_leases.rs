@@ -341,3 +341,53 @@ async fn two_instances_sharing_a_leased_zone_stay_within_the_limit_plus_their_le
         "{admitted} admitted: far below the limit {limit:.0}"
     );
 }
+
+#[tokio::test]
+async fn a_burst_of_one_key_that_fits_its_budget_is_admitted_whole_with_a_lease() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    // 80 requests at once under a burst of 100: every one fits. Only the key's one fetch
+    // asks for a lease; a waiter it leaves short asks for its own unit, not for 20.
+    let gw = gateway(&config(&redis.url(), "100r/s", 100, 20));
+    let addr = addr(&gw);
+    let tasks: Vec<_> = (0..80)
+        .map(|_| tokio::spawn(async move { get_as(addr, "/", "203.0.113.9").await.status }))
+        .collect();
+    let mut statuses = Vec::new();
+    for task in tasks {
+        statuses.push(task.await.unwrap().as_u16());
+    }
+    let rejected = statuses.iter().filter(|&&status| status != 200).count();
+    assert_eq!(rejected, 0, "{statuses:?}");
+}
+
+#[tokio::test]
+async fn a_lease_taken_under_one_locations_terms_is_not_spent_under_anothers() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let text = config(&redis.url(), "1r/m", 50, 10).replace(
+        "[[location]]\nmatch = \"/\"",
+        "[[location]]\nmatch = \"/strict\"\nreturn = { status = 200 }\n\
+         limit = [{ zone = \"leased\", nodelay = true }]\n[[location]]\nmatch = \"/\"",
+    );
+    let gw = gateway(&text);
+    let addr = addr(&gw);
+    // `/` (burst 50) takes the request and 9 more; `/strict` (burst 0) may not spend them.
+    assert_eq!(get_as(addr, "/wide", "203.0.113.10").await.status, 200);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(
+            get_as(addr, "/strict", "203.0.113.10")
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    assert_eq!(statuses, [429; 10]);
+}
