@@ -232,3 +232,36 @@ async fn heartbeats_do_not_pile_up_across_reloads() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_instance_beating_often_that_stops_does_not_expire_one_beating_seldom() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let client = ::redis::Client::open(redis.url()).unwrap();
+    let conn = &mut client.get_multiplexed_async_connection().await.unwrap();
+    let script = ::redis::Script::new(tollgate::limit::redis::heartbeat::HEARTBEAT);
+    let key = tollgate::limit::redis::heartbeat::instances_key("z");
+    let beat = |id: &str, ttl_ms: u64, at_us: u64| {
+        let mut call = script.prepare_invoke();
+        call.key(&key).arg(id).arg(ttl_ms).arg(at_us);
+        call
+    };
+    let t0 = 1_700_000_000_000_000u64;
+    // `seldom` lasts a minute; `often` lasts 300 ms, beats last and stops.
+    let seen: u64 = beat("seldom", 60_000, t0).invoke_async(conn).await.unwrap();
+    assert_eq!(seen, 1);
+    let seen: u64 = beat("often", 300, t0 + 1_000)
+        .invoke_async(conn)
+        .await
+        .unwrap();
+    assert_eq!(seen, 2);
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(ttl > 50_000, "the set lasts as long as `seldom`: {ttl} ms");
+}
