@@ -321,7 +321,8 @@ async fn two_instances_sharing_a_leased_zone_stay_within_the_limit_plus_their_le
     let (a, b) = (addr(&a), addr(&b));
     let started = Instant::now();
     let until = started + Duration::from_secs(4);
-    let tasks: Vec<_> = [a, b, a, b]
+    // Three clients per instance: their fetches race, and waiters spend or ask.
+    let tasks: Vec<_> = [a, b, a, b, a, b]
         .into_iter()
         .map(|gw| tokio::spawn(admitted_until(gw, "203.0.113.80", until)))
         .collect();
@@ -395,4 +396,55 @@ async fn a_lease_taken_under_one_locations_terms_is_not_spent_under_anothers() {
         );
     }
     assert_eq!(statuses, [429; 10]);
+}
+
+/// How many requests of `client` to `path` are admitted before the first 429.
+async fn admitted_before_429(addr: SocketAddr, path: &str, client: &str) -> u64 {
+    let mut admitted = 0;
+    while get_as(addr, path, client).await.status == 200 {
+        admitted += 1;
+        assert!(admitted <= 1_000, "never rejected");
+    }
+    admitted
+}
+
+#[tokio::test]
+async fn leased_units_go_back_to_redis_when_a_later_zone_rejects_or_the_answer_settles() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    // A key may take 51 units an hour. `/both` adds a local zone of 1 an hour after the
+    // leased one; `/free` charges only 500s (its 200s are given back); `/` is the leased
+    // zone alone, under the same terms.
+    let text = config(&redis.url(), "1r/h", 50, 10).replace(
+        "[[location]]\nmatch = \"/\"",
+        "[zones.tight]\nkey = \"$binary_remote_addr\"\nrate = \"1r/h\"\n\
+         [[location]]\nmatch = \"/both\"\nreturn = { status = 200 }\n\
+         limit = [{ zone = \"leased\", burst = 50, nodelay = true }, \
+                  { zone = \"tight\", nodelay = true }]\n\
+         [[location]]\nmatch = \"/free\"\nreturn = { status = 200 }\n\
+         limit = [{ zone = \"leased\", burst = 50, nodelay = true, count_status = [500] }]\n\
+         [[location]]\nmatch = \"/\"",
+    );
+    let gw = gateway(&text);
+    let addr = addr(&gw);
+    // The first takes the lease (itself and 9); the next 9 spend it and are rejected by
+    // `tight`: their units go back.
+    let mut both = Vec::new();
+    for _ in 0..10 {
+        both.push(get_as(addr, "/both", "203.0.113.11").await.status.as_u16());
+    }
+    assert_eq!(both, [200, 429, 429, 429, 429, 429, 429, 429, 429, 429]);
+    // 20 answers that are not 500: each unit, leased or not, goes back.
+    for _ in 0..20 {
+        assert_eq!(get_as(addr, "/free", "203.0.113.11").await.status, 200);
+    }
+    // The refunds run in the background.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Only the first request's unit is left in Redis (up to a lease the table still
+    // holds after `/free`, which `/` spends: it admits as many).
+    let admitted = admitted_before_429(addr, "/", "203.0.113.11").await;
+    assert_eq!(admitted, 50, "51 an hour, 1 charged");
 }
