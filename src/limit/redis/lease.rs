@@ -161,11 +161,6 @@ impl Leases {
         }
     }
 
-    /// `lease`: the most units a key holds.
-    pub fn most(&self) -> u64 {
-        self.most
-    }
-
     /// The lease of `key` under the terms of `params` (its cost aside).
     fn id(&self, key: &[u8], params: &Params) -> Id {
         let terms = (key, params.rate, params.burst, params.delay);
@@ -240,7 +235,7 @@ impl Leases {
     /// Adds `granted` units Redis charged for `key` under `params` at `now` beside the
     /// request it `admitted` (its remaining units and reset exclude them), to expire
     /// `lifetime` nanoseconds later (at most [`LIFETIME`]), or with the units the lease
-    /// still holds. The key holds at most [`Leases::most`] units.
+    /// still holds. The key holds at most `lease` units.
     pub fn add(
         &self,
         (key, params): (&[u8], &Params),

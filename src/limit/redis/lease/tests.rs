@@ -281,7 +281,7 @@ fn the_table_is_bounded_in_keys_and_bytes_whatever_the_keys() {
     let bytes: usize = (leases.shards.iter())
         .map(|shard| lock(shard).capacity() * ENTRY_BYTES)
         .sum();
-    const { assert!(ENTRY_BYTES <= 80) };
+    const { assert!(ENTRY_BYTES <= 64) };
     assert!(bytes <= 8 << 20, "{bytes} bytes for keys of 2 KiB");
     // Expired leases make room first: a new key then finds its lease.
     add(&leases, b"late", 2, 2 * WINDOW);
