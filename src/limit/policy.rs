@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::decision::{self, LimitRule};
 use super::outcome::{Applied, Outcome};
 use super::redis::{
-    redis_key, Backend, Call, Fetch, First, Leases, Mode, OnError, Reply, ZoneSettings,
+    redis_key, Backend, Call, Failure, Fetch, First, Leases, Mode, OnError, Reply, ZoneSettings,
 };
 use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
@@ -195,11 +195,13 @@ impl ZoneCall<'_> {
         // An item with `ban` leases nothing: each of its calls reads the key's ban too.
         let leases = zone.leases.as_ref().filter(|_| self.rule.ban.is_none());
         // Held until the lease it fetches is in the table: the key's other requests wait.
-        let mut _fetch = None;
+        let mut fetch = None;
         if let Some(leases) = leases {
             match self.leased(leases, backend, zone_now, charged).await {
-                Ok(fetch) => _fetch = fetch,
-                Err(spent) => return spent,
+                First::Spent(decision) => return decision,
+                First::Fetch(own) => fetch = Some(own),
+                First::Ask => {}
+                First::Failed(failure) => return self.failed(failure, backend, arrival, outcome),
             }
         }
         if let Some(left) = self.remembered(zone_now) {
@@ -209,7 +211,9 @@ impl ZoneCall<'_> {
                 reset: left,
             };
         }
-        let call = self.call(leases.map_or(0, Leases::most));
+        // Only the key's one fetch asks for a lease: units others took beyond what the
+        // table can hold would be charged and dropped.
+        let call = self.call(fetch.as_ref().map_or(0, Fetch::want));
         let answer = match &self.rule.ban {
             // The penalty box's path (`policy/ban.rs`): the script reads the ban key too.
             Some(ban) => {
@@ -239,41 +243,51 @@ impl ZoneCall<'_> {
                 }
                 if let (Some(leases), 1..) = (leases, granted) {
                     let window = self.params.rate.period.nanos();
-                    leases.add(self.key, granted, zone_now, window, &decision);
+                    let leased = (self.key, &self.params);
+                    leases.add(leased, granted, zone_now, window, &decision);
                     decision.remaining = decision.remaining.saturating_add(granted);
                 }
                 decision
             }
             Err(failure) => {
-                outcome.redis_failures.push((self.index, failure));
-                self.on_error(backend, arrival, outcome)
+                if let Some(fetch) = fetch.as_mut() {
+                    fetch.failed(failure);
+                }
+                self.failed(failure, backend, arrival, outcome)
             }
         }
     }
 
-    /// A leased zone's first step: the decision of leased units (`Err`), or on to Redis,
-    /// maybe as the key's one fetch of a lease. Spent units Redis counted already; they
-    /// are given back through Redis like a charge if a later zone rejects the request (or
-    /// its answer settles it).
+    /// Redis could not answer (this request's call, or the fetch it waited for).
+    fn failed(
+        &self,
+        failure: Failure,
+        backend: &Backend,
+        arrival: &Arrival<'_>,
+        outcome: &mut Outcome,
+    ) -> Decision {
+        outcome.redis_failures.push((self.index, failure));
+        self.on_error(backend, arrival, outcome)
+    }
+
+    /// A leased zone's first step: spend leased units, or fetch a lease (the key's one
+    /// fetch), or ask Redis for this request's units, or take the failure of the fetch it
+    /// waited for (one `timeout` in all). Spent units Redis counted already; they are
+    /// given back through Redis like a charge if a later zone rejects the request (or its
+    /// answer settles it).
     async fn leased<'z>(
         &self,
         leases: &'z Leases,
         backend: &Backend,
         zone_now: u64,
         charged: &mut Vec<(usize, Call)>,
-    ) -> Result<Option<Fetch<'z>>, Decision> {
+    ) -> First<'z> {
         let wait = backend.settings().timeout;
-        match leases
-            .first(self.key, self.params.cost, zone_now, wait)
-            .await
-        {
-            First::Spent(decision) => {
-                charged.push((self.index, self.call(0)));
-                Err(decision)
-            }
-            First::Fetch(fetch) => Ok(Some(fetch)),
-            First::Ask => Ok(None),
+        let first = leases.first(self.key, &self.params, zone_now, wait).await;
+        if let First::Spent(_) = first {
+            charged.push((self.index, self.call(0)));
         }
+        first
     }
 
     /// The script call that decides this request, taking a lease of `want` units.

@@ -7,7 +7,8 @@
 //! expires, in ms on Redis's clock. One script call per zone and beat adds this member,
 //! drops the expired ones and returns how many are left, so an instance that stops
 //! announcing itself (stopped, crashed, cut off) leaves the count within
-//! [`TTL_BEATS`] beats.
+//! [`TTL_BEATS`] beats plus one `timeout` per zone (the zones are beaten one after
+//! another).
 //!
 //! The beats run on a thread of their own, one per [`super::Backend`], with a connection
 //! of their own: a request never waits for one. Which zones it announces is what the live
@@ -187,8 +188,6 @@ impl Heartbeat {
 impl Beat {
     async fn run(self, mut stopped: oneshot::Receiver<()>) {
         let script = Script::new(HEARTBEAT);
-        let ttl = self.every.saturating_mul(TTL_BEATS);
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut tick = tokio::time::interval(self.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut conn = None;
@@ -199,7 +198,7 @@ impl Beat {
                 _ = tick.tick() => {}
                 () = self.fleet.added.notified() => {}
             }
-            let beats = self.beat_all(&script, &mut conn, ttl_ms);
+            let beats = self.beat_all(&script, &mut conn);
             let failed = tokio::select! {
                 _ = &mut stopped => return,
                 failed = beats => failed,
@@ -209,14 +208,11 @@ impl Beat {
     }
 
     /// One beat in every announced zone; the last error, if any call failed.
-    async fn beat_all(
-        &self,
-        script: &Script,
-        conn: &mut Option<Connection>,
-        ttl_ms: u64,
-    ) -> Option<String> {
+    async fn beat_all(&self, script: &Script, conn: &mut Option<Connection>) -> Option<String> {
         let mut failed = None;
-        for (zone, seen) in self.fleet.members() {
+        let zones = self.fleet.members();
+        let ttl_ms = ttl_ms(self.every, self.timeout, zones.len());
+        for (zone, seen) in zones {
             let call = self.beat(script, conn, &zone, ttl_ms);
             match within(self.timeout, call).await {
                 Ok(count) => seen.store(count, Ordering::Relaxed),
@@ -248,6 +244,15 @@ impl Beat {
             .arg("");
         call.invoke_async(conn).await
     }
+}
+
+/// How long an announcement lasts: [`TTL_BEATS`] beats, plus the time the zones' calls
+/// (one after another, each up to `timeout`) may take, so that an instance with many
+/// zones and a short `heartbeat` does not drop out of its own count.
+fn ttl_ms(every: Duration, timeout: Duration, zones: usize) -> u64 {
+    let zones = u32::try_from(zones).unwrap_or(u32::MAX);
+    let ttl = (every.saturating_mul(TTL_BEATS)).saturating_add(timeout.saturating_mul(zones));
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 async fn within<T>(
@@ -335,6 +340,13 @@ mod tests {
         assert!(new_instance_id().len() > 16);
         assert_eq!(instances_key("api"), b"tollgate-instances:api");
         assert!(!instances_key("api").starts_with(b"tollgate:"));
+    }
+
+    #[test]
+    fn an_announcement_outlasts_three_beats_and_every_zones_call() {
+        let (every, timeout) = (Duration::from_millis(100), Duration::from_millis(50));
+        assert_eq!(ttl_ms(every, timeout, 0), 300);
+        assert_eq!(ttl_ms(every, timeout, 10), 800);
     }
 
     #[test]
