@@ -79,24 +79,44 @@ limit = [{{ zone = "hourly", nodelay = true }}]
     )
 }
 
-async fn status_from(port: u16, client: &str) -> u16 {
-    let addr = ([127, 0, 0, 1], port).into();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            let req = Request::get("/")
-                .header("host", "example.test")
-                .header("x-forwarded-for", client)
-                .body(empty())
-                .unwrap();
-            return within(5, send(addr, req)).await.status.as_u16();
+/// A gateway on a port of its own, listening: started on a free port, and started again on
+/// another if it exits before it listens (another test may have taken the port meanwhile).
+async fn listening(dir: &Path, name: &str, redis: &Redis, ahead: Option<&str>) -> (Running, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let file = dir.join(format!("{name}-{port}.toml"));
+        std::fs::write(&file, config(port, redis)).unwrap();
+        let mut running = spawn(&file, ahead);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return (running, port);
+            }
+            if let Ok(Some(status)) = running.0.try_wait() {
+                skip_note(&format!(
+                    "tollgate {name} exited ({status}) before listening on {port}; again"
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(
-            Instant::now() < deadline,
-            "tollgate on port {port} never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    panic!("tollgate {name} never listened");
+}
+
+async fn status_from(port: u16, client: &str) -> u16 {
+    let req = Request::get("/")
+        .header("host", "example.test")
+        .header("x-forwarded-for", client)
+        .body(empty())
+        .unwrap();
+    within(5, send(([127, 0, 0, 1], port).into(), req))
+        .await
+        .status
+        .as_u16()
 }
 
 fn faketime_available() -> bool {
@@ -122,12 +142,8 @@ async fn instances_with_skewed_clocks_share_one_window() {
     }
     let redis = Redis::start();
     let dir = tempfile::tempdir().unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
-    let (file_a, file_b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
-    std::fs::write(&file_a, config(port_a, &redis)).unwrap();
-    std::fs::write(&file_b, config(port_b, &redis)).unwrap();
-    let _a = spawn(&file_a, None);
-    let _b = spawn(&file_b, Some("+2h"));
+    let (_a, port_a) = listening(dir.path(), "a", &redis, None).await;
+    let (_b, port_b) = listening(dir.path(), "b", &redis, Some("+2h")).await;
     let mut statuses = Vec::new();
     for i in 0..8 {
         let port = if i % 2 == 0 { port_a } else { port_b };
