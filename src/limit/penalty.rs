@@ -34,11 +34,6 @@ thread_local! {
     static KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether any item of `rules` carries a `ban` (then the pipeline calls [`decide`]).
-pub fn any_ban(rules: &[LimitRule]) -> bool {
-    rules.iter().any(|rule| rule.ban.is_some())
-}
-
 /// Applies the location's `policy` to one request, bans first: a banned key's outcome
 /// names the ban; otherwise the policy's, with its enforced rejections struck.
 pub async fn decide(policy: &Policy, arrival: &Arrival<'_>) -> Outcome {

@@ -27,6 +27,9 @@ pub struct Policy {
     cost: u64,
     /// When some zones of the list are kept in Redis.
     redis: Option<RedisFirst>,
+    /// Whether an item of the list carries a `ban` (then the pipeline asks through
+    /// [`super::penalty::decide`]): known when the list is built, not looked for per request.
+    bans: bool,
 }
 
 /// What a list with Redis zones needs besides its rules.
@@ -58,7 +61,13 @@ impl Policy {
             }
             _ => None,
         };
-        Policy { rules, cost, redis }
+        let bans = rules.iter().any(|rule| rule.ban.is_some());
+        Policy {
+            rules,
+            cost,
+            redis,
+            bans,
+        }
     }
 
     /// The list, in order: an [`Applied::rule`] indexes it.
@@ -68,6 +77,11 @@ impl Policy {
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether an item of the list carries a `ban`.
+    pub fn has_bans(&self) -> bool {
+        self.bans
     }
 
     /// Settles the charges a request took here by its `answer`, at `now` (see

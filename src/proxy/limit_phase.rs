@@ -49,7 +49,7 @@ impl Pipeline {
             now,
             worker,
         };
-        let outcome = if penalty::any_ban(location.limits.rules()) {
+        let outcome = if location.limits.has_bans() {
             // Boxed: locations without `ban` keep the smaller future.
             Box::pin(penalty::decide(&location.limits, &arrival)).await
         } else {
