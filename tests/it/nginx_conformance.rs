@@ -710,8 +710,11 @@ async fn attempt(scenarios: &[Scenario]) -> (Agreement, Agreement, String) {
 }
 
 /// A run whose statuses all agree but where some latency is off is repeated, up to [`ATTEMPTS`]
-/// runs: on a loaded machine a process can be descheduled for longer than the tolerance. A
-/// status that differs fails at once (every arrival is at least 30 ms from a token boundary).
+/// runs: on a loaded machine a process can be descheduled for longer than the tolerance. So is
+/// a run where nginx itself strays from the hand-worked outcomes while tollgate answers every
+/// request as nginx did: the harness sent a request late (both saw it late), which says nothing
+/// about tollgate. A status where tollgate and nginx differ fails at once (every arrival is at
+/// least 30 ms from a token boundary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limits_decide_and_delay_exactly_as_nginx_limit_req() {
     // Alone: latencies are compared within ±15 ms, which another test's load could upset.
@@ -731,7 +734,11 @@ async fn limits_decide_and_delay_exactly_as_nginx_limit_req() {
              {report}"
         );
         let only_latency = nginx.min(tollgate) == Agreement::StatusesOnly;
-        assert!(only_latency && attempt_no < ATTEMPTS, "{problem}");
-        eprintln!("attempt {attempt_no}: only latencies differ; again.\n{problem}");
+        let late_arrival = nginx == Agreement::Differs && tollgate != Agreement::Differs;
+        assert!(
+            (only_latency || late_arrival) && attempt_no < ATTEMPTS,
+            "{problem}"
+        );
+        eprintln!("attempt {attempt_no}: a timing problem of the harness; again.\n{problem}");
     }
 }
