@@ -15,6 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::limit::redis::Failure;
 use crate::metrics::cells::{Counter, HistogramSum};
+use crate::metrics::load::{Failure as LoadFailure, Totals};
 use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
 
@@ -55,6 +56,7 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
+        self.upstream_load(&mut encoder)?;
         self.zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
@@ -171,6 +173,87 @@ impl Scrape {
                 let labels = [("upstream", group.name.as_str()), ("server", &addr)];
                 let up = i64::from(server.health.is_available(now));
                 family.encode_family(&labels)?.encode_gauge(&up)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The load signals (`metrics::load`): each group's last second as the adaptive tick
+    /// last read it, and its requests and failed requests (per request, not per try).
+    fn upstream_load(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let upstreams = self.metrics.upstreams_in_use();
+        let signals: Vec<_> = upstreams.iter().map(|(n, s)| (n, s.signals())).collect();
+        let help = "Requests on an upstream group's servers, at the last tick.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_in_flight",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            family
+                .encode_family(&[("upstream", name.as_str())])?
+                .encode_gauge(&signals.in_flight)?;
+        }
+        let help = "Response-head latency percentiles of an upstream group over the last                     second; absent under 10 responses.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_latency",
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            let quantiles = [
+                ("0.5", signals.p50),
+                ("0.9", signals.p90),
+                ("0.99", signals.p99),
+            ];
+            for (quantile, value) in quantiles {
+                let Some(value) = value else { continue };
+                family
+                    .encode_family(&[("upstream", name.as_str()), ("quantile", quantile)])?
+                    .encode_gauge(&value.as_secs_f64())?;
+            }
+        }
+        let help = "Share of an upstream group's requests that failed (5xx, timeout,                     refused, broken) over the last second; absent under 10.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_failure_ratio",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            if let Some(share) = signals.failure_share {
+                family
+                    .encode_family(&[("upstream", name.as_str())])?
+                    .encode_gauge(&(f64::from(share) / 1000.0))?;
+            }
+        }
+        let totals: Vec<_> = upstreams
+            .iter()
+            .map(|(name, stats)| (name, Totals::of(&stats.load)))
+            .collect();
+        let help = "Requests to an upstream group that ended (a response head or a failure).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_requests",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (name, totals) in &totals {
+            counter(&mut family, &[("upstream", name.as_str())], totals.ended)?;
+        }
+        let help = "Requests to an upstream group that failed, by kind (per request;                     tollgate_upstream_failures counts tries).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_failed_requests",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (name, totals) in &totals {
+            for kind in LoadFailure::ALL {
+                let labels = [("upstream", name.as_str()), ("kind", kind.label())];
+                counter(&mut family, &labels, totals.failures[kind as usize])?;
             }
         }
         Ok(())

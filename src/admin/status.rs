@@ -7,6 +7,8 @@ use std::time::Instant;
 use serde::ser::{Serialize, Serializer};
 
 use crate::acme::{rfc3339, NameState};
+use crate::metrics::load::{SHOWN_SLOTS, SLOT};
+use crate::snapshot::Snapshot;
 use crate::state::GatewayState;
 
 /// How many of a zone's most-limited keys `/status` shows.
@@ -24,6 +26,9 @@ struct Status {
     tls_listeners: Vec<String>,
     upstreams: Ordered<Vec<ServerHealth>>,
     zones: Ordered<ZoneStatus>,
+    /// Each group's load signals over the last second, as the adaptive tick last read
+    /// them (what the controllers saw).
+    upstream_load: Ordered<UpstreamLoad>,
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
@@ -110,6 +115,48 @@ struct Limited {
     rejected: u64,
 }
 
+/// One group's load: `latency_ms` members and `failure_ratio` are left out while
+/// unknown (under 10 responses in the window).
+#[derive(serde::Serialize)]
+struct UpstreamLoad {
+    in_flight: u64,
+    window_ms: u64,
+    samples: u64,
+    latency_ms: Latencies,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure_ratio: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct Latencies {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p90: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99: Option<f64>,
+}
+
+fn upstream_load(snapshot: &Snapshot) -> Ordered<UpstreamLoad> {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let groups = snapshot.upstreams.iter().map(|group| {
+        let signals = group.stats.signals();
+        let load = UpstreamLoad {
+            in_flight: signals.in_flight,
+            window_ms: (SLOT * SHOWN_SLOTS as u32).as_millis() as u64,
+            samples: signals.samples,
+            latency_ms: Latencies {
+                p50: ms(signals.p50),
+                p90: ms(signals.p90),
+                p99: ms(signals.p99),
+            },
+            failure_ratio: signals.failure_share.map(|p| f64::from(p) / 1000.0),
+        };
+        (group.name.clone(), load)
+    });
+    Ordered(groups.collect())
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -184,6 +231,7 @@ pub fn status(state: &GatewayState) -> String {
         tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),
         upstreams: Ordered(upstreams.collect()),
         zones: Ordered(zones.collect()),
+        upstream_load: upstream_load(&snapshot),
         acme: snapshot.pipeline.acme.as_ref().map(|_| {
             let states = state.acme.states();
             Ordered(

@@ -11,6 +11,12 @@ use std::time::Duration;
 use super::cells::PerWorker;
 use crate::limit::adaptive::{Signals, MIN_SAMPLES};
 
+/// One slot of a [`Window`]: the tick thread pushes one this often.
+pub const SLOT: Duration = Duration::from_millis(100);
+
+/// Slots of the signals `/status` and `/metrics` show (the last second).
+pub const SHOWN_SLOTS: usize = 10;
+
 /// Latency buckets: 4 per power of two from 64 µs to 64 s (the last one holds longer).
 pub const BUCKETS: usize = 80;
 /// log2 of the first octave's start in µs (64 µs).
