@@ -4,6 +4,8 @@
 //! now)`. The shell's tick thread (`server::adapt`) measures, calls them and writes their
 //! answers into the few atomics the request path reads ([`Factor`]).
 
+pub mod aimd;
+
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Duration;
 
