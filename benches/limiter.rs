@@ -357,6 +357,7 @@ fn zone_decide(c: &mut Criterion) {
                 max: 0,
                 size: ZONE_BYTES,
                 redis: None,
+                adaptive: None,
             },
             epoch,
             std::time::SystemTime::now(),

@@ -538,6 +538,7 @@ fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
         max: z.max,
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
         redis: z.redis,
+        adaptive: z.adaptive.clone(),
     }
 }
 

@@ -58,6 +58,7 @@ impl Collector for Scrape {
         self.upstreams(&mut encoder)?;
         self.upstream_load(&mut encoder)?;
         self.zones(&mut encoder)?;
+        self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
         self.gateway(&mut encoder)
@@ -325,6 +326,43 @@ impl Scrape {
         )?;
         for (zone, stats) in &stats {
             counter(&mut family, &[("zone", *zone)], stats.evictions)?;
+        }
+        Ok(())
+    }
+
+    /// Zones with `adaptive`: their factor, and its changes by direction.
+    fn adaptive_zones(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let zones: Vec<_> = self
+            .snapshot
+            .zones
+            .iter()
+            .filter_map(|zone| Some((&*zone.name, &zone.adaptive.as_ref()?.control)))
+            .collect();
+        let help = "The factor an adaptive zone's rates are scaled by (1 when its upstream is under target).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_zone_rate_factor",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, control) in &zones {
+            let factor = f64::from(control.factor.permille()) / 1000.0;
+            family
+                .encode_family(&[("zone", *zone)])?
+                .encode_gauge(&factor)?;
+        }
+        let help = "Changes of an adaptive zone's rate factor, down (cuts) and up (raises).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_zone_rate_factor_changes",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (zone, control) in &zones {
+            let down = control.cuts.load(std::sync::atomic::Ordering::Relaxed);
+            let up = control.raises.load(std::sync::atomic::Ordering::Relaxed);
+            counter(&mut family, &[("zone", zone), ("direction", "down")], down)?;
+            counter(&mut family, &[("zone", zone), ("direction", "up")], up)?;
         }
         Ok(())
     }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde::ser::{Serialize, Serializer};
 
 use crate::acme::{rfc3339, NameState};
+use crate::limit::zone::Zone;
 use crate::metrics::load::{SHOWN_SLOTS, SLOT};
 use crate::snapshot::Snapshot;
 use crate::state::GatewayState;
@@ -96,6 +97,46 @@ struct ZoneStatus {
     /// A Redis zone's instances: what `on_error = "local"` divides its rate by.
     #[serde(skip_serializing_if = "Option::is_none")]
     instances: Option<InstancesStatus>,
+    /// With `adaptive`: the factor every rate is scaled by now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_factor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive: Option<AdaptiveStatus>,
+}
+
+/// An adaptive zone's last step: the signal that decided it (the worst one when none
+/// was over), its value (absent while unknown) and target, in ms for a latency, as a
+/// ratio for failures, as a count for in-flight.
+#[derive(serde::Serialize)]
+struct AdaptiveStatus {
+    upstream: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<f64>,
+    cuts: u64,
+    raises: u64,
+}
+
+fn adaptive_status(zone: &Zone) -> (Option<f64>, Option<AdaptiveStatus>) {
+    let Some(adaptive) = &zone.adaptive else {
+        return (None, None);
+    };
+    let control = &adaptive.control;
+    let reading = control.stepping().aimd.last_reading();
+    let shown = reading.map(|r| r.shown());
+    let status = AdaptiveStatus {
+        upstream: adaptive.target.upstream.clone(),
+        signal: reading.map(|r| r.name(adaptive.target.percentile)),
+        value: shown.and_then(|(value, _)| value),
+        target: shown.map(|(_, target)| target),
+        cuts: control.cuts.load(Ordering::Relaxed),
+        raises: control.raises.load(Ordering::Relaxed),
+    };
+    let factor = f64::from(control.factor.permille()) / 1000.0;
+    (Some(factor), Some(status))
 }
 
 /// `instances` is the number divided by; `from` says where it comes from (`counted`,
@@ -197,6 +238,7 @@ pub fn status(state: &GatewayState) -> String {
             }
             Limited { key, rejected }
         });
+        let (rate_factor, adaptive) = adaptive_status(zone);
         let status = ZoneStatus {
             algorithm: zone.algorithm.name(),
             keys: stats.keys,
@@ -217,6 +259,8 @@ pub fn status(state: &GatewayState) -> String {
                     live,
                 }
             }),
+            rate_factor,
+            adaptive,
         };
         (zone.name.to_string(), status)
     });

@@ -42,7 +42,7 @@ impl LimitRule {
     /// What a request on `plan` taking `cost` units asks of this rule's zone.
     pub fn params(&self, plan: Option<usize>, cost: u64) -> Params {
         Params {
-            rate: self.zone.rate_for(plan),
+            rate: self.zone.effective_rate(plan),
             burst: self.burst,
             delay: self.delay,
             cost,

@@ -135,3 +135,5 @@ upstream = "app"
     })
     .await;
 }
+
+mod zones;

@@ -192,6 +192,7 @@ mod through_zones {
             max,
             size: 1 << 20,
             redis: None,
+            adaptive: None,
         };
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }

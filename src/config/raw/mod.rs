@@ -157,6 +157,24 @@ pub(crate) struct RawZone {
     pub on_error: Option<Spanned<OnError>>,
     /// Only with `backend = "redis"`.
     pub lease: Option<Spanned<i64>>,
+    pub adaptive: Option<Spanned<RawAdaptive>>,
+}
+
+/// A zone's `adaptive` table.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table, e.g. { upstream = \"app\", latency = \"200ms\" }"
+)]
+pub(crate) struct RawAdaptive {
+    /// Required.
+    pub upstream: Option<Spanned<String>>,
+    pub latency: Option<Loose>,
+    pub failures: Option<Spanned<String>>,
+    pub in_flight: Option<Spanned<i64>>,
+    pub min: Option<Loose>,
+    pub percentile: Option<Spanned<i64>>,
+    pub interval: Option<Loose>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]

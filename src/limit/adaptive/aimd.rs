@@ -57,6 +57,26 @@ impl Reading {
             .is_some_and(|v| v.saturating_mul(1000) < self.target.saturating_mul(UNDER))
     }
 
+    /// The signal's name as logs and `/status` show it: `latency_p90`, `failure_ratio`,
+    /// `in_flight`.
+    pub fn name(&self, percentile: u8) -> String {
+        match self.signal {
+            Signal::Latency => format!("latency_p{percentile}"),
+            Signal::Failures => "failure_ratio".to_owned(),
+            Signal::InFlight => "in_flight".to_owned(),
+        }
+    }
+
+    /// Value (when known) and target in the units shown: ms, a ratio, a count.
+    pub fn shown(&self) -> (Option<f64>, f64) {
+        let unit = match self.signal {
+            Signal::Latency | Signal::Failures => 1000.0,
+            Signal::InFlight => 1.0,
+        };
+        let show = |n: u64| n as f64 / unit;
+        (self.value.map(show), show(self.target))
+    }
+
     /// value / target in ‰, for picking the worst signal (unknown counts as 0).
     fn load(&self) -> u64 {
         self.value.unwrap_or(0).saturating_mul(1000) / self.target.max(1)

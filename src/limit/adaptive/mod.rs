@@ -6,8 +6,11 @@
 
 pub mod aimd;
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use aimd::Aimd;
 
 /// A share in thousandths: 1000 is all of it.
 pub type Permille = u32;
@@ -84,5 +87,71 @@ impl Factor {
     /// Sets the factor, clamped to 1..=1000.
     pub fn set(&self, permille: Permille) {
         self.0.store(permille.clamp(1, 1000), Relaxed);
+    }
+}
+
+/// A zone's `adaptive`: what it follows, and the controlled state, which a reload hands
+/// to the zone's successor while it follows the same upstream.
+#[derive(Debug)]
+pub struct Adaptive {
+    pub target: Target,
+    pub control: Arc<Control>,
+}
+
+impl Adaptive {
+    pub fn new(target: Target) -> Adaptive {
+        Adaptive {
+            target,
+            control: Arc::default(),
+        }
+    }
+
+    /// The zone built from `target` on reload: it keeps this one's factor and
+    /// controller when it follows the same upstream.
+    pub fn succeed(&self, target: Target) -> Adaptive {
+        if target.upstream != self.target.upstream {
+            return Adaptive::new(target);
+        }
+        Adaptive {
+            target,
+            control: self.control.clone(),
+        }
+    }
+}
+
+/// The factor the request path reads, and what only the tick thread touches.
+#[derive(Debug, Default)]
+pub struct Control {
+    pub factor: Factor,
+    stepping: Mutex<Stepping>,
+    /// Changes of the factor, down and up (`tollgate_zone_rate_factor_changes_total`).
+    pub cuts: AtomicU64,
+    pub raises: AtomicU64,
+}
+
+/// The controller and when it last stepped (the tick's clock, passed in).
+#[derive(Debug, Default)]
+pub struct Stepping {
+    pub aimd: Aimd,
+    pub last_step: Option<Instant>,
+}
+
+impl Control {
+    /// The controller; the tick thread and `/status` take it, never a request.
+    pub fn stepping(&self) -> MutexGuard<'_, Stepping> {
+        self.stepping
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Puts `change` in force and counts it.
+    pub fn apply(&self, change: &aimd::Change) {
+        self.factor.set(change.to);
+        let counter = if change.is_cut() {
+            &self.cuts
+        } else {
+            &self.raises
+        };
+        counter.fetch_add(1, Relaxed);
     }
 }

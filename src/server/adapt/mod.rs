@@ -8,6 +8,8 @@
 //! reads the snapshot in force, and a group keeps its window while its name and
 //! counts (`UpstreamStats`, which outlive generations) stay.
 
+mod zones;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -107,8 +109,9 @@ pub struct Tick {
 
 impl Tick {
     /// One tick at `now` with `snapshot` in force.
-    pub fn step(&mut self, snapshot: &Snapshot, _now: Instant) {
+    pub fn step(&mut self, snapshot: &Snapshot, now: Instant) {
         self.loads.advance(&snapshot.upstreams);
+        zones::step(&snapshot.zones, &mut self.loads, now);
     }
 }
 
