@@ -280,6 +280,7 @@ fn location(
                 count: l.count,
                 settles,
                 ban: l.ban,
+                elastic: l.elastic,
             }
         })
         .collect();

@@ -351,6 +351,15 @@ impl Scrape {
                 .encode_family(&[("zone", *zone)])?
                 .encode_gauge(&factor)?;
         }
+        let help = "1 while an adaptive zone's upstream has spare capacity and its `elastic` limits are in force.";
+        let mut family =
+            encoder.encode_descriptor("tollgate_zone_elastic", help, None, MetricType::Gauge)?;
+        for (zone, control) in &zones {
+            let spare = i64::from(control.factor.read().spare());
+            family
+                .encode_family(&[("zone", *zone)])?
+                .encode_gauge(&spare)?;
+        }
         let help = "Changes of an adaptive zone's rate factor, down (cuts) and up (raises).";
         let mut family = encoder.encode_descriptor(
             "tollgate_zone_rate_factor_changes",

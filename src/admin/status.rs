@@ -100,6 +100,9 @@ struct ZoneStatus {
     /// With `adaptive`: the factor every rate is scaled by now.
     #[serde(skip_serializing_if = "Option::is_none")]
     rate_factor: Option<f64>,
+    /// With `adaptive` and its `in_flight`: whether `elastic` limits are in force now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elastic: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     adaptive: Option<AdaptiveStatus>,
 }
@@ -120,9 +123,10 @@ struct AdaptiveStatus {
     raises: u64,
 }
 
-fn adaptive_status(zone: &Zone) -> (Option<f64>, Option<AdaptiveStatus>) {
+/// An adaptive zone's `rate_factor`, `elastic` and `adaptive`.
+fn adaptive_status(zone: &Zone) -> (Option<f64>, Option<bool>, Option<AdaptiveStatus>) {
     let Some(adaptive) = &zone.adaptive else {
-        return (None, None);
+        return (None, None, None);
     };
     let control = &adaptive.control;
     let reading = control.stepping().aimd.last_reading();
@@ -135,8 +139,10 @@ fn adaptive_status(zone: &Zone) -> (Option<f64>, Option<AdaptiveStatus>) {
         cuts: control.cuts.load(Ordering::Relaxed),
         raises: control.raises.load(Ordering::Relaxed),
     };
-    let factor = f64::from(control.factor.permille()) / 1000.0;
-    (Some(factor), Some(status))
+    let word = control.factor.read();
+    let factor = f64::from(word.permille()) / 1000.0;
+    let elastic = adaptive.target.in_flight.map(|_| word.spare());
+    (Some(factor), elastic, Some(status))
 }
 
 /// `instances` is the number divided by; `from` says where it comes from (`counted`,
@@ -238,7 +244,7 @@ pub fn status(state: &GatewayState) -> String {
             }
             Limited { key, rejected }
         });
-        let (rate_factor, adaptive) = adaptive_status(zone);
+        let (rate_factor, elastic, adaptive) = adaptive_status(zone);
         let status = ZoneStatus {
             algorithm: zone.algorithm.name(),
             keys: stats.keys,
@@ -260,6 +266,7 @@ pub fn status(state: &GatewayState) -> String {
                 }
             }),
             rate_factor,
+            elastic,
             adaptive,
         };
         (zone.name.to_string(), status)

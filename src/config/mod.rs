@@ -28,7 +28,7 @@ mod zones;
 
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
-pub use crate::limit::adaptive::Target;
+pub use crate::limit::adaptive::{Elastic, Target};
 pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
@@ -496,6 +496,8 @@ pub struct Limit {
     pub count: Option<StatusSet>,
     /// The penalty box: this item's rejections are strikes.
     pub ban: Option<Ban>,
+    /// `elastic`: the rate while the zone's upstream has spare capacity.
+    pub elastic: Option<Elastic>,
 }
 
 #[derive(Debug, Clone)]

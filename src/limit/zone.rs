@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::adaptive::{Adaptive, Target};
+use super::adaptive::{Adaptive, Elastic, Target};
 use super::bans::Bans;
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
@@ -229,17 +229,19 @@ impl Zone {
             .unwrap_or(self.rate)
     }
 
-    /// The rate a request on `plan` is held to now: [`Zone::rate_for`] scaled by the
-    /// `adaptive` factor (one `Relaxed` load), promoted to a longer period for the
-    /// buckets (see [`Rate::scaled`]).
-    pub fn effective_rate(&self, plan: Option<usize>) -> Rate {
+    /// The rate a request on `plan` is held to now: [`Zone::rate_for`], and for an
+    /// adaptive zone one `Relaxed` load of its factor word: with spare capacity and an
+    /// `elastic` item, the elastic ceiling; otherwise the rate scaled by the factor
+    /// (promoted to a longer period for the buckets, see [`Rate::scaled`]).
+    pub fn effective_rate(&self, plan: Option<usize>, elastic: Option<Elastic>) -> Rate {
         let rate = self.rate_for(plan);
-        match &self.adaptive {
-            Some(adaptive) => {
-                let factor = adaptive.control.factor.permille();
-                rate.scaled(factor, !self.algorithm.is_window())
-            }
-            None => rate,
+        let Some(adaptive) = &self.adaptive else {
+            return rate;
+        };
+        let word = adaptive.control.factor.read();
+        match elastic {
+            Some(elastic) if word.spare() => elastic.ceiling(rate),
+            _ => rate.scaled(word.permille(), !self.algorithm.is_window()),
         }
     }
 

@@ -136,4 +136,5 @@ upstream = "app"
     .await;
 }
 
+mod elastic;
 mod zones;

@@ -206,6 +206,7 @@ mod through_zones {
             count: None,
             settles: false,
             ban: None,
+            elastic: None,
         }
     }
 
@@ -320,6 +321,7 @@ mod through_zones {
             count: None,
             settles: false,
             ban: None,
+            elastic: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

@@ -482,6 +482,8 @@ pub(crate) struct RawLimit {
     pub count_status: Option<Spanned<Vec<Loose>>>,
     /// The penalty box (`config/bans.rs`).
     pub ban: Option<Spanned<RawBan>>,
+    /// `"3x"` or a rate (`config/adaptive.rs`).
+    pub elastic: Option<Spanned<String>>,
 }
 
 /// A limit item's `ban`, as written.

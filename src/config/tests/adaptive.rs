@@ -127,3 +127,69 @@ fn the_adaptive_example_of_the_docs_is_valid() {
     let api = config.zones.iter().find(|z| z.name == "api").expect("api");
     assert_eq!(api.adaptive.as_ref().map(|t| t.min), Some(250));
 }
+
+/// Zones `a` (adaptive with `in_flight`), `l` (adaptive, latency only), `p` (plain) and
+/// `c` (`concurrency`), and a location limited by `limit` (the last line).
+fn with_limit(limit: &str) -> String {
+    format!(
+        "{SERVER}{UPSTREAMS}[zones.a]\nkey = \"$binary_remote_addr\"\nrate = \"100r/s\"\n\
+         adaptive = {{ upstream = \"app\", latency = \"200ms\", in_flight = 8 }}\n\
+         [zones.l]\nkey = \"$binary_remote_addr\"\nrate = \"100r/s\"\n\
+         adaptive = {{ upstream = \"app\", latency = \"200ms\" }}\n\
+         [zones.p]\nkey = \"$binary_remote_addr\"\nrate = \"100r/s\"\n\
+         [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\nlimit = [{limit}]\n"
+    )
+}
+
+#[test]
+fn elastic_is_a_multiplier_or_a_higher_rate() {
+    let elastic = |limit: &str| parse(&with_limit(limit)).sites[0].locations[0].limits[0].elastic;
+    assert_eq!(
+        elastic(r#"{ zone = "a", elastic = "3x" }"#),
+        Some(Elastic::Times(3000))
+    );
+    assert_eq!(
+        elastic(r#"{ zone = "a", elastic = "300r/s" }"#),
+        Some(Elastic::Rate(Rate::new(300, Period::Second).unwrap()))
+    );
+    assert_eq!(elastic(r#"{ zone = "a" }"#), None);
+}
+
+#[test]
+fn elastic_needs_an_adaptive_zone_with_in_flight_and_a_sensible_value() {
+    for (limit, says) in [
+        (
+            r#"{ zone = "p", elastic = "3x" }"#,
+            "needs the zone's adaptive upstream",
+        ),
+        (r#"{ zone = "l", elastic = "3x" }"#, "adaptive `in_flight`"),
+        (
+            r#"{ zone = "c", elastic = "3x" }"#,
+            "`concurrency` zone has none",
+        ),
+        (r#"{ zone = "a", elastic = "1x" }"#, "1.1x to 100x"),
+        (r#"{ zone = "a", elastic = "101x" }"#, "1.1x to 100x"),
+        (
+            r#"{ zone = "a", elastic = "50r/s" }"#,
+            "above the zone's rate 100r/s",
+        ),
+        (r#"{ zone = "a", elastic = "lots" }"#, "invalid rate"),
+    ] {
+        let found = errors(&with_limit(limit));
+        assert_eq!(found.len(), 1, "{limit}: {found:#?}");
+        assert!(found[0].2.contains(says), "{limit}: {found:#?}");
+    }
+}
+
+#[test]
+fn the_elastic_example_of_the_docs_is_valid() {
+    let doc = include_str!("../../../docs/config.md");
+    let section = doc.find("### Elastic limits\n").expect("the section");
+    let start = section + doc[section..].find("```toml\n").expect("a block") + "```toml\n".len();
+    let example = &doc[start..start + doc[start..].find("```").expect("its end")];
+    let upstreams = "[upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n";
+    let config = parse(&format!("{SERVER}{upstreams}{example}"));
+    let limit = &config.sites[0].locations[0].limits[0];
+    assert_eq!(limit.elastic, Some(Elastic::Times(3000)));
+}

@@ -128,6 +128,13 @@ impl Aimd {
         self.last_reading
     }
 
+    /// Whether the group has spare capacity for `elastic` limits: the factor is 1, an
+    /// `in_flight` target is set, and every configured signal is known and under 90 % of
+    /// its target. Judged every tick, so that it clears as soon as in-flight rises.
+    pub fn spare(&self, s: &Signals, t: &Target) -> bool {
+        self.factor == 1000 && t.in_flight.is_some() && readings(s, t).iter().all(Reading::under)
+    }
+
     /// One step on the signals of the last interval (the caller keeps the time: one
     /// step per `interval`); the change, if the factor changed.
     pub fn step(&mut self, s: &Signals, t: &Target) -> Option<Change> {

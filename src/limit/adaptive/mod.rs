@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::Rate;
 use aimd::Aimd;
 
 /// A share in thousandths: 1000 is all of it.
@@ -66,8 +67,12 @@ pub struct Target {
     pub interval: Duration,
 }
 
-/// A zone's rate factor in ‰ (1..=1000), on cache lines of its own: the tick writes it,
-/// every request of the zone reads it with one `Relaxed` load.
+/// Bit 31 of a [`Factor`] word: the group has spare capacity (elastic limits apply).
+const SPARE: u32 = 1 << 31;
+
+/// A zone's rate factor in ‰ (1..=1000), and in bit 31 whether its upstream has spare
+/// capacity, on cache lines of their own: the tick writes the word, every request of the
+/// zone reads it with one `Relaxed` load ([`Factor::read`]).
 #[repr(align(128))]
 #[derive(Debug)]
 pub struct Factor(AtomicU32);
@@ -78,15 +83,74 @@ impl Default for Factor {
     }
 }
 
-impl Factor {
-    /// The factor in ‰.
-    pub fn permille(&self) -> Permille {
-        self.0.load(Relaxed).clamp(1, 1000)
+/// One read of a [`Factor`] word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FactorWord(u32);
+
+impl FactorWord {
+    pub fn permille(self) -> Permille {
+        (self.0 & !SPARE).clamp(1, 1000)
     }
 
-    /// Sets the factor, clamped to 1..=1000.
+    pub fn spare(self) -> bool {
+        self.0 & SPARE != 0
+    }
+}
+
+impl Factor {
+    pub fn read(&self) -> FactorWord {
+        FactorWord(self.0.load(Relaxed))
+    }
+
+    /// The factor in ‰.
+    pub fn permille(&self) -> Permille {
+        self.read().permille()
+    }
+
+    /// Sets the factor (clamped to 1..=1000), keeping the spare flag.
     pub fn set(&self, permille: Permille) {
-        self.0.store(permille.clamp(1, 1000), Relaxed);
+        let value = permille.clamp(1, 1000);
+        let _ = self
+            .0
+            .fetch_update(Relaxed, Relaxed, |word| Some((word & SPARE) | value));
+    }
+
+    /// Sets the spare flag; whether it changed.
+    pub fn set_spare(&self, spare: bool) -> bool {
+        let before = if spare {
+            self.0.fetch_or(SPARE, Relaxed)
+        } else {
+            self.0.fetch_and(!SPARE, Relaxed)
+        };
+        (before & SPARE != 0) != spare
+    }
+}
+
+/// A limit item's `elastic`: the rate a key may reach while its zone's upstream has
+/// spare capacity. A ceiling: a key whose own rate is higher keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elastic {
+    /// `"3x"`: the key's rate times this many ‰ (1100..=100000).
+    Times(u32),
+    /// `"300r/s"`.
+    Rate(Rate),
+}
+
+impl Elastic {
+    /// The rate in force for a key whose own rate is `base` while there is spare capacity.
+    pub fn ceiling(self, base: Rate) -> Rate {
+        let raised = match self {
+            Elastic::Times(permille) => {
+                let count = base.count.get().saturating_mul(u64::from(permille));
+                Rate::new(count.div_ceil(1000), base.period).unwrap_or(base)
+            }
+            Elastic::Rate(rate) => rate,
+        };
+        if raised.per_second() > base.per_second() {
+            raised
+        } else {
+            base
+        }
     }
 }
 
@@ -153,5 +217,47 @@ impl Control {
             &self.raises
         };
         counter.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Period;
+
+    fn rate(count: u64, period: Period) -> Rate {
+        Rate::new(count, period).expect("non-zero")
+    }
+
+    #[test]
+    fn elastic_is_a_ceiling_over_the_keys_own_rate() {
+        let ten = rate(10, Period::Hour);
+        assert_eq!(Elastic::Times(3000).ceiling(ten), rate(30, Period::Hour));
+        assert_eq!(
+            Elastic::Times(1500).ceiling(rate(3, Period::Second)),
+            rate(5, Period::Second)
+        );
+        let elastic = Elastic::Rate(rate(300, Period::Second));
+        assert_eq!(
+            elastic.ceiling(rate(100, Period::Second)),
+            rate(300, Period::Second)
+        );
+        // A plan above the elastic rate keeps its own.
+        assert_eq!(
+            elastic.ceiling(rate(500, Period::Second)),
+            rate(500, Period::Second)
+        );
+    }
+
+    #[test]
+    fn the_factor_word_keeps_the_spare_flag_apart() {
+        let factor = Factor::default();
+        assert!(factor.set_spare(true));
+        assert!(!factor.set_spare(true), "no change");
+        factor.set(250);
+        let word = factor.read();
+        assert_eq!((word.permille(), word.spare()), (250, true));
+        assert!(factor.set_spare(false));
+        assert_eq!((factor.permille(), factor.read().spare()), (250, false));
     }
 }

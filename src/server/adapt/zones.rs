@@ -1,7 +1,8 @@
 //! Steps the zones with `adaptive` (docs/config.md, "Adaptive rates"): once per zone
 //! `interval`, its controller judges the last interval of its upstream's window, and a
 //! change of the factor is put in force and logged (every change: at most one line per
-//! zone per interval).
+//! zone per interval). Every tick, whether the upstream has spare capacity for the
+//! zone's `elastic` limits is judged on the same window and the current in-flight.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +24,12 @@ pub fn step(zones: &[Arc<Zone>], loads: &mut Loads, now: Instant) {
             continue;
         };
         load.keep(slots);
+        let signals = load.last(slots);
         let mut stepping = adaptive.control.stepping();
+        let spare = stepping.aimd.spare(&signals, target);
+        if adaptive.control.factor.set_spare(spare) {
+            tracing::debug!(zone = %zone.name, spare, "zone elastic limits");
+        }
         let Some(last) = stepping.last_step else {
             // The window fills for one interval before it is first judged.
             stepping.last_step = Some(now);
@@ -34,7 +40,6 @@ pub fn step(zones: &[Arc<Zone>], loads: &mut Loads, now: Instant) {
             continue;
         }
         stepping.last_step = Some(now);
-        let signals = load.last(slots);
         if let Some(change) = stepping.aimd.step(&signals, target) {
             adaptive.control.apply(&change);
             log(&zone.name, target, &change);

@@ -99,6 +99,32 @@ fn improving_after_a_cut_holds_one_step() {
     assert!(aimd.step(&p90(Some(276)), &t).is_some_and(|c| c.is_cut()));
 }
 
+#[test]
+fn spare_needs_full_factor_and_every_signal_known_and_under() {
+    let t = Target {
+        in_flight: Some(10),
+        ..target(250)
+    };
+    let mut aimd = Aimd::default();
+    let idle = Signals {
+        in_flight: 2,
+        ..p90(Some(20))
+    };
+    assert!(aimd.spare(&idle, &t));
+    assert!(!aimd.spare(&p90(None), &t), "unknown latency is not spare");
+    let busy = Signals {
+        in_flight: 9,
+        ..idle
+    };
+    assert!(
+        !aimd.spare(&busy, &t),
+        "9 of 10 in flight is not under 90 %"
+    );
+    assert!(!aimd.spare(&idle, &target(250)), "no in_flight target");
+    aimd.step(&p90(Some(300)), &t);
+    assert!(!aimd.spare(&idle, &t), "a cut factor is not spare");
+}
+
 proptest! {
     /// B2: against a threshold plant (over while f > f*), after settling the factor stays
     /// in [β·f*, f* + α], a run of cuts is never longer than it takes β to bring f* + α
