@@ -139,3 +139,57 @@ upstream = "app"
     assert!(reversals(&seen) <= 1, "oscillated: {seen:?}");
     stop.store(true, Relaxed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_keeps_factor() {
+    let _shared = support::shared();
+    let (up, knobs) = knob::start().await;
+    knobs.set_latency(300);
+    let config = |rate: &str| {
+        format!(
+            r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+[admin]
+listen = "127.0.0.1:0"
+[log]
+access = "off"
+[zones.api]
+key = "$http_x_client"
+rate = "{rate}"
+adaptive = {{ upstream = "app", latency = "100ms", min = 0.25, interval = "500ms" }}
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+limit = [{{ zone = "api", burst = 20, nodelay = true }}]
+upstream = "app"
+"#,
+            up.addr
+        )
+    };
+    let gw = gateway(&config("100r/s"));
+    let admin = gw.admin_addr().expect("admin");
+    let stop = Arc::new(AtomicBool::new(false));
+    paced(addr(&gw), Duration::from_micros(12_500), stop.clone());
+    until(admin, 30, "a cut factor", |doc| factor(doc) < 1.0).await;
+    // Idle: the signals become unknown and the factor holds still.
+    stop.store(true, Relaxed);
+    let before = until(admin, 30, "unknown signals", |doc| {
+        doc["upstream_load"]["app"]["latency_ms"]
+            .get("p90")
+            .is_none()
+    })
+    .await;
+    let reloaded = tollgate::config::from_str(
+        &config("200r/s"),
+        std::path::Path::new("/tmp/tollgate-test/gateway.toml"),
+    )
+    .expect("valid");
+    assert_eq!(gw.reload(&reloaded).expect("reload"), 2);
+    let after = status(admin).await;
+    assert_eq!(after["generation"], 2);
+    assert_eq!(factor(&after), factor(&before), "{after}");
+    assert_eq!(changes(&after), changes(&before), "{after}");
+}
