@@ -44,6 +44,7 @@
 #   RUNS=3 DURATION=5 benches/proxy_vs_nginx.sh
 #   SCENARIO=all RUNS=3 DURATION=5 benches/proxy_vs_nginx.sh
 #   ONLY=nginx benches/proxy_vs_nginx.sh          # only one side: ONLY=nginx or ONLY=tollgate
+#   BASELINE=e0efbbf RUNS=9 benches/proxy_vs_nginx.sh   # also tollgate at that revision (below)
 #
 # Environment (defaults in brackets):
 #   SCENARIO [proxy]    proxy, limit_pass, limit_reject or all (above)
@@ -63,6 +64,11 @@
 #   BUILD [1]           0: do not run cargo; use the binaries already built
 #   TOLLGATE_BIN, UPSTREAM_BIN   use these binaries instead of target/release/{tollgate,examples/bench_upstream}
 #   STARTUP_TIMEOUT [30] seconds to wait for each server to answer
+#   BASELINE []         a git revision: also build tollgate at that revision (in a temporary
+#                       `git worktree`, into $CARGO_TARGET_DIR/baseline) and run it as a third
+#                       proxy, `tollgate_base`, interleaved with the others; the report adds the
+#                       ratio tollgate/tollgate_base of the medians (CPU per request: what a change
+#                       costs the request path). Needs the tollgate side (not ONLY=nginx).
 #   KEEP [0]            1: keep the temp dir (configs, logs, raw wrk output) and print its path
 #                       (it is also kept, and its path printed, when the script fails)
 #
@@ -95,12 +101,14 @@ KEEP="${KEEP:-0}"
 SCENARIO="${SCENARIO:-proxy}"
 API_KEYS="${API_KEYS:-10000}"
 TOLLGATE_RATELIMIT_HEADERS="${TOLLGATE_RATELIMIT_HEADERS:-draft}"
+BASELINE="${BASELINE:-}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
 TOLLGATE_BIN="${TOLLGATE_BIN:-$TARGET_DIR/release/tollgate}"
+BASE_BIN="$TARGET_DIR/baseline/release/tollgate"
 UPSTREAM_BIN="${UPSTREAM_BIN:-$TARGET_DIR/release/examples/bench_upstream}"
 
 
@@ -130,6 +138,10 @@ case "$ONLY" in
     tollgate) PROXIES=(tollgate) ;;
     *) die "ONLY must be empty, 'nginx' or 'tollgate', not '$ONLY'" ;;
 esac
+if [ -n "$BASELINE" ]; then
+    [ "$ONLY" != nginx ] || die "BASELINE compares two tollgates: not with ONLY=nginx"
+    PROXIES+=(tollgate_base)
+fi
 wants() {
     local p
     for p in "${PROXIES[@]}"; do [ "$p" = "$1" ] && return 0; done
@@ -143,6 +155,7 @@ WORKDIR=""
 UPSTREAM_PID=""
 NGINX_PID=""
 TOLLGATE_PID=""
+TOLLGATE_BASE_PID=""
 WRK_PID=""
 NGINX_WORKER_PIDS=()
 
@@ -152,6 +165,8 @@ stop_proxies() {
     local pid
     stop_pid "$TOLLGATE_PID" tollgate
     TOLLGATE_PID=""
+    stop_pid "$TOLLGATE_BASE_PID" tollgate_base
+    TOLLGATE_BASE_PID=""
     stop_pid "$NGINX_PID" nginx
     NGINX_PID=""
     # Workers exit with their master; make sure none outlives it (checking the pid is still a worker).
@@ -252,6 +267,18 @@ if [ "$BUILD" = 1 ]; then
         cargo build --release --example bench_upstream
     fi
 fi
+if [ -n "$BASELINE" ] && [ "$BUILD" = 1 ]; then
+    base_src="$(mktemp -d "${TMPDIR:-/tmp}/tollgate_base.XXXXXX")"
+    say "git worktree add $base_src $BASELINE; cargo build --release --bin tollgate (into $TARGET_DIR/baseline)"
+    git -C "$ROOT" worktree add --detach "$base_src" "$BASELINE"
+    build_rc=0
+    (cd "$base_src" && CARGO_TARGET_DIR="$TARGET_DIR/baseline" cargo build --release --bin tollgate) || build_rc=$?
+    git -C "$ROOT" worktree remove --force "$base_src" || true
+    [ "$build_rc" = 0 ] || die "building tollgate at $BASELINE failed"
+fi
+if [ -n "$BASELINE" ]; then
+    [ -x "$BASE_BIN" ] || die "no baseline tollgate binary at $BASE_BIN"
+fi
 [ -x "$UPSTREAM_BIN" ] || die "no upstream binary at $UPSTREAM_BIN"
 if wants tollgate; then
     [ -x "$TOLLGATE_BIN" ] || die "no tollgate binary at $TOLLGATE_BIN"
@@ -312,12 +339,14 @@ proxy_pids() { # proxy_pids NAME
     case "$1" in
         nginx) nginx_pids ;;
         tollgate) echo "$TOLLGATE_PID" ;;
+        tollgate_base) echo "$TOLLGATE_BASE_PID" ;;
     esac
 }
 proxy_port() {
     case "$1" in
         nginx) echo "$NGINX_PORT" ;;
         tollgate) echo "$TOLLGATE_PORT" ;;
+        tollgate_base) echo "$TOLLGATE_BASE_PORT" ;;
     esac
 }
 
@@ -477,14 +506,14 @@ EOF
     say "nginx master $NGINX_PID, ${#NGINX_WORKER_PIDS[@]} worker(s): ${NGINX_WORKER_PIDS[*]}"
 }
 
-start_tollgate() { # start_tollgate SCENARIO
-    local scen="$1"
-    TOLLGATE_PORT="$(free_port)"
-    TOLLGATE_CONF="$SDIR/gateway.toml"
-    cat >"$TOLLGATE_CONF" <<EOF
+start_tollgate() { # start_tollgate SCENARIO [NAME BINARY]: NAME tollgate or tollgate_base
+    local scen="$1" name="${2:-tollgate}" bin="${3:-$TOLLGATE_BIN}" port conf pid
+    port="$(free_port)"
+    conf="$SDIR/$name.toml"
+    cat >"$conf" <<EOF
 # written by benches/proxy_vs_nginx.sh (scenario $scen)
 [server]
-listen = ["127.0.0.1:$TOLLGATE_PORT"]
+listen = ["127.0.0.1:$port"]
 $(tollgate_server_limit "$scen")
 
 [log]
@@ -500,11 +529,18 @@ match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
 EOF
-    say "starting tollgate on 127.0.0.1:$TOLLGATE_PORT ($TOLLGATE_CONF)"
-    "${SERVER_PREFIX[@]}" "$TOLLGATE_BIN" -c "$TOLLGATE_CONF" >"$SDIR/tollgate.log" 2>&1 &
-    TOLLGATE_PID=$!
-    wait_ready tollgate "$TOLLGATE_PORT" "$TOLLGATE_PID" "$SDIR/tollgate.log"
-    say "tollgate pid $TOLLGATE_PID"
+    say "starting $name on 127.0.0.1:$port ($conf)"
+    "${SERVER_PREFIX[@]}" "$bin" -c "$conf" >"$SDIR/$name.log" 2>&1 &
+    pid=$!
+    if [ "$name" = tollgate_base ]; then
+        TOLLGATE_BASE_PID=$pid
+        TOLLGATE_BASE_PORT=$port
+    else
+        TOLLGATE_PID=$pid
+        TOLLGATE_PORT=$port
+    fi
+    wait_ready "$name" "$port" "$pid" "$SDIR/$name.log"
+    say "$name pid $pid"
 }
 
 # check_limiting SCENARIO PROXY: the proxy limits as the scenario says, or fail.
@@ -617,6 +653,10 @@ measure() {
         TOLLGATE_THREADS="$(awk '/^Threads:/ {print $2}' "/proc/$TOLLGATE_PID/status" 2>/dev/null || echo '?')"
         RSS_NOTE[tollgate]="one process, $TOLLGATE_THREADS thread(s)"
     fi
+    if wants tollgate_base; then
+        RSS_KB[tollgate_base]="$(hwm_kb "$TOLLGATE_BASE_PID")"
+        RSS_NOTE[tollgate_base]="one process, tollgate at $BASELINE"
+    fi
     UPSTREAM_RSS_KB="$(hwm_kb "$UPSTREAM_PID")"
 }
 
@@ -659,6 +699,7 @@ report() { # report SCENARIO
     [ "$scen" = limit_pass ] && cmd+=" API_KEYS=$API_KEYS"
     [ "$scen" != proxy ] && cmd+=" TOLLGATE_RATELIMIT_HEADERS=$TOLLGATE_RATELIMIT_HEADERS"
     [ -n "$ONLY" ] && cmd+=" ONLY=$ONLY"
+    [ -n "$BASELINE" ] && cmd+=" BASELINE=$BASELINE"
     cmd+=" benches/proxy_vs_nginx.sh"
     {
         echo
@@ -699,6 +740,13 @@ report() { # report SCENARIO
             echo "- p50:   $(ratio "$(median_of tollgate 4)" "$(median_of nginx 4)")x  (lower is better)"
             echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of nginx 6)")x  (lower is better)"
             echo "- peak RSS: $(ratio "${RSS_KB[tollgate]}" "${RSS_KB[nginx]}")x  (lower is better)"
+            echo
+        fi
+        if wants tollgate_base; then
+            echo "tollgate/tollgate_base ($git_rev against $BASELINE, medians):"
+            echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of tollgate_base 6)")x  (lower is better; 1.01 is 1 % more)"
+            echo "- req/s: $(ratio "$(median_of tollgate 3)" "$(median_of tollgate_base 3)")x  (higher is better)"
+            echo "- p99:   $(ratio "$(median_of tollgate 5)" "$(median_of tollgate_base 5)")x  (lower is better)"
             echo
         fi
         echo "peak RSS (VmHWM):"
@@ -751,6 +799,10 @@ for scen in "${SCENARIOS[@]}"; do
     if wants tollgate; then
         start_tollgate "$scen"
         check_limiting "$scen" tollgate
+    fi
+    if wants tollgate_base; then
+        start_tollgate "$scen" tollgate_base "$BASE_BIN"
+        check_limiting "$scen" tollgate_base
     fi
     measure "$scen"
     report "$scen"

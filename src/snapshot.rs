@@ -280,6 +280,7 @@ fn location(
                 count: l.count,
                 settles,
                 ban: l.ban,
+                elastic: l.elastic,
             }
         })
         .collect();
@@ -538,6 +539,7 @@ fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
         max: z.max,
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
         redis: z.redis,
+        adaptive: z.adaptive.clone(),
     }
 }
 

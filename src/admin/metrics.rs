@@ -15,6 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::limit::redis::Failure;
 use crate::metrics::cells::{Counter, HistogramSum};
+use crate::metrics::load::{Failure as LoadFailure, Totals};
 use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
 
@@ -55,7 +56,9 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
+        self.upstream_load(&mut encoder)?;
         self.zones(&mut encoder)?;
+        self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
         self.gateway(&mut encoder)
@@ -176,6 +179,87 @@ impl Scrape {
         Ok(())
     }
 
+    /// The load signals (`metrics::load`): each group's last second as the adaptive tick
+    /// last read it, and its requests and failed requests (per request, not per try).
+    fn upstream_load(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let upstreams = self.metrics.upstreams_in_use();
+        let signals: Vec<_> = upstreams.iter().map(|(n, s)| (n, s.signals())).collect();
+        let help = "Requests on an upstream group's servers, at the last tick.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_in_flight",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            family
+                .encode_family(&[("upstream", name.as_str())])?
+                .encode_gauge(&signals.in_flight)?;
+        }
+        let help = "Response-head latency percentiles of an upstream group over the last                     second; absent under 10 responses.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_latency",
+            help,
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            let quantiles = [
+                ("0.5", signals.p50),
+                ("0.9", signals.p90),
+                ("0.99", signals.p99),
+            ];
+            for (quantile, value) in quantiles {
+                let Some(value) = value else { continue };
+                family
+                    .encode_family(&[("upstream", name.as_str()), ("quantile", quantile)])?
+                    .encode_gauge(&value.as_secs_f64())?;
+            }
+        }
+        let help = "Share of an upstream group's requests that failed (5xx, timeout,                     refused, broken) over the last second; absent under 10.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_failure_ratio",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, signals) in &signals {
+            if let Some(share) = signals.failure_share {
+                family
+                    .encode_family(&[("upstream", name.as_str())])?
+                    .encode_gauge(&(f64::from(share) / 1000.0))?;
+            }
+        }
+        let totals: Vec<_> = upstreams
+            .iter()
+            .map(|(name, stats)| (name, Totals::of(&stats.load)))
+            .collect();
+        let help = "Requests to an upstream group that ended (a response head or a failure).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_requests",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (name, totals) in &totals {
+            counter(&mut family, &[("upstream", name.as_str())], totals.ended)?;
+        }
+        let help = "Requests to an upstream group that failed, by kind (per request;                     tollgate_upstream_failures counts tries).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_failed_requests",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (name, totals) in &totals {
+            for kind in LoadFailure::ALL {
+                let labels = [("upstream", name.as_str()), ("kind", kind.label())];
+                counter(&mut family, &labels, totals.failures[kind as usize])?;
+            }
+        }
+        Ok(())
+    }
+
     fn zones(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let zones = self.metrics.zones_in_use();
         let mut family = encoder.encode_descriptor(
@@ -242,6 +326,52 @@ impl Scrape {
         )?;
         for (zone, stats) in &stats {
             counter(&mut family, &[("zone", *zone)], stats.evictions)?;
+        }
+        Ok(())
+    }
+
+    /// Zones with `adaptive`: their factor, and its changes by direction.
+    fn adaptive_zones(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let zones: Vec<_> = self
+            .snapshot
+            .zones
+            .iter()
+            .filter_map(|zone| Some((&*zone.name, &zone.adaptive.as_ref()?.control)))
+            .collect();
+        let help = "The factor an adaptive zone's rates are scaled by (1 when its upstream is under target).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_zone_rate_factor",
+            help,
+            None,
+            MetricType::Gauge,
+        )?;
+        for (zone, control) in &zones {
+            let factor = f64::from(control.factor.permille()) / 1000.0;
+            family
+                .encode_family(&[("zone", *zone)])?
+                .encode_gauge(&factor)?;
+        }
+        let help = "1 while an adaptive zone's upstream has spare capacity and its `elastic` limits are in force.";
+        let mut family =
+            encoder.encode_descriptor("tollgate_zone_elastic", help, None, MetricType::Gauge)?;
+        for (zone, control) in &zones {
+            let spare = i64::from(control.factor.read().spare());
+            family
+                .encode_family(&[("zone", *zone)])?
+                .encode_gauge(&spare)?;
+        }
+        let help = "Changes of an adaptive zone's rate factor, down (cuts) and up (raises).";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_zone_rate_factor_changes",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for (zone, control) in &zones {
+            let down = control.cuts.load(std::sync::atomic::Ordering::Relaxed);
+            let up = control.raises.load(std::sync::atomic::Ordering::Relaxed);
+            counter(&mut family, &[("zone", zone), ("direction", "down")], down)?;
+            counter(&mut family, &[("zone", zone), ("direction", "up")], up)?;
         }
         Ok(())
     }

@@ -7,6 +7,9 @@ use std::time::Instant;
 use serde::ser::{Serialize, Serializer};
 
 use crate::acme::{rfc3339, NameState};
+use crate::limit::zone::Zone;
+use crate::metrics::load::{SHOWN_SLOTS, SLOT};
+use crate::snapshot::Snapshot;
 use crate::state::GatewayState;
 
 /// How many of a zone's most-limited keys `/status` shows.
@@ -24,6 +27,9 @@ struct Status {
     tls_listeners: Vec<String>,
     upstreams: Ordered<Vec<ServerHealth>>,
     zones: Ordered<ZoneStatus>,
+    /// Each group's load signals over the last second, as the adaptive tick last read
+    /// them (what the controllers saw).
+    upstream_load: Ordered<UpstreamLoad>,
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
@@ -91,6 +97,52 @@ struct ZoneStatus {
     /// A Redis zone's instances: what `on_error = "local"` divides its rate by.
     #[serde(skip_serializing_if = "Option::is_none")]
     instances: Option<InstancesStatus>,
+    /// With `adaptive`: the factor every rate is scaled by now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_factor: Option<f64>,
+    /// With `adaptive` and its `in_flight`: whether `elastic` limits are in force now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elastic: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive: Option<AdaptiveStatus>,
+}
+
+/// An adaptive zone's last step: the signal that decided it (the worst one when none
+/// was over), its value (absent while unknown) and target, in ms for a latency, as a
+/// ratio for failures, as a count for in-flight.
+#[derive(serde::Serialize)]
+struct AdaptiveStatus {
+    upstream: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<f64>,
+    cuts: u64,
+    raises: u64,
+}
+
+/// An adaptive zone's `rate_factor`, `elastic` and `adaptive`.
+fn adaptive_status(zone: &Zone) -> (Option<f64>, Option<bool>, Option<AdaptiveStatus>) {
+    let Some(adaptive) = &zone.adaptive else {
+        return (None, None, None);
+    };
+    let control = &adaptive.control;
+    let reading = control.stepping().aimd.last_reading();
+    let shown = reading.map(|r| r.shown());
+    let status = AdaptiveStatus {
+        upstream: adaptive.target.upstream.clone(),
+        signal: reading.map(|r| r.name(adaptive.target.percentile)),
+        value: shown.and_then(|(value, _)| value),
+        target: shown.map(|(_, target)| target),
+        cuts: control.cuts.load(Ordering::Relaxed),
+        raises: control.raises.load(Ordering::Relaxed),
+    };
+    let word = control.factor.read();
+    let factor = f64::from(word.permille()) / 1000.0;
+    let elastic = adaptive.target.in_flight.map(|_| word.spare());
+    (Some(factor), elastic, Some(status))
 }
 
 /// `instances` is the number divided by; `from` says where it comes from (`counted`,
@@ -108,6 +160,48 @@ struct Limited {
     /// The key as text; `…` at the end when the stored key was cut short.
     key: String,
     rejected: u64,
+}
+
+/// One group's load: `latency_ms` members and `failure_ratio` are left out while
+/// unknown (under 10 responses in the window).
+#[derive(serde::Serialize)]
+struct UpstreamLoad {
+    in_flight: u64,
+    window_ms: u64,
+    samples: u64,
+    latency_ms: Latencies,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure_ratio: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct Latencies {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p90: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99: Option<f64>,
+}
+
+fn upstream_load(snapshot: &Snapshot) -> Ordered<UpstreamLoad> {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let groups = snapshot.upstreams.iter().map(|group| {
+        let signals = group.stats.signals();
+        let load = UpstreamLoad {
+            in_flight: signals.in_flight,
+            window_ms: (SLOT * SHOWN_SLOTS as u32).as_millis() as u64,
+            samples: signals.samples,
+            latency_ms: Latencies {
+                p50: ms(signals.p50),
+                p90: ms(signals.p90),
+                p99: ms(signals.p99),
+            },
+            failure_ratio: signals.failure_share.map(|p| f64::from(p) / 1000.0),
+        };
+        (group.name.clone(), load)
+    });
+    Ordered(groups.collect())
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -150,6 +244,7 @@ pub fn status(state: &GatewayState) -> String {
             }
             Limited { key, rejected }
         });
+        let (rate_factor, elastic, adaptive) = adaptive_status(zone);
         let status = ZoneStatus {
             algorithm: zone.algorithm.name(),
             keys: stats.keys,
@@ -170,6 +265,9 @@ pub fn status(state: &GatewayState) -> String {
                     live,
                 }
             }),
+            rate_factor,
+            elastic,
+            adaptive,
         };
         (zone.name.to_string(), status)
     });
@@ -184,6 +282,7 @@ pub fn status(state: &GatewayState) -> String {
         tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),
         upstreams: Ordered(upstreams.collect()),
         zones: Ordered(zones.collect()),
+        upstream_load: upstream_load(&snapshot),
         acme: snapshot.pipeline.acme.as_ref().map(|_| {
             let states = state.acme.states();
             Ordered(

@@ -24,6 +24,8 @@ pub(super) struct ZoneInfo {
     pub size: u64,
     /// `backend = "redis"`.
     pub redis: bool,
+    /// `adaptive`, if any: whether it sets `in_flight` (elastic needs it).
+    pub adaptive: Option<bool>,
 }
 
 impl ZoneInfo {
@@ -48,6 +50,7 @@ impl ZoneInfo {
             rates,
             size: zone.size,
             redis: zone.redis.is_some(),
+            adaptive: zone.adaptive.as_ref().map(|t| t.in_flight.is_some()),
         }
     }
 }
@@ -112,6 +115,10 @@ fn limit(
     }
     let dry_run = raw.dry_run.unwrap_or(false);
     let ban = super::bans::ban(raw.ban.as_ref(), dry_run, diag)?;
+    let elastic = match &raw.elastic {
+        Some(written) => Some(super::adaptive::elastic(written, info, diag)?),
+        None => None,
+    };
     Some(Limit {
         zone: index,
         burst,
@@ -119,6 +126,7 @@ fn limit(
         dry_run,
         count,
         ban,
+        elastic,
     })
 }
 

@@ -6,6 +6,7 @@
 
 mod access;
 mod acme;
+mod adaptive;
 mod api_keys;
 mod bans;
 mod diag;
@@ -27,6 +28,7 @@ mod zones;
 
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
+pub use crate::limit::adaptive::{Elastic, Target};
 pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
@@ -302,6 +304,8 @@ pub struct Zone {
     /// `backend = "redis"`: state shared through `[redis]`; `None` for a local zone.
     /// Its `on_error` is the zone's own, or else `[redis]`'s.
     pub redis: Option<ZoneSettings>,
+    /// `adaptive`: the zone's rates follow an upstream group's load.
+    pub adaptive: Option<Target>,
 }
 
 /// A zone's `key`: literal text and nginx variables, in order.
@@ -492,6 +496,8 @@ pub struct Limit {
     pub count: Option<StatusSet>,
     /// The penalty box: this item's rejections are strikes.
     pub ban: Option<Ban>,
+    /// `elastic`: the rate while the zone's upstream has spare capacity.
+    pub elastic: Option<Elastic>,
 }
 
 #[derive(Debug, Clone)]

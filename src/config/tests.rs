@@ -362,6 +362,7 @@ fn the_limit_examples_of_the_readme_and_docs_are_valid() {
 }
 
 mod acme;
+mod adaptive;
 mod bans;
 mod body;
 mod errors;

@@ -114,7 +114,12 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         Some(Some(redis)) => redis.on_error,
         _ => OnError::Local,
     };
-    let zones = zones::zones(raw.zones, on_error, diag);
+    let names: Vec<String> = raw
+        .upstreams
+        .iter()
+        .map(|u| u.name.get_ref().clone())
+        .collect();
+    let zones = zones::zones(raw.zones, on_error, &names, diag);
     let plans: Vec<&str> = zones
         .iter()
         .flatten()
@@ -126,11 +131,6 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     zones_need_their_sections(zones.as_deref(), &redis, &api_keys, !plans.is_empty(), diag);
     let zone_limits: Vec<limits::ZoneInfo> =
         zones.iter().flatten().map(limits::ZoneInfo::new).collect();
-    let names: Vec<String> = raw
-        .upstreams
-        .iter()
-        .map(|u| u.name.get_ref().clone())
-        .collect();
     let upstreams = all(raw
         .upstreams
         .into_iter()

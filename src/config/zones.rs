@@ -3,6 +3,7 @@
 use http::HeaderName;
 use serde_spanned::Spanned;
 
+use super::adaptive;
 use super::diag::Diagnostics;
 use super::limits::MAX_BURST;
 use super::raw::{Loose, Named, Plans, RawBackend, RawZone, Span};
@@ -20,16 +21,22 @@ const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAM
 pub(super) fn zones(
     raw: Vec<Named<RawZone>>,
     on_error: OnError,
+    upstreams: &[String],
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Zone>> {
     let zones: Vec<_> = raw
         .into_iter()
-        .map(|entry| zone(entry, on_error, diag))
+        .map(|entry| zone(entry, on_error, upstreams, diag))
         .collect();
     zones.into_iter().collect()
 }
 
-fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) -> Option<Zone> {
+fn zone(
+    entry: Named<RawZone>,
+    on_error: OnError,
+    upstreams: &[String],
+    diag: &mut Diagnostics<'_>,
+) -> Option<Zone> {
     let name = entry.name.get_ref().clone();
     let valid_name = diag
         .check(entry.name.span(), values::table_name("zone", &name))
@@ -55,6 +62,12 @@ fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) ->
     let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
     let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
     let redis = zone_redis(&raw, algorithm, on_error, diag);
+    let is_redis = matches!(redis, Some(Some(_)))
+        || raw
+            .backend
+            .as_ref()
+            .is_some_and(|b| *b.get_ref() == RawBackend::Redis);
+    let adaptive = adaptive::adaptive(raw.adaptive.as_ref(), algorithm, is_redis, upstreams, diag);
     valid_name.then_some(())?;
     Some(Zone {
         name,
@@ -67,6 +80,7 @@ fn zone(entry: Named<RawZone>, on_error: OnError, diag: &mut Diagnostics<'_>) ->
         ipv4_prefix: ipv4_prefix?,
         ipv6_prefix: ipv6_prefix?,
         redis: redis?,
+        adaptive: adaptive?,
     })
 }
 

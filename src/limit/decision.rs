@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::adaptive::Elastic;
 use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
@@ -36,13 +37,15 @@ pub struct LimitRule {
     pub settles: bool,
     /// The item's `ban`: its rejections are strikes (`limit::penalty`).
     pub ban: Option<Ban>,
+    /// The item's `elastic`: the rate while the zone's upstream has spare capacity.
+    pub elastic: Option<Elastic>,
 }
 
 impl LimitRule {
     /// What a request on `plan` taking `cost` units asks of this rule's zone.
     pub fn params(&self, plan: Option<usize>, cost: u64) -> Params {
         Params {
-            rate: self.zone.rate_for(plan),
+            rate: self.zone.effective_rate(plan, self.elastic),
             burst: self.burst,
             delay: self.delay,
             cost,

@@ -7,6 +7,7 @@
 //! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
 //! shell and passed down. Nothing here reads a clock or sleeps.
 
+pub mod adaptive;
 pub mod bans;
 pub mod concurrency;
 pub mod decision;
@@ -95,6 +96,30 @@ impl Rate {
     /// Requests per second as a float, for comparing rates only (never for deciding).
     pub fn per_second(self) -> f64 {
         self.count.get() as f64 / self.period.seconds() as f64
+    }
+
+    /// This rate times `permille`/1000 (an adaptive zone's factor), rounded, at least 1.
+    /// The period is kept, except that with `promote` (the buckets, whose period is only
+    /// a unit) a count that would scale to under 10 first moves to the next longer
+    /// period, so small rates scale smoothly: `1r/s` at 0.25 is `15r/m`, not `1r/s`. The
+    /// window algorithms keep their period, because their windows align to it.
+    pub fn scaled(self, permille: u32, promote: bool) -> Rate {
+        let permille = u64::from(permille.min(1000));
+        if permille == 1000 {
+            return self;
+        }
+        let (mut count, mut period) = (self.count.get(), self.period);
+        while promote && count.saturating_mul(permille) < 10_000 {
+            let (factor, longer) = match period {
+                Period::Second => (60, Period::Minute),
+                Period::Minute => (60, Period::Hour),
+                Period::Hour => (24, Period::Day),
+                Period::Day => break,
+            };
+            (count, period) = (count.saturating_mul(factor), longer);
+        }
+        let scaled = (count.saturating_mul(permille) + 500) / 1000;
+        Rate::new(scaled.max(1), period).unwrap_or(self)
     }
 }
 
@@ -256,6 +281,37 @@ pub trait Limiter {
 #[inline]
 pub(crate) const fn div_ceil(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::{Period, Rate};
+
+    fn rate(count: u64, period: Period) -> Rate {
+        Rate::new(count, period).expect("non-zero")
+    }
+
+    #[test]
+    fn scaled_rate_keeps_period_rounds_and_promotes_small_rates() {
+        let fifty = rate(50, Period::Second);
+        assert_eq!(fifty.scaled(1000, true), fifty);
+        assert_eq!(fifty.scaled(250, true), rate(13, Period::Second)); // 12.5 rounds up
+        assert_eq!(fifty.scaled(562, false), rate(28, Period::Second));
+        // Small rates move to a longer period first (buckets only).
+        assert_eq!(
+            rate(1, Period::Second).scaled(250, true),
+            rate(15, Period::Minute)
+        );
+        assert_eq!(
+            rate(10, Period::Hour).scaled(500, true),
+            rate(120, Period::Day)
+        );
+        assert_eq!(
+            rate(1, Period::Second).scaled(250, false),
+            rate(1, Period::Second)
+        );
+        assert_eq!(rate(3, Period::Day).scaled(10, true), rate(1, Period::Day));
+    }
 }
 
 /// What the algorithms' unit tests share.

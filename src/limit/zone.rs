@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::adaptive::{Adaptive, Elastic, Target};
 use super::bans::Bans;
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
@@ -83,6 +84,8 @@ pub struct Spec {
     /// `backend = "redis"`: the state lives in Redis, and the local store serves only
     /// `on_error = "local"`.
     pub redis: Option<ZoneSettings>,
+    /// `adaptive`: the rates follow an upstream group's load.
+    pub adaptive: Option<Target>,
 }
 
 pub struct Zone {
@@ -115,6 +118,8 @@ pub struct Zone {
     /// The zone's bans and strikes (the penalty box); handed to the next generation
     /// while the zone keeps its name and key (`snapshot::zones`).
     pub bans: Arc<Bans>,
+    /// `adaptive`: the factor every rate is scaled by, and its controller.
+    pub adaptive: Option<Adaptive>,
 }
 
 impl Zone {
@@ -135,7 +140,8 @@ impl Zone {
             0
         };
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Zone::with_state(spec, id, epoch, window_offset, Arc::new(stores))
+        let adaptive = spec.adaptive.clone().map(Adaptive::new);
+        Zone::with_state(spec, id, epoch, window_offset, Arc::new(stores), adaptive)
     }
 
     /// Whether a zone built from `spec` may keep this zone's keys and their state: the
@@ -156,7 +162,20 @@ impl Zone {
     pub fn succeed(&self, spec: Spec) -> Zone {
         debug_assert!(self.can_pass_state_to(&spec));
         let stores = Arc::clone(&self.stores);
-        Zone::with_state(spec, self.id, self.epoch, self.window_offset, stores)
+        // A cut factor outlives the reload while the zone follows the same upstream.
+        let adaptive = match (&self.adaptive, spec.adaptive.clone()) {
+            (Some(old), Some(target)) => Some(old.succeed(target)),
+            (None, target) => target.map(Adaptive::new),
+            (Some(_), None) => None,
+        };
+        Zone::with_state(
+            spec,
+            self.id,
+            self.epoch,
+            self.window_offset,
+            stores,
+            adaptive,
+        )
     }
 
     /// Whether the two hold the same keys (one succeeded the other on reload).
@@ -170,6 +189,7 @@ impl Zone {
         epoch: Instant,
         window_offset: u64,
         stores: Arc<Stores>,
+        adaptive: Option<Adaptive>,
     ) -> Zone {
         let slowest = spec
             .plan_rates
@@ -199,6 +219,7 @@ impl Zone {
             redis: spec.redis,
             rejections: Rejections::default(),
             bans: Arc::default(),
+            adaptive,
         }
     }
 
@@ -206,6 +227,22 @@ impl Zone {
     pub fn rate_for(&self, plan: Option<usize>) -> Rate {
         plan.and_then(|p| self.plan_rates.get(p).copied().flatten())
             .unwrap_or(self.rate)
+    }
+
+    /// The rate a request on `plan` is held to now: [`Zone::rate_for`], and for an
+    /// adaptive zone one `Relaxed` load of its factor word: with spare capacity and an
+    /// `elastic` item, the elastic ceiling; otherwise the rate scaled by the factor
+    /// (promoted to a longer period for the buckets, see [`Rate::scaled`]).
+    pub fn effective_rate(&self, plan: Option<usize>, elastic: Option<Elastic>) -> Rate {
+        let rate = self.rate_for(plan);
+        let Some(adaptive) = &self.adaptive else {
+            return rate;
+        };
+        let word = adaptive.control.factor.read();
+        match elastic {
+            Some(elastic) if word.spare() => elastic.ceiling(rate),
+            _ => rate.scaled(word.permille(), !self.algorithm.is_window()),
+        }
     }
 
     /// In-flight requests per key (`concurrency` zones).

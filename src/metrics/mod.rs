@@ -5,14 +5,17 @@
 //! Prometheus text at scrape time.
 
 pub mod cells;
+pub mod load;
 pub mod top;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::limit::adaptive::Signals;
 use crate::limit::redis::Failure;
 use cells::{Aligned, Counter, Gauge, Histogram, PerWorker, StatusCounts};
+use load::LoadCell;
 use top::Sketch;
 
 /// Every metric family, by label. Only snapshot building and scrapes lock it.
@@ -73,6 +76,8 @@ impl Metrics {
         self.upstreams.get(name, || UpstreamStats {
             time: PerWorker::new(self.workers),
             no_live: Counter::default(),
+            load: PerWorker::new(self.workers),
+            signals: Mutex::default(),
         })
     }
 
@@ -304,6 +309,23 @@ pub struct UpstreamStats {
     pub time: PerWorker<Histogram>,
     /// Requests that found no server to try.
     pub no_live: Counter,
+    /// The load signals' counts, per worker (`load`).
+    pub load: PerWorker<LoadCell>,
+    /// The last second's signals as the tick thread last saw them: what `/status` and
+    /// `/metrics` show. Only the tick and scrapes take the lock.
+    signals: Mutex<Signals>,
+}
+
+impl UpstreamStats {
+    /// The last second's signals the tick stored.
+    pub fn signals(&self) -> Signals {
+        *lock(&self.signals)
+    }
+
+    /// Stores the last second's signals (the tick thread).
+    pub fn set_signals(&self, signals: Signals) {
+        *lock(&self.signals) = signals;
+    }
 }
 
 /// Why an attempt on an upstream server failed (the `kind` label).

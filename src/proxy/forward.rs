@@ -19,9 +19,10 @@ use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
 use crate::config::MaxBodySize;
 use crate::limit::outcome::InFlight;
+use crate::metrics::load::Failure;
 use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
 use crate::upstream::h1::Exchange;
-use crate::upstream::pool::Checkout;
+use crate::upstream::pool::{Checkout, ConnectError};
 use crate::upstream::{ActiveRequest, Group, Lease};
 use retry::Attempts;
 
@@ -180,6 +181,12 @@ pub async fn forward(
         srv.health.record_success(now);
         let upstream_time = started.elapsed();
         group.stats.time.get(ctx.conn.worker).observe(upstream_time);
+        let status = match &exchange {
+            Exchange::Response(response) => response.status(),
+            Exchange::Upgraded(head, _) => head.status(),
+        };
+        let load = group.stats.load.get(ctx.conn.worker);
+        load.record(upstream_time, status.as_u16());
         let response = respond(exchange, client_upgrade, group, server, held)?;
         return Ok(Done {
             response,
@@ -189,6 +196,24 @@ pub async fn forward(
         });
     }
     Err(attempts.give_up(group))
+}
+
+/// Counts a request that ended in `err` in its group's load signals (`metrics::load`),
+/// on `worker`'s cell. A client's failure is not the upstream's load and is left out.
+pub fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
+    let (kind, latency) = match err {
+        ProxyError::BadPath
+        | ProxyError::ClientBodyTimeout
+        | ProxyError::BodyTooLarge
+        | ProxyError::ClientBody(_) => return,
+        // Censored at `read_timeout`: a stalled group answers nothing, and without a
+        // sample its latency would look unknown rather than slow.
+        ProxyError::Timeout(_) => (Failure::Timeout, Some(group.read_timeout)),
+        ProxyError::Connect(ConnectError::Timeout { .. }) => (Failure::Timeout, None),
+        ProxyError::Connect(_) | ProxyError::NoLiveUpstream(_) => (Failure::Refused, None),
+        ProxyError::Upstream { .. } | ProxyError::UnexpectedUpgrade(_) => (Failure::Broken, None),
+    };
+    group.stats.load.get(worker).fail(kind, latency);
 }
 
 /// The client's body as it goes upstream: none, read whole (before any upstream is

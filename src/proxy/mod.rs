@@ -317,6 +317,7 @@ impl Pipeline {
             }
             Err(err) => {
                 report(&err, to.group);
+                forward::record_failure(&err, to.group, to.conn.worker);
                 let response = match err.party() {
                     // A broken or stalled body leaves nothing on the connection that
                     // could be read as the next request.

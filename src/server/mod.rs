@@ -8,7 +8,10 @@
 //!   `send_timeout`), and `head_check`, the raw look at each HTTP/1.1 head that refuses
 //!   ambiguous framing and overlong request lines before hyper parses them.
 //! - `send_timeout`: the same timeout for each HTTP/2 stream.
+//! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
+//!   and steps the controllers that follow them.
 
+pub mod adapt;
 mod conn;
 mod head_check;
 mod listener;
@@ -89,6 +92,8 @@ pub struct Gateway {
     admin_config: Option<SocketAddr>,
     /// TLS ticket keys and session cache, kept across reloads for resumption.
     sessions: tls::Sessions,
+    /// The adaptive tick's thread.
+    adapt: adapt::Adapt,
 }
 
 impl Gateway {
@@ -127,6 +132,7 @@ impl Gateway {
             })?),
             None => None,
         };
+        let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
         let (shutdown, _) = watch::channel(false);
         let mut handles = Vec::with_capacity(workers);
         let mut to_workers = Vec::with_capacity(workers);
@@ -159,6 +165,7 @@ impl Gateway {
             admin,
             admin_config: config.admin.as_ref().map(|a| a.listen),
             sessions,
+            adapt,
         })
     }
 
@@ -280,6 +287,7 @@ impl Gateway {
             listening.close();
         }
         self.state.acme.stop();
+        self.adapt.signal_stop();
         self.shutdown.send_replace(true);
     }
 
@@ -290,6 +298,7 @@ impl Gateway {
         }
         // The admin API answers until the workers have drained.
         drop(self.admin.take());
+        self.adapt.stop();
         self.state.acme.stop_and_wait(ACME_STOP);
         if let Some(log) = &self.state.snapshot.load().pipeline.access_log {
             log.flush();

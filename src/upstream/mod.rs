@@ -122,6 +122,13 @@ impl Group {
         let in_flight = |i: usize| self.servers[i].in_flight.load(Ordering::Relaxed);
         self.balancer.pick(client, &excluded, &in_flight)
     }
+
+    /// Requests on the group's servers now, from their pick until their response body
+    /// ends (the load signals' in-flight; read by the tick thread, not per request).
+    pub fn in_flight(&self) -> u64 {
+        let count = |s: &Server| u64::from(s.in_flight.load(Ordering::Relaxed));
+        self.servers.iter().map(count).sum()
+    }
 }
 
 /// What a request holds on its upstream server while the response streams: its

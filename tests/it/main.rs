@@ -8,6 +8,7 @@
 mod support;
 
 mod acme;
+mod adaptive;
 mod admin;
 mod architecture;
 mod bans;

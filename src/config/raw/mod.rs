@@ -157,6 +157,24 @@ pub(crate) struct RawZone {
     pub on_error: Option<Spanned<OnError>>,
     /// Only with `backend = "redis"`.
     pub lease: Option<Spanned<i64>>,
+    pub adaptive: Option<Spanned<RawAdaptive>>,
+}
+
+/// A zone's `adaptive` table.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table, e.g. { upstream = \"app\", latency = \"200ms\" }"
+)]
+pub(crate) struct RawAdaptive {
+    /// Required.
+    pub upstream: Option<Spanned<String>>,
+    pub latency: Option<Loose>,
+    pub failures: Option<Spanned<String>>,
+    pub in_flight: Option<Spanned<i64>>,
+    pub min: Option<Loose>,
+    pub percentile: Option<Spanned<i64>>,
+    pub interval: Option<Loose>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -464,6 +482,8 @@ pub(crate) struct RawLimit {
     pub count_status: Option<Spanned<Vec<Loose>>>,
     /// The penalty box (`config/bans.rs`).
     pub ban: Option<Spanned<RawBan>>,
+    /// `"3x"` or a rate (`config/adaptive.rs`).
+    pub elastic: Option<Spanned<String>>,
 }
 
 /// A limit item's `ban`, as written.

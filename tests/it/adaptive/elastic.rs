@@ -1,0 +1,112 @@
+//! `elastic` on a limit item: while the zone's upstream has spare capacity a key may
+//! reach the elastic rate, and it falls back to its own rate as soon as it has not.
+//! Counts are exact: a fixed window of an hour refills nothing while the test runs.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{until, Load};
+use crate::support::{self, *};
+
+fn limited() -> http::Request<Body> {
+    let mut req = get("/limited");
+    req.headers_mut()
+        .insert("x-client", http::HeaderValue::from_static("c1"));
+    req
+}
+
+fn elastic(doc: &serde_json::Value) -> Option<bool> {
+    doc["zones"]["quota"]["elastic"].as_bool()
+}
+
+/// Waits out the end of the hour when less than `margin` of it is left, so that the
+/// test's requests all fall in one window.
+async fn same_hour_for(margin: Duration) {
+    let into = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 3600;
+    let left = Duration::from_secs(3600 - into);
+    if left < margin {
+        tokio::time::sleep(left + Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastic_admits_more_while_idle_and_falls_back_at_once() {
+    let _shared = support::shared();
+    same_hour_for(Duration::from_secs(90)).await;
+    let (up, knobs) = knob::start().await;
+    knobs.set_latency(5);
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+[admin]
+listen = "127.0.0.1:0"
+[log]
+access = "off"
+[zones.quota]
+key = "$http_x_client"
+algorithm = "fixed_window"
+rate = "10r/h"
+adaptive = {{ upstream = "app", latency = "500ms", in_flight = 4 }}
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/limited"
+limit = [{{ zone = "quota", burst = 0, elastic = "3x" }}]
+upstream = "app"
+[[location]]
+match = "/free"
+upstream = "app"
+"#,
+        up.addr
+    ));
+    let (admin, at) = (gw.admin_addr().expect("admin"), addr(&gw));
+    // Unknown signals never count as spare: warm them through the unlimited location.
+    let warm = Load::start(at, "/free", 2);
+    until(admin, 30, "elastic in force", |doc| {
+        elastic(doc) == Some(true)
+    })
+    .await;
+
+    // 1. Spare capacity: 20 of the base 10 pass, at the elastic rate.
+    for i in 0..20 {
+        let reply = within(10, send(at, limited())).await;
+        assert_eq!(reply.status, 200, "request {i}: {reply:?}");
+        let policy = reply.headers["ratelimit-policy"].to_str().unwrap();
+        assert_eq!(policy, "\"quota\";q=30;w=3600");
+    }
+
+    // 2. Slow, and 8 requests held open: no spare capacity, the base rate at once.
+    knobs.set_latency(1500);
+    let holders: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(async move { within(30, send(at, get("/free"))).await }))
+        .collect();
+    until(admin, 20, "elastic no longer in force", |doc| {
+        elastic(doc) == Some(false)
+    })
+    .await;
+    let reply = within(10, send(at, limited())).await;
+    assert_eq!(reply.status, 429, "20 ≥ 10 once elastic is off: {reply:?}");
+
+    // 3. Fast again, holders done: exactly 10 more (up to 30), then rejected.
+    knobs.set_latency(5);
+    for holder in holders {
+        holder.await.expect("holder");
+    }
+    until(admin, 30, "elastic in force again", |doc| {
+        elastic(doc) == Some(true)
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(within(10, send(at, limited())).await.status.as_u16());
+    }
+    assert_eq!(statuses, [[200; 10].as_slice(), &[429]].concat());
+    assert!(knobs.peak_in_flight.load(Relaxed) >= 8);
+    warm.stop().await;
+}
