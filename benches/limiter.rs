@@ -357,6 +357,7 @@ fn zone_decide(c: &mut Criterion) {
                 max: 0,
                 size: ZONE_BYTES,
                 redis: None,
+                soft: None,
             },
             epoch,
             std::time::SystemTime::now(),
@@ -369,6 +370,7 @@ fn zone_decide(c: &mut Criterion) {
             count: None,
             settles: false,
             ban: None,
+            soft: None,
         }];
         // 32-byte API keys (stored as digests) or addresses; one request each.
         let requests: Vec<(IpAddr, HeaderMap)> = (0..PRESENT)

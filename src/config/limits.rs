@@ -5,7 +5,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawLimit, Span};
-use super::{Algorithm, Limit, Rate, StatusSet, Zone};
+use super::{Algorithm, Limit, Rate, Share, StatusSet, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
@@ -112,6 +112,10 @@ fn limit(
     }
     let dry_run = raw.dry_run.unwrap_or(false);
     let ban = super::bans::ban(raw.ban.as_ref(), dry_run, diag)?;
+    let soft = match &raw.soft {
+        Some(written) => Some(soft(written, info, dry_run, diag)?),
+        None => None,
+    };
     Some(Limit {
         zone: index,
         burst,
@@ -119,7 +123,66 @@ fn limit(
         dry_run,
         count,
         ban,
+        soft,
     })
+}
+
+/// `soft`: a share `"N%"`, N from 0.1 to 100 (one decimal at most); not with `dry_run`
+/// (nothing is rejected, so nothing would be soft), not on a `concurrency` zone, and for
+/// a bucket at least one request a day of each of the zone's rates.
+fn soft(
+    written: &Loose,
+    zone: &ZoneInfo,
+    dry_run: bool,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Share> {
+    let span = written.span();
+    let share = diag.check(span.clone(), share(written.get_ref()))?;
+    let problem = if zone.algorithm == Algorithm::Concurrency {
+        Some("`soft` does not apply to a `concurrency` zone: it has no rate to go over".to_owned())
+    } else if dry_run {
+        Some("`soft` and `dry_run = true` exclude each other: a dry run rejects nothing, so nothing would pass softly".to_owned())
+    } else if zone.algorithm.is_window() {
+        None
+    } else {
+        let small = zone
+            .rates
+            .iter()
+            .find(|rate| !crate::limit::soft::lane_rate_is_exact(**rate, share));
+        small.map(|rate| {
+            format!(
+                r#"soft = "{share}" of zone "{}"'s rate {rate} is less than one request a day; use a larger share or a faster rate"#,
+                zone.name
+            )
+        })
+    };
+    match problem {
+        Some(message) => {
+            diag.error(span, message);
+            None
+        }
+        None => Some(share),
+    }
+}
+
+/// A share as written: `"10%"`, `"0.5%"`.
+fn share(value: &toml::Value) -> Result<Share, String> {
+    const HINT: &str = r#"expected a share like "10%", from "0.1%" to "100%""#;
+    let toml::Value::String(text) = value else {
+        return Err(format!("invalid soft {value}: {HINT}"));
+    };
+    let bad = || format!(r#"invalid soft "{text}": {HINT}"#);
+    let number = text.strip_suffix('%').ok_or_else(bad)?;
+    let (whole, tenth) = number.split_once('.').unwrap_or((number, "0"));
+    let digits = |s: &str, most: usize| {
+        (!s.is_empty() && s.len() <= most && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u16>().ok())
+            .flatten()
+    };
+    let (Some(whole), Some(tenth)) = (digits(whole, 3), digits(tenth, 1)) else {
+        return Err(bad());
+    };
+    Share::from_permille(whole * 10 + tenth).ok_or_else(bad)
 }
 
 /// `count_status`: statuses (`401`) and classes (`"4xx"`), not empty; not for a

@@ -31,6 +31,7 @@ pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::settle::StatusSet;
+pub use crate::limit::soft::Share;
 pub use crate::limit::{Algorithm, Period, Rate};
 pub use crate::routing::sites::SiteName;
 pub use crate::routing::Pattern;
@@ -492,6 +493,8 @@ pub struct Limit {
     pub count: Option<StatusSet>,
     /// The penalty box: this item's rejections are strikes.
     pub ban: Option<Ban>,
+    /// `soft`: the share over the limit let through, marked.
+    pub soft: Option<Share>,
 }
 
 #[derive(Debug, Clone)]

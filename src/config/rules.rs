@@ -171,6 +171,7 @@ mod tests {
                 dry_run: false,
                 count: None,
                 ban: None,
+                soft: None,
             }]),
             access: Some(Vec::new()),
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),

@@ -192,6 +192,7 @@ mod through_zones {
             max,
             size: 1 << 20,
             redis: None,
+            soft: None,
         };
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }
@@ -205,6 +206,7 @@ mod through_zones {
             count: None,
             settles: false,
             ban: None,
+            soft: None,
         }
     }
 
@@ -319,6 +321,7 @@ mod through_zones {
             count: None,
             settles: false,
             ban: None,
+            soft: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

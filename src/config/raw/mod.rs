@@ -464,6 +464,8 @@ pub(crate) struct RawLimit {
     pub count_status: Option<Spanned<Vec<Loose>>>,
     /// The penalty box (`config/bans.rs`).
     pub ban: Option<Spanned<RawBan>>,
+    /// A share over the limit let through, marked: `"10%"`.
+    pub soft: Option<Loose>,
 }
 
 /// A limit item's `ban`, as written.

@@ -66,7 +66,8 @@ fn a_full_limiting_config_is_typed() {
                 delay: None,
                 dry_run: false,
                 count: None,
-                ban: None
+                ban: None,
+                soft: None
             },
             Limit {
                 zone: 0,
@@ -74,7 +75,8 @@ fn a_full_limiting_config_is_typed() {
                 delay: Some(8),
                 dry_run: false,
                 count: None,
-                ban: None
+                ban: None,
+                soft: None
             },
             Limit {
                 zone: 2,
@@ -82,7 +84,8 @@ fn a_full_limiting_config_is_typed() {
                 delay: Some(0),
                 dry_run: true,
                 count: None,
-                ban: None
+                ban: None,
+                soft: None
             },
         ]
     );
