@@ -48,9 +48,13 @@ mod decisions {
     }
 
     fn ask(rules: &[LimitRule], client: u8, now: Instant) -> Outcome {
+        ask_as(rules, IpAddr::from([10, 0, 0, client]), now)
+    }
+
+    fn ask_as(rules: &[LimitRule], client: IpAddr, now: Instant) -> Outcome {
         let headers = HeaderMap::new();
         let view = RequestView {
-            client: IpAddr::from([10, 0, 0, client]),
+            client,
             method: &Method::GET,
             path: b"/",
             query: None,
@@ -248,6 +252,75 @@ mod decisions {
         );
         let a_alone = [rule(&a, 0, Some(1000))];
         assert_eq!(tally(&a_alone, 2, now), (0, 0, 2));
+    }
+
+    #[test]
+    fn racing_threads_never_pass_more_than_the_limit_and_its_share() {
+        let _shared = crate::support::shared();
+        let epoch = Instant::now();
+        let now = epoch + Duration::from_secs(1);
+        let (z, roomy) = (
+            zone("api", Algorithm::LeakyBucket, Some(100), epoch),
+            zone("roomy", Algorithm::LeakyBucket, None, epoch),
+        );
+        // One location lists `api` alone (its lane decided alone), another after a roomy
+        // zone (the lanes locked with the zones): the same keys race through both.
+        let alone = vec![rule(&z, 19, Some(100))];
+        let listed = vec![rule(&roomy, 1_000_000, None), rule(&z, 19, Some(100))];
+        let tallies: Vec<[usize; 4]> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    let (alone, listed) = (&alone, &listed);
+                    scope.spawn(move || {
+                        let mut soft = [0usize; 4];
+                        let mut passed = [0usize; 4];
+                        for i in 0..60 {
+                            let client = (t + i) % 4;
+                            let rules = if (t + i / 4) % 2 == 0 { alone } else { listed };
+                            match ask(rules, client as u8 + 1, now).status {
+                                Some(Status::Soft) => soft[client] += 1,
+                                Some(Status::Passed) => passed[client] += 1,
+                                _ => {}
+                            }
+                        }
+                        [0, 1, 2, 3].map(|c| passed[c] * 1000 + soft[c])
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().expect("thread"))
+                .collect()
+        });
+        for client in 0..4 {
+            let total: usize = tallies.iter().map(|t| t[client]).sum();
+            // burst 19: 20 at once; 10 % of 20 more, marked.
+            assert_eq!((total / 1000, total % 1000), (20, 2), "client {client}");
+        }
+    }
+
+    #[test]
+    fn a_spray_of_keys_over_their_limit_keeps_the_lane_within_a_quarter_of_size() {
+        let epoch = Instant::now();
+        let now = epoch + Duration::from_secs(1);
+        let z = zone("api", Algorithm::TokenBucket, Some(1000), epoch);
+        let rules = [rule(&z, 0, Some(1000))];
+        for n in 0..60_000u32 {
+            let client = IpAddr::from((10 << 24 | n).to_be_bytes());
+            assert_eq!(ask_as(&rules, client, now).status, Some(Status::Passed));
+            assert_eq!(ask_as(&rules, client, now).status, Some(Status::Soft));
+        }
+        let stats = z.stats();
+        assert_eq!(
+            stats.capacity_bytes,
+            (1 << 20) + (1 << 18),
+            "size and a quarter"
+        );
+        assert!(stats.bytes <= stats.capacity_bytes, "{stats:?}");
+        assert!(
+            stats.evictions > 0,
+            "the lane evicted to stay within its bytes"
+        );
     }
 }
 
@@ -451,5 +524,69 @@ limit = [{limit}]
         }
         assert_eq!(ok, 12);
         assert_eq!(redis_tally(&[gw.admin_addr().unwrap()]).await, [10, 2, 8]);
+    }
+
+    #[tokio::test]
+    async fn a_flood_over_limit_and_lane_costs_redis_nothing() {
+        let _shared = support::shared();
+        if !server::available() {
+            return;
+        }
+        let redis = Redis::start();
+        let dir = tempfile::tempdir().unwrap();
+        let limit = r#"{ zone = "api", soft = "100%" }"#;
+        let gw = gateway(&config(
+            &dir.path().join("a.log"),
+            &in_redis(&redis.url(), ""),
+            limit,
+        ));
+        let (addr, admin) = (addr(&gw), gw.admin_addr().unwrap());
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(get_as(addr, "/", "10.1.0.5").await.status.as_u16());
+        }
+        assert_eq!(seen, [200, 200, 429], "passed, soft, rejected");
+        // Both rejections are remembered: with Redis stuck, the flood is still answered
+        // 429 at once (on_error = "deny" would answer 503 after the timeout).
+        redis.pause();
+        let started = Instant::now();
+        for _ in 0..20 {
+            assert_eq!(get_as(addr, "/", "10.1.0.5").await.status, 429);
+        }
+        redis.resume();
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        let errors = r#"tollgate_redis_errors_total{zone="api",kind="timeout"}"#;
+        assert_eq!(metric(admin, errors).await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_lane_and_a_ban_work_on_a_cluster() {
+        let _shared = support::shared();
+        if !server::available() {
+            return;
+        }
+        let cluster = server::Cluster::start(3);
+        let urls: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+        let zone = format!(
+            "[redis]\nurls = [{}]\ntimeout = \"500ms\"\non_error = \"deny\"\n{API}\nbackend = \"redis\"\n",
+            urls.join(", ")
+        );
+        let ban = r#"ban = { after = 2, within = "1m", for = "1m" }"#;
+        let limit = format!(r#"{{ zone = "api", soft = "100%", {ban} }}"#);
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(&config(&dir.path().join("a.log"), &zone, &limit));
+        // Six clients, whose keys (and lane keys) spread over the nodes.
+        for client in 1..=6u8 {
+            let ip = format!("10.1.1.{client}");
+            let mut seen = Vec::new();
+            for _ in 0..5 {
+                seen.push(get_as(addr(&gw), "/", &ip).await.status.as_u16());
+            }
+            assert_eq!(seen, [200, 200, 429, 429, 403], "{ip}");
+        }
     }
 }
