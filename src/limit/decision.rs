@@ -5,7 +5,8 @@
 //! one zone costs no zone anything. The keys' shards are locked for the whole decision,
 //! in one global order (zone id, then shard) so that two locations listing the same
 //! zones in different orders cannot deadlock; with the locks held, check-then-charge is
-//! atomic and no grant is lost or doubled between threads.
+//! atomic and no grant is lost or doubled between threads. A zone's soft lane (`soft`,
+//! [`lanes`]) is locked right after its zone, so the order stays one total order.
 
 use std::sync::Arc;
 use std::time::Instant;

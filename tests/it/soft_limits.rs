@@ -451,6 +451,45 @@ limit = [{limit}]
         assert_eq!(logged, ["PASSED", "SOFT", "REJECTED", "REJECTED", "BANNED"]);
     }
 
+    #[tokio::test]
+    async fn a_reload_keeps_the_lane_and_a_new_share_applies_to_it() {
+        let _shared = support::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("access.log");
+        let text = |share: &str| {
+            config(
+                &log,
+                API,
+                &format!(r#"{{ zone = "api", soft = "{share}" }}"#),
+            )
+        };
+        let gw = gateway(&text("100%"));
+        let addr = addr(&gw);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(get_as(addr, "/", "10.1.0.6").await.status.as_u16());
+        }
+        assert_eq!(seen, [200, 200, 429]);
+        let path = Path::new("/tmp/tollgate-test/gateway.toml");
+        // The zone keeps its state, and its lane its keys: no fresh share by reload.
+        gw.reload(&tollgate::config::from_str(&text("50%"), path).unwrap())
+            .unwrap();
+        assert_eq!(get_as(addr, "/", "10.1.0.6").await.status, 429);
+        // Without any `soft`, the zone has no lane; given one again, it starts empty.
+        let without = config(&log, API, r#"{ zone = "api" }"#);
+        gw.reload(&tollgate::config::from_str(&without, path).unwrap())
+            .unwrap();
+        assert_eq!(get_as(addr, "/", "10.1.0.6").await.status, 429);
+        gw.reload(&tollgate::config::from_str(&text("100%"), path).unwrap())
+            .unwrap();
+        assert_eq!(
+            get_as(addr, "/", "10.1.0.6").await.status,
+            200,
+            "a fresh lane"
+        );
+        assert_eq!(get_as(addr, "/", "10.1.0.6").await.status, 429);
+    }
+
     /// `api` in Redis at `url`, with `extra` lines.
     fn in_redis(url: &str, extra: &str) -> String {
         format!("[redis]\nurl = \"{url}\"\ntimeout = \"500ms\"\non_error = \"deny\"\n{API}\nbackend = \"redis\"\n{extra}")
