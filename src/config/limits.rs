@@ -113,7 +113,7 @@ fn limit(
     let dry_run = raw.dry_run.unwrap_or(false);
     let ban = super::bans::ban(raw.ban.as_ref(), dry_run, diag)?;
     let soft = match &raw.soft {
-        Some(written) => Some(soft(written, info, dry_run, diag)?),
+        Some(written) => Some(soft(written, info, (dry_run, burst), diag)?),
         None => None,
     };
     Some(Limit {
@@ -129,11 +129,12 @@ fn limit(
 
 /// `soft`: a share `"N%"`, N from 0.1 to 100 (one decimal at most); not with `dry_run`
 /// (nothing is rejected, so nothing would be soft), not on a `concurrency` zone, and for
-/// a bucket at least one request a day of each of the zone's rates.
+/// a bucket at least one request a day of each of the zone's rates; a `sliding_log` lane
+/// key must fit what the lane's store (a quarter of `size`) leaves one key.
 fn soft(
     written: &Loose,
     zone: &ZoneInfo,
-    dry_run: bool,
+    (dry_run, burst): (bool, u64),
     diag: &mut Diagnostics<'_>,
 ) -> Option<Share> {
     let span = written.span();
@@ -142,6 +143,8 @@ fn soft(
         Some("`soft` does not apply to a `concurrency` zone: it has no rate to go over".to_owned())
     } else if dry_run {
         Some("`soft` and `dry_run = true` exclude each other: a dry run rejects nothing, so nothing would pass softly".to_owned())
+    } else if zone.algorithm == Algorithm::SlidingLog {
+        lane_log_too_big(zone, share, burst)
     } else if zone.algorithm.is_window() {
         None
     } else {
@@ -163,6 +166,31 @@ fn soft(
         }
         None => Some(share),
     }
+}
+
+/// A `sliding_log` lane whose key could hold more entries than the lane's store leaves
+/// one key (the lane's store is a quarter of `size`; see [`too_big`]).
+fn lane_log_too_big(zone: &ZoneInfo, share: Share, burst: u64) -> Option<String> {
+    let lane = |rate: &Rate| {
+        let base = crate::limit::Params {
+            burst,
+            ..crate::limit::Params::new(*rate)
+        };
+        crate::limit::soft::lane_params(&base, share, Algorithm::SlidingLog)
+            .rate
+            .count
+            .get()
+    };
+    let most = zone.rates.iter().map(lane).max()?;
+    let bytes = most.next_power_of_two().saturating_mul(LOG_ENTRY_BYTES);
+    let room = zone.size / 4 / MAX_SHARDS as u64;
+    (bytes > room).then(|| {
+        let need = bytes.saturating_mul(4 * MAX_SHARDS as u64).div_ceil(1 << 20);
+        format!(
+            r#"a sliding_log key of zone "{}"'s soft lane may hold {most} requests ({bytes} bytes), more than a quarter of its `size` leaves one key; give the zone `size = "{need}m"` or more, or a smaller share"#,
+            zone.name
+        )
+    })
 }
 
 /// A share as written: `"10%"`, `"0.5%"`.

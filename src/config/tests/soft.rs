@@ -86,3 +86,24 @@ fn soft_is_refused_with_dry_run_on_concurrency_and_below_a_request_a_day() {
         assert!(message.starts_with(expected), "{message}");
     }
 }
+
+#[test]
+fn a_sliding_log_lane_must_fit_a_quarter_of_the_zone() {
+    let zone = "[zones.log]\nkey = \"$binary_remote_addr\"\nrate = \"1000r/m\"\nalgorithm = \"sliding_log\"\nsize = \"1m\"\n";
+    let text = |share: &str| {
+        format!(
+            "{SERVER}{zone}[[location]]\nmatch = \"/\"\nreturn = {{ status = 200 }}\nlimit = [{{ zone = \"log\", soft = \"{share}\" }}]\n"
+        )
+    };
+    // 1000 entries of 16 bytes (1024 rounded up): 16 KiB, a 64th of 1 MiB, fits the zone;
+    // its whole share does not fit a 64th of a quarter of it.
+    let (_, _, message) = error(&text("100%")[SERVER.len()..]);
+    assert!(
+        message.starts_with(
+            r#"a sliding_log key of zone "log"'s soft lane may hold 1000 requests (16384 bytes)"#
+        ),
+        "{message}"
+    );
+    assert!(message.contains(r#"size = "4m""#), "{message}");
+    parse(&text("25%"));
+}
