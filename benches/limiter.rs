@@ -358,6 +358,7 @@ fn zone_decide(c: &mut Criterion) {
                 size: ZONE_BYTES,
                 redis: None,
                 adaptive: None,
+                soft: None,
             },
             epoch,
             std::time::SystemTime::now(),
@@ -371,6 +372,7 @@ fn zone_decide(c: &mut Criterion) {
             settles: false,
             ban: None,
             elastic: None,
+            soft: None,
         }];
         // 32-byte API keys (stored as digests) or addresses; one request each.
         let requests: Vec<(IpAddr, HeaderMap)> = (0..PRESENT)

@@ -166,8 +166,9 @@ fn zones(config: &Config, plans: &[&str], previous: &[Arc<Zone>]) -> Vec<Arc<Zon
     config
         .zones
         .iter()
-        .map(|z| {
-            let spec = zone_spec(z, plans);
+        .enumerate()
+        .map(|(index, z)| {
+            let spec = zone_spec(z, plans, soft_share(config, index));
             let kept = previous.iter().find(|old| old.can_pass_state_to(&spec));
             let mut zone = match kept {
                 Some(old) => old.succeed(spec),
@@ -177,6 +178,17 @@ fn zones(config: &Config, plans: &[&str], previous: &[Arc<Zone>]) -> Vec<Arc<Zon
             Arc::new(zone)
         })
         .collect()
+}
+
+/// The smallest `soft` share a location gives zone `index`: the zone then has a soft
+/// lane, whose keys drain at that share of its slowest rate.
+fn soft_share(config: &Config, index: usize) -> Option<config::Share> {
+    let locations = config.sites.iter().flat_map(|site| &site.locations);
+    let limits = locations.flat_map(|location| &location.limits);
+    limits
+        .filter(|l| l.zone == index)
+        .filter_map(|l| l.soft)
+        .min()
 }
 
 /// Bans outlive a reload while their zone keeps its name, key template (a key then
@@ -281,6 +293,7 @@ fn location(
                 settles,
                 ban: l.ban,
                 elastic: l.elastic,
+                soft: l.soft,
             }
         })
         .collect();
@@ -519,7 +532,7 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
 /// routing).
 const UNROUTED: &str = "-";
 
-fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
+fn zone_spec(z: &config::Zone, plans: &[&str], soft: Option<config::Share>) -> Spec {
     let plan_rates = plans
         .iter()
         .map(|plan| {
@@ -540,6 +553,7 @@ fn zone_spec(z: &config::Zone, plans: &[&str]) -> Spec {
         size: usize::try_from(z.size).unwrap_or(usize::MAX),
         redis: z.redis,
         adaptive: z.adaptive.clone(),
+        soft,
     }
 }
 

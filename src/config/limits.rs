@@ -5,7 +5,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawLimit, Span};
-use super::{Algorithm, Limit, Rate, StatusSet, Zone};
+use super::{Algorithm, Limit, Rate, Share, StatusSet, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
@@ -119,6 +119,10 @@ fn limit(
         Some(written) => Some(super::adaptive::elastic(written, info, diag)?),
         None => None,
     };
+    let soft = match &raw.soft {
+        Some(written) => Some(soft(written, info, (dry_run, burst), diag)?),
+        None => None,
+    };
     Some(Limit {
         zone: index,
         burst,
@@ -127,7 +131,94 @@ fn limit(
         count,
         ban,
         elastic,
+        soft,
     })
+}
+
+/// `soft`: a share `"N%"`, N from 0.1 to 100 (one decimal at most); not with `dry_run`
+/// (nothing is rejected, so nothing would be soft), not on a `concurrency` zone, and for
+/// a bucket at least one request a day of each of the zone's rates; a `sliding_log` lane
+/// key must fit what the lane's store (a quarter of `size`) leaves one key.
+fn soft(
+    written: &Loose,
+    zone: &ZoneInfo,
+    (dry_run, burst): (bool, u64),
+    diag: &mut Diagnostics<'_>,
+) -> Option<Share> {
+    let span = written.span();
+    let share = diag.check(span.clone(), share(written.get_ref()))?;
+    let problem = if zone.algorithm == Algorithm::Concurrency {
+        Some("`soft` does not apply to a `concurrency` zone: it has no rate to go over".to_owned())
+    } else if dry_run {
+        Some("`soft` and `dry_run = true` exclude each other: a dry run rejects nothing, so nothing would pass softly".to_owned())
+    } else if zone.algorithm == Algorithm::SlidingLog {
+        lane_log_too_big(zone, share, burst)
+    } else if zone.algorithm.is_window() {
+        None
+    } else {
+        let small = zone
+            .rates
+            .iter()
+            .find(|rate| !crate::limit::soft::lane_rate_is_exact(**rate, share));
+        small.map(|rate| {
+            format!(
+                r#"soft = "{share}" of zone "{}"'s rate {rate} is less than one request a day; use a larger share or a faster rate"#,
+                zone.name
+            )
+        })
+    };
+    match problem {
+        Some(message) => {
+            diag.error(span, message);
+            None
+        }
+        None => Some(share),
+    }
+}
+
+/// A `sliding_log` lane whose key could hold more entries than the lane's store leaves
+/// one key (the lane's store is a quarter of `size`; see [`too_big`]).
+fn lane_log_too_big(zone: &ZoneInfo, share: Share, burst: u64) -> Option<String> {
+    let lane = |rate: &Rate| {
+        let base = crate::limit::Params {
+            burst,
+            ..crate::limit::Params::new(*rate)
+        };
+        crate::limit::soft::lane_params(&base, share, Algorithm::SlidingLog)
+            .rate
+            .count
+            .get()
+    };
+    let most = zone.rates.iter().map(lane).max()?;
+    let bytes = most.next_power_of_two().saturating_mul(LOG_ENTRY_BYTES);
+    let room = zone.size / 4 / MAX_SHARDS as u64;
+    (bytes > room).then(|| {
+        let need = bytes.saturating_mul(4 * MAX_SHARDS as u64).div_ceil(1 << 20);
+        format!(
+            r#"a sliding_log key of zone "{}"'s soft lane may hold {most} requests ({bytes} bytes), more than a quarter of its `size` leaves one key; give the zone `size = "{need}m"` or more, or a smaller share"#,
+            zone.name
+        )
+    })
+}
+
+/// A share as written: `"10%"`, `"0.5%"`.
+fn share(value: &toml::Value) -> Result<Share, String> {
+    const HINT: &str = r#"expected a share like "10%", from "0.1%" to "100%""#;
+    let toml::Value::String(text) = value else {
+        return Err(format!("invalid soft {value}: {HINT}"));
+    };
+    let bad = || format!(r#"invalid soft "{text}": {HINT}"#);
+    let number = text.strip_suffix('%').ok_or_else(bad)?;
+    let (whole, tenth) = number.split_once('.').unwrap_or((number, "0"));
+    let digits = |s: &str, most: usize| {
+        (!s.is_empty() && s.len() <= most && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u16>().ok())
+            .flatten()
+    };
+    let (Some(whole), Some(tenth)) = (digits(whole, 3), digits(tenth, 1)) else {
+        return Err(bad());
+    };
+    Share::from_permille(whole * 10 + tenth).ok_or_else(bad)
 }
 
 /// `count_status`: statuses (`401`) and classes (`"4xx"`), not empty; not for a

@@ -33,6 +33,7 @@ pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
 pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
 pub use crate::limit::settle::StatusSet;
+pub use crate::limit::soft::Share;
 pub use crate::limit::{Algorithm, Period, Rate};
 pub use crate::routing::sites::SiteName;
 pub use crate::routing::Pattern;
@@ -498,6 +499,8 @@ pub struct Limit {
     pub ban: Option<Ban>,
     /// `elastic`: the rate while the zone's upstream has spare capacity.
     pub elastic: Option<Elastic>,
+    /// `soft`: the share over the limit let through, marked.
+    pub soft: Option<Share>,
 }
 
 #[derive(Debug, Clone)]

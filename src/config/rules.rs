@@ -172,6 +172,7 @@ mod tests {
                 count: None,
                 ban: None,
                 elastic: None,
+                soft: None,
             }]),
             access: Some(Vec::new()),
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),

@@ -371,6 +371,7 @@ mod props;
 mod redis;
 mod settle;
 mod sites;
+mod soft;
 mod tls;
 mod upstream_tls;
 mod vars;

@@ -5,7 +5,8 @@
 //! one zone costs no zone anything. The keys' shards are locked for the whole decision,
 //! in one global order (zone id, then shard) so that two locations listing the same
 //! zones in different orders cannot deadlock; with the locks held, check-then-charge is
-//! atomic and no grant is lost or doubled between threads.
+//! atomic and no grant is lost or doubled between threads. A zone's soft lane (`soft`,
+//! [`lanes`]) is locked right after its zone, so the order stays one total order.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,8 +16,12 @@ use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::settle::{Held, Pending, StatusSet};
+use super::soft::Share;
 use super::zone::{Guard, Zone};
 use super::{Algorithm, Params, Verdict, NODELAY};
+
+// What a would-be rejection of an item with `soft` does: the cold path.
+mod lanes;
 
 /// Most zones one location may list (the config refuses more): a decision keeps its keys
 /// and locks in arrays of this size.
@@ -39,6 +44,8 @@ pub struct LimitRule {
     pub ban: Option<Ban>,
     /// The item's `elastic`: the rate while the zone's upstream has spare capacity.
     pub elastic: Option<Elastic>,
+    /// `soft`: the share over the limit let through, marked (see [`super::soft`]).
+    pub soft: Option<Share>,
 }
 
 impl LimitRule {
@@ -109,6 +116,13 @@ fn decide_with(
     }
     let mut guards = lock_in_order(rules, keyed);
     let mut outcome = check_each(rules, keyed, &mut guards, keys);
+    if outcome.rejected_by.is_some() && lanes::may_cover(rules, &outcome) {
+        // Every rejection could pass on its zone's soft lane: decide again with the
+        // lanes locked too (their locks come after their zones', so not while holding
+        // these).
+        drop(guards);
+        return lanes::decide_each(rules, keyed, keys, cost);
+    }
     charge_each(rules, keyed, &mut guards, keys, cost, &mut outcome);
     // Unlock before an in-flight count could be given back (its drop locks the shard).
     drop(guards);
@@ -202,6 +216,7 @@ fn check_each(
             rate: k.params.rate,
             decision,
             dry_run: rule.dry_run,
+            soft: false,
         });
     }
     outcome
@@ -229,8 +244,9 @@ fn charge_each(
             continue;
         };
         let rule = &rules[k.rule];
-        status = status.max(Status::of(applied.decision.verdict, rule.dry_run));
-        if !applied.decision.admitted() {
+        status = status.max(Status::of_applied(applied));
+        if !applied.decision.admitted() || applied.soft {
+            // A soft admission is charged to its lane ([`lanes::decide_each`]).
             continue;
         }
         if enforced_reject {
@@ -290,6 +306,11 @@ fn decide_one(
     let params = rule.params(plan, cost);
     let now = zone.nanos(now);
     let decision = zone.decide(hash, key, now, &params);
+    if let (Verdict::Reject { .. }, Some(share), false) =
+        (decision.verdict, rule.soft, rule.dry_run)
+    {
+        return lanes::decide_one(rule, share, key, now, &params, decision);
+    }
     let mut outcome = Outcome::default();
     match (decision.verdict, rule.dry_run) {
         (Verdict::Delay(ns), false) => outcome.delay = ns,
@@ -316,6 +337,7 @@ fn decide_one(
         rate: params.rate,
         decision,
         dry_run: rule.dry_run,
+        soft: false,
     });
     outcome.status = Some(status);
     outcome

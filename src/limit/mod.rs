@@ -21,6 +21,7 @@ pub mod redis;
 pub mod settle;
 pub mod sliding_log;
 pub mod sliding_window;
+pub mod soft;
 // The one module with `unsafe`: memory a lock-free lookup reads (see its docs).
 #[allow(unsafe_code)]
 pub mod store;

@@ -13,6 +13,8 @@ use super::{Decision, Rate, Verdict};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
     Passed,
+    /// Passed on a soft share (`soft`): over the limit, let through and marked.
+    Soft,
     DelayedDryRun,
     RejectedDryRun,
     Delayed,
@@ -33,9 +35,18 @@ impl Status {
         }
     }
 
+    /// One zone's outcome for the log, a soft admission included.
+    pub fn of_applied(applied: &Applied) -> Status {
+        match applied.soft {
+            true => Status::Soft,
+            false => Status::of(applied.decision.verdict, applied.dry_run),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Passed => "PASSED",
+            Status::Soft => "SOFT",
             Status::Delayed => "DELAYED",
             Status::Rejected => "REJECTED",
             Status::DelayedDryRun => "DELAYED_DRY_RUN",
@@ -54,6 +65,9 @@ pub struct Applied {
     pub rate: Rate,
     pub decision: Decision,
     pub dry_run: bool,
+    /// Admitted on the zone's soft lane (`soft`), its base limit having rejected it: the
+    /// decision is a pass with nothing `remaining` (the header's `r=0`).
+    pub soft: bool,
 }
 
 /// The zones' answers, in list order. The first is kept inline: most locations list one
@@ -144,7 +158,7 @@ impl Outcome {
     /// telling so far, the delay and `retry_after` the longest, `rejected_by` the first
     /// rule in the list that rejected. Dry-run zones change only the status.
     pub(super) fn add(&mut self, applied: Applied) {
-        let status = Status::of(applied.decision.verdict, applied.dry_run);
+        let status = Status::of_applied(&applied);
         self.status = Some(self.status.map_or(status, |s| s.max(status)));
         match (applied.decision.verdict, applied.dry_run) {
             (Verdict::Delay(ns), false) => self.delay = self.delay.max(ns),

@@ -20,6 +20,7 @@ use super::settle::{self, Answer, Held, Pending};
 use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
 
 mod ban;
+mod soft;
 
 /// A location's zones, in list order, and what each request costs in them.
 pub struct Policy {
@@ -136,11 +137,20 @@ impl Policy {
             let decision = zone
                 .decide(&redis.backend, arrival, &mut outcome, &mut charged)
                 .await;
+            // After `decide`: a lease fetch it made is over, and its waiters go on.
+            let (decision, soft) = match rule.soft {
+                Some(share) if zone.lane_may_cover(&decision, &outcome) => {
+                    let lane = zone.soft(share, &redis.backend, arrival, decision);
+                    lane.await.into_outcome(&mut outcome, &mut charged, index)
+                }
+                _ => (decision, false),
+            };
             outcome.add(Applied {
                 rule: index,
                 rate: params.rate,
                 decision,
                 dry_run: rule.dry_run,
+                soft,
             });
             if outcome.rejected_by.is_some() || outcome.unavailable {
                 rejected = true;

@@ -41,6 +41,22 @@ pub fn redis_key(zone: &str, key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// What every soft lane key starts with: a prefix no zone key (`tollgate:`) or ban key
+/// (`tollgate-ban:`) has, so no client's key, whatever its bytes, names another's lane.
+pub const SOFT_PREFIX: &[u8] = b"tollgate-soft:";
+
+/// The Redis key of `key`'s soft lane in zone `zone` (`soft`, `limit::soft`):
+/// `tollgate-soft:<zone>:<key>`. A lane call touches this one key (it reads no ban), so
+/// it needs no hash tag: it goes wherever its bytes hash, as a zone key does.
+pub fn soft_key(zone: &str, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(SOFT_PREFIX.len() + zone.len() + 1 + key.len());
+    out.extend_from_slice(SOFT_PREFIX);
+    out.extend_from_slice(zone.as_bytes());
+    out.push(b':');
+    out.extend_from_slice(key);
+    out
+}
+
 /// What a Redis zone does while Redis is slow or down (`on_error`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,6 +156,14 @@ mod tests {
             b"tollgate:per_ip:\x0a\x00\x00\x01"
         );
         assert_eq!(redis_key("api", b"k:1"), b"tollgate:api:k:1");
+    }
+
+    #[test]
+    fn a_lane_key_can_never_be_a_zone_key() {
+        assert_eq!(soft_key("api", b"k"), b"tollgate-soft:api:k");
+        // A client whose key ends in what a lane key adds still names its own key.
+        assert_ne!(redis_key("api", b"k:soft"), soft_key("api", b"k"));
+        assert!(!soft_key("api", b"k").starts_with(b"tollgate:"));
     }
 
     #[test]

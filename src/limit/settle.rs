@@ -59,6 +59,8 @@ pub struct Pending {
 pub(super) enum Held {
     /// The zone's own store (a local zone, or a Redis zone deciding alone on `on_error`).
     Local { hash: u64, key: Box<[u8]> },
+    /// The zone's soft lane (a soft admission, `limit::soft`); `hash` is the lane's.
+    Lane { hash: u64, key: Box<[u8]> },
     /// Redis, by this call.
     Redis(Call),
 }
@@ -123,6 +125,10 @@ pub(super) fn settle(
             Held::Local { hash, key } => {
                 let zone = &rule.zone;
                 zone.adjust(hash, &key, zone.nanos(now), &params, change);
+            }
+            Held::Lane { hash, key } => {
+                let zone = &rule.zone;
+                zone.adjust_lane(hash, &key, zone.nanos(now), &params, change);
             }
             Held::Redis(call) => calls.push((Call { params, ..call }, mode)),
         }

@@ -16,6 +16,7 @@ use super::redis::{Leases, Rejections, ZoneSettings};
 use super::settle::Change;
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
+use super::soft::Share;
 use super::store::{Locked, Stats, Store};
 use super::token_bucket::TokenBucket;
 use super::{Algorithm, Decision, Limiter, Params, Period, Rate};
@@ -58,6 +59,10 @@ macro_rules! dispatch {
     };
 }
 
+// The soft lane: it uses `dispatch!`, so it is declared after it.
+mod lane;
+pub(super) use lane::{Lane, LaneKey};
+
 /// A zone's keys, in the store of its algorithm.
 enum Stores {
     Leaky(Store<LeakyBucket>),
@@ -66,6 +71,20 @@ enum Stores {
     Sliding(Store<SlidingWindow>),
     Log(Store<SlidingLog>),
     Concurrency(Store<Concurrency>),
+}
+
+impl Stores {
+    /// An empty store of `size` bytes for `algorithm`.
+    fn new(algorithm: Algorithm, size: usize) -> Stores {
+        match algorithm {
+            Algorithm::LeakyBucket => Stores::Leaky(Store::new(size)),
+            Algorithm::TokenBucket => Stores::Token(Store::new(size)),
+            Algorithm::FixedWindow => Stores::Fixed(Store::new(size)),
+            Algorithm::SlidingWindow => Stores::Sliding(Store::new(size)),
+            Algorithm::SlidingLog => Stores::Log(Store::new(size)),
+            Algorithm::Concurrency => Stores::Concurrency(Store::new(size)),
+        }
+    }
 }
 
 /// What a zone is built from.
@@ -86,6 +105,9 @@ pub struct Spec {
     pub redis: Option<ZoneSettings>,
     /// `adaptive`: the rates follow an upstream group's load.
     pub adaptive: Option<Target>,
+    /// The smallest `soft` share a location gives this zone; `None` when none does (the
+    /// zone then has no soft lane).
+    pub soft: Option<Share>,
 }
 
 pub struct Zone {
@@ -120,20 +142,15 @@ pub struct Zone {
     pub bans: Arc<Bans>,
     /// `adaptive`: the factor every rate is scaled by, and its controller.
     pub adaptive: Option<Adaptive>,
+    /// The soft lane, when a location gives the zone a `soft` share.
+    pub(super) lane: Option<Lane>,
 }
 
 impl Zone {
     /// A zone whose time zero is `epoch`; `wall` is the wall clock read at the same
     /// moment (the window algorithms align their windows to it).
     pub fn new(spec: Spec, epoch: Instant, wall: SystemTime) -> Zone {
-        let stores = match spec.algorithm {
-            Algorithm::LeakyBucket => Stores::Leaky(Store::new(spec.size)),
-            Algorithm::TokenBucket => Stores::Token(Store::new(spec.size)),
-            Algorithm::FixedWindow => Stores::Fixed(Store::new(spec.size)),
-            Algorithm::SlidingWindow => Stores::Sliding(Store::new(spec.size)),
-            Algorithm::SlidingLog => Stores::Log(Store::new(spec.size)),
-            Algorithm::Concurrency => Stores::Concurrency(Store::new(spec.size)),
-        };
+        let stores = Stores::new(spec.algorithm, spec.size);
         let window_offset = if spec.algorithm.is_window() {
             into_utc_day(wall)
         } else {
@@ -141,7 +158,15 @@ impl Zone {
         };
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let adaptive = spec.adaptive.clone().map(Adaptive::new);
-        Zone::with_state(spec, id, epoch, window_offset, Arc::new(stores), adaptive)
+        Zone::with_state(
+            spec,
+            id,
+            epoch,
+            window_offset,
+            Arc::new(stores),
+            adaptive,
+            None,
+        )
     }
 
     /// Whether a zone built from `spec` may keep this zone's keys and their state: the
@@ -162,6 +187,7 @@ impl Zone {
     pub fn succeed(&self, spec: Spec) -> Zone {
         debug_assert!(self.can_pass_state_to(&spec));
         let stores = Arc::clone(&self.stores);
+        let lane = self.lane.as_ref().and_then(Lane::stores);
         // A cut factor outlives the reload while the zone follows the same upstream.
         let adaptive = match (&self.adaptive, spec.adaptive.clone()) {
             (Some(old), Some(target)) => Some(old.succeed(target)),
@@ -175,6 +201,7 @@ impl Zone {
             self.window_offset,
             stores,
             adaptive,
+            lane,
         )
     }
 
@@ -190,6 +217,7 @@ impl Zone {
         window_offset: u64,
         stores: Arc<Stores>,
         adaptive: Option<Adaptive>,
+        lane: Option<Arc<Stores>>,
     ) -> Zone {
         let slowest = spec
             .plan_rates
@@ -199,6 +227,9 @@ impl Zone {
             .chain([spec.rate])
             .min_by(|a, b| a.per_second().total_cmp(&b.per_second()))
             .unwrap_or(spec.rate);
+        let lane = spec
+            .soft
+            .map(|share| Lane::new(&spec, share, slowest, lane));
         Zone {
             id,
             name: spec.name.into(),
@@ -220,6 +251,7 @@ impl Zone {
             rejections: Rejections::default(),
             bans: Arc::default(),
             adaptive,
+            lane,
         }
     }
 
@@ -250,8 +282,19 @@ impl Zone {
         self.max
     }
 
+    /// The zone's keys and memory, its soft lane's included.
     pub fn stats(&self) -> Stats {
-        dispatch!(Stores, &*self.stores, s => s.stats())
+        let stats = dispatch!(Stores, &*self.stores, s => s.stats());
+        match self.lane.as_ref().and_then(Lane::stats) {
+            Some(lane) => Stats {
+                keys: stats.keys + lane.keys,
+                bytes: stats.bytes + lane.bytes,
+                capacity_bytes: stats.capacity_bytes + lane.capacity_bytes,
+                evictions: stats.evictions + lane.evictions,
+                expired: stats.expired + lane.expired,
+            },
+            None => stats,
+        }
     }
 
     /// `now` as this zone counts time: nanoseconds since its epoch (plus, for windows,
@@ -297,15 +340,15 @@ impl Zone {
     /// Forgets `key`: its next request starts afresh (an operator freeing a client by
     /// hand). Whether it was stored.
     pub fn forget(&self, key: &[u8]) -> bool {
-        dispatch!(Stores, &*self.stores, s => forget_in(s, key))
+        let in_lane = self.lane.as_ref().is_some_and(|lane| lane.forget(key));
+        dispatch!(Stores, &*self.stores, s => forget_in(s, key)) || in_lane
     }
 
     /// Settles a charge made at admission (see [`super::settle`]): gives back units
     /// (a stored key only) or charges more (storing the key if it went), even past the
     /// limit. `p.cost` is the units.
     pub(super) fn adjust(&self, hash: u64, key: &[u8], now: u64, p: &Params, change: Change) {
-        let idle = &self.idle;
-        dispatch!(Stores, &*self.stores, s => adjust_in(s, hash, key, now, p, idle, change))
+        adjust(&self.stores, hash, key, now, p, &self.idle, change);
     }
 
     /// Gives back the units an in-flight request took (`concurrency`).
@@ -356,6 +399,19 @@ fn state_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> Option<String> {
 fn forget_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> bool {
     let hash = store.hash(key);
     store.lock(hash).remove(hash, key)
+}
+
+/// [`Zone::adjust`] in `stores` (the zone's or its lane's).
+fn adjust(
+    stores: &Stores,
+    hash: u64,
+    key: &[u8],
+    now: u64,
+    p: &Params,
+    idle: &Params,
+    change: Change,
+) {
+    dispatch!(Stores, stores, s => adjust_in(s, hash, key, now, p, idle, change));
 }
 
 fn adjust_in<A: Limiter>(

@@ -276,10 +276,12 @@ pub enum Answer {
     RejectedDryRun,
     /// Answered by a ban (the penalty box), no zone asked.
     Banned,
+    /// Over the limit, passed on the zone's soft share (`soft`).
+    Soft,
 }
 
 impl Answer {
-    pub const ALL: [Answer; 7] = [
+    pub const ALL: [Answer; 8] = [
         Answer::Passed,
         Answer::Delayed,
         Answer::Rejected,
@@ -287,6 +289,7 @@ impl Answer {
         Answer::DelayedDryRun,
         Answer::RejectedDryRun,
         Answer::Banned,
+        Answer::Soft,
     ];
 
     pub fn label(self) -> &'static str {
@@ -298,6 +301,7 @@ impl Answer {
             Answer::DelayedDryRun => "delayed_dry_run",
             Answer::RejectedDryRun => "rejected_dry_run",
             Answer::Banned => "banned",
+            Answer::Soft => "soft",
         }
     }
 }

@@ -141,6 +141,9 @@ thread_local! {
 
 fn metric_outcome(applied: &Applied) -> metrics::Answer {
     use metrics::Answer as O;
+    if applied.soft {
+        return O::Soft;
+    }
     match (applied.decision.verdict, applied.dry_run) {
         (Verdict::Pass, false) => O::Passed,
         (Verdict::Delay(_), false) => O::Delayed,

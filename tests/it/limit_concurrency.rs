@@ -193,6 +193,7 @@ mod through_zones {
             size: 1 << 20,
             redis: None,
             adaptive: None,
+            soft: None,
         };
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }
@@ -207,6 +208,7 @@ mod through_zones {
             settles: false,
             ban: None,
             elastic: None,
+            soft: None,
         }
     }
 
@@ -322,6 +324,7 @@ mod through_zones {
             settles: false,
             ban: None,
             elastic: None,
+            soft: None,
         }]);
         let holding = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));

@@ -39,6 +39,7 @@ mod return_vars;
 mod rewrite;
 mod sites;
 mod slow_clients;
+mod soft_limits;
 mod testssl;
 mod timeouts;
 mod tls;

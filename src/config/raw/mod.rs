@@ -484,6 +484,8 @@ pub(crate) struct RawLimit {
     pub ban: Option<Spanned<RawBan>>,
     /// `"3x"` or a rate (`config/adaptive.rs`).
     pub elastic: Option<Spanned<String>>,
+    /// A share over the limit let through, marked: `"10%"`.
+    pub soft: Option<Loose>,
 }
 
 /// A limit item's `ban`, as written.

@@ -67,7 +67,8 @@ fn a_full_limiting_config_is_typed() {
                 dry_run: false,
                 count: None,
                 ban: None,
-                elastic: None
+                elastic: None,
+                soft: None
             },
             Limit {
                 zone: 0,
@@ -76,7 +77,8 @@ fn a_full_limiting_config_is_typed() {
                 dry_run: false,
                 count: None,
                 ban: None,
-                elastic: None
+                elastic: None,
+                soft: None
             },
             Limit {
                 zone: 2,
@@ -85,7 +87,8 @@ fn a_full_limiting_config_is_typed() {
                 dry_run: true,
                 count: None,
                 ban: None,
-                elastic: None
+                elastic: None,
+                soft: None
             },
         ]
     );
