@@ -7,6 +7,7 @@
 //! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
 //! shell and passed down. Nothing here reads a clock or sleeps.
 
+pub mod adaptive;
 pub mod bans;
 pub mod concurrency;
 pub mod decision;
