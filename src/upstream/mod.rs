@@ -8,6 +8,7 @@
 
 pub mod balance;
 pub mod body;
+pub mod gate;
 pub mod h1;
 pub mod health;
 pub mod pool;
