@@ -17,6 +17,7 @@ use crate::limit::redis::Failure;
 use crate::metrics::cells::{Counter, HistogramSum};
 use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
+use crate::upstream::gate::{Gate, Shed};
 
 /// The `Content-Type` of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -55,12 +56,16 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
+        self.gates(&mut encoder)?;
         self.zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
         self.gateway(&mut encoder)
     }
 }
+
+/// A gate's gauge: its name, help and how it is read.
+type GateGauge = (&'static str, &'static str, fn(&Gate) -> u32);
 
 type Labels<'a, const N: usize> = [(&'static str, &'a str); N];
 
@@ -171,6 +176,56 @@ impl Scrape {
                 let labels = [("upstream", group.name.as_str()), ("server", &addr)];
                 let up = i64::from(server.health.is_available(now));
                 family.encode_family(&labels)?.encode_gauge(&up)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The concurrency gates of groups with `max_in_flight`: limit, in flight, waiting,
+    /// and requests shed by reason.
+    fn gates(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let gates: Vec<_> = self
+            .snapshot
+            .upstreams
+            .iter()
+            .filter_map(|group| Some((group.name.as_str(), group.gate.as_ref()?)))
+            .collect();
+        let gauges: [GateGauge; 3] = [
+            (
+                "tollgate_upstream_concurrency_limit",
+                "The most requests an upstream group's gate lets in flight at once (max_in_flight).",
+                Gate::limit,
+            ),
+            (
+                "tollgate_upstream_concurrency_in_flight",
+                "Requests holding a slot of an upstream group's gate.",
+                Gate::in_flight,
+            ),
+            (
+                "tollgate_upstream_queue",
+                "Requests waiting for a slot of an upstream group's gate.",
+                Gate::queue_len,
+            ),
+        ];
+        for (name, help, read) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (upstream, gate) in &gates {
+                let value = i64::from(read(gate));
+                family
+                    .encode_family(&[("upstream", *upstream)])?
+                    .encode_gauge(&value)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_shed",
+            "Requests an upstream group's gate answered 503, by reason (queue_full, timeout, priority).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (upstream, gate) in &gates {
+            for reason in Shed::ALL {
+                let labels = [("upstream", *upstream), ("reason", reason.label())];
+                counter(&mut family, &labels, gate.shed().get(reason))?;
             }
         }
         Ok(())

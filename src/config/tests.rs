@@ -364,6 +364,7 @@ fn the_limit_examples_of_the_readme_and_docs_are_valid() {
 mod acme;
 mod bans;
 mod body;
+mod concurrency;
 mod errors;
 mod limits;
 mod props;
