@@ -336,3 +336,71 @@ fn parse(toml: &str) -> tollgate::config::Config {
     tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
         .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
 }
+
+/// An upstream that accepts WebSocket handshakes (and keeps the tunnel open, reading
+/// until the client closes) and answers anything else 200 once `released` says so.
+async fn websocket_upstream(released: watch::Receiver<bool>) -> Upstream {
+    use hyper_util::rt::TokioIo;
+    use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    Upstream::start(move |mut req| {
+        let mut released = released.clone();
+        async move {
+            let Some(key) = req.headers().get("sec-websocket-key").cloned() else {
+                let _ = released.wait_for(|go| *go).await;
+                return text(200, "plain");
+            };
+            let upgrade = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                use futures_util::StreamExt;
+                let upgraded = upgrade.await.expect("upgraded");
+                let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+                    TokioIo::new(upgraded),
+                    Role::Server,
+                    None,
+                )
+                .await;
+                while let Some(Ok(_)) = ws.next().await {}
+            });
+            let mut response = text(101, "");
+            let h = response.headers_mut();
+            h.insert("upgrade", "websocket".parse().unwrap());
+            h.insert("connection", "upgrade".parse().unwrap());
+            h.insert(
+                "sec-websocket-accept",
+                derive_accept_key(key.as_bytes()).parse().unwrap(),
+            );
+            *response.body_mut() = empty();
+            response
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_handshakes_pass_by_a_full_gate_and_hold_no_slot() {
+    let _shared = support::shared();
+    let (release, released) = watch::channel(false);
+    let up = websocket_upstream(released).await;
+    let gw = gateway(&config(&up, "max_in_flight = 1\nqueue = 0", ""));
+    // The one slot taken: a plain request now would be shed at once.
+    let plain = spawn(&gw, None);
+    until(&gw, "the slot taken", |g| g["in_flight"] == 1).await;
+    assert_shed(&within(5, send(addr(&gw), request(None))).await);
+    let mut tunnels = Vec::new();
+    for _ in 0..3 {
+        let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+        let url = format!("ws://{}/ws", addr(&gw));
+        let (ws, response) = within(5, tokio_tungstenite::client_async(url, stream))
+            .await
+            .expect("handshake through a full gate");
+        assert_eq!(response.status(), 101);
+        tunnels.push(ws);
+    }
+    // Three tunnels open, and the gate counts only the plain request.
+    assert_eq!(gate_status(&gw).await["in_flight"], 1);
+    let _ = release.send(true);
+    assert_eq!(plain.await.expect("client").status, 200);
+    until(&gw, "the slot free", |g| g["in_flight"] == 0).await;
+    drop(tunnels);
+}
