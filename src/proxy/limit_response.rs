@@ -264,6 +264,25 @@ pub(super) fn delay(outcome: &Outcome) -> Option<std::time::Duration> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn overloaded_is_a_503_retrying_after_the_longest_wait_rounded_up() {
+        for (wait, retry_after) in [(1500, "2"), (1000, "1"), (200, "1"), (30_000, "30")] {
+            let response = overloaded("app-1", Duration::from_millis(wait));
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()[RETRY_AFTER], retry_after);
+            assert_eq!(response.headers()[CONTENT_TYPE], PROBLEM_JSON);
+        }
+        let body = match overloaded("app-1", Duration::from_secs(1)).into_body() {
+            ResponseBody::Full(Some(body)) => body,
+            _ => panic!("a whole body"),
+        };
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(json["type"], REDUCED_CAPACITY);
+        assert_eq!(json["status"], 503);
+        assert_eq!(json["upstream"], "app-1");
+        assert_eq!(json["retry_after"], 1);
+    }
+
     /// The body as `format!` wrote it before it was written piece by piece.
     fn formatted(status: StatusCode, detail: &str, zone: &str, retry_after: u64) -> String {
         format!(
