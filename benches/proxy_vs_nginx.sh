@@ -2,7 +2,8 @@
 # proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies,
 # plain and with rate limiting on.
 #
-# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|all; default proxy, the figure README quotes):
+# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|all; default proxy, the figure README
+# quotes):
 #   proxy         plain reverse proxy, no limiting;
 #   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
 #                 sends one of API_KEYS distinct keys per request, round robin. nginx:
@@ -16,7 +17,11 @@
 #                 counts every response. nginx's error-log line per rejection is not written
 #                 (`limit_req_log_level info` below the log's `warn`): tollgate writes nothing for a
 #                 rejection with its access log off, so both do the same work;
-#   all           the three in turn, each with freshly started proxies.
+#   proxy_auto    the proxy scenario with tollgate's upstream gate on (`max_in_flight = 1000`, more
+#                 than CONNECTIONS, so nothing waits): the cost of the gate's shared count, one CAS
+#                 when a request starts and one when it ends. nginx is the plain proxy, as in `proxy`;
+#                 compare this scenario's tollgate/nginx ratio with `proxy`'s;
+#   all           the four in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
 # the limiting alone.
@@ -47,7 +52,7 @@
 #   BASELINE=e0efbbf RUNS=9 benches/proxy_vs_nginx.sh   # also tollgate at that revision (below)
 #
 # Environment (defaults in brackets):
-#   SCENARIO [proxy]    proxy, limit_pass, limit_reject or all (above)
+#   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto or all (above)
 #   API_KEYS [10000]    distinct X-API-Key values wrk sends in limit_pass
 #   TOLLGATE_RATELIMIT_HEADERS [draft]   tollgate's `ratelimit_headers` in the limit scenarios
 #   RUNS [5]            measured runs per proxy, interleaved
@@ -127,9 +132,9 @@ case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
 esac
 
 case "$SCENARIO" in
-    proxy | limit_pass | limit_reject) SCENARIOS=("$SCENARIO") ;;
-    all) SCENARIOS=(proxy limit_pass limit_reject) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject or all, not '$SCENARIO'" ;;
+    proxy | limit_pass | limit_reject | proxy_auto) SCENARIOS=("$SCENARIO") ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -358,11 +363,16 @@ scenario_title() {
         proxy) echo "reverse proxy to one keep-alive upstream" ;;
         limit_pass) echo "limiting on, $API_KEYS API keys, every request allowed, then proxied" ;;
         limit_reject) echo "limiting on, one key at 1r/s: nearly every request rejected (429)" ;;
+        proxy_auto) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = 1000, nothing waits)" ;;
     esac
 }
 scenario_limit_note() {
     case "$1" in
         proxy) ;;
+        proxy_auto)
+            echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
+            echo "  request, none waits): compare the ratio with the \`proxy\` scenario's"
+            ;;
         limit_pass)
             echo "nginx \`limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s\` + \`limit_req zone=k burst=1000000 nodelay\`;"
             echo "  tollgate \`[zones.k] key = \"\$http_x_api_key\" rate = \"1000000r/s\" size = \"10m\"\` +"
@@ -397,7 +407,12 @@ nginx_location_limit() {
     esac
 }
 
-# tollgate: lines for [server], the zones, and the location.
+# tollgate: lines for [server], the upstream, the zones, and the location.
+tollgate_upstream_gate() {
+    case "$1" in
+        proxy_auto) echo "max_in_flight = 1000" ;;
+    esac
+}
 tollgate_server_limit() {
     case "$1" in
         limit_pass | limit_reject) echo "ratelimit_headers = \"$TOLLGATE_RATELIMIT_HEADERS\"" ;;
@@ -522,6 +537,7 @@ access = "off"
 [upstreams.app]
 servers = ["127.0.0.1:$UPSTREAM_PORT"]
 keepalive = 64
+$(tollgate_upstream_gate "$scen")
 
 $(tollgate_zones "$scen")
 [[location]]

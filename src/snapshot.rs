@@ -25,6 +25,7 @@ use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site,
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
 use crate::tls;
+use crate::upstream::gate::{Gate, GateSettings};
 use crate::upstream::{Group, GroupSpec};
 
 /// Everything one configuration generation needs at run time.
@@ -69,6 +70,9 @@ pub struct Lasting<'a> {
     pub redis: Option<&'a Arc<redis::Backend>>,
     /// What ACME serves: managed names' certificates and challenge answers.
     pub acme: &'a Arc<crate::acme::Published>,
+    /// The upstream groups in force (empty at start): a group whose gate keys are
+    /// unchanged keeps its gate, so both generations count against one limit.
+    pub upstreams: &'a [Arc<Group>],
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -111,7 +115,10 @@ pub fn build(
     let groups: Vec<Arc<Group>> = config
         .upstreams
         .iter()
-        .map(|u| Arc::new(Group::new(group_spec(u, metrics), workers)))
+        .map(|u| {
+            let gate = gate(u, lasting.upstreams);
+            Arc::new(Group::new(group_spec(u, metrics, gate), workers))
+        })
         .collect();
     let plans = plan_ids(config);
     let zones = zones(config, &plans, lasting.zones);
@@ -439,6 +446,10 @@ fn api_keys(keys: &config::ApiKeys, plans: &[&str]) -> ApiKeys {
                 Some((Box::from(key.as_bytes()), id))
             })
             .collect::<HashMap<_, _>>(),
+        priorities: plans
+            .iter()
+            .map(|plan| keys.priority.get(*plan).copied().unwrap_or(0))
+            .collect(),
     }
 }
 
@@ -506,7 +517,30 @@ fn conn_settings(server: &config::Server) -> ConnSettings {
     }
 }
 
-fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
+/// The group's gate: the one in force for the group of that name when its limit, queue
+/// and wait are unchanged, else a new one (counting its sheds where the old one did).
+fn gate(u: &config::Upstream, previous: &[Arc<Group>]) -> Option<Arc<Gate>> {
+    let wanted = u.concurrency?;
+    let settings = GateSettings {
+        queue: wanted.queue,
+        queue_timeout: wanted.queue_timeout,
+    };
+    let old = previous
+        .iter()
+        .find(|group| group.name == u.name)
+        .and_then(|group| group.gate.as_ref());
+    match old {
+        Some(old) if old.settings() == settings && old.limit() == wanted.max_in_flight => {
+            Some(Arc::clone(old))
+        }
+        _ => {
+            let shed = old.map_or_else(Arc::default, |old| Arc::clone(old.shed()));
+            Some(Arc::new(Gate::new(wanted.max_in_flight, settings, shed)))
+        }
+    }
+}
+
+fn group_spec(u: &config::Upstream, metrics: &Metrics, gate: Option<Arc<Gate>>) -> GroupSpec {
     GroupSpec {
         name: u.name.clone(),
         servers: u
@@ -525,6 +559,7 @@ fn group_spec(u: &config::Upstream, metrics: &Metrics) -> GroupSpec {
         fail_timeout: u.fail_timeout,
         tls: crate::upstream::tls::GroupTls::of(u),
         stats: metrics.upstream(&u.name),
+        gate,
     }
 }
 

@@ -18,6 +18,7 @@ use crate::metrics::cells::{Counter, HistogramSum};
 use crate::metrics::load::{Failure as LoadFailure, Totals};
 use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
+use crate::upstream::gate::{Gate, Shed};
 
 /// The `Content-Type` of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -57,6 +58,7 @@ impl Collector for Scrape {
         self.requests(&mut encoder)?;
         self.upstreams(&mut encoder)?;
         self.upstream_load(&mut encoder)?;
+        self.gates(&mut encoder)?;
         self.zones(&mut encoder)?;
         self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
@@ -64,6 +66,9 @@ impl Collector for Scrape {
         self.gateway(&mut encoder)
     }
 }
+
+/// A gate's gauge: its name, help and how it is read.
+type GateGauge = (&'static str, &'static str, fn(&Gate) -> u32);
 
 type Labels<'a, const N: usize> = [(&'static str, &'a str); N];
 
@@ -196,7 +201,7 @@ impl Scrape {
                 .encode_family(&[("upstream", name.as_str())])?
                 .encode_gauge(&signals.in_flight)?;
         }
-        let help = "Response-head latency percentiles of an upstream group over the last                     second; absent under 10 responses.";
+        let help = "Response-head latency percentiles of an upstream group over the last second; absent under 10 responses.";
         let mut family = encoder.encode_descriptor(
             "tollgate_upstream_latency",
             help,
@@ -216,7 +221,7 @@ impl Scrape {
                     .encode_gauge(&value.as_secs_f64())?;
             }
         }
-        let help = "Share of an upstream group's requests that failed (5xx, timeout,                     refused, broken) over the last second; absent under 10.";
+        let help = "Share of an upstream group's requests that failed (5xx, timeout, refused, broken) over the last second; absent under 10.";
         let mut family = encoder.encode_descriptor(
             "tollgate_upstream_failure_ratio",
             help,
@@ -244,7 +249,7 @@ impl Scrape {
         for (name, totals) in &totals {
             counter(&mut family, &[("upstream", name.as_str())], totals.ended)?;
         }
-        let help = "Requests to an upstream group that failed, by kind (per request;                     tollgate_upstream_failures counts tries).";
+        let help = "Requests to an upstream group that failed, by kind (per request; tollgate_upstream_failures counts tries).";
         let mut family = encoder.encode_descriptor(
             "tollgate_upstream_failed_requests",
             help,
@@ -255,6 +260,56 @@ impl Scrape {
             for kind in LoadFailure::ALL {
                 let labels = [("upstream", name.as_str()), ("kind", kind.label())];
                 counter(&mut family, &labels, totals.failures[kind as usize])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The concurrency gates of groups with `max_in_flight`: limit, in flight, waiting,
+    /// and requests shed by reason.
+    fn gates(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let gates: Vec<_> = self
+            .snapshot
+            .upstreams
+            .iter()
+            .filter_map(|group| Some((group.name.as_str(), group.gate.as_ref()?)))
+            .collect();
+        let gauges: [GateGauge; 3] = [
+            (
+                "tollgate_upstream_concurrency_limit",
+                "The most requests an upstream group's gate lets in flight at once (max_in_flight).",
+                Gate::limit,
+            ),
+            (
+                "tollgate_upstream_concurrency_in_flight",
+                "Requests holding a slot of an upstream group's gate.",
+                Gate::in_flight,
+            ),
+            (
+                "tollgate_upstream_queue",
+                "Requests waiting for a slot of an upstream group's gate.",
+                Gate::queue_len,
+            ),
+        ];
+        for (name, help, read) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (upstream, gate) in &gates {
+                let value = i64::from(read(gate));
+                family
+                    .encode_family(&[("upstream", *upstream)])?
+                    .encode_gauge(&value)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_shed",
+            "Requests an upstream group's gate answered 503, by reason (queue_full, timeout, priority).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (upstream, gate) in &gates {
+            for reason in Shed::ALL {
+                let labels = [("upstream", *upstream), ("reason", reason.label())];
+                counter(&mut family, &labels, gate.shed().get(reason))?;
             }
         }
         Ok(())

@@ -11,6 +11,7 @@ use crate::limit::zone::Zone;
 use crate::metrics::load::{SHOWN_SLOTS, SLOT};
 use crate::snapshot::Snapshot;
 use crate::state::GatewayState;
+use crate::upstream::gate::Shed;
 
 /// How many of a zone's most-limited keys `/status` shows.
 const TOP_LIMITED: usize = 10;
@@ -30,6 +31,8 @@ struct Status {
     /// Each group's load signals over the last second, as the adaptive tick last read
     /// them (what the controllers saw).
     upstream_load: Ordered<UpstreamLoad>,
+    /// Each group with `max_in_flight`: its gate.
+    upstream_concurrency: Ordered<GateStatus>,
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
@@ -67,6 +70,39 @@ fn managed_name(state: &NameState) -> ManagedName {
         error,
         next_try,
     }
+}
+
+/// A group's concurrency gate: its limit, what is in flight and waiting now, and the
+/// requests it shed, by reason.
+#[derive(serde::Serialize)]
+struct GateStatus {
+    mode: &'static str,
+    limit: u32,
+    in_flight: u32,
+    queue: u32,
+    queue_max: u32,
+    queue_timeout_ms: u64,
+    shed: Ordered<u64>,
+}
+
+/// `upstream_concurrency`: every group that has a gate, in config order.
+fn gates(snapshot: &Snapshot) -> Ordered<GateStatus> {
+    let gates = snapshot.upstreams.iter().filter_map(|group| {
+        let gate = group.gate.as_ref()?;
+        let settings = gate.settings();
+        let shed = Shed::ALL.map(|reason| (reason.label().to_owned(), gate.shed().get(reason)));
+        let status = GateStatus {
+            mode: "fixed",
+            limit: gate.limit(),
+            in_flight: gate.in_flight(),
+            queue: gate.queue_len(),
+            queue_max: settings.queue,
+            queue_timeout_ms: u64::try_from(settings.queue_timeout.as_millis()).unwrap_or(u64::MAX),
+            shed: Ordered(shed.into()),
+        };
+        Some((group.name.clone(), status))
+    });
+    Ordered(gates.collect())
 }
 
 #[derive(serde::Serialize)]
@@ -283,6 +319,7 @@ pub fn status(state: &GatewayState) -> String {
         upstreams: Ordered(upstreams.collect()),
         zones: Ordered(zones.collect()),
         upstream_load: upstream_load(&snapshot),
+        upstream_concurrency: gates(&snapshot),
         acme: snapshot.pipeline.acme.as_ref().map(|_| {
             let states = state.acme.states();
             Ordered(

@@ -1,9 +1,10 @@
 //! `[api_keys]`: which plan each API key is on, inline and from a key file.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use http::HeaderName;
+use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawApiKeys, Span};
@@ -61,6 +62,8 @@ pub(super) fn api_keys(
             }
         }
     }
+    let priority = priorities(raw.priority.as_ref(), plans, diag);
+    valid &= priority.is_some();
     if raw.inline.is_none() && raw.file.is_none() {
         diag.error(span.clone(), "`[api_keys]` needs `inline` or `file`");
         valid = false;
@@ -70,7 +73,41 @@ pub(super) fn api_keys(
         header: header?,
         keys,
         file,
+        priority: priority.unwrap_or_default(),
     })
+}
+
+/// The highest `priority`.
+const MAX_PRIORITY: i64 = 100;
+
+/// `priority = { pro = 10, free = 0 }`: each a known plan, from 0 to 100.
+fn priorities(
+    raw: Option<&Spanned<BTreeMap<String, Spanned<i64>>>>,
+    plans: &[&str],
+    diag: &mut Diagnostics<'_>,
+) -> Option<BTreeMap<String, u8>> {
+    let Some(raw) = raw else {
+        return Some(BTreeMap::new());
+    };
+    let mut valid = true;
+    let mut priority = BTreeMap::new();
+    for (plan, value) in raw.get_ref() {
+        valid &= known_plan(plan, value.span(), plans, diag);
+        let n = *value.get_ref();
+        match u8::try_from(n) {
+            Ok(n) if i64::from(n) <= MAX_PRIORITY => {
+                priority.insert(plan.clone(), n);
+            }
+            _ => {
+                diag.error(
+                    value.span(),
+                    format!("invalid priority {n}: expected 0 to {MAX_PRIORITY}"),
+                );
+                valid = false;
+            }
+        }
+    }
+    valid.then_some(priority)
 }
 
 /// A key file: `"key" = "plan"` lines.

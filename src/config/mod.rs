@@ -9,6 +9,7 @@ mod acme;
 mod adaptive;
 mod api_keys;
 mod bans;
+mod concurrency;
 mod diag;
 mod headers;
 mod limits;
@@ -324,6 +325,8 @@ pub struct ApiKeys {
     pub keys: std::collections::HashMap<String, String>,
     /// The `file` it came from, re-read on reload.
     pub file: Option<PathBuf>,
+    /// `priority`: plan name to priority (0–100, higher is shed last).
+    pub priority: std::collections::BTreeMap<String, u8>,
 }
 
 /// `[log]`.
@@ -370,6 +373,17 @@ pub struct Upstream {
     /// client certificate, and it offers ALPN `http/1.1` only. Certificates are always
     /// verified: there is no setting that turns verification off.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `max_in_flight` and its queue; `None`: no gate.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// `max_in_flight = N` with `queue` and `queue_timeout`: at most N requests in flight on
+/// the group, up to `queue` more waiting at most `queue_timeout`, the rest answered 503.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Concurrency {
+    pub max_in_flight: u32,
+    pub queue: u32,
+    pub queue_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

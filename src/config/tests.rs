@@ -365,6 +365,7 @@ mod acme;
 mod adaptive;
 mod bans;
 mod body;
+mod concurrency;
 mod errors;
 mod limits;
 mod props;

@@ -42,6 +42,7 @@ pub(super) fn upstream(
         RawBalance::LeastConn => Balance::LeastConn,
         RawBalance::IpHash => Balance::IpHash,
     };
+    let concurrency = super::concurrency::concurrency(&raw, read_timeout, diag);
     let tls = upstream_tls::tls_key(raw.tls, base, diag);
     let (servers, tls) = with_tls(items?, tls?, diag)?;
     valid_name.then_some(())?;
@@ -55,6 +56,7 @@ pub(super) fn upstream(
         max_fails: raw.max_fails.unwrap_or(1),
         fail_timeout: fail_timeout?,
         tls,
+        concurrency: concurrency?,
     })
 }
 

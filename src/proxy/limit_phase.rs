@@ -15,16 +15,29 @@ use crate::upstream::body::ResponseBody;
 
 use super::{limit_response, Location, Pipeline};
 
-/// `[api_keys]`, ready to use: API key → plan id.
+/// `[api_keys]`, ready to use: API key → plan id, and each plan's `priority`.
 pub struct ApiKeys {
     pub header: HeaderName,
     pub plans: std::collections::HashMap<Box<[u8]>, usize>,
+    /// By plan id; a plan not listed (and a request with no plan) has priority 0.
+    pub priorities: Vec<u8>,
 }
 
 impl ApiKeys {
     pub fn plan<B>(&self, req: &Request<B>) -> Option<usize> {
-        let key = req.headers().get(&self.header)?;
+        self.plan_of(req.headers())
+    }
+
+    fn plan_of(&self, headers: &http::HeaderMap) -> Option<usize> {
+        let key = headers.get(&self.header)?;
         self.plans.get(key.as_bytes()).copied()
+    }
+
+    /// Who is shed last when an upstream's gate is full: the request's plan's priority.
+    pub fn priority(&self, headers: &http::HeaderMap) -> u8 {
+        self.plan_of(headers)
+            .and_then(|plan| self.priorities.get(plan).copied())
+            .unwrap_or(0)
     }
 }
 

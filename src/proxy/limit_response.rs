@@ -2,6 +2,8 @@
 //! problem+json body, or the 503 when Redis cannot decide) and the rate-limit headers added
 //! to every response a zone applied to ("Rate-limit headers" in docs/config.md).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
@@ -38,6 +40,28 @@ pub(super) fn unavailable() -> Response<ResponseBody> {
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
     headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The answer when an upstream group's gate sheds a request (its queue full, its wait
+/// over, or its place taken by a higher priority): 503, `Retry-After` of the queue's
+/// longest wait (whole seconds, at least 1) and a problem+json body naming the group.
+pub(super) fn overloaded(upstream: &str, queue_timeout: Duration) -> Response<ResponseBody> {
+    let retry_after = queue_timeout.as_secs() + u64::from(queue_timeout.subsec_nanos() > 0);
+    let retry_after = retry_after.max(1);
+    let mut body = Text::<256>::new();
+    body.push(r#"{"type":""#)
+        .push(REDUCED_CAPACITY)
+        .push(r#"","title":"Service Unavailable","status":503,"detail":"the upstream has no capacity left for this request","upstream":""#)
+        .push(upstream)
+        .push(r#"","retry_after":"#)
+        .push_u64(retry_after)
+        .push("}\n");
+    let mut response = Response::new(ResponseBody::full(body.to_bytes()));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    headers.insert(RETRY_AFTER, number_value(retry_after));
     response
 }
 
@@ -239,6 +263,25 @@ pub(super) fn delay(outcome: &Outcome) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overloaded_is_a_503_retrying_after_the_longest_wait_rounded_up() {
+        for (wait, retry_after) in [(1500, "2"), (1000, "1"), (200, "1"), (30_000, "30")] {
+            let response = overloaded("app-1", Duration::from_millis(wait));
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()[RETRY_AFTER], retry_after);
+            assert_eq!(response.headers()[CONTENT_TYPE], PROBLEM_JSON);
+        }
+        let body = match overloaded("app-1", Duration::from_secs(1)).into_body() {
+            ResponseBody::Full(Some(body)) => body,
+            _ => panic!("a whole body"),
+        };
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(json["type"], REDUCED_CAPACITY);
+        assert_eq!(json["status"], 503);
+        assert_eq!(json["upstream"], "app-1");
+        assert_eq!(json["retry_after"], 1);
+    }
 
     /// The body as `format!` wrote it before it was written piece by piece.
     fn formatted(status: StatusCode, detail: &str, zone: &str, retry_after: u64) -> String {

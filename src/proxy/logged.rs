@@ -117,6 +117,13 @@ impl<'a> Pending<'a> {
         self.in_flight = in_flight;
     }
 
+    /// The upstream's gate shed the request (`$limit_req_status` `SHED`).
+    pub fn shed(&mut self) {
+        if let Some(entry) = &mut self.entry {
+            entry.record.limit_status = "SHED";
+        }
+    }
+
     pub fn upstream(&mut self, addr: SocketAddr, time: Duration) {
         if let Some(entry) = &mut self.entry {
             entry.record.upstream_addr = Some(addr);

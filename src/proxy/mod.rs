@@ -35,7 +35,7 @@ use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing;
 use crate::upstream::body::ResponseBody;
-use crate::upstream::{Group, Lease};
+use crate::upstream::{self, Group, Lease};
 use crate::vars;
 pub use header_rules::HeaderRules;
 use http::uri::{PathAndQuery, Uri};
@@ -310,8 +310,16 @@ impl Pipeline {
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
+        let permit = match self.admit(to.group, &req, prepared.websocket).await {
+            Ok(permit) => permit,
+            Err(answer) => {
+                log.shed();
+                return (answer, None);
+            }
+        };
         match forward::forward(req, to.group, &ctx, prepared, in_flight).await {
-            Ok(done) => {
+            Ok(mut done) => {
+                done.lease.hold(permit);
                 log.upstream(done.addr, done.upstream_time);
                 (done.response, Some(done.lease))
             }
@@ -326,6 +334,37 @@ impl Pipeline {
                 };
                 (response, None)
             }
+        }
+    }
+
+    /// A slot in the group's gate (`max_in_flight`), after a wait if need be, or the 503
+    /// that sheds the request. A WebSocket handshake passes by: its tunnel would hold a
+    /// slot for as long as it stays open. A client that leaves while queued drops this
+    /// future, and with it its place.
+    async fn admit(
+        &self,
+        group: &Group,
+        req: &Request<Incoming>,
+        websocket: bool,
+    ) -> Result<Option<upstream::gate::Permit>, Response<ResponseBody>> {
+        let Some(gate) = &group.gate else {
+            return Ok(None);
+        };
+        if websocket {
+            return Ok(None);
+        }
+        let headers = req.headers();
+        let priority = || {
+            self.api_keys
+                .as_ref()
+                .map_or(0, |keys| keys.priority(headers))
+        };
+        match gate.admit(priority).await {
+            Ok(permit) => Ok(Some(permit)),
+            Err(_) => Err(limit_response::overloaded(
+                &group.name,
+                gate.settings().queue_timeout,
+            )),
         }
     }
 

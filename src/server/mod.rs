@@ -112,6 +112,7 @@ impl Gateway {
             sessions: &sessions,
             redis: None,
             acme: acme.published(),
+            upstreams: &[],
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers)?;
@@ -237,6 +238,7 @@ impl Gateway {
             sessions: &self.sessions,
             redis: current.redis.as_ref(),
             acme: self.state.acme.published(),
+            upstreams: &current.upstreams,
         };
         let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
         // After the snapshot built (else nothing changes), before it is in force: the

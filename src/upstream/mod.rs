@@ -8,6 +8,7 @@
 
 pub mod balance;
 pub mod body;
+pub mod gate;
 pub mod h1;
 pub mod health;
 pub mod pool;
@@ -39,6 +40,9 @@ pub struct Group {
     pub stats: Arc<UpstreamStats>,
     /// Error-log lines about the group as a whole (no live server, clients' bodies).
     pub log: Repeats,
+    /// `max_in_flight`: the group's concurrency gate, which the next generation takes
+    /// over while its keys stay the same.
+    pub gate: Option<Arc<gate::Gate>>,
 }
 
 /// One upstream server: its address, passive health, load and idle connections.
@@ -78,6 +82,7 @@ pub struct GroupSpec {
     pub stats: Arc<UpstreamStats>,
     /// TLS for each server, in the order of `servers`; `None` for plain HTTP.
     pub tls: Option<GroupTls>,
+    pub gate: Option<Arc<gate::Gate>>,
 }
 
 impl Group {
@@ -108,6 +113,7 @@ impl Group {
             read_timeout: spec.read_timeout,
             stats: spec.stats,
             log: Repeats::default(),
+            gate: spec.gate,
         }
     }
 
@@ -132,16 +138,27 @@ impl Group {
 }
 
 /// What a request holds on its upstream server while the response streams: its
-/// place in the server's load count (`least_conn`), and where its connection goes
-/// back when the body has been read whole.
+/// place in the server's load count (`least_conn`), its slot in the group's gate, and
+/// where its connection goes back when the body has been read whole.
 pub struct Lease {
     active: ActiveRequest,
     worker: usize,
+    /// Given back with the lease (after the connection is back in its pool).
+    permit: Option<gate::Permit>,
 }
 
 impl Lease {
     pub fn new(active: ActiveRequest, worker: usize) -> Lease {
-        Lease { active, worker }
+        Lease {
+            active,
+            worker,
+            permit: None,
+        }
+    }
+
+    /// Holds the request's slot in the group's gate until the response ends.
+    pub fn hold(&mut self, permit: Option<gate::Permit>) {
+        self.permit = permit;
     }
 
     /// The response is over; `conn` is its connection if keep-alive allows reuse.

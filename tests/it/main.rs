@@ -14,6 +14,7 @@ mod architecture;
 mod bans;
 mod body_limit;
 mod cli;
+mod concurrency_gate;
 mod framing_corpus;
 mod hardening;
 mod header_rules;

@@ -223,6 +223,8 @@ pub(crate) struct RawApiKeys {
     /// API key to plan name.
     pub inline: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
     pub file: Option<Spanned<String>>,
+    /// Plan name to priority.
+    pub priority: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
 }
 
 #[derive(Deserialize)]
@@ -298,6 +300,22 @@ pub(crate) struct RawUpstream {
     pub max_fails: Option<u32>,
     pub fail_timeout: Option<Loose>,
     pub tls: Option<Spanned<RawUpstreamTls>>,
+    /// An integer or `"auto"`.
+    pub max_in_flight: Option<Spanned<RawMaxInFlight>>,
+    pub queue: Option<Spanned<i64>>,
+    pub queue_timeout: Option<Loose>,
+    /// Only with `max_in_flight = "auto"`.
+    pub in_flight_min: Option<Spanned<i64>>,
+    pub in_flight_max: Option<Spanned<i64>>,
+    pub probe_interval: Option<Loose>,
+}
+
+/// `max_in_flight`: a number, or a word (`"auto"` is the one known).
+#[derive(Deserialize)]
+#[serde(untagged, expecting = r#"an integer or "auto""#)]
+pub(crate) enum RawMaxInFlight {
+    Count(i64),
+    Word(String),
 }
 
 #[derive(Deserialize, Clone, Copy)]

@@ -5,6 +5,7 @@
 //! answers into the few atomics the request path reads ([`Factor`]).
 
 pub mod aimd;
+pub mod gradient;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,0 +1,274 @@
+//! The concurrency limit of an upstream group (`max_in_flight = "auto"`): Envoy's gradient
+//! controller on the p90 of the response-head latency, with the guard of Netflix's
+//! Gradient2 against growing while the group does not use its limit, and a periodic
+//! probe that measures the latency at the floor again (the minimum round-trip time).
+//!
+//! The law, once a window holds at least [`UPDATE_SAMPLES`] responses:
+//!
+//! ```text
+//! g  = clamp((1 + b) · minRTT / p90, 0.5, 2)        b = HEADROOM = 0.2
+//! L' = clamp(g · L + √L, in_flight_min, in_flight_max)
+//! ```
+//!
+//! The same percentile serves for minRTT and for the sample, so their spread does not
+//! shrink the limit by itself. Against an upstream of C workers with service time S (so
+//! its latency is `S · max(1, n / C)` with n in flight), the map has one fixed point
+//! `L* = 1.2C + √L*`, which lies in `[1.2C, 1.2C + √(1.2C) + 1]`, and L moves to it
+//! monotonically without crossing it:
+//! - below C the latency is S, g = 1.2 and L grows by at least ×1.2 an update, and
+//!   `1.2L + √L ≤ 1.2C + √C < L*`;
+//! - between C and 2.4C, `L' = 1.2C + √L`, whose error shrinks at least by half an update
+//!   (its slope is `1 / (2√L) ≤ 1/2`);
+//! - above 2.4C the clamp gives `L' = L/2 + √L`, at most ¾L while L ≥ 16, and still above
+//!   L* (`L/2 > 1.2C` and `√L > √L*`).
+//!
+//! The property tests below check exactly these bounds on that plant.
+//!
+//! Time is `now`, nanoseconds since an epoch the caller chose; latencies are
+//! [`Duration`]s.
+
+use std::time::Duration;
+
+/// b: the headroom over the unloaded latency the limit is allowed.
+pub const HEADROOM: f64 = 0.2;
+/// The gradient's clamp (Envoy's).
+pub const MIN_GRADIENT: f64 = 0.5;
+pub const MAX_GRADIENT: f64 = 2.0;
+/// Responses a window needs before it moves the limit.
+pub const UPDATE_SAMPLES: u64 = 20;
+/// How long a window stays open waiting for [`UPDATE_SAMPLES`]; then it is skipped.
+pub const WINDOW_MAX: u64 = 1_000_000_000;
+/// Responses a probe measures at the floor, unless [`PROBE_MAX`] passes first.
+pub const PROBE_SAMPLES: u64 = 25;
+/// The longest a probe drains, and then the longest it measures.
+pub const PROBE_MAX: u64 = 2_000_000_000;
+/// Updates in a row at `in_flight_min` after which the baseline is measured again.
+pub const FLOOR_UPDATES: u32 = 5;
+
+/// `in_flight_min`, `in_flight_max` and `probe_interval` of an `"auto"` group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub min: u32,
+    pub max: u32,
+    pub probe_interval: Duration,
+}
+
+/// What the tick measured since [`Gradient::window_start`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GradientInput {
+    /// The p90 of the response-head latency; `None` when nothing answered.
+    pub p90: Option<Duration>,
+    /// Responses the p90 is over.
+    pub samples: u64,
+    /// The most requests in flight at once over the window.
+    pub peak_in_flight: u32,
+    /// Requests in flight now.
+    pub in_flight: u32,
+}
+
+/// What one [`Gradient::step`] did; [`Gradient::limit`] is the limit to enforce after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Too few samples yet: the window stays open.
+    Wait,
+    /// The window closed with too few samples: nothing learnt.
+    Skip,
+    /// The limit was computed again (it may be unchanged).
+    Limit { from: u32, to: u32 },
+    /// A probe began: the limit is pinned to `in_flight_min`; `restore` comes back after.
+    ProbeStarted { restore: u32 },
+    /// A probe ended: minRTT as measured (`None`: nothing answered, the old one kept).
+    ProbeEnded {
+        min_rtt: Option<Duration>,
+        limit: u32,
+    },
+}
+
+/// A probe under way: first the requests admitted under the old limit drain, then the
+/// latency at the floor is measured.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    restore: f64,
+    started: u64,
+    measuring_since: Option<u64>,
+}
+
+/// One group's controller state. Only the tick steps it.
+#[derive(Clone, Debug)]
+pub struct Gradient {
+    settings: Settings,
+    limit: f64,
+    min_rtt: Option<Duration>,
+    window_start: u64,
+    floor_updates: u32,
+    next_probe: u64,
+    probe: Option<Probe>,
+    /// xorshift state for the probe's ±10 % jitter.
+    seed: u64,
+}
+
+impl Gradient {
+    /// Starts at `in_flight_min`: the first window then measures minRTT unloaded. `seed`
+    /// spreads the probes of groups started together (any value; 0 is replaced).
+    pub fn new(settings: Settings, now: u64, seed: u64) -> Gradient {
+        let mut gradient = Gradient {
+            settings,
+            limit: f64::from(settings.min),
+            min_rtt: None,
+            window_start: now,
+            floor_updates: 0,
+            next_probe: now,
+            probe: None,
+            seed: seed.max(1),
+        };
+        gradient.next_probe = now.saturating_add(gradient.jittered_interval());
+        gradient
+    }
+
+    /// The limit to enforce now.
+    pub fn limit(&self) -> u32 {
+        self.rounded(self.limit)
+    }
+
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    pub fn probing(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// Where the tick's window starts: the next [`GradientInput`] is measured from here.
+    pub fn window_start(&self) -> u64 {
+        self.window_start
+    }
+
+    /// One tick.
+    pub fn step(&mut self, input: &GradientInput, now: u64) -> Step {
+        if let Some(probe) = self.probe {
+            return self.probe_step(probe, input, now);
+        }
+        if now >= self.next_probe {
+            return self.start_probe(now);
+        }
+        let p90 = match input.p90 {
+            Some(p90) if input.samples >= UPDATE_SAMPLES => p90,
+            _ if now.saturating_sub(self.window_start) >= WINDOW_MAX => {
+                self.window_start = now;
+                return Step::Skip;
+            }
+            _ => return Step::Wait,
+        };
+        self.window_start = now;
+        let from = self.limit();
+        self.update(p90, input.peak_in_flight);
+        if self.limit() <= self.settings.min {
+            self.floor_updates += 1;
+            if self.floor_updates >= FLOOR_UPDATES {
+                return self.start_probe(now);
+            }
+        } else {
+            self.floor_updates = 0;
+        }
+        Step::Limit {
+            from,
+            to: self.limit(),
+        }
+    }
+
+    /// The gradient law on one window's p90.
+    fn update(&mut self, p90: Duration, peak_in_flight: u32) {
+        // Between probes minRTT may only fall; the first window sets it.
+        let min_rtt = match self.min_rtt {
+            Some(min_rtt) if min_rtt <= p90 => min_rtt,
+            _ => p90,
+        };
+        self.min_rtt = Some(min_rtt);
+        let gradient = if p90.is_zero() {
+            MAX_GRADIENT
+        } else {
+            (1.0 + HEADROOM) * min_rtt.as_secs_f64() / p90.as_secs_f64()
+        };
+        let gradient = gradient.clamp(MIN_GRADIENT, MAX_GRADIENT);
+        let mut next = gradient * self.limit + self.limit.sqrt();
+        // A group using under half its limit says nothing about a higher one.
+        if next > self.limit && f64::from(peak_in_flight) < self.limit / 2.0 {
+            next = self.limit;
+        }
+        self.limit = next.clamp(f64::from(self.settings.min), f64::from(self.settings.max));
+    }
+
+    fn start_probe(&mut self, now: u64) -> Step {
+        let restore = self.limit;
+        self.probe = Some(Probe {
+            restore,
+            started: now,
+            measuring_since: None,
+        });
+        self.limit = f64::from(self.settings.min);
+        self.floor_updates = 0;
+        self.window_start = now;
+        self.next_probe = now.saturating_add(self.jittered_interval());
+        Step::ProbeStarted {
+            restore: self.rounded(restore),
+        }
+    }
+
+    fn probe_step(&mut self, mut probe: Probe, input: &GradientInput, now: u64) -> Step {
+        let Some(since) = probe.measuring_since else {
+            let drained = input.in_flight <= self.settings.min;
+            if drained || now.saturating_sub(probe.started) >= PROBE_MAX {
+                probe.measuring_since = Some(now);
+                self.probe = Some(probe);
+                self.window_start = now;
+            }
+            return Step::Wait;
+        };
+        let done = input.samples >= PROBE_SAMPLES || now.saturating_sub(since) >= PROBE_MAX;
+        if !done {
+            return Step::Wait;
+        }
+        // Measured afresh: unlike between probes, minRTT may rise here.
+        if input.samples > 0 {
+            if let Some(p90) = input.p90 {
+                self.min_rtt = Some(p90);
+            }
+        }
+        self.limit = probe.restore;
+        self.probe = None;
+        self.window_start = now;
+        Step::ProbeEnded {
+            min_rtt: self.min_rtt,
+            limit: self.limit(),
+        }
+    }
+
+    fn rounded(&self, limit: f64) -> u32 {
+        // In range of u32 by the clamp.
+        let clamped = limit
+            .round()
+            .clamp(f64::from(self.settings.min), f64::from(self.settings.max));
+        clamped as u32
+    }
+
+    /// `probe_interval` ± 10 %.
+    fn jittered_interval(&mut self) -> u64 {
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let permille = 900 + self.seed % 201;
+        let nanos = self
+            .settings
+            .probe_interval
+            .as_nanos()
+            .min(u128::from(u64::MAX)) as u64;
+        nanos / 1000 * permille
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,244 @@
+//! The gradient against a plant of C workers with service time S (latency
+//! `S · max(1, L / C)` while clients keep L in flight), and its probes, at fake times.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const TICK: u64 = 100_000_000;
+const MS: Duration = Duration::from_millis(1);
+
+fn settings(min: u32, max: u32) -> Settings {
+    Settings {
+        min,
+        max,
+        probe_interval: Duration::from_secs(3600),
+    }
+}
+
+/// A controller at `limit` that knows the unloaded latency `min_rtt`.
+fn at(settings: Settings, limit: f64, min_rtt: Duration) -> Gradient {
+    let mut gradient = Gradient::new(settings, 0, 7);
+    gradient.limit = limit;
+    gradient.min_rtt = Some(min_rtt);
+    gradient
+}
+
+fn window(p90: Duration, peak: u32) -> GradientInput {
+    GradientInput {
+        p90: Some(p90),
+        samples: 100,
+        peak_in_flight: peak,
+        in_flight: peak,
+    }
+}
+
+/// The plant's p90 with `limit` in flight.
+fn plant(limit: f64, capacity: f64, service: Duration) -> Duration {
+    service.mul_f64((limit / capacity).max(1.0))
+}
+
+/// `L* = 1.2C + √L*`, by its closed form.
+fn fixed_point(capacity: f64) -> f64 {
+    let root = (1.0 + (1.0 + 4.0 * (1.0 + HEADROOM) * capacity).sqrt()) / 2.0;
+    root * root
+}
+
+/// Updates the bounds in the module docs allow to come within 10 % of L*.
+fn updates_allowed(start: f64, capacity: f64, target: f64) -> usize {
+    let steps = if start > target {
+        (start / (2.4 * capacity)).max(1.0).ln() / (4.0f64 / 3.0).ln() + 12.0
+    } else {
+        (target / start).ln() / 1.2f64.ln() + 4.0
+    };
+    steps.ceil() as usize
+}
+
+proptest! {
+    #[test]
+    fn overload_converges_monotonically_to_fixed_point(
+        capacity in 2u32..500,
+        service_ms in 1u64..1000,
+        start in 1.0f64..10_000.0,
+    ) {
+        let (c, service) = (f64::from(capacity), MS * service_ms as u32);
+        let target = fixed_point(c);
+        prop_assert!(target >= 1.2 * c && target <= 1.2 * c + (1.2 * c).sqrt() + 1.0);
+        let mut gradient = at(settings(1, 100_000), start, service);
+        // Latencies are whole nanoseconds: a relative error of 1e-6 at S = 1 ms.
+        let tolerance = 1e-5 * target;
+        let above = start > target;
+        let allowed = updates_allowed(start, c, target);
+        let mut now = 0;
+        for k in 1..=allowed.max(40) {
+            let before = gradient.limit;
+            now += TICK;
+            let step = gradient.step(&window(plant(before, c, service), before as u32 + 1), now);
+            prop_assert!(matches!(step, Step::Limit { .. }), "{step:?}");
+            let after = gradient.limit;
+            // Monotone, and never across L*.
+            if above {
+                prop_assert!(after <= before + tolerance && after >= target - tolerance,
+                    "k={k}: {before} -> {after}, L*={target}");
+            } else {
+                prop_assert!(after >= before - tolerance && after <= target + tolerance,
+                    "k={k}: {before} -> {after}, L*={target}");
+            }
+            // Where the gradient is not clamped and the upstream is saturated, the
+            // error at least halves.
+            if before >= c && before <= 2.4 * c {
+                prop_assert!((after - target).abs() <= (before - target).abs() / 2.0 + tolerance);
+            }
+            if k >= allowed {
+                prop_assert!((after - target).abs() <= 0.1 * target,
+                    "after {k} updates L={after}, L*={target} (from {start}, C={capacity})");
+            }
+        }
+    }
+
+    #[test]
+    fn limit_stays_within_its_bounds(
+        min in 1u32..50,
+        span in 0u32..2000,
+        p90s in proptest::collection::vec(1u64..2000, 1..60),
+        peaks in proptest::collection::vec(0u32..5000, 1..60),
+    ) {
+        let max = min + span;
+        let mut gradient = Gradient::new(settings(min, max), 0, 3);
+        let mut now = 0;
+        for (p90, peak) in p90s.iter().zip(peaks.iter().cycle()) {
+            now += TICK;
+            gradient.step(&window(MS * *p90 as u32, *peak), now);
+            prop_assert!((min..=max).contains(&gradient.limit()));
+        }
+    }
+}
+
+#[test]
+fn first_window_measures_min_rtt_at_the_floor() {
+    let mut gradient = Gradient::new(settings(4, 1000), 0, 1);
+    assert_eq!(gradient.limit(), 4);
+    assert_eq!(gradient.min_rtt(), None);
+    let step = gradient.step(&window(MS * 10, 4), TICK);
+    assert_eq!(gradient.min_rtt(), Some(MS * 10));
+    // g = 1.2: 1.2 · 4 + 2 = 6.8.
+    assert_eq!(step, Step::Limit { from: 4, to: 7 });
+}
+
+#[test]
+fn app_limited_group_does_not_grow() {
+    let mut gradient = at(settings(4, 1000), 100.0, MS * 10);
+    for k in 1..=20 {
+        // Fast answers, but never more than 40 in flight.
+        let step = gradient.step(&window(MS * 10, 40), k * TICK);
+        assert_eq!(step, Step::Limit { from: 100, to: 100 });
+    }
+    // Slow answers still cut it.
+    gradient.step(&window(MS * 40, 40), 21 * TICK);
+    assert!(gradient.limit() < 100);
+}
+
+#[test]
+fn too_few_samples_wait_then_skip() {
+    let mut gradient = at(settings(4, 1000), 50.0, MS * 10);
+    let few = GradientInput {
+        samples: UPDATE_SAMPLES - 1,
+        ..window(MS * 10, 50)
+    };
+    assert_eq!(gradient.step(&few, TICK), Step::Wait);
+    assert_eq!(gradient.window_start(), 0);
+    assert_eq!(gradient.step(&few, WINDOW_MAX), Step::Skip);
+    assert_eq!(gradient.window_start(), WINDOW_MAX);
+    assert_eq!(gradient.limit(), 50);
+}
+
+#[test]
+fn min_rtt_only_falls_between_probes() {
+    let mut gradient = at(settings(4, 1000), 50.0, MS * 10);
+    gradient.step(&window(MS * 30, 50), TICK);
+    assert_eq!(gradient.min_rtt(), Some(MS * 10));
+    gradient.step(&window(MS * 8, 50), 2 * TICK);
+    assert_eq!(gradient.min_rtt(), Some(MS * 8));
+}
+
+#[test]
+fn probe_pins_then_restores() {
+    let interval = Duration::from_secs(30);
+    let mut gradient = Gradient::new(
+        Settings {
+            min: 4,
+            max: 1000,
+            probe_interval: interval,
+        },
+        0,
+        11,
+    );
+    gradient.limit = 80.0;
+    gradient.min_rtt = Some(MS * 10);
+    // Due within probe_interval ± 10 %.
+    let due = gradient.next_probe;
+    assert!((27_000_000_000..=33_000_000_000).contains(&due), "{due}");
+    assert_eq!(
+        gradient.step(&window(MS * 10, 30), due - 1),
+        Step::Limit { from: 80, to: 80 }
+    );
+    assert_eq!(
+        gradient.step(&window(MS * 10, 80), due),
+        Step::ProbeStarted { restore: 80 }
+    );
+    assert!(gradient.probing());
+    assert_eq!(gradient.limit(), 4);
+    // Draining: the requests admitted under 80 still answer; nothing is measured yet.
+    assert_eq!(gradient.step(&window(MS * 90, 60), due + TICK), Step::Wait);
+    assert_eq!(gradient.window_start(), due);
+    let drained = GradientInput {
+        in_flight: 4,
+        ..window(MS * 90, 60)
+    };
+    assert_eq!(gradient.step(&drained, due + 2 * TICK), Step::Wait);
+    assert_eq!(gradient.window_start(), due + 2 * TICK);
+    // Measuring at the floor: 25 samples; the baseline rose, and minRTT follows it up.
+    let measured = GradientInput {
+        samples: PROBE_SAMPLES,
+        ..window(MS * 15, 4)
+    };
+    assert_eq!(
+        gradient.step(&measured, due + 3 * TICK),
+        Step::ProbeEnded {
+            min_rtt: Some(MS * 15),
+            limit: 80
+        }
+    );
+    assert!(!gradient.probing());
+    assert_eq!(gradient.limit(), 80);
+}
+
+#[test]
+fn a_probe_that_hears_nothing_keeps_the_old_baseline() {
+    let mut gradient = at(settings(4, 1000), 30.0, MS * 10);
+    let due = gradient.next_probe;
+    gradient.step(&GradientInput::default(), due);
+    gradient.step(&GradientInput::default(), due + TICK);
+    let step = gradient.step(&GradientInput::default(), due + TICK + PROBE_MAX);
+    assert_eq!(
+        step,
+        Step::ProbeEnded {
+            min_rtt: Some(MS * 10),
+            limit: 30
+        }
+    );
+}
+
+#[test]
+fn floor_for_five_updates_triggers_probe() {
+    let mut gradient = at(settings(4, 1000), 4.0, MS * 10);
+    for k in 1..FLOOR_UPDATES {
+        // Far slower than the baseline: the limit stays at the floor.
+        let step = gradient.step(&window(MS * 100, 4), u64::from(k) * TICK);
+        assert_eq!(step, Step::Limit { from: 4, to: 4 });
+    }
+    let step = gradient.step(&window(MS * 100, 4), u64::from(FLOOR_UPDATES) * TICK);
+    assert_eq!(step, Step::ProbeStarted { restore: 4 });
+}
