@@ -102,6 +102,26 @@ async fn until(gw: &tollgate::Gateway, what: &str, check: impl Fn(&serde_json::V
     }
 }
 
+/// Polls `/status` until `check` holds of `upstream_load.app`, for up to 20 s.
+async fn until_load(
+    gw: &tollgate::Gateway,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) {
+    let admin = gw.admin_addr().expect("admin configured");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = within(5, send(admin, get("/status"))).await.body;
+        let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let load = &status["upstream_load"]["app"];
+        if check(load) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {load}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn request(plan_key: Option<&str>) -> Request<Body> {
     let mut req = Request::get("/").header("host", "example.test");
     if let Some(key) = plan_key {
@@ -282,6 +302,9 @@ priority = { pro = 10, free = 0 }
     until(&gw, "two in flight", |g| g["in_flight"] == 2).await;
     let free: Vec<_> = (0..4).map(|_| spawn(&gw, Some("free-key"))).collect();
     until(&gw, "four free waiting", |g| g["queue"] == 4).await;
+    // The load signals count the waiting requests as the group's load: a full queue
+    // is no room (elastic limits and `adaptive.in_flight` read this).
+    until_load(&gw, "six in flight with the queue", |l| l["in_flight"] == 6).await;
     let pro: Vec<_> = (0..4).map(|_| spawn(&gw, Some("pro-key"))).collect();
     until(&gw, "four shed for priority", |g| {
         g["shed"]["priority"] == 4

@@ -145,7 +145,12 @@ impl Loads {
                 *load = fresh();
             }
             load.window.advance(&load.stats.load);
-            load.in_flight = group.in_flight();
+            load.in_flight = match &group.gate {
+                // A gated group's servers never hold more than its limit: the requests
+                // waiting at its gate are load too, or a full queue would read as room.
+                Some(gate) => u64::from(gate.in_flight()) + u64::from(gate.queue_len()),
+                None => group.in_flight(),
+            };
             load.stats.set_signals(load.last(SHOWN_SLOTS));
         }
     }
