@@ -116,8 +116,6 @@ pub struct Gate {
     queue: Mutex<Queue>,
     settings: GateSettings,
     shed: Arc<ShedCounts>,
-    /// Requests admitted, on the fast path or after a wait.
-    admitted: AtomicU64,
 }
 
 fn split(word: u64) -> (u32, u32) {
@@ -141,7 +139,6 @@ impl Gate {
             }),
             settings,
             shed,
-            admitted: AtomicU64::new(0),
         }
     }
 
@@ -179,11 +176,6 @@ impl Gate {
 
     pub fn shed(&self) -> &Arc<ShedCounts> {
         &self.shed
-    }
-
-    /// Requests let through so far.
-    pub fn admitted(&self) -> u64 {
-        self.admitted.load(Ordering::Relaxed)
     }
 
     /// Lets the request through, at once or after a wait; `priority` is asked only when
@@ -302,7 +294,6 @@ impl Gate {
 
     /// A permit for a slot already counted.
     fn permit(self: &Arc<Self>) -> Permit {
-        self.admitted.fetch_add(1, Ordering::Relaxed);
         Permit {
             gate: Some(Arc::clone(self)),
         }
