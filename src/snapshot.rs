@@ -25,8 +25,9 @@ use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site,
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
 use crate::tls;
-use crate::upstream::gate::{Gate, GateSettings};
-use crate::upstream::{Group, GroupSpec};
+use crate::upstream::Group;
+
+mod groups;
 
 /// Everything one configuration generation needs at run time.
 pub struct Snapshot {
@@ -112,14 +113,7 @@ pub fn build(
     lasting: &Lasting<'_>,
 ) -> Result<Snapshot, BuildError> {
     let metrics = lasting.metrics;
-    let groups: Vec<Arc<Group>> = config
-        .upstreams
-        .iter()
-        .map(|u| {
-            let gate = gate(u, lasting.upstreams);
-            Arc::new(Group::new(group_spec(u, metrics, gate), workers))
-        })
-        .collect();
+    let groups = groups::build(config, metrics, workers, lasting.upstreams);
     let plans = plan_ids(config);
     let zones = zones(config, &plans, lasting.zones);
     // Before the locations: their Redis zones decide through it.
@@ -514,52 +508,6 @@ fn conn_settings(server: &config::Server) -> ConnSettings {
         max_headers: server.max_headers,
         http2_max_concurrent_streams: server.http2_max_concurrent_streams,
         shutdown_timeout: server.shutdown_timeout,
-    }
-}
-
-/// The group's gate: the one in force for the group of that name when its limit, queue
-/// and wait are unchanged, else a new one (counting its sheds where the old one did).
-fn gate(u: &config::Upstream, previous: &[Arc<Group>]) -> Option<Arc<Gate>> {
-    let wanted = u.concurrency?;
-    let settings = GateSettings {
-        queue: wanted.queue,
-        queue_timeout: wanted.queue_timeout,
-    };
-    let old = previous
-        .iter()
-        .find(|group| group.name == u.name)
-        .and_then(|group| group.gate.as_ref());
-    match old {
-        Some(old) if old.settings() == settings && old.limit() == wanted.max_in_flight => {
-            Some(Arc::clone(old))
-        }
-        _ => {
-            let shed = old.map_or_else(Arc::default, |old| Arc::clone(old.shed()));
-            Some(Arc::new(Gate::new(wanted.max_in_flight, settings, shed)))
-        }
-    }
-}
-
-fn group_spec(u: &config::Upstream, metrics: &Metrics, gate: Option<Arc<Gate>>) -> GroupSpec {
-    GroupSpec {
-        name: u.name.clone(),
-        servers: u
-            .servers
-            .iter()
-            .map(|s| {
-                let failures = metrics.server(&u.name, &s.addr.to_string());
-                (s.addr, s.weight, failures)
-            })
-            .collect(),
-        policy: u.balance,
-        connect_timeout: u.connect_timeout,
-        read_timeout: u.read_timeout,
-        keepalive: u.keepalive,
-        max_fails: u.max_fails,
-        fail_timeout: u.fail_timeout,
-        tls: crate::upstream::tls::GroupTls::of(u),
-        stats: metrics.upstream(&u.name),
-        gate,
     }
 }
 

@@ -277,7 +277,7 @@ impl Scrape {
         let gauges: [GateGauge; 3] = [
             (
                 "tollgate_upstream_concurrency_limit",
-                "The most requests an upstream group's gate lets in flight at once (max_in_flight).",
+                "The most requests an upstream group's gate lets in flight at once (max_in_flight; with \"auto\", as its controller set it last).",
                 Gate::limit,
             ),
             (
@@ -298,6 +298,20 @@ impl Scrape {
                 family
                     .encode_family(&[("upstream", *upstream)])?
                     .encode_gauge(&value)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "tollgate_upstream_concurrency_min_rtt_seconds",
+            "With max_in_flight = \"auto\": the unloaded latency (p90) the gate's limit is judged against, once measured.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (upstream, gate) in &gates {
+            let min_rtt = gate.auto_limit().and_then(|auto| auto.shown().min_rtt);
+            if let Some(min_rtt) = min_rtt {
+                family
+                    .encode_family(&[("upstream", *upstream)])?
+                    .encode_gauge(&min_rtt.as_secs_f64())?;
             }
         }
         let mut family = encoder.encode_descriptor(

@@ -83,6 +83,36 @@ struct GateStatus {
     queue_max: u32,
     queue_timeout_ms: u64,
     shed: Ordered<u64>,
+    /// With `max_in_flight = "auto"`: the controller's bounds and what it measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto: Option<AutoStatus>,
+}
+
+#[derive(serde::Serialize)]
+struct AutoStatus {
+    in_flight_min: u32,
+    in_flight_max: u32,
+    probe_interval_ms: u64,
+    /// The unloaded latency the limit is judged against; absent until measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_rtt_ms: Option<f64>,
+    /// The limit is pinned to `in_flight_min` while `min_rtt` is measured again.
+    probing: bool,
+}
+
+fn auto_status(auto: &crate::upstream::gate::Auto) -> AutoStatus {
+    let shown = auto.shown();
+    AutoStatus {
+        in_flight_min: auto.settings.min,
+        in_flight_max: auto.settings.max,
+        probe_interval_ms: millis(auto.settings.probe_interval),
+        min_rtt_ms: shown.min_rtt.map(|d| d.as_secs_f64() * 1000.0),
+        probing: shown.probing,
+    }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `upstream_concurrency`: every group that has a gate, in config order.
@@ -92,13 +122,18 @@ fn gates(snapshot: &Snapshot) -> Ordered<GateStatus> {
         let settings = gate.settings();
         let shed = Shed::ALL.map(|reason| (reason.label().to_owned(), gate.shed().get(reason)));
         let status = GateStatus {
-            mode: "fixed",
+            mode: if gate.auto_limit().is_some() {
+                "auto"
+            } else {
+                "fixed"
+            },
             limit: gate.limit(),
             in_flight: gate.in_flight(),
             queue: gate.queue_len(),
             queue_max: settings.queue,
-            queue_timeout_ms: u64::try_from(settings.queue_timeout.as_millis()).unwrap_or(u64::MAX),
+            queue_timeout_ms: millis(settings.queue_timeout),
             shed: Ordered(shed.into()),
+            auto: gate.auto_limit().map(auto_status),
         };
         Some((group.name.clone(), status))
     });

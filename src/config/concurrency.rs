@@ -1,10 +1,8 @@
 //! `max_in_flight` on `[upstreams.NAME]` and the keys of its queue: the group's
 //! concurrency gate (docs/config.md, "Concurrency per upstream group").
 //!
-//! `max_in_flight = "auto"` and its keys (`in_flight_min`, `in_flight_max`,
-//! `probe_interval`) are read and checked, then refused: the controller that would set the
-//! limit from the group's latency is not wired to its signals in this build, and a gate
-//! that only pretended to adapt would be worse than an error.
+//! `max_in_flight = "auto"` takes its keys (`in_flight_min`, `in_flight_max`,
+//! `probe_interval`); a number takes none of them.
 
 use std::time::Duration;
 
@@ -12,7 +10,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawMaxInFlight, RawUpstream};
-use super::{values, Concurrency};
+use super::{values, AutoSettings, Concurrency, MaxInFlight};
 
 /// The largest `max_in_flight`, `queue`, `in_flight_min` and `in_flight_max`.
 pub const MAX_COUNT: i64 = 100_000;
@@ -80,16 +78,9 @@ pub(super) fn concurrency(
                 1,
                 diag,
             );
-            limit.filter(|_| valid)
+            limit.filter(|_| valid).map(MaxInFlight::Fixed)
         }
-        RawMaxInFlight::Word(word) if word == "auto" => {
-            auto(raw, diag);
-            diag.error(
-                max.span(),
-                r#"`max_in_flight = "auto"` is not available in this build yet (the limit's latency signals are not wired); set a number, e.g. `max_in_flight = 100`"#,
-            );
-            None
-        }
+        RawMaxInFlight::Word(word) if word == "auto" => auto(raw, diag).map(MaxInFlight::Auto),
         RawMaxInFlight::Word(word) => {
             diag.error(
                 max.span(),
@@ -105,9 +96,9 @@ pub(super) fn concurrency(
     }))
 }
 
-/// Checks the keys of `"auto"`: `in_flight_min` ≤ `in_flight_max`, `probe_interval`
-/// from 1 s to 1 h.
-fn auto(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<(u32, u32, Duration)> {
+/// The keys of `"auto"`: `in_flight_min` ≤ `in_flight_max`, `probe_interval` from 1 s
+/// to 1 h.
+fn auto(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<AutoSettings> {
     let min = count(
         raw.in_flight_min.as_ref(),
         "in_flight_min",
@@ -145,7 +136,11 @@ fn auto(raw: &RawUpstream, diag: &mut Diagnostics<'_>) -> Option<(u32, u32, Dura
         );
         return None;
     }
-    Some((min, max, probe?))
+    Some(AutoSettings {
+        min,
+        max,
+        probe_interval: probe?,
+    })
 }
 
 /// An integer key from `low` to [`MAX_COUNT`], `default` when absent.

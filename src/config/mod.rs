@@ -29,6 +29,7 @@ mod zones;
 
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
+pub use crate::limit::adaptive::gradient::Settings as AutoSettings;
 pub use crate::limit::adaptive::{Elastic, Target};
 pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
@@ -377,13 +378,22 @@ pub struct Upstream {
     pub concurrency: Option<Concurrency>,
 }
 
-/// `max_in_flight = N` with `queue` and `queue_timeout`: at most N requests in flight on
-/// the group, up to `queue` more waiting at most `queue_timeout`, the rest answered 503.
+/// `max_in_flight` with `queue` and `queue_timeout`: at most the limit in flight on the
+/// group, up to `queue` more waiting at most `queue_timeout`, the rest answered 503.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Concurrency {
-    pub max_in_flight: u32,
+    pub max_in_flight: MaxInFlight,
     pub queue: u32,
     pub queue_timeout: Duration,
+}
+
+/// `max_in_flight`: a number, or `"auto"` with its keys (`in_flight_min`, `in_flight_max`,
+/// `probe_interval`): the limit is then found from the group's latency by
+/// `limit::adaptive::gradient`, starting at `in_flight_min`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxInFlight {
+    Fixed(u32),
+    Auto(AutoSettings),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,6 +21,10 @@
 //!   dropped channel ([`Permit`] releases on drop wherever it is).
 //!
 //! Memory is bounded by `queue`: one entry and one small channel per waiter.
+//!
+//! With `max_in_flight = "auto"` ([`Gate::auto`]) the limit starts at `in_flight_min`
+//! and the adaptive tick (`server/adapt/gates.rs`) moves it with [`Gate::set_limit`];
+//! the gate only keeps what `/status` shows of that controller ([`Auto`]).
 
 mod oneshot;
 mod sync;
@@ -39,6 +43,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering};
+
+use crate::limit::adaptive::gradient;
 
 /// What the gate's keys say, besides the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +94,40 @@ impl ShedCounts {
     }
 }
 
+/// A gate whose limit follows the group's latency (`max_in_flight = "auto"`): the
+/// controller's bounds, and what it last told (for `/status`). Only the adaptive tick
+/// writes it, and no request reads it.
+#[derive(Debug)]
+pub struct Auto {
+    pub settings: gradient::Settings,
+    shown: std::sync::Mutex<AutoShown>,
+}
+
+/// What the controller of an `"auto"` gate last measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoShown {
+    /// The unloaded latency the limit is judged against; `None` until measured.
+    pub min_rtt: Option<Duration>,
+    /// Whether the limit is pinned to `in_flight_min` to measure `min_rtt` again.
+    pub probing: bool,
+}
+
+impl Auto {
+    pub fn shown(&self) -> AutoShown {
+        *self
+            .shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn show(&self, shown: AutoShown) {
+        *self
+            .shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = shown;
+    }
+}
+
 /// A word on a cache line of its own: every worker writes `in_flight`.
 #[repr(align(128))]
 struct Line<T>(T);
@@ -116,6 +156,8 @@ pub struct Gate {
     queue: Mutex<Queue>,
     settings: GateSettings,
     shed: Arc<ShedCounts>,
+    /// `Some` with `max_in_flight = "auto"`.
+    auto: Option<Auto>,
 }
 
 fn split(word: u64) -> (u32, u32) {
@@ -139,7 +181,25 @@ impl Gate {
             }),
             settings,
             shed,
+            auto: None,
         }
+    }
+
+    /// A gate for `max_in_flight = "auto"`: it starts at `in_flight_min`, and the
+    /// adaptive tick moves its limit within `auto`'s bounds.
+    pub fn auto(auto: gradient::Settings, settings: GateSettings, shed: Arc<ShedCounts>) -> Gate {
+        Gate {
+            auto: Some(Auto {
+                settings: auto,
+                shown: std::sync::Mutex::default(),
+            }),
+            ..Gate::new(auto.min, settings, shed)
+        }
+    }
+
+    /// The controller's side of an `"auto"` gate; `None` for a fixed limit.
+    pub fn auto_limit(&self) -> Option<&Auto> {
+        self.auto.as_ref()
     }
 
     pub fn settings(&self) -> GateSettings {

@@ -136,5 +136,6 @@ upstream = "app"
     .await;
 }
 
+mod concurrency;
 mod elastic;
 mod zones;

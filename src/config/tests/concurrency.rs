@@ -21,7 +21,7 @@ fn problem(keys: &str) -> String {
 fn a_number_gives_a_gate_with_the_default_queue() {
     let config = parse(&group("max_in_flight = 100"));
     let gate = config.upstreams[0].concurrency.expect("a gate");
-    assert_eq!(gate.max_in_flight, 100);
+    assert_eq!(gate.max_in_flight, MaxInFlight::Fixed(100));
     assert_eq!(gate.queue, 64);
     assert_eq!(gate.queue_timeout, Duration::from_secs(1));
     assert_eq!(parse(&group("")).upstreams[0].concurrency, None);
@@ -89,20 +89,40 @@ fn auto_keys_need_auto() {
 }
 
 #[test]
-fn auto_is_checked_then_refused_until_it_is_wired() {
-    let refusal = problem("max_in_flight = \"auto\"");
-    assert!(
-        refusal.starts_with(r#"`max_in_flight = "auto"` is not available in this build yet"#),
-        "{refusal}"
-    );
-    // Its keys are checked all the same, each problem at its key.
+fn auto_takes_its_keys_with_defaults() {
+    let config = parse(&group("max_in_flight = \"auto\""));
+    let gate = config.upstreams[0].concurrency.expect("a gate");
+    let want = AutoSettings {
+        min: 4,
+        max: 1000,
+        probe_interval: Duration::from_secs(30),
+    };
+    assert_eq!(gate.max_in_flight, MaxInFlight::Auto(want));
+    let config = parse(&group(
+        "max_in_flight = \"auto\"\nin_flight_min = 2\nin_flight_max = 50\nprobe_interval = \"10s\"",
+    ));
+    let gate = config.upstreams[0].concurrency.expect("a gate");
+    let want = AutoSettings {
+        min: 2,
+        max: 50,
+        probe_interval: Duration::from_secs(10),
+    };
+    assert_eq!(gate.max_in_flight, MaxInFlight::Auto(want));
+}
+
+#[test]
+fn auto_keys_are_checked_each_at_its_key() {
     let found = errors(&group(
         "max_in_flight = \"auto\"\nin_flight_min = 50\nin_flight_max = 10\nprobe_interval = \"2h\"",
     ));
     let messages: Vec<&str> = found.iter().map(|(_, _, m)| m.as_str()).collect();
-    assert_eq!(found.len(), 3, "{messages:#?}");
+    assert_eq!(found.len(), 2, "{messages:#?}");
     assert!(messages.contains(&"`in_flight_min` (50) is above `in_flight_max` (10)"));
     assert!(messages.contains(&"`probe_interval` must be from 1s to 1h"));
+    assert_eq!(
+        problem("max_in_flight = \"auto\"\nin_flight_min = 0"),
+        "invalid in_flight_min 0: expected 1 to 100000"
+    );
 }
 
 /// A zone with plans `pro` and `free`, and `[api_keys]` with `priority`.

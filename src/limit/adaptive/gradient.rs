@@ -24,6 +24,13 @@
 //!
 //! The property tests below check exactly these bounds on that plant.
 //!
+//! **Dead time.** When an update changes the limit, the requests admitted under the old
+//! one still answer for about a p90 more, and a window that opened at once would judge
+//! the new limit by them: the law would then act on a measurement one update old, which
+//! turns it into a slowly damped oscillation (against the plant above, about ±40 % around
+//! L* with a period of six updates, seen through the gateway). So the next window opens
+//! only once that p90 has passed ([`Gradient::window_start`] lies ahead until then).
+//!
 //! Time is `now`, nanoseconds since an epoch the caller chose; latencies are
 //! [`Duration`]s.
 
@@ -143,6 +150,7 @@ impl Gradient {
     }
 
     /// Where the tick's window starts: the next [`GradientInput`] is measured from here.
+    /// After a change of the limit it lies ahead, by the dead time (module docs).
     pub fn window_start(&self) -> u64 {
         self.window_start
     }
@@ -155,6 +163,9 @@ impl Gradient {
         if now >= self.next_probe {
             return self.start_probe(now);
         }
+        if now < self.window_start {
+            return Step::Wait;
+        }
         let p90 = match input.p90 {
             Some(p90) if input.samples >= UPDATE_SAMPLES => p90,
             _ if now.saturating_sub(self.window_start) >= WINDOW_MAX => {
@@ -163,9 +174,13 @@ impl Gradient {
             }
             _ => return Step::Wait,
         };
-        self.window_start = now;
         let from = self.limit();
         self.update(p90, input.peak_in_flight);
+        self.window_start = if self.limit() == from {
+            now
+        } else {
+            now.saturating_add(dead_time(p90))
+        };
         if self.limit() <= self.settings.min {
             self.floor_updates += 1;
             if self.floor_updates >= FLOOR_UPDATES {
@@ -240,7 +255,8 @@ impl Gradient {
         }
         self.limit = probe.restore;
         self.probe = None;
-        self.window_start = now;
+        // Back from the floor: the floor's requests answer before the window opens.
+        self.window_start = now.saturating_add(input.p90.map_or(0, dead_time));
         Step::ProbeEnded {
             min_rtt: self.min_rtt,
             limit: self.limit(),
@@ -268,6 +284,12 @@ impl Gradient {
             .min(u128::from(u64::MAX)) as u64;
         nanos / 1000 * permille
     }
+}
+
+/// How long the requests admitted under a changed limit take to answer: the p90 measured
+/// under it, at most [`WINDOW_MAX`].
+fn dead_time(p90: Duration) -> u64 {
+    u64::try_from(p90.as_nanos()).map_or(WINDOW_MAX, |nanos| nanos.min(WINDOW_MAX))
 }
 
 #[cfg(test)]

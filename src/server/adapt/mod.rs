@@ -1,13 +1,15 @@
 //! The adaptive tick (docs/architecture.md, "The adaptive tick"): one thread of its own
 //! that every [`TICK`] reads every upstream group's load cells (`metrics::load`) into
 //! its sliding window, stores the last second's signals for `/status` and `/metrics`,
-//! and steps the controllers that follow them. The request path writes only its own
+//! and steps the controllers that follow them: the zones' rate factors (`zones.rs`) and
+//! the `"auto"` gates' limits (`gates.rs`). The request path writes only its own
 //! worker's cells; what it reads back is a few atomics the tick writes.
 //!
 //! This is the one place that knows a reload exists for adaptive protection: each tick
 //! reads the snapshot in force, and a group keeps its window while its name and
 //! counts (`UpstreamStats`, which outlive generations) stay.
 
+mod gates;
 mod zones;
 
 use std::collections::HashMap;
@@ -105,6 +107,7 @@ fn run(state: &GatewayState, stop: &Stop) {
 #[derive(Default)]
 pub struct Tick {
     pub loads: Loads,
+    gates: gates::Gates,
 }
 
 impl Tick {
@@ -112,6 +115,7 @@ impl Tick {
     pub fn step(&mut self, snapshot: &Snapshot, now: Instant) {
         self.loads.advance(&snapshot.upstreams);
         zones::step(&snapshot.zones, &mut self.loads, now);
+        self.gates.step(&snapshot.upstreams, &mut self.loads, now);
     }
 }
 

@@ -74,7 +74,8 @@ proptest! {
         let mut now = 0;
         for k in 1..=allowed.max(40) {
             let before = gradient.limit;
-            now += TICK;
+            // The next window: after the dead time, if the last update changed the limit.
+            now = now.max(gradient.window_start()) + TICK;
             let step = gradient.step(&window(plant(before, c, service), before as u32 + 1), now);
             prop_assert!(matches!(step, Step::Limit { .. }), "{step:?}");
             let after = gradient.limit;
@@ -109,7 +110,7 @@ proptest! {
         let mut gradient = Gradient::new(settings(min, max), 0, 3);
         let mut now = 0;
         for (p90, peak) in p90s.iter().zip(peaks.iter().cycle()) {
-            now += TICK;
+            now = now.max(gradient.window_start()) + TICK;
             gradient.step(&window(MS * *p90 as u32, *peak), now);
             prop_assert!((min..=max).contains(&gradient.limit()));
         }
@@ -241,4 +242,29 @@ fn floor_for_five_updates_triggers_probe() {
     }
     let step = gradient.step(&window(MS * 100, 4), u64::from(FLOOR_UPDATES) * TICK);
     assert_eq!(step, Step::ProbeStarted { restore: 4 });
+}
+
+#[test]
+fn a_changed_limit_waits_out_its_dead_time() {
+    let mut gradient = at(settings(4, 1000), 50.0, MS * 10);
+    // Twice the baseline: g = 0.6, the limit falls, and the next window opens once the
+    // requests admitted under 50 have answered (a p90 later).
+    let step = gradient.step(&window(MS * 20, 50), TICK);
+    assert!(
+        matches!(step, Step::Limit { from: 50, to } if to < 50),
+        "{step:?}"
+    );
+    assert_eq!(gradient.window_start(), TICK + 20_000_000);
+    assert_eq!(gradient.step(&window(MS * 20, 50), TICK + 1), Step::Wait);
+    assert!(matches!(
+        gradient.step(&window(MS * 10, 50), 2 * TICK),
+        Step::Limit { .. }
+    ));
+    // An unchanged limit opens the next window at once.
+    let mut steady = at(settings(4, 1000), 100.0, MS * 10);
+    assert_eq!(
+        steady.step(&window(MS * 10, 40), TICK),
+        Step::Limit { from: 100, to: 100 }
+    );
+    assert_eq!(steady.window_start(), TICK);
 }
