@@ -185,8 +185,14 @@ pub async fn forward(
             Exchange::Response(response) => response.status(),
             Exchange::Upgraded(head, _) => head.status(),
         };
+        // A client that trickles a streamed body slows the exchange, not the upstream:
+        // the load signals time the upstream from the last bytes it was sent, or a slow
+        // uploader could cut everyone's adaptive limits.
+        let latency = progress
+            .as_deref()
+            .map_or(upstream_time, |p| p.since_last_frame().min(upstream_time));
         let load = group.stats.load.get(ctx.conn.worker);
-        load.record(upstream_time, status.as_u16());
+        load.record(latency, status.as_u16());
         let response = respond(exchange, client_upgrade, group, server, held)?;
         return Ok(Done {
             response,

@@ -88,6 +88,12 @@ impl Progress {
         self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + timeout
     }
 
+    /// How long ago the last frame was read from the client (to the millisecond).
+    pub fn since_last_frame(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(last)
+    }
+
     pub fn waiting_on_client(&self) -> bool {
         self.waiting_on_client.load(Ordering::Relaxed)
     }

@@ -136,6 +136,70 @@ upstream = "app"
     .await;
 }
 
+/// An attacker's way to cut every client's adaptive limit would be to make the upstream
+/// look slow: uploads trickled a byte at a time make the exchanges slow, but the load
+/// signals time the upstream from the last body bytes it was sent, so its p90 stays that
+/// of the upstream itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_upload_is_not_the_upstreams_latency() {
+    use http_body_util::BodyExt;
+    use tokio::io::AsyncWriteExt;
+
+    let _shared = support::shared();
+    let up = Upstream::start(|req| async move {
+        let _ = req.into_body().collect().await;
+        text(200, "ok")
+    })
+    .await;
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+client_body_buffer_size = 0
+[admin]
+listen = "127.0.0.1:0"
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{}"]
+[[location]]
+match = "/"
+upstream = "app"
+"#,
+        up.addr
+    ));
+    let (admin, at) = (gw.admin_addr().expect("admin"), addr(&gw));
+    // 12 uploads of 8 bytes, one byte every 100 ms: each exchange lasts about 0.8 s.
+    let uploads: Vec<_> = (0..12)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut stream = tokio::net::TcpStream::connect(at).await.expect("connect");
+                let head =
+                    "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: 8\r\n\r\n";
+                stream.write_all(head.as_bytes()).await.expect("head");
+                for _ in 0..8 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    stream.write_all(b"x").await.expect("body byte");
+                }
+                let reply = within(10, raw::read_response(&mut stream)).await;
+                reply.expect("a response").status
+            })
+        })
+        .collect();
+    for upload in uploads {
+        assert_eq!(upload.await.expect("upload"), 200);
+    }
+    let doc = until(admin, 10, "the uploads' latency in the window", |doc| {
+        load_of(doc, "app")["samples"].as_u64() >= Some(12)
+    })
+    .await;
+    let p90 = load_of(&doc, "app")["latency_ms"]["p90"]
+        .as_f64()
+        .expect("a p90");
+    assert!(p90 < 100.0, "the uploads' slowness was counted: {doc}");
+}
+
 mod concurrency;
 mod elastic;
 mod zones;
