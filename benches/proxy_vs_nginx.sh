@@ -2,7 +2,7 @@
 # proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies,
 # plain and with rate limiting on.
 #
-# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|all; default proxy, the figure README
+# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|all; default proxy, the figure README
 # quotes):
 #   proxy         plain reverse proxy, no limiting;
 #   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
@@ -21,7 +21,11 @@
 #                 than CONNECTIONS, so nothing waits): the cost of the gate's shared count, one CAS
 #                 when a request starts and one when it ends. nginx is the plain proxy, as in `proxy`;
 #                 compare this scenario's tollgate/nginx ratio with `proxy`'s;
-#   all           the four in turn, each with freshly started proxies.
+#   proxy_adaptive the proxy scenario with `max_in_flight = "auto"`: the gradient controller finds the
+#                 limit from the upstream's latency and requests over it wait at tollgate's gate (the
+#                 tiny upstream answers in microseconds, so the limit settles low and the queue is
+#                 used): what "auto" costs against an upstream that needs no protection;
+#   all           the five in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
 # the limiting alone.
@@ -52,7 +56,7 @@
 #   BASELINE=e0efbbf RUNS=9 benches/proxy_vs_nginx.sh   # also tollgate at that revision (below)
 #
 # Environment (defaults in brackets):
-#   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto or all (above)
+#   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive or all (above)
 #   API_KEYS [10000]    distinct X-API-Key values wrk sends in limit_pass
 #   TOLLGATE_RATELIMIT_HEADERS [draft]   tollgate's `ratelimit_headers` in the limit scenarios
 #   RUNS [5]            measured runs per proxy, interleaved
@@ -132,9 +136,9 @@ case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
 esac
 
 case "$SCENARIO" in
-    proxy | limit_pass | limit_reject | proxy_auto) SCENARIOS=("$SCENARIO") ;;
-    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto or all, not '$SCENARIO'" ;;
+    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive) SCENARIOS=("$SCENARIO") ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -364,6 +368,7 @@ scenario_title() {
         limit_pass) echo "limiting on, $API_KEYS API keys, every request allowed, then proxied" ;;
         limit_reject) echo "limiting on, one key at 1r/s: nearly every request rejected (429)" ;;
         proxy_auto) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = 1000, nothing waits)" ;;
+        proxy_adaptive) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = \"auto\", requests wait)" ;;
     esac
 }
 scenario_limit_note() {
@@ -372,6 +377,10 @@ scenario_limit_note() {
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
             echo "  request, none waits): compare the ratio with the \`proxy\` scenario's"
+            ;;
+        proxy_adaptive)
+            echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = \"auto\"\`, \`queue = 1000\`"
+            echo "  (the limit follows the upstream's latency; what is over it waits at the gate)"
             ;;
         limit_pass)
             echo "nginx \`limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s\` + \`limit_req zone=k burst=1000000 nodelay\`;"
@@ -411,6 +420,7 @@ nginx_location_limit() {
 tollgate_upstream_gate() {
     case "$1" in
         proxy_auto) echo "max_in_flight = 1000" ;;
+        proxy_adaptive) printf 'max_in_flight = "auto"\nqueue = 1000\n' ;;
     esac
 }
 tollgate_server_limit() {
