@@ -155,12 +155,12 @@ async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() 
     let clients = Clients::start(addr(&gw), 60);
     settles(admin, 20, 20).await;
 
-    // Settled, it stays: for 3 s, the limit and the upstream's load stay in the band,
+    // Settled, it stays: for 4 s, the limit and the upstream's load stay in the band,
     // and the upstream is kept busy (its median load is at least its workers).
     let (low, high) = band(20);
     let mut loads = Vec::new();
     let mut limits = Vec::new();
-    let end = Instant::now() + Duration::from_secs(3);
+    let end = Instant::now() + Duration::from_secs(4);
     while Instant::now() < end {
         limits.push(limit(&status(admin).await));
         for _ in 0..10 {
@@ -174,12 +174,14 @@ async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() 
         limits.iter().all(|l| (low..=high).contains(l)),
         "limits {limits:?} left [{low}, {high}]"
     );
-    // Without oscillating: the limit's spread stays within a quarter of L* (it swung by
-    // ±40 % around L* before the controller waited out its dead time).
-    let spread = limits.iter().max().unwrap() - limits.iter().min().unwrap();
+    // Without oscillating: over the last 2 s (the first may still close in on L* from
+    // where the band begins) the limit's spread stays within a quarter of L*. Before the
+    // controller waited out its dead time it swung by ±40 % around L*, every 0.6 s.
+    let last = &limits[limits.len() / 2..];
+    let spread = last.iter().max().unwrap() - last.iter().min().unwrap();
     assert!(
         spread as f64 <= fixed_point(20.0) / 4.0,
-        "limits {limits:?} spread over {spread}"
+        "limits {limits:?}: the last half's spread is {spread}"
     );
     assert!(
         median >= low,
