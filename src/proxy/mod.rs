@@ -310,7 +310,7 @@ impl Pipeline {
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
-        let permit = match self.admit(to.group, &req, prepared.websocket).await {
+        let permit = match self.admit(to.group, &req).await {
             Ok(permit) => permit,
             Err(answer) => {
                 log.shed();
@@ -319,7 +319,12 @@ impl Pipeline {
         };
         match forward::forward(req, to.group, &ctx, prepared, in_flight).await {
             Ok(mut done) => {
-                done.lease.hold(permit);
+                // A tunnel would hold its slot for as long as it stays open: a WebSocket
+                // handshake waits at the gate like any request (anyone can send its
+                // headers), and gives the slot back once the upstream switched.
+                if done.response.status() != StatusCode::SWITCHING_PROTOCOLS {
+                    done.lease.hold(permit);
+                }
                 log.upstream(done.addr, done.upstream_time);
                 (done.response, Some(done.lease))
             }
@@ -338,21 +343,16 @@ impl Pipeline {
     }
 
     /// A slot in the group's gate (`max_in_flight`), after a wait if need be, or the 503
-    /// that sheds the request. A WebSocket handshake passes by: its tunnel would hold a
-    /// slot for as long as it stays open. A client that leaves while queued drops this
-    /// future, and with it its place.
+    /// that sheds the request. A client that leaves while queued drops this future, and
+    /// with it its place.
     async fn admit(
         &self,
         group: &Group,
         req: &Request<Incoming>,
-        websocket: bool,
     ) -> Result<Option<upstream::gate::Permit>, Response<ResponseBody>> {
         let Some(gate) = &group.gate else {
             return Ok(None);
         };
-        if websocket {
-            return Ok(None);
-        }
         let headers = req.headers();
         let priority = || {
             self.api_keys

@@ -400,30 +400,54 @@ async fn websocket_upstream(released: watch::Receiver<bool>) -> Upstream {
     .await
 }
 
+/// A plain GET dressed as a WebSocket handshake: the four headers anyone can send.
+fn dressed_as_websocket() -> Request<Body> {
+    let mut req = request(None);
+    let h = req.headers_mut();
+    h.insert("connection", "upgrade".parse().unwrap());
+    h.insert("upgrade", "websocket".parse().unwrap());
+    h.insert(
+        "sec-websocket-key",
+        "dGhlIHNhbXBsZSBub25jZQ==".parse().unwrap(),
+    );
+    h.insert("sec-websocket-version", "13".parse().unwrap());
+    req
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn websocket_handshakes_pass_by_a_full_gate_and_hold_no_slot() {
+async fn websocket_handshakes_wait_at_the_gate_and_tunnels_hold_no_slot() {
     let _shared = support::shared();
     let (release, released) = watch::channel(false);
     let up = websocket_upstream(released).await;
     let gw = gateway(&config(&up, "max_in_flight = 1\nqueue = 0", ""));
-    // The one slot taken: a plain request now would be shed at once.
+    // The one slot taken: a plain request now is shed at once, and so is one wearing a
+    // handshake's headers (else any client could walk past the gate in them), and a
+    // real handshake.
     let plain = spawn(&gw, None);
     until(&gw, "the slot taken", |g| g["in_flight"] == 1).await;
     assert_shed(&within(5, send(addr(&gw), request(None))).await);
+    assert_shed(&within(5, send(addr(&gw), dressed_as_websocket())).await);
+    let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    let url = format!("ws://{}/ws", addr(&gw));
+    let refused = within(5, tokio_tungstenite::client_async(url, stream)).await;
+    assert!(refused.is_err(), "a handshake passed a full gate");
+    let _ = release.send(true);
+    assert_eq!(plain.await.expect("client").status, 200);
+    until(&gw, "the slot free", |g| g["in_flight"] == 0).await;
+
+    // Each handshake takes the one slot and gives it back with the 101: three tunnels
+    // open through a gate of one, and a plain request still gets in beside them.
     let mut tunnels = Vec::new();
     for _ in 0..3 {
         let stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
         let url = format!("ws://{}/ws", addr(&gw));
         let (ws, response) = within(5, tokio_tungstenite::client_async(url, stream))
             .await
-            .expect("handshake through a full gate");
+            .expect("handshake through a free gate");
         assert_eq!(response.status(), 101);
         tunnels.push(ws);
     }
-    // Three tunnels open, and the gate counts only the plain request.
-    assert_eq!(gate_status(&gw).await["in_flight"], 1);
-    let _ = release.send(true);
-    assert_eq!(plain.await.expect("client").status, 200);
-    until(&gw, "the slot free", |g| g["in_flight"] == 0).await;
+    assert_eq!(gate_status(&gw).await["in_flight"], 0);
+    assert_eq!(within(5, send(addr(&gw), request(None))).await.status, 200);
     drop(tunnels);
 }
