@@ -206,9 +206,17 @@ pub(super) fn elastic(
         Some(times) => times_permille(text, times).map(Elastic::Times),
         None => super::zones::parse_rate(text).and_then(|rate| {
             let base = zone.rates.first().copied();
+            // A window zone keeps each key's window as `now / period`: a rate in another
+            // unit would count a key's window in two units at once.
+            let other_unit = zone.algorithm.is_window()
+                && zone.rates.iter().any(|r| r.period != rate.period);
             match base {
                 Some(base) if rate.per_second() <= base.per_second() => Err(format!(
                     "elastic rate \"{text}\" must be above the zone's rate {base}"
+                )),
+                Some(base) if other_unit => Err(format!(
+                    "elastic rate \"{text}\" must be in the unit of the zone's rates ({base}): a {} zone counts its windows in it; write it in that unit, or as a multiple (\"3x\")",
+                    zone.algorithm.name()
                 )),
                 _ => Ok(Elastic::Rate(rate)),
             }

@@ -5,7 +5,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawLimit, Span};
-use super::{Algorithm, Limit, Rate, Share, StatusSet, Zone};
+use super::{Algorithm, Elastic, Limit, Rate, Share, StatusSet, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::redis::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
@@ -14,6 +14,7 @@ pub(super) const MAX_BURST: i64 = 1_000_000;
 const MAX_COST: i64 = 1_000_000;
 
 /// What a location's `limit` list needs to know of a valid zone.
+#[derive(Clone)]
 pub(super) struct ZoneInfo {
     pub name: String,
     pub algorithm: Algorithm,
@@ -29,6 +30,18 @@ pub(super) struct ZoneInfo {
 }
 
 impl ZoneInfo {
+    /// The zone as its `elastic` ceiling makes it: every rate raised.
+    fn raised(&self, elastic: Elastic) -> ZoneInfo {
+        ZoneInfo {
+            rates: self
+                .rates
+                .iter()
+                .map(|rate| elastic.ceiling(*rate))
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     pub(super) fn new(zone: &Zone) -> ZoneInfo {
         let rates: Vec<Rate> = zone
             .rate
@@ -119,8 +132,21 @@ fn limit(
         Some(written) => Some(super::adaptive::elastic(written, info, diag)?),
         None => None,
     };
+    // A key's state must fit what the elastic ceiling admits, not only the base rate.
+    let raised = elastic.map(|elastic| info.raised(elastic));
+    let sized = raised.as_ref().unwrap_or(info);
+    if let (Some(written), Some(message)) = (
+        &raw.elastic,
+        raised.as_ref().and_then(|r| too_big(r, burst, cost)),
+    ) {
+        diag.error(
+            written.span(),
+            format!("with elastic = \"{}\": {message}", written.get_ref()),
+        );
+        return None;
+    }
     let soft = match &raw.soft {
-        Some(written) => Some(soft(written, info, (dry_run, burst), diag)?),
+        Some(written) => Some(soft(written, sized, (dry_run, burst), diag)?),
         None => None,
     };
     Some(Limit {

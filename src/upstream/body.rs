@@ -61,8 +61,9 @@ impl StdError for BodyError {
 #[derive(Debug)]
 pub struct Progress {
     origin: Instant,
-    /// Milliseconds after `origin` of the last frame read from the client.
-    last_ms: AtomicU64,
+    /// Microseconds after `origin` of the last frame read from the client (fine enough
+    /// to time a fast upstream from it: see [`Progress::since_last_frame`]).
+    last_us: AtomicU64,
     /// The body is waiting for the client's next bytes right now.
     waiting_on_client: AtomicBool,
 }
@@ -71,26 +72,26 @@ impl Progress {
     pub fn new() -> Arc<Progress> {
         Arc::new(Progress {
             origin: Instant::now(),
-            last_ms: AtomicU64::new(0),
+            last_us: AtomicU64::new(0),
             waiting_on_client: AtomicBool::new(false),
         })
     }
 
     fn record(&self, waiting: bool) {
-        let ms = self.origin.elapsed().as_millis() as u64;
-        self.last_ms.store(ms, Ordering::Relaxed);
+        let us = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_us.store(us, Ordering::Relaxed);
         self.waiting_on_client.store(waiting, Ordering::Relaxed);
     }
 
     /// When the upstream will have been idle for `timeout`, counting from the last
     /// body frame.
     pub fn deadline(&self, timeout: Duration) -> Instant {
-        self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + timeout
+        self.origin + Duration::from_micros(self.last_us.load(Ordering::Relaxed)) + timeout
     }
 
-    /// How long ago the last frame was read from the client (to the millisecond).
+    /// How long ago the last frame was read from the client.
     pub fn since_last_frame(&self) -> Duration {
-        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        let last = Duration::from_micros(self.last_us.load(Ordering::Relaxed));
         self.origin.elapsed().saturating_sub(last)
     }
 

@@ -193,3 +193,72 @@ fn the_elastic_example_of_the_docs_is_valid() {
     let limit = &config.sites[0].locations[0].limits[0];
     assert_eq!(limit.elastic, Some(Elastic::Times(3000)));
 }
+
+/// A zone `w` of `algorithm` at `rate`, adaptive with `in_flight`, `size` as given, and a
+/// location limited by `limit`.
+fn window_zone(algorithm: &str, rate: &str, size: &str, limit: &str) -> String {
+    format!(
+        "{SERVER}{UPSTREAMS}[zones.w]\nkey = \"$binary_remote_addr\"\nalgorithm = \"{algorithm}\"\n\
+         rate = \"{rate}\"\nsize = \"{size}\"\n\
+         adaptive = {{ upstream = \"app\", latency = \"200ms\", in_flight = 8 }}\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\nlimit = [{limit}]\n"
+    )
+}
+
+#[test]
+fn an_elastic_rate_on_a_window_zone_keeps_the_zones_unit() {
+    // The window of a key is `now / period`: one kept in seconds while elastic and in
+    // hours after would never reset.
+    for algorithm in ["fixed_window", "sliding_window", "sliding_log"] {
+        let text = window_zone(
+            algorithm,
+            "10r/h",
+            "10m",
+            r#"{ zone = "w", elastic = "1r/s" }"#,
+        );
+        let found = errors(&text);
+        assert_eq!(found.len(), 1, "{algorithm}: {found:#?}");
+        assert!(
+            found[0]
+                .2
+                .contains("in the unit of the zone's rates (10r/h)"),
+            "{found:#?}"
+        );
+        // In the zone's unit, or as a multiple, it is fine.
+        for elastic in ["3600r/h", "3x"] {
+            let limit = format!(r#"{{ zone = "w", elastic = "{elastic}" }}"#);
+            parse(&window_zone(algorithm, "10r/h", "10m", &limit));
+        }
+    }
+    // A bucket has no windows: any unit.
+    let limit = r#"{ zone = "a", elastic = "10000r/m" }"#;
+    assert!(parse(&with_limit(limit)).sites[0].locations[0].limits[0]
+        .elastic
+        .is_some());
+}
+
+#[test]
+fn a_sliding_log_key_must_fit_its_elastic_ceiling() {
+    // 1000 entries of 16 bytes fit a 1m zone's per-key share; 100 times as many do not.
+    let fits = window_zone("sliding_log", "1000r/s", "1m", r#"{ zone = "w" }"#);
+    parse(&fits);
+    let limit = r#"{ zone = "w", elastic = "100x" }"#;
+    let found = errors(&window_zone("sliding_log", "1000r/s", "1m", limit));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0]
+            .2
+            .starts_with("with elastic = \"100x\": a sliding_log key"),
+        "{found:#?}"
+    );
+    // Its soft lane (a quarter of the zone) is sized at the ceiling too: at 8m a key of
+    // 3000 fits, and a lane of 1000 does, but not one of 3000.
+    let limit = r#"{ zone = "w", soft = "100%" }"#;
+    parse(&window_zone("sliding_log", "1000r/s", "8m", limit));
+    let limit = r#"{ zone = "w", elastic = "3x", soft = "100%" }"#;
+    let found = errors(&window_zone("sliding_log", "1000r/s", "8m", limit));
+    assert!(
+        found.iter().any(|f| f.2.contains("soft lane")),
+        "{found:#?}"
+    );
+}
