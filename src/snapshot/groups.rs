@@ -25,22 +25,27 @@ pub(super) fn build(
         .collect()
 }
 
-/// The group's gate: the one in force for the group of that name when its limit (a number,
-/// or `"auto"` with the same keys: the controller then goes on where it was), queue and
-/// wait are unchanged, else a new one (counting its sheds where the old one did).
+/// The group's gate: the one in force for the group of that name when its limit, queue
+/// and wait are unchanged, else a new one (counting its sheds where the old one did). An
+/// `"auto"` gate is kept, its controller going on where it was, only while the group's
+/// servers are the same too: what it measured is theirs.
 fn gate(u: &config::Upstream, previous: &[Arc<Group>]) -> Option<Arc<Gate>> {
     let wanted = u.concurrency?;
     let settings = GateSettings {
         queue: wanted.queue,
         queue_timeout: wanted.queue_timeout,
     };
-    let old = previous
-        .iter()
-        .find(|group| group.name == u.name)
-        .and_then(|group| group.gate.as_ref());
+    let group = previous.iter().find(|group| group.name == u.name);
+    let old = group.and_then(|group| group.gate.as_ref());
+    let same_servers = || {
+        let addrs = u.servers.iter().map(|s| s.addr);
+        group.is_some_and(|g| g.servers.iter().map(|s| s.addr).eq(addrs))
+    };
     let same_limit = |old: &Gate| match wanted.max_in_flight {
         MaxInFlight::Fixed(n) => old.auto_limit().is_none() && old.limit() == n,
-        MaxInFlight::Auto(auto) => old.auto_limit().is_some_and(|a| a.settings == auto),
+        MaxInFlight::Auto(auto) => {
+            old.auto_limit().is_some_and(|a| a.settings == auto) && same_servers()
+        }
     };
     if let Some(old) = old.filter(|old| old.settings() == settings && same_limit(old)) {
         return Some(Arc::clone(old));

@@ -123,6 +123,16 @@ impl Aimd {
         self.factor
     }
 
+    /// Raises the factor to `floor` if it is below it (a reload raised `min`: the factor
+    /// must stay within the new bounds); whether it moved.
+    pub fn lift_to(&mut self, floor: Permille) -> bool {
+        let below = self.factor < floor;
+        if below {
+            self.factor = floor;
+        }
+        below
+    }
+
     /// The deciding reading of the last step.
     pub fn last_reading(&self) -> Option<Reading> {
         self.last_reading

@@ -49,7 +49,8 @@ pub const WINDOW_MAX: u64 = 1_000_000_000;
 pub const PROBE_SAMPLES: u64 = 25;
 /// The longest a probe drains, and then the longest it measures.
 pub const PROBE_MAX: u64 = 2_000_000_000;
-/// Updates in a row at `in_flight_min` after which the baseline is measured again.
+/// Updates in a row at `in_flight_min`, with the group using all of it, after which the
+/// baseline is measured again.
 pub const FLOOR_UPDATES: u32 = 5;
 
 /// `in_flight_min`, `in_flight_max` and `probe_interval` of an `"auto"` group.
@@ -170,6 +171,7 @@ impl Gradient {
             Some(p90) if input.samples >= UPDATE_SAMPLES => p90,
             _ if now.saturating_sub(self.window_start) >= WINDOW_MAX => {
                 self.window_start = now;
+                self.floor_updates = 0;
                 return Step::Skip;
             }
             _ => return Step::Wait,
@@ -181,7 +183,9 @@ impl Gradient {
         } else {
             now.saturating_add(dead_time(p90))
         };
-        if self.limit() <= self.settings.min {
+        // Held at the floor while using it: minRTT may be stale. A quiet group that
+        // sits there says nothing about its baseline; the periodic probe serves it.
+        if self.limit() <= self.settings.min && input.peak_in_flight >= self.settings.min {
             self.floor_updates += 1;
             if self.floor_updates >= FLOOR_UPDATES {
                 return self.start_probe(now);

@@ -172,10 +172,14 @@ impl Adaptive {
     }
 
     /// The zone built from `target` on reload: it keeps this one's factor and
-    /// controller when it follows the same upstream.
+    /// controller when it follows the same upstream (a factor below a raised `min` is
+    /// lifted to it).
     pub fn succeed(&self, target: Target) -> Adaptive {
         if target.upstream != self.target.upstream {
             return Adaptive::new(target);
+        }
+        if self.control.stepping().aimd.lift_to(target.min) {
+            self.control.factor.set(target.min);
         }
         Adaptive {
             target,

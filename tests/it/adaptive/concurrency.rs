@@ -105,6 +105,11 @@ async fn client(addr: SocketAddr, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
 /// A gateway's config in front of `up` with an `"auto"` gate: `probe` is its
 /// `probe_interval`, `min` its `in_flight_min`.
 fn config(up: &Upstream, probe: &str, min: u32) -> String {
+    config_for(&format!("\"{}\"", up.addr), probe, min)
+}
+
+/// The same in front of `servers` (as written in the list).
+fn config_for(servers: &str, probe: &str, min: u32) -> String {
     format!(
         r#"
 [server]
@@ -115,7 +120,7 @@ listen = "127.0.0.1:0"
 [log]
 access = "off"
 [upstreams.app]
-servers = ["{}"]
+servers = [{servers}]
 max_in_flight = "auto"
 in_flight_min = {min}
 in_flight_max = 500
@@ -125,8 +130,7 @@ probe_interval = "{probe}"
 [[location]]
 match = "/"
 upstream = "app"
-"#,
-        up.addr
+"#
     )
 }
 
@@ -224,6 +228,15 @@ async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() 
     ] {
         assert!(metrics.contains(line), "no {line} in:\n{metrics}");
     }
+
+    // What the controller measured belongs to the group's servers: another list starts
+    // a new one, which has measured nothing yet (idle now).
+    let (other, _) = knob::start().await;
+    let servers = format!("\"{}\", \"{}\"", up.addr, other.addr);
+    gw.reload(&parse(&config_for(&servers, "1h", 5)))
+        .expect("reload");
+    let doc = status(admin).await;
+    assert!(gate(&doc)["auto"].get("min_rtt_ms").is_none(), "{doc}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

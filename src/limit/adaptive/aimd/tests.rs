@@ -158,3 +158,24 @@ proptest! {
         prop_assert!(mean * 1000 + 1000 >= u64::from(star) * u64::from(DECREASE));
     }
 }
+
+#[test]
+fn a_reload_that_raises_min_lifts_a_lower_factor_to_it() {
+    let adaptive = super::super::Adaptive::new(target(250));
+    {
+        let mut stepping = adaptive.control.stepping();
+        for _ in 0..10 {
+            let change = stepping.aimd.step(&p90(Some(300)), &target(250));
+            if let Some(change) = change {
+                adaptive.control.apply(&change);
+            }
+        }
+        assert_eq!(stepping.aimd.factor(), 250);
+    }
+    let raised = adaptive.succeed(target(500));
+    assert_eq!(raised.control.stepping().aimd.factor(), 500);
+    assert_eq!(raised.control.factor.permille(), 500);
+    // A lowered min leaves the factor where it was.
+    let lowered = raised.succeed(target(100));
+    assert_eq!(lowered.control.factor.permille(), 500);
+}

@@ -268,3 +268,13 @@ fn a_changed_limit_waits_out_its_dead_time() {
     );
     assert_eq!(steady.window_start(), TICK);
 }
+
+#[test]
+fn a_quiet_group_at_the_floor_does_not_probe() {
+    let mut gradient = at(settings(4, 1000), 4.0, MS * 10);
+    for k in 1..=3 * u64::from(FLOOR_UPDATES) {
+        // Slow, but one request at a time: the floor is not what holds it back.
+        let step = gradient.step(&window(MS * 100, 1), k * TICK);
+        assert_eq!(step, Step::Limit { from: 4, to: 4 }, "update {k}");
+    }
+}
