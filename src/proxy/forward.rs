@@ -125,25 +125,60 @@ fn join_cookies(headers: &mut HeaderMap) {
     }
 }
 
-/// Sends an already [`prepare`]d request to a server of `group`, and to the next
-/// one while the [`retry`] rules allow.
-pub async fn forward(
+/// A [`prepare`]d request whose body was read ahead: what [`forward`] sends.
+pub struct Ready {
+    request: Request<RequestBody>,
+    /// For a body that streams on: when its last bytes came.
+    progress: Option<Arc<Progress>>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    prepared: Prepared,
+}
+
+impl Ready {
+    pub fn headers(&self) -> &HeaderMap {
+        self.request.headers()
+    }
+}
+
+/// Reads the client's body ahead: all of a small one, the first `client_body_buffer_size`
+/// of a larger one, which then streams. Before any upstream is chosen or gate slot taken,
+/// so that a slow small upload holds neither.
+pub async fn read_ahead(
     mut req: Request<Incoming>,
-    group: &Arc<Group>,
     ctx: &Ctx<'_>,
     prepared: Prepared,
-    held: &mut Vec<InFlight>,
-) -> Result<Done, ProxyError> {
-    let Prepared {
-        websocket: upgrade,
-        added,
-    } = prepared;
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+) -> Result<Ready, ProxyError> {
+    let client_upgrade = prepared.websocket.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let (body, progress) = upstream_body(body, ctx).await?;
+    Ok(Ready {
+        request: Request::from_parts(parts, body),
+        progress,
+        client_upgrade,
+        prepared,
+    })
+}
+
+/// Sends a request [`read_ahead`] to a server of `group`, and to the next one while the
+/// [`retry`] rules allow.
+pub async fn forward(
+    ready: Ready,
+    group: &Arc<Group>,
+    ctx: &Ctx<'_>,
+    held: &mut Vec<InFlight>,
+) -> Result<Done, ProxyError> {
+    let Ready {
+        request,
+        progress,
+        client_upgrade,
+        prepared: Prepared {
+            websocket: upgrade,
+            added,
+        },
+    } = ready;
     // Can go again after it was (partly) sent: idempotent, and no body to replay.
-    let replayable = progress.is_none() && parts.method.is_idempotent() && !upgrade;
-    let mut unsent = Some(Request::from_parts(parts, body));
+    let replayable = progress.is_none() && request.method().is_idempotent() && !upgrade;
+    let mut unsent = Some(request);
     let mut attempts = Attempts::new(replayable);
     for _ in 0..group.servers.len() + 2 {
         // One clock read per try: health only looks at it on its slow paths.

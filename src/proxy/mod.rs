@@ -310,14 +310,29 @@ impl Pipeline {
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
-        let permit = match self.admit(to.group, &req).await {
+        let failed = |err: ProxyError| {
+            report(&err, to.group);
+            forward::record_failure(&err, to.group, to.conn.worker);
+            let response = match err.party() {
+                // A broken or stalled body leaves nothing on the connection that
+                // could be read as the next request.
+                error::Party::Client => response::refusal(err.status(), version),
+                error::Party::Upstream => response::error(err.status()),
+            };
+            (response, None)
+        };
+        let ready = match forward::read_ahead(req, &ctx, prepared).await {
+            Ok(ready) => ready,
+            Err(err) => return failed(err),
+        };
+        let permit = match self.admit(to.group, ready.headers()).await {
             Ok(permit) => permit,
             Err(answer) => {
                 log.shed();
                 return (answer, None);
             }
         };
-        match forward::forward(req, to.group, &ctx, prepared, in_flight).await {
+        match forward::forward(ready, to.group, &ctx, in_flight).await {
             Ok(mut done) => {
                 // A tunnel would hold its slot for as long as it stays open: a WebSocket
                 // handshake waits at the gate like any request (anyone can send its
@@ -328,32 +343,21 @@ impl Pipeline {
                 log.upstream(done.addr, done.upstream_time);
                 (done.response, Some(done.lease))
             }
-            Err(err) => {
-                report(&err, to.group);
-                forward::record_failure(&err, to.group, to.conn.worker);
-                let response = match err.party() {
-                    // A broken or stalled body leaves nothing on the connection that
-                    // could be read as the next request.
-                    error::Party::Client => response::refusal(err.status(), version),
-                    error::Party::Upstream => response::error(err.status()),
-                };
-                (response, None)
-            }
+            Err(err) => failed(err),
         }
     }
 
     /// A slot in the group's gate (`max_in_flight`), after a wait if need be, or the 503
-    /// that sheds the request. A client that leaves while queued drops this future, and
-    /// with it its place.
+    /// that sheds the request; taken once the body was read ahead. A client that leaves
+    /// while queued drops this future, and with it its place.
     async fn admit(
         &self,
         group: &Group,
-        req: &Request<Incoming>,
+        headers: &http::HeaderMap,
     ) -> Result<Option<upstream::gate::Permit>, Response<ResponseBody>> {
         let Some(gate) = &group.gate else {
             return Ok(None);
         };
-        let headers = req.headers();
         let priority = || {
             self.api_keys
                 .as_ref()

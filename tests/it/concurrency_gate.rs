@@ -451,3 +451,24 @@ async fn websocket_handshakes_wait_at_the_gate_and_tunnels_hold_no_slot() {
     assert_eq!(within(5, send(addr(&gw), request(None))).await.status, 200);
     drop(tunnels);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_small_upload_holds_no_slot_while_it_trickles() {
+    use tokio::io::AsyncWriteExt;
+
+    let _shared = support::shared();
+    let held = Held::start(Duration::ZERO).await;
+    held.let_go();
+    let gw = gateway(&config(&held.upstream, "max_in_flight = 1\nqueue = 0", ""));
+    let mut slow = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    let head = "POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 4\r\n\r\nab";
+    slow.write_all(head.as_bytes()).await.unwrap();
+    // Time for the gateway to take the head and half the body: a slot taken before the
+    // body is read would be held by now, and the next request shed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(gate_status(&gw).await["in_flight"], 0);
+    assert_eq!(within(5, send(addr(&gw), request(None))).await.status, 200);
+    slow.write_all(b"cd").await.unwrap();
+    let reply = within(5, raw::read_response(&mut slow)).await;
+    assert_eq!(reply.expect("a response").status, 200);
+}
