@@ -7,7 +7,6 @@
 
 use crate::support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -353,11 +352,6 @@ async fn shed_requests_are_logged_shed_and_counted_in_metrics() {
     }
     held.let_go();
     assert_eq!(first.await.expect("client").status, 200);
-}
-
-fn parse(toml: &str) -> tollgate::config::Config {
-    tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
-        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
 }
 
 /// An upstream that accepts WebSocket handshakes (and keeps the tunnel open, reading

@@ -36,11 +36,6 @@ return = {{ status = 200 }}
     )
 }
 
-fn parse(toml: &str) -> tollgate::config::Config {
-    tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
-        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
-}
-
 async fn status_of(gw: &tollgate::Gateway, client: &str) -> u16 {
     get_as(addr(gw), "/", client).await.status.as_u16()
 }

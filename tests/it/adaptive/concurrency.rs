@@ -134,12 +134,6 @@ upstream = "app"
     )
 }
 
-fn parse(toml: &str) -> tollgate::config::Config {
-    let origin = std::path::Path::new("/tmp/tollgate-test/gateway.toml");
-    tollgate::config::from_str(toml, origin)
-        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
-}
-
 /// Waits until the limit is in `band(capacity)`.
 async fn settles(admin: SocketAddr, capacity: u64, secs: u64) {
     let (low, high) = band(capacity);

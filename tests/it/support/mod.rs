@@ -101,9 +101,14 @@ pub fn free_port() -> u16 {
 /// Starts the gateway from TOML text. `{UP}` / `{UP2}` are replaced by `upstreams`'
 /// addresses first.
 pub fn gateway(toml: &str) -> tollgate::Gateway {
-    let config = tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
-        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"));
-    tollgate::Gateway::start(config).expect("gateway starts")
+    tollgate::Gateway::start(parse(toml)).expect("gateway starts")
+}
+
+/// A test's config text, parsed as if from `/tmp/tollgate-test/gateway.toml` (to start a
+/// gateway with, or to reload one with).
+pub fn parse(toml: &str) -> tollgate::config::Config {
+    tollgate::config::from_str(toml, Path::new("/tmp/tollgate-test/gateway.toml"))
+        .unwrap_or_else(|errors| panic!("test config is invalid:\n{errors}"))
 }
 
 /// A config with one worker and no access log that proxies `/` to `up`; `server` adds
