@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub redis: Option<Arc<redis::Backend>>,
     /// This instance announced in each Redis zone, while the generation lives.
     pub announced: Option<redis::Announcement>,
+    /// `[admin]` as this generation has it: its token and `protect_reads` take effect on
+    /// a reload (its `listen`, on a restart).
+    pub admin: Option<config::Admin>,
 }
 
 /// `[tls]`, ready to use.
@@ -145,6 +148,7 @@ pub fn build(
         tls,
         redis,
         announced,
+        admin: config.admin.clone(),
     })
 }
 

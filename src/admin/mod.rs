@@ -2,8 +2,10 @@
 //! `GET /status`, `GET`/`DELETE /zones/NAME/keys/KEY`, and `GET /bans` with
 //! `DELETE /bans/ZONE/KEY` (the penalty box, `admin/bans.rs`), on a listener of its own
 //! and served by a thread of its own, so that it answers while the workers are busy and
-//! its requests never count among theirs.
+//! its requests never count among theirs. Calls that change state need the admin token
+//! (`admin/auth.rs`).
 
+mod auth;
 mod bans;
 mod metrics;
 mod status;
@@ -117,6 +119,9 @@ fn serve(
 
 /// The answer to `req`: `/bans` may wait on Redis (within its timeout), the rest not.
 async fn answer_async<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
+    if let Some(denied) = auth::refusal(req, state.snapshot.load().admin.as_ref()) {
+        return denied;
+    }
     let path = req.uri().path();
     if path == "/bans" || path.starts_with("/bans/") {
         return bans::answer(req.method(), path, state).await;

@@ -7,6 +7,7 @@
 mod access;
 mod acme;
 mod adaptive;
+mod admin;
 mod api_keys;
 mod bans;
 mod concurrency;
@@ -177,6 +178,28 @@ pub struct Tls {
 pub struct Admin {
     /// Where the admin API listens; meant for loopback (it tells about every client).
     pub listen: SocketAddr,
+    /// `token` or `token_file`: what `Authorization: Bearer` must carry on a call that
+    /// changes state (and on every view but `/healthz` with `protect_reads`). `None`:
+    /// such calls are refused.
+    pub token: Option<AdminToken>,
+    /// `protect_reads`: the views need the token too.
+    pub protect_reads: bool,
+}
+
+/// The admin API's bearer token: at least 16 visible ASCII characters. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(…)")
+    }
 }
 
 /// `[server]`.

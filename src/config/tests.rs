@@ -363,6 +363,7 @@ fn the_limit_examples_of_the_readme_and_docs_are_valid() {
 
 mod acme;
 mod adaptive;
+mod admin;
 mod bans;
 mod body;
 mod concurrency;
@@ -383,7 +384,9 @@ fn admin_listens_where_it_is_told_and_needs_an_address() {
     assert_eq!(
         config.admin,
         Some(Admin {
-            listen: addr("127.0.0.1:9901")
+            listen: addr("127.0.0.1:9901"),
+            token: None,
+            protect_reads: false,
         })
     );
     assert_eq!(parse(SERVER).admin, None);

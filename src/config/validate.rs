@@ -145,7 +145,9 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         diag,
     );
     let acme = with_names(acme, sites.as_deref(), &tls);
-    let admin = optional(raw.admin, |raw, span| admin(raw, span, diag));
+    let admin = optional(raw.admin, |raw, span| {
+        super::admin::admin(raw, span, base, diag)
+    });
     Checked {
         server,
         real_ip,
@@ -246,12 +248,6 @@ fn zones_need_their_sections(
 }
 
 /// `[admin]`: where `/metrics`, `/healthz` and `/status` listen.
-fn admin(raw: raw::RawAdmin, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Admin> {
-    diag.required(raw.listen.as_ref(), span, "listen")
-        .and_then(|listen| diag.check(listen.span(), values::listen_addr(listen.get_ref())))
-        .map(|listen| Admin { listen })
-}
-
 /// `[tls]`; for a file without it whose `listen_tls` serves only certificates ordered
 /// for `acme = true` sites, its defaults with no static certificate.
 fn tls_settings(

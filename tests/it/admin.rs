@@ -39,7 +39,7 @@ async fn from(gw: &tollgate::Gateway, client: &str) -> u16 {
 #[tokio::test]
 async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
     let _shared = support::shared();
-    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let gw = gateway(&config(&admin_section(), "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     let health = within(5, send(admin, get("/healthz"))).await;
     assert_eq!(
@@ -77,7 +77,7 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
 
     // After a reload: the next generation, the zone's keys kept.
     let next = tollgate::config::from_str(
-        &config("[admin]\nlisten = \"127.0.0.1:0\"", "2r/m"),
+        &config(&admin_section(), "2r/m"),
         Path::new("/tmp/tollgate-test/gateway.toml"),
     )
     .unwrap();
@@ -104,11 +104,18 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
 
     let missing = within(5, send(admin, get("/nothing"))).await;
     assert_eq!(missing.status, 404);
+    // A method that would change something needs the token before it is even told no.
     let post = Request::post("/status")
         .header("host", "admin")
         .body(empty())
         .unwrap();
-    assert_eq!(within(5, send(admin, post)).await.status, 405);
+    assert_eq!(within(5, send(admin, post)).await.status, 401);
+    assert_eq!(
+        within(5, send(admin, request("POST", "/status")))
+            .await
+            .status,
+        405
+    );
 }
 
 #[tokio::test]
@@ -118,11 +125,18 @@ async fn without_an_admin_section_there_is_no_admin_listener() {
     assert!(gw.admin_addr().is_none());
 }
 
+/// `[admin]` on a free port, with the tests' admin token.
+fn admin_section() -> String {
+    format!("[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"{ADMIN_TOKEN}\"")
+}
+
+/// An admin call, with the tests' admin token (calls that change state need it).
 fn request(method: &str, path: &str) -> Request<Body> {
     Request::builder()
         .method(method)
         .uri(path)
         .header("host", "admin")
+        .header("authorization", admin_authorization())
         .body(empty())
         .unwrap()
 }
@@ -130,7 +144,7 @@ fn request(method: &str, path: &str) -> Request<Body> {
 #[tokio::test]
 async fn a_limited_client_is_shown_and_freed_by_hand() {
     let _shared = support::shared();
-    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let gw = gateway(&config(&admin_section(), "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     assert_eq!(from(&gw, "10.0.0.1").await, 200);
     assert_eq!(from(&gw, "10.0.0.1").await, 429);
@@ -182,7 +196,7 @@ async fn a_limited_client_is_shown_and_freed_by_hand() {
 #[tokio::test]
 async fn status_shows_the_keys_limited_most_over_the_last_minute() {
     let _shared = support::shared();
-    let gw = gateway(&config("[admin]\nlisten = \"127.0.0.1:0\"", "1r/m"));
+    let gw = gateway(&config(&admin_section(), "1r/m"));
     let admin = gw.admin_addr().expect("admin configured");
     let before = within(5, send(admin, get("/status"))).await.body;
     assert!(

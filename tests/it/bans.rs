@@ -30,6 +30,7 @@ access = "{}"
 format = "json"
 [admin]
 listen = "127.0.0.1:0"
+token = "{ADMIN_TOKEN}"
 [zones.login]
 key = "$binary_remote_addr"
 rate = "5r/s"
@@ -81,11 +82,13 @@ fn retry_after(reply: &Reply) -> u64 {
         .unwrap()
 }
 
+/// An admin call, with the tests' admin token (calls that change state need it).
 fn request(method: &str, path: &str) -> Request<Body> {
     Request::builder()
         .method(method)
         .uri(path)
         .header("host", "admin")
+        .header("authorization", admin_authorization())
         .body(empty())
         .unwrap()
 }
@@ -249,7 +252,9 @@ async fn hostile_bytes_in_a_delete_are_answered_not_obeyed() {
         let head = [
             b"DELETE ",
             path,
-            b" HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+            b" HTTP/1.1\r\nhost: admin\r\nconnection: close\r\nauthorization: ",
+            admin_authorization().as_bytes(),
+            b"\r\n\r\n",
         ]
         .concat();
         tokio::io::AsyncWriteExt::write_all(&mut stream, &head)

@@ -10,6 +10,7 @@ mod support;
 mod acme;
 mod adaptive;
 mod admin;
+mod admin_auth;
 mod architecture;
 mod bans;
 mod body_limit;

@@ -241,6 +241,11 @@ pub(crate) struct RawRealIp {
 pub(crate) struct RawAdmin {
     /// Required.
     pub listen: Option<Spanned<String>>,
+    /// The bearer token of state-changing calls; or `token_file`, not both.
+    pub token: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+    /// The views need the token too.
+    pub protect_reads: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]

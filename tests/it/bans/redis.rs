@@ -30,6 +30,7 @@ trusted = ["127.0.0.1/32"]
 access = "off"
 [admin]
 listen = "127.0.0.1:0"
+token = "{ADMIN_TOKEN}"
 [redis]
 {redis}
 timeout = "50ms"

@@ -104,6 +104,14 @@ pub fn gateway(toml: &str) -> tollgate::Gateway {
     tollgate::Gateway::start(parse(toml)).expect("gateway starts")
 }
 
+/// The `[admin] token` of the tests' configs (those whose admin calls change state).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+/// `Authorization` with [`ADMIN_TOKEN`].
+pub fn admin_authorization() -> String {
+    format!("Bearer {ADMIN_TOKEN}")
+}
+
 /// A test's config text, parsed as if from `/tmp/tollgate-test/gateway.toml` (to start a
 /// gateway with, or to reload one with).
 pub fn parse(toml: &str) -> tollgate::config::Config {

@@ -1,0 +1,55 @@
+//! `[admin]`'s token: inline or from a file, checked, never printed, and `protect_reads`.
+
+use super::*;
+
+const ADMIN: &str = "[admin]\nlisten = \"127.0.0.1:9901\"\n";
+const TOKEN: &str = "3f9c2a7e5b1d4c8a9e0f";
+
+#[test]
+fn a_token_is_read_inline_or_from_a_file() {
+    let config = parse(&format!("{SERVER}{ADMIN}token = \"{TOKEN}\"\n"));
+    let admin = config.admin.expect("[admin]");
+    assert_eq!(
+        admin.token.as_ref().map(AdminToken::as_bytes),
+        Some(TOKEN.as_bytes())
+    );
+    assert!(!admin.protect_reads);
+    // Never printed, in a debug dump of the config either.
+    assert!(!format!("{admin:?}").contains(TOKEN));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("admin.token"), format!("{TOKEN}\r\n")).unwrap();
+    let text = format!("{SERVER}{ADMIN}token_file = \"admin.token\"\nprotect_reads = true\n");
+    let config = from_str(&text, &dir.path().join("gateway.toml")).unwrap();
+    let admin = config.admin.expect("[admin]");
+    assert_eq!(
+        admin.token.as_ref().map(AdminToken::as_bytes),
+        Some(TOKEN.as_bytes())
+    );
+    assert!(admin.protect_reads);
+}
+
+#[test]
+fn a_token_must_be_long_and_visible_and_come_from_one_place() {
+    for token in [
+        "short",
+        "has a space in it 123",
+        "tab\tinside-the-token-1234",
+    ] {
+        let (line, _, message) = error(&format!("{ADMIN}token = \"{token}\"\n"));
+        assert_eq!(line, 5, "{message}");
+        assert!(
+            message.contains("16 to 1024 visible ASCII"),
+            "{token}: {message}"
+        );
+    }
+    let (_, _, message) = error(&format!("{ADMIN}token = \"{TOKEN}\"\ntoken_file = \"t\"\n"));
+    assert!(message.contains("exclude each other"), "{message}");
+    let (_, _, message) = error(&format!("{ADMIN}token_file = \"/nonexistent/t\"\n"));
+    assert!(
+        message.starts_with("cannot read the admin token file /nonexistent/t"),
+        "{message}"
+    );
+    let (_, _, message) = error(&format!("{ADMIN}protect_reads = true\n"));
+    assert!(message.contains("needs `token`"), "{message}");
+}
