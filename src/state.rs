@@ -4,7 +4,8 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
@@ -20,6 +21,8 @@ pub struct GatewayState {
     /// Reloads that took effect, and those that changed nothing.
     pub reloads_ok: AtomicU64,
     pub reloads_failed: AtomicU64,
+    /// The last reload that changed nothing: when, and why.
+    pub last_reload_failure: Mutex<Option<ReloadFailure>>,
     /// Every generation's counters (`/metrics`).
     pub metrics: Arc<Metrics>,
     /// Certificates by ACME: what it serves and each managed name's state.
@@ -31,4 +34,67 @@ pub struct GatewayState {
 pub struct Listeners {
     pub plain: Vec<SocketAddr>,
     pub tls: Vec<SocketAddr>,
+}
+
+/// A reload that changed nothing, as `/status` tells it.
+#[derive(Clone, Debug)]
+pub struct ReloadFailure {
+    pub at: SystemTime,
+    /// The error as logged, at most [`ReloadFailure::MAX_TEXT`] bytes.
+    pub error: String,
+}
+
+impl ReloadFailure {
+    /// A file with many problems lists them all in the log; `/status` keeps their start.
+    pub const MAX_TEXT: usize = 4096;
+
+    pub fn new(error: &dyn std::fmt::Display) -> ReloadFailure {
+        let mut error = error.to_string();
+        if error.len() > Self::MAX_TEXT {
+            let mut end = Self::MAX_TEXT;
+            while !error.is_char_boundary(end) {
+                end -= 1;
+            }
+            error.truncate(end);
+            error.push('…');
+        }
+        ReloadFailure {
+            at: SystemTime::now(),
+            error,
+        }
+    }
+}
+
+impl GatewayState {
+    /// Counts a reload that changed nothing, and keeps why.
+    pub fn reload_failed(&self, error: &dyn std::fmt::Display) {
+        self.reloads_failed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let failure = ReloadFailure::new(error);
+        *self
+            .last_reload_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
+    }
+
+    pub fn last_reload_failure(&self) -> Option<ReloadFailure> {
+        self.last_reload_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_reload_error_is_cut_on_a_character() {
+        let long = "é".repeat(ReloadFailure::MAX_TEXT);
+        let failure = ReloadFailure::new(&long);
+        assert!(failure.error.len() <= ReloadFailure::MAX_TEXT + '…'.len_utf8());
+        assert!(failure.error.ends_with("é…"));
+        assert_eq!(ReloadFailure::new(&"short").error, "short");
+    }
 }

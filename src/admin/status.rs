@@ -10,7 +10,7 @@ use crate::acme::{rfc3339, NameState};
 use crate::limit::zone::Zone;
 use crate::metrics::load::{SHOWN_SLOTS, SLOT};
 use crate::snapshot::Snapshot;
-use crate::state::GatewayState;
+use crate::state::{GatewayState, ReloadFailure};
 use crate::upstream::gate::Shed;
 
 /// How many of a zone's most-limited keys `/status` shows.
@@ -144,6 +144,26 @@ fn gates(snapshot: &Snapshot) -> Ordered<GateStatus> {
 struct Reloads {
     ok: u64,
     failed: u64,
+    /// The last reload that changed nothing, if any did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_failure: Option<LastFailure>,
+}
+
+#[derive(serde::Serialize)]
+struct LastFailure {
+    at: String,
+    error: String,
+}
+
+fn last_failure(failure: ReloadFailure) -> LastFailure {
+    let secs = failure
+        .at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    LastFailure {
+        at: rfc3339(i64::try_from(secs).unwrap_or(i64::MAX)),
+        error: failure.error,
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -348,6 +368,7 @@ pub fn status(state: &GatewayState) -> String {
         reloads: Reloads {
             ok: state.reloads_ok.load(Ordering::Relaxed),
             failed: state.reloads_failed.load(Ordering::Relaxed),
+            last_failure: state.last_reload_failure().map(last_failure),
         },
         listeners: listeners.plain.iter().map(ToString::to_string).collect(),
         tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),

@@ -121,6 +121,7 @@ impl Gateway {
             listeners: ArcSwap::from_pointee(Listeners::default()),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
+            last_reload_failure: std::sync::Mutex::default(),
             metrics,
             acme,
         });
@@ -193,11 +194,12 @@ impl Gateway {
     /// cannot be opened) nothing changes.
     pub fn reload(&self, config: &Config) -> Result<u64, StartError> {
         let result = self.put_in_force(config);
-        let counter = match result {
-            Ok(_) => &self.state.reloads_ok,
-            Err(_) => &self.state.reloads_failed,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        match &result {
+            Ok(_) => {
+                self.state.reloads_ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) => self.state.reload_failed(err),
+        }
         result
     }
 
@@ -207,7 +209,7 @@ impl Gateway {
         match config::load(path) {
             Ok(config) => Ok(self.reload(&config)?),
             Err(errors) => {
-                self.state.reloads_failed.fetch_add(1, Ordering::Relaxed);
+                self.state.reload_failed(&errors);
                 Err(errors.into())
             }
         }
@@ -220,7 +222,7 @@ impl Gateway {
             tracing::warn!("reload: a `workers` change takes effect on restart");
         }
         if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
-            tracing::warn!("reload: an `[admin]` change takes effect on restart");
+            tracing::warn!("reload: an `[admin] listen` change takes effect on restart");
         }
         let wanted = addresses(config);
         let added: Vec<Address> = wanted

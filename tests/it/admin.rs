@@ -97,10 +97,18 @@ async fn healthz_and_status_tell_generation_listeners_upstreams_and_zones() {
     assert!(gw.reload_file(&broken).is_err());
     let body = within(5, send(admin, get("/status"))).await.body;
     assert!(body.starts_with("{\"generation\":2,"), "{body}");
-    assert!(
-        body.contains("\"reloads\":{\"ok\":1,\"failed\":1}"),
+    // The last failure is kept with when and why, as the log said it.
+    let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let reloads = &status["reloads"];
+    assert_eq!(
+        (&reloads["ok"], &reloads["failed"]),
+        (&1.into(), &1.into()),
         "{body}"
     );
+    let error = reloads["last_failure"]["error"].as_str().expect("an error");
+    assert!(error.contains("gateway.toml:2:10"), "{error}");
+    let at = reloads["last_failure"]["at"].as_str().expect("a time");
+    assert!(at.starts_with("20") && at.ends_with('Z'), "{at}");
 
     let missing = within(5, send(admin, get("/nothing"))).await;
     assert_eq!(missing.status, 404);
