@@ -339,9 +339,8 @@ impl Scrape {
         )?;
         for (zone, stats) in &zones {
             for outcome in Answer::ALL {
-                let count = stats.decisions.iter().map(|cell| cell.get(outcome)).sum();
                 let labels = [("zone", zone.as_str()), ("outcome", outcome.label())];
-                counter(&mut family, &labels, count)?;
+                counter(&mut family, &labels, stats.decided(outcome))?;
             }
         }
         let stats: Vec<_> = self

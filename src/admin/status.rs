@@ -9,6 +9,7 @@ use serde::ser::{Serialize, Serializer};
 use crate::acme::{rfc3339, NameState};
 use crate::limit::zone::Zone;
 use crate::metrics::load::{SHOWN_SLOTS, SLOT};
+use crate::metrics::Answer;
 use crate::snapshot::Snapshot;
 use crate::state::{GatewayState, ReloadFailure};
 use crate::upstream::gate::Shed;
@@ -185,6 +186,8 @@ struct ZoneStatus {
     #[serde(skip_serializing_if = "is_zero")]
     bans: usize,
     top_limited: Vec<Limited>,
+    /// Requests by what the zone answered (`tollgate_limit_decisions_total`'s counts).
+    decisions: Ordered<u64>,
     /// A Redis zone's instances: what `on_error = "local"` divides its rate by.
     #[serde(skip_serializing_if = "Option::is_none")]
     instances: Option<InstancesStatus>,
@@ -323,11 +326,15 @@ pub fn status(state: &GatewayState) -> String {
     });
     let zones = snapshot.zones.iter().map(|zone| {
         let stats = zone.stats();
-        let top = state
-            .metrics
-            .zone_stats(&zone.name)
+        let counted = state.metrics.zone_stats(&zone.name);
+        let top = counted
+            .as_ref()
             .map(|stats| stats.top_limited(now, TOP_LIMITED))
             .unwrap_or_default();
+        let decisions = Answer::ALL.map(|outcome| {
+            let count = counted.as_ref().map_or(0, |stats| stats.decided(outcome));
+            (outcome.label().to_owned(), count)
+        });
         let top_limited = top.into_iter().map(|((key, cut), rejected)| {
             let mut key = zone.template.text_of(&key);
             if cut {
@@ -344,6 +351,7 @@ pub fn status(state: &GatewayState) -> String {
             evictions: stats.evictions,
             bans: zone.bans.in_force(now),
             top_limited: top_limited.collect(),
+            decisions: Ordered(decisions.into()),
             instances: zone.redis.map(|settings| {
                 let live = snapshot
                     .redis

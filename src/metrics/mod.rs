@@ -223,6 +223,11 @@ pub struct ZoneStats {
 }
 
 impl ZoneStats {
+    /// Requests the zone answered `outcome`, over every worker.
+    pub fn decided(&self, outcome: Answer) -> u64 {
+        self.decisions.iter().map(|cell| cell.get(outcome)).sum()
+    }
+
     pub fn redis_failed(&self, worker: usize, failure: Failure) {
         self.redis_errors.get(worker)[failure as usize].add(1);
     }

@@ -208,7 +208,7 @@ async fn status_shows_the_keys_limited_most_over_the_last_minute() {
     let admin = gw.admin_addr().expect("admin configured");
     let before = within(5, send(admin, get("/status"))).await.body;
     assert!(
-        before.contains("\"evictions\":0,\"top_limited\":[]}"),
+        before.contains("\"evictions\":0,\"top_limited\":[],\"decisions\":{\"passed\":0,"),
         "{before}"
     );
 
@@ -229,6 +229,11 @@ async fn status_shows_the_keys_limited_most_over_the_last_minute() {
             "\"top_limited\":[{\"key\":\"10.0.0.1\",\"rejected\":4},\
              {\"key\":\"10.0.0.2\",\"rejected\":2},{\"key\":\"2001:db8::7\",\"rejected\":1}]"
         ),
+        "{body}"
+    );
+    // The zone's decisions, as `tollgate_limit_decisions_total` counts them.
+    assert!(
+        body.contains("\"decisions\":{\"passed\":4,\"delayed\":0,\"rejected\":7,"),
         "{body}"
     );
 }
