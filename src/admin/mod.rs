@@ -225,15 +225,8 @@ fn reply(
 /// `/metrics`: every counter, in the Prometheus text format.
 fn scrape(state: &GatewayState) -> String {
     let snapshot = state.snapshot.load_full();
-    let mut certificates = snapshot
-        .tls
-        .as_ref()
-        .map(|tls| tls.expiries.clone())
-        .unwrap_or_default();
+    let certificates = certificates(state, &snapshot);
     let acme = snapshot.pipeline.acme.is_some().then_some(&state.acme);
-    if let Some(acme) = acme {
-        certificates.extend(acme.published().expiries());
-    }
     metrics::render(metrics::Scrape {
         metrics: state.metrics.clone(),
         snapshot,
@@ -242,4 +235,18 @@ fn scrape(state: &GatewayState) -> String {
         certificates,
         acme_orders: acme.map(|acme| acme.orders()),
     })
+}
+
+/// Every certificate served, by name, and when it stops being valid (Unix seconds): the
+/// static ones' names, then each managed name that has a certificate.
+fn certificates(state: &GatewayState, snapshot: &crate::snapshot::Snapshot) -> Vec<(String, i64)> {
+    let mut certificates = snapshot
+        .tls
+        .as_ref()
+        .map(|tls| tls.expiries.clone())
+        .unwrap_or_default();
+    if snapshot.pipeline.acme.is_some() {
+        certificates.extend(state.acme.published().expiries());
+    }
+    certificates
 }

@@ -34,6 +34,9 @@ struct Status {
     upstream_load: Ordered<UpstreamLoad>,
     /// Each group with `max_in_flight`: its gate.
     upstream_concurrency: Ordered<GateStatus>,
+    /// Every certificate served, by name: when it stops being valid.
+    #[serde(skip_serializing_if = "Ordered::is_empty")]
+    certificates: Ordered<String>,
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
@@ -305,6 +308,12 @@ fn is_zero(n: &usize) -> bool {
 /// A JSON object whose members keep the order they were pushed in.
 pub(super) struct Ordered<T>(pub Vec<(String, T)>);
 
+impl<T> Ordered<T> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 impl<T: Serialize> Serialize for Ordered<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.0.iter().map(|(name, value)| (name, value)))
@@ -384,6 +393,12 @@ pub fn status(state: &GatewayState) -> String {
         zones: Ordered(zones.collect()),
         upstream_load: upstream_load(&snapshot),
         upstream_concurrency: gates(&snapshot),
+        certificates: Ordered(
+            super::certificates(state, &snapshot)
+                .into_iter()
+                .map(|(name, not_after)| (name, rfc3339(not_after)))
+                .collect(),
+        ),
         acme: snapshot.pipeline.acme.as_ref().map(|_| {
             let states = state.acme.states();
             Ordered(

@@ -54,6 +54,14 @@ async fn a_static_certificate_wins_and_its_name_is_not_ordered() {
         sample(&text, static_expiry).is_some(),
         "static certificates have an expiry too"
     );
+    // `/status` lists both, with when they end.
+    let admin = gateway.admin_addr().expect("admin");
+    let status: serde_json::Value =
+        serde_json::from_str(&get_text(admin, "/status").await.body).expect("JSON");
+    for name in ["static.test", NAME] {
+        let not_after = status["certificates"][name].as_str().unwrap_or_default();
+        assert!(not_after.ends_with('Z'), "{name}: {status}");
+    }
     gateway.stop().await;
 }
 
