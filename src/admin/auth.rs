@@ -1,9 +1,9 @@
 //! Who may call the admin API (`[admin] token`, `protect_reads`): a call that changes
 //! state needs `Authorization: Bearer TOKEN`, and so does every view with
-//! `protect_reads`; `/healthz` never does. Without a token configured, calls that change
-//! state are refused. The token travels in a header, never in a cookie, so a page of
-//! another site cannot make a browser send it (no cross-site request forgery), and no
-//! `GET` changes anything.
+//! `protect_reads`; `/healthz` and the admin page's files (which hold no data) never do.
+//! Without a token configured, calls that change state are refused. The token travels in
+//! a header, never in a cookie, so a page of another site cannot make a browser send it
+//! (no cross-site request forgery), and no `GET` changes anything.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -15,7 +15,9 @@ use crate::config::Admin;
 /// The 401 or 403 to send instead of answering `req` under `admin` (the generation's
 /// `[admin]`; `None` when a reload removed it); `None` when it may be answered.
 pub fn refusal<B>(req: &Request<B>, admin: Option<&Admin>) -> Option<Response<Full<Bytes>>> {
-    if req.uri().path() == "/healthz" {
+    let path = req.uri().path();
+    let open = path == "/healthz" || super::page::is_asset(path);
+    if open && (req.method() == Method::GET || req.method() == Method::HEAD) {
         return None;
     }
     let changes = req.method() != Method::GET && req.method() != Method::HEAD;

@@ -8,6 +8,7 @@
 mod auth;
 mod bans;
 mod metrics;
+mod page;
 mod status;
 
 use std::convert::Infallible;
@@ -136,6 +137,9 @@ fn answer<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
     }
     if method != Method::GET && method != Method::HEAD {
         return not_allowed("GET, HEAD");
+    }
+    if let Some(file) = page::asset(path) {
+        return file;
     }
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),

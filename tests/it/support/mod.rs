@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod accept_any;
+pub mod chromium;
 pub mod knob;
 pub mod nginx;
 pub mod pebble;
