@@ -16,16 +16,26 @@ use crate::config::Admin;
 /// `[admin]`; `None` when a reload removed it); `None` when it may be answered.
 pub fn refusal<B>(req: &Request<B>, admin: Option<&Admin>) -> Option<Response<Full<Bytes>>> {
     let path = req.uri().path();
-    let open = path == "/healthz" || super::page::is_asset(path);
-    if open && (req.method() == Method::GET || req.method() == Method::HEAD) {
+    let reads = req.method() == Method::GET || req.method() == Method::HEAD;
+    if reads && path == "/healthz" {
         return None;
     }
-    let changes = req.method() != Method::GET && req.method() != Method::HEAD;
-    let reads_protected = admin.is_some_and(|admin| admin.protect_reads);
-    if !changes && !reads_protected {
+    // A reload removed `[admin]`: its listener stays until a restart, answering nothing
+    // but `/healthz`, not opening what `protect_reads` closed.
+    let Some(admin) = admin else {
+        return Some(reply(
+            StatusCode::FORBIDDEN,
+            "text/plain",
+            "the configuration in force has no [admin]: the admin API closes on restart\n",
+        ));
+    };
+    if reads && super::page::is_asset(path) {
         return None;
     }
-    let Some(token) = admin.and_then(|admin| admin.token.as_ref()) else {
+    if reads && !admin.protect_reads {
+        return None;
+    }
+    let Some(token) = admin.token.as_ref() else {
         return Some(reply(
             StatusCode::FORBIDDEN,
             "text/plain",
@@ -59,13 +69,16 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
     scheme.eq_ignore_ascii_case(b"bearer ").then_some(rest)
 }
 
-/// Equal, in a time that does not depend on where they differ.
+/// Equal, in a time that depends on neither where they differ nor the token's length:
+/// their SHA-256 digests are compared, every byte.
 fn same(given: &[u8], token: &[u8]) -> bool {
+    use sha2::{Digest, Sha256};
+    let (given, token) = (Sha256::digest(given), Sha256::digest(token));
     let differs = given
         .iter()
-        .zip(token)
+        .zip(token.iter())
         .fold(0u8, |differs, (a, b)| differs | (a ^ b));
-    given.len() == token.len() && differs == 0
+    differs == 0
 }
 
 #[cfg(test)]
@@ -156,10 +169,23 @@ mod tests {
             &["Bearer anything-at-all-here"],
         );
         assert_eq!(status(&delete, Some(&admin)), 403);
-        assert_eq!(status(&delete, None), 403);
         assert_eq!(
             status(&call(Method::GET, "/status", &[]), Some(&admin)),
             200
         );
+    }
+
+    #[test]
+    fn with_admin_removed_by_a_reload_only_healthz_answers() {
+        for path in ["/status", "/metrics", "/", "/app.js", "/zones/z/keys/k"] {
+            assert_eq!(status(&call(Method::GET, path, &[]), None), 403, "{path}");
+        }
+        let delete = call(
+            Method::DELETE,
+            "/bans/z/k",
+            &["Bearer anything-at-all-here"],
+        );
+        assert_eq!(status(&delete, None), 403);
+        assert_eq!(status(&call(Method::GET, "/healthz", &[]), None), 200);
     }
 }

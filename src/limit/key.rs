@@ -121,10 +121,17 @@ impl Template {
     }
 
     /// The stored key an operator means by `text` (the admin API): for a key of
-    /// `$binary_remote_addr` alone, the address `text` names, masked as requests are;
+    /// `$binary_remote_addr` alone, the address `text` names, masked as requests are
+    /// (written plain or as [`Template::text_of`] shows a masked one, `2001:db8::/64`);
     /// otherwise `text`'s bytes, as the template renders them.
     pub fn key_of(&self, text: &[u8]) -> Vec<u8> {
-        let addr = std::str::from_utf8(text).ok().and_then(|t| t.parse().ok());
+        let addr = std::str::from_utf8(text).ok().and_then(|text| {
+            let addr = match text.split_once('/') {
+                Some((addr, prefix)) if prefix.parse::<u8>().is_ok() => addr,
+                _ => text,
+            };
+            addr.parse().ok()
+        });
         match (&*self.parts, addr) {
             ([Part::BinaryRemoteAddr], Some(addr)) => {
                 let mut key = Vec::with_capacity(16);
@@ -256,6 +263,9 @@ mod tests {
         // Shown as the zone sees clients.
         assert_eq!(t.text_of(&key), "2001:db8:0:1::/64");
         assert_eq!(t.text_of(&[192, 0, 2, 0]), "192.0.2.0/24");
+        // And looked up as shown (the admin page sends keys back as /status shows them).
+        assert_eq!(t.key_of(b"2001:db8:0:1::/64"), key);
+        assert_eq!(t.key_of(b"192.0.2.0/24"), [192, 0, 2, 0]);
         let whole = Template::new(vec![Part::BinaryRemoteAddr], 32, 128);
         assert_eq!(whole.text_of(&[192, 0, 2, 77]), "192.0.2.77");
         let api = Template::new(

@@ -127,6 +127,25 @@ async fn protected_reads_need_the_token_but_healthz_does_not() {
             .status,
         200
     );
+    // The page's own files hold no data: they load without the token, each with a policy
+    // that lets the page run no script but its own and call nothing but this listener.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/app.js", "text/javascript"),
+        ("/style.css", "text/css"),
+    ] {
+        let file = within(5, send(admin, call("GET", path, None))).await;
+        assert_eq!(file.status, 200, "{path}");
+        let content_type = file.headers["content-type"].to_str().unwrap();
+        assert!(content_type.starts_with(kind), "{path}: {content_type}");
+        let policy = file.headers["content-security-policy"].to_str().unwrap();
+        assert!(
+            policy.starts_with("default-src 'none'; script-src 'self';"),
+            "{policy}"
+        );
+        assert!(policy.contains("connect-src 'self'"), "{policy}");
+        assert_eq!(file.headers["x-content-type-options"], "nosniff");
+    }
 }
 
 #[tokio::test]

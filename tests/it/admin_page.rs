@@ -97,7 +97,8 @@ async fn a_person_sees_who_is_limited_and_frees_a_key_with_the_token() {
             30,
             "the per_ip chart drawing rejections",
             r#"(() => { const c = document.querySelector('canvas[data-zone="per_ip"]');
-                 return !!c && Number(c.dataset.points) >= 2 && Number(c.dataset.total) > 0; })()"#,
+                 return !!c && Number(c.dataset.points) >= 2
+                     && JSON.parse(c.dataset.totals)[2] > 0; })()"#,
         )
         .await;
     browser
@@ -164,6 +165,17 @@ async fn a_person_sees_who_is_limited_and_frees_a_key_with_the_token() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(freed, "the key was never reset");
+    browser
+        .until(
+            5,
+            "the button saying done",
+            &on_row(
+                "per_ip",
+                "10.0.0.1",
+                "row.querySelector('button').textContent === 'done'",
+            ),
+        )
+        .await;
     assert_eq!(get_as(at, "/ip", "10.0.0.1").await.status, 200);
 
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admin-page.png");

@@ -15,10 +15,13 @@ const SERIES = [
 
 const page = {
   token: sessionStorage.getItem("tollgate-admin-token") || "",
-  previous: null, // the last /status and when it came
-  history: new Map(), // zone -> [{t, rates}]
+  previous: null, // the /status the last point was taken from, and when it came
+  history: new Map(), // zone -> [{t, rates: [per SERIES]}]
   bans: null,
   polls: 0,
+  polling: false, // a poll is under way: the next one waits its turn
+  said: new Map(), // an action's path -> what its button says, for a few seconds
+  actionProblem: "", // what the last button press ran into, until the next one
 };
 
 // An element with attributes and children; strings become text nodes.
@@ -41,7 +44,10 @@ function fill(id, ...children) {
   body.replaceChildren(...children);
 }
 
-function problem(text) {
+// What went wrong: a button press's problem stays until the next press; a poll's, until a
+// poll goes through.
+function problem(pollText) {
+  const text = page.actionProblem || pollText;
   const box = document.getElementById("problem");
   box.hidden = !text;
   box.textContent = text || "";
@@ -81,7 +87,7 @@ function rates(doc, now) {
     const point = SERIES.map(([, , pick]) =>
       Math.max(0, (pick(info.decisions) - pick(before.decisions)) / seconds));
     const points = page.history.get(zone) || [];
-    points.push(point);
+    points.push({ t: now, rates: point });
     while (points.length > KEEP) points.shift();
     page.history.set(zone, points);
   }
@@ -92,9 +98,13 @@ function chart(zone) {
   const canvas = el("canvas", { width: "600", height: "140", "data-zone": zone });
   const points = page.history.get(zone) || [];
   canvas.dataset.points = String(points.length);
-  canvas.dataset.total = String(points.flat().reduce((sum, rate) => sum + rate, 0));
+  // Each series' rates added up (what a test reads: is a line off the floor).
+  canvas.dataset.totals = JSON.stringify(SERIES.map((_, s) =>
+    points.reduce((sum, point) => sum + point.rates[s], 0)));
   const ctx = canvas.getContext("2d");
-  const top = Math.max(1, ...points.flat());
+  const top = Math.max(1, ...points.map((point) => Math.max(...point.rates)));
+  const newest = points.length ? points[points.length - 1].t : 0;
+  const span = (KEEP - 1) * POLL_MS;
   ctx.font = "11px sans-serif";
   ctx.fillStyle = "#57606a";
   ctx.fillText(`${top.toFixed(top < 10 ? 1 : 0)} /s`, 4, 12);
@@ -103,8 +113,8 @@ function chart(zone) {
     ctx.lineWidth = 1.5;
     ctx.beginPath();
     points.forEach((point, i) => {
-      const x = 600 - (points.length - 1 - i) * (600 / (KEEP - 1));
-      const y = 136 - (point[s] / top) * 118;
+      const x = 600 - ((newest - point.t) / span) * 600;
+      const y = 136 - (point.rates[s] / top) * 118;
       if (i === 0) ctx.moveTo(x, y);
       else ctx.lineTo(x, y);
     });
@@ -114,27 +124,36 @@ function chart(zone) {
 }
 
 function legend(zone) {
-  const last = (page.history.get(zone) || []).at(-1) || SERIES.map(() => 0);
+  const newest = (page.history.get(zone) || []).at(-1);
+  const last = newest ? newest.rates : SERIES.map(() => 0);
   return el("div", { class: "legend" }, ...SERIES.map(([name], s) =>
     el("span", {}, el("i", { class: `s${s}` }), `${name} ${last[s].toFixed(1)}/s`)));
 }
 
-async function act(method, path, done) {
+// Presses a button: calls `path`, keeps what came of it on the button for a few seconds
+// (tables are drawn anew every poll), and fetches the bans afresh.
+async function act(method, path) {
+  page.said.set(path, { text: "…", until: Date.now() + 5000 });
   try {
     const response = await call(method, path);
-    done(response.ok ? "done" : `${response.status}`);
-    problem("");
-    await poll();
+    page.said.set(path, { text: response.ok ? "done" : `${response.status}`, until: Date.now() + 5000 });
+    page.actionProblem = "";
   } catch (error) {
-    problem(error.message);
+    page.said.delete(path);
+    page.actionProblem = error.message;
   }
+  page.bans = null;
+  await poll();
 }
 
 function button(label, method, path) {
-  const node = el("button", { type: "button" }, label);
+  const said = page.said.get(path);
+  const shown = said && said.until > Date.now() ? said.text : null;
+  const node = el("button", { type: "button" }, shown || label);
+  node.disabled = Boolean(shown);
   node.addEventListener("click", () => {
     node.disabled = true;
-    act(method, path, (said) => { node.textContent = said; });
+    act(method, path);
   });
   return node;
 }
@@ -207,6 +226,8 @@ function certificatesSection(doc) {
 }
 
 async function poll() {
+  if (page.polling) return;
+  page.polling = true;
   try {
     const response = await call("GET", "/status");
     const doc = await response.json();
@@ -216,6 +237,7 @@ async function poll() {
       page.bans = await (await call("GET", "/bans")).json();
     }
     page.polls += 1;
+    for (const [path, said] of page.said) if (said.until <= now) page.said.delete(path);
     document.getElementById("summary").textContent =
       `generation ${doc.generation} · ${Object.keys(doc.zones).length} zones · updated ${new Date(now).toLocaleTimeString()}`;
     fill("reloads", reloadsSection(doc));
@@ -225,12 +247,15 @@ async function poll() {
     problem("");
   } catch (error) {
     problem(error.message);
+  } finally {
+    page.polling = false;
   }
 }
 
 document.getElementById("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   page.token = document.getElementById("token").value.trim();
+  page.actionProblem = "";
   sessionStorage.setItem("tollgate-admin-token", page.token);
   document.getElementById("token-state").textContent = page.token ? "set for this tab" : "none";
   poll();
