@@ -35,7 +35,7 @@ use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing;
 use crate::upstream::body::ResponseBody;
-use crate::upstream::{self, Group, Lease};
+use crate::upstream::{Group, Lease};
 use crate::vars;
 pub use header_rules::HeaderRules;
 use http::uri::{PathAndQuery, Uri};
@@ -310,65 +310,35 @@ impl Pipeline {
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
-        let failed = |err: ProxyError| {
-            report(&err, to.group);
-            forward::record_failure(&err, to.group, to.conn.worker);
-            let response = match err.party() {
-                // A broken or stalled body leaves nothing on the connection that
-                // could be read as the next request.
-                error::Party::Client => response::refusal(err.status(), version),
-                error::Party::Upstream => response::error(err.status()),
-            };
-            (response, None)
-        };
-        let ready = match forward::read_ahead(req, &ctx, prepared).await {
-            Ok(ready) => ready,
-            Err(err) => return failed(err),
-        };
-        let permit = match self.admit(to.group, ready.headers()).await {
-            Ok(permit) => permit,
-            Err(answer) => {
-                log.shed();
-                return (answer, None);
-            }
-        };
-        match forward::forward(ready, to.group, &ctx, in_flight).await {
-            Ok(mut done) => {
-                // A tunnel would hold its slot for as long as it stays open: a WebSocket
-                // handshake waits at the gate like any request (anyone can send its
-                // headers), and gives the slot back once the upstream switched.
-                if done.response.status() != StatusCode::SWITCHING_PROTOCOLS {
-                    done.lease.hold(permit);
-                }
+        let api_keys = self.api_keys.as_ref();
+        let priority =
+            |headers: &http::HeaderMap| api_keys.map_or(0, |keys| keys.priority(headers));
+        match forward::forward(req, to.group, &ctx, prepared, in_flight, priority).await {
+            Ok(done) => {
                 log.upstream(done.addr, done.upstream_time);
                 (done.response, Some(done.lease))
             }
-            Err(err) => failed(err),
-        }
-    }
-
-    /// A slot in the group's gate (`max_in_flight`), after a wait if need be, or the 503
-    /// that sheds the request; taken once the body was read ahead. A client that leaves
-    /// while queued drops this future, and with it its place.
-    async fn admit(
-        &self,
-        group: &Group,
-        headers: &http::HeaderMap,
-    ) -> Result<Option<upstream::gate::Permit>, Response<ResponseBody>> {
-        let Some(gate) = &group.gate else {
-            return Ok(None);
-        };
-        let priority = || {
-            self.api_keys
-                .as_ref()
-                .map_or(0, |keys| keys.priority(headers))
-        };
-        match gate.admit(priority).await {
-            Ok(permit) => Ok(Some(permit)),
-            Err(_) => Err(limit_response::overloaded(
-                &group.name,
-                gate.settings().queue_timeout,
-            )),
+            Err(forward::Stopped::Shed) => {
+                log.shed();
+                let wait = to
+                    .group
+                    .gate
+                    .as_ref()
+                    .map(|gate| gate.settings().queue_timeout);
+                let answer = limit_response::overloaded(&to.group.name, wait.unwrap_or_default());
+                (answer, None)
+            }
+            Err(forward::Stopped::Failed(err)) => {
+                report(&err, to.group);
+                forward::record_failure(&err, to.group, to.conn.worker);
+                let response = match err.party() {
+                    // A broken or stalled body leaves nothing on the connection that
+                    // could be read as the next request.
+                    error::Party::Client => response::refusal(err.status(), version),
+                    error::Party::Upstream => response::error(err.status()),
+                };
+                (response, None)
+            }
         }
     }
 

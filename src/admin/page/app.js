@@ -22,6 +22,7 @@ const page = {
   polling: false, // a poll is under way: the next one waits its turn
   said: new Map(), // an action's path -> what its button says, for a few seconds
   actionProblem: "", // what the last button press ran into, until the next one
+  pollProblem: "", // what the last poll ran into, until one goes through
 };
 
 // An element with attributes and children; strings become text nodes.
@@ -44,13 +45,13 @@ function fill(id, ...children) {
   body.replaceChildren(...children);
 }
 
-// What went wrong: a button press's problem stays until the next press; a poll's, until a
-// poll goes through.
-function problem(pollText) {
-  const text = page.actionProblem || pollText;
+// Shows what went wrong: a button press's problem stays until the next press (or a new
+// token); a poll's, until a poll goes through.
+function showProblem() {
+  const text = page.actionProblem || page.pollProblem;
   const box = document.getElementById("problem");
   box.hidden = !text;
-  box.textContent = text || "";
+  box.textContent = text;
 }
 
 function authorization() {
@@ -142,6 +143,7 @@ async function act(method, path) {
     page.said.delete(path);
     page.actionProblem = error.message;
   }
+  showProblem();
   page.bans = null;
   await poll();
 }
@@ -244,10 +246,11 @@ async function poll() {
     fill("zones", ...Object.entries(doc.zones).map(([zone, info]) => zoneSection(zone, info)));
     fill("upstreams", upstreamsSection(doc));
     fill("certificates", certificatesSection(doc));
-    problem("");
+    page.pollProblem = "";
   } catch (error) {
-    problem(error.message);
+    page.pollProblem = error.message;
   } finally {
+    showProblem();
     page.polling = false;
   }
 }
@@ -256,6 +259,7 @@ document.getElementById("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   page.token = document.getElementById("token").value.trim();
   page.actionProblem = "";
+  showProblem();
   sessionStorage.setItem("tollgate-admin-token", page.token);
   document.getElementById("token-state").textContent = page.token ? "set for this tab" : "none";
   poll();

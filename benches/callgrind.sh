@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# callgrind.sh — user-space instructions per request, tollgate against nginx, counted by valgrind's
+# callgrind (deterministic, unlike timings on a shared machine): each proxy runs under callgrind
+# twice per scenario, once for FEW and once for MANY requests, and (total(MANY) - total(FEW)) /
+# (MANY - FEW) is what one request costs, start-up and shut-down cancelled out.
+#
+# Scenarios (SCENARIOS, default all three):
+#   plain         proxied to a keep-alive upstream (the bench_upstream example);
+#   limit_pass    through a zone keyed by X-API-Key, every request admitted (1,000 keys round robin);
+#   limit_reject  one client at 1r/s nodelay: every request but the first answered 429 by the proxy.
+# Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
+# nginx sends none (as in proxy_vs_nginx.sh). The client (python3, CONNS keep-alive connections,
+# requests in turn) is not measured.
+#
+# Run (needs valgrind, nginx and python3; installs valgrind and nginx-light with apt-get if missing):
+#   benches/callgrind.sh
+#   SCENARIOS=plain FEW=200 MANY=1200 benches/callgrind.sh
+#   ONLY=tollgate TOLLGATE_BIN=/path/to/other/tollgate benches/callgrind.sh   # e.g. a baseline build
+# Prints a Markdown table: instructions per request of each proxy, and the ratio.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SCENARIOS="${SCENARIOS:-plain limit_pass limit_reject}"
+FEW="${FEW:-500}"
+MANY="${MANY:-2500}"
+CONNS="${CONNS:-4}"
+ONLY="${ONLY:-}"
+BUILD="${BUILD:-1}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+TOLLGATE_BIN="${TOLLGATE_BIN:-$TARGET_DIR/release/tollgate}"
+UPSTREAM_BIN="${UPSTREAM_BIN:-$TARGET_DIR/release/examples/bench_upstream}"
+NGINX="${NGINX:-/usr/sbin/nginx}"
+
+say() { echo "callgrind: $*" >&2; }
+die() { say "$*"; exit 1; }
+[ "$MANY" -gt "$FEW" ] || die "MANY ($MANY) must be more than FEW ($FEW)"
+
+missing=()
+command -v valgrind >/dev/null || missing+=(valgrind)
+[ "$ONLY" = tollgate ] || [ -x "$NGINX" ] || missing+=(nginx-light)
+command -v python3 >/dev/null || missing+=(python3)
+if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]} from Debian"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "$BUILD" = 1 ]; then
+    (cd "$ROOT" && cargo build --release --bin tollgate --example bench_upstream)
+fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/callgrind.XXXXXX")"
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+    local i
+    for ((i = 0; i < 600; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        sleep 0.1
+    done
+    die "nothing listens on $1"
+}
+
+cat >"$WORK/client.py" <<'EOF'
+import http.client, sys
+port, requests, conns, scenario = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pool = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(conns)]
+statuses = {}
+for i in range(requests):
+    headers = {"Host": "bench"}
+    if scenario == "limit_pass":
+        headers["X-API-Key"] = "key-%028d" % (i % 1000)
+    conn = pool[i % conns]
+    conn.request("GET", "/", headers=headers)
+    response = conn.getresponse()
+    response.read()
+    statuses[response.status] = statuses.get(response.status, 0) + 1
+print(" ".join("%d:%d" % kv for kv in sorted(statuses.items())))
+EOF
+
+UP_PORT="$(port)"
+"$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" >"$WORK/upstream.log" 2>&1 &
+PIDS+=($!)
+wait_port "$UP_PORT"
+
+tollgate_conf() { # scenario port
+    cat <<EOF
+[server]
+listen = ["127.0.0.1:$2"]
+workers = 1
+[log]
+access = "off"
+[upstreams.app]
+servers = ["127.0.0.1:$UP_PORT"]
+keepalive = 64
+EOF
+    case "$1" in
+        limit_pass) printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\n' ;;
+        limit_reject) printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\n' ;;
+    esac
+    printf '[[location]]\nmatch = "/"\nupstream = "app"\n'
+    case "$1" in
+        limit_pass) printf 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]\n' ;;
+        limit_reject) printf 'limit = [{ zone = "r", nodelay = true }]\n' ;;
+    esac
+}
+
+nginx_conf() { # scenario port dir
+    local zone="" limit=""
+    case "$1" in
+        limit_pass)
+            zone="limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s;"
+            limit="limit_req zone=k burst=1000000 nodelay;" ;;
+        limit_reject)
+            zone="limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s;"
+            limit="limit_req zone=r nodelay; limit_req_status 429; limit_req_log_level info;" ;;
+    esac
+    cat <<EOF
+worker_processes 1;
+error_log $3/error.log warn;
+pid $3/nginx.pid;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    $zone
+    upstream app { server 127.0.0.1:$UP_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$2;
+        location / {
+            $limit
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host \$host;
+            proxy_set_header X-Real-IP \$remote_addr;
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_pass http://app;
+        }
+    }
+}
+EOF
+}
+
+# run PROXY SCENARIO REQUESTS: prints the proxy's total user-space instructions.
+run() {
+    local proxy="$1" scen="$2" requests="$3" p dir out pid answered
+    p="$(port)"
+    dir="$WORK/$proxy-$scen-$requests"
+    mkdir -p "$dir"
+    chmod 777 "$dir"
+    out="$dir/callgrind.out"
+    if [ "$proxy" = tollgate ]; then
+        tollgate_conf "$scen" "$p" >"$dir/gateway.toml"
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$TOLLGATE_BIN" -c "$dir/gateway.toml" >"$dir/log" 2>&1 &
+    else
+        nginx_conf "$scen" "$p" "$dir" >"$dir/nginx.conf"
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$NGINX" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off; master_process off;' >"$dir/log" 2>&1 &
+    fi
+    pid=$!
+    PIDS+=("$pid")
+    wait_port "$p"
+    answered="$(python3 "$WORK/client.py" "$p" "$requests" "$CONNS" "$scen")"
+    if [ "$proxy" = tollgate ]; then kill -TERM "$pid"; else kill -QUIT "$pid"; fi
+    wait "$pid" || true
+    say "$proxy $scen $requests requests: statuses $answered"
+    awk '/^(summary|totals):/ { print $2; exit }' "$out"
+}
+
+proxies="tollgate nginx"
+[ -z "$ONLY" ] || proxies="$ONLY"
+echo "| scenario | proxy | instructions per request ($MANY - $FEW requests, $CONNS connections) |"
+echo "|:--|:--|--:|"
+for scen in $SCENARIOS; do
+    declare -A per=()
+    for proxy in $proxies; do
+        few="$(run "$proxy" "$scen" "$FEW")"
+        many="$(run "$proxy" "$scen" "$MANY")"
+        per[$proxy]="$(awk -v a="$many" -v b="$few" -v n="$((MANY - FEW))" 'BEGIN { printf "%.0f", (a - b) / n }')"
+        echo "| $scen | $proxy | ${per[$proxy]} |"
+    done
+    if [ -n "${per[tollgate]:-}" ] && [ -n "${per[nginx]:-}" ]; then
+        echo "| $scen | tollgate/nginx | $(awk -v a="${per[tollgate]}" -v b="${per[nginx]}" 'BEGIN { printf "%.2fx", a / b }') |"
+    fi
+    unset per
+done
