@@ -3,7 +3,7 @@
 //! for at most `queue_timeout`, and are shed when the queue is full, when they wait too
 //! long, or when a request of a higher priority needs their place.
 //!
-//! The protocol (checked by the loom model in `gate/loom.rs`). The count of requests in
+//! The protocol (checked by the loom model in `gate/tests/loom.rs`). The count of requests in
 //! flight and the count of waiters share one atomic word, so that each choice between
 //! "go" and "wait" is one read-modify-write on it, ordered against every other:
 //! - **Fast path.** A CAS raises the count while it is below `limit`: one shared write,
@@ -30,6 +30,7 @@ mod oneshot;
 mod sync;
 
 #[cfg(all(test, tollgate_loom))]
+#[path = "gate/tests/loom.rs"]
 mod loom;
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests;
