@@ -21,6 +21,8 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+/// A `static`: a const array would be built and dropped at every use.
+static OURS: [HeaderName; 4] = [X_FORWARDED_FOR, X_REAL_IP, X_FORWARDED_PROTO, X_FORWARDED_HOST];
 
 /// What the gateway knows about the request's origin.
 #[derive(Clone, Copy, Debug)]
@@ -85,12 +87,7 @@ pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bo
         client.clone()
     };
     // One pass over the names finds whether the client sent any of ours (rarely).
-    let sent_any = headers.keys().any(|name| {
-        *name == X_FORWARDED_FOR
-            || *name == X_REAL_IP
-            || *name == X_FORWARDED_PROTO
-            || *name == X_FORWARDED_HOST
-    });
+    let sent_any = headers.keys().any(is_ours);
     if sent_any {
         headers.remove(X_FORWARDED_FOR);
         headers.remove(X_REAL_IP);
@@ -110,6 +107,14 @@ pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bo
         ),
     ];
     Added { pairs, len }
+}
+
+/// Whether `name` is one of the headers tollgate sets; the length rules out most names
+/// before a compare.
+fn is_ours(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(name.len(), 9 | 15 | 16 | 17)
+        && OURS.iter().any(|ours| ours.as_str() == name)
 }
 
 /// Rewrites a response's headers in place for the client; `upgraded` (a 101 to a WebSocket

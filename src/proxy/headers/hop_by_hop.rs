@@ -80,10 +80,10 @@ pub(super) fn strip(headers: &mut HeaderMap, keep_upgrade: bool) {
     let mut present = 0u8;
     let mut has_connection = false;
     for name in headers.keys() {
-        if *name == CONNECTION {
-            has_connection = true;
-        } else if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
-            present |= 1 << i;
+        match hop_by_hop(name) {
+            Some(Hop::Connection) => has_connection = true,
+            Some(Hop::Listed(i)) => present |= 1 << i,
+            None => {}
         }
     }
     if !has_connection && present == 0 {
@@ -125,10 +125,49 @@ pub(super) fn strip(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
+/// A hop-by-hop name: `Connection`, or the one at this index of [`HOP_BY_HOP`].
+enum Hop {
+    Connection,
+    Listed(usize),
+}
+
+/// Whether `name` is hop-by-hop. Its length turns most names away before any compare:
+/// comparing every name with eight others was a tenth of a proxied request's own work.
+fn hop_by_hop(name: &HeaderName) -> Option<Hop> {
+    let name = name.as_str();
+    if !matches!(name.len(), 2 | 7 | 10 | 14 | 16 | 17) {
+        return None;
+    }
+    if name == CONNECTION.as_str() {
+        return Some(Hop::Connection);
+    }
+    HOP_BY_HOP
+        .iter()
+        .position(|hop| hop.as_str() == name)
+        .map(Hop::Listed)
+}
+
 /// The comma-separated, space-trimmed, non-empty tokens of one header line.
 fn tokens(line: &HeaderValue) -> impl Iterator<Item = &[u8]> {
     line.as_bytes()
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hop_by_hop_name_passes_the_length_filter() {
+        assert!(matches!(hop_by_hop(&CONNECTION), Some(Hop::Connection)));
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert!(matches!(hop_by_hop(name), Some(Hop::Listed(at)) if at == i), "{name}");
+        }
+        for name in ["user-agent", "referer", "content-length", "set-cookie", "x-te"] {
+            let name = HeaderName::from_static(name);
+            assert!(hop_by_hop(&name).is_none(), "{name}");
+        }
+    }
 }

@@ -303,3 +303,19 @@ fn response_to_a_non_upgrade_strips_upgrade() {
     assert!(resp.get("connection").is_none());
     assert!(resp.get("upgrade").is_none());
 }
+
+#[test]
+fn each_forwarding_header_a_client_sends_is_taken_out() {
+    for name in ["x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host"] {
+        let mut h = map(&[(name, "6.6.6.6"), ("host", "app.example")]);
+        let host = HeaderValue::from_static("app.example");
+        let fwd = Forwarding {
+            host: Some(&host),
+            ..untrusted("203.0.113.9")
+        };
+        let added = for_upstream(&mut h, &fwd, false);
+        assert!(h.get(name).is_none(), "{name} kept");
+        assert_eq!(all(&h, "host"), ["app.example"]);
+        assert!(added.iter().any(|(n, _)| n == name), "{name} not added");
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::chunked::{Decoder, Step};
 use super::conn::UpstreamConn;
@@ -75,9 +75,8 @@ pub struct Body {
     failed: Option<Error>,
     rest: Option<Box<dyn Rest>>,
     timeout: Duration,
-    /// Armed lazily, only when a read has to wait: a body that is always ready costs no
-    /// timer at all.
-    sleep: Option<Pin<Box<Sleep>>>,
+    /// The connection's timer is armed only when a read has to wait: a body that is
+    /// always ready costs no timer at all.
     progressed: bool,
 }
 
@@ -114,7 +113,6 @@ impl Body {
             failed: None,
             rest: rest.map(|rest| Box::new(rest) as Box<dyn Rest>),
             timeout,
-            sleep: None,
             progressed: true,
         };
         body.settle();
@@ -230,17 +228,15 @@ impl Body {
 
     /// True once nothing has come for `timeout` since the last frame.
     fn idle_too_long(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.progressed {
-            self.progressed = false;
-            let deadline = Instant::now() + self.timeout;
-            match &mut self.sleep {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-        }
-        self.sleep
-            .as_mut()
-            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let timer = if std::mem::replace(&mut self.progressed, false) {
+            conn.0.arm(Instant::now() + self.timeout)
+        } else {
+            conn.0.armed()
+        };
+        timer.poll(cx).is_ready()
     }
 }
 
