@@ -51,11 +51,9 @@ pub struct Done {
 /// origin-form URI, HTTP/1.1 with a `Host`, and no framing headers of the client's
 /// (the upstream client writes its own from the body).
 pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
-    let host = req
-        .headers()
-        .get(HOST)
-        .cloned()
-        .or_else(|| authority(req.uri()));
+    let present = headers::Present::of(req.headers());
+    let sent_host = req.headers().get(HOST).cloned();
+    let host = sent_host.clone().or_else(|| authority(req.uri()));
     let fwd = headers::Forwarding {
         client: ctx.client,
         peer: ctx.peer,
@@ -65,16 +63,19 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
         client_value: (ctx.client == ctx.peer).then_some(&ctx.conn.peer_value),
     };
     let version = req.version();
-    let upgrade = headers::is_websocket_handshake(req.method(), version, req.headers());
-    let added = headers::for_upstream(req.headers_mut(), &fwd, upgrade);
+    let upgrade = headers::is_websocket_handshake(req.method(), version, req.headers(), present);
+    let added = headers::for_upstream(req.headers_mut(), present, &fwd, upgrade);
     let headers = req.headers_mut();
-    headers.remove(CONTENT_LENGTH);
+    if present.has_content_length() {
+        headers.remove(CONTENT_LENGTH);
+    }
     // Tollgate streams the body itself; an interim 100 is the client side's business.
-    headers.remove(EXPECT);
-    if !headers.contains_key(HOST) {
-        if let Some(host) = host {
-            headers.insert(HOST, host);
-        }
+    if present.has_expect() {
+        headers.remove(EXPECT);
+    }
+    // `Host` is never stripped (hop_by_hop keeps it), so a sent one is still there.
+    if let (None, Some(host)) = (sent_host, host) {
+        headers.insert(HOST, host);
     }
     if version == Version::HTTP_2 {
         join_cookies(headers);

@@ -14,15 +14,16 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::access::canonical;
 
 mod hop_by_hop;
+mod present;
 
 pub use hop_by_hop::{is_websocket_accept, is_websocket_handshake};
+pub use present::Present;
+use present::Watched;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-/// A `static`: a const array would be built and dropped at every use.
-static OURS: [HeaderName; 4] = [X_FORWARDED_FOR, X_REAL_IP, X_FORWARDED_PROTO, X_FORWARDED_HOST];
 
 /// What the gateway knows about the request's origin.
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +47,8 @@ pub struct Forwarding<'a> {
 /// [`is_websocket_handshake`]) the request keeps `Connection: upgrade` and `Upgrade: websocket`;
 /// every other upgrade is stripped like any hop-by-hop header.
 pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) {
-    let added = for_upstream(headers, fwd, websocket);
+    let present = Present::of(headers);
+    let added = for_upstream(headers, present, fwd, websocket);
     for (name, value) in added.iter() {
         headers.insert(name.clone(), value.clone());
     }
@@ -72,9 +74,14 @@ impl Added {
 
 /// [`to_upstream`] without the inserts: hop-by-hop headers and the client's own
 /// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send
-/// instead are returned.
-pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) -> Added {
-    hop_by_hop::strip_request(headers, websocket);
+/// instead are returned. `present` is [`Present::of`] `headers`.
+pub fn for_upstream(
+    headers: &mut HeaderMap,
+    present: Present,
+    fwd: &Forwarding<'_>,
+    websocket: bool,
+) -> Added {
+    hop_by_hop::strip_request(headers, present, websocket);
 
     let client = match fwd.client_value {
         Some(value) => value.clone(),
@@ -86,9 +93,14 @@ pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bo
         // ours (§4): a header from an untrusted peer is a spoof, so it is dropped, not passed on.
         client.clone()
     };
-    // One pass over the names finds whether the client sent any of ours (rarely).
-    let sent_any = headers.keys().any(is_ours);
-    if sent_any {
+    // Whether the client sent any of ours (rarely).
+    let ours = [
+        Watched::XForwardedFor,
+        Watched::XRealIp,
+        Watched::XForwardedProto,
+        Watched::XForwardedHost,
+    ];
+    if present.any(&ours) {
         headers.remove(X_FORWARDED_FOR);
         headers.remove(X_REAL_IP);
         headers.remove(X_FORWARDED_PROTO);
@@ -109,18 +121,10 @@ pub fn for_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bo
     Added { pairs, len }
 }
 
-/// Whether `name` is one of the headers tollgate sets; the length rules out most names
-/// before a compare.
-fn is_ours(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    matches!(name.len(), 9 | 15 | 16 | 17)
-        && OURS.iter().any(|ours| ours.as_str() == name)
-}
-
 /// Rewrites a response's headers in place for the client; `upgraded` (a 101 to a WebSocket
 /// handshake) keeps `Connection: upgrade` and `Upgrade`.
 pub fn to_client(headers: &mut HeaderMap, upgraded: bool) {
-    hop_by_hop::strip(headers, upgraded);
+    hop_by_hop::strip(headers, Present::of(headers), upgraded);
 }
 
 /// Every incoming `X-Forwarded-For` line joined with ", ", then the peer appended — nginx's

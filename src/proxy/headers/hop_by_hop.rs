@@ -3,24 +3,30 @@
 //! WebSocket handshake (and a 101 its acceptance) so that `Connection: upgrade` stays.
 
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, TE,
-    TRAILER, TRANSFER_ENCODING, UPGRADE,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use http::{Method, Version};
+
+use super::present::{Present, Watched};
 
 /// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
 /// `Proxy-Connection`, and `HTTP2-Settings`, which only means something with an `h2c` upgrade
 /// tollgate never forwards). `Connection` itself and the headers it names are handled separately.
-/// `Upgrade` is last, which the upgrade case relies on to keep it. A `static`, not a `const`: a
-/// const array would be built and dropped at every use.
-static HOP_BY_HOP: [HeaderName; 7] = [
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    HeaderName::from_static("http2-settings"),
-    TE,
-    TRAILER,
-    TRANSFER_ENCODING,
-    UPGRADE,
+/// A `static`, not a `const`: a const array would be built and dropped at every use.
+static HOP_BY_HOP: [(Watched, HeaderName); 7] = [
+    (Watched::KeepAlive, HeaderName::from_static("keep-alive")),
+    (
+        Watched::ProxyConnection,
+        HeaderName::from_static("proxy-connection"),
+    ),
+    (
+        Watched::Http2Settings,
+        HeaderName::from_static("http2-settings"),
+    ),
+    (Watched::Te, TE),
+    (Watched::Trailer, TRAILER),
+    (Watched::TransferEncoding, TRANSFER_ENCODING),
+    (Watched::Upgrade, UPGRADE),
 ];
 
 const WEBSOCKET: HeaderValue = HeaderValue::from_static("websocket");
@@ -37,14 +43,22 @@ fn is_protected(name: &[u8]) -> bool {
 /// `upgrade` token and whose `Upgrade` names `websocket`, with `Sec-WebSocket-Key` and
 /// `Sec-WebSocket-Version`. The only upgrade tollgate carries through: after a 101 the
 /// connection is a tunnel that no routing, access rule or limit sees into, so an `h2c` (or any
-/// other) upgrade would let every later request on it pass unchecked.
-pub fn is_websocket_handshake(method: &Method, version: Version, headers: &HeaderMap) -> bool {
+/// other) upgrade would let every later request on it pass unchecked. `present` is
+/// [`Present::of`] the same headers.
+pub fn is_websocket_handshake(
+    method: &Method,
+    version: Version,
+    headers: &HeaderMap,
+    present: Present,
+) -> bool {
     *method == Method::GET
         && version == Version::HTTP_11
+        && present.has(Watched::Connection)
+        && present.has(Watched::Upgrade)
+        && present.has(Watched::SecWebSocketKey)
+        && present.has(Watched::SecWebSocketVersion)
         && has_token(headers, &CONNECTION, b"upgrade")
         && has_token(headers, &UPGRADE, b"websocket")
-        && headers.contains_key(SEC_WEBSOCKET_KEY)
-        && headers.contains_key(SEC_WEBSOCKET_VERSION)
 }
 
 /// A 101 that switches to WebSocket, as the handshake asked (RFC 6455 §4.2.2): anything else
@@ -63,8 +77,8 @@ fn has_token(headers: &HeaderMap, name: &HeaderName, token: &[u8]) -> bool {
 
 /// Strips a request's hop-by-hop headers for the upstream. A WebSocket handshake keeps
 /// `Connection: upgrade` and `Upgrade: websocket`.
-pub(super) fn strip_request(headers: &mut HeaderMap, websocket: bool) {
-    strip(headers, websocket);
+pub(super) fn strip_request(headers: &mut HeaderMap, present: Present, websocket: bool) {
+    strip(headers, present, websocket);
     if websocket {
         // Exactly the protocol that was checked: `Upgrade: websocket, h2c` would let the
         // upstream pick a protocol no rule of ours could see into.
@@ -73,20 +87,12 @@ pub(super) fn strip_request(headers: &mut HeaderMap, websocket: bool) {
 }
 
 /// Removes `Connection`, every header it names, and the fixed hop-by-hop list. With
-/// `keep_upgrade`, `Upgrade` stays and `Connection` becomes exactly `upgrade`.
-pub(super) fn strip(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // Most messages carry none of these: one pass over the names (enum compares for the standard
-    // ones) finds which are present, instead of seven hashed removals that mostly find nothing.
-    let mut present = 0u8;
-    let mut has_connection = false;
-    for name in headers.keys() {
-        match hop_by_hop(name) {
-            Some(Hop::Connection) => has_connection = true,
-            Some(Hop::Listed(i)) => present |= 1 << i,
-            None => {}
-        }
-    }
-    if !has_connection && present == 0 {
+/// `keep_upgrade`, `Upgrade` stays and `Connection` becomes exactly `upgrade`. `present` is
+/// [`Present::of`] the same headers: most messages carry none of these, and then nothing
+/// is looked up.
+pub(super) fn strip(headers: &mut HeaderMap, present: Present, keep_upgrade: bool) {
+    let has_connection = present.has(Watched::Connection);
+    if !has_connection && !HOP_BY_HOP.iter().any(|(hop, _)| present.has(*hop)) {
         return;
     }
     // The Connection lines are cloned (a refcount bump each) because removing the headers they
@@ -114,9 +120,8 @@ pub(super) fn strip(headers: &mut HeaderMap, keep_upgrade: bool) {
             }
         }
     }
-    for (i, name) in HOP_BY_HOP.iter().enumerate() {
-        let is_upgrade = i == HOP_BY_HOP.len() - 1;
-        if present & (1 << i) != 0 && !(keep_upgrade && is_upgrade) {
+    for (hop, name) in &HOP_BY_HOP {
+        if present.has(*hop) && !(keep_upgrade && *hop == Watched::Upgrade) {
             headers.remove(name);
         }
     }
@@ -125,49 +130,10 @@ pub(super) fn strip(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// A hop-by-hop name: `Connection`, or the one at this index of [`HOP_BY_HOP`].
-enum Hop {
-    Connection,
-    Listed(usize),
-}
-
-/// Whether `name` is hop-by-hop. Its length turns most names away before any compare:
-/// comparing every name with eight others was a tenth of a proxied request's own work.
-fn hop_by_hop(name: &HeaderName) -> Option<Hop> {
-    let name = name.as_str();
-    if !matches!(name.len(), 2 | 7 | 10 | 14 | 16 | 17) {
-        return None;
-    }
-    if name == CONNECTION.as_str() {
-        return Some(Hop::Connection);
-    }
-    HOP_BY_HOP
-        .iter()
-        .position(|hop| hop.as_str() == name)
-        .map(Hop::Listed)
-}
-
 /// The comma-separated, space-trimmed, non-empty tokens of one header line.
 fn tokens(line: &HeaderValue) -> impl Iterator<Item = &[u8]> {
     line.as_bytes()
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|t| !t.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_hop_by_hop_name_passes_the_length_filter() {
-        assert!(matches!(hop_by_hop(&CONNECTION), Some(Hop::Connection)));
-        for (i, name) in HOP_BY_HOP.iter().enumerate() {
-            assert!(matches!(hop_by_hop(name), Some(Hop::Listed(at)) if at == i), "{name}");
-        }
-        for name in ["user-agent", "referer", "content-length", "set-cookie", "x-te"] {
-            let name = HeaderName::from_static(name);
-            assert!(hop_by_hop(&name).is_none(), "{name}");
-        }
-    }
 }

@@ -198,6 +198,11 @@ fn connection_cannot_strip_host_or_content_length() {
     assert_eq!(all(&h, "x-real-ip"), ["1.2.3.4"]);
 }
 
+/// [`is_websocket_handshake`], with the names looked at as the forwarding code does.
+fn handshake(method: &Method, version: Version, headers: &HeaderMap) -> bool {
+    is_websocket_handshake(method, version, headers, Present::of(headers))
+}
+
 fn websocket_handshake() -> HeaderMap {
     map(&[
         ("connection", "keep-alive, Upgrade, x-foo"),
@@ -211,7 +216,7 @@ fn websocket_handshake() -> HeaderMap {
 #[test]
 fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
     let mut h = websocket_handshake();
-    assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    assert!(handshake(&Method::GET, Version::HTTP_11, &h));
     to_upstream(&mut h, &untrusted("1.2.3.4"), true);
     assert_eq!(all(&h, "connection"), ["upgrade"]);
     assert_eq!(all(&h, "upgrade"), ["websocket"]);
@@ -228,9 +233,9 @@ fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
 #[test]
 fn only_a_complete_websocket_handshake_is_an_upgrade() {
     let h = websocket_handshake();
-    assert!(!is_websocket_handshake(&Method::POST, Version::HTTP_11, &h));
-    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_10, &h));
-    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_2, &h));
+    assert!(!handshake(&Method::POST, Version::HTTP_11, &h));
+    assert!(!handshake(&Method::GET, Version::HTTP_10, &h));
+    assert!(!handshake(&Method::GET, Version::HTTP_2, &h));
     for missing in [
         "connection",
         "upgrade",
@@ -240,31 +245,23 @@ fn only_a_complete_websocket_handshake_is_an_upgrade() {
         let mut h = websocket_handshake();
         h.remove(missing);
         assert!(
-            !is_websocket_handshake(&Method::GET, Version::HTTP_11, &h),
+            !handshake(&Method::GET, Version::HTTP_11, &h),
             "without {missing}"
         );
     }
     let mut h2c = websocket_handshake();
     h2c.insert("upgrade", HeaderValue::from_static("h2c"));
-    assert!(!is_websocket_handshake(
-        &Method::GET,
-        Version::HTTP_11,
-        &h2c
-    ));
+    assert!(!handshake(&Method::GET, Version::HTTP_11, &h2c));
     let mut connection = websocket_handshake();
     connection.insert("connection", HeaderValue::from_static("upgraded"));
-    assert!(!is_websocket_handshake(
-        &Method::GET,
-        Version::HTTP_11,
-        &connection
-    ));
+    assert!(!handshake(&Method::GET, Version::HTTP_11, &connection));
 }
 
 #[test]
 fn a_websocket_handshake_offering_more_protocols_is_sent_as_websocket_only() {
     let mut h = websocket_handshake();
     h.insert("upgrade", HeaderValue::from_static("websocket, h2c"));
-    assert!(is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    assert!(handshake(&Method::GET, Version::HTTP_11, &h));
     to_upstream(&mut h, &untrusted("1.2.3.4"), true);
     assert_eq!(all(&h, "upgrade"), ["websocket"]);
 }
@@ -276,7 +273,7 @@ fn h2c_upgrade_and_its_settings_are_stripped() {
         ("upgrade", "h2c"),
         ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
     ]);
-    assert!(!is_websocket_handshake(&Method::GET, Version::HTTP_11, &h));
+    assert!(!handshake(&Method::GET, Version::HTTP_11, &h));
     to_upstream(&mut h, &untrusted("1.2.3.4"), false);
     assert!(h.get("connection").is_none());
     assert!(h.get("upgrade").is_none());
@@ -306,14 +303,20 @@ fn response_to_a_non_upgrade_strips_upgrade() {
 
 #[test]
 fn each_forwarding_header_a_client_sends_is_taken_out() {
-    for name in ["x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host"] {
+    for name in [
+        "x-forwarded-for",
+        "x-real-ip",
+        "x-forwarded-proto",
+        "x-forwarded-host",
+    ] {
         let mut h = map(&[(name, "6.6.6.6"), ("host", "app.example")]);
         let host = HeaderValue::from_static("app.example");
         let fwd = Forwarding {
             host: Some(&host),
             ..untrusted("203.0.113.9")
         };
-        let added = for_upstream(&mut h, &fwd, false);
+        let present = Present::of(&h);
+        let added = for_upstream(&mut h, present, &fwd, false);
         assert!(h.get(name).is_none(), "{name} kept");
         assert_eq!(all(&h, "host"), ["app.example"]);
         assert!(added.iter().any(|(n, _)| n == name), "{name} not added");
