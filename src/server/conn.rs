@@ -2,7 +2,7 @@
 //! hyper, hand each request to the pipeline of the current snapshot, and close
 //! gracefully when the worker drains.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,6 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::beside::Beside;
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
@@ -127,9 +128,18 @@ async fn drive<C: Graceful>(
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => return result,
-        _ = shutdown.wait_for(|stop| *stop) => {}
+    let drain = shutdown.wait_for(|stop| *stop);
+    tokio::pin!(drain);
+    let mut drain = Beside::new(drain);
+    let ended = poll_fn(|cx| {
+        if let Poll::Ready(result) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(result));
+        }
+        drain.poll_if_due(cx).map(|_| None)
+    })
+    .await;
+    if let Some(result) = ended {
+        return result;
     }
     conn.as_mut().graceful_shutdown();
     conn.await

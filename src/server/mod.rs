@@ -12,6 +12,7 @@
 //!   and steps the controllers that follow them.
 
 pub mod adapt;
+mod beside;
 mod conn;
 mod head_check;
 mod listener;
