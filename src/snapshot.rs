@@ -19,6 +19,7 @@ use crate::limit::{Algorithm, Period, Rate};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
+use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
@@ -302,8 +303,10 @@ fn location(
             }
         })
         .collect();
+    let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     Ok(Location {
         route,
+        prewritten: limit_response::Prewritten::new(&rules, limit_status),
         limits: Policy::new(rules, location.cost, built.redis),
         cost_from: location.cost_from.clone(),
         zone_stats: location
@@ -314,7 +317,7 @@ fn location(
         stats: metrics.location(label),
         denied: denied_counters(&location.access, label, metrics),
         access: access::Rules::new(location.access.clone()),
-        limit_status: location.limit_status.unwrap_or(config.server.limit_status),
+        limit_status,
         headers: HeaderRules::new(&location.headers),
         captures: captures(location),
         rewrite: rewrite(location),

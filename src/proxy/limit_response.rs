@@ -10,11 +10,16 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::config::RateLimitHeaders;
 use crate::limit::outcome::{Applied, Banned, Outcome};
+use crate::limit::zone::Zone;
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
 use crate::upstream::body::ResponseBody;
 
 use super::text::{number_value, Text};
 use super::Location;
+
+mod prewritten;
+
+pub use prewritten::Prewritten;
 
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -78,14 +83,20 @@ pub(super) fn rejection(
         let applied = outcome.applied.iter().find(|a| a.rule == rule)?;
         Some((&location.limits.rules().get(rule)?.zone, applied))
     });
-    let (zone, detail) = match rejected {
-        Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
-            (&*zone.name, Detail::InFlight(zone.max()))
+    let prewritten = rejected.and_then(|(_, applied)| location.prewritten.problem(applied));
+    let body = match prewritten {
+        Some(start) => problem_end(start, retry_after),
+        None => {
+            let (zone, detail) = match rejected {
+                Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
+                    (&*zone.name, Detail::InFlight(zone.max()))
+                }
+                Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
+                None => ("", Detail::Unknown),
+            };
+            problem(status, detail, zone, retry_after)
         }
-        Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
-        None => ("", Detail::Unknown),
     };
-    let body = problem(status, detail, zone, retry_after);
     // Sized for every header it gets, so that adding them never regrows the map.
     let mut headers = HeaderMap::with_capacity(2 + style.count());
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
@@ -131,6 +142,30 @@ enum Detail {
 /// The problem+json body (RFC 9457) of a rejection, written piece by piece.
 fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> Bytes {
     let mut body = Text::<320>::new();
+    problem_start(&mut body, status, detail, zone);
+    body.push_u64(retry_after).push("}\n");
+    body.to_bytes()
+}
+
+/// A body whose start was written beforehand: one copy, the number and the end.
+fn problem_end(start: &[u8], retry_after: u64) -> Bytes {
+    let mut end = Text::<24>::new();
+    end.push_u64(retry_after).push("}\n");
+    // Exactly as long as the body: a `Vec` with spare room would cost `Bytes` a second
+    // allocation.
+    let mut body = Vec::with_capacity(start.len() + end.as_bytes().len());
+    body.extend_from_slice(start);
+    body.extend_from_slice(end.as_bytes());
+    Bytes::from(body)
+}
+
+/// A rejection's problem+json body up to its `retry_after` number.
+fn problem_start<const N: usize>(
+    body: &mut Text<N>,
+    status: StatusCode,
+    detail: Detail,
+    zone: &str,
+) {
     body.push(r#"{"type":""#)
         .push(QUOTA_EXCEEDED)
         .push(r#"","title":""#)
@@ -146,7 +181,7 @@ fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> 
         }
         Detail::Rate(rate) => {
             body.push("rate limit of ");
-            push_rate(&mut body, rate);
+            push_rate(body, rate);
             body.push(" exceeded");
         }
         Detail::Unknown => {
@@ -158,10 +193,7 @@ fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> 
     }
     body.push(r#"","zone":""#)
         .push(zone)
-        .push(r#"","retry_after":"#)
-        .push_u64(retry_after)
-        .push("}\n");
-    body.to_bytes()
+        .push(r#"","retry_after":"#);
 }
 
 /// `rate` as its `Display` writes it (`10r/s`), without the formatting machinery.
@@ -203,33 +235,29 @@ pub(super) fn add_headers(
     // decoder leaves it); when more are added, the map grows once, here, to fit them all.
     headers.reserve(style.count());
     if style.draft() {
-        let (mut policy, mut state) = (Text::<96>::new(), Text::<96>::new());
+        let policy = match location.prewritten.policy(announced().map(|(_, a)| a)) {
+            Some(policy) => Some(policy.clone()),
+            None => {
+                let mut policy = Text::<96>::new();
+                for (zone, a) in announced() {
+                    write_policy(&mut policy, zone, a.rate);
+                }
+                policy.to_value()
+            }
+        };
+        let mut state = Text::<96>::new();
         for (zone, a) in announced() {
-            if !policy.is_empty() {
-                policy.push(", ");
+            if !state.is_empty() {
                 state.push(", ");
             }
-            for text in [&mut policy, &mut state] {
-                text.push("\"").push(&zone.name).push("\"");
-            }
-            if zone.algorithm == Algorithm::Concurrency {
-                policy.push(";q=").push_u64(zone.max());
-                state.push(";r=").push_u64(a.decision.remaining);
-            } else {
-                policy
-                    .push(";q=")
-                    .push_u64(a.rate.count.get())
-                    .push(";w=")
-                    .push_u64(a.rate.period.seconds());
-                state
-                    .push(";r=")
-                    .push_u64(a.decision.remaining)
-                    .push(";t=")
-                    .push_u64(reset_secs(a));
+            state.push("\"").push(&zone.name).push("\"");
+            state.push(";r=").push_u64(a.decision.remaining);
+            if zone.algorithm != Algorithm::Concurrency {
+                state.push(";t=").push_u64(reset_secs(a));
             }
         }
         // Zone names and numbers are always valid values.
-        if let (Some(policy), Some(state)) = (policy.to_value(), state.to_value()) {
+        if let (Some(policy), Some(state)) = (policy, state.to_value()) {
             headers.insert(POLICY, policy);
             headers.insert(RATELIMIT, state);
         }
@@ -247,6 +275,24 @@ pub(super) fn add_headers(
             headers.insert(X_REMAINING, number_value(a.decision.remaining));
             headers.insert(X_RESET, number_value(reset_secs(a)));
         }
+    }
+}
+
+/// Appends one zone's item of `RateLimit-Policy` (a rate zone's `q` and `w`, a
+/// `concurrency` zone's `q`) to `policy`.
+fn write_policy<const N: usize>(policy: &mut Text<N>, zone: &Zone, rate: Rate) {
+    if !policy.is_empty() {
+        policy.push(", ");
+    }
+    policy.push("\"").push(&zone.name).push("\"");
+    if zone.algorithm == Algorithm::Concurrency {
+        policy.push(";q=").push_u64(zone.max());
+    } else {
+        policy
+            .push(";q=")
+            .push_u64(rate.count.get())
+            .push(";w=")
+            .push_u64(rate.period.seconds());
     }
 }
 

@@ -89,6 +89,8 @@ pub struct Location {
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
     pub limit_status: StatusCode,
+    /// The texts of its limited answers that are the same every time.
+    pub prewritten: limit_response::Prewritten,
     /// Headers set on the request upstream and on the responses served here.
     pub headers: HeaderRules,
     /// The location's regex, when its `return`, header rules or `upstream_path` use

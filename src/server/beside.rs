@@ -114,12 +114,15 @@ mod tests {
         for _ in 0..300 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(polls.load(Ordering::Relaxed), 1, "polled beyond its first time");
+        assert_eq!(
+            polls.load(Ordering::Relaxed),
+            1,
+            "polled beyond its first time"
+        );
         open.store(true, Ordering::Release);
         waiter.wake();
         let spins = task.await.expect("the task ends");
         assert_eq!(spins, 100);
         assert_eq!(polls.load(Ordering::Relaxed), 2);
     }
-
 }
