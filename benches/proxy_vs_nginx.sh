@@ -2,8 +2,8 @@
 # proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies,
 # plain and with rate limiting on.
 #
-# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|all; default proxy, the figure README
-# quotes):
+# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|https|https_handshake|all;
+# default proxy, the figure README quotes):
 #   proxy         plain reverse proxy, no limiting;
 #   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
 #                 sends one of API_KEYS distinct keys per request, round robin. nginx:
@@ -25,7 +25,17 @@
 #                 limit from the upstream's latency and requests over it wait at tollgate's gate (the
 #                 tiny upstream answers in microseconds, so the limit settles low and the queue is
 #                 used): what "auto" costs against an upstream that needs no protection;
-#   all           the five in turn, each with freshly started proxies.
+#   https         the proxy scenario over TLS with keep-alive: both proxies terminate TLS 1.3 with the
+#                 same self-signed ECDSA P-256 certificate (made with openssl in the temp dir); nginx
+#                 with `ssl_protocols TLSv1.2 TLSv1.3` (1.22 offers 1.2 alone by default) and its
+#                 other TLS defaults (session tickets, no session cache), tollgate `listen_tls` with
+#                 `[[tls.certificates]]` (tickets and a session cache). wrk resumes its sessions, as
+#                 browsers do. The upstream is plain HTTP, as before;
+#   https_handshake  the https scenario with a new connection, and so a handshake, per request (wrk
+#                 sends `Connection: close`, and resumes the session each time: TLS 1.3 resumption
+#                 with a fresh key exchange, `psk_dhe_ke`): proxy CPU per request is then mostly
+#                 the handshake's;
+#   all           the seven in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
 # the limiting alone.
@@ -56,7 +66,8 @@
 #   BASELINE=e0efbbf RUNS=9 benches/proxy_vs_nginx.sh   # also tollgate at that revision (below)
 #
 # Environment (defaults in brackets):
-#   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive or all (above)
+#   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https,
+#                       https_handshake or all (above)
 #   API_KEYS [10000]    distinct X-API-Key values wrk sends in limit_pass
 #   TOLLGATE_RATELIMIT_HEADERS [draft]   tollgate's `ratelimit_headers` in the limit scenarios
 #   RUNS [5]            measured runs per proxy, interleaved
@@ -136,9 +147,10 @@ case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
 esac
 
 case "$SCENARIO" in
-    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive) SCENARIOS=("$SCENARIO") ;;
-    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive or all, not '$SCENARIO'" ;;
+    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake)
+        SCENARIOS=("$SCENARIO") ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -217,6 +229,7 @@ install_tools() {
         missing+=(nginx)
     fi
     command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     [ "${#missing[@]}" -eq 0 ] && return 0
     say "installing ${missing[*]} from Debian"
     local sudo=()
@@ -319,8 +332,8 @@ wait_ready() {
             die "$name did not start"
         fi
         rm -f "$WORKDIR/probe.body"
-        code="$(curl -s -o "$WORKDIR/probe.body" -w '%{http_code}' --max-time 1 \
-            "http://127.0.0.1:$port/" 2>/dev/null || true)"
+        code="$(curl -s -k -o "$WORKDIR/probe.body" -w '%{http_code}' --max-time 1 \
+            "$SCHEME://127.0.0.1:$port/" 2>/dev/null || true)"
         body="$(cat "$WORKDIR/probe.body" 2>/dev/null || true)"
         if [ "$code" = 200 ] && [ "$body" = hello ]; then
             return 0
@@ -369,11 +382,17 @@ scenario_title() {
         limit_reject) echo "limiting on, one key at 1r/s: nearly every request rejected (429)" ;;
         proxy_auto) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = 1000, nothing waits)" ;;
         proxy_adaptive) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = \"auto\", requests wait)" ;;
+        https) echo "reverse proxy, HTTPS to the proxy (TLS 1.3, ECDSA P-256), keep-alive" ;;
+        https_handshake) echo "reverse proxy, HTTPS to the proxy, a new connection and full handshake per request" ;;
     esac
 }
 scenario_limit_note() {
     case "$1" in
         proxy) ;;
+        https | https_handshake)
+            echo "no limit; TLS: nginx \`listen ... ssl\`, \`ssl_protocols TLSv1.2 TLSv1.3\`, tollgate \`listen_tls\`"
+            echo "  (rustls), one self-signed ECDSA P-256 certificate for both; wrk resumes sessions"
+            ;;
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
             echo "  request, none waits): compare the ratio with the \`proxy\` scenario's"
@@ -414,6 +433,51 @@ nginx_location_limit() {
             echo "            limit_req_log_level info;"
             ;;
     esac
+}
+
+# nginx: the listen line, with TLS in the https scenarios.
+nginx_listen() {
+    case "$1" in
+        https*)
+            echo "        listen 127.0.0.1:$NGINX_PORT ssl;"
+            echo "        ssl_certificate $TLS_DIR/cert.pem;"
+            echo "        ssl_certificate_key $TLS_DIR/key.pem;"
+            # nginx 1.22 offers TLS 1.2 alone by default (1.23.4 added 1.3): both serve both.
+            echo "        ssl_protocols TLSv1.2 TLSv1.3;"
+            ;;
+        *) echo "        listen 127.0.0.1:$NGINX_PORT;" ;;
+    esac
+}
+
+# tollgate: its listen line (and certificate) for [server].
+tollgate_listen() {
+    case "$1" in
+        https*) echo "listen_tls = [\"127.0.0.1:$2\"]" ;;
+        *) echo "listen = [\"127.0.0.1:$2\"]" ;;
+    esac
+}
+tollgate_certificates() {
+    case "$1" in
+        https*) printf '[[tls.certificates]]\ncert = "%s"\nkey = "%s"\n\n' "$TLS_DIR/cert.pem" "$TLS_DIR/key.pem" ;;
+    esac
+}
+
+# The scheme clients use in a scenario.
+scheme_of() {
+    case "$1" in https*) echo https ;; *) echo http ;; esac
+}
+
+# One self-signed ECDSA P-256 certificate for 127.0.0.1, shared by both proxies.
+make_certificate() {
+    TLS_DIR="$WORKDIR/tls"
+    [ -s "$TLS_DIR/cert.pem" ] && return 0
+    mkdir -p "$TLS_DIR"
+    chmod 755 "$TLS_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/cert.pem" -days 2 -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost,IP:127.0.0.1 >"$TLS_DIR/openssl.log" 2>&1 ||
+        { cat "$TLS_DIR/openssl.log" >&2; die "openssl could not make the test certificate"; }
+    chmod 644 "$TLS_DIR/key.pem"
 }
 
 # tollgate: lines for [server], the upstream, the zones, and the location.
@@ -467,6 +531,7 @@ EOF
 # ---------------------------------------------------------------------------------------------------
 # Start the upstream (once) and the proxies (per scenario, in the scenario's directory SDIR)
 
+SCHEME=http # the scheme clients use: https in the https scenarios
 UPSTREAM_PORT="$(free_port)"
 say "starting bench_upstream on 127.0.0.1:$UPSTREAM_PORT"
 "${SERVER_PREFIX[@]}" "$UPSTREAM_BIN" "127.0.0.1:$UPSTREAM_PORT" >"$WORKDIR/upstream.log" 2>&1 &
@@ -504,7 +569,7 @@ $extra_temp$(nginx_http_limit "$scen")
     }
 
     server {
-        listen 127.0.0.1:$NGINX_PORT;
+$(nginx_listen "$scen")
 
         location / {
 $(nginx_location_limit "$scen")
@@ -538,9 +603,10 @@ start_tollgate() { # start_tollgate SCENARIO [NAME BINARY]: NAME tollgate or tol
     cat >"$conf" <<EOF
 # written by benches/proxy_vs_nginx.sh (scenario $scen)
 [server]
-listen = ["127.0.0.1:$port"]
+$(tollgate_listen "$scen" "$port")
 $(tollgate_server_limit "$scen")
 
+$(tollgate_certificates "$scen")
 [log]
 access = "off"
 
@@ -599,7 +665,7 @@ run_wrk() {
     local proxy="$1" secs="$2" out="$3" port rc=0
     port="$(proxy_port "$proxy")"
     timeout --kill-after=5 $((secs + 30)) "${WRK_CMD[@]}" --latency -t"$THREADS" -c"$CONNECTIONS" \
-        -d"${secs}s" "${WRK_SCRIPT[@]}" "http://127.0.0.1:$port/" >"$out" 2>&1 &
+        -d"${secs}s" "${WRK_SCRIPT[@]}" "$SCHEME://127.0.0.1:$port/" >"$out" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -820,6 +886,9 @@ for scen in "${SCENARIOS[@]}"; do
         write_wrk_script "$SDIR/api_keys.lua"
         WRK_SCRIPT=(-s "$SDIR/api_keys.lua")
     fi
+    SCHEME="$(scheme_of "$scen")"
+    case "$scen" in https*) make_certificate ;; esac
+    [ "$scen" = https_handshake ] && WRK_SCRIPT=(-H "Connection: close")
     say "scenario $scen: $(scenario_title "$scen")"
     if wants nginx; then
         start_nginx "$scen"

@@ -70,6 +70,11 @@ pub fn server_config(
     }
     config.ignore_client_order = true;
     config.ticketer = sessions.ticketer.clone();
+    // One TLS 1.3 ticket per handshake (rustls's default is two, as OpenSSL's): a resumed
+    // connection gets a fresh one, so a client resuming one connection after another
+    // never runs out, and each ticket is a key derivation and an encryption more per
+    // handshake (Go's crypto/tls sends one too).
+    config.send_tls13_tickets = 1;
     config.session_storage = sessions.cache.clone();
     Ok(Arc::new(config))
 }
