@@ -351,6 +351,20 @@ wait_ready() {
 CLK_TCK="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 # Peak resident set size (VmHWM, kB) of one process.
 hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# Proportional set size (kB) of the given processes together: what they cost the machine, each
+# shared page split among those that map it.
+pss_kb() {
+    local pid files=()
+    for pid in "$@"; do files+=("/proc/$pid/smaps_rollup"); done
+    awk '/^Pss:/ { s += $2 } END { print s + 0 }' "${files[@]}" 2>/dev/null || echo 0
+}
+# idle_pss PROXY: its PSS once started and past its first request, before any load.
+idle_pss() {
+    local -a pids
+    sleep 0.5
+    mapfile -t pids < <(proxy_pids "$1")
+    IDLE_PSS_KB[$1]="$(pss_kb "${pids[@]}")"
+}
 
 nginx_pids() {
     local w
@@ -593,6 +607,7 @@ EOF
     NGINX_PID=$!
     wait_ready nginx "$NGINX_PORT" "$NGINX_PID" "$SDIR/nginx.log" "$SDIR/nginx-error.log"
     mapfile -t NGINX_WORKER_PIDS < <(pgrep -P "$NGINX_PID" || true)
+    idle_pss nginx
     say "nginx master $NGINX_PID, ${#NGINX_WORKER_PIDS[@]} worker(s): ${NGINX_WORKER_PIDS[*]}"
 }
 
@@ -632,6 +647,7 @@ EOF
         TOLLGATE_PORT=$port
     fi
     wait_ready "$name" "$port" "$pid" "$SDIR/$name.log"
+    idle_pss "$name"
     say "$name pid $pid"
 }
 
@@ -832,6 +848,7 @@ report() { # report SCENARIO
             echo "- p50:   $(ratio "$(median_of tollgate 4)" "$(median_of nginx 4)")x  (lower is better)"
             echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of nginx 6)")x  (lower is better)"
             echo "- peak RSS: $(ratio "${RSS_KB[tollgate]}" "${RSS_KB[nginx]}")x  (lower is better)"
+            echo "- idle PSS: $(ratio "${IDLE_PSS_KB[tollgate]}" "${IDLE_PSS_KB[nginx]}")x  (lower is better)"
             echo
         fi
         if wants tollgate_base; then
@@ -844,6 +861,10 @@ report() { # report SCENARIO
         echo "peak RSS (VmHWM):"
         for p in "${PROXIES[@]}"; do
             echo "- $p: $(mib "${RSS_KB[$p]}") (${RSS_KB[$p]} kB; ${RSS_NOTE[$p]})"
+        done
+        echo "idle PSS (smaps_rollup, all its processes, after start and one request, before the load):"
+        for p in "${PROXIES[@]}"; do
+            echo "- $p: $(mib "${IDLE_PSS_KB[$p]}") (${IDLE_PSS_KB[$p]} kB)"
         done
         if [ "$scen" != limit_reject ]; then
             for p in "${PROXIES[@]}"; do
@@ -876,7 +897,7 @@ report() { # report SCENARIO
 # ---------------------------------------------------------------------------------------------------
 # Run every scenario: fresh proxies, check, measure, report, stop
 
-declare -A RSS_KB RSS_NOTE
+declare -A RSS_KB RSS_NOTE IDLE_PSS_KB
 for scen in "${SCENARIOS[@]}"; do
     SDIR="$WORKDIR/$scen"
     mkdir -p "$SDIR"

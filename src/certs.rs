@@ -271,7 +271,8 @@ fn ip_of(bytes: &[u8]) -> Option<std::net::IpAddr> {
 /// profile orders them. AES-256's suites hash with SHA-384, and the handshake's key
 /// schedule with it cost a tenth of a handshake's CPU (perf, `https_handshake` in
 /// benches/proxy_vs_nginx.sh); SHA-256 and AES-128 are the cheaper and equally sound
-/// choice.
+/// choice. ring rather than aws-lc-rs: aws-lc-rs took 4.5 % less CPU per resumed handshake
+/// but 2.1 MiB more memory at idle, and a C library more to build (measured 2026-11).
 pub(crate) fn provider() -> CryptoProvider {
     let mut provider = rustls::crypto::ring::default_provider();
     // A stable sort: each suite keeps its place among those of its own rank.
