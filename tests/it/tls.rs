@@ -314,7 +314,7 @@ async fn tls_1_2_is_served_with_the_servers_cipher_order() {
     let up = Upstream::named("app").await;
     let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
     let provider = rustls::crypto::ring::default_provider();
-    // The client prefers ChaCha20; the server's order puts AES-256-GCM first.
+    // The client prefers ChaCha20; the server's order puts AES-128-GCM first.
     let mut suites = provider.cipher_suites.clone();
     suites.sort_by_key(|s| !format!("{:?}", s.suite()).contains("CHACHA20"));
     let provider = rustls::crypto::CryptoProvider {
@@ -333,8 +333,92 @@ async fn tls_1_2_is_served_with_the_servers_cipher_order() {
         Some(rustls::ProtocolVersion::TLSv1_2)
     );
     let suite = format!("{:?}", conn.negotiated_cipher_suite().unwrap().suite());
-    assert_eq!(suite, "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384");
+    assert_eq!(suite, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256");
     assert_eq!(within(5, get_over(stream, "/")).await.status, 200);
+}
+
+/// A client's session store that counts the TLS 1.3 tickets it is given.
+#[derive(Debug)]
+struct CountedTickets {
+    inner: rustls::client::ClientSessionMemoryCache,
+    tickets: std::sync::atomic::AtomicUsize,
+}
+
+impl rustls::client::ClientSessionStore for CountedTickets {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.inner.set_kx_hint(name, group)
+    }
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(name)
+    }
+    fn set_tls12_session(
+        &self,
+        name: ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.inner.set_tls12_session(name, value)
+    }
+    fn tls12_session(
+        &self,
+        name: &ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.inner.tls12_session(name)
+    }
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        self.inner.remove_tls12_session(name)
+    }
+    fn insert_tls13_ticket(
+        &self,
+        name: ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.tickets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.insert_tls13_ticket(name, value)
+    }
+    fn take_tls13_ticket(
+        &self,
+        name: &ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        self.inner.take_tls13_ticket(name)
+    }
+}
+
+#[tokio::test]
+async fn tls_1_3_is_served_with_aes_128_first_and_one_ticket_per_handshake() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    let store = Arc::new(CountedTickets {
+        inner: rustls::client::ClientSessionMemoryCache::new(8),
+        tickets: Default::default(),
+    });
+    // ring's own order, which the client sends: AES-256-GCM first.
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(ca.roots())
+            .with_no_client_auth();
+    config.resumption = rustls::client::Resumption::store(store.clone());
+    let config = Arc::new(config);
+    let ticketed = || store.tickets.load(std::sync::atomic::Ordering::Relaxed);
+    for (round, kind) in [HandshakeKind::Full, HandshakeKind::Resumed]
+        .into_iter()
+        .enumerate()
+    {
+        let stream = connect(gw.tls_addrs()[0], config.clone(), "a.test").await;
+        let conn = stream.get_ref().1;
+        assert_eq!(conn.handshake_kind(), Some(kind));
+        let suite = format!("{:?}", conn.negotiated_cipher_suite().unwrap().suite());
+        assert_eq!(suite, "TLS13_AES_128_GCM_SHA256");
+        // The ticket comes before the answer: once it is read, the ticket was too.
+        assert_eq!(within(5, get_over(stream, "/")).await.status, 200);
+        assert_eq!(ticketed(), round + 1, "tickets after handshake {round}");
+    }
 }
 
 #[tokio::test]
