@@ -20,6 +20,7 @@ use tokio::time::{Instant, Sleep};
 use super::body::{Body, RestOf};
 use super::decode::{self, Head};
 use super::encode::{self, Outbox, Upload, UploadError};
+use super::names::Names;
 use super::stream::Stream;
 use super::{Error, Exchange, SendError, Upgraded};
 use crate::upstream::body::{BodyError, Progress};
@@ -53,6 +54,8 @@ pub(super) struct Parts {
     /// per proxied request). A connection stays on its worker's runtime (pools are per
     /// worker), the one its timer belongs to.
     timer: Option<Pin<Box<Sleep>>>,
+    /// The header names of the last responses, which the next ones likely repeat.
+    names: Names,
 }
 
 impl Parts {
@@ -130,6 +133,7 @@ impl UpstreamConn {
             buf: BytesMut::with_capacity(READ_BUF),
             out: Outbox::default(),
             timer: None,
+            names: Names::default(),
         }))
     }
 
@@ -280,7 +284,7 @@ impl UpstreamConn {
     {
         loop {
             if !self.0.buf.is_empty() {
-                match decode::parse(&mut self.0.buf, head_request) {
+                match decode::parse(&mut self.0.buf, head_request, &mut self.0.names) {
                     Ok(Some(head)) => return Poll::Ready(Ok(head)),
                     Ok(None) => {}
                     Err(err) => return Poll::Ready(Err(NoHead::Failed(err))),

@@ -7,6 +7,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode, Version};
 
+use super::names::Names;
 use super::{Error, MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// Room left in a response's header map for the headers the proxy adds to it on its way
@@ -56,7 +57,11 @@ type Span = [u32; 4];
 /// Parses a final response head from the front of `buf`, skipping (and consuming) any
 /// 1xx interim responses before it except 101. `None` while the head is incomplete; the
 /// head's bytes are split off `buf`, which then holds only what follows it.
-pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, Error> {
+pub(super) fn parse(
+    buf: &mut BytesMut,
+    head_request: bool,
+    names: &mut Names,
+) -> Result<Option<Head>, Error> {
     loop {
         let mut spans: [Span; MAX_HEADERS] = [[0; 4]; MAX_HEADERS];
         let Some(Measured {
@@ -82,8 +87,8 @@ pub(super) fn parse(buf: &mut BytesMut, head_request: bool) -> Result<Option<Hea
         };
         let head = buf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(count + ADDED_ON_THE_WAY_BACK);
-        for span in spans.iter().take(count) {
-            let (name, value) = header_at(&head, span)?;
+        for (at, span) in spans.iter().take(count).enumerate() {
+            let (name, value) = header_at(&head, span, at, names)?;
             headers.append(name, value);
         }
         let framing = response_framing(status, version, head_request, &fields)?;
@@ -183,12 +188,19 @@ fn crlf_lines_only(head: &[u8]) -> bool {
     !matches!(head.first(), Some(b'\r' | b'\n')) && !bare_lf
 }
 
-fn header_at(head: &Bytes, span: &Span) -> Result<(HeaderName, HeaderValue), Error> {
+fn header_at(
+    head: &Bytes,
+    span: &Span,
+    at: usize,
+    names: &mut Names,
+) -> Result<(HeaderName, HeaderValue), Error> {
     let [name_at, name_len, value_at, value_len] = span.map(|n| n as usize);
     let name = head
         .get(name_at..name_at + name_len)
         .ok_or(Error::Head("header offsets"))?;
-    let name = HeaderName::from_bytes(name).map_err(|_| Error::Head("header name"))?;
+    let name = names
+        .name(at, name)
+        .map_err(|_| Error::Head("header name"))?;
     let value = head
         .get(value_at..value_at + value_len)
         .ok_or(Error::Head("header offsets"))?;
@@ -336,7 +348,11 @@ mod tests {
     use super::*;
 
     fn head(text: &str, head_request: bool) -> Result<Option<Head>, Error> {
-        parse(&mut BytesMut::from(text.as_bytes()), head_request)
+        parse(
+            &mut BytesMut::from(text.as_bytes()),
+            head_request,
+            &mut Names::default(),
+        )
     }
 
     fn framing(text: &str) -> (ResponseFraming, bool) {
@@ -480,12 +496,16 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi"[..],
         );
-        let head = parse(&mut buf, false).unwrap().unwrap();
+        let head = parse(&mut buf, false, &mut Names::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(head.status, StatusCode::OK);
         assert_eq!(&buf[..], b"hi");
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\n\r\nraw"[..]);
-        let head = parse(&mut buf, false).unwrap().unwrap();
+        let head = parse(&mut buf, false, &mut Names::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(head.status, StatusCode::SWITCHING_PROTOCOLS);
         assert_eq!(&buf[..], b"raw");
     }

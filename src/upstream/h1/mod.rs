@@ -36,6 +36,7 @@ mod chunked;
 mod conn;
 mod decode;
 mod encode;
+mod names;
 mod stream;
 mod upgraded;
 

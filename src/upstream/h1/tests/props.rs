@@ -7,6 +7,7 @@ use http::Version;
 use proptest::prelude::*;
 
 use super::super::decode::{self, ResponseFraming};
+use super::super::names::Names;
 use super::strict::{self, StrictHead};
 use crate::props::{apply, cuts, mutations, pieces};
 
@@ -54,21 +55,30 @@ fn outcome(
     }
 }
 
+/// Parsed twice on one connection's names: what the first parse kept must not change
+/// what the second finds.
 fn whole(wire: &[u8], head_request: bool) -> Outcome {
+    let mut names = Names::default();
     let mut buf = BytesMut::from(wire);
-    let result = decode::parse(&mut buf, head_request);
-    outcome(result, wire.len(), buf.len())
+    let first = decode::parse(&mut buf, head_request, &mut names);
+    let first = outcome(first, wire.len(), buf.len());
+    let mut buf = BytesMut::from(wire);
+    let again = decode::parse(&mut buf, head_request, &mut names);
+    let again = outcome(again, wire.len(), buf.len());
+    assert_eq!(first, again, "parsed again with the names kept");
+    first
 }
 
 /// Feeds `pieces` one at a time, as reads from a socket would, parsing after each.
 fn in_pieces(pieces: &[&[u8]], head_request: bool) -> Outcome {
     let total: usize = pieces.iter().map(|p| p.len()).sum();
     let mut buf = BytesMut::new();
+    let mut names = Names::default();
     let mut fed = 0;
     for piece in pieces {
         buf.extend_from_slice(piece);
         fed += piece.len();
-        match decode::parse(&mut buf, head_request) {
+        match decode::parse(&mut buf, head_request, &mut names) {
             Ok(None) => {}
             result => return outcome(result, total, buf.len() + total - fed),
         }
