@@ -52,7 +52,9 @@ pub(super) struct Parts {
     /// updates it, where making and dropping one per exchange inserts it into the
     /// runtime's timer wheel and takes it out again (callgrind: about 450 instructions
     /// per proxied request). A connection stays on its worker's runtime (pools are per
-    /// worker), the one its timer belongs to.
+    /// worker), the one its timer belongs to. While the connection idles in its pool the
+    /// timer stays registered: when its last deadline passes, it wakes the task that last
+    /// used the connection once, for nothing.
     timer: Option<Pin<Box<Sleep>>>,
     /// The header names of the last responses, which the next ones likely repeat.
     names: Names,

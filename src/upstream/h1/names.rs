@@ -34,7 +34,9 @@ impl Names {
     }
 
     fn keep(&mut self, at: usize, raw: &[u8], name: &HeaderName) {
-        if at >= KEPT || at > self.seen.len() {
+        // A name longer than all that is kept is not kept (else an upstream could make
+        // every pooled connection hold a head's worth of name).
+        if at >= KEPT || at > self.seen.len() || raw.len() > KEPT_BYTES {
             return;
         }
         if self.sent.len() + raw.len() > KEPT_BYTES {
@@ -44,7 +46,7 @@ impl Names {
                 return;
             }
         }
-        // Both fit in u32: `sent` stays under KEPT_BYTES.
+        // Both fit in u32: `sent` stays within KEPT_BYTES.
         let entry = (self.sent.len() as u32, raw.len() as u32, name.clone());
         self.sent.extend_from_slice(raw);
         match self.seen.get_mut(at) {
@@ -86,6 +88,16 @@ mod tests {
         assert_eq!(names(&mut kept, &["DATE"]), ["date"]);
         assert!(kept.name(1, b"bad name").is_err());
         assert_eq!(names(&mut kept, &second)[1], "x-request-id");
+    }
+
+    #[test]
+    fn a_name_longer_than_what_is_kept_is_not_kept() {
+        let mut kept = Names::default();
+        let long = "x".repeat(60_000);
+        assert_eq!(names(&mut kept, &[&long])[0], long);
+        assert!(kept.sent.is_empty() && kept.seen.is_empty());
+        assert_eq!(names(&mut kept, &["date"]), ["date"]);
+        assert_eq!(kept.seen.len(), 1);
     }
 
     #[test]
