@@ -2,7 +2,9 @@
 # callgrind.sh — user-space instructions per request, tollgate against nginx, counted by valgrind's
 # callgrind (deterministic, unlike timings on a shared machine): each proxy runs under callgrind
 # twice per scenario, once for FEW and once for MANY requests, and (total(MANY) - total(FEW)) /
-# (MANY - FEW) is what one request costs, start-up and shut-down cancelled out.
+# (MANY - FEW) is what one request costs, start-up and shut-down cancelled out. Allocations per
+# request are counted the same way: calls into malloc, calloc, realloc, posix_memalign and
+# aligned_alloc (nginx takes its per-request pools from posix_memalign).
 #
 # Scenarios (SCENARIOS, default all three):
 #   plain         proxied to a keep-alive upstream (the bench_upstream example);
@@ -16,7 +18,7 @@
 #   benches/callgrind.sh
 #   SCENARIOS=plain FEW=200 MANY=1200 benches/callgrind.sh
 #   ONLY=tollgate TOLLGATE_BIN=/path/to/other/tollgate benches/callgrind.sh   # e.g. a baseline build
-# Prints a Markdown table: instructions per request of each proxy, and the ratio.
+# Prints a Markdown table: instructions and allocations per request of each proxy, and the ratio.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -146,7 +148,21 @@ http {
 EOF
 }
 
-# run PROXY SCENARIO REQUESTS: prints the proxy's total user-space instructions.
+# Calls into the C allocator's entry points in a callgrind output file.
+cat >"$WORK/allocs.awk" <<'EOF'
+/^c?fn=\([0-9]+\) / {
+    id = $1; sub(/^c?fn=/, "", id)
+    name = $0; sub(/^c?fn=\([0-9]+\) /, "", name)
+    names[id] = name
+}
+/^cfn=/ { id = $1; sub(/^cfn=/, "", id); callee = names[id] }
+/^calls=/ && callee ~ /^(malloc|calloc|realloc|posix_memalign|aligned_alloc)$/ {
+    n = $1; sub(/^calls=/, "", n); total += n
+}
+END { print total + 0 }
+EOF
+
+# run PROXY SCENARIO REQUESTS: prints the proxy's total user-space instructions and allocations.
 run() {
     local proxy="$1" scen="$2" requests="$3" p dir out pid answered
     p="$(port)"
@@ -170,23 +186,24 @@ run() {
     if [ "$proxy" = tollgate ]; then kill -TERM "$pid"; else kill -QUIT "$pid"; fi
     wait "$pid" || true
     say "$proxy $scen $requests requests: statuses $answered"
-    awk '/^(summary|totals):/ { print $2; exit }' "$out"
+    echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$out") $(awk -f "$WORK/allocs.awk" "$out")"
 }
 
 proxies="tollgate nginx"
 [ -z "$ONLY" ] || proxies="$ONLY"
-echo "| scenario | proxy | instructions per request ($MANY - $FEW requests, $CONNS connections) |"
-echo "|:--|:--|--:|"
+echo "| scenario | proxy | instructions per request ($MANY - $FEW requests, $CONNS connections) | allocations per request |"
+echo "|:--|:--|--:|--:|"
 for scen in $SCENARIOS; do
     declare -A per=()
     for proxy in $proxies; do
-        few="$(run "$proxy" "$scen" "$FEW")"
-        many="$(run "$proxy" "$scen" "$MANY")"
+        read -r few few_allocs <<<"$(run "$proxy" "$scen" "$FEW")"
+        read -r many many_allocs <<<"$(run "$proxy" "$scen" "$MANY")"
         per[$proxy]="$(awk -v a="$many" -v b="$few" -v n="$((MANY - FEW))" 'BEGIN { printf "%.0f", (a - b) / n }')"
-        echo "| $scen | $proxy | ${per[$proxy]} |"
+        allocs="$(awk -v a="$many_allocs" -v b="$few_allocs" -v n="$((MANY - FEW))" 'BEGIN { printf "%.2f", (a - b) / n }')"
+        echo "| $scen | $proxy | ${per[$proxy]} | $allocs |"
     done
     if [ -n "${per[tollgate]:-}" ] && [ -n "${per[nginx]:-}" ]; then
-        echo "| $scen | tollgate/nginx | $(awk -v a="${per[tollgate]}" -v b="${per[nginx]}" 'BEGIN { printf "%.2fx", a / b }') |"
+        echo "| $scen | tollgate/nginx | $(awk -v a="${per[tollgate]}" -v b="${per[nginx]}" 'BEGIN { printf "%.2fx", a / b }') | |"
     fi
     unset per
 done
