@@ -2,6 +2,7 @@
 
 use crate::support;
 
+use support::raw::{read_response, RawUpstream};
 use support::*;
 
 fn config(up: std::net::SocketAddr) -> String {
@@ -161,6 +162,77 @@ async fn hop_by_hop_headers_are_stripped_both_ways() {
     assert!(!reply.headers.contains_key("x-secret-hop"));
     assert!(!reply.headers.contains_key("keep-alive"));
     assert_eq!(reply.headers["x-end-to-end"], "kept");
+}
+
+/// The same through raw bytes, in the cases a client and an upstream may write names in:
+/// nothing hop-by-hop, and none of the client's forwarding headers, gets through.
+#[tokio::test]
+async fn hop_by_hop_and_forwarding_headers_in_any_case_are_taken_out_of_raw_bytes() {
+    use tokio::io::AsyncWriteExt;
+    let _shared = support::shared();
+    let up = RawUpstream::start(|_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nCONNECTION: X-Secret\r\nX-Secret: 1\r\n\
+          KEEP-ALIVE: timeout=5\r\nTrailer: x-sum\r\nX-End: kept\r\n\r\nok"
+            .to_vec()
+    })
+    .await;
+    let gw = gateway(&config(up.addr));
+    let mut client = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    client
+        .write_all(
+            b"GET / HTTP/1.1\r\nHost: example.test\r\n\
+              CONNECTION: Keep-Alive, X-Client-Hop, X-FORWARDED-HOST\r\nX-Client-Hop: 1\r\n\
+              Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\n\
+              HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\nUpgrade: h2c\r\n\
+              X-FORWARDED-FOR: 6.6.6.6\r\nx-real-ip: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n\
+              X-Forwarded-Host: evil.test\r\nX-End: kept\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let reply = within(5, read_response(&mut client))
+        .await
+        .expect("an answer");
+    assert_eq!(reply.status, 200);
+    let reply_head = reply.head.to_ascii_lowercase();
+    for name in ["x-secret", "keep-alive", "trailer"] {
+        assert!(
+            !reply_head.contains(&format!("\n{name}:")),
+            "{name} reached the client"
+        );
+    }
+    assert!(reply_head.contains("\nx-end: kept"));
+    let seen = String::from_utf8_lossy(&up.bytes()).to_ascii_lowercase();
+    for name in [
+        "connection",
+        "x-client-hop",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "http2-settings",
+        "upgrade",
+    ] {
+        assert!(
+            !seen.contains(&format!("\n{name}:")),
+            "{name} reached the upstream"
+        );
+    }
+    for (name, value) in [
+        ("x-forwarded-for", "127.0.0.1"),
+        ("x-real-ip", "127.0.0.1"),
+        ("x-forwarded-proto", "http"),
+        ("x-forwarded-host", "example.test"),
+    ] {
+        assert_eq!(
+            seen.matches(&format!("\n{name}:")).count(),
+            1,
+            "{name} once: {seen}"
+        );
+        assert!(
+            seen.contains(&format!("\n{name}: {value}\r")),
+            "{name}: {seen}"
+        );
+    }
+    assert!(seen.contains("\nx-end: kept"));
 }
 
 #[tokio::test]
