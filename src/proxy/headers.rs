@@ -20,10 +20,10 @@ pub use hop_by_hop::{is_websocket_accept, is_websocket_handshake};
 pub use present::Present;
 use present::Watched;
 
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_FOR: HeaderName = Watched::XForwardedFor.name();
+const X_REAL_IP: HeaderName = Watched::XRealIp.name();
+const X_FORWARDED_PROTO: HeaderName = Watched::XForwardedProto.name();
+const X_FORWARDED_HOST: HeaderName = Watched::XForwardedHost.name();
 
 /// What the gateway knows about the request's origin.
 #[derive(Clone, Copy, Debug)]

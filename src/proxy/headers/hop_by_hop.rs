@@ -2,9 +2,7 @@
 //! `Connection` and the fixed list take out of a message both ways, and when a request is a
 //! WebSocket handshake (and a 101 its acceptance) so that `Connection: upgrade` stays.
 
-use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE};
 use http::{Method, Version};
 
 use super::present::{Present, Watched};
@@ -12,21 +10,14 @@ use super::present::{Present, Watched};
 /// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
 /// `Proxy-Connection`, and `HTTP2-Settings`, which only means something with an `h2c` upgrade
 /// tollgate never forwards). `Connection` itself and the headers it names are handled separately.
-/// A `static`, not a `const`: a const array would be built and dropped at every use.
-static HOP_BY_HOP: [(Watched, HeaderName); 7] = [
-    (Watched::KeepAlive, HeaderName::from_static("keep-alive")),
-    (
-        Watched::ProxyConnection,
-        HeaderName::from_static("proxy-connection"),
-    ),
-    (
-        Watched::Http2Settings,
-        HeaderName::from_static("http2-settings"),
-    ),
-    (Watched::Te, TE),
-    (Watched::Trailer, TRAILER),
-    (Watched::TransferEncoding, TRANSFER_ENCODING),
-    (Watched::Upgrade, UPGRADE),
+const HOP_BY_HOP: [Watched; 7] = [
+    Watched::KeepAlive,
+    Watched::ProxyConnection,
+    Watched::Http2Settings,
+    Watched::Te,
+    Watched::Trailer,
+    Watched::TransferEncoding,
+    Watched::Upgrade,
 ];
 
 const WEBSOCKET: HeaderValue = HeaderValue::from_static("websocket");
@@ -92,7 +83,7 @@ pub(super) fn strip_request(headers: &mut HeaderMap, present: Present, websocket
 /// is looked up.
 pub(super) fn strip(headers: &mut HeaderMap, present: Present, keep_upgrade: bool) {
     let has_connection = present.has(Watched::Connection);
-    if !has_connection && !HOP_BY_HOP.iter().any(|(hop, _)| present.has(*hop)) {
+    if !has_connection && !present.any(&HOP_BY_HOP) {
         return;
     }
     // The Connection lines are cloned (a refcount bump each) because removing the headers they
@@ -120,9 +111,9 @@ pub(super) fn strip(headers: &mut HeaderMap, present: Present, keep_upgrade: boo
             }
         }
     }
-    for (hop, name) in &HOP_BY_HOP {
-        if present.has(*hop) && !(keep_upgrade && *hop == Watched::Upgrade) {
-            headers.remove(name);
+    for hop in HOP_BY_HOP {
+        if present.has(hop) && !(keep_upgrade && hop == Watched::Upgrade) {
+            headers.remove(hop.name());
         }
     }
     if keep_upgrade {

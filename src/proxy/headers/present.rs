@@ -3,7 +3,7 @@
 //! and a probe per name, whether it is there or not) was a fifth of a proxied request's own
 //! work; a name's length alone turns most names away here.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 /// A header forwarding looks for; its place in [`NAMES`] is its bit in [`Present`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +61,13 @@ const LENGTHS: u32 = {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Present(u32);
 
+impl Watched {
+    /// The header's name: the one spelling of it ([`NAMES`]).
+    pub(super) const fn name(self) -> HeaderName {
+        HeaderName::from_static(NAMES[self as usize])
+    }
+}
+
 impl Present {
     /// Looks at every name of `headers` once.
     pub fn of(headers: &HeaderMap) -> Present {
@@ -99,8 +106,6 @@ impl Present {
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderName;
-
     use super::*;
 
     const ALL: [Watched; 16] = [
