@@ -129,6 +129,17 @@ fn client(roots: RootCertStore, alpn: &[&[u8]]) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
+/// A gateway serving one certificate, for `a.test` (signed by the returned CA), in front of
+/// an upstream; the directory and the upstream live as long as the values returned.
+async fn one_certificate() -> (tempfile::TempDir, Ca, Upstream, tollgate::Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    (dir, ca, up, gw)
+}
+
 async fn connect(addr: SocketAddr, config: Arc<ClientConfig>, sni: &str) -> TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.expect("connect");
     let name = ServerName::try_from(sni.to_owned()).unwrap();
@@ -176,11 +187,7 @@ fn served(stream: &TlsStream<TcpStream>) -> String {
 #[tokio::test]
 async fn h1_and_h2_over_tls_reach_the_upstream_as_https() {
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new();
-    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
-    let up = Upstream::named("app").await;
-    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    let (_dir, ca, up, gw) = one_certificate().await;
     let tls_addr = gw.tls_addrs()[0];
 
     for (alpn, want) in [
@@ -308,11 +315,7 @@ fn rsa_key(dir: &Path) -> KeyPair {
 #[tokio::test]
 async fn tls_1_2_is_served_with_the_servers_cipher_order() {
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new();
-    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
-    let up = Upstream::named("app").await;
-    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    let (_dir, ca, _up, gw) = one_certificate().await;
     let provider = rustls::crypto::ring::default_provider();
     // The client prefers ChaCha20; the server's order puts AES-128-GCM first.
     let mut suites = provider.cipher_suites.clone();
@@ -387,11 +390,7 @@ impl rustls::client::ClientSessionStore for CountedTickets {
 #[tokio::test]
 async fn tls_1_3_is_served_with_aes_128_first_and_one_ticket_per_handshake() {
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new();
-    ca.leaf(dir.path(), "a", &["a.test"], KeyPair::generate().unwrap());
-    let up = Upstream::named("app").await;
-    let gw = gateway(&config(dir.path(), up.addr, &["a"], ""));
+    let (_dir, ca, _up, gw) = one_certificate().await;
     let store = Arc::new(CountedTickets {
         inner: rustls::client::ClientSessionMemoryCache::new(8),
         tickets: Default::default(),
