@@ -8,11 +8,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::upstream::body::ClientBody;
 use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, HeaderValue, Request, Response, Version};
 use http_body::Body;
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::error::ProxyError;
@@ -147,7 +147,7 @@ impl From<ProxyError> for Stopped {
 /// one function (one future) on purpose: splitting it moved the request between futures,
 /// 0.7k instructions of copying per request (benches/callgrind.sh).
 pub async fn forward(
-    mut req: Request<Incoming>,
+    mut req: Request<ClientBody>,
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
     prepared: Prepared,
@@ -158,7 +158,9 @@ pub async fn forward(
         websocket: upgrade,
         added,
     } = prepared;
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let client_upgrade = upgrade
+        .then(|| req.extensions_mut().remove::<tunnel::ClientUpgrade>())
+        .flatten();
     let (parts, body) = req.into_parts();
     let (body, progress) = upstream_body(body, ctx).await?;
     let permit = match &group.gate {
@@ -262,7 +264,7 @@ pub fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
 /// chosen, so a slow small upload holds none), or streamed after what was read ahead,
 /// with the `Progress` that keeps `read_timeout` from counting the client's slowness.
 async fn upstream_body(
-    body: Incoming,
+    body: ClientBody,
     ctx: &Ctx<'_>,
 ) -> Result<(RequestBody, Option<Arc<Progress>>), ProxyError> {
     if body.is_end_stream() {
@@ -280,7 +282,7 @@ async fn upstream_body(
 /// Turns the upstream's response head into the client's.
 fn respond(
     exchange: Exchange,
-    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_upgrade: Option<tunnel::ClientUpgrade>,
     group: &Arc<Group>,
     server: usize,
     held: &mut Vec<InFlight>,

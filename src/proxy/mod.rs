@@ -17,14 +17,14 @@ pub mod rewrite;
 mod settle;
 pub mod site;
 mod text;
-mod tunnel;
+pub mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::upstream::body::ClientBody;
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
 
 use crate::access;
 use crate::config::{Address, MaxBodySize};
@@ -129,7 +129,7 @@ impl Location {
     /// cells).
     fn refusal(
         &self,
-        req: &Request<Incoming>,
+        req: &Request<ClientBody>,
         client: IpAddr,
         worker: usize,
     ) -> Option<Response<ResponseBody>> {
@@ -193,7 +193,7 @@ impl Conn {
 impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
     /// afterwards; the access-log line is written when it ends (or is abandoned).
-    pub async fn handle(&self, mut req: Request<Incoming>, conn: &Conn) -> Response<Logged> {
+    pub async fn handle(&self, mut req: Request<ClientBody>, conn: &Conn) -> Response<Logged> {
         let now = Instant::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
@@ -296,7 +296,7 @@ impl Pipeline {
     /// answer to the failure.
     async fn proxy(
         &self,
-        mut req: Request<Incoming>,
+        mut req: Request<ClientBody>,
         to: &Destination<'_>,
         in_flight: &mut Vec<InFlight>,
         log: &mut logged::Pending<'_>,
@@ -345,7 +345,7 @@ impl Pipeline {
     }
 
     /// The client's address: the peer, or what a trusted proxy says (nginx realip).
-    fn identify(&self, peer: IpAddr, req: &Request<Incoming>) -> IpAddr {
+    fn identify(&self, peer: IpAddr, req: &Request<ClientBody>) -> IpAddr {
         match &self.real_ip {
             Some(real_ip) => real_ip.client(peer, req.headers()),
             None => peer,
@@ -362,7 +362,7 @@ impl Pipeline {
     /// normalized path, or the 400/404 that ends it.
     fn route<'p>(
         &self,
-        req: &'p Request<Incoming>,
+        req: &'p Request<ClientBody>,
         conn: &Conn,
     ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
         let path =
@@ -395,7 +395,7 @@ enum Action<'l> {
 /// alive in the request's future across the wait for the upstream.
 fn fill<'l>(
     location: &'l Location,
-    req: &Request<Incoming>,
+    req: &Request<ClientBody>,
     conn: &Conn,
     client: IpAddr,
     path: std::borrow::Cow<'_, [u8]>,
@@ -475,7 +475,7 @@ fn host_of<B>(req: &Request<B>) -> Option<&str> {
 /// HTTP/1.1 or HTTP/2) is answered 413 before a byte of it is read and before any
 /// upstream is chosen. A body without a length is held to the limit as it arrives
 /// (`upstream::body::Timed`).
-fn declared_body(location: &Location, req: &Request<Incoming>) -> Result<(), StatusCode> {
+fn declared_body(location: &Location, req: &Request<ClientBody>) -> Result<(), StatusCode> {
     let declared = http_body::Body::size_hint(req.body()).lower();
     if location.client_max_body_size.exceeded_by(declared) {
         return Err(ProxyError::BodyTooLarge.status());

@@ -2,26 +2,62 @@
 //! either side closes or nothing moves for the upstream's `read_timeout` (as nginx's
 //! `proxy_read_timeout` ends an idle WebSocket).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
 use tokio::time::{sleep, Instant};
 
 use crate::upstream::h1::Upgraded;
 
 const BUF: usize = 16 * 1024;
 
-pub async fn run(client: OnUpgrade, upstream: Upgraded, idle: Duration) {
-    let client = match client.await {
+/// A client connection as a tunnel takes it over: its bytes after the 101, including any
+/// the client sent early.
+pub trait ClientIo: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> ClientIo for T {}
+
+/// The client's side of an upgrade, in the request's extensions of an HTTP/1.1 request
+/// that asks for one: its connection arrives once the 101 has been written to it. (Clone,
+/// as extensions must be; only one clone receives it.)
+#[derive(Clone)]
+pub struct ClientUpgrade(Arc<Mutex<Option<Arriving>>>);
+
+/// Where the client's connection arrives.
+type Arriving = oneshot::Receiver<Box<dyn ClientIo>>;
+
+/// The connection's side: hands the client connection over after the 101.
+pub struct Handover(oneshot::Sender<Box<dyn ClientIo>>);
+
+impl Handover {
+    pub fn new() -> (Handover, ClientUpgrade) {
+        let (tx, rx) = oneshot::channel();
+        (Handover(tx), ClientUpgrade(Arc::new(Mutex::new(Some(rx)))))
+    }
+
+    pub fn hand_over(self, io: Box<dyn ClientIo>) {
+        // The tunnel may be gone already (the upstream side failed): the client's
+        // connection then simply closes.
+        let _ = self.0.send(io);
+    }
+}
+
+pub async fn run(client: ClientUpgrade, upstream: Upgraded, idle: Duration) {
+    let receiver = client.0.lock().ok().and_then(|mut rx| rx.take());
+    let client = match receiver {
+        Some(receiver) => receiver.await,
+        None => return,
+    };
+    let client = match client {
         Ok(client) => client,
-        Err(err) => {
-            tracing::debug!(error = %err, "client side of the upgrade did not complete");
+        Err(_) => {
+            tracing::debug!("client side of the upgrade did not complete");
             return;
         }
     };
-    if let Err(err) = pump(TokioIo::new(client), upstream, idle).await {
+    if let Err(err) = pump(client, upstream, idle).await {
         tracing::debug!(error = %err, "tunnel closed");
     }
 }

@@ -3,7 +3,8 @@
 //! gracefully when the worker drains.
 
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -11,20 +12,21 @@ use bytes::{Bytes, BytesMut};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::beside::Beside;
+use super::h1;
 use super::preface::{self, Sniffed};
 use super::send_timeout::{SendWatch, StreamExec};
 use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::proxy::response::Unanswered;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
-use crate::upstream::body::BodyError;
+use crate::upstream::body::{BodyError, ClientBody};
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 pub async fn serve<T>(
@@ -40,18 +42,34 @@ pub async fn serve<T>(
     let limits = ConnLimits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,
-        request_line: settings.max_uri_bytes,
         send: settings.send_timeout,
     };
     let mut io = TimedIo::new(stream, conn_state.clone(), limits);
-    let h2 = match sniff(&mut io).await {
-        Ok(Some(h2)) => h2,
+    let (h2, read) = match sniff(&mut io).await {
+        Ok(Some(sniffed)) => sniffed,
         Ok(None) => return,
         Err(err) => {
             tracing::debug!(peer = %conn.peer, error = %err, "connection closed before a request");
             return;
         }
     };
+    if !h2 {
+        let draining = AtomicBool::new(false);
+        let setup = h1::Setup {
+            conn: &conn,
+            state: &state,
+            conn_state: &conn_state,
+            limits: h1::HeadLimits {
+                max_line: settings.max_uri_bytes,
+                max_bytes: settings.max_header_bytes,
+                max_headers: settings.max_headers,
+            },
+            draining: &draining,
+        };
+        drive_own(h1::serve(io, read, setup), &draining, &mut shutdown).await;
+        return;
+    }
+    io.replay(read.freeze(), true);
     let conn = Arc::new(conn);
     let peer = conn.peer;
     let service = service_fn(move |req: Request<Incoming>| {
@@ -61,36 +79,28 @@ pub async fn serve<T>(
         let conn = conn.clone();
         async move {
             let snapshot = state.snapshot.load_full();
-            let response = snapshot.pipeline.handle(req, &conn).await;
-            settle(&response, &conn_state, h2)?;
+            let response = snapshot
+                .pipeline
+                .handle(req.map(ClientBody::H2), &conn)
+                .await;
+            settle(&response, &conn_state, true)?;
             Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,
-                // Only an HTTP/2 stream has a watch (an HTTP/1.1 connection's writes are timed).
-                watch: if h2 { SendWatch::current() } else { None },
+                watch: SendWatch::current(),
                 _guard: guard,
             }))
         }
     });
     let io = TokioIo::new(io);
-    let result = if h2 {
-        let exec = StreamExec {
-            send_timeout: settings.send_timeout,
-        };
-        let mut builder = http2::Builder::new(exec);
-        builder
-            .timer(TokioTimer::new())
-            .max_concurrent_streams(settings.http2_max_concurrent_streams)
-            .max_header_list_size(settings.max_header_bytes as u32);
-        drive(builder.serve_connection(io, service), &mut shutdown).await
-    } else {
-        let mut builder = http1::Builder::new();
-        builder
-            .max_header_size(settings.max_header_bytes)
-            .max_headers(settings.max_headers)
-            .header_read_timeout(None);
-        let conn = builder.serve_connection(io, service).with_upgrades();
-        drive(conn, &mut shutdown).await
+    let exec = StreamExec {
+        send_timeout: settings.send_timeout,
     };
+    let mut builder = http2::Builder::new(exec);
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(settings.http2_max_concurrent_streams)
+        .max_header_list_size(settings.max_header_bytes as u32);
+    let result = drive(builder.serve_connection(io, service), &mut shutdown).await;
     if let Err(err) = result {
         tracing::debug!(%peer, error = %err, "connection ended with an error");
     }
@@ -100,7 +110,11 @@ pub async fn serve<T>(
 /// tunnel, an HTTP/1.x answer that closes it lingers ([`closes`]), and a `return 444` is
 /// not sent at all. Dropping that response logs the request; the error makes hyper close
 /// the connection (HTTP/1.1) or reset the stream (HTTP/2) unanswered.
-fn settle(response: &Response<Logged>, state: &ConnState, h2: bool) -> Result<(), Unanswered> {
+pub(super) fn settle(
+    response: &Response<Logged>,
+    state: &ConnState,
+    h2: bool,
+) -> Result<(), Unanswered> {
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
         state.set_upgraded();
     }
@@ -145,22 +159,31 @@ async fn drive<C: Graceful>(
     conn.await
 }
 
+/// Polls an HTTP/1.1 connection of tollgate's own; when the drain starts, sets `draining`
+/// (it then finishes the answer under way and takes no further request) and polls on.
+async fn drive_own(
+    served: impl Future<Output = ()>,
+    draining: &AtomicBool,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let mut served = pin!(served);
+    let drain = pin!(shutdown.wait_for(|stop| *stop));
+    let mut drain = Beside::new(drain);
+    poll_fn(|cx| loop {
+        if served.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if draining.load(Ordering::Relaxed) || drain.poll_if_due(cx).is_pending() {
+            return Poll::Pending;
+        }
+        draining.store(true, Ordering::Relaxed);
+    })
+    .await;
+}
+
 /// A hyper server connection that can be asked to finish gracefully.
 trait Graceful: Future<Output = Result<(), hyper::Error>> {
     fn graceful_shutdown(self: Pin<&mut Self>);
-}
-
-impl<I, S, B> Graceful for http1::UpgradeableConnection<I, S>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::HttpService<Incoming, ResBody = B>,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        http1::UpgradeableConnection::graceful_shutdown(self);
-    }
 }
 
 impl<I, S, B> Graceful for http2::Connection<I, S, StreamExec>
@@ -182,7 +205,7 @@ where
 /// Reads until the first bytes tell HTTP/2 from HTTP/1.1 (see [`preface`]).
 /// `Ok(None)`: the client closed (or timed out) before sending anything, or sent a
 /// broken HTTP/2 preface, which has been answered with GOAWAY.
-async fn sniff<T>(io: &mut TimedIo<T>) -> std::io::Result<Option<bool>>
+async fn sniff<T>(io: &mut TimedIo<T>) -> std::io::Result<Option<(bool, BytesMut)>>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
@@ -201,8 +224,7 @@ where
                 return Ok(None);
             }
         };
-        io.replay(buf.freeze(), h2);
-        return Ok(Some(h2));
+        return Ok(Some((h2, buf)));
     }
 }
 

@@ -3,10 +3,12 @@
 //!
 //! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets.
 //! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
-//!   broken HTTP/2 preface), served by hyper.
+//!   broken HTTP/2 preface). HTTP/2 is served by hyper.
+//! - `h1`: HTTP/1.1, served by tollgate's own codec: strict heads (refusing ambiguous
+//!   framing and overlong request lines as nginx does), bodies decoded as the pipeline
+//!   reads them, answers framed and written with few copies.
 //! - `timeouts`: what a connection's reads and writes may wait for (header, keep-alive,
-//!   `send_timeout`), and `head_check`, the raw look at each HTTP/1.1 head that refuses
-//!   ambiguous framing and overlong request lines before hyper parses them.
+//!   `send_timeout`).
 //! - `send_timeout`: the same timeout for each HTTP/2 stream.
 //! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
 //!   and steps the controllers that follow them.
@@ -14,7 +16,7 @@
 pub mod adapt;
 mod beside;
 mod conn;
-mod head_check;
+mod h1;
 mod listener;
 mod preface;
 mod send_timeout;

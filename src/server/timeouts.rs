@@ -1,9 +1,8 @@
 //! Connection-level timeouts, enforced where the bytes are read.
 //!
-//! hyper's own header timeout also runs while a keep-alive connection waits for its
-//! next request and never answers 408, so tollgate keeps its own account of what a
-//! connection is doing ([`ConnState`]) and lets [`TimedIo`] apply the matching limit
-//! whenever a read has to wait:
+//! Both protocols' connections (tollgate's HTTP/1.1, hyper's HTTP/2) keep one account of
+//! what the connection is doing ([`ConnState`]), and [`TimedIo`] applies the matching
+//! limit whenever a read has to wait:
 //!
 //! | phase | starts | limit | on expiry |
 //! |---|---|---|---|
@@ -28,8 +27,6 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use super::head_check::{HeadCheck, Refusal};
-
 const FRESH: u8 = 0;
 const HEAD: u8 = 1;
 const BUSY: u8 = 2;
@@ -43,8 +40,6 @@ const REQUEST_TIMEOUT: &[u8] =
 pub struct ConnLimits {
     pub header: Duration,
     pub keepalive: Duration,
-    /// Longest HTTP/1.1 request line (`max_uri_bytes`): 414 beyond it.
-    pub request_line: usize,
     /// Longest wait for the client to take more bytes (`send_timeout`).
     pub send: Duration,
 }
@@ -133,9 +128,9 @@ impl Drop for RequestGuard {
     }
 }
 
-/// A connection's byte stream, with the phase limits applied to its reads, each
-/// HTTP/1.1 request head looked at as it arrives ([`HeadCheck`]), and the
-/// protocol-sniffing prefix replayed in front.
+/// A connection's byte stream, with the phase limits applied to its reads, and bytes
+/// already read (the protocol-sniffing prefix, or what came after an upgrade's head)
+/// replayed in front.
 pub struct TimedIo<T> {
     inner: T,
     state: Arc<ConnState>,
@@ -144,9 +139,6 @@ pub struct TimedIo<T> {
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
-    heads: HeadCheck,
-    /// A head [`HeadCheck`] refused: its answer is on its way, and the connection ends.
-    refused: Option<Linger>,
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
@@ -157,30 +149,9 @@ pub struct TimedIo<T> {
     drain_shut: bool,
 }
 
-/// How long what a client still sends after a refused head (or an answer that closed
-/// the connection before its body was read) is read and dropped.
+/// How long what a client still sends after an answer that closed the connection before
+/// its body was read is read and dropped.
 const LINGER: Duration = Duration::from_secs(2);
-
-/// The end of a connection whose request head was refused (nginx's lingering close):
-/// the answer is written and the write side shut, then what the client still sends is
-/// read and dropped until it closes or [`LINGER`] has passed. Closing at once, with its
-/// unread bytes in the socket, would reset the connection, and the reset can destroy
-/// the answer before the client reads it.
-struct Linger {
-    refusal: Refusal,
-    written: usize,
-    shut: bool,
-}
-
-impl Linger {
-    fn new(refusal: Refusal) -> Linger {
-        Linger {
-            refusal,
-            written: 0,
-            shut: false,
-        }
-    }
-}
 
 impl<T> TimedIo<T> {
     pub fn new(inner: T, state: Arc<ConnState>, limits: ConnLimits) -> TimedIo<T> {
@@ -193,8 +164,6 @@ impl<T> TimedIo<T> {
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
-            heads: HeadCheck::new(limits.request_line),
-            refused: None,
             write_sleep: None,
             write_waiting: false,
             draining: false,
@@ -210,44 +179,6 @@ impl<T> TimedIo<T> {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
-    /// Writes the refusal, then drains the client until it closes or time is up; ends
-    /// with the error that closes the connection.
-    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let Some(linger) = self.refused.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
-        let error = || io::Error::new(io::ErrorKind::InvalidData, linger.refusal);
-        let answer = linger.refusal.response();
-        let mut inner = Pin::new(&mut self.inner);
-        while linger.written < answer.len() {
-            match inner.as_mut().poll_write(cx, &answer[linger.written..]) {
-                Poll::Ready(Ok(n)) if n > 0 => linger.written += n,
-                Poll::Ready(_) => return Poll::Ready(Err(error())),
-                Poll::Pending => return self.poll_linger_timer(cx),
-            }
-        }
-        if !linger.shut {
-            match inner.as_mut().poll_shutdown(cx) {
-                Poll::Ready(_) => linger.shut = true,
-                Poll::Pending => return self.poll_linger_timer(cx),
-            }
-        }
-        let refusal = linger.refusal;
-        std::task::ready!(self.poll_discard(cx));
-        Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, refusal)))
-    }
-
-    /// While lingering: the connection ends when [`LINGER`] is up.
-    fn poll_linger_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match (self.sleep.as_mut().poll(cx), &self.refused) {
-            (Poll::Ready(()), Some(linger)) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                linger.refusal,
-            ))),
-            _ => Poll::Pending,
-        }
-    }
-
     /// The last part of a lingering close, the write side shut: reads and drops what the
     /// client still sends; ready when it closes (or fails) or the armed `sleep` is up. A
     /// client that never stops sending gives other tasks their turn every 64 KiB.
@@ -310,9 +241,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.refused.is_some() {
-            return this.poll_linger(cx);
-        }
         if this.prefix.has_remaining() {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
@@ -327,16 +255,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
                     let phase = this.state.phase.load(Ordering::Acquire);
                     if phase == FRESH || phase == IDLE {
                         this.state.enter(HEAD);
-                    }
-                    if !this.h2 && this.heads.scanning() {
-                        if let Err(refusal) = this.heads.feed(&buf.filled()[before..]) {
-                            // hyper never sees this head: the bytes go no further.
-                            buf.set_filled(before);
-                            this.refused = Some(Linger::new(refusal));
-                            this.sleep.as_mut().reset(Instant::now() + LINGER);
-                            this.armed = None;
-                            return this.poll_linger(cx);
-                        }
                     }
                 }
                 Poll::Ready(Ok(()))

@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::config::MaxBodySize;
+
+pub mod client;
+
+pub use client::{ClientBody, ClientBodyError};
 
 /// Why a streamed body stopped early.
 #[derive(Debug)]
@@ -26,7 +29,7 @@ pub enum BodyError {
     /// that stalls past `read_timeout` is an [`BodyError::Upstream`] timeout.)
     Timeout,
     /// The client's body failed: reset, closed early, malformed framing.
-    Stream(hyper::Error),
+    Stream(ClientBodyError),
     /// The client's body grew past `client_max_body_size`; the frame that would have
     /// crossed it was not passed on.
     TooLarge,
@@ -121,7 +124,7 @@ pin_project! {
     /// body leave it.
     pub struct Timed {
         #[pin]
-        inner: Incoming,
+        inner: ClientBody,
         limits: BodyLimits,
         max: MaxBodySize,
         too_large: bool,
@@ -134,7 +137,7 @@ pin_project! {
 }
 
 impl Timed {
-    pub fn new(inner: Incoming, limits: BodyLimits, max: MaxBodySize) -> Timed {
+    pub fn new(inner: ClientBody, limits: BodyLimits, max: MaxBodySize) -> Timed {
         Timed {
             inner,
             limits,
@@ -150,7 +153,7 @@ impl Timed {
 
     /// Also reports each frame to `progress`.
     pub fn watched(
-        inner: Incoming,
+        inner: ClientBody,
         limits: BodyLimits,
         max: MaxBodySize,
         progress: Arc<Progress>,

@@ -18,6 +18,7 @@ mod body_limit;
 mod cli;
 mod concurrency_gate;
 mod framing_corpus;
+mod h1_codec;
 mod hardening;
 mod header_rules;
 mod large_body;

@@ -1,10 +1,11 @@
-//! The chunked transfer coding (RFC 9112 §7.1), decoded from the connection's read buffer.
+//! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's read buffer: an
+//! upstream's response bodies, and (`server/h1`) clients' request bodies.
 //!
 //! Strict on purpose, since a lenient chunk parser is how response splitting starts: hex
 //! sizes with overflow checks, every line ended by CRLF (no bare LF or CR), lines bounded
 //! by [`MAX_CHUNK_LINE`], extensions checked against their grammar then ignored, trailers
 //! checked to be field lines then discarded, up to [`MAX_TRAILER_BYTES`]. A line that
-//! fits no grammar is a sign that we and the server no longer agree where a chunk ends.
+//! fits no grammar is a sign that we and the peer no longer agree where a chunk ends.
 //! Data comes out as slices of the buffer, never copied.
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -27,7 +28,7 @@ enum State {
 
 /// One step of decoding.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
+pub enum Step {
     Data(Bytes),
     /// The buffer holds no further complete piece: read more.
     NeedMore,
@@ -36,26 +37,32 @@ pub(super) enum Step {
 }
 
 #[derive(Debug)]
-pub(super) struct Decoder {
+pub struct Decoder {
     state: State,
     trailer_bytes: usize,
 }
 
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder::new()
+    }
+}
+
 impl Decoder {
-    pub(super) fn new() -> Decoder {
+    pub fn new() -> Decoder {
         Decoder {
             state: State::Size,
             trailer_bytes: 0,
         }
     }
 
-    pub(super) fn is_done(&self) -> bool {
+    pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
 
     /// Decodes from the front of `buf` until a piece of data, the end, or a need for
     /// more bytes.
-    pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Error> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Error> {
         loop {
             if let State::Data(remaining) = self.state {
                 if buf.is_empty() {
@@ -78,7 +85,7 @@ impl Decoder {
 
     /// Consumes framing already in `buf` (CRLF, size lines, trailers) without taking any
     /// data, so that the end of the body is seen with its last data frame.
-    pub(super) fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Error> {
+    pub fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Error> {
         while !matches!(self.state, State::Data(_) | State::Done) {
             if let Some(Step::NeedMore) = self.skip_one(buf)? {
                 break;

@@ -299,7 +299,8 @@ impl Upload {
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` in decimal.
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -313,7 +314,8 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
-fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` in lower-case hex (a chunk size).
+pub fn push_hex(out: &mut Vec<u8>, mut n: u64) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [0u8; 16];
     let mut i = digits.len();

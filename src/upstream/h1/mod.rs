@@ -32,7 +32,7 @@
 //! Every limit is a constant below; every protocol decision cites RFC 9112.
 
 mod body;
-mod chunked;
+pub mod chunked;
 mod conn;
 mod decode;
 mod encode;
@@ -50,6 +50,7 @@ use http::{Request, Response};
 
 pub use body::Body;
 pub use conn::UpstreamConn;
+pub use encode::{push_decimal, push_hex};
 pub use stream::Stream;
 pub use upgraded::Upgraded;
 

@@ -1,0 +1,317 @@
+//! HTTP/1.1 connections, served by tollgate's own codec rather than hyper's: requests in
+//! turn (pipelined ones too), each head parsed into the `http` types the pipeline takes
+//! ([`head`]), its body decoded only as the pipeline reads it ([`upload`]), the answer
+//! framed ([`response`]) and written with as few copies and writes as it allows
+//! ([`outbox`]).
+//!
+//! One task owns the socket: while the pipeline works on a request, the connection feeds
+//! it the body it asks for, and otherwise watches for the client going away (which drops
+//! the request, as nginx ends a request whose client closed). The read buffer, the write
+//! buffer and the header map are the connection's, reused by each request in turn.
+
+mod date;
+mod head;
+mod outbox;
+mod response;
+mod upload;
+
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::Body;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+pub use head::HeadLimits;
+
+use super::conn::settle;
+use super::timeouts::{ConnState, TimedIo};
+use crate::proxy::tunnel::Handover;
+use crate::proxy::{Conn, Logged};
+use crate::state::GatewayState;
+use crate::upstream::body::ClientBody;
+use head::{Head, Malformed};
+use outbox::Outbox;
+use response::{frame_end, frame_piece, Asked, Framing};
+use upload::{poll_read, Pumped, Upload};
+
+/// What a connection serves with.
+pub struct Setup<'a> {
+    pub conn: &'a Conn,
+    pub state: &'a GatewayState,
+    pub conn_state: &'a Arc<ConnState>,
+    pub limits: HeadLimits,
+    /// Set when the worker drains: the connection finishes the answer under way and
+    /// takes no further request.
+    pub draining: &'a AtomicBool,
+}
+
+/// Serves requests on `io` until the client closes, a limit ends it, the worker drains,
+/// or an upgrade hands it over. `read` holds bytes already read from it.
+pub async fn serve<T>(io: TimedIo<T>, read: BytesMut, setup: Setup<'_>)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut conn = Connection {
+        io,
+        read,
+        out: Outbox::default(),
+        headers: HeaderMap::new(),
+        limits: setup.limits,
+    };
+    loop {
+        match conn.exchange(&setup).await {
+            Next::Request => {}
+            Next::Close => break,
+            Next::Upgrade(handover) => {
+                let mut io = conn.io;
+                // What the client sent after its handshake is the tunnel's.
+                io.replay(conn.read.split().freeze(), false);
+                handover.hand_over(Box::new(io));
+                return;
+            }
+        }
+    }
+    // A lingering close where an answer left a body unread (`ConnState`).
+    let _ = conn.io.shutdown().await;
+}
+
+struct Connection<T> {
+    io: TimedIo<T>,
+    read: BytesMut,
+    out: Outbox,
+    /// An empty map for the next head (the last answer's, cleared).
+    headers: HeaderMap,
+    limits: HeadLimits,
+}
+
+/// After one exchange.
+enum Next {
+    Request,
+    Close,
+    Upgrade(Handover),
+}
+
+/// Why no head came.
+enum NoHead {
+    Malformed(Malformed),
+    /// The connection failed or a limit ended it (any answer is already sent).
+    Failed,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
+    /// One request and its answer.
+    async fn exchange(&mut self, setup: &Setup<'_>) -> Next {
+        let head = match poll_fn(|cx| self.poll_head(cx, setup.draining)).await {
+            Ok(Some(head)) => head,
+            Ok(None) | Err(NoHead::Failed) => return Next::Close,
+            Err(NoHead::Malformed(malformed)) => {
+                tracing::debug!(peer = %setup.conn.peer, ?malformed, "malformed request head");
+                setup.conn_state.linger_on_close();
+                let _ = self.io.write_all(malformed.response()).await;
+                return Next::Close;
+            }
+        };
+        let guard = setup.conn_state.begin();
+        let asked = Asked::of(&head.method, head.version, head.keep_alive);
+        let (request, mut upload, handover) = request(head);
+        let snapshot = setup.state.snapshot.load_full();
+        let response = {
+            let mut answer = pin!(snapshot.pipeline.handle(request, setup.conn));
+            poll_fn(|cx| self.poll_answer(cx, answer.as_mut(), &mut upload)).await
+        };
+        // None: the client went away; dropping the request ended it.
+        let Some(response) = response else {
+            return Next::Close;
+        };
+        if settle(&response, setup.conn_state, false).is_err() {
+            return Next::Close;
+        }
+        let status = response.status();
+        upload.discard_buffered(&mut self.read);
+        let asked = Asked {
+            keep_alive: asked.keep_alive
+                && !setup.draining.load(Ordering::Relaxed)
+                && (upload.is_done() || !upload.is_over()),
+            ..asked
+        };
+        let kept = self.send(response, asked, &mut upload).await;
+        drop(guard);
+        match (kept, handover) {
+            (Ok(_), Some(handover)) if status == StatusCode::SWITCHING_PROTOCOLS => {
+                Next::Upgrade(handover)
+            }
+            (Ok(true), _) if upload.is_done() => Next::Request,
+            _ => Next::Close,
+        }
+    }
+
+    /// Reads until a whole head is in the buffer; `Ok(None)` when the client closed
+    /// (or a timeout ended the connection quietly), or the worker drains before the
+    /// next head has begun (one begun is read and answered, with `Connection: close`).
+    fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        draining: &AtomicBool,
+    ) -> Poll<Result<Option<Head>, NoHead>> {
+        loop {
+            if self.read.is_empty() && draining.load(Ordering::Relaxed) {
+                return Poll::Ready(Ok(None));
+            }
+            if !self.read.is_empty() {
+                match head::parse(&mut self.read, self.limits, &mut self.headers) {
+                    Ok(Some(head)) => return Poll::Ready(Ok(Some(head))),
+                    Ok(None) => {}
+                    Err(malformed) => return Poll::Ready(Err(NoHead::Malformed(malformed))),
+                }
+            }
+            match std::task::ready!(poll_read(&mut self.io, &mut self.read, cx)) {
+                Ok(0) => return Poll::Ready(Ok(None)),
+                Ok(_) => {}
+                Err(_) => return Poll::Ready(Err(NoHead::Failed)),
+            }
+        }
+    }
+
+    /// Drives the pipeline to its answer, feeding it the body it asks for; `None` if the
+    /// client went away first.
+    fn poll_answer<F: Future<Output = Response<Logged>>>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut answer: Pin<&mut F>,
+        upload: &mut Upload,
+    ) -> Poll<Option<Response<Logged>>> {
+        loop {
+            if let Poll::Ready(response) = answer.as_mut().poll(cx) {
+                return Poll::Ready(Some(response));
+            }
+            match upload.poll_pump(cx, &mut self.io, &mut self.read, &mut self.out) {
+                Pumped::Fed => continue,
+                Pumped::Waiting => return Poll::Pending,
+                Pumped::Idle => {}
+            }
+            if upload.is_over() && self.gone(cx) {
+                return Poll::Ready(None);
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Whether the client closed (or broke) the connection while its request is under
+    /// way. Reads only into room the buffer has (it is not grown for this); bytes that
+    /// come are the next request's, kept, and then nothing more is watched.
+    fn gone(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.read.is_empty() || self.read.capacity() == self.read.len() {
+            return false;
+        }
+        let read = pin!(tokio::io::AsyncReadExt::read_buf(
+            &mut self.io,
+            &mut self.read
+        ));
+        matches!(read.poll(cx), Poll::Ready(Ok(0) | Err(_)))
+    }
+
+    /// Writes the answer; `Ok(true)` if the connection can carry another request.
+    async fn send(
+        &mut self,
+        response: Response<Logged>,
+        asked: Asked,
+        upload: &mut Upload,
+    ) -> Result<bool, ()> {
+        let (parts, body) = response.into_parts();
+        let length = body.size_hint().exact();
+        let written = response::write_head(
+            self.out.small(),
+            parts.status,
+            &parts.headers,
+            length,
+            asked,
+        );
+        let mut headers = parts.headers;
+        headers.clear();
+        self.headers = headers;
+        let mut sending = Sending {
+            body,
+            framing: written.framing,
+            ended: written.framing == Framing::Nothing,
+        };
+        poll_fn(|cx| self.poll_send(cx, &mut sending, upload)).await?;
+        Ok(written.keep_alive && written.framing != Framing::Close)
+    }
+
+    /// Writes the queued bytes and the body as it comes, then flushes.
+    fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        sending: &mut Sending,
+        upload: &mut Upload,
+    ) -> Poll<Result<(), ()>> {
+        loop {
+            if sending.ended || self.out.is_full() {
+                std::task::ready!(self.out.poll_drain(&mut self.io, cx)).map_err(drop)?;
+            }
+            if sending.ended {
+                return Pin::new(&mut self.io).poll_flush(cx).map_err(drop);
+            }
+            match Pin::new(&mut sending.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(piece) = frame.into_data() else {
+                        continue;
+                    };
+                    let small = self.out.small();
+                    match frame_piece(&mut sending.framing, piece, small) {
+                        Ok(Some((large, suffix))) => self.out.set_large(large, suffix),
+                        Ok(None) => {}
+                        Err(_) => return Poll::Ready(Err(())),
+                    }
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    tracing::debug!(error = %err, "response body failed");
+                    return Poll::Ready(Err(()));
+                }
+                Poll::Ready(None) => {
+                    frame_end(sending.framing, self.out.small()).map_err(drop)?;
+                    sending.ended = true;
+                }
+                Poll::Pending => {
+                    if upload.poll_pump(cx, &mut self.io, &mut self.read, &mut self.out)
+                        == Pumped::Fed
+                    {
+                        continue;
+                    }
+                    std::task::ready!(self.out.poll_drain(&mut self.io, cx)).map_err(drop)?;
+                    std::task::ready!(Pin::new(&mut self.io).poll_flush(cx)).map_err(drop)?;
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+/// An answer's body on its way out.
+struct Sending {
+    body: Logged,
+    framing: Framing,
+    ended: bool,
+}
+
+/// The pipeline's request for a head, the connection's side of its body, and, when it
+/// asks for an upgrade, the handover of the connection after a 101.
+fn request(head: Head) -> (Request<ClientBody>, Upload, Option<Handover>) {
+    let (body, upload) = Upload::new(head.framing, head.expect_continue);
+    let mut request = Request::new(body);
+    *request.method_mut() = head.method;
+    *request.uri_mut() = head.uri;
+    *request.version_mut() = head.version;
+    *request.headers_mut() = head.headers;
+    let handover = head.upgrade.then(|| {
+        let (handover, upgrade) = Handover::new();
+        request.extensions_mut().insert(upgrade);
+        handover
+    });
+    (request, upload, handover)
+}

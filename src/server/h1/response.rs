@@ -1,0 +1,337 @@
+//! An answer's head as HTTP/1.1 bytes, and how its body is framed on the wire: the
+//! answer's own `Content-Length`, else the body's known length, else chunked (close-
+//! delimited to an HTTP/1.0 client). Bodies that must not be sent (to `HEAD`, with a
+//! 1xx, 204 or 304) are not.
+
+use bytes::Bytes;
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+use http::{HeaderMap, Method, StatusCode, Version};
+
+use super::date;
+use super::head::has_token;
+use crate::upstream::h1::{push_decimal, push_hex};
+
+/// What the request asked that shapes its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked {
+    pub head: bool,
+    pub http10: bool,
+    /// The connection may stay open after this answer (the client's wish, and no drain).
+    pub keep_alive: bool,
+}
+
+impl Asked {
+    pub fn of(method: &Method, version: Version, keep_alive: bool) -> Asked {
+        Asked {
+            head: method == Method::HEAD,
+            http10: version == Version::HTTP_10,
+            keep_alive,
+        }
+    }
+}
+
+/// How the body goes on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// Nothing is sent (and the body is not read).
+    Nothing,
+    /// Exactly so many bytes.
+    Length(u64),
+    Chunked,
+    /// Until the connection closes.
+    Close,
+}
+
+/// The written head: how the body follows, and whether the connection stays open.
+#[derive(Clone, Copy, Debug)]
+pub struct Written {
+    pub framing: Framing,
+    pub keep_alive: bool,
+}
+
+/// Writes the head of an answer with `status` and `headers` to `out`; `length` is the
+/// body's exact length when known.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    headers: &HeaderMap,
+    length: Option<u64>,
+    asked: Asked,
+) -> Written {
+    let no_body = asked.head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let mut keep_alive = asked.keep_alive;
+    out.extend_from_slice(if asked.http10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let mut declared = None;
+    let (mut dated, mut said_close, mut said_keep_alive) = (false, false, false);
+    for (name, value) in headers {
+        if name == TRANSFER_ENCODING {
+            // The framing is this connection's to choose.
+            continue;
+        }
+        if name == CONTENT_LENGTH {
+            if declared.is_some() {
+                continue;
+            }
+            declared = std::str::from_utf8(value.as_bytes())
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_none() {
+                continue;
+            }
+        } else if name == CONNECTION {
+            said_close |= has_token(value.as_bytes(), b"close");
+            said_keep_alive |= has_token(value.as_bytes(), b"keep-alive");
+        } else if name == DATE {
+            dated = true;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if said_close {
+        keep_alive = false;
+    }
+    let framing = if status == StatusCode::SWITCHING_PROTOCOLS {
+        Framing::Nothing
+    } else if no_body {
+        if declared.is_none() && asked.head {
+            if let Some(length) = length.filter(|&n| n > 0) {
+                write_length(out, length);
+            }
+        }
+        Framing::Nothing
+    } else if let Some(length) = declared.or(length) {
+        if declared.is_none() {
+            write_length(out, length);
+        }
+        Framing::Length(length)
+    } else if asked.http10 {
+        keep_alive = false;
+        Framing::Close
+    } else {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        Framing::Chunked
+    };
+    if !keep_alive && !said_close && !asked.http10 && status != StatusCode::SWITCHING_PROTOCOLS {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    if keep_alive && asked.http10 && !said_keep_alive {
+        out.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    if !dated {
+        date::write_header(out);
+    }
+    out.extend_from_slice(b"\r\n");
+    Written {
+        framing,
+        keep_alive,
+    }
+}
+
+fn write_length(out: &mut Vec<u8>, length: u64) {
+    out.extend_from_slice(b"content-length: ");
+    push_decimal(out, length);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A body piece too large to be copied into the write buffer is written from its own
+/// bytes (`outbox`); the limit below which it is copied.
+pub const COPY_UP_TO: usize = 8 * 1024;
+
+/// Frames one piece of body: `small` gets what is copied (chunk size line, the piece if
+/// small, its CRLF), and a large piece comes back to be written by itself, followed by
+/// the returned suffix. `Err` if the piece goes past the declared length.
+pub fn frame_piece(
+    framing: &mut Framing,
+    piece: Bytes,
+    small: &mut Vec<u8>,
+) -> Result<Option<(Bytes, &'static [u8])>, TooLong> {
+    if piece.is_empty() {
+        return Ok(None);
+    }
+    let suffix: &'static [u8] = match framing {
+        Framing::Nothing => return Ok(None),
+        Framing::Length(left) => {
+            let n = piece.len() as u64;
+            if n > *left {
+                return Err(TooLong);
+            }
+            *left -= n;
+            b""
+        }
+        Framing::Chunked => {
+            push_hex(small, piece.len() as u64);
+            small.extend_from_slice(b"\r\n");
+            b"\r\n"
+        }
+        Framing::Close => b"",
+    };
+    if piece.len() <= COPY_UP_TO {
+        small.extend_from_slice(&piece);
+        small.extend_from_slice(suffix);
+        return Ok(None);
+    }
+    Ok(Some((piece, suffix)))
+}
+
+/// The end of the body on the wire; `Err` if fewer bytes came than declared.
+pub fn frame_end(framing: Framing, small: &mut Vec<u8>) -> Result<(), TooLong> {
+    match framing {
+        Framing::Chunked => {
+            small.extend_from_slice(b"0\r\n\r\n");
+            Ok(())
+        }
+        Framing::Length(left) if left > 0 => Err(TooLong),
+        _ => Ok(()),
+    }
+}
+
+/// A body that does not match its declared length: the connection cannot carry on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn head(
+        status: u16,
+        headers: &[(&str, &str)],
+        length: Option<u64>,
+        asked: Asked,
+    ) -> (String, Written) {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        let mut out = Vec::new();
+        let status = StatusCode::from_u16(status).unwrap();
+        let written = write_head(&mut out, status, &map, length, asked);
+        let text = String::from_utf8(out).unwrap();
+        let cut = text.find("date: ").map_or(text.clone(), |at| {
+            let end = text[at..].find("\r\n").unwrap() + at + 2;
+            format!("{}{}", &text[..at], &text[end..])
+        });
+        (cut, written)
+    }
+
+    const GET11: Asked = Asked {
+        head: false,
+        http10: false,
+        keep_alive: true,
+    };
+
+    #[test]
+    fn a_known_length_is_written_and_kept_to() {
+        let (text, written) = head(200, &[("x-a", "1")], Some(5), GET11);
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\nx-a: 1\r\ncontent-length: 5\r\n\r\n"
+        );
+        assert_eq!(written.framing, Framing::Length(5));
+        assert!(written.keep_alive);
+    }
+
+    #[test]
+    fn an_unknown_length_is_chunked_for_http11_and_closes_http10() {
+        let (text, written) = head(200, &[], None, GET11);
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+        assert_eq!(written.framing, Framing::Chunked);
+        let asked = Asked {
+            http10: true,
+            keep_alive: true,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], None, asked);
+        assert_eq!(text, "HTTP/1.0 200 OK\r\n\r\n");
+        assert_eq!(written.framing, Framing::Close);
+        assert!(!written.keep_alive);
+    }
+
+    #[test]
+    fn a_declared_length_wins_and_a_transfer_encoding_is_dropped() {
+        let headers = [("content-length", "3"), ("transfer-encoding", "chunked")];
+        let (text, written) = head(200, &headers, None, GET11);
+        assert_eq!(text, "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n");
+        assert_eq!(written.framing, Framing::Length(3));
+    }
+
+    #[test]
+    fn no_body_goes_with_head_204_and_304() {
+        let asked = Asked {
+            head: true,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], Some(7), asked);
+        assert_eq!(text, "HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\n");
+        assert_eq!(written.framing, Framing::Nothing);
+        for status in [204, 304] {
+            let (text, written) = head(status, &[], Some(0), GET11);
+            assert!(!text.contains("content-length"), "{text}");
+            assert_eq!(written.framing, Framing::Nothing);
+        }
+    }
+
+    #[test]
+    fn closing_is_said_on_http11_and_keeping_on_http10() {
+        let asked = Asked {
+            keep_alive: false,
+            ..GET11
+        };
+        let (text, _) = head(200, &[], Some(0), asked);
+        assert!(text.contains("connection: close\r\n"), "{text}");
+        let (text, written) = head(429, &[("connection", "close")], Some(0), GET11);
+        assert_eq!(text.matches("connection").count(), 1, "{text}");
+        assert!(!written.keep_alive);
+        let asked = Asked {
+            http10: true,
+            ..GET11
+        };
+        let (text, written) = head(200, &[], Some(0), asked);
+        assert!(text.contains("connection: keep-alive\r\n"), "{text}");
+        assert!(written.keep_alive);
+    }
+
+    #[test]
+    fn pieces_are_framed_and_lengths_kept_to() {
+        let mut small = Vec::new();
+        let mut framing = Framing::Chunked;
+        let big = Bytes::from(vec![b'x'; COPY_UP_TO + 1]);
+        assert_eq!(
+            frame_piece(&mut framing, Bytes::from_static(b"abc"), &mut small),
+            Ok(None)
+        );
+        let large = frame_piece(&mut framing, big.clone(), &mut small).unwrap();
+        assert_eq!(large, Some((big, &b"\r\n"[..])));
+        frame_end(framing, &mut small).unwrap();
+        assert_eq!(small, b"3\r\nabc\r\n2001\r\n0\r\n\r\n");
+        let mut framing = Framing::Length(2);
+        let mut small = Vec::new();
+        assert_eq!(
+            frame_piece(&mut framing, Bytes::from_static(b"abc"), &mut small),
+            Err(TooLong)
+        );
+        let mut framing = Framing::Length(4);
+        frame_piece(&mut framing, Bytes::from_static(b"abc"), &mut small).unwrap();
+        assert_eq!(frame_end(framing, &mut small), Err(TooLong));
+    }
+}

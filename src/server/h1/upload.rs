@@ -1,0 +1,219 @@
+//! A request's body as its connection reads it: decoded (`Content-Length` or chunked)
+//! from the read buffer and handed to the pipeline's reader ([`Feed`]) a piece at a time,
+//! only while the reader asks for more, so a client's upload comes in no faster than it
+//! goes out. `Expect: 100-continue` is answered when the body is first asked for.
+
+use std::future::Future;
+use std::io;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::head::Framing;
+use super::outbox::Outbox;
+use crate::upstream::body::client::{feed, Feed};
+use crate::upstream::body::{ClientBody, ClientBodyError};
+use crate::upstream::h1::chunked::{Decoder, Step};
+use crate::upstream::h1::Error as H1Error;
+
+/// A read makes room for this much when less is free.
+pub const READ_BUF: usize = 8 * 1024;
+/// Less free room than this in the read buffer is made more of before a read.
+pub const MIN_SPARE: usize = 1024;
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+enum Decoding {
+    Length(u64),
+    Chunked(Decoder),
+}
+
+/// The connection's side of one request's body.
+pub struct Upload {
+    feed: Option<Feed>,
+    decoding: Decoding,
+    continue_due: bool,
+    /// The body has been read to its end (or there is none).
+    done: bool,
+    /// It broke off (a framing error, or the client closed): nothing more can be read.
+    broken: bool,
+}
+
+/// What one [`Upload::poll_pump`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pumped {
+    /// Gave the reader something (a piece, the end, an error): poll it again.
+    Fed,
+    /// The reader waits and the socket has nothing yet.
+    Waiting,
+    /// Nothing to do: no body, the body is over, or nobody asks.
+    Idle,
+}
+
+impl Upload {
+    /// The pipeline's body and the connection's side of it.
+    pub fn new(framing: Framing, expect_continue: bool) -> (ClientBody, Upload) {
+        let (decoding, length) = match framing {
+            Framing::None => return (ClientBody::Empty, Upload::none()),
+            Framing::Length(length) => (Decoding::Length(length), Some(length)),
+            Framing::Chunked => (Decoding::Chunked(Decoder::new()), None),
+        };
+        let (feed, fed) = feed(length);
+        let upload = Upload {
+            feed: Some(feed),
+            decoding,
+            continue_due: expect_continue,
+            done: false,
+            broken: false,
+        };
+        (ClientBody::H1(fed), upload)
+    }
+
+    fn none() -> Upload {
+        Upload {
+            feed: None,
+            decoding: Decoding::Length(0),
+            continue_due: false,
+            done: true,
+            broken: false,
+        }
+    }
+
+    /// The body was read to its end: the connection can carry another request.
+    pub fn is_done(&self) -> bool {
+        self.done && !self.broken
+    }
+
+    /// The connection reads nothing for this body any more: no body, read to its end, or
+    /// broken off.
+    pub fn is_over(&self) -> bool {
+        self.done
+    }
+
+    /// When the reader has dropped the body before its end: takes what of the rest is
+    /// already buffered, so that the connection can go on if that was all of it.
+    pub fn discard_buffered(&mut self, read: &mut BytesMut) {
+        let abandoned = self.feed.as_ref().is_some_and(Feed::gone);
+        while abandoned && !self.done {
+            match self.decode(read) {
+                Some(Ok(_)) => {}
+                Some(Err(_)) => self.broken = true,
+                None => return,
+            }
+        }
+    }
+
+    /// Feeds the reader if it waits: from the buffer, else from the socket.
+    pub fn poll_pump<T: AsyncRead + tokio::io::AsyncWrite + Unpin>(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut T,
+        read: &mut BytesMut,
+        out: &mut Outbox,
+    ) -> Pumped {
+        let Some(feed) = &self.feed else {
+            return Pumped::Idle;
+        };
+        if self.done || !feed.wanted() {
+            return Pumped::Idle;
+        }
+        if std::mem::take(&mut self.continue_due) && read.is_empty() {
+            out.small().extend_from_slice(CONTINUE);
+        }
+        if !out.is_empty() {
+            if let Poll::Ready(Err(_)) = out.poll_drain(io, cx) {
+                return self.fail(ClientBodyError::Closed);
+            }
+        }
+        loop {
+            match self.decode(read) {
+                Some(Ok(piece)) => {
+                    self.feed_piece(piece);
+                    return Pumped::Fed;
+                }
+                Some(Err(what)) => return self.fail(ClientBodyError::Framing(what)),
+                None if self.done => {
+                    self.finish(Ok(()));
+                    return Pumped::Fed;
+                }
+                None => {}
+            }
+            match poll_read(io, read, cx) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    return self.fail(ClientBodyError::Closed)
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Pending => return Pumped::Waiting,
+            }
+        }
+    }
+
+    fn feed_piece(&mut self, piece: bytes::Bytes) {
+        if let Some(feed) = &self.feed {
+            feed.push(piece);
+            if self.done {
+                feed.finish(Ok(()));
+            }
+        }
+    }
+
+    fn finish(&mut self, end: Result<(), ClientBodyError>) {
+        if let Some(feed) = &self.feed {
+            feed.finish(end);
+        }
+    }
+
+    fn fail(&mut self, err: ClientBodyError) -> Pumped {
+        self.done = true;
+        self.broken = true;
+        self.finish(Err(err));
+        Pumped::Fed
+    }
+
+    /// The next piece in the buffer; `None` when more must be read (or the end came:
+    /// then `done` is set).
+    fn decode(&mut self, read: &mut BytesMut) -> Option<Result<bytes::Bytes, &'static str>> {
+        match &mut self.decoding {
+            Decoding::Length(0) => {
+                self.done = true;
+                None
+            }
+            Decoding::Length(left) => {
+                if read.is_empty() {
+                    return None;
+                }
+                let n = (*left).min(read.len() as u64);
+                *left -= n;
+                self.done = *left == 0;
+                Some(Ok(read.split_to(n as usize).freeze()))
+            }
+            Decoding::Chunked(decoder) => {
+                let step = decoder.decode(read).and_then(|step| {
+                    // The end is seen with the last piece when its framing is there.
+                    decoder.skip_framing(read)?;
+                    Ok(step)
+                });
+                self.done = decoder.is_done();
+                match step {
+                    Ok(Step::Data(piece)) => Some(Ok(piece)),
+                    Ok(Step::NeedMore) | Ok(Step::Done) => None,
+                    Err(H1Error::Chunked(what)) => Some(Err(what)),
+                    Err(_) => Some(Err("chunked framing")),
+                }
+            }
+        }
+    }
+}
+
+/// Reads what the socket has into `read`, making room first if little is left.
+pub fn poll_read<T: AsyncRead + Unpin>(
+    io: &mut T,
+    read: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    if read.capacity() - read.len() < MIN_SPARE {
+        read.reserve(READ_BUF);
+    }
+    std::pin::pin!(io.read_buf(read)).poll(cx)
+}
