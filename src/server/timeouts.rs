@@ -203,6 +203,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
+            // HTTP/1.1 reads again by itself once its request is over (`server/h1`); an
+            // HTTP/2 reader is parked here and woken then.
+            if !self.h2 {
+                return Poll::Pending;
+            }
             if let Ok(mut reader) = self.state.reader.lock() {
                 *reader = Some(cx.waker().clone());
             }
@@ -212,12 +217,24 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
             }
             return self.poll_expired(cx);
         };
-        if self.armed != Some(deadline) {
+        // The timer moves lazily: each request puts the deadline later, which leaves the
+        // armed one alone (moving a registered timer costs a trip through the timer
+        // wheel); when it fires early it is armed again for the deadline in force.
+        if self.armed.is_none_or(|armed| armed > deadline) {
             self.sleep.as_mut().reset(deadline);
             self.armed = Some(deadline);
         }
-        if self.sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
+        loop {
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            match self.armed {
+                Some(armed) if armed < deadline => {
+                    self.sleep.as_mut().reset(deadline);
+                    self.armed = Some(deadline);
+                }
+                _ => break,
+            }
         }
         let phase = self.state.phase.load(Ordering::Acquire);
         if phase == HEAD && !self.h2 {
