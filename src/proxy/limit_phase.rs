@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use http::{HeaderName, Request, Response};
+use http::{HeaderMap, HeaderName, Request, Response};
 
 use crate::access;
 use crate::limit::key::RequestView;
@@ -73,11 +73,13 @@ impl Pipeline {
     }
 
     /// The answer when the limits refuse the request: 503 when Redis could not decide
-    /// (`on_error = "deny"`), else the location's rejection.
+    /// (`on_error = "deny"`), else the location's rejection, whose headers go in the
+    /// request's map (`request_headers`, emptied: the request needs it no more).
     pub(super) fn refusal(
         &self,
         location: &Location,
         outcome: &Outcome,
+        request_headers: &mut HeaderMap,
     ) -> Option<Response<ResponseBody>> {
         if let Some(banned) = &outcome.banned {
             return Some(limit_response::banned(location, banned));
@@ -85,9 +87,11 @@ impl Pipeline {
         if outcome.unavailable {
             return Some(limit_response::unavailable());
         }
-        outcome
-            .rejected()
-            .then(|| limit_response::rejection(location, outcome, self.ratelimit_headers))
+        outcome.rejected().then(|| {
+            let mut headers = std::mem::take(request_headers);
+            headers.clear();
+            limit_response::rejection(location, outcome, self.ratelimit_headers, headers)
+        })
     }
 }
 

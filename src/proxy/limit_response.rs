@@ -72,10 +72,12 @@ pub(super) fn overloaded(upstream: &str, queue_timeout: Duration) -> Response<Re
 
 /// The answer to a rejected request: the location's `limit_status`, `Retry-After`
 /// (whole seconds, rounded up, so never earlier than the truth) and a problem+json body.
+/// Its headers go into `headers`, an empty map (a used one has its room already).
 pub(super) fn rejection(
     location: &Location,
     outcome: &Outcome,
     style: RateLimitHeaders,
+    mut headers: HeaderMap,
 ) -> Response<ResponseBody> {
     let status = location.limit_status;
     let retry_after = retry_after_secs(outcome.retry_after);
@@ -97,8 +99,8 @@ pub(super) fn rejection(
             problem(status, detail, zone, retry_after)
         }
     };
-    // Sized for every header it gets, so that adding them never regrows the map.
-    let mut headers = HeaderMap::with_capacity(2 + style.count());
+    // Room for every header it gets, so that adding them never regrows the map.
+    headers.reserve(2 + style.count());
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
     headers.insert(RETRY_AFTER, number_value(retry_after));
     add_headers(&mut headers, location, outcome, style);

@@ -212,7 +212,10 @@ impl Pipeline {
             self.denied.get(conn.worker).add(1);
             return log.finish(response::error(StatusCode::FORBIDDEN), None);
         }
-        let (location, path) = match self.route(&req, conn) {
+        // The path borrows a copy of the target (a reference count), not the request,
+        // whose header map a rejection takes over.
+        let target = req.uri().clone();
+        let (location, path) = match self.route(&target, &req, conn) {
             Ok(found) => found,
             Err(StatusCode::NOT_FOUND) => {
                 return log.finish(response::error(StatusCode::NOT_FOUND), None)
@@ -227,7 +230,7 @@ impl Pipeline {
             .limit(location, &req, client, &path, now, conn.worker)
             .await;
         log.limit(&limited);
-        if let Some(refusal) = self.refusal(location, &limited) {
+        if let Some(refusal) = self.refusal(location, &limited, req.headers_mut()) {
             return log.finish(refusal, None);
         }
         if let Some(delay) = limit_response::delay(&limited) {
@@ -362,11 +365,11 @@ impl Pipeline {
     /// normalized path, or the 400/404 that ends it.
     fn route<'p>(
         &self,
-        req: &'p Request<ClientBody>,
+        target: &'p http::Uri,
+        req: &Request<ClientBody>,
         conn: &Conn,
     ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
-        let path =
-            routing::normalize_path(req.uri().path()).map_err(|_| StatusCode::BAD_REQUEST)?;
+        let path = routing::normalize_path(target.path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         // A connection left on a listener a reload removed: 421 and close, so that
         // the client asks again on an address that is configured.
         let site = self
