@@ -15,6 +15,8 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Uri, Version};
 
+use crate::upstream::h1::Names;
+
 /// How a request's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
@@ -108,6 +110,7 @@ pub fn parse(
     buf: &mut BytesMut,
     limits: HeadLimits,
     headers: &mut HeaderMap,
+    names: &mut Names,
 ) -> Result<Option<Head>, Malformed> {
     check_line(buf, limits.max_line)?;
     let mut spans = [NO_SPAN; FEW];
@@ -121,7 +124,7 @@ pub fn parse(
                 Located::Partial => Ok(None),
                 Located::Complete(line) => {
                     let count = line.count;
-                    build(buf, line, &spans[..count], headers).map(Some)
+                    build(buf, line, &spans[..count], headers, names).map(Some)
                 }
                 Located::TooMany => Err(Malformed::TooLarge),
             };
@@ -129,7 +132,7 @@ pub fn parse(
         Located::TooMany => return Err(Malformed::TooLarge),
     };
     let count = line.count;
-    build(buf, line, &spans[..count], headers).map(Some)
+    build(buf, line, &spans[..count], headers, names).map(Some)
 }
 
 /// `414` as soon as the request line is known to be longer than `max_line`, whether or not
@@ -234,6 +237,7 @@ fn build(
     line: Line,
     spans: &[Span],
     headers: &mut HeaderMap,
+    names: &mut Names,
 ) -> Result<Head, Malformed> {
     let Line {
         len,
@@ -257,8 +261,9 @@ fn build(
     };
     let mut framing = Framings::default();
     head.headers.reserve(count);
-    for field in spans {
-        let name = HeaderName::from_bytes(&bytes[field.name.0..field.name.1])
+    for (at, field) in spans.iter().enumerate() {
+        let name = names
+            .name(at, &bytes[field.name.0..field.name.1])
             .map_err(|_| Malformed::Bad("header name"))?;
         let value = HeaderValue::from_maybe_shared(bytes.slice(field.value.0..field.value.1))
             .map_err(|_| Malformed::Bad("header value"))?;

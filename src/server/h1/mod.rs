@@ -34,6 +34,7 @@ use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::ClientBody;
+use crate::upstream::h1::Names;
 use head::{Head, Malformed};
 use outbox::Outbox;
 use response::{frame_end, frame_piece, Asked, Framing};
@@ -61,6 +62,7 @@ where
         read,
         out: Outbox::default(),
         headers: HeaderMap::new(),
+        names: Names::default(),
         limits: setup.limits,
     };
     loop {
@@ -86,6 +88,8 @@ struct Connection<T> {
     out: Outbox,
     /// An empty map for the next head (the last answer's, cleared).
     headers: HeaderMap,
+    /// The last heads' header names, which the next ones likely repeat.
+    names: Names,
     limits: HeadLimits,
 }
 
@@ -163,7 +167,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                 return Poll::Ready(Ok(None));
             }
             if !self.read.is_empty() {
-                match head::parse(&mut self.read, self.limits, &mut self.headers) {
+                match head::parse(
+                    &mut self.read,
+                    self.limits,
+                    &mut self.headers,
+                    &mut self.names,
+                ) {
                     Ok(Some(head)) => return Poll::Ready(Ok(Some(head))),
                     Ok(None) => {}
                     Err(malformed) => return Poll::Ready(Err(NoHead::Malformed(malformed))),

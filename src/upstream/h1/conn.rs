@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body as HttpBody;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -58,6 +58,9 @@ pub(super) struct Parts {
     timer: Option<Pin<Box<Sleep>>>,
     /// The header names of the last responses, which the next ones likely repeat.
     names: Names,
+    /// An empty header map for the next response head: the last request's, cleared,
+    /// so that maps go round instead of being made and dropped per exchange.
+    spare: HeaderMap,
 }
 
 impl Parts {
@@ -136,6 +139,7 @@ impl UpstreamConn {
             out: Outbox::default(),
             timer: None,
             names: Names::default(),
+            spare: HeaderMap::new(),
         }))
     }
 
@@ -231,7 +235,7 @@ impl UpstreamConn {
     fn respond<B>(
         mut self,
         head: Head,
-        req: Request<B>,
+        mut req: Request<B>,
         upload: Upload,
         write_failed: bool,
         read_timeout: Duration,
@@ -239,6 +243,9 @@ impl UpstreamConn {
     where
         B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
     {
+        let mut spare = std::mem::take(req.headers_mut());
+        spare.clear();
+        self.0.spare = spare;
         let mut response = Response::new(());
         *response.status_mut() = head.status;
         *response.version_mut() = head.version;
@@ -286,7 +293,13 @@ impl UpstreamConn {
     {
         loop {
             if !self.0.buf.is_empty() {
-                match decode::parse(&mut self.0.buf, head_request, &mut self.0.names) {
+                let parts = &mut *self.0;
+                match decode::parse(
+                    &mut parts.buf,
+                    head_request,
+                    &mut parts.names,
+                    &mut parts.spare,
+                ) {
                     Ok(Some(head)) => return Poll::Ready(Ok(head)),
                     Ok(None) => {}
                     Err(err) => return Poll::Ready(Err(NoHead::Failed(err))),

@@ -61,6 +61,7 @@ pub(super) fn parse(
     buf: &mut BytesMut,
     head_request: bool,
     names: &mut Names,
+    spare: &mut HeaderMap,
 ) -> Result<Option<Head>, Error> {
     loop {
         let mut spans: [Span; MAX_HEADERS] = [[0; 4]; MAX_HEADERS];
@@ -86,7 +87,10 @@ pub(super) fn parse(
             Version::HTTP_10
         };
         let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(count + ADDED_ON_THE_WAY_BACK);
+        // The connection's spare map (empty), with room made for what this head and the
+        // way back add.
+        let mut headers = std::mem::take(spare);
+        headers.reserve(count + ADDED_ON_THE_WAY_BACK);
         for (at, span) in spans.iter().take(count).enumerate() {
             let (name, value) = header_at(&head, span, at, names)?;
             headers.append(name, value);
@@ -352,6 +356,7 @@ mod tests {
             &mut BytesMut::from(text.as_bytes()),
             head_request,
             &mut Names::default(),
+            &mut HeaderMap::new(),
         )
     }
 
@@ -496,16 +501,26 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi"[..],
         );
-        let head = parse(&mut buf, false, &mut Names::default())
-            .unwrap()
-            .unwrap();
+        let head = parse(
+            &mut buf,
+            false,
+            &mut Names::default(),
+            &mut HeaderMap::new(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(head.status, StatusCode::OK);
         assert_eq!(&buf[..], b"hi");
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\n\r\nraw"[..]);
-        let head = parse(&mut buf, false, &mut Names::default())
-            .unwrap()
-            .unwrap();
+        let head = parse(
+            &mut buf,
+            false,
+            &mut Names::default(),
+            &mut HeaderMap::new(),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(head.status, StatusCode::SWITCHING_PROTOCOLS);
         assert_eq!(&buf[..], b"raw");
     }

@@ -1,7 +1,8 @@
-//! The header names of an upstream connection's responses, kept from one response to the
-//! next: an application answers with the same names in the same order, and comparing the
-//! bytes sent with the last response's costs a fraction of parsing a name again (and, for
-//! a name of the application's own, an allocation).
+//! The header names of a connection's heads, kept from one head to the next: an upstream
+//! connection's responses, a client connection's requests (`server/h1`). An application
+//! answers with the same names in the same order, a client asks with them, and comparing
+//! the bytes sent with the last head's costs a fraction of parsing a name again (and, for
+//! a name not in the standard's list, an allocation).
 
 use http::header::{HeaderName, InvalidHeaderName};
 
@@ -12,7 +13,7 @@ const KEPT_BYTES: usize = 1024;
 
 /// The names of the last responses, by position in the head.
 #[derive(Debug, Default)]
-pub(super) struct Names {
+pub struct Names {
     /// The names as sent, one after another.
     sent: Vec<u8>,
     /// Per position: where its name is in `sent`, and the name.
@@ -21,7 +22,7 @@ pub(super) struct Names {
 
 impl Names {
     /// The name sent as `raw` at position `at` of a head.
-    pub(super) fn name(&mut self, at: usize, raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
+    pub fn name(&mut self, at: usize, raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
         if let Some((start, len, name)) = self.seen.get(at) {
             let (start, len) = (*start as usize, *len as usize);
             if self.sent.get(start..start + len) == Some(raw) {

@@ -60,10 +60,20 @@ fn outcome(
 fn whole(wire: &[u8], head_request: bool) -> Outcome {
     let mut names = Names::default();
     let mut buf = BytesMut::from(wire);
-    let first = decode::parse(&mut buf, head_request, &mut names);
+    let first = decode::parse(
+        &mut buf,
+        head_request,
+        &mut names,
+        &mut http::HeaderMap::new(),
+    );
     let first = outcome(first, wire.len(), buf.len());
     let mut buf = BytesMut::from(wire);
-    let again = decode::parse(&mut buf, head_request, &mut names);
+    let again = decode::parse(
+        &mut buf,
+        head_request,
+        &mut names,
+        &mut http::HeaderMap::new(),
+    );
     let again = outcome(again, wire.len(), buf.len());
     assert_eq!(first, again, "parsed again with the names kept");
     first
@@ -78,7 +88,12 @@ fn in_pieces(pieces: &[&[u8]], head_request: bool) -> Outcome {
     for piece in pieces {
         buf.extend_from_slice(piece);
         fed += piece.len();
-        match decode::parse(&mut buf, head_request, &mut names) {
+        match decode::parse(
+            &mut buf,
+            head_request,
+            &mut names,
+            &mut http::HeaderMap::new(),
+        ) {
             Ok(None) => {}
             result => return outcome(result, total, buf.len() + total - fed),
         }
