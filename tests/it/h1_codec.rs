@@ -241,3 +241,47 @@ async fn a_head_over_max_header_bytes_gets_431_and_a_request_line_over_max_uri_b
     assert_eq!(reply.status, 414, "{}", reply.head);
     assert_eq!(up.accepted(), 0);
 }
+
+#[tokio::test]
+async fn an_answer_that_leaves_the_body_unread_says_close_and_lingers() {
+    let _shared = support::shared();
+    let up = RawUpstream::ok().await;
+    let toml = support::proxying(up.addr, "").replace(
+        "[[location]]\nmatch = \"/\"\nupstream = \"app\"\n",
+        "[zones.one]\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\nlimit = [{ zone = \"one\" }]\n",
+    );
+    assert!(toml.contains("limit = "), "{toml}");
+    let gw = support::gateway(&toml);
+    let mut client = connect(&gw).await;
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        read_response(&mut client).await.expect("an answer").status,
+        200
+    );
+    // A body announced and only begun: the 429 leaves it unread.
+    let head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n";
+    client.write_all(head).await.unwrap();
+    client.write_all(&[b'x'; 64 * 1024]).await.unwrap();
+    let reply = read_response(&mut client).await.expect("an answer");
+    assert_eq!(reply.status, 429);
+    assert!(
+        reply
+            .head
+            .to_ascii_lowercase()
+            .contains("connection: close\r\n"),
+        "{}",
+        reply.head
+    );
+    // The client goes on sending for a while and is not reset meanwhile.
+    for _ in 0..8 {
+        if client.write_all(&[b'x'; 16 * 1024]).await.is_err() {
+            break;
+        }
+    }
+    assert!(closes(&mut client).await);
+    assert_eq!(up.requests(), 1);
+}

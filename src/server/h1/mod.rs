@@ -137,9 +137,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
         let status = response.status();
         upload.discard_buffered(&mut self.read);
+        if upload.is_abandoned() {
+            // The client may still be sending the body: the close lingers, so that it
+            // reads the answer rather than a reset.
+            setup.conn_state.linger_on_close();
+        }
         let asked = Asked {
             keep_alive: asked.keep_alive
                 && !setup.draining.load(Ordering::Relaxed)
+                && !upload.is_abandoned()
                 && (upload.is_done() || !upload.is_over()),
             ..asked
         };
@@ -149,6 +155,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             (Ok(_), Some(handover)) if status == StatusCode::SWITCHING_PROTOCOLS => {
                 Next::Upgrade(handover)
             }
+            // Only a request that asked for an upgrade gets one.
+            _ if status == StatusCode::SWITCHING_PROTOCOLS => Next::Close,
             (Ok(true), _) if upload.is_done() => Next::Request,
             _ => Next::Close,
         }
