@@ -285,3 +285,97 @@ async fn an_answer_that_leaves_the_body_unread_says_close_and_lingers() {
     assert!(closes(&mut client).await);
     assert_eq!(up.requests(), 1);
 }
+
+#[tokio::test]
+async fn broken_chunk_framing_behind_an_answer_that_reads_no_body_ends_only_its_connection() {
+    let _shared = support::shared();
+    let up = RawUpstream::ok().await;
+    let gw = support::gateway(&support::proxying(up.addr, ""));
+    for broken in [
+        &b"1\r\nx\r\nZZ\r\n"[..],
+        b"5\r\nhello\r\nZZ\r\nGET / HTTP/1.1\r\n\r\n",
+    ] {
+        let mut client = connect(&gw).await;
+        // No Host: a 400 that reads no body, then the body's framing breaks.
+        let mut raw = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        raw.extend_from_slice(broken);
+        client.write_all(&raw).await.unwrap();
+        let reply = read_response(&mut client).await.expect("an answer");
+        assert_eq!(reply.status, 400, "{}", reply.head);
+        assert!(closes(&mut client).await);
+    }
+    // The worker still serves.
+    let mut client = connect(&gw).await;
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        read_response(&mut client).await.expect("an answer").status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn an_answer_before_the_body_is_all_read_says_close() {
+    let _shared = support::shared();
+    // Answers as soon as a head is in, then reads (and drops) whatever follows.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let early = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly";
+                let _ = stream.write_all(early).await;
+                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let gw = support::gateway(&support::proxying(addr, ""));
+    let mut client = connect(&gw).await;
+    let head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 40000\r\n\r\n";
+    client.write_all(head).await.unwrap();
+    client.write_all(&[b'x'; 20000]).await.unwrap();
+    let reply = read_response(&mut client).await.expect("an answer");
+    assert_eq!((reply.status, reply.body.as_str()), (200, "early"));
+    assert!(
+        reply
+            .head
+            .to_ascii_lowercase()
+            .contains("connection: close\r\n"),
+        "{}",
+        reply.head
+    );
+    assert!(closes(&mut client).await);
+}
+
+#[tokio::test]
+async fn an_upstream_length_beside_its_transfer_coding_does_not_reach_the_client() {
+    let _shared = support::shared();
+    let up = RawUpstream::start(|_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            .to_vec()
+    })
+    .await;
+    let gw = support::gateway(&support::proxying(up.addr, ""));
+    let mut client = connect(&gw).await;
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut all = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut all));
+    read.await.unwrap().unwrap();
+    let all = String::from_utf8_lossy(&all).to_ascii_lowercase();
+    assert!(all.starts_with("http/1.1 200 ok\r\n"), "{all}");
+    assert!(!all.contains("content-length: 5"), "{all}");
+    assert!(all.ends_with("\r\n\r\n3\r\nabc\r\n0\r\n\r\n"), "{all}");
+}

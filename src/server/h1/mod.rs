@@ -137,20 +137,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
         let status = response.status();
         upload.discard_buffered(&mut self.read);
-        if upload.is_abandoned() {
-            // The client may still be sending the body: the close lingers, so that it
-            // reads the answer rather than a reset.
-            setup.conn_state.linger_on_close();
-        }
+        // A body not read to its end by now (abandoned, or still streaming up) ends the
+        // connection after this answer, which says so.
         let asked = Asked {
             keep_alive: asked.keep_alive
                 && !setup.draining.load(Ordering::Relaxed)
-                && !upload.is_abandoned()
-                && (upload.is_done() || !upload.is_over()),
+                && upload.is_done(),
             ..asked
         };
         let kept = self.send(response, asked, &mut upload).await;
         drop(guard);
+        if !upload.is_done() {
+            // The client may still be sending the body: the close lingers, so that it
+            // reads the answer rather than a reset.
+            setup.conn_state.linger_on_close();
+        }
         match (kept, handover) {
             (Ok(_), Some(handover)) if status == StatusCode::SWITCHING_PROTOCOLS => {
                 Next::Upgrade(handover)

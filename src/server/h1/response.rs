@@ -62,6 +62,7 @@ pub fn write_head(
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
+    let no_length = status.is_informational() || status == StatusCode::NO_CONTENT;
     let mut keep_alive = asked.keep_alive;
     out.extend_from_slice(if asked.http10 {
         b"HTTP/1.0 "
@@ -80,7 +81,10 @@ pub fn write_head(
             continue;
         }
         if name == CONTENT_LENGTH {
-            if declared.is_some() {
+            // The body's own length, when it knows it, is what goes out (a HEAD's empty
+            // body says nothing of it); none in a 1xx or 204 (RFC 9110 §8.6).
+            let known = length.is_some() && !asked.head;
+            if declared.is_some() || known || no_length {
                 continue;
             }
             declared = std::str::from_utf8(value.as_bytes())
@@ -112,7 +116,7 @@ pub fn write_head(
             }
         }
         Framing::Nothing
-    } else if let Some(length) = declared.or(length) {
+    } else if let Some(length) = length.or(declared) {
         if declared.is_none() {
             write_length(out, length);
         }
@@ -273,6 +277,21 @@ mod tests {
         let (text, written) = head(200, &headers, None, GET11);
         assert_eq!(text, "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n");
         assert_eq!(written.framing, Framing::Length(3));
+    }
+
+    #[test]
+    fn the_body_s_own_length_wins_over_a_header_that_disagrees() {
+        let (text, written) = head(200, &[("content-length", "5")], Some(3), GET11);
+        assert_eq!(text, "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n");
+        assert_eq!(written.framing, Framing::Length(3));
+        let (text, _) = head(204, &[("content-length", "5")], None, GET11);
+        assert_eq!(text, "HTTP/1.1 204 No Content\r\n\r\n");
+        let asked = Asked {
+            head: true,
+            ..GET11
+        };
+        let (text, _) = head(200, &[("content-length", "5")], Some(0), asked);
+        assert_eq!(text, "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n");
     }
 
     #[test]

@@ -91,12 +91,6 @@ impl Upload {
         self.done
     }
 
-    /// The reader dropped the body before its end, and the rest is not all here: the
-    /// connection cannot carry another request.
-    pub fn is_abandoned(&self) -> bool {
-        !self.done && self.feed.as_ref().is_some_and(Feed::gone)
-    }
-
     /// When the reader has dropped the body before its end: takes what of the rest is
     /// already buffered, so that the connection can go on if that was all of it.
     pub fn discard_buffered(&mut self, read: &mut BytesMut) {
@@ -104,7 +98,10 @@ impl Upload {
         while abandoned && !self.done {
             match self.decode(read) {
                 Some(Ok(_)) => {}
-                Some(Err(_)) => self.broken = true,
+                Some(Err(_)) => {
+                    self.broken = true;
+                    self.done = true;
+                }
                 None => return,
             }
         }

@@ -96,6 +96,11 @@ pub(super) fn parse(
             headers.append(name, value);
         }
         let framing = response_framing(status, version, head_request, &fields)?;
+        if fields.transfer_encoding && fields.content_length.is_some() {
+            // The body is read by its transfer coding; the length it also claims is no
+            // part of the message (RFC 9112 §6.3) and must not travel on with it.
+            headers.remove(http::header::CONTENT_LENGTH);
+        }
         let keep_alive = match version {
             Version::HTTP_11 => !fields.close,
             _ => fields.keep_alive && !fields.close,

@@ -139,6 +139,13 @@ fn agrees(decoded: &Outcome, strict: &StrictHead) -> Result<(), TestCaseError> {
     };
     let mut fields = strict.fields.clone();
     fields.sort_by(|a, b| a.0.cmp(&b.0));
+    // Both framings: the length is no part of the message and is not passed on.
+    let chunked = fields.iter().any(|(n, _)| n == "transfer-encoding");
+    let expected: Vec<_> = fields
+        .iter()
+        .filter(|(n, _)| !(chunked && n == "content-length"))
+        .cloned()
+        .collect();
     let strict_version = match strict.minor {
         0 => Version::HTTP_10,
         _ => Version::HTTP_11,
@@ -147,7 +154,7 @@ fn agrees(decoded: &Outcome, strict: &StrictHead) -> Result<(), TestCaseError> {
     prop_assert_eq!(*status, strict.status);
     prop_assert_eq!(*version, strict_version);
     prop_assert_eq!(*kind, strict.kind, "body framing");
-    prop_assert_eq!(headers, &fields);
+    prop_assert_eq!(headers, &expected);
     let has = |name: &str| fields.iter().any(|(n, _)| n == name);
     if *keep_alive {
         prop_assert!(
