@@ -14,7 +14,7 @@ use crate::limit::zone::Zone;
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
 use crate::upstream::body::ResponseBody;
 
-use super::text::{number_value, Text};
+use super::text::{self, number_value, Text};
 use super::Location;
 
 mod prewritten;
@@ -40,7 +40,7 @@ pub(super) fn unavailable() -> Response<ResponseBody> {
         .push(REDUCED_CAPACITY)
         .push(r#"","title":"Service Unavailable","status":503,"detail":"the rate limiter cannot decide right now","retry_after":1}"#)
         .push("\n");
-    let mut response = Response::new(ResponseBody::full(body.to_bytes()));
+    let mut response = Response::new(ResponseBody::full(body.to_shared_bytes()));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
@@ -62,7 +62,7 @@ pub(super) fn overloaded(upstream: &str, queue_timeout: Duration) -> Response<Re
         .push(r#"","retry_after":"#)
         .push_u64(retry_after)
         .push("}\n");
-    let mut response = Response::new(ResponseBody::full(body.to_bytes()));
+    let mut response = Response::new(ResponseBody::full(body.to_shared_bytes()));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, PROBLEM_JSON);
@@ -146,19 +146,14 @@ fn problem(status: StatusCode, detail: Detail, zone: &str, retry_after: u64) -> 
     let mut body = Text::<320>::new();
     problem_start(&mut body, status, detail, zone);
     body.push_u64(retry_after).push("}\n");
-    body.to_bytes()
+    body.to_shared_bytes()
 }
 
 /// A body whose start was written beforehand: one copy, the number and the end.
 fn problem_end(start: &[u8], retry_after: u64) -> Bytes {
     let mut end = Text::<24>::new();
     end.push_u64(retry_after).push("}\n");
-    // Exactly as long as the body: a `Vec` with spare room would cost `Bytes` a second
-    // allocation.
-    let mut body = Vec::with_capacity(start.len() + end.as_bytes().len());
-    body.extend_from_slice(start);
-    body.extend_from_slice(end.as_bytes());
-    Bytes::from(body)
+    text::shared(&[start, end.as_bytes()])
 }
 
 /// A rejection's problem+json body up to its `retry_after` number.
@@ -244,7 +239,7 @@ pub(super) fn add_headers(
                 for (zone, a) in announced() {
                     write_policy(&mut policy, zone, a.rate);
                 }
-                policy.to_value()
+                policy.to_shared_value()
             }
         };
         let mut state = Text::<96>::new();
@@ -259,7 +254,7 @@ pub(super) fn add_headers(
             }
         }
         // Zone names and numbers are always valid values.
-        if let (Some(policy), Some(state)) = (policy, state.to_value()) {
+        if let (Some(policy), Some(state)) = (policy, state.to_shared_value()) {
             headers.insert(POLICY, policy);
             headers.insert(RATELIMIT, state);
         }

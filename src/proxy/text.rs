@@ -1,10 +1,42 @@
 //! Short texts tollgate writes into every limited response — rate-limit header values and
 //! the problem+json body — put together on the stack. `format!` and a growing `String` cost
 //! more than these few bytes are worth (callgrind: a rejection took 16.4k instructions with
-//! them, 14.2k without); the one allocation left is the exact-size copy the response keeps.
+//! them, 14.2k without). What a response keeps of them is a slice of the worker's
+//! [`ARENA`]: the texts of many requests share one allocation.
 
-use bytes::Bytes;
+use std::cell::RefCell;
+
+use bytes::{Bytes, BytesMut};
 use http::HeaderValue;
+
+/// Bytes per arena: a worker writes its responses' texts into the current arena back to
+/// back and hands each out as a slice of it (a reference count), so there is one
+/// allocation per arena rather than one per text. An arena is freed when its last text is
+/// dropped; a response that a slow client holds keeps at most this much alive.
+const ARENA: usize = 4096;
+
+thread_local! {
+    static CURRENT: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// `parts`, one after another, as a slice of the worker's arena (or, if longer than a
+/// quarter of one, a copy of their own).
+pub(super) fn shared(parts: &[&[u8]]) -> Bytes {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    if len > ARENA / 4 {
+        return Bytes::from(parts.concat());
+    }
+    CURRENT.with(|current| {
+        let mut arena = current.borrow_mut();
+        if arena.capacity() - arena.len() < len {
+            *arena = BytesMut::with_capacity(ARENA);
+        }
+        for part in parts {
+            arena.extend_from_slice(part);
+        }
+        arena.split().freeze()
+    })
+}
 
 /// Text written on the stack while it fits in `N` bytes, and on the heap beyond (only
 /// very long zone names get there).
@@ -76,8 +108,20 @@ impl<const N: usize> Text<N> {
         HeaderValue::from_bytes(self.as_bytes()).ok()
     }
 
+    /// An exact-size copy, for a text kept as long as a location is (prewritten texts).
     pub(super) fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_bytes())
+    }
+
+    /// For one response: a slice of the worker's arena ([`shared`]).
+    pub(super) fn to_shared_bytes(&self) -> Bytes {
+        shared(&[self.as_bytes()])
+    }
+
+    /// For one response's header: a slice of the worker's arena; `None` if it holds a byte
+    /// no header value may.
+    pub(super) fn to_shared_value(&self) -> Option<HeaderValue> {
+        HeaderValue::from_maybe_shared(self.to_shared_bytes()).ok()
     }
 }
 
@@ -115,7 +159,7 @@ pub(super) fn number_value(value: u64) -> HeaderValue {
         Some(digit) => HeaderValue::from_static(digit),
         None => Text::<20>::new()
             .push_u64(value)
-            .to_value()
+            .to_shared_value()
             .unwrap_or_else(|| HeaderValue::from(value)),
     }
 }
@@ -123,6 +167,22 @@ pub(super) fn number_value(value: u64) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_texts_are_their_bytes_whether_in_an_arena_or_not() {
+        let mut kept = Vec::new();
+        for i in 0..2_000u64 {
+            let mut text = Text::<32>::new();
+            text.push("n=").push_u64(i);
+            kept.push((i, text.to_shared_bytes()));
+        }
+        for (i, bytes) in &kept {
+            assert_eq!(&bytes[..], format!("n={i}").as_bytes());
+        }
+        let long = vec![b'x'; ARENA];
+        assert_eq!(shared(&[&long, b"y"]).len(), ARENA + 1);
+        assert_eq!(&shared(&[b"a", b"", b"bc"])[..], b"abc");
+    }
 
     #[test]
     fn numbers_are_written_like_display() {
