@@ -171,8 +171,14 @@ pub async fn forward(
         ),
         None => None,
     };
+    // A body read whole goes again whole with a retry: a reference to its bytes is kept,
+    // as sending takes them out of the request.
+    let whole_body = match &body {
+        RequestBody::Buffered(Some(bytes)) => Some(bytes.clone()),
+        _ => None,
+    };
     let request = Request::from_parts(parts, body);
-    // Can go again after it was (partly) sent: idempotent, and no body to replay.
+    // Can go again after it was (partly) sent: idempotent, and no streamed body.
     let replayable = progress.is_none() && request.method().is_idempotent() && !upgrade;
     let mut unsent = Some(request);
     let mut attempts = Attempts::new(replayable);
@@ -189,9 +195,12 @@ pub async fn forward(
         else {
             continue;
         };
-        let Some(request) = unsent.take() else {
+        let Some(mut request) = unsent.take() else {
             break;
         };
+        if let Some(bytes) = &whole_body {
+            *request.body_mut() = RequestBody::Buffered(Some(bytes.clone()));
+        }
         let started = Instant::from_std(now);
         let sent = conn
             .send_with(

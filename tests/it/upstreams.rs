@@ -480,6 +480,24 @@ async fn get_is_retried_on_the_next_server_when_one_hangs_up() {
     assert_eq!(other.count(), 1);
 }
 
+#[tokio::test]
+async fn a_retried_put_takes_its_whole_body_to_the_next_server() {
+    let _shared = support::shared();
+    let taker = take_and_hang_up().await;
+    let other = support::raw::RawUpstream::ok().await;
+    let gw = gateway(&config(&list(&[taker.addr, other.addr]), "", other.addr));
+    let req = Request::put("/doc")
+        .header("host", "example.test")
+        .body(full("IMPORTANT!!"))
+        .unwrap();
+    let reply = within(5, send(addr(&gw), req)).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(taker.accepted(), 1, "the first server was not tried first");
+    let seen = String::from_utf8_lossy(&other.bytes()).to_ascii_lowercase();
+    assert!(seen.contains("content-length: 11\r\n"), "{seen}");
+    assert!(seen.ends_with("\r\n\r\nimportant!!"), "{seen}");
+}
+
 // ---- keep-alive pool ------------------------------------------------------------
 
 /// One worker, so every request meets the same per-worker idle pool.
