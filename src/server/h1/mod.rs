@@ -40,6 +40,9 @@ use outbox::Outbox;
 use response::{frame_end, frame_piece, Asked, Framing};
 use upload::{poll_read, Pumped, Upload};
 
+/// Most bytes of buffer room an idle connection keeps.
+const KEPT_IDLE: usize = 16 * 1024;
+
 /// What a connection serves with.
 pub struct Setup<'a> {
     pub conn: &'a Conn,
@@ -153,13 +156,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             setup.conn_state.linger_on_close();
         }
         match (kept, handover) {
-            (Ok(_), Some(handover)) if status == StatusCode::SWITCHING_PROTOCOLS => {
+            // The tunnel takes the bytes after the head: only once any body is all read.
+            (Ok(_), Some(handover))
+                if status == StatusCode::SWITCHING_PROTOCOLS && upload.is_done() =>
+            {
                 Next::Upgrade(handover)
             }
             // Only a request that asked for an upgrade gets one.
             _ if status == StatusCode::SWITCHING_PROTOCOLS => Next::Close,
-            (Ok(true), _) if upload.is_done() => Next::Request,
+            (Ok(true), _) if upload.is_done() => {
+                self.let_go();
+                Next::Request
+            }
             _ => Next::Close,
+        }
+    }
+
+    /// Between requests: a buffer that a large answer or upload grew is let go, so that an
+    /// idle connection holds little.
+    fn let_go(&mut self) {
+        self.out.shrink_to(KEPT_IDLE);
+        if self.read.is_empty() && self.read.capacity() > KEPT_IDLE {
+            self.read = BytesMut::new();
         }
     }
 

@@ -36,6 +36,14 @@ impl Outbox {
         self.suffix = suffix;
     }
 
+    /// Lets the gathering buffer go if it is empty and has grown past `room`.
+    pub fn shrink_to(&mut self, room: usize) {
+        if self.is_empty() && self.small.capacity() > room {
+            self.small = Vec::new();
+            self.small_at = 0;
+        }
+    }
+
     /// Whether it holds so much that it must be written before it takes more.
     pub fn is_full(&self) -> bool {
         !self.large.is_empty() || self.small.len() - self.small_at >= FLUSH_AT
@@ -113,6 +121,21 @@ mod tests {
         fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    #[tokio::test]
+    async fn a_grown_buffer_is_let_go_once_empty() {
+        let mut out = Outbox::default();
+        out.small().extend_from_slice(&[b'x'; FLUSH_AT]);
+        out.shrink_to(16 * 1024);
+        assert!(out.small.capacity() >= FLUSH_AT, "not while it holds bytes");
+        let mut io = Trickle {
+            got: Vec::new(),
+            step: usize::MAX,
+        };
+        poll_fn(|cx| out.poll_drain(&mut io, cx)).await.unwrap();
+        out.shrink_to(16 * 1024);
+        assert_eq!(out.small.capacity(), 0);
     }
 
     #[tokio::test]

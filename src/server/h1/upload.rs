@@ -192,18 +192,33 @@ impl Upload {
                 Some(Ok(read.split_to(n as usize).freeze()))
             }
             Decoding::Chunked(decoder) => {
-                let step = decoder.decode(read).and_then(|step| {
-                    // The end is seen with the last piece when its framing is there.
-                    decoder.skip_framing(read)?;
-                    Ok(step)
-                });
-                self.done = decoder.is_done();
-                match step {
-                    Ok(Step::Data(piece)) => Some(Ok(piece)),
-                    Ok(Step::NeedMore) | Ok(Step::Done) => None,
-                    Err(H1Error::Chunked(what)) => Some(Err(what)),
-                    Err(_) => Some(Err("chunked framing")),
+                // Small chunks already buffered go out as one piece: a client that sends a
+                // byte per chunk costs a hand-off per read, not one per chunk. A fault met
+                // after some data is met again (the decoder stays put) on the next call.
+                let mut merged: Option<BytesMut> = None;
+                loop {
+                    let step = decoder.decode(read).and_then(|step| {
+                        // The end is seen with the last piece when its framing is there.
+                        decoder.skip_framing(read)?;
+                        Ok(step)
+                    });
+                    self.done = decoder.is_done();
+                    match step {
+                        Ok(Step::Data(piece)) => match &mut merged {
+                            None if piece.len() >= READ_BUF || self.done => return Some(Ok(piece)),
+                            None => merged = Some(BytesMut::from(&piece[..])),
+                            Some(joined) => joined.extend_from_slice(&piece),
+                        },
+                        Ok(Step::NeedMore) | Ok(Step::Done) => break,
+                        Err(_) if merged.is_some() => break,
+                        Err(H1Error::Chunked(what)) => return Some(Err(what)),
+                        Err(_) => return Some(Err("chunked framing")),
+                    }
+                    if self.done || merged.as_ref().is_some_and(|m| m.len() >= READ_BUF) {
+                        break;
+                    }
                 }
+                merged.map(|joined| Ok(joined.freeze()))
             }
         }
     }
@@ -219,4 +234,63 @@ pub fn poll_read<T: AsyncRead + Unpin>(
         read.reserve(READ_BUF);
     }
     std::pin::pin!(io.read_buf(read)).poll(cx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(framing: Framing, wire: &[u8]) -> (Vec<Result<bytes::Bytes, &'static str>>, bool) {
+        let (_body, mut upload) = Upload::new(framing, false);
+        let mut read = BytesMut::from(wire);
+        let mut out = Vec::new();
+        while let Some(piece) = upload.decode(&mut read) {
+            let failed = piece.is_err();
+            out.push(piece);
+            if failed {
+                break;
+            }
+        }
+        (out, upload.done)
+    }
+
+    #[test]
+    fn small_chunks_already_here_come_out_as_one_piece() {
+        let (out, done) = pieces(
+            Framing::Chunked,
+            b"1\r\na\r\n1\r\nb\r\n2;x=y\r\ncd\r\n0\r\n\r\n",
+        );
+        assert_eq!(out, [Ok(bytes::Bytes::from_static(b"abcd"))]);
+        assert!(done);
+    }
+
+    #[test]
+    fn a_fault_after_some_chunks_comes_after_the_good_ones() {
+        // `b` is no good chunk: its CRLF is missing.
+        let (out, done) = pieces(Framing::Chunked, b"1\r\na\r\n1\r\nbX\r\n");
+        assert_eq!(
+            out,
+            [
+                Ok(bytes::Bytes::from_static(b"a")),
+                Err("no CRLF after chunk data")
+            ]
+        );
+        assert!(!done);
+    }
+
+    #[test]
+    fn a_length_body_ends_with_its_last_byte() {
+        let (out, done) = pieces(Framing::Length(3), b"abcGET");
+        assert_eq!(out, [Ok(bytes::Bytes::from_static(b"abc"))]);
+        assert!(done);
+    }
+
+    #[test]
+    fn a_discarded_body_with_broken_framing_ends() {
+        let (body, mut upload) = Upload::new(Framing::Chunked, false);
+        drop(body);
+        let mut read = BytesMut::from(&b"1\r\nx\r\nZZ\r\n"[..]);
+        upload.discard_buffered(&mut read);
+        assert!(upload.is_over() && !upload.is_done());
+    }
 }
