@@ -78,6 +78,16 @@ impl ConnState {
         self.phase.store(phase, Ordering::Release);
     }
 
+    /// Bytes of the next head arrived while the last request was in flight (HTTP/1.1
+    /// pipelining): once idle, the connection waits for the rest under
+    /// `client_header_timeout`, as for any head begun.
+    pub fn head_begun(&self) {
+        let phase = self.phase.load(Ordering::Acquire);
+        if phase == FRESH || phase == IDLE {
+            self.enter(HEAD);
+        }
+    }
+
     /// A request head has been read; the connection is busy until the guard drops
     /// (when the response body has been sent or abandoned).
     pub fn begin(self: &Arc<Self>) -> RequestGuard {

@@ -379,3 +379,48 @@ async fn an_upstream_length_beside_its_transfer_coding_does_not_reach_the_client
     assert!(!all.contains("content-length: 5"), "{all}");
     assert!(all.ends_with("\r\n\r\n3\r\nabc\r\n0\r\n\r\n"), "{all}");
 }
+
+#[tokio::test]
+async fn a_head_begun_while_the_last_request_was_in_flight_is_held_to_the_header_timeout() {
+    let _shared = support::shared();
+    // Answers each request 300 ms after its head.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(n) if n > 0 => {}
+                        _ => return,
+                    }
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    if stream.write_all(&ok_response("slow")).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let server = "client_header_timeout = \"1s\"\nkeepalive_timeout = \"60s\"";
+    let gw = support::gateway(&support::proxying(addr, server));
+    let mut client = connect(&gw).await;
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The start of the next head, while the first request waits on the upstream.
+    client.write_all(b"GET / HTTP/1.1\r\nHo").await.unwrap();
+    let first = read_response(&mut client).await.expect("an answer");
+    assert_eq!(first.body, "slow");
+    let started = tokio::time::Instant::now();
+    let second = read_response(&mut client).await.expect("the 408");
+    assert_eq!(second.status, 408);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -113,6 +113,9 @@ enum NoHead {
 impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// One request and its answer.
     async fn exchange(&mut self, setup: &Setup<'_>) -> Next {
+        if !self.read.is_empty() {
+            setup.conn_state.head_begun();
+        }
         let head = match poll_fn(|cx| self.poll_head(cx, setup.draining)).await {
             Ok(Some(head)) => head,
             Ok(None) | Err(NoHead::Failed) => return Next::Close,
