@@ -2,7 +2,8 @@
 //!
 //! Retry rule: a request goes to the next server when no byte of it reached the
 //! failed one (the connect failed), or when it can be sent again unchanged (an
-//! idempotent method with no body; a streamed body cannot be replayed). A kept-alive
+//! idempotent method with no body or a body read whole, which `forward` puts back
+//! before each try; a streamed body cannot be replayed). A kept-alive
 //! connection that the server had already closed gets one more try on a fresh
 //! connection to the same server, without counting against the server's health.
 
@@ -21,7 +22,7 @@ use crate::upstream::Group;
 /// Where the tries of one request over its group's servers stand.
 pub(super) struct Attempts {
     /// The request can go again after it was (partly) sent: idempotent, and no body
-    /// to replay.
+    /// that streamed (a body read whole is sent again whole).
     replayable: bool,
     /// The servers tried so far, a bit each (see [`Group::pick`]).
     tried: u64,

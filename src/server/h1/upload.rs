@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io;
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::head::Framing;
@@ -38,6 +38,8 @@ pub struct Upload {
     done: bool,
     /// It broke off (a framing error, or the client closed): nothing more can be read.
     broken: bool,
+    /// A framing fault met after data that went out first: the next piece is this error.
+    fault: Option<&'static str>,
 }
 
 /// What one [`Upload::poll_pump`] did.
@@ -66,6 +68,7 @@ impl Upload {
             continue_due: expect_continue,
             done: false,
             broken: false,
+            fault: None,
         };
         (ClientBody::H1(fed), upload)
     }
@@ -77,6 +80,7 @@ impl Upload {
             continue_due: false,
             done: true,
             broken: false,
+            fault: None,
         }
     }
 
@@ -152,7 +156,7 @@ impl Upload {
         }
     }
 
-    fn feed_piece(&mut self, piece: bytes::Bytes) {
+    fn feed_piece(&mut self, piece: Bytes) {
         if let Some(feed) = &self.feed {
             feed.push(piece);
             if self.done {
@@ -176,7 +180,7 @@ impl Upload {
 
     /// The next piece in the buffer; `None` when more must be read (or the end came:
     /// then `done` is set).
-    fn decode(&mut self, read: &mut BytesMut) -> Option<Result<bytes::Bytes, &'static str>> {
+    fn decode(&mut self, read: &mut BytesMut) -> Option<Result<Bytes, &'static str>> {
         match &mut self.decoding {
             Decoding::Length(0) => {
                 self.done = true;
@@ -192,34 +196,84 @@ impl Upload {
                 Some(Ok(read.split_to(n as usize).freeze()))
             }
             Decoding::Chunked(decoder) => {
-                // Small chunks already buffered go out as one piece: a client that sends a
-                // byte per chunk costs a hand-off per read, not one per chunk. A fault met
-                // after some data is met again (the decoder stays put) on the next call.
-                let mut merged: Option<BytesMut> = None;
-                loop {
-                    let step = decoder.decode(read).and_then(|step| {
-                        // The end is seen with the last piece when its framing is there.
-                        decoder.skip_framing(read)?;
-                        Ok(step)
-                    });
-                    self.done = decoder.is_done();
-                    match step {
-                        Ok(Step::Data(piece)) => match &mut merged {
-                            None if piece.len() >= READ_BUF || self.done => return Some(Ok(piece)),
-                            None => merged = Some(BytesMut::from(&piece[..])),
-                            Some(joined) => joined.extend_from_slice(&piece),
-                        },
-                        Ok(Step::NeedMore) | Ok(Step::Done) => break,
-                        Err(_) if merged.is_some() => break,
-                        Err(H1Error::Chunked(what)) => return Some(Err(what)),
-                        Err(_) => return Some(Err("chunked framing")),
-                    }
-                    if self.done || merged.as_ref().is_some_and(|m| m.len() >= READ_BUF) {
-                        break;
-                    }
+                if let Some(what) = self.fault.take() {
+                    return Some(Err(what));
                 }
-                merged.map(|joined| Ok(joined.freeze()))
+                let mut data = Joined::default();
+                let fault = loop {
+                    let step = match decoder.decode(read) {
+                        Ok(step) => step,
+                        Err(err) => break Some(chunk_fault(err)),
+                    };
+                    let more = matches!(step, Step::Data(_));
+                    if let Step::Data(piece) = step {
+                        data.push(piece);
+                    }
+                    // The end is seen with the last piece when its framing is there.
+                    if let Err(err) = decoder.skip_framing(read) {
+                        break Some(chunk_fault(err));
+                    }
+                    self.done = decoder.is_done();
+                    // Small chunks already buffered go out as one piece: a client that
+                    // sends a byte per chunk costs a hand-off per read, not one per chunk.
+                    if !more || self.done || data.len() >= READ_BUF {
+                        break None;
+                    }
+                };
+                match (data.take(), fault) {
+                    (Some(piece), fault) => {
+                        // A fault after some data comes with the next call.
+                        self.fault = fault;
+                        Some(Ok(piece))
+                    }
+                    (None, Some(what)) => Some(Err(what)),
+                    (None, None) => None,
+                }
             }
+        }
+    }
+}
+
+fn chunk_fault(err: H1Error) -> &'static str {
+    match err {
+        H1Error::Chunked(what) => what,
+        _ => "chunked framing",
+    }
+}
+
+/// Pieces of a chunked body taken in one go: the first as it is, more joined in a copy.
+#[derive(Default)]
+struct Joined {
+    first: Option<Bytes>,
+    joined: Option<BytesMut>,
+}
+
+impl Joined {
+    fn push(&mut self, piece: Bytes) {
+        match (&mut self.joined, self.first.take()) {
+            (Some(joined), _) => joined.extend_from_slice(&piece),
+            (None, Some(first)) => {
+                let mut joined = BytesMut::with_capacity(first.len() + piece.len());
+                joined.extend_from_slice(&first);
+                joined.extend_from_slice(&piece);
+                self.joined = Some(joined);
+            }
+            (None, None) => self.first = Some(piece),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match (&self.joined, &self.first) {
+            (Some(joined), _) => joined.len(),
+            (None, Some(first)) => first.len(),
+            (None, None) => 0,
+        }
+    }
+
+    fn take(self) -> Option<Bytes> {
+        match self.joined {
+            Some(joined) => Some(joined.freeze()),
+            None => self.first,
         }
     }
 }
@@ -265,14 +319,31 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_after_some_chunks_comes_after_the_good_ones() {
-        // `b` is no good chunk: its CRLF is missing.
+    fn a_fault_after_some_chunks_comes_after_their_data() {
         let (out, done) = pieces(Framing::Chunked, b"1\r\na\r\n1\r\nbX\r\n");
         assert_eq!(
             out,
             [
-                Ok(bytes::Bytes::from_static(b"a")),
+                Ok(bytes::Bytes::from_static(b"ab")),
                 Err("no CRLF after chunk data")
+            ]
+        );
+        assert!(!done);
+    }
+
+    #[test]
+    fn trailers_past_their_limit_fail_the_body_after_its_data() {
+        let mut wire = b"1\r\na\r\n1\r\nb\r\n0\r\n".to_vec();
+        for _ in 0..17 {
+            wire.extend_from_slice(format!("X-T: {}\r\n", "t".repeat(4000)).as_bytes());
+        }
+        wire.extend_from_slice(b"\r\n");
+        let (out, done) = pieces(Framing::Chunked, &wire);
+        assert_eq!(
+            out,
+            [
+                Ok(bytes::Bytes::from_static(b"ab")),
+                Err("trailers too large")
             ]
         );
         assert!(!done);
