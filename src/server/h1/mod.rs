@@ -12,6 +12,8 @@
 mod date;
 mod head;
 mod outbox;
+#[cfg(test)]
+mod props;
 mod response;
 mod upload;
 

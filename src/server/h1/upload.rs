@@ -278,6 +278,17 @@ impl Joined {
     }
 }
 
+#[cfg(test)]
+impl Upload {
+    /// [`Upload::decode`], for the property tests.
+    pub(super) fn decode_for_test(
+        &mut self,
+        read: &mut BytesMut,
+    ) -> Option<Result<Bytes, &'static str>> {
+        self.decode(read)
+    }
+}
+
 /// Reads what the socket has into `read`, making room first if little is left.
 pub fn poll_read<T: AsyncRead + Unpin>(
     io: &mut T,
