@@ -11,27 +11,44 @@ use support::raw::{closes, ok_response, read_response, RawUpstream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// An upstream that answers every connection's first request with `response`, then
-/// closes it (the end of a body without a length).
-async fn closing_upstream(response: &'static [u8]) -> std::net::SocketAddr {
+/// An upstream serving each connection it accepts with `serve`.
+async fn upstream<F, Fut>(serve: F) -> std::net::SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
-                }
-                let _ = stream.write_all(response).await;
-            });
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve(stream));
         }
     });
     addr
+}
+
+/// Reads until a whole head is in (and what came with it); `false` if the peer closed first.
+async fn read_head(stream: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// An upstream that answers every connection's first request with `response`, then
+/// closes it (the end of a body without a length).
+async fn closing_upstream(response: &'static [u8]) -> std::net::SocketAddr {
+    upstream(move |mut stream| async move {
+        if read_head(&mut stream).await {
+            let _ = stream.write_all(response).await;
+        }
+    })
+    .await
 }
 
 async fn connect(gw: &tollgate::Gateway) -> TcpStream {
@@ -320,25 +337,15 @@ async fn broken_chunk_framing_behind_an_answer_that_reads_no_body_ends_only_its_
 async fn an_answer_before_the_body_is_all_read_says_close() {
     let _shared = support::shared();
     // Answers as soon as a head is in, then reads (and drops) whatever follows.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
-                }
-                let early = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly";
-                let _ = stream.write_all(early).await;
-                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
-            });
+    let addr = upstream(|mut stream| async move {
+        if read_head(&mut stream).await {
+            let early = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly";
+            let _ = stream.write_all(early).await;
+            let mut buf = [0u8; 4096];
+            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
         }
-    });
+    })
+    .await;
     let gw = support::gateway(&support::proxying(addr, ""));
     let mut client = connect(&gw).await;
     let head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 40000\r\n\r\n";
@@ -384,25 +391,16 @@ async fn an_upstream_length_beside_its_transfer_coding_does_not_reach_the_client
 async fn a_head_begun_while_the_last_request_was_in_flight_is_held_to_the_header_timeout() {
     let _shared = support::shared();
     // Answers each request 300 ms after its head.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                loop {
-                    match stream.read(&mut buf).await {
-                        Ok(n) if n > 0 => {}
-                        _ => return,
-                    }
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    if stream.write_all(&ok_response("slow")).await.is_err() {
-                        return;
-                    }
-                }
-            });
+    let addr = upstream(|mut stream| async move {
+        let mut buf = [0u8; 4096];
+        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if stream.write_all(&ok_response("slow")).await.is_err() {
+                return;
+            }
         }
-    });
+    })
+    .await;
     let server = "client_header_timeout = \"1s\"\nkeepalive_timeout = \"60s\"";
     let gw = support::gateway(&support::proxying(addr, server));
     let mut client = connect(&gw).await;

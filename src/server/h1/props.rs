@@ -140,6 +140,18 @@ fn request() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// `chunks` in the chunked coding, with its last chunk.
+fn chunked(chunks: &[Vec<u8>]) -> Vec<u8> {
+    let mut wire = Vec::new();
+    for chunk in chunks {
+        wire.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        wire.extend_from_slice(chunk);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    wire
+}
+
 /// The bytes a decoded body hands out, fed in `cuts` pieces; `None` if it failed.
 fn body(framing: Framing, wire: &[u8], cuts: &[prop::sample::Index]) -> Option<Vec<u8>> {
     let (_body, mut upload) = Upload::new(framing, false);
@@ -182,13 +194,7 @@ proptest! {
         chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..40), 0..12),
         cuts in cuts(6),
     ) {
-        let mut wire = Vec::new();
-        for chunk in &chunks {
-            wire.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-            wire.extend_from_slice(chunk);
-            wire.extend_from_slice(b"\r\n");
-        }
-        wire.extend_from_slice(b"0\r\n\r\n");
+        let wire = chunked(&chunks);
         prop_assert_eq!(body(Framing::Chunked, &wire, &cuts), Some(chunks.concat()));
     }
 
@@ -198,13 +204,7 @@ proptest! {
         edits in mutations(3),
         cuts in cuts(4),
     ) {
-        let mut wire = Vec::new();
-        for chunk in &chunks {
-            wire.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-            wire.extend_from_slice(chunk);
-            wire.extend_from_slice(b"\r\n");
-        }
-        wire.extend_from_slice(b"0\r\n\r\n");
+        let mut wire = chunked(&chunks);
         apply(&mut wire, &edits);
         let _ = body(Framing::Chunked, &wire, &cuts);
     }
