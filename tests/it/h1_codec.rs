@@ -51,6 +51,13 @@ async fn closing_upstream(response: &'static [u8]) -> std::net::SocketAddr {
     .await
 }
 
+/// A gateway in front of an upstream that answers `200 ok` to everything.
+async fn ok_gateway() -> (RawUpstream, tollgate::Gateway) {
+    let up = RawUpstream::ok().await;
+    let gw = support::gateway(&support::proxying(up.addr, ""));
+    (up, gw)
+}
+
 async fn connect(gw: &tollgate::Gateway) -> TcpStream {
     TcpStream::connect(support::addr(gw)).await.unwrap()
 }
@@ -86,8 +93,7 @@ async fn pipelined_requests_are_answered_in_order_each_forwarded_once() {
 #[tokio::test]
 async fn http10_closes_unless_it_asks_for_keep_alive() {
     let _shared = support::shared();
-    let up = RawUpstream::ok().await;
-    let gw = support::gateway(&support::proxying(up.addr, ""));
+    let (_up, gw) = ok_gateway().await;
     let mut client = connect(&gw).await;
     client
         .write_all(b"GET / HTTP/1.0\r\nHost: t\r\n\r\n")
@@ -188,8 +194,7 @@ async fn an_answer_of_unknown_length_is_chunked_for_http11_and_closes_http10() {
 #[tokio::test]
 async fn a_chunked_upload_cut_anywhere_arrives_whole() {
     let _shared = support::shared();
-    let up = RawUpstream::ok().await;
-    let gw = support::gateway(&support::proxying(up.addr, ""));
+    let (up, gw) = ok_gateway().await;
     let mut client = connect(&gw).await;
     let raw = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
                 5\r\nhello\r\n1;ext=1\r\n,\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n";
@@ -306,8 +311,7 @@ async fn an_answer_that_leaves_the_body_unread_says_close_and_lingers() {
 #[tokio::test]
 async fn broken_chunk_framing_behind_an_answer_that_reads_no_body_ends_only_its_connection() {
     let _shared = support::shared();
-    let up = RawUpstream::ok().await;
-    let gw = support::gateway(&support::proxying(up.addr, ""));
+    let (_up, gw) = ok_gateway().await;
     for broken in [
         &b"1\r\nx\r\nZZ\r\n"[..],
         b"5\r\nhello\r\nZZ\r\nGET / HTTP/1.1\r\n\r\n",

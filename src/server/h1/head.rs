@@ -15,7 +15,7 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Uri, Version};
 
-use crate::upstream::h1::Names;
+use crate::upstream::h1::{has_token, Names};
 
 /// How a request's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,7 +316,7 @@ fn note(
         if std::mem::replace(&mut framing.chunked, true) {
             return Err(Malformed::Bad("Transfer-Encoding repeated"));
         }
-        if !trim(value).eq_ignore_ascii_case(b"chunked") {
+        if !value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
             return Err(Malformed::UnknownCoding);
         }
         if framing.length.is_some() {
@@ -344,23 +344,4 @@ fn content_length(value: &[u8]) -> Option<u64> {
         return None;
     }
     Some(value.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
-}
-
-fn trim(value: &[u8]) -> &[u8] {
-    let start = value
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(value.len());
-    let end = value
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
-    &value[start..end]
-}
-
-/// Whether a comma-separated list holds `token` (case-insensitive).
-pub fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|item| trim(item).eq_ignore_ascii_case(token))
 }

@@ -336,7 +336,7 @@ pub(super) fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// `value` (a list) holds `token`, case-insensitively.
-pub(super) fn has_token(value: &[u8], token: &[u8]) -> bool {
+pub fn has_token(value: &[u8], token: &[u8]) -> bool {
     tokens(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
@@ -363,6 +363,13 @@ mod tests {
             &mut Names::default(),
             &mut HeaderMap::new(),
         )
+    }
+
+    /// A complete head taken off `buf` by a connection with nothing kept yet.
+    fn parse_fresh(buf: &mut BytesMut) -> Head {
+        parse(buf, false, &mut Names::default(), &mut HeaderMap::new())
+            .unwrap()
+            .unwrap()
     }
 
     fn framing(text: &str) -> (ResponseFraming, bool) {
@@ -506,26 +513,12 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi"[..],
         );
-        let head = parse(
-            &mut buf,
-            false,
-            &mut Names::default(),
-            &mut HeaderMap::new(),
-        )
-        .unwrap()
-        .unwrap();
+        let head = parse_fresh(&mut buf);
         assert_eq!(head.status, StatusCode::OK);
         assert_eq!(&buf[..], b"hi");
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\n\r\nraw"[..]);
-        let head = parse(
-            &mut buf,
-            false,
-            &mut Names::default(),
-            &mut HeaderMap::new(),
-        )
-        .unwrap()
-        .unwrap();
+        let head = parse_fresh(&mut buf);
         assert_eq!(head.status, StatusCode::SWITCHING_PROTOCOLS);
         assert_eq!(&buf[..], b"raw");
     }

@@ -50,6 +50,7 @@ use http::{Request, Response};
 
 pub use body::Body;
 pub use conn::UpstreamConn;
+pub use decode::has_token;
 pub use encode::{push_decimal, push_hex};
 pub use names::Names;
 pub use stream::Stream;
