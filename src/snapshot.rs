@@ -306,7 +306,11 @@ fn location(
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     Ok(Location {
         route,
-        prewritten: limit_response::Prewritten::new(&rules, limit_status),
+        prewritten: limit_response::Prewritten::new(
+            &rules,
+            limit_status,
+            config.server.ratelimit_headers,
+        ),
         limits: Policy::new(rules, location.cost, built.redis),
         cost_from: location.cost_from.clone(),
         zone_stats: location

@@ -12,7 +12,7 @@ use crate::config::RateLimitHeaders;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::zone::Zone;
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
-use crate::upstream::body::ResponseBody;
+use crate::upstream::body::{Rendered, ResponseBody};
 
 use super::text::{self, number_value, Text};
 use super::Location;
@@ -72,7 +72,9 @@ pub(super) fn overloaded(upstream: &str, queue_timeout: Duration) -> Response<Re
 
 /// The answer to a rejected request: the location's `limit_status`, `Retry-After`
 /// (whole seconds, rounded up, so never earlier than the truth) and a problem+json body.
-/// Its headers go into `headers`, an empty map (a used one has its room already).
+/// Its headers go into `headers`, an empty map (a used one has its room already); where
+/// the location wrote its texts beforehand, they come as header lines instead
+/// ([`Rendered`]) and the map stays empty.
 pub(super) fn rejection(
     location: &Location,
     outcome: &Outcome,
@@ -87,7 +89,10 @@ pub(super) fn rejection(
     });
     let prewritten = rejected.and_then(|(_, applied)| location.prewritten.problem(applied));
     let body = match prewritten {
-        Some(start) => problem_end(start, retry_after),
+        Some(start) => match rendered(location, outcome, style, start, retry_after) {
+            Some(rendered) => ResponseBody::Rendered(rendered),
+            None => ResponseBody::full(problem_end(start, retry_after)),
+        },
         None => {
             let (zone, detail) = match rejected {
                 Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
@@ -96,18 +101,71 @@ pub(super) fn rejection(
                 Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
                 None => ("", Detail::Unknown),
             };
-            problem(status, detail, zone, retry_after)
+            ResponseBody::full(problem(status, detail, zone, retry_after))
         }
     };
-    // Room for every header it gets, so that adding them never regrows the map.
-    headers.reserve(2 + style.count());
-    headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-    headers.insert(RETRY_AFTER, number_value(retry_after));
-    add_headers(&mut headers, location, outcome, style);
-    let mut response = Response::new(ResponseBody::full(body));
+    if !matches!(body, ResponseBody::Rendered(_)) {
+        // Room for every header it gets, so that adding them never regrows the map.
+        headers.reserve(2 + style.count());
+        headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+        headers.insert(RETRY_AFTER, number_value(retry_after));
+        add_headers(&mut headers, location, outcome, style);
+    }
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
+}
+
+/// A rejection as header lines and body, when the location wrote beforehand all that
+/// this one says the same way (its `RateLimit-Policy` among it): the lines of the numbers
+/// and the end of the body are written here, into one slice of the worker's arena.
+fn rendered(
+    location: &Location,
+    outcome: &Outcome,
+    style: RateLimitHeaders,
+    body_start: &Bytes,
+    retry_after: u64,
+) -> Option<Rendered> {
+    let fixed = location.prewritten.lines()?;
+    let announced = announced(location, outcome);
+    let limited = style.count() > 0 && announced.clone().next().is_some();
+    if limited && style.draft() {
+        location
+            .prewritten
+            .policy(announced.clone().map(|(_, a)| a))?;
+    }
+    let mut text = Text::<192>::new();
+    text.push("retry-after: ")
+        .push_u64(retry_after)
+        .push("\r\n");
+    if limited && style.draft() {
+        text.push("ratelimit: ");
+        write_state(&mut text, announced.clone());
+        text.push("\r\n");
+    }
+    let legacy = (limited && style.legacy())
+        .then(|| legacy(announced))
+        .flatten();
+    if let Some([limit, remaining, reset]) = legacy {
+        text.push("x-ratelimit-limit: ")
+            .push_u64(limit)
+            .push("\r\n");
+        text.push("x-ratelimit-remaining: ")
+            .push_u64(remaining)
+            .push("\r\n");
+        text.push("x-ratelimit-reset: ")
+            .push_u64(reset)
+            .push("\r\n");
+    }
+    let lines_len = text.as_bytes().len();
+    text.push_u64(retry_after).push("}\n");
+    let mut own = text.to_shared_bytes();
+    let own_lines = own.split_to(lines_len);
+    Some(Rendered {
+        lines: [fixed.clone(), own_lines],
+        body: [body_start.clone(), own],
+    })
 }
 
 /// The answer to a banned key (the penalty box): the ban's status, `Retry-After` (the
@@ -210,49 +268,49 @@ fn retry_after_secs(nanos: u64) -> u64 {
     nanos.div_ceil(NANOS_PER_SEC).max(1)
 }
 
-/// Adds the rate-limit headers for every enforcing zone that applied (dry-run zones
-/// only observe, so they are not announced).
+/// The enforcing zones that applied, with their answers (dry-run zones only observe, so
+/// they are not announced).
+fn announced<'a>(
+    location: &'a Location,
+    outcome: &'a Outcome,
+) -> impl Iterator<Item = (&'a Zone, &'a Applied)> + Clone {
+    outcome
+        .applied
+        .iter()
+        .filter(|a| !a.dry_run)
+        .filter_map(|a| Some((&*location.limits.rules().get(a.rule)?.zone, a)))
+}
+
+/// Adds the rate-limit headers for every enforcing zone that applied.
 pub(super) fn add_headers(
     headers: &mut HeaderMap,
     location: &Location,
     outcome: &Outcome,
     style: RateLimitHeaders,
 ) {
-    let announced = || {
-        outcome
-            .applied
-            .iter()
-            .filter(|a| !a.dry_run)
-            .filter_map(|a| Some((&location.limits.rules().get(a.rule)?.zone, a)))
-    };
-    if style.count() == 0 || announced().next().is_none() {
+    let announced = announced(location, outcome);
+    if style.count() == 0 || announced.clone().next().is_none() {
         return;
     }
     // An upstream response's map has room for the two draft headers (`upstream::h1`'s
     // decoder leaves it); when more are added, the map grows once, here, to fit them all.
     headers.reserve(style.count());
     if style.draft() {
-        let policy = match location.prewritten.policy(announced().map(|(_, a)| a)) {
+        let policy = match location
+            .prewritten
+            .policy(announced.clone().map(|(_, a)| a))
+        {
             Some(policy) => Some(policy.clone()),
             None => {
                 let mut policy = Text::<96>::new();
-                for (zone, a) in announced() {
+                for (zone, a) in announced.clone() {
                     write_policy(&mut policy, zone, a.rate);
                 }
                 policy.to_shared_value()
             }
         };
         let mut state = Text::<96>::new();
-        for (zone, a) in announced() {
-            if !state.is_empty() {
-                state.push(", ");
-            }
-            state.push("\"").push(&zone.name).push("\"");
-            state.push(";r=").push_u64(a.decision.remaining);
-            if zone.algorithm != Algorithm::Concurrency {
-                state.push(";t=").push_u64(reset_secs(a));
-            }
-        }
+        write_state(&mut state, announced.clone());
         // Zone names and numbers are always valid values.
         if let (Some(policy), Some(state)) = (policy, state.to_shared_value()) {
             headers.insert(POLICY, policy);
@@ -260,19 +318,42 @@ pub(super) fn add_headers(
         }
     }
     if style.legacy() {
-        // The most restrictive zone: the fewest requests left, then the longest wait.
-        let fewest = announced()
-            .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)));
-        if let Some((zone, a)) = fewest {
-            let limit = match zone.algorithm {
-                Algorithm::Concurrency => zone.max(),
-                _ => a.rate.count.get(),
-            };
+        if let Some([limit, remaining, reset]) = legacy(announced) {
             headers.insert(X_LIMIT, number_value(limit));
-            headers.insert(X_REMAINING, number_value(a.decision.remaining));
-            headers.insert(X_RESET, number_value(reset_secs(a)));
+            headers.insert(X_REMAINING, number_value(remaining));
+            headers.insert(X_RESET, number_value(reset));
         }
     }
+}
+
+/// The `RateLimit` value: each announced zone's requests left and, but for a
+/// `concurrency` zone, seconds until its state for this key has drained.
+fn write_state<'a, const N: usize>(
+    state: &mut Text<N>,
+    announced: impl Iterator<Item = (&'a Zone, &'a Applied)>,
+) {
+    for (i, (zone, a)) in announced.enumerate() {
+        if i > 0 {
+            state.push(", ");
+        }
+        state.push("\"").push(&zone.name).push("\"");
+        state.push(";r=").push_u64(a.decision.remaining);
+        if zone.algorithm != Algorithm::Concurrency {
+            state.push(";t=").push_u64(reset_secs(a));
+        }
+    }
+}
+
+/// `X-RateLimit-Limit`, `-Remaining` and `-Reset` of the most restrictive announced
+/// zone: the fewest requests left, then the longest wait.
+fn legacy<'a>(announced: impl Iterator<Item = (&'a Zone, &'a Applied)>) -> Option<[u64; 3]> {
+    let (zone, a) = announced
+        .min_by_key(|(_, a)| (a.decision.remaining, std::cmp::Reverse(a.decision.reset)))?;
+    let limit = match zone.algorithm {
+        Algorithm::Concurrency => zone.max(),
+        _ => a.rate.count.get(),
+    };
+    Some([limit, a.decision.remaining, reset_secs(a)])
 }
 
 /// Appends one zone's item of `RateLimit-Policy` (a rate zone's `q` and `w`, a

@@ -190,6 +190,23 @@ pub struct Logged {
     start: Instant,
 }
 
+impl Logged {
+    /// The header lines its answer wrote out already ([`Rendered`]), which HTTP/1.1
+    /// sends as they are.
+    ///
+    /// [`Rendered`]: crate::upstream::body::Rendered
+    pub fn lines(&self) -> &[Bytes] {
+        self.inner.lines()
+    }
+
+    /// Moves those lines into `headers`, for a connection that sends a map (HTTP/2).
+    pub fn lines_into(&mut self, headers: &mut http::HeaderMap) {
+        if let ResponseBody::Rendered(rendered) = &mut self.inner {
+            rendered.lines_into(headers);
+        }
+    }
+}
+
 impl Body for Logged {
     type Data = Bytes;
     type Error = BodyError;

@@ -72,7 +72,7 @@ impl<const N: usize> Text<N> {
     }
 
     #[inline]
-    fn push_bytes(&mut self, bytes: &[u8]) {
+    pub(super) fn push_bytes(&mut self, bytes: &[u8]) {
         if self.heap.is_empty() {
             if let Some(room) = self.stack.get_mut(self.len..self.len + bytes.len()) {
                 room.copy_from_slice(bytes);

@@ -84,6 +84,9 @@ pub async fn serve<T>(
                 .handle(req.map(ClientBody::H2), &conn)
                 .await;
             settle(&response, &conn_state, true)?;
+            let (mut parts, mut body) = response.into_parts();
+            body.lines_into(&mut parts.headers);
+            let response = Response::from_parts(parts, body);
             Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,
                 watch: SendWatch::current(),

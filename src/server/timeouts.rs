@@ -149,6 +149,10 @@ pub struct TimedIo<T> {
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
+    /// The waker `sleep` was last polled with while armed for `armed`: polled again for
+    /// the same task and not yet elapsed, it needs no new poll (which costs a trip into
+    /// the timer).
+    sleep_waker: Option<Waker>,
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
@@ -174,6 +178,7 @@ impl<T> TimedIo<T> {
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
+            sleep_waker: None,
             write_sleep: None,
             write_waiting: false,
             draining: false,
@@ -210,6 +215,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         Poll::Pending
     }
 
+    /// Sets `sleep` for `deadline`; it is polled again before it is trusted to wake.
+    fn arm(&mut self, deadline: Instant) {
+        self.sleep.as_mut().reset(deadline);
+        self.armed = Some(deadline);
+        self.sleep_waker = None;
+    }
+
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
@@ -231,18 +243,30 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         // armed one alone (moving a registered timer costs a trip through the timer
         // wheel); when it fires early it is armed again for the deadline in force.
         if self.armed.is_none_or(|armed| armed > deadline) {
-            self.sleep.as_mut().reset(deadline);
-            self.armed = Some(deadline);
+            self.arm(deadline);
+        }
+        let waker = cx.waker();
+        if self
+            .sleep_waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(waker))
+            && !self.sleep.is_elapsed()
+        {
+            return Poll::Pending;
         }
         loop {
             if self.sleep.as_mut().poll(cx).is_pending() {
+                if !self
+                    .sleep_waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(waker))
+                {
+                    self.sleep_waker = Some(waker.clone());
+                }
                 return Poll::Pending;
             }
             match self.armed {
-                Some(armed) if armed < deadline => {
-                    self.sleep.as_mut().reset(deadline);
-                    self.armed = Some(deadline);
-                }
+                Some(armed) if armed < deadline => self.arm(deadline),
                 _ => break,
             }
         }
@@ -332,9 +356,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         if !self.draining {
             // Armed first: shutting a TLS stream writes its close_notify, which a client
             // that reads nothing could hold up for ever.
-            let until = Instant::now() + LINGER;
-            self.sleep.as_mut().reset(until);
-            self.armed = Some(until);
+            self.arm(Instant::now() + LINGER);
             self.draining = true;
         }
         if !self.drain_shut {

@@ -19,8 +19,10 @@ use tokio::time::{Instant, Sleep};
 use crate::config::MaxBodySize;
 
 pub mod client;
+mod rendered;
 
 pub use client::{ClientBody, ClientBodyError};
+pub use rendered::Rendered;
 
 /// Why a streamed body stopped early.
 #[derive(Debug)]
@@ -356,12 +358,22 @@ pub enum ResponseBody {
     Empty,
     /// A body made by tollgate itself (`return`, error pages).
     Full(Option<Bytes>),
+    /// An answer of tollgate's whose header lines are written out already (a 429).
+    Rendered(Rendered),
     /// The upstream's body, read from its connection as the client takes it (the
     /// connection applies `read_timeout` between reads).
     Upstream(super::h1::Body),
 }
 
 impl ResponseBody {
+    /// The header lines of a [`Rendered`] answer (none for any other).
+    pub fn lines(&self) -> &[Bytes] {
+        match self {
+            ResponseBody::Rendered(rendered) => &rendered.lines,
+            _ => &[],
+        }
+    }
+
     pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
         let bytes = bytes.into();
         if bytes.is_empty() {
@@ -383,6 +395,9 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Empty => Poll::Ready(None),
             ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Rendered(rendered) => {
+                Poll::Ready(rendered.next_piece().map(|b| Ok(Frame::data(b))))
+            }
             ResponseBody::Upstream(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map_err(|err| BodyError::Upstream(Box::new(err))),
@@ -393,6 +408,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Empty => true,
             ResponseBody::Full(bytes) => bytes.is_none(),
+            ResponseBody::Rendered(rendered) => rendered.is_empty(),
             ResponseBody::Upstream(body) => body.is_end_stream(),
         }
     }
@@ -403,6 +419,7 @@ impl Body for ResponseBody {
             ResponseBody::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
+            ResponseBody::Rendered(rendered) => SizeHint::with_exact(rendered.len()),
             ResponseBody::Upstream(body) => body.size_hint(),
         }
     }

@@ -38,6 +38,7 @@ mod redis_instances;
 mod redis_leases;
 mod redis_scripts;
 mod redis_zones;
+mod rejections;
 mod reload;
 mod return_vars;
 mod rewrite;

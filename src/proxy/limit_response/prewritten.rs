@@ -1,12 +1,13 @@
 //! What a location's limited answers say the same way every time, written once when the
-//! location is built: the `RateLimit-Policy` value, and each zone's problem body up to its
-//! `retry_after` number. A request uses them while its zones hold it to their configured
+//! location is built: the `RateLimit-Policy` value, each zone's problem body up to its
+//! `retry_after` number, and a rejection's header lines that carry no number. A request uses them while its zones hold it to their configured
 //! rates (no plan, no adaptive factor, no elastic ceiling in play), which is the usual
 //! case; otherwise its texts are written for it as before.
 
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 
+use crate::config::RateLimitHeaders;
 use crate::limit::decision::LimitRule;
 use crate::limit::outcome::Applied;
 use crate::limit::{Algorithm, Rate};
@@ -23,11 +24,15 @@ pub struct Prewritten {
     policy: Option<HeaderValue>,
     /// Per rule: a rejection's body up to `retry_after`, for a rate zone at its rate.
     problems: Vec<Option<(Rate, Bytes)>>,
+    /// A rejection's header lines without a number (`Content-Type`, and `RateLimit-Policy`
+    /// when the draft's headers are sent), `name: value\r\n` each; `None` where a zone's
+    /// name could not be sent in a header as it is.
+    lines: Option<Bytes>,
 }
 
 impl Prewritten {
-    /// The texts of a location whose rejections answer `status`.
-    pub fn new(rules: &[LimitRule], status: StatusCode) -> Prewritten {
+    /// The texts of a location whose rejections answer `status` with `style`'s headers.
+    pub fn new(rules: &[LimitRule], status: StatusCode, style: RateLimitHeaders) -> Prewritten {
         let mut policy = Text::<96>::new();
         let mut announced = Vec::new();
         for (index, rule) in rules.iter().enumerate().filter(|(_, r)| !r.dry_run) {
@@ -47,11 +52,30 @@ impl Prewritten {
                 Some((rate, body.to_bytes()))
             })
             .collect();
+        let policy = (!announced.is_empty()).then(|| policy.to_value()).flatten();
+        // The `RateLimit` line carries the zones' names as they are: each must be a
+        // header value.
+        let sendable = rules
+            .iter()
+            .all(|rule| HeaderValue::from_str(&rule.zone.name).is_ok());
+        let mut lines = Text::<160>::new();
+        lines.push("content-type: application/problem+json\r\n");
+        if let (true, Some(policy)) = (style.draft(), &policy) {
+            lines.push("ratelimit-policy: ");
+            lines.push_bytes(policy.as_bytes());
+            lines.push("\r\n");
+        }
         Prewritten {
-            policy: (!announced.is_empty()).then(|| policy.to_value()).flatten(),
+            policy,
             announced,
             problems,
+            lines: sendable.then(|| lines.to_bytes()),
         }
+    }
+
+    /// A rejection's header lines that carry no number.
+    pub(super) fn lines(&self) -> Option<&Bytes> {
+        self.lines.as_ref()
     }
 
     /// The `RateLimit-Policy` value, if `applied` (the enforcing zones that applied, in
@@ -72,7 +96,7 @@ impl Prewritten {
 
     /// The start of the rejection body for `applied`, if its zone held it to the
     /// configured rate.
-    pub(super) fn problem(&self, applied: &Applied) -> Option<&[u8]> {
+    pub(super) fn problem(&self, applied: &Applied) -> Option<&Bytes> {
         match self.problems.get(applied.rule)? {
             Some((rate, start)) if *rate == applied.rate => Some(start),
             _ => None,
@@ -140,7 +164,11 @@ mod tests {
     #[test]
     fn the_prewritten_texts_are_the_ones_written_per_request() {
         let rules = [rule("ip", 10, 100, false), rule("key", 2, 20, false)];
-        let texts = Prewritten::new(&rules, StatusCode::TOO_MANY_REQUESTS);
+        let texts = Prewritten::new(
+            &rules,
+            StatusCode::TOO_MANY_REQUESTS,
+            RateLimitHeaders::Draft,
+        );
         let both = [applied(&rules, 0, None), applied(&rules, 1, None)];
         let mut written = Text::<96>::new();
         for a in &both {
@@ -158,6 +186,20 @@ mod tests {
             7,
         );
         assert_eq!(super::super::problem_end(start, 7), whole);
+
+        let lines = texts.lines().expect("names fit for a header");
+        assert_eq!(
+            &lines[..],
+            b"content-type: application/problem+json\r\n\
+              ratelimit-policy: \"ip\";q=10;w=1, \"key\";q=2;w=1\r\n"
+        );
+        let legacy = Prewritten::new(
+            &rules,
+            StatusCode::TOO_MANY_REQUESTS,
+            RateLimitHeaders::Legacy,
+        );
+        let lines = legacy.lines().expect("names fit for a header");
+        assert_eq!(&lines[..], b"content-type: application/problem+json\r\n");
     }
 
     #[test]
@@ -167,7 +209,11 @@ mod tests {
             rule("key", 2, 20, false),
             rule("watch", 1, 1, true),
         ];
-        let texts = Prewritten::new(&rules, StatusCode::TOO_MANY_REQUESTS);
+        let texts = Prewritten::new(
+            &rules,
+            StatusCode::TOO_MANY_REQUESTS,
+            RateLimitHeaders::Draft,
+        );
         let configured = [applied(&rules, 0, None), applied(&rules, 1, None)];
         assert!(texts.policy(configured.iter()).is_some());
         // A plan's rate, one zone short, or one zone more: not the prewritten value.

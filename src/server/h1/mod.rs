@@ -132,15 +132,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         let asked = Asked::of(&head.method, head.version, head.keep_alive);
         let (request, mut upload, handover) = request(head);
         let snapshot = setup.state.snapshot.load_full();
-        let response = {
+        // The answer stays in this slot until it is sent (moving it costs copies).
+        let mut slot = None;
+        {
             let mut answer = pin!(snapshot.pipeline.handle(request, setup.conn));
-            poll_fn(|cx| self.poll_answer(cx, answer.as_mut(), &mut upload)).await
-        };
+            poll_fn(|cx| self.poll_answer(cx, answer.as_mut(), &mut upload, &mut slot)).await;
+        }
         // None: the client went away; dropping the request ended it.
-        let Some(response) = response else {
+        let Some(response) = &mut slot else {
             return Next::Close;
         };
-        if settle(&response, setup.conn_state, false).is_err() {
+        if settle(response, setup.conn_state, false).is_err() {
             return Next::Close;
         }
         let status = response.status();
@@ -154,6 +156,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             ..asked
         };
         let kept = self.send(response, asked, &mut upload).await;
+        // The answer's end (its log line, its upstream connection back to the pool)
+        // comes before the connection is idle.
+        drop(slot);
         drop(guard);
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it
@@ -218,17 +223,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
     }
 
-    /// Drives the pipeline to its answer, feeding it the body it asks for; `None` if the
-    /// client went away first.
+    /// Drives the pipeline to its answer, put in `slot`, feeding it the body it asks for;
+    /// ready with `slot` empty if the client went away first.
     fn poll_answer<F: Future<Output = Response<Logged>>>(
         &mut self,
         cx: &mut Context<'_>,
         mut answer: Pin<&mut F>,
         upload: &mut Upload,
-    ) -> Poll<Option<Response<Logged>>> {
+        slot: &mut Option<Response<Logged>>,
+    ) -> Poll<()> {
         loop {
             if let Poll::Ready(response) = answer.as_mut().poll(cx) {
-                return Poll::Ready(Some(response));
+                *slot = Some(response);
+                return Poll::Ready(());
             }
             match upload.poll_pump(cx, &mut self.io, &mut self.read, &mut self.out) {
                 Pumped::Fed => continue,
@@ -236,7 +243,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                 Pumped::Idle => {}
             }
             if upload.is_over() && self.gone(cx) {
-                return Poll::Ready(None);
+                return Poll::Ready(());
             }
             return Poll::Pending;
         }
@@ -256,27 +263,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         matches!(read.poll(cx), Poll::Ready(Ok(0) | Err(_)))
     }
 
-    /// Writes the answer; `Ok(true)` if the connection can carry another request.
+    /// Writes the answer; `Ok(true)` if the connection can carry another request. Its
+    /// header map, emptied, is kept for the next head.
     async fn send(
         &mut self,
-        response: Response<Logged>,
+        response: &mut Response<Logged>,
         asked: Asked,
         upload: &mut Upload,
     ) -> Result<bool, ()> {
-        let (parts, body) = response.into_parts();
-        let length = body.size_hint().exact();
+        let length = response.body().size_hint().exact();
         let written = response::write_head(
             self.out.small(),
-            parts.status,
-            &parts.headers,
+            response.status(),
+            response.body().lines(),
+            response.headers(),
             length,
             asked,
         );
-        let mut headers = parts.headers;
+        let headers = response.headers_mut();
         headers.clear();
-        self.headers = headers;
+        std::mem::swap(&mut self.headers, headers);
         let mut sending = Sending {
-            body,
+            body: response.body_mut(),
             framing: written.framing,
             ended: written.framing == Framing::Nothing,
         };
@@ -288,7 +296,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     fn poll_send(
         &mut self,
         cx: &mut Context<'_>,
-        sending: &mut Sending,
+        sending: &mut Sending<'_>,
         upload: &mut Upload,
     ) -> Poll<Result<(), ()>> {
         loop {
@@ -298,7 +306,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             if sending.ended {
                 return Pin::new(&mut self.io).poll_flush(cx).map_err(drop);
             }
-            match Pin::new(&mut sending.body).poll_frame(cx) {
+            match Pin::new(&mut *sending.body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     let Ok(piece) = frame.into_data() else {
                         continue;
@@ -334,8 +342,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 }
 
 /// An answer's body on its way out.
-struct Sending {
-    body: Logged,
+struct Sending<'a> {
+    body: &'a mut Logged,
     framing: Framing,
     ended: bool,
 }

@@ -48,11 +48,13 @@ pub struct Written {
     pub keep_alive: bool,
 }
 
-/// Writes the head of an answer with `status` and `headers` to `out`; `length` is the
-/// body's exact length when known.
+/// Writes the head of an answer with `status`, `lines` (header lines written out
+/// already, copied as they are) and `headers` to `out`; `length` is the body's exact
+/// length when known.
 pub fn write_head(
     out: &mut Vec<u8>,
     status: StatusCode,
+    lines: &[Bytes],
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
@@ -72,6 +74,9 @@ pub fn write_head(
     out.push(b' ');
     out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
     out.extend_from_slice(b"\r\n");
+    for part in lines {
+        out.extend_from_slice(part);
+    }
     let mut declared = None;
     let (mut dated, mut said_close, mut said_keep_alive) = (false, false, false);
     for (name, value) in headers {
@@ -225,7 +230,7 @@ mod tests {
         }
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let written = write_head(&mut out, status, &map, length, asked);
+        let written = write_head(&mut out, status, &[], &map, length, asked);
         let text = String::from_utf8(out).unwrap();
         let cut = text.find("date: ").map_or(text.clone(), |at| {
             let end = text[at..].find("\r\n").unwrap() + at + 2;
