@@ -23,6 +23,7 @@
 //!
 //! Around it:
 //! - [`snapshot`]: the one place config meets runtime objects (one per generation).
+//! - [`clock`]: the time of the task poll under way, read once per poll.
 //! - [`state`]: what the workers and the admin API share for the gateway's life.
 //! - [`metrics`]: per-worker counter cells the pipeline writes.
 //! - [`log`]: the access log, and [`log::repeats`], which keeps repeated error-log
@@ -45,6 +46,7 @@ pub mod access;
 pub mod acme;
 pub mod admin;
 pub mod certs;
+pub mod clock;
 pub mod config;
 #[deny(clippy::disallowed_methods)]
 pub mod limit;

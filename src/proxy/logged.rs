@@ -165,7 +165,7 @@ impl Drop for Pending<'_> {
         if self.answered {
             return;
         }
-        let elapsed = self.start.elapsed();
+        let elapsed = crate::clock::now().saturating_duration_since(self.start);
         self.stats.finish(self.worker, CLIENT_CLOSED, elapsed);
         if let Some(entry) = self.entry.take() {
             entry.write(0, elapsed);
@@ -250,7 +250,7 @@ impl Drop for Logged {
             };
             lease.end(conn);
         }
-        let elapsed = self.start.elapsed();
+        let elapsed = crate::clock::now().saturating_duration_since(self.start);
         self.counted.finish(self.status, elapsed);
         if let Some(entry) = self.entry.take() {
             entry.write(self.sent, elapsed);

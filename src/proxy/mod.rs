@@ -194,7 +194,8 @@ impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
     /// afterwards; the access-log line is written when it ends (or is abandoned).
     pub async fn handle(&self, mut req: Request<ClientBody>, conn: &Conn) -> Response<Logged> {
-        let now = Instant::now();
+        // The poll's time (`clock`): the arrival, as nginx's cached time is.
+        let now = crate::clock::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
         let access_log = self.access_log.clone();

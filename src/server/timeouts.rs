@@ -73,7 +73,8 @@ impl ConnState {
     }
 
     fn enter(&self, phase: u8) {
-        let ms = self.origin.elapsed().as_millis() as u64;
+        let since = crate::clock::now().saturating_duration_since(self.origin.into_std());
+        let ms = since.as_millis() as u64;
         self.since_ms.store(ms, Ordering::Relaxed);
         self.phase.store(phase, Ordering::Release);
     }

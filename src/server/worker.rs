@@ -162,7 +162,8 @@ impl Accepting {
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
                     let tls = self.address.tls;
-                    tokio::spawn(async move {
+                    // Its polls read the clock once each (`clock`).
+                    tokio::spawn(crate::clock::Polled::new(async move {
                         if tls {
                             serve_tls(stream, conn, state, stop).await;
                         } else {
@@ -170,7 +171,7 @@ impl Accepting {
                         }
                         open.add(-1);
                         drop(alive);
-                    });
+                    }));
                 }
                 Err(err) => {
                     // Out of file descriptors and the like: back off instead of spinning,

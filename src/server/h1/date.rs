@@ -2,31 +2,39 @@
 //! sends one), written once a second per worker thread.
 
 use std::cell::RefCell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::clock;
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT`
 const LEN: usize = 29;
 
 struct Cached {
-    second: u64,
+    /// When the second `text` names is over, on the monotonic clock (the poll's time
+    /// tells it without a read of the wall clock).
+    until: Option<Instant>,
     text: [u8; LEN],
 }
 
 thread_local! {
-    static CACHED: RefCell<Cached> = const { RefCell::new(Cached { second: u64::MAX, text: [b' '; LEN] }) };
+    static CACHED: RefCell<Cached> = const { RefCell::new(Cached { until: None, text: [b' '; LEN] }) };
 }
 
 /// Appends `date: <now>\r\n`.
 pub fn write_header(out: &mut Vec<u8>) {
-    let now = SystemTime::now();
-    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = clock::now();
     CACHED.with(|cached| {
         let mut cached = cached.borrow_mut();
-        if cached.second != second {
-            let text = httpdate::fmt_http_date(now);
+        if cached.until.is_none_or(|until| now >= until) {
+            let wall = SystemTime::now();
+            let text = httpdate::fmt_http_date(wall);
             if text.len() == LEN {
+                let into = wall
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let left = Duration::from_nanos(u64::from(1_000_000_000 - into));
                 cached.text.copy_from_slice(text.as_bytes());
-                cached.second = second;
+                cached.until = Some(now + left);
             }
         }
         out.extend_from_slice(b"date: ");
@@ -52,5 +60,15 @@ mod tests {
         let parsed = httpdate::parse_http_date(value).unwrap();
         let age = SystemTime::now().duration_since(parsed).unwrap();
         assert!(age.as_secs() < 5, "{value}");
+    }
+
+    #[test]
+    fn the_cached_date_moves_on_with_the_second() {
+        let mut first = Vec::new();
+        write_header(&mut first);
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut second = Vec::new();
+        write_header(&mut second);
+        assert_ne!(first, second);
     }
 }
