@@ -70,6 +70,11 @@ impl Template {
         self.render_append(req, out)
     }
 
+    /// Whether the key reads the request's host (`$host`).
+    pub fn reads_host(&self) -> bool {
+        self.parts.contains(&Part::Host)
+    }
+
     /// Renders the key at the end of `out`; what it wrote is the key. `false` as
     /// [`render`](Template::render) (what was written is then to be discarded).
     pub fn render_append(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
@@ -329,6 +334,18 @@ mod tests {
             render(&t, &view("10.1.2.3", &headers, None)),
             Some(b"k1|s2|example.comGET/api/x|10.1.2.3".to_vec())
         );
+    }
+
+    #[test]
+    fn a_key_reads_the_host_only_with_a_host_part() {
+        let with = Template::new(
+            vec![Part::Literal(b"k".to_vec().into()), Part::Host],
+            32,
+            128,
+        );
+        let without = Template::new(vec![Part::BinaryRemoteAddr], 32, 128);
+        assert!(with.reads_host());
+        assert!(!without.reads_host());
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Policy {
     /// Whether an item of the list carries a `ban` (then the pipeline asks through
     /// [`super::penalty::decide`]): known when the list is built, not looked for per request.
     bans: bool,
+    /// Whether a zone's key reads `$host` (else the request's host is not looked up).
+    reads_host: bool,
 }
 
 /// What a list with Redis zones needs besides its rules.
@@ -63,11 +65,13 @@ impl Policy {
             _ => None,
         };
         let bans = rules.iter().any(|rule| rule.ban.is_some());
+        let reads_host = rules.iter().any(|rule| rule.zone.template.reads_host());
         Policy {
             rules,
             cost,
             redis,
             bans,
+            reads_host,
         }
     }
 
@@ -83,6 +87,11 @@ impl Policy {
     /// Whether an item of the list carries a `ban`.
     pub fn has_bans(&self) -> bool {
         self.bans
+    }
+
+    /// Whether a zone's key reads the request's host (`$host`).
+    pub fn reads_host(&self) -> bool {
+        self.reads_host
     }
 
     /// Settles the charges a request took here by its `answer`, at `now` (see

@@ -57,7 +57,7 @@ impl Pipeline {
             return Outcome::default();
         }
         let arrival = Arrival {
-            request: view_of(req, client, path),
+            request: view_of(req, client, path, location.limits.reads_host()),
             plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
             now,
             worker,
@@ -95,9 +95,15 @@ impl Pipeline {
     }
 }
 
-/// The request as key templates read it.
-fn view_of<'r, B>(req: &'r Request<B>, client: IpAddr, path: &'r [u8]) -> RequestView<'r> {
-    let host = super::host_of(req);
+/// The request as key templates read it; its host only if one reads it (`reads_host`):
+/// looking it up costs a header-map search.
+fn view_of<'r, B>(
+    req: &'r Request<B>,
+    client: IpAddr,
+    path: &'r [u8],
+    reads_host: bool,
+) -> RequestView<'r> {
+    let host = reads_host.then(|| super::host_of(req)).flatten();
     RequestView {
         client,
         method: req.method(),

@@ -118,21 +118,30 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         if !self.read.is_empty() {
             setup.conn_state.head_begun();
         }
-        let head = match poll_fn(|cx| self.poll_head(cx, setup.draining)).await {
-            Ok(Some(head)) => head,
-            Ok(None) | Err(NoHead::Failed) => return Next::Close,
+        // The head, like the answer below, stays in its slot (moving it costs copies).
+        let mut head = None;
+        match poll_fn(|cx| self.poll_head(cx, setup.draining, &mut head)).await {
+            Ok(()) => {}
+            Err(NoHead::Failed) => return Next::Close,
             Err(NoHead::Malformed(malformed)) => {
                 tracing::debug!(peer = %setup.conn.peer, ?malformed, "malformed request head");
                 setup.conn_state.linger_on_close();
                 let _ = self.io.write_all(malformed.response()).await;
                 return Next::Close;
             }
+        }
+        let Some(head) = &mut head else {
+            return Next::Close;
         };
-        let guard = setup.conn_state.begin();
+        let _guard = setup.conn_state.begin();
         let asked = Asked::of(&head.method, head.version, head.keep_alive);
-        let (request, mut upload, handover) = request(head);
+        let (body, mut upload) = Upload::new(head.framing, head.expect_continue);
+        let mut request = request(head, body);
+        let handover = head.upgrade.then(|| upgrade(&mut request));
         let snapshot = setup.state.snapshot.load_full();
-        // The answer stays in this slot until it is sent (moving it costs copies).
+        // The answer stays in this slot until it is sent (moving it costs copies). Made
+        // after `_guard`, it is dropped before it: the answer's end (its log line, its
+        // upstream connection back to the pool) comes before the connection is idle.
         let mut slot = None;
         {
             let mut answer = pin!(snapshot.pipeline.handle(request, setup.conn));
@@ -156,10 +165,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             ..asked
         };
         let kept = self.send(response, asked, &mut upload).await;
-        // The answer's end (its log line, its upstream connection back to the pool)
-        // comes before the connection is idle.
-        drop(slot);
-        drop(guard);
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it
             // reads the answer rather than a reset.
@@ -191,32 +196,38 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
     }
 
-    /// Reads until a whole head is in the buffer; `Ok(None)` when the client closed
-    /// (or a timeout ended the connection quietly), or the worker drains before the
-    /// next head has begun (one begun is read and answered, with `Connection: close`).
+    /// Reads until a whole head is in the buffer, parsed into `slot`; `slot` is left
+    /// empty when the client closed (or a timeout ended the connection quietly), or the
+    /// worker drains before the next head has begun (one begun is read and answered,
+    /// with `Connection: close`).
     fn poll_head(
         &mut self,
         cx: &mut Context<'_>,
         draining: &AtomicBool,
-    ) -> Poll<Result<Option<Head>, NoHead>> {
+        slot: &mut Option<Head>,
+    ) -> Poll<Result<(), NoHead>> {
         loop {
             if self.read.is_empty() && draining.load(Ordering::Relaxed) {
-                return Poll::Ready(Ok(None));
+                return Poll::Ready(Ok(()));
             }
             if !self.read.is_empty() {
-                match head::parse(
+                let parsed = head::parse(
                     &mut self.read,
                     self.limits,
                     &mut self.headers,
                     &mut self.names,
-                ) {
-                    Ok(Some(head)) => return Poll::Ready(Ok(Some(head))),
+                );
+                match parsed {
+                    Ok(Some(head)) => {
+                        *slot = Some(head);
+                        return Poll::Ready(Ok(()));
+                    }
                     Ok(None) => {}
                     Err(malformed) => return Poll::Ready(Err(NoHead::Malformed(malformed))),
                 }
             }
             match std::task::ready!(poll_read(&mut self.io, &mut self.read, cx)) {
-                Ok(0) => return Poll::Ready(Ok(None)),
+                Ok(0) => return Poll::Ready(Ok(())),
                 Ok(_) => {}
                 Err(_) => return Poll::Ready(Err(NoHead::Failed)),
             }
@@ -348,19 +359,19 @@ struct Sending<'a> {
     ended: bool,
 }
 
-/// The pipeline's request for a head, the connection's side of its body, and, when it
-/// asks for an upgrade, the handover of the connection after a 101.
-fn request(head: Head) -> (Request<ClientBody>, Upload, Option<Handover>) {
-    let (body, upload) = Upload::new(head.framing, head.expect_continue);
+/// The pipeline's request for a head (whose parts it takes) and its body.
+fn request(head: &mut Head, body: ClientBody) -> Request<ClientBody> {
     let mut request = Request::new(body);
-    *request.method_mut() = head.method;
-    *request.uri_mut() = head.uri;
+    *request.method_mut() = std::mem::take(&mut head.method);
+    *request.uri_mut() = std::mem::take(&mut head.uri);
     *request.version_mut() = head.version;
-    *request.headers_mut() = head.headers;
-    let handover = head.upgrade.then(|| {
-        let (handover, upgrade) = Handover::new();
-        request.extensions_mut().insert(upgrade);
-        handover
-    });
-    (request, upload, handover)
+    *request.headers_mut() = std::mem::take(&mut head.headers);
+    request
+}
+
+/// A request that asks for an upgrade: the handover of the connection after a 101.
+fn upgrade(request: &mut Request<ClientBody>) -> Handover {
+    let (handover, upgrade) = Handover::new();
+    request.extensions_mut().insert(upgrade);
+    handover
 }
