@@ -109,6 +109,18 @@ impl Policy {
         self.redis.as_ref().map(|redis| &redis.backend)
     }
 
+    /// Whether the list is decided here with nothing to wait for: every zone local, none
+    /// in Redis, and no `ban` (whose penalty box may ask Redis). Then
+    /// [`Policy::decide_at_once`] decides it.
+    pub fn at_once(&self) -> bool {
+        self.redis.is_none() && !self.bans
+    }
+
+    /// Applies every zone of a list decided at once ([`Policy::at_once`]).
+    pub fn decide_at_once(&self, arrival: &Arrival<'_>) -> Outcome {
+        self.decide_local(&self.rules, arrival)
+    }
+
     /// Applies every zone of the list to one request.
     pub async fn decide(&self, arrival: &Arrival<'_>) -> Outcome {
         match &self.redis {

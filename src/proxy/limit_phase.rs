@@ -43,7 +43,10 @@ impl ApiKeys {
 
 impl Pipeline {
     /// Every zone of the location, unless the client is exempt; `path` is the normalized
-    /// path, `now` the request's arrival.
+    /// path, `now` the request's arrival. A location whose zones are decided at once
+    /// ([`Policy::at_once`]) goes through [`Pipeline::limit_at_once`] instead.
+    ///
+    /// [`Policy::at_once`]: crate::limit::policy::Policy::at_once
     pub(super) async fn limit<B>(
         &self,
         location: &Location,
@@ -53,14 +56,8 @@ impl Pipeline {
         now: Instant,
         worker: usize,
     ) -> Outcome {
-        if location.limits.is_empty() || access::listed(client, &self.exempt) {
+        let Some(arrival) = self.arrival(location, req, client, path, now, worker) else {
             return Outcome::default();
-        }
-        let arrival = Arrival {
-            request: view_of(req, client, path, location.limits.reads_host()),
-            plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
-            now,
-            worker,
         };
         let outcome = if location.limits.has_bans() {
             // Boxed: locations without `ban` keep the smaller future.
@@ -70,6 +67,47 @@ impl Pipeline {
         };
         count(location, &outcome, &arrival);
         outcome
+    }
+
+    /// [`Pipeline::limit`] for a location whose zones are decided at once: no future,
+    /// through which the outcome would be moved.
+    pub(super) fn limit_at_once<B>(
+        &self,
+        location: &Location,
+        req: &Request<B>,
+        client: IpAddr,
+        path: &[u8],
+        now: Instant,
+        worker: usize,
+    ) -> Outcome {
+        let Some(arrival) = self.arrival(location, req, client, path, now, worker) else {
+            return Outcome::default();
+        };
+        let outcome = location.limits.decide_at_once(&arrival);
+        count(location, &outcome, &arrival);
+        outcome
+    }
+
+    /// The request as the location's zones see it; `None` when none applies (no zone,
+    /// or an exempt client).
+    fn arrival<'r, B>(
+        &self,
+        location: &Location,
+        req: &'r Request<B>,
+        client: IpAddr,
+        path: &'r [u8],
+        now: Instant,
+        worker: usize,
+    ) -> Option<Arrival<'r>> {
+        if location.limits.is_empty() || access::listed(client, &self.exempt) {
+            return None;
+        }
+        Some(Arrival {
+            request: view_of(req, client, path, location.limits.reads_host()),
+            plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
+            now,
+            worker,
+        })
     }
 
     /// The answer when the limits refuse the request: 503 when Redis could not decide

@@ -118,13 +118,14 @@ pub(super) fn rejection(
 }
 
 /// A rejection as header lines and body, when the location wrote beforehand all that
-/// this one says the same way (its `RateLimit-Policy` among it): the lines of the numbers
-/// and the end of the body are written here, into one slice of the worker's arena.
+/// this one says the same way (its `RateLimit-Policy` among it): the lines of the numbers,
+/// then the body (its start copied, its end written here), go into one slice of the
+/// worker's arena.
 fn rendered(
     location: &Location,
     outcome: &Outcome,
     style: RateLimitHeaders,
-    body_start: &Bytes,
+    body_start: &[u8],
     retry_after: u64,
 ) -> Option<Rendered> {
     let fixed = location.prewritten.lines()?;
@@ -160,12 +161,9 @@ fn rendered(
     }
     let lines_len = text.as_bytes().len();
     text.push_u64(retry_after).push("}\n");
-    let mut own = text.to_shared_bytes();
-    let own_lines = own.split_to(lines_len);
-    Some(Rendered {
-        lines: [fixed.clone(), own_lines],
-        body: [body_start.clone(), own],
-    })
+    let (lines, end) = text.as_bytes().split_at(lines_len);
+    let own = text::shared(&[lines, body_start, end]);
+    Some(Rendered::new(fixed.clone(), own, lines_len))
 }
 
 /// The answer to a banned key (the penalty box): the ban's status, `Retry-After` (the

@@ -195,7 +195,7 @@ impl Logged {
     /// sends as they are.
     ///
     /// [`Rendered`]: crate::upstream::body::Rendered
-    pub fn lines(&self) -> &[Bytes] {
+    pub fn lines(&self) -> [&[u8]; 2] {
         self.inner.lines()
     }
 

@@ -227,9 +227,12 @@ impl Pipeline {
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
             return log.finish(refusal, None);
         }
-        let mut limited = self
-            .limit(location, &req, client, &path, now, conn.worker)
-            .await;
+        let mut limited = if location.limits.at_once() {
+            self.limit_at_once(location, &req, client, &path, now, conn.worker)
+        } else {
+            self.limit(location, &req, client, &path, now, conn.worker)
+                .await
+        };
         log.limit(&limited);
         if let Some(refusal) = self.refusal(location, &limited, req.headers_mut()) {
             return log.finish(refusal, None);

@@ -121,7 +121,7 @@ pub(super) fn settle(
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
         state.set_upgraded();
     }
-    if !h2 && closes(response.headers()) {
+    if !h2 && !response.headers().is_empty() && closes(response.headers()) {
         state.linger_on_close();
     }
     match response.extensions().get::<Unanswered>() {

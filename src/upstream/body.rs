@@ -367,10 +367,10 @@ pub enum ResponseBody {
 
 impl ResponseBody {
     /// The header lines of a [`Rendered`] answer (none for any other).
-    pub fn lines(&self) -> &[Bytes] {
+    pub fn lines(&self) -> [&[u8]; 2] {
         match self {
-            ResponseBody::Rendered(rendered) => &rendered.lines,
-            _ => &[],
+            ResponseBody::Rendered(rendered) => rendered.lines(),
+            _ => [&[], &[]],
         }
     }
 

@@ -96,7 +96,7 @@ impl Prewritten {
 
     /// The start of the rejection body for `applied`, if its zone held it to the
     /// configured rate.
-    pub(super) fn problem(&self, applied: &Applied) -> Option<&Bytes> {
+    pub(super) fn problem(&self, applied: &Applied) -> Option<&[u8]> {
         match self.problems.get(applied.rule)? {
             Some((rate, start)) if *rate == applied.rate => Some(start),
             _ => None,

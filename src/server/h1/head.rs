@@ -152,11 +152,13 @@ fn check_line(buf: &[u8], max_line: usize) -> Result<(), Malformed> {
     Ok(())
 }
 
-/// Where a parsed field lies in the head's bytes.
+/// Where a parsed field lies in the head's bytes: offsets into a head no longer than
+/// `max_header_bytes` (at most 1 MiB), so 32 bits hold them and the fields' array that
+/// every parse clears is half the size.
 #[derive(Clone, Copy)]
 struct Span {
-    name: (usize, usize),
-    value: (usize, usize),
+    name: (u32, u32),
+    value: (u32, u32),
 }
 
 /// A complete head's request line, its length and its number of fields.
@@ -216,10 +218,14 @@ fn locate(buf: &[u8], limits: HeadLimits, spans: &mut [Span]) -> Result<Located,
         _ => Version::HTTP_10,
     };
     let count = req.headers.len();
+    let at32 = |part: &[u8]| {
+        let (start, end) = at(part);
+        (start as u32, end as u32)
+    };
     for (field, span) in req.headers.iter().zip(spans.iter_mut()) {
         *span = Span {
-            name: at(field.name.as_bytes()),
-            value: at(field.value),
+            name: at32(field.name.as_bytes()),
+            value: at32(field.value),
         };
     }
     Ok(Located::Complete(Line {
@@ -263,9 +269,10 @@ fn build(
     head.headers.reserve(count);
     for (at, field) in spans.iter().enumerate() {
         let name = names
-            .name(at, &bytes[field.name.0..field.name.1])
+            .name(at, &bytes[field.name.0 as usize..field.name.1 as usize])
             .map_err(|_| Malformed::Bad("header name"))?;
-        let value = HeaderValue::from_maybe_shared(bytes.slice(field.value.0..field.value.1))
+        let value = field.value.0 as usize..field.value.1 as usize;
+        let value = HeaderValue::from_maybe_shared(bytes.slice(value))
             .map_err(|_| Malformed::Bad("header value"))?;
         note(&mut head, &mut framing, &name, &value)?;
         head.headers.append(name, value);

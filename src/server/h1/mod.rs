@@ -292,7 +292,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             asked,
         );
         let headers = response.headers_mut();
-        headers.clear();
+        // An empty map (a 429's) has nothing to clear, and clearing walks its whole index.
+        if !headers.is_empty() {
+            headers.clear();
+        }
         std::mem::swap(&mut self.headers, headers);
         let mut sending = Sending {
             body: response.body_mut(),

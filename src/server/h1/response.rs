@@ -54,7 +54,7 @@ pub struct Written {
 pub fn write_head(
     out: &mut Vec<u8>,
     status: StatusCode,
-    lines: &[Bytes],
+    lines: [&[u8]; 2],
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
@@ -230,7 +230,7 @@ mod tests {
         }
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let written = write_head(&mut out, status, &[], &map, length, asked);
+        let written = write_head(&mut out, status, [&[], &[]], &map, length, asked);
         let text = String::from_utf8(out).unwrap();
         let cut = text.find("date: ").map_or(text.clone(), |at| {
             let end = text[at..].find("\r\n").unwrap() + at + 2;

@@ -4,41 +4,51 @@
 //! no header map; HTTP/2, whose encoder takes a map, has them put into one
 //! ([`Rendered::lines_into`]).
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Header lines (`name: value\r\n` each, never a framing or connection header) and a
-/// body, each in two parts: the first written beforehand, the second for this answer.
+/// body: `fixed` lines written beforehand, then `own`, this answer's lines (its first
+/// `lines` bytes) followed by its body.
 #[derive(Debug, Default)]
 pub struct Rendered {
-    pub lines: [Bytes; 2],
-    /// Taken part by part as the body is sent.
-    pub body: [Bytes; 2],
+    fixed: Bytes,
+    own: Bytes,
+    lines: usize,
 }
 
 impl Rendered {
+    /// `own` holds `lines` bytes of header lines, then the body.
+    pub fn new(fixed: Bytes, own: Bytes, lines: usize) -> Rendered {
+        let lines = lines.min(own.len());
+        Rendered { fixed, own, lines }
+    }
+
+    /// The header lines, in order.
+    pub fn lines(&self) -> [&[u8]; 2] {
+        [&self.fixed, &self.own[..self.lines]]
+    }
+
     /// The body's length.
     pub fn len(&self) -> u64 {
-        self.body.iter().map(|part| part.len() as u64).sum()
+        (self.own.len() - self.lines) as u64
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The next part of the body, if any is left.
+    /// The body, if not yet taken (the lines are let go with it).
     pub fn next_piece(&mut self) -> Option<Bytes> {
-        self.body
-            .iter_mut()
-            .find(|part| !part.is_empty())
-            .map(std::mem::take)
+        self.own.advance(std::mem::take(&mut self.lines));
+        self.fixed = Bytes::new();
+        Some(std::mem::take(&mut self.own)).filter(|body| !body.is_empty())
     }
 
     /// Moves the header lines into `headers`. A line that does not read as a header
     /// (none does: tollgate wrote them) is left out.
     pub fn lines_into(&mut self, headers: &mut HeaderMap) {
-        for part in &mut self.lines {
-            let part = std::mem::take(part);
+        for part in self.lines() {
             for line in part.split(|&b| b == b'\n') {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 let Some(colon) = line.iter().position(|&b| b == b':') else {
@@ -52,6 +62,8 @@ impl Rendered {
                 }
             }
         }
+        self.own.advance(std::mem::take(&mut self.lines));
+        self.fixed = Bytes::new();
     }
 }
 
@@ -60,14 +72,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lines_become_headers_and_the_body_comes_in_its_parts() {
-        let mut rendered = Rendered {
-            lines: [
-                Bytes::from_static(b"content-type: application/problem+json\r\n"),
-                Bytes::from_static(b"retry-after: 3\r\nratelimit: \"ip\";r=0;t=3\r\n"),
-            ],
-            body: [Bytes::from_static(b"{\"a\":"), Bytes::from_static(b"3}\n")],
-        };
+    fn lines_become_headers_and_the_body_comes_whole() {
+        let own = "retry-after: 3\r\nratelimit: \"ip\";r=0;t=3\r\n{\"a\":3}\n";
+        let mut rendered = Rendered::new(
+            Bytes::from_static(b"content-type: application/problem+json\r\n"),
+            Bytes::from_static(own.as_bytes()),
+            own.find('{').unwrap(),
+        );
         assert_eq!(rendered.len(), 8);
         let mut headers = HeaderMap::new();
         rendered.lines_into(&mut headers);
@@ -75,10 +86,22 @@ mod tests {
         assert_eq!(headers["content-type"], "application/problem+json");
         assert_eq!(headers["retry-after"], "3");
         assert_eq!(headers["ratelimit"], "\"ip\";r=0;t=3");
-        assert!(rendered.lines.iter().all(Bytes::is_empty));
-        assert_eq!(rendered.next_piece().as_deref(), Some(&b"{\"a\":"[..]));
-        assert_eq!(rendered.next_piece().as_deref(), Some(&b"3}\n"[..]));
+        assert_eq!(rendered.lines(), [&b""[..], &b""[..]]);
+        assert_eq!(rendered.len(), 8);
+        assert_eq!(rendered.next_piece().as_deref(), Some(&b"{\"a\":3}\n"[..]));
         assert_eq!(rendered.next_piece(), None);
         assert!(rendered.is_empty());
+    }
+
+    #[test]
+    fn the_lines_are_sent_as_they_are_then_the_body() {
+        let mut rendered = Rendered::new(
+            Bytes::from_static(b"a: 1\r\n"),
+            Bytes::from_static(b"b: 2\r\nbody"),
+            6,
+        );
+        assert_eq!(rendered.lines(), [&b"a: 1\r\n"[..], &b"b: 2\r\n"[..]]);
+        assert_eq!(rendered.next_piece().as_deref(), Some(&b"body"[..]));
+        assert_eq!(rendered.next_piece(), None);
     }
 }
