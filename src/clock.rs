@@ -2,9 +2,11 @@
 //! time it is polled ([`Polled`]), and what that poll does takes the reading: a
 //! request's arrival, its answer's `Date`, its request time in the log, the connection's
 //! idle clock. nginx does the same with the time it caches once per turn of its event
-//! loop. One poll lasts microseconds (it never blocks, and tokio's budget ends a long
-//! one), so the reading is as good as a fresh one, at a fifth of the clock reads.
-//! Outside such a poll, [`now`] reads the clock.
+//! loop. One poll lasts microseconds (tokio's budget ends a long one), so the reading is
+//! as good as a fresh one, at a fifth of the clock reads. A poll that blocks (an access-log
+//! write to a slow pipe waits under the log's lock) makes its reading as old as the wait,
+//! as a blocking call makes nginx's cached time; the limiters take such a late reading as
+//! an early arrival, never as a later one. Outside such a poll, [`now`] reads the clock.
 
 use std::cell::Cell;
 use std::future::Future;

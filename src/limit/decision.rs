@@ -67,6 +67,12 @@ thread_local! {
     static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Calls `f` with the keys the last decision on this thread rendered, end to end (for a
+/// list of one rule, its key); `None` while the buffer is in use.
+pub fn with_last_keys<R>(f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    KEYS.with(|keys| keys.try_borrow().ok().map(|keys| f(&keys)))
+}
+
 /// One rule's key for this request.
 struct Keyed {
     rule: usize,

@@ -121,6 +121,17 @@ impl Policy {
         self.decide_local(&self.rules, arrival)
     }
 
+    /// Right after [`Policy::decide_at_once`] on this thread, for a list of one zone:
+    /// calls `f` with the key that decision rendered (the most-limited sketch takes it
+    /// rather than render it again). `None` for a longer list or another kind, or while
+    /// the keys' buffer is in use.
+    pub fn with_decided_key<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        if self.rules.len() != 1 || !self.at_once() {
+            return None;
+        }
+        decision::with_last_keys(f)
+    }
+
     /// Applies every zone of the list to one request.
     pub async fn decide(&self, arrival: &Arrival<'_>) -> Outcome {
         match &self.redis {

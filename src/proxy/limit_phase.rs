@@ -65,7 +65,7 @@ impl Pipeline {
         } else {
             location.limits.decide(&arrival).await
         };
-        count(location, &outcome, &arrival);
+        count(location, &outcome, &arrival, false);
         outcome
     }
 
@@ -84,7 +84,7 @@ impl Pipeline {
             return Outcome::default();
         };
         let outcome = location.limits.decide_at_once(&arrival);
-        count(location, &outcome, &arrival);
+        count(location, &outcome, &arrival, true);
         outcome
     }
 
@@ -153,8 +153,8 @@ fn view_of<'r, B>(
 }
 
 /// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis
-/// failure, on the worker's own cells.
-fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
+/// failure, on the worker's own cells; `at_once`: the outcome is [`Pipeline::limit_at_once`]'s.
+fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>, at_once: bool) {
     let worker = arrival.worker;
     for &(rule, failure) in &outcome.redis_failures {
         if let Some(stats) = location.zone_stats.get(rule) {
@@ -174,7 +174,12 @@ fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
         };
         stats.decisions.get(worker).add(metric_outcome(applied));
         if !applied.decision.admitted() {
-            // The key again, for the sketch: only rejections pay for it.
+            // The key the decision just rendered, for the sketch, else rendered again:
+            // only rejections pay for it.
+            let limited = |key: &[u8]| stats.limited(worker, arrival.now, key);
+            if at_once && location.limits.with_decided_key(limited).is_some() {
+                continue;
+            }
             KEY.with(|key| {
                 // Only re-entry could hold it; the sketch then misses one rejection.
                 if let Ok(mut key) = key.try_borrow_mut() {

@@ -128,7 +128,7 @@ fn rendered(
     body_start: &[u8],
     retry_after: u64,
 ) -> Option<Rendered> {
-    let fixed = location.prewritten.lines()?;
+    let fixed = location.prewritten.lines(style)?;
     let announced = announced(location, outcome);
     let limited = style.count() > 0 && announced.clone().next().is_some();
     if limited && style.draft() {

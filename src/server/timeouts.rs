@@ -150,10 +150,6 @@ pub struct TimedIo<T> {
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
-    /// The waker `sleep` was last polled with while armed for `armed`: polled again for
-    /// the same task and not yet elapsed, it needs no new poll (which costs a trip into
-    /// the timer).
-    sleep_waker: Option<Waker>,
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
     write_waiting: bool,
@@ -179,7 +175,6 @@ impl<T> TimedIo<T> {
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
-            sleep_waker: None,
             write_sleep: None,
             write_waiting: false,
             draining: false,
@@ -216,11 +211,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         Poll::Pending
     }
 
-    /// Sets `sleep` for `deadline`; it is polled again before it is trusted to wake.
+    /// Sets `sleep` for `deadline`.
     fn arm(&mut self, deadline: Instant) {
         self.sleep.as_mut().reset(deadline);
         self.armed = Some(deadline);
-        self.sleep_waker = None;
     }
 
     /// Called when a read has nothing to give: is the phase's time up?
@@ -246,24 +240,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         if self.armed.is_none_or(|armed| armed > deadline) {
             self.arm(deadline);
         }
-        let waker = cx.waker();
-        if self
-            .sleep_waker
-            .as_ref()
-            .is_some_and(|w| w.will_wake(waker))
-            && !self.sleep.is_elapsed()
-        {
-            return Poll::Pending;
-        }
         loop {
+            // Polled each time: a poll the task's budget refused registered nothing, and
+            // only a later one arms the timer.
             if self.sleep.as_mut().poll(cx).is_pending() {
-                if !self
-                    .sleep_waker
-                    .as_ref()
-                    .is_some_and(|w| w.will_wake(waker))
-                {
-                    self.sleep_waker = Some(waker.clone());
-                }
                 return Poll::Pending;
             }
             match self.armed {

@@ -112,6 +112,14 @@ async fn a_rejection_says_the_same_over_http1_and_http2_in_every_style() {
         }
         let expected = 2 + 2 * usize::from(draft) + 3 * usize::from(legacy);
         assert_eq!(headers.len(), expected, "{style}: {headers:?}");
+        // Each once: the map above would hide a second value.
+        for reply in [&h1, &h2] {
+            let values = reply
+                .headers
+                .iter()
+                .filter(|(name, _)| headers.contains_key(name.as_str()));
+            assert_eq!(values.count(), expected, "{style}: {:?}", reply.headers);
+        }
     }
 }
 

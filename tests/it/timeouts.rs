@@ -221,3 +221,43 @@ async fn http2_header_list_is_bounded_too() {
     assert_eq!(response.status(), 431);
     assert_eq!(up.count(), 0);
 }
+
+/// A burst of pipelined requests, each answered at once, then silence: the keep-alive
+/// timer still ends the connection. The bursts (60 to 300 requests, each on its own
+/// connection) go past the 128 operations a task may do in one poll (tokio's budget),
+/// after which a poll of the timer is refused and must be made again.
+#[tokio::test]
+async fn a_burst_of_answers_leaves_the_keepalive_timer_armed() {
+    let _shared = support::shared();
+    let gw = gateway(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+keepalive_timeout = "400ms"
+[log]
+access = "off"
+[[location]]
+match = "/"
+return = { status = 204 }
+"#,
+    );
+    let addr = addr(&gw);
+    let bursts = (60..=300).map(|n| {
+        tokio::spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let one = "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n";
+            stream.write_all(one.repeat(n).as_bytes()).await.unwrap();
+            let (answers, took) = read_to_close(&mut stream).await;
+            assert_eq!(answers.matches("HTTP/1.1 204").count(), n);
+            (n, took)
+        })
+    });
+    for burst in bursts.collect::<Vec<_>>() {
+        let (n, took) = within(10, burst).await.unwrap();
+        assert!(
+            took < Duration::from_millis(2500),
+            "{n}: closed after {took:?}"
+        );
+    }
+}

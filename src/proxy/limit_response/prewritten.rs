@@ -16,7 +16,7 @@ use super::super::text::Text;
 use super::{problem_start, write_policy, Detail};
 
 /// The prewritten texts of one location.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Prewritten {
     /// The enforcing rules (index and configured rate), in list order, that `policy`
     /// announces.
@@ -28,6 +28,8 @@ pub struct Prewritten {
     /// when the draft's headers are sent), `name: value\r\n` each; `None` where a zone's
     /// name could not be sent in a header as it is.
     lines: Option<Bytes>,
+    /// The header style `lines` were written for.
+    style: RateLimitHeaders,
 }
 
 impl Prewritten {
@@ -70,12 +72,13 @@ impl Prewritten {
             announced,
             problems,
             lines: sendable.then(|| lines.to_bytes()),
+            style,
         }
     }
 
-    /// A rejection's header lines that carry no number.
-    pub(super) fn lines(&self) -> Option<&Bytes> {
-        self.lines.as_ref()
+    /// A rejection's header lines that carry no number, if written for `style`.
+    pub(super) fn lines(&self, style: RateLimitHeaders) -> Option<&Bytes> {
+        self.lines.as_ref().filter(|_| self.style == style)
     }
 
     /// The `RateLimit-Policy` value, if `applied` (the enforcing zones that applied, in
@@ -187,7 +190,9 @@ mod tests {
         );
         assert_eq!(super::super::problem_end(start, 7), whole);
 
-        let lines = texts.lines().expect("names fit for a header");
+        let lines = texts
+            .lines(RateLimitHeaders::Draft)
+            .expect("names fit for a header");
         assert_eq!(
             &lines[..],
             b"content-type: application/problem+json\r\n\
@@ -198,8 +203,11 @@ mod tests {
             StatusCode::TOO_MANY_REQUESTS,
             RateLimitHeaders::Legacy,
         );
-        let lines = legacy.lines().expect("names fit for a header");
+        let lines = legacy
+            .lines(RateLimitHeaders::Legacy)
+            .expect("names fit for a header");
         assert_eq!(&lines[..], b"content-type: application/problem+json\r\n");
+        assert!(legacy.lines(RateLimitHeaders::Both).is_none());
     }
 
     #[test]

@@ -55,9 +55,12 @@ impl Rendered {
                     continue;
                 };
                 let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
-                if let (Ok(name), Ok(value)) =
-                    (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
-                {
+                let parsed = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value));
+                debug_assert!(
+                    parsed.0.is_ok() && parsed.1.is_ok(),
+                    "a rendered line: {line:?}"
+                );
+                if let (Ok(name), Ok(value)) = parsed {
                     headers.append(name, value);
                 }
             }
