@@ -13,7 +13,6 @@ use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, HeaderValue, Request, Response, Version};
 use http_body::Body;
-use tokio::time::Instant;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
@@ -183,8 +182,9 @@ pub async fn forward(
     let mut unsent = Some(request);
     let mut attempts = Attempts::new(replayable);
     for _ in 0..group.servers.len() + 2 {
-        // One clock read per try: health only looks at it on its slow paths.
-        let now = std::time::Instant::now();
+        // The poll's time (`clock`), one per try: health only looks at it on its slow
+        // paths.
+        let now = crate::clock::now();
         let Some(server) = attempts.next_server(group, ctx.client, now) else {
             break;
         };
@@ -201,7 +201,6 @@ pub async fn forward(
         if let Some(bytes) = &whole_body {
             *request.body_mut() = RequestBody::Buffered(Some(bytes.clone()));
         }
-        let started = Instant::from_std(now);
         let sent = conn
             .send_with(
                 request,
@@ -219,7 +218,7 @@ pub async fn forward(
         };
         let srv = &group.servers[server];
         srv.health.record_success(now);
-        let upstream_time = started.elapsed();
+        let upstream_time = crate::clock::now().saturating_duration_since(now);
         group.stats.time.get(ctx.conn.worker).observe(upstream_time);
         let status = match &exchange {
             Exchange::Response(response) => response.status(),

@@ -232,7 +232,8 @@ impl Body {
             return false;
         };
         let timer = if std::mem::replace(&mut self.progressed, false) {
-            conn.0.arm(Instant::now() + self.timeout)
+            conn.0
+                .arm(Instant::from_std(crate::clock::now()) + self.timeout)
         } else {
             conn.0.armed()
         };

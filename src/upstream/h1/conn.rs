@@ -389,7 +389,7 @@ impl HeadDeadline<'_> {
     fn first(&self) -> Instant {
         match self.progress {
             Some(progress) => progress.deadline(self.read_timeout),
-            None => Instant::now() + self.read_timeout,
+            None => Instant::from_std(crate::clock::now()) + self.read_timeout,
         }
     }
 
