@@ -42,55 +42,9 @@ impl ApiKeys {
 }
 
 impl Pipeline {
-    /// Every zone of the location, unless the client is exempt; `path` is the normalized
-    /// path, `now` the request's arrival. A location whose zones are decided at once
-    /// ([`Policy::at_once`]) goes through [`Pipeline::limit_at_once`] instead.
-    ///
-    /// [`Policy::at_once`]: crate::limit::policy::Policy::at_once
-    pub(super) async fn limit<B>(
-        &self,
-        location: &Location,
-        req: &Request<B>,
-        client: IpAddr,
-        path: &[u8],
-        now: Instant,
-        worker: usize,
-    ) -> Outcome {
-        let Some(arrival) = self.arrival(location, req, client, path, now, worker) else {
-            return Outcome::default();
-        };
-        let outcome = if location.limits.has_bans() {
-            // Boxed: locations without `ban` keep the smaller future.
-            Box::pin(penalty::decide(&location.limits, &arrival)).await
-        } else {
-            location.limits.decide(&arrival).await
-        };
-        count(location, &outcome, &arrival, false);
-        outcome
-    }
-
-    /// [`Pipeline::limit`] for a location whose zones are decided at once: no future,
-    /// through which the outcome would be moved.
-    pub(super) fn limit_at_once<B>(
-        &self,
-        location: &Location,
-        req: &Request<B>,
-        client: IpAddr,
-        path: &[u8],
-        now: Instant,
-        worker: usize,
-    ) -> Outcome {
-        let Some(arrival) = self.arrival(location, req, client, path, now, worker) else {
-            return Outcome::default();
-        };
-        let outcome = location.limits.decide_at_once(&arrival);
-        count(location, &outcome, &arrival, true);
-        outcome
-    }
-
     /// The request as the location's zones see it; `None` when none applies (no zone,
-    /// or an exempt client).
-    fn arrival<'r, B>(
+    /// or an exempt client). `path` is the normalized path, `now` the request's arrival.
+    pub(super) fn arrival<'r, B>(
         &self,
         location: &Location,
         req: &'r Request<B>,
@@ -108,6 +62,29 @@ impl Pipeline {
             now,
             worker,
         })
+    }
+
+    /// Every zone of the location for `arrival`. A location whose zones are decided at
+    /// once ([`Policy::at_once`]) goes through [`Pipeline::limit_at_once`] instead.
+    ///
+    /// [`Policy::at_once`]: crate::limit::policy::Policy::at_once
+    pub(super) async fn limit(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
+        let outcome = if location.limits.has_bans() {
+            // Boxed: locations without `ban` keep the smaller future.
+            Box::pin(penalty::decide(&location.limits, arrival)).await
+        } else {
+            location.limits.decide(arrival).await
+        };
+        count(location, &outcome, arrival, false);
+        outcome
+    }
+
+    /// [`Pipeline::limit`] for a location whose zones are decided at once: no future,
+    /// through which the outcome would be moved.
+    pub(super) fn limit_at_once(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
+        let outcome = location.limits.decide_at_once(arrival);
+        count(location, &outcome, arrival, true);
+        outcome
     }
 
     /// The answer when the limits refuse the request: 503 when Redis could not decide

@@ -227,11 +227,11 @@ impl Pipeline {
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
             return log.finish(refusal, None);
         }
-        let mut limited = if location.limits.at_once() {
-            self.limit_at_once(location, &req, client, &path, now, conn.worker)
-        } else {
-            self.limit(location, &req, client, &path, now, conn.worker)
-                .await
+        let arrival = self.arrival(location, &req, client, &path, now, conn.worker);
+        let mut limited = match &arrival {
+            None => Outcome::default(),
+            Some(arrival) if location.limits.at_once() => self.limit_at_once(location, arrival),
+            Some(arrival) => self.limit(location, arrival).await,
         };
         log.limit(&limited);
         if let Some(refusal) = self.refusal(location, &limited, req.headers_mut()) {
