@@ -391,3 +391,41 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         this.timed(cx, result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    /// A read that finds nothing in a poll whose budget is used up (tokio's cooperative
+    /// scheduling) has its timer's poll refused too: the timer must be polled again on
+    /// the next read, or nothing ever arms it and a silent client keeps the connection.
+    #[tokio::test]
+    async fn a_read_refused_by_the_budget_still_arms_the_timer() {
+        let (client, server) = tokio::io::duplex(64);
+        let limits = ConnLimits {
+            header: Duration::from_millis(50),
+            keepalive: Duration::from_millis(50),
+            send: Duration::from_secs(5),
+        };
+        let mut io = TimedIo::new(server, ConnState::new(), limits);
+        let refused = poll_fn(|cx| {
+            while let Poll::Ready(used) = tokio::task::coop::poll_proceed(cx) {
+                used.made_progress();
+            }
+            let mut buf = [0u8; 8];
+            let mut read = ReadBuf::new(&mut buf);
+            Poll::Ready(Pin::new(&mut io).poll_read(cx, &mut read).is_pending())
+        })
+        .await;
+        assert!(refused);
+        // The client says nothing: the connection ends as if it had closed.
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(Duration::from_secs(3), io.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+        drop(client);
+    }
+}

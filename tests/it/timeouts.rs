@@ -224,8 +224,8 @@ async fn http2_header_list_is_bounded_too() {
 
 /// A burst of pipelined requests, each answered at once, then silence: the keep-alive
 /// timer still ends the connection. The bursts (60 to 300 requests, each on its own
-/// connection) go past the 128 operations a task may do in one poll (tokio's budget),
-/// after which a poll of the timer is refused and must be made again.
+/// connection) go past the 128 operations a task may do in one poll (tokio's budget); the
+/// unit test in `server/timeouts.rs` pins the timer poll that budget refuses.
 #[tokio::test]
 async fn a_burst_of_answers_leaves_the_keepalive_timer_armed() {
     let _shared = support::shared();
