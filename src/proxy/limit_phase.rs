@@ -75,7 +75,7 @@ impl Pipeline {
         } else {
             location.limits.decide(arrival).await
         };
-        count(location, &outcome, arrival, false);
+        count(location, &outcome, arrival);
         outcome
     }
 
@@ -83,7 +83,7 @@ impl Pipeline {
     /// through which the outcome would be moved.
     pub(super) fn limit_at_once(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
         let outcome = location.limits.decide_at_once(arrival);
-        count(location, &outcome, arrival, true);
+        count(location, &outcome, arrival);
         outcome
     }
 
@@ -130,8 +130,9 @@ fn view_of<'r, B>(
 }
 
 /// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis
-/// failure, on the worker's own cells; `at_once`: the outcome is [`Pipeline::limit_at_once`]'s.
-fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>, at_once: bool) {
+/// failure, on the worker's own cells. For a list decided at once it runs right after
+/// the decision, whose key the sketch then takes as it is.
+fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
     let worker = arrival.worker;
     for &(rule, failure) in &outcome.redis_failures {
         if let Some(stats) = location.zone_stats.get(rule) {
@@ -154,7 +155,7 @@ fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>, at_once:
             // The key the decision just rendered, for the sketch, else rendered again:
             // only rejections pay for it.
             let limited = |key: &[u8]| stats.limited(worker, arrival.now, key);
-            if at_once && location.limits.with_decided_key(limited).is_some() {
+            if location.limits.with_decided_key(limited).is_some() {
                 continue;
             }
             KEY.with(|key| {

@@ -58,6 +58,15 @@ async fn ok_gateway() -> (RawUpstream, tollgate::Gateway) {
     (up, gw)
 }
 
+/// Sends `GET /` on `client` and expects its 200.
+async fn get_ok(client: &mut TcpStream) {
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_response(client).await.expect("an answer").status, 200);
+}
+
 async fn connect(gw: &tollgate::Gateway) -> TcpStream {
     TcpStream::connect(support::addr(gw)).await.unwrap()
 }
@@ -276,14 +285,7 @@ async fn an_answer_that_leaves_the_body_unread_says_close_and_lingers() {
     assert!(toml.contains("limit = "), "{toml}");
     let gw = support::gateway(&toml);
     let mut client = connect(&gw).await;
-    client
-        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-        .await
-        .unwrap();
-    assert_eq!(
-        read_response(&mut client).await.expect("an answer").status,
-        200
-    );
+    get_ok(&mut client).await;
     // A body announced and only begun: the 429 leaves it unread.
     let head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n";
     client.write_all(head).await.unwrap();
@@ -327,14 +329,7 @@ async fn broken_chunk_framing_behind_an_answer_that_reads_no_body_ends_only_its_
     }
     // The worker still serves.
     let mut client = connect(&gw).await;
-    client
-        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-        .await
-        .unwrap();
-    assert_eq!(
-        read_response(&mut client).await.expect("an answer").status,
-        200
-    );
+    get_ok(&mut client).await;
 }
 
 #[tokio::test]
