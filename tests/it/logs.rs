@@ -253,3 +253,109 @@ upstream = "app"
     );
     assert!(failures[0].contains("kind=\"connect\""), "{}", failures[0]);
 }
+
+/// A TLS 1.3 ClientHello (one cipher suite, an X25519 key share) naming `sni` in its
+/// server_name extension, as raw record bytes: rustls's own client never sends the names
+/// below, and a hostile one writes what it likes.
+fn client_hello(sni: &[u8]) -> Vec<u8> {
+    fn extension(kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut out = kind.to_be_bytes().to_vec();
+        out.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+    let mut name = vec![0];
+    name.extend_from_slice(&(sni.len() as u16).to_be_bytes());
+    name.extend_from_slice(sni);
+    let mut names = (name.len() as u16).to_be_bytes().to_vec();
+    names.extend_from_slice(&name);
+    let mut share = vec![0, 36, 0, 0x1d, 0, 32];
+    share.extend_from_slice(&[9; 32]);
+    let extensions = [
+        extension(0x0000, &names),
+        extension(0x002b, &[2, 3, 4]),
+        extension(0x000a, &[0, 2, 0, 0x1d]),
+        extension(0x000d, &[0, 2, 4, 3]),
+        extension(0x0033, &share),
+    ]
+    .concat();
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]);
+    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    body.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    body.extend_from_slice(&extensions);
+    let mut handshake = vec![1];
+    handshake.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    handshake.extend_from_slice(&body);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
+/// rustls writes a warning for a client's protocol slips (an IP address or a malformed
+/// name as SNI, a record out of turn); through the error log, any client could then have
+/// us write a line per connection. The gateway keeps a client's TLS trouble at debug level,
+/// as nginx keeps it at info, below its default error_log level.
+#[tokio::test]
+async fn a_client_cannot_make_the_gateway_log_a_line_per_tls_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let port = closed_port().port();
+    let path = dir.path().join("gateway.toml");
+    let toml = format!(
+        r#"
+[server]
+listen_tls = ["127.0.0.1:{port}"]
+workers = 1
+[tls]
+certificates = [{{ cert = "{}", key = "{}" }}]
+[[location]]
+match = "/"
+return = {{ status = 200, body = "hello\n" }}
+"#,
+        cert_path.display(),
+        key_path.display()
+    );
+    std::fs::write(&path, toml).unwrap();
+    let errors = dir.path().join("errors.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-c")
+        .arg(&path)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errors).unwrap())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(5), "tollgate did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let application_data = [0x17, 3, 3, 0, 5, 1, 2, 3, 4, 5];
+    let openings = [
+        client_hello(b"127.0.0.1"),
+        client_hello(b"bad name\r\n"),
+        application_data.to_vec(),
+    ];
+    for opening in openings.iter().cycle().take(30) {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(opening).await.unwrap();
+        // The server's answer (its hello, or an alert and a close) shows it read ours.
+        let mut answer = [0; 5];
+        let read = within(5, stream.read(&mut answer)).await.unwrap();
+        assert!(read > 0 && matches!(answer[0], 0x15 | 0x16), "{answer:?}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&errors).unwrap();
+    assert!(log.contains("listening"), "{log}");
+    let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" INFO ")).collect();
+    assert!(lines.is_empty(), "30 hostile handshakes logged:\n{log}");
+}
