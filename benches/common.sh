@@ -15,14 +15,22 @@ busy_pct() {
 # Per-CPU jiffies: prints "cpuN total idle" lines from /proc/stat (idle includes iowait).
 cpu_snapshot() { awk '/^cpu[0-9]+ / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $1, t, $5 + $6 }' /proc/stat; }
 
-cpu_ticks() {
-    local pid total=0 stat rest
+cpu_ticks() { proc_ticks all "$@"; }
+
+# user_ticks PID...: as cpu_ticks, user time only (so that user / total is the share of the CPU
+# spent outside the kernel).
+user_ticks() { proc_ticks user "$@"; }
+
+proc_ticks() { # proc_ticks all|user PID...
+    local which="$1" pid total=0 stat rest
     local -a f
+    shift
     for pid in "$@"; do
         stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
         rest="${stat##*) }" # drop "pid (comm) ", comm may hold spaces
         read -r -a f <<<"$rest"
-        total=$((total + f[11] + f[12]))
+        total=$((total + f[11]))
+        [ "$which" = user ] || total=$((total + f[12]))
     done
     echo "$total"
 }

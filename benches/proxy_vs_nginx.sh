@@ -694,8 +694,10 @@ run_wrk() {
 
 # measure SCENARIO: warm-up, then RUNS interleaved runs per proxy into $SDIR/results.tsv:
 # run proxy rps p50 p99 proxy_cpu_us_per_req upstream_cpu_us_per_req non2xx socket_errors busy% requests
+# proxy_user_us_per_req
 measure() {
-    local scen="$1" run p out cpu0 cpu1 up0 up1 busy rps p50 p99 reqs non2xx sock pcpu ucpu total_secs
+    local scen="$1" run p out cpu0 cpu1 usr0 usr1 up0 up1 busy rps p50 p99 reqs non2xx sock pcpu ucpu pusr
+    local total_secs
     local -a pids
     RESULTS="$SDIR/results.tsv"
     : >"$RESULTS"
@@ -723,20 +725,22 @@ measure() {
             out="$SDIR/run-$run-$p.txt"
             mapfile -t pids < <(proxy_pids "$p")
             cpu0="$(cpu_ticks "${pids[@]}")"
+            usr0="$(user_ticks "${pids[@]}")"
             up0="$(cpu_ticks "$UPSTREAM_PID")"
             cpu_snapshot >"$SDIR/stat0"
             run_wrk "$p" "$DURATION" "$out"
             cpu_snapshot >"$SDIR/stat1"
             cpu1="$(cpu_ticks "${pids[@]}")"
+            usr1="$(user_ticks "${pids[@]}")"
             up1="$(cpu_ticks "$UPSTREAM_PID")"
             busy="$(busy_pct "$SDIR/stat0" "$SDIR/stat1")"
             read -r rps p50 p99 reqs non2xx sock < <(parse_wrk "$out")
-            read -r pcpu ucpu < <(awk -v a="$((cpu1 - cpu0))" -v b="$((up1 - up0))" -v n="$reqs" \
-                -v hz="$CLK_TCK" 'BEGIN {
-                    if (n > 0) printf "%.1f %.1f\n", a * 1e6 / hz / n, b * 1e6 / hz / n
-                    else print "-1 -1" }')
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$p" "$rps" "$p50" "$p99" \
-                "$pcpu" "$ucpu" "$non2xx" "$sock" "$busy" "$reqs" >>"$RESULTS"
+            read -r pcpu ucpu pusr < <(awk -v a="$((cpu1 - cpu0))" -v b="$((up1 - up0))" \
+                -v u="$((usr1 - usr0))" -v n="$reqs" -v hz="$CLK_TCK" 'BEGIN {
+                    if (n > 0) printf "%.1f %.1f %.1f\n", a * 1e6 / hz / n, b * 1e6 / hz / n, u * 1e6 / hz / n
+                    else print "-1 -1 -1" }')
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$p" "$rps" "$p50" "$p99" \
+                "$pcpu" "$ucpu" "$non2xx" "$sock" "$busy" "$reqs" "$pusr" >>"$RESULTS"
             say "$scen: run $run $p: $rps req/s, p50 ${p50}us, p99 ${p99}us, non-2xx $non2xx, socket errors $sock, CPUs busy $busy %"
         done
     done
@@ -771,7 +775,8 @@ measure() {
 # ---------------------------------------------------------------------------------------------------
 # Report
 
-median_of() { # median_of PROXY COLUMN (3 = rps, 4 = p50, 5 = p99, 6 = proxy cpu, 7 = upstream cpu)
+median_of() { # median_of PROXY COLUMN (3 = rps, 4 = p50, 5 = p99, 6 = proxy cpu, 7 = upstream cpu,
+    # 12 = proxy user-space cpu)
     awk -F'\t' -v p="$1" -v c="$2" '$2 == p { print $c }' "$RESULTS" | sort -g | awk '
         { v[NR] = $1 }
         END {
@@ -827,18 +832,20 @@ report() { # report SCENARIO
         note="$(scenario_limit_note "$scen")"
         [ -n "$note" ] && echo "- limit: $note"
         echo "- CPU us/req: CPU time (user+sys, /proc, ${CLK_TCK} Hz ticks) of the process(es) during the run / requests;"
+        echo "  user us/req: the user-space part of the proxy's (the rest is the kernel's, mostly TCP);"
         echo "  busy %: each CPU's non-idle share during the run ($cpu_names), from /proc/stat"
         echo
-        echo "| run | proxy | req/s | p50 us | p99 us | proxy CPU us/req | upstream CPU us/req | non-2xx | socket errors | busy % |"
-        echo "|----:|:------|------:|-------:|-------:|-----------------:|--------------------:|--------:|--------------:|-------:|"
+        echo "| run | proxy | req/s | p50 us | p99 us | proxy CPU us/req | proxy user us/req | upstream CPU us/req | non-2xx | socket errors | busy % |"
+        echo "|----:|:------|------:|-------:|-------:|-----------------:|------------------:|--------------------:|--------:|--------------:|-------:|"
         awk -F'\t' -v scen="$scen" -v secs="$DURATION" '{
             bad = ($9 > 0 || $3 <= 0)
             if (scen == "limit_reject") bad = bad || ($11 - $8 > secs + 1); else bad = bad || $8 > 0
-            printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s%s | %s |\n",
-                $1, $2, $3, $4, $5, $6, $7, $8, $9, (bad ? " !" : ""), $10 }' "$RESULTS"
+            printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s%s | %s |\n",
+                $1, $2, $3, $4, $5, $6, $12, $7, $8, $9, (bad ? " !" : ""), $10 }' "$RESULTS"
         for p in "${PROXIES[@]}"; do
-            printf '| median | %s | %.0f | %.0f | %.0f | %s | %s | | | |\n' "$p" "$(median_of "$p" 3)" \
-                "$(median_of "$p" 4)" "$(median_of "$p" 5)" "$(median_of "$p" 6)" "$(median_of "$p" 7)"
+            printf '| median | %s | %.0f | %.0f | %.0f | %s | %s | %s | | | |\n' "$p" "$(median_of "$p" 3)" \
+                "$(median_of "$p" 4)" "$(median_of "$p" 5)" "$(median_of "$p" 6)" "$(median_of "$p" 12)" \
+                "$(median_of "$p" 7)"
         done
         echo
         if wants nginx && wants tollgate; then
@@ -847,6 +854,7 @@ report() { # report SCENARIO
             echo "- p99:   $(ratio "$(median_of tollgate 5)" "$(median_of nginx 5)")x  (lower is better)"
             echo "- p50:   $(ratio "$(median_of tollgate 4)" "$(median_of nginx 4)")x  (lower is better)"
             echo "- proxy CPU per request: $(ratio "$(median_of tollgate 6)" "$(median_of nginx 6)")x  (lower is better)"
+            echo "- proxy user-space CPU per request: $(ratio "$(median_of tollgate 12)" "$(median_of nginx 12)")x  (lower is better)"
             echo "- peak RSS: $(ratio "${RSS_KB[tollgate]}" "${RSS_KB[nginx]}")x  (lower is better)"
             echo "- idle PSS: $(ratio "${IDLE_PSS_KB[tollgate]}" "${IDLE_PSS_KB[nginx]}")x  (lower is better)"
             echo
