@@ -23,10 +23,7 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(error_log_filter())
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
@@ -50,6 +47,15 @@ fn main() -> ExitCode {
 /// warning), names a static certificate covers though their site has `acme = true` (a
 /// note), and whether the `[acme]` storage can be written, without contacting the CA
 /// or making the directory.
+/// `RUST_LOG` (default `info`) with h2 kept quiet unless named ([`tollgate::log::errors`]);
+/// a `RUST_LOG` that does not parse is left for the default, as before.
+fn error_log_filter() -> tracing_subscriber::EnvFilter {
+    use tollgate::log::errors::directives;
+    let rust_log = std::env::var("RUST_LOG").ok();
+    tracing_subscriber::EnvFilter::try_new(directives(rust_log.as_deref()))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives(None)))
+}
+
 fn test(config: &config::Config, path: &Path) -> ExitCode {
     if let Some(tls) = &config.tls {
         tollgate::certs::warn_expired(&tls.certificates);

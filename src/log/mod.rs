@@ -1,12 +1,14 @@
 //! The access log: one line per request, `combined` (nginx's, plus the limit status,
 //! request time and upstream time) or `json`, to stdout or a file. (The error log is
-//! `tracing`'s; [`repeats`] keeps its repeated lines from flooding it.)
+//! `tracing`'s; [`errors`] sets its filter, and [`repeats`] keeps its repeated lines from
+//! flooding it.)
 //!
 //! Lines are appended to an in-memory buffer and written out by a flusher thread
 //! every [`FLUSH_EVERY`] (or at once when the buffer grows past [`FLUSH_BYTES`]), so a
 //! request never waits for a disk write, and at most one interval of lines is lost if
 //! the process is killed. [`AccessLog::flush`] writes everything out (on shutdown).
 
+pub mod errors;
 pub mod repeats;
 
 use std::fmt::Write as _;
