@@ -92,12 +92,16 @@ fn serve(
                 return;
             }
         };
+        let failures = crate::log::repeats::Repeats::default();
         loop {
             let (stream, _) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     Err(err) => {
-                        tracing::warn!(error = %err, "admin API accept failed");
+                        // Out of file descriptors and the like, as a worker's accept.
+                        if let Some(n) = failures.admit("accept", std::time::Instant::now()) {
+                            tracing::warn!(error = %err, left_out = n, "admin API accept failed");
+                        }
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                         continue;
                     }

@@ -37,6 +37,9 @@ pub struct AccessLog {
     format: LogFormat,
     buffer: Mutex<Vec<u8>>,
     sink: Mutex<Sink>,
+    /// Failed writes, logged thinned: requests make a flush per 64 KiB of lines, and one
+    /// request's line can be near that long.
+    failures: repeats::Repeats,
 }
 
 /// What one access-log line says about one request.
@@ -79,6 +82,7 @@ impl AccessLog {
             format: log.format,
             buffer: Mutex::new(Vec::with_capacity(FLUSH_BYTES)),
             sink: Mutex::new(sink),
+            failures: repeats::Repeats::default(),
         });
         spawn_flusher(Arc::downgrade(&log));
         Ok(Some(log))
@@ -117,7 +121,9 @@ impl AccessLog {
             Sink::File(file, _) => file.write_all(&pending),
         };
         if let Err(err) = result {
-            tracing::error!(error = %err, "cannot write the access log");
+            if let Some(n) = self.failures.admit("write", std::time::Instant::now()) {
+                tracing::error!(error = %err, left_out = n, "cannot write the access log");
+            }
         }
     }
 

@@ -449,3 +449,57 @@ impl ErrorLogged {
         assert!(lines.is_empty(), "{after} logged:\n{log}");
     }
 }
+
+/// An access log that cannot be written (a full disk: `/dev/full`) says so in the error
+/// log once per interval, not once per flush: requests flush every 64 KiB of lines, and
+/// a long `User-Agent` makes that a flush every few requests.
+#[tokio::test]
+async fn a_failing_access_log_is_reported_once_per_interval() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let port = closed_port().port();
+    let path = dir.path().join("gateway.toml");
+    let toml = format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 1
+[log]
+access = "/dev/full"
+[[location]]
+match = "/"
+return = {{ status = 200, body = "hello\n" }}
+"#
+    );
+    std::fs::write(&path, toml).unwrap();
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let running = ErrorLogged::start(&path, addr).await;
+    let started = std::time::Instant::now();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let agent = "x".repeat(12 * 1024);
+    for _ in 0..300 {
+        let request = http::Request::get("/")
+            .header("host", "a")
+            .header("user-agent", &agent)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let response = within(5, sender.send_request(request)).await.unwrap();
+        assert_eq!(read(response).await.status, 200);
+    }
+    let took = started.elapsed();
+    let log = running.stop();
+    let failures = log
+        .lines()
+        .filter(|l| l.contains("cannot write the access log"));
+    let intervals = 1 + took.as_secs() / tollgate::log::repeats::INTERVAL.as_secs();
+    let count = failures.count() as u64;
+    assert!(
+        count >= 1 && count <= intervals,
+        "{count} lines in {took:?} for a failing access log:\n{log}"
+    );
+}
