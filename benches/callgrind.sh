@@ -18,6 +18,10 @@
 #   benches/callgrind.sh
 #   SCENARIOS=plain FEW=200 MANY=1200 benches/callgrind.sh
 #   ONLY=tollgate TOLLGATE_BIN=/path/to/other/tollgate benches/callgrind.sh   # e.g. a baseline build
+#   SCENARIOS=plain ONLY="tollgate nginx floor" benches/callgrind.sh
+# The floor (examples/bench_floor.rs, plain only) is the least a tokio proxy does per request: the
+# runtime and four socket calls, each head passed on as it came, unparsed; it is what no tokio-based
+# proxy can go under.
 # Prints a Markdown table: instructions and allocations per request of each proxy, and the ratio.
 set -euo pipefail
 
@@ -31,6 +35,7 @@ BUILD="${BUILD:-1}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 TOLLGATE_BIN="${TOLLGATE_BIN:-$TARGET_DIR/release/tollgate}"
 UPSTREAM_BIN="${UPSTREAM_BIN:-$TARGET_DIR/release/examples/bench_upstream}"
+FLOOR_BIN="${FLOOR_BIN:-$TARGET_DIR/release/examples/bench_floor}"
 NGINX="${NGINX:-/usr/sbin/nginx}"
 
 say() { echo "callgrind: $*" >&2; }
@@ -39,14 +44,14 @@ die() { say "$*"; exit 1; }
 
 missing=()
 command -v valgrind >/dev/null || missing+=(valgrind)
-[ "$ONLY" = tollgate ] || [ -x "$NGINX" ] || missing+=(nginx-light)
+[[ -n "$ONLY" && " $ONLY " != *" nginx "* ]] || [ -x "$NGINX" ] || missing+=(nginx-light)
 command -v python3 >/dev/null || missing+=(python3)
 if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]} from Debian"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ "$BUILD" = 1 ]; then
-    (cd "$ROOT" && cargo build --release --bin tollgate --example bench_upstream)
+    (cd "$ROOT" && cargo build --release --bin tollgate --example bench_upstream --example bench_floor)
 fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/callgrind.XXXXXX")"
@@ -174,6 +179,9 @@ run() {
         tollgate_conf "$scen" "$p" >"$dir/gateway.toml"
         valgrind --tool=callgrind --callgrind-out-file="$out" \
             "$TOLLGATE_BIN" -c "$dir/gateway.toml" >"$dir/log" 2>&1 &
+    elif [ "$proxy" = floor ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$FLOOR_BIN" "127.0.0.1:$p" "127.0.0.1:$UP_PORT" >"$dir/log" 2>&1 &
     else
         nginx_conf "$scen" "$p" "$dir" >"$dir/nginx.conf"
         valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -183,7 +191,7 @@ run() {
     PIDS+=("$pid")
     wait_port "$p"
     answered="$(python3 "$WORK/client.py" "$p" "$requests" "$CONNS" "$scen")"
-    if [ "$proxy" = tollgate ]; then kill -TERM "$pid"; else kill -QUIT "$pid"; fi
+    if [ "$proxy" = nginx ]; then kill -QUIT "$pid"; else kill -TERM "$pid"; fi
     wait "$pid" || true
     say "$proxy $scen $requests requests: statuses $answered"
     echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$out") $(awk -f "$WORK/allocs.awk" "$out")"
@@ -196,6 +204,7 @@ echo "|:--|:--|--:|--:|"
 for scen in $SCENARIOS; do
     declare -A per=()
     for proxy in $proxies; do
+        if [ "$proxy" = floor ] && [ "$scen" != plain ]; then continue; fi
         read -r few few_allocs <<<"$(run "$proxy" "$scen" "$FEW")"
         read -r many many_allocs <<<"$(run "$proxy" "$scen" "$MANY")"
         per[$proxy]="$(awk -v a="$many" -v b="$few" -v n="$((MANY - FEW))" 'BEGIN { printf "%.0f", (a - b) / n }')"
@@ -204,6 +213,9 @@ for scen in $SCENARIOS; do
     done
     if [ -n "${per[tollgate]:-}" ] && [ -n "${per[nginx]:-}" ]; then
         echo "| $scen | tollgate/nginx | $(awk -v a="${per[tollgate]}" -v b="${per[nginx]}" 'BEGIN { printf "%.2fx", a / b }') | |"
+    fi
+    if [ -n "${per[floor]:-}" ] && [ -n "${per[nginx]:-}" ]; then
+        echo "| $scen | floor/nginx | $(awk -v a="${per[floor]}" -v b="${per[nginx]}" 'BEGIN { printf "%.2fx", a / b }') | |"
     fi
     unset per
 done
