@@ -173,8 +173,12 @@ async fn http2_requests_are_logged_with_the_path_as_nginx() {
     );
 }
 
-/// Sends `n` GETs for `/` over one keep-alive connection; their statuses.
-async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<u16> {
+/// Sends `n` requests made by `request` over one keep-alive connection; their statuses.
+async fn burst(
+    addr: std::net::SocketAddr,
+    n: usize,
+    request: impl Fn() -> http::Request<Body>,
+) -> Vec<u16> {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
@@ -183,7 +187,7 @@ async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<u16> {
     tokio::spawn(conn);
     let mut statuses = Vec::with_capacity(n);
     for _ in 0..n {
-        let response = sender.send_request(get("/")).await.unwrap();
+        let response = sender.send_request(request()).await.unwrap();
         statuses.push(read(response).await.status.as_u16());
     }
     statuses
@@ -192,12 +196,10 @@ async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<u16> {
 #[tokio::test]
 async fn an_upstream_outage_logs_a_line_per_kind_and_interval_while_metrics_count_every_failure() {
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let (port, admin) = (closed_port().port(), closed_port().port());
-    let down = closed_port();
-    let path = dir.path().join("gateway.toml");
-    let toml = format!(
-        r#"
+    let (admin, down) = (closed_port().port(), closed_port());
+    let (running, addr) = ErrorLogged::start(|port| {
+        format!(
+            r#"
 [server]
 listen = ["127.0.0.1:{port}"]
 workers = 2
@@ -211,12 +213,13 @@ servers = ["{down}"]
 match = "/"
 upstream = "app"
 "#
-    );
-    std::fs::write(&path, toml).unwrap();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let running = ErrorLogged::start(&path, addr).await;
+        )
+    })
+    .await;
     let started = std::time::Instant::now();
-    let clients: Vec<_> = (0..4).map(|_| tokio::spawn(burst(addr, 500))).collect();
+    let clients: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(burst(addr, 500, || get("/"))))
+        .collect();
     for client in clients {
         let statuses = within(30, client).await.unwrap();
         assert!(statuses.iter().all(|&s| s == 502), "{statuses:?}");
@@ -291,10 +294,9 @@ async fn a_client_cannot_make_the_gateway_log_a_line_per_tls_handshake() {
     let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
-    let port = closed_port().port();
-    let path = dir.path().join("gateway.toml");
-    let toml = format!(
-        r#"
+    let (running, addr) = ErrorLogged::start(|port| {
+        format!(
+            r#"
 [server]
 listen_tls = ["127.0.0.1:{port}"]
 workers = 1
@@ -304,12 +306,11 @@ certificates = [{{ cert = "{}", key = "{}" }}]
 match = "/"
 return = {{ status = 200, body = "hello\n" }}
 "#,
-        cert_path.display(),
-        key_path.display()
-    );
-    std::fs::write(&path, toml).unwrap();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let running = ErrorLogged::start(&path, addr).await;
+            cert_path.display(),
+            key_path.display()
+        )
+    })
+    .await;
     let application_data = [0x17, 3, 3, 0, 5, 1, 2, 3, 4, 5];
     let openings = [
         client_hello(b"127.0.0.1"),
@@ -341,24 +342,7 @@ async fn a_client_cannot_make_the_gateway_log_a_line_per_http2_frame() {
         out
     }
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let port = closed_port().port();
-    let path = dir.path().join("gateway.toml");
-    let toml = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-workers = 1
-[log]
-access = "off"
-[[location]]
-match = "/"
-return = {{ status = 200, body = "hello\n" }}
-"#
-    );
-    std::fs::write(&path, toml).unwrap();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let running = ErrorLogged::start(&path, addr).await;
+    let (running, addr) = ErrorLogged::start(|port| hello(port, "off")).await;
     let preface = [
         &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
         &frame(0x4, 0, 0, &[]),
@@ -407,18 +391,23 @@ struct ErrorLogged {
 }
 
 impl ErrorLogged {
-    /// Starts it and waits until `addr` (one of its listeners) takes connections.
-    async fn start(config: &std::path::Path, addr: std::net::SocketAddr) -> ErrorLogged {
+    /// Starts it on the config `config(port)` writes, `port` being a free one it listens
+    /// on, and waits until that listener takes connections; its address.
+    async fn start(config: impl FnOnce(u16) -> String) -> (ErrorLogged, std::net::SocketAddr) {
         let dir = tempfile::tempdir().unwrap();
+        let port = closed_port().port();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, config(port)).unwrap();
         let errors = dir.path().join("errors.log");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .arg("-c")
-            .arg(config)
+            .arg(&path)
             .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&errors).unwrap())
             .spawn()
             .unwrap();
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
         let started = std::time::Instant::now();
         while tokio::net::TcpStream::connect(addr).await.is_err() {
             assert!(
@@ -427,11 +416,12 @@ impl ErrorLogged {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        ErrorLogged {
+        let running = ErrorLogged {
             child,
             errors,
             _dir: dir,
-        }
+        };
+        (running, addr)
     }
 
     /// Stops it; what it logged.
@@ -456,41 +446,22 @@ impl ErrorLogged {
 #[tokio::test]
 async fn a_failing_access_log_is_reported_once_per_interval() {
     let _shared = support::shared();
-    let dir = tempfile::tempdir().unwrap();
-    let port = closed_port().port();
-    let path = dir.path().join("gateway.toml");
-    let toml = format!(
-        r#"
-[server]
-listen = ["127.0.0.1:{port}"]
-workers = 1
-[log]
-access = "/dev/full"
-[[location]]
-match = "/"
-return = {{ status = 200, body = "hello\n" }}
-"#
-    );
-    std::fs::write(&path, toml).unwrap();
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let running = ErrorLogged::start(&path, addr).await;
+    let (running, addr) = ErrorLogged::start(|port| hello(port, "/dev/full")).await;
     let started = std::time::Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
     let agent = "x".repeat(12 * 1024);
-    for _ in 0..300 {
-        let request = http::Request::get("/")
-            .header("host", "a")
-            .header("user-agent", &agent)
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        let response = within(5, sender.send_request(request)).await.unwrap();
-        assert_eq!(read(response).await.status, 200);
-    }
+    let statuses = within(
+        30,
+        burst(addr, 300, || {
+            let mut request = get("/");
+            let value = http::HeaderValue::from_str(&agent).unwrap();
+            request
+                .headers_mut()
+                .insert(http::header::USER_AGENT, value);
+            request
+        }),
+    )
+    .await;
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     let took = started.elapsed();
     let log = running.stop();
     let failures = log
@@ -502,4 +473,20 @@ return = {{ status = 200, body = "hello\n" }}
         count >= 1 && count <= intervals,
         "{count} lines in {took:?} for a failing access log:\n{log}"
     );
+}
+
+/// A gateway on `port` answering every request itself, its access log at `access`.
+fn hello(port: u16, access: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 1
+[log]
+access = "{access}"
+[[location]]
+match = "/"
+return = {{ status = 200, body = "hello\n" }}
+"#
+    )
 }
