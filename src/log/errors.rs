@@ -26,7 +26,9 @@ fn names_silenced(rust_log: &str) -> bool {
             .split(['=', '['])
             .next()
             .unwrap_or_default();
-        target == SILENCED || target.starts_with("h2::")
+        target
+            .strip_prefix(SILENCED)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
     })
 }
 
