@@ -334,31 +334,24 @@ return = {{ status = 200, body = "hello\n" }}
 #[tokio::test]
 async fn a_client_cannot_make_the_gateway_log_a_line_per_http2_frame() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-        out.extend_from_slice(&[kind, flags]);
-        out.extend_from_slice(&stream.to_be_bytes());
-        out.extend_from_slice(payload);
-        out
-    }
     let _shared = support::shared();
     let (running, addr) = ErrorLogged::start(|port| hello(port, "off")).await;
     let preface = [
         &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
-        &frame(0x4, 0, 0, &[]),
+        &h2_frame(0x4, 0, 0, &[]),
     ]
     .concat();
     // GET / with `:authority: a`, HPACK-indexed but for the authority's value.
     let get = [0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
     let pings: Vec<u8> = (0..200u64)
-        .flat_map(|n| frame(0x6, 0x1, 0, &n.to_be_bytes()))
+        .flat_map(|n| h2_frame(0x6, 0x1, 0, &n.to_be_bytes()))
         .collect();
     let resets: Vec<u8> = (0..40u32)
         .flat_map(|n| {
             let stream = 2 * n + 1;
             [
-                frame(0x1, 0x5, stream, &get),
-                frame(0x3, 0, stream, &[0, 0, 0, 8]),
+                h2_frame(0x1, 0x5, stream, &get),
+                h2_frame(0x3, 0, stream, &[0, 0, 0, 8]),
             ]
             .concat()
         })

@@ -604,15 +604,6 @@ impl<S: tokio::io::AsyncRead + Unpin> Frames<S> {
     }
 }
 
-/// An HTTP/2 frame: 9-byte header, then `payload`.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = (payload.len() as u32).to_be_bytes();
-    let mut out = vec![len[1], len[2], len[3], kind, flags];
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
 /// After the client resets a stream, the gateway sends no DATA for it that it made after
 /// reading the reset (RFC 9113 §5.1). What arrives after the RST was committed before it
 /// (kernel and TLS buffers, at most the one frame h2 was writing): it is bounded by the
@@ -643,10 +634,10 @@ async fn a_reset_stream_gets_no_data_made_after_the_reset() {
         };
         // The preface with default settings: a 65,535-byte window, never raised.
         let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        hello.extend(frame(0x4, 0, 0, &[]));
+        hello.extend(h2_frame(0x4, 0, 0, &[]));
         // GET https://a.test/ (HPACK: :method GET, :scheme https, :path /, :authority a.test).
         let block = [&[0x82, 0x87, 0x84, 0x01, 6][..], b"a.test"].concat();
-        hello.extend(frame(0x1, 0x5, 1, &block));
+        hello.extend(h2_frame(0x1, 0x5, 1, &block));
         write.write_all(&hello).await.unwrap();
 
         let (mut before, mut after_rst, mut after_ack) = (0usize, 0usize, 0usize);
@@ -656,15 +647,15 @@ async fn a_reset_stream_gets_no_data_made_after_the_reset() {
         while let Some((kind, flags, stream, payload)) = frames.next(wait).await {
             match (kind, stream) {
                 (0x4, 0) if flags & 1 == 0 => {
-                    write.write_all(&frame(0x4, 1, 0, &[])).await.unwrap();
+                    write.write_all(&h2_frame(0x4, 1, 0, &[])).await.unwrap();
                 }
                 (0x0, 1) if acked => after_ack += payload.len(),
                 (0x0, 1) if reset => after_rst += payload.len(),
                 (0x0, 1) => {
                     before += payload.len();
                     // RST_STREAM(CANCEL) and a PING in one write.
-                    let mut bye = frame(0x3, 0, 1, &8u32.to_be_bytes());
-                    bye.extend(frame(0x6, 0, 0, b"tollgate"));
+                    let mut bye = h2_frame(0x3, 0, 1, &8u32.to_be_bytes());
+                    bye.extend(h2_frame(0x6, 0, 0, b"tollgate"));
                     write.write_all(&bye).await.unwrap();
                     reset = true;
                 }

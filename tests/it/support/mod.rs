@@ -284,6 +284,15 @@ pub async fn read(response: Response<Incoming>) -> Reply {
 }
 
 /// `GET path` with a Host header.
+/// An HTTP/2 frame: its 9-byte header (length, type, flags, stream), then `payload`.
+pub fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut out = vec![len[1], len[2], len[3], kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
 pub fn get(path: &str) -> Request<Body> {
     Request::get(path)
         .header("host", "example.test")
