@@ -164,32 +164,36 @@ fn chunked_len(buf: &[u8]) -> Option<usize> {
 
 /// One response read from a raw client connection: its status, head text and body.
 /// `None` when the connection closed (or said nothing for 3 s) before a whole response.
+///
+/// Reads no byte past the response, so that a second call finds the next one: the head a
+/// byte at a time, then exactly its `Content-Length`.
 pub async fn read_response(stream: &mut tokio::net::TcpStream) -> Option<RawResponse> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut resp = httparse::Response::new(&mut headers);
-        if let Ok(httparse::Status::Complete(head_len)) = resp.parse(&buf) {
-            let length = resp
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-                .unwrap_or(0usize);
-            if buf.len() >= head_len + length {
-                return Some(RawResponse {
-                    status: resp.code.unwrap_or(0),
-                    head: String::from_utf8_lossy(&buf[..head_len]).into_owned(),
-                    body: String::from_utf8_lossy(&buf[head_len..head_len + length]).into_owned(),
-                });
-            }
-        }
-        let read = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut chunk));
-        match read.await {
-            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+    let wait = std::time::Duration::from_secs(3);
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(wait, stream.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
             _ => return None,
         }
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    resp.parse(&head).ok()?;
+    let length = resp
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+        .unwrap_or(0usize);
+    let mut body = vec![0u8; length];
+    match tokio::time::timeout(wait, stream.read_exact(&mut body)).await {
+        Ok(Ok(_)) => Some(RawResponse {
+            status: resp.code.unwrap_or(0),
+            head: String::from_utf8_lossy(&head).into_owned(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }),
+        _ => None,
     }
 }
 
