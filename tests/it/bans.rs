@@ -284,8 +284,9 @@ async fn a_ban_survives_a_reload_and_ends_when_its_time_is_up() {
     let short = r#"{ after = 2, within = "10s", for = "2s", status = 429 }"#;
     let gw = gateway(&config(up.addr, &log, "leaky_bucket", short));
     let addr = addr(&gw);
-    strike(addr, "10.0.0.3", 2).await;
+    // Timed from before the strikes: the ban began after this, however slow they are.
     let imposed = Instant::now();
+    strike(addr, "10.0.0.3", 2).await;
     let banned = from(addr, "/login", "10.0.0.3").await;
     assert_eq!(banned.status, 429);
     // 2 s, rounded up from what is left: 1 when the box is slow to answer.
@@ -404,7 +405,8 @@ async fn rejections_where_the_item_has_no_ban_are_no_strikes() {
             rejected += 1;
         }
     }
-    assert!(rejected >= 10, "{rejected} rejections");
+    // As many as a ban's `after` would be enough (most are, unless the box is slow).
+    assert!(rejected >= 3, "{rejected} rejections");
     let listed = within(5, send(admin, get("/bans"))).await.body;
     assert!(listed.contains(r#""bans":[]"#), "{listed}");
     let imposed = r#"tollgate_bans_imposed_total{zone="login"}"#;

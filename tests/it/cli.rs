@@ -247,7 +247,7 @@ fn signal(child: &Child, name: &str) {
 async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
     let _shared = support::shared();
     let up = Upstream::start(|_req| async {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         text(200, "slow but complete")
     })
     .await;
@@ -272,12 +272,26 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
     wait_until_listening(port).await;
     let gw: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let in_flight = tokio::spawn(async move { get_text(gw, "/").await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Signalled once the request is with the upstream.
+    within(5, async {
+        while up.count() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     signal(&running.0, "TERM");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The listener closes long before the request in flight finishes.
+    let closed = async {
+        while tokio::net::TcpStream::connect(gw).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(1), closed)
+        .await
+        .expect("still accepting 1 s after SIGTERM");
     assert!(
-        tokio::net::TcpStream::connect(gw).await.is_err(),
-        "still accepting after SIGTERM"
+        !in_flight.is_finished(),
+        "the listener closed only after the answer"
     );
     let reply = within(5, in_flight).await.unwrap();
     assert_eq!(reply.status, 200);

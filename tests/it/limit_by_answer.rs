@@ -178,11 +178,16 @@ async fn successful_logins_in_flight_give_their_units_back() {
     let logins: Vec<_> = (0..5)
         .map(|_| {
             tokio::spawn(
-                async move { as_client(gw, "/login?pw=right&slow=400", "198.51.100.3").await },
+                async move { as_client(gw, "/login?pw=right&slow=1500", "198.51.100.3").await },
             )
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    within(5, async {
+        while up.count() < 5 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let meanwhile = as_client(gw, "/login?pw=right", "198.51.100.3").await;
     assert_eq!(
         meanwhile.status, 429,
@@ -242,8 +247,9 @@ async fn a_declared_debt_is_waited_off() {
     let gw = gateway(&text);
     let gw = addr(&gw);
     let client = "198.51.100.5";
-    let started = Instant::now();
     assert_eq!(as_client(gw, "/api?cost=20", client).await.status, 200);
+    // The debt is charged as the answer passes, before the client has it.
+    let started = Instant::now();
     let refused = as_client(gw, "/api", client).await;
     assert_eq!(refused.status, 429, "in debt");
     let retry: u64 = refused.headers["retry-after"]

@@ -200,7 +200,8 @@ async fn a_leased_zone_asks_redis_once_per_lease() {
     let redis = Redis::start();
     let client = ::redis::Client::open(redis.url()).unwrap();
     let conn = &mut client.get_multiplexed_async_connection().await.unwrap();
-    let gw = gateway(&config(&redis.url(), "1000r/s", 1_000, 10));
+    // Per minute: a lease lives its longest (5 s), however slowly the requests come.
+    let gw = gateway(&config(&redis.url(), "1000r/m", 1_000, 10));
     let addr = addr(&gw);
     // Loads the script before counting (a NOSCRIPT answer costs an EVAL too).
     assert_eq!(get_as(addr, "/", "203.0.113.1").await.status, 200);
@@ -251,7 +252,7 @@ async fn leased_units_are_spent_while_redis_is_down_then_on_error_decides() {
         return;
     }
     let redis = Redis::start();
-    let gw = gateway(&config(&redis.url(), "1000r/s", 1_000, 10));
+    let gw = gateway(&config(&redis.url(), "1000r/m", 1_000, 10));
     let addr = addr(&gw);
     // The first request takes a lease of 10: itself and 9 more.
     assert_eq!(get_as(addr, "/", "203.0.113.7").await.status, 200);
