@@ -273,12 +273,7 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
     let gw: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let in_flight = tokio::spawn(async move { get_text(gw, "/").await });
     // Signalled once the request is with the upstream.
-    within(5, async {
-        while up.count() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    up.holds(1).await;
     signal(&running.0, "TERM");
     // The listener closes long before the request in flight finishes.
     let closed = async {

@@ -182,12 +182,7 @@ async fn successful_logins_in_flight_give_their_units_back() {
             )
         })
         .collect();
-    within(5, async {
-        while up.count() < 5 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    up.holds(5).await;
     let meanwhile = as_client(gw, "/login?pw=right", "198.51.100.3").await;
     assert_eq!(
         meanwhile.status, 429,

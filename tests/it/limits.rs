@@ -593,10 +593,7 @@ upstream = "app"
     within(10, async {
         let first = tokio::spawn(send(addr, from("10.0.0.1", "/")));
         let second = tokio::spawn(send(addr, from("10.0.0.1", "/")));
-        // Wait until both are in flight upstream.
-        while up.count() < 2 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        up.holds(2).await;
         let third = send(addr, from("10.0.0.1", "/")).await;
         assert_eq!(third.status, 429);
         assert_eq!(third.headers["retry-after"], "1");

@@ -224,6 +224,16 @@ impl Upstream {
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+
+    /// Waits until the upstream has seen `n` requests (at most 5 s): they are in flight.
+    pub async fn holds(&self, n: usize) {
+        within(5, async {
+            while self.count() < n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
 }
 
 pub fn text(status: u16, body: &str) -> Response<Body> {
