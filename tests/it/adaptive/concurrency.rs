@@ -143,7 +143,8 @@ async fn settles(admin: SocketAddr, capacity: u64, secs: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() {
-    let _shared = support::shared();
+    // Alone: it measures latencies, which other tests' CPU would stretch.
+    let _alone = support::alone();
     let (up, knobs) = knob::start().await;
     knobs.set_latency(50);
     knobs.set_capacity(20).await;
@@ -235,7 +236,8 @@ async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_limit_measures_a_slower_upstream_again_by_probing() {
-    let _shared = support::shared();
+    // Alone: it measures latencies, which other tests' CPU would stretch.
+    let _alone = support::alone();
     let (up, knobs) = knob::start().await;
     knobs.set_latency(20);
     knobs.set_capacity(10).await;

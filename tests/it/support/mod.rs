@@ -46,7 +46,10 @@ pub type Body = BoxBody<Bytes, hyper::Error>;
 ///   its binary);
 /// - `large_body`: 1 GiB through the gateway, on every core;
 /// - the load tests `redis_zones::two_instances_share_one_limit_under_load` (10 s) and
-///   `reload::sixty_sighups_under_keep_alive_load_lose_no_request`.
+///   `reload::sixty_sighups_under_keep_alive_load_lose_no_request`;
+/// - the two `adaptive::concurrency` tests of the auto limit (7 s and 5 s): 60 and 30
+///   clients, and checks on the latencies they measure (with six busy loops beside the
+///   suite, the limit swung and `min_rtt` read high).
 ///
 /// Tests busy on one core (the property tests, `limit_memory`'s key sprays) stay shared, as
 /// they ran beside the other tests of their file. No test measures the memory of this
