@@ -37,6 +37,7 @@ mod redis_clock_skew;
 mod redis_instances;
 mod redis_leases;
 mod redis_scripts;
+mod redis_timeouts;
 mod redis_zones;
 mod rejections;
 mod reload;

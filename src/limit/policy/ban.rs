@@ -30,7 +30,7 @@ impl ZoneCall<'_> {
     /// (the ban's copy in the zone's table answers instead, and is checked again after
     /// `RECHECK`). A "not banned" answer drops only a copy that was already due for a
     /// check when the call was issued (not one imposed meanwhile). When Redis cannot
-    /// answer, a ban held here still holds, trusted for `RECHECK` more.
+    /// answer, a ban held here still holds, trusted for `RECHECK` from the failure.
     pub(super) async fn decide_banned(
         &self,
         backend: &Backend,
@@ -58,9 +58,14 @@ impl ZoneCall<'_> {
                 let Some(entry) = bans.get(self.key, arrival.now) else {
                     return Err(failure);
                 };
-                // Answered alone again for a while: the key's next requests do not each
-                // wait for Redis's timeout.
-                bans.trust_again(self.key, arrival.now, RECHECK);
+                // Answered alone again for a while, counted from the failure: the key's
+                // next requests do not each wait for Redis's timeout, however long.
+                let failed = match failure {
+                    // The call began at the arrival (or later) and ran out its timeout.
+                    Failure::Timeout => arrival.now + backend.settings().timeout,
+                    Failure::Connection | Failure::Reply => arrival.now,
+                };
+                bans.trust_again(self.key, failed, RECHECK);
                 outcome.redis_failures.push((self.index, failure));
                 entry.until - arrival.now
             }

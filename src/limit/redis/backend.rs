@@ -100,8 +100,27 @@ pub struct Settings {
 #[derive(Clone)]
 pub(super) enum Target {
     // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
-    Single(Box<redis::Client>),
+    Single {
+        client: Box<redis::Client>,
+        /// The client's own bound on a connect or an answer ([`longest_wait`]).
+        wait: Duration,
+    },
     Cluster(Box<ClusterClient>),
+}
+
+/// The longest any call waits for Redis: `timeout`, or an admin call's
+/// [`ban_calls::ADMIN_TIMEOUT`] if longer. The client's own bounds on a connect and an
+/// answer are set to this, since its defaults (1 s and 500 ms) would cut a longer
+/// `timeout` short; this module's timers bound each call.
+fn longest_wait(settings: &Settings) -> Duration {
+    settings.timeout.max(ban_calls::ADMIN_TIMEOUT)
+}
+
+/// The connection manager's settings for one server: its own bounds at `wait`.
+fn manager_config(wait: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(wait))
+        .set_response_timeout(Some(wait))
 }
 
 enum Link {
@@ -155,8 +174,8 @@ impl Target {
     /// the connection manager), or to every node of a cluster.
     pub(super) async fn connect(&self) -> RedisResult<Connection> {
         match self {
-            Target::Single(client) => {
-                let config = ConnectionManagerConfig::new()
+            Target::Single { client, wait } => {
+                let config = manager_config(*wait)
                     .set_max_delay(Duration::from_millis(500))
                     .set_number_of_retries(1);
                 ConnectionManager::new_with_config(redis::Client::clone(client), config)
@@ -182,7 +201,9 @@ impl Backend {
         super::bans::prepare_tags();
         let target = if settings.cluster {
             let nodes = settings.urls.iter().map(String::as_str);
-            let mut builder = ClusterClient::builder(nodes);
+            let mut builder = ClusterClient::builder(nodes)
+                .connection_timeout(longest_wait(&settings))
+                .response_timeout(longest_wait(&settings));
             if settings.ca.is_some() {
                 builder = builder.certs(certificates());
             }
@@ -195,7 +216,10 @@ impl Backend {
                 }
                 _ => redis::Client::open(url)?,
             };
-            Target::Single(Box::new(client))
+            Target::Single {
+                client: Box::new(client),
+                wait: longest_wait(&settings),
+            }
         };
         let heartbeat = Heartbeat::start(Beat {
             target: target.clone(),
@@ -269,14 +293,18 @@ impl Backend {
             Link::Paused(until) if now < *until => return Err(Failure::Connection),
             Link::Idle | Link::Paused(_) => {}
         }
-        // Stands if this attempt is cut short by the caller's timeout.
-        *link = Link::Paused(now + RECONNECT_PAUSE);
+        // Stands if this attempt is cut short by the caller's timeout: the pause then
+        // counts from the timeout's end (the call began at `now` or later), so that a
+        // server that never answers costs one request per pause its whole timeout, not
+        // every request when `timeout` is longer than the pause.
+        *link = Link::Paused(now + self.settings.timeout + RECONNECT_PAUSE);
         match self.target.connect().await {
             Ok(conn) => {
                 *link = Link::Up(conn.clone());
                 Ok(conn)
             }
             Err(err) => {
+                *link = Link::Paused(now + RECONNECT_PAUSE);
                 tracing::warn!(urls = ?self.settings.urls, error = %err, "cannot connect to Redis");
                 Err(Failure::Connection)
             }

@@ -189,8 +189,8 @@ async fn a_ban_holds_while_redis_does_not_answer() {
         return;
     }
     let redis = Redis::start();
-    // The config's timeout: long enough to tell a request that waits for it from one that
-    // does not.
+    // The config's timeout: as long as `RECHECK`, and longer than the Redis client's own
+    // default bound on an answer (500 ms).
     let timeout = Duration::from_secs(1);
     let gw = gateway(&config(&format!("url = \"{}\"", redis.url())));
     let (addr, admin) = (addr(&gw), gw.admin_addr().unwrap());
@@ -198,12 +198,15 @@ async fn a_ban_holds_while_redis_does_not_answer() {
     // Past the recheck interval, the next request asks Redis, which says nothing.
     tokio::time::sleep(RECHECK + Duration::from_millis(100)).await;
     redis.pause();
+    let asked = Instant::now();
     assert_eq!(
         status(addr, "10.8.1.1").await,
         403,
         "the ban held here stands"
     );
-    // The copy is trusted again: the key's next requests do not wait for Redis.
+    assert!(asked.elapsed() >= timeout, "waited {:?}", asked.elapsed());
+    // The copy is trusted again, for `RECHECK` from when the wait ended: the key's next
+    // requests do not wait for Redis.
     let started = Instant::now();
     for _ in 0..5 {
         assert_eq!(status(addr, "10.8.1.1").await, 403);

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
@@ -22,7 +22,7 @@ const LIFT_BAN: &str = include_str!("../lift_ban.lua");
 const SCAN_COUNT: usize = 1_000;
 /// The least time the admin API's calls get: a listing takes several round trips, and
 /// `[redis] timeout` is sized for one decision.
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A ban as Redis holds it: its key, what its value says, and its time left.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,8 +187,8 @@ impl Backend {
     /// A connection of the caller's own runtime (the admin API's), made for one call.
     async fn admin_connection(&self) -> Result<Connection, Failure> {
         let made = match &self.target {
-            Target::Single(client) => {
-                let config = ConnectionManagerConfig::new().set_number_of_retries(0);
+            Target::Single { client, wait } => {
+                let config = super::manager_config(*wait).set_number_of_retries(0);
                 let client = redis::Client::clone(client);
                 let conn = ConnectionManager::new_with_config(client, config).await;
                 conn.map(Connection::Single)
