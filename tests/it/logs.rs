@@ -196,7 +196,7 @@ async fn burst(
 #[tokio::test]
 async fn an_upstream_outage_logs_a_line_per_kind_and_interval_while_metrics_count_every_failure() {
     let _shared = support::shared();
-    let (admin, down) = (closed_port().port(), closed_port());
+    let (admin, down) = (free_port(), closed_port());
     let (running, addr) = ErrorLogged::start(|port| {
         format!(
             r#"
@@ -388,7 +388,7 @@ impl ErrorLogged {
     /// on, and waits until that listener takes connections; its address.
     async fn start(config: impl FnOnce(u16) -> String) -> (ErrorLogged, std::net::SocketAddr) {
         let dir = tempfile::tempdir().unwrap();
-        let port = closed_port().port();
+        let port = free_port();
         let path = dir.path().join("gateway.toml");
         std::fs::write(&path, config(port)).unwrap();
         let errors = dir.path().join("errors.log");

@@ -174,13 +174,17 @@ async fn auto_limit_keeps_the_upstream_near_its_capacity_and_answers_everyone() 
         "limits {limits:?} left [{low}, {high}]"
     );
     // Without oscillating: over the last 2 s (the first may still close in on L* from
-    // where the band begins) the limit's spread stays within a quarter of L*. Before the
-    // controller waited out its dead time it swung by ±40 % around L*, every 0.6 s.
-    let last = &limits[limits.len() / 2..];
-    let spread = last.iter().max().unwrap() - last.iter().min().unwrap();
+    // where the band begins) the limit's spread stays within a quarter of L*, a tenth of
+    // the readings left out at each end (a one-off jump of 0.2 s after a stall of the
+    // shared machine is no swing). Before the controller waited out its dead time it
+    // swung by ±40 % around L*, every 0.6 s: most readings were near the swing's ends.
+    let mut last = limits[limits.len() / 2..].to_vec();
+    last.sort_unstable();
+    let trim = last.len().div_ceil(10);
+    let spread = last[last.len() - 1 - trim] - last[trim];
     assert!(
         spread as f64 <= fixed_point(20.0) / 4.0,
-        "limits {limits:?}: the last half's spread is {spread}"
+        "limits {limits:?}: the last half's spread is {spread} (trimmed by {trim} each end)"
     );
     assert!(
         median >= low,

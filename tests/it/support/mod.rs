@@ -342,10 +342,21 @@ pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
         .expect("finished in time")
 }
 
-/// A port on 127.0.0.1 with nothing listening (bound, then released; [`free_port`] does not
-/// hand it to a child that would listen on it).
+/// A port on 127.0.0.1 where nothing listens while the tests run: a socket holds it bound
+/// and never listens, so a connection to it is refused, and no listener made meanwhile (a
+/// gateway's or an upstream's on port 0) is given it. (A port bound, then released, was
+/// once given to another test's gateway, which answered where a refusal was expected.)
 pub fn closed_port() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], free_port()))
+    static HELD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    socket.bind(&any.into()).expect("bind a loopback port");
+    let addr = socket.local_addr().ok().and_then(|a| a.as_socket());
+    HELD.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(socket);
+    addr.expect("an IPv4 address")
 }
 
 /// Waits until the log file has `n` lines (the log is flushed every 100 ms).
