@@ -476,7 +476,8 @@ fn redis_backend(
                 || Arc::new(redis::Fleet::new(redis::heartbeat::new_instance_id())),
                 |kept| Arc::clone(kept.fleet()),
             );
-            let backend = redis::Backend::new(wanted.settings.clone(), workers, fleet)?;
+            let settings = wanted.settings.clone();
+            let backend = redis::Backend::new(settings, workers, fleet, crate::clock::now)?;
             Some(Arc::new(backend))
         }
     })

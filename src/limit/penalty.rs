@@ -122,8 +122,13 @@ fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
             continue;
         }
         let recheck = rule.zone.redis.map(|_| RECHECK);
+        // A Redis zone's ban is trusted from the end of its decision's wait on Redis.
+        let now = match (recheck, policy.backend()) {
+            (Some(_), Some(backend)) => backend.now(),
+            _ => arrival.now,
+        };
         with_key(rule, arrival, |key| {
-            let entry = rule.zone.bans.strike(key, arrival.now, ban, recheck)?;
+            let entry = rule.zone.bans.strike(key, now, ban, recheck)?;
             imposed(policy, rule, key, &entry, arrival);
             Some(())
         });

@@ -51,7 +51,8 @@ impl ZoneCall<'_> {
             }
             Ok(BanOr::Banned(left)) => {
                 let left = std::time::Duration::from_nanos(left);
-                bans.learn(self.key, arrival.now, left, RECHECK);
+                // Trusted from the answer: a slow one leaves the copy its whole while.
+                bans.learn(self.key, backend.now(), left, RECHECK);
                 left
             }
             Err(failure) => {
@@ -59,13 +60,9 @@ impl ZoneCall<'_> {
                     return Err(failure);
                 };
                 // Answered alone again for a while, counted from the failure: the key's
-                // next requests do not each wait for Redis's timeout, however long.
-                let failed = match failure {
-                    // The call began at the arrival (or later) and ran out its timeout.
-                    Failure::Timeout => arrival.now + backend.settings().timeout,
-                    Failure::Connection | Failure::Reply => arrival.now,
-                };
-                bans.trust_again(self.key, failed, RECHECK);
+                // next requests do not each wait for Redis's timeout, however long, nor
+                // however many Redis zones before this one waited too.
+                bans.trust_again(self.key, backend.now(), RECHECK);
                 outcome.redis_failures.push((self.index, failure));
                 entry.until - arrival.now
             }

@@ -80,6 +80,8 @@ pub struct Backend {
     /// The instances counted in each Redis zone, and the thread that counts them.
     fleet: Arc<Fleet>,
     _heartbeat: Option<Heartbeat>,
+    /// The caller's clock ([`Backend::now`]).
+    clock: fn() -> Instant,
 }
 
 /// Where Redis is, and how long a decision may take.
@@ -191,8 +193,13 @@ impl Backend {
     /// A backend for `workers` workers that announces this instance in `fleet`'s zones:
     /// the fleet of the backend it replaces, so that a reload keeps the instance's id
     /// and the counts last seen. (Until the old one's generation ends, both beat, by
-    /// the same id.)
-    pub fn new(settings: Settings, workers: usize, fleet: Arc<Fleet>) -> RedisResult<Backend> {
+    /// the same id.) `clock` is the caller's, for [`Backend::now`].
+    pub fn new(
+        settings: Settings,
+        workers: usize,
+        fleet: Arc<Fleet>,
+        clock: fn() -> Instant,
+    ) -> RedisResult<Backend> {
         let certificates = || TlsCertificates {
             client_tls: None,
             root_cert: settings.ca.clone(),
@@ -236,7 +243,16 @@ impl Backend {
                 .collect(),
             fleet,
             _heartbeat: heartbeat,
+            clock,
         })
+    }
+
+    /// The time by the caller's clock: for a window that counts from the end of a wait on
+    /// Redis (a ban trusted again after a failed call, a worker's reconnect pause), which
+    /// a request's arrival may precede by several `timeout`s (one per Redis zone before).
+    /// Never for a decision: that takes the request's arrival.
+    pub fn now(&self) -> Instant {
+        (self.clock)()
     }
 
     pub fn settings(&self) -> &Settings {
@@ -294,17 +310,17 @@ impl Backend {
             Link::Idle | Link::Paused(_) => {}
         }
         // Stands if this attempt is cut short by the caller's timeout: the pause then
-        // counts from the timeout's end (the call began at `now` or later), so that a
+        // counts from the timeout's end (no later than a `timeout` from here), so that a
         // server that never answers costs one request per pause its whole timeout, not
         // every request when `timeout` is longer than the pause.
-        *link = Link::Paused(now + self.settings.timeout + RECONNECT_PAUSE);
+        *link = Link::Paused(self.now() + self.settings.timeout + RECONNECT_PAUSE);
         match self.target.connect().await {
             Ok(conn) => {
                 *link = Link::Up(conn.clone());
                 Ok(conn)
             }
             Err(err) => {
-                *link = Link::Paused(now + RECONNECT_PAUSE);
+                *link = Link::Paused(self.now() + RECONNECT_PAUSE);
                 tracing::warn!(urls = ?self.settings.urls, error = %err, "cannot connect to Redis");
                 Err(Failure::Connection)
             }

@@ -179,7 +179,7 @@ pub fn share_ban(
                     .trust_until
                     .map_or(Duration::ZERO, |t| t - entry.since);
                 let left = Duration::from_millis(left_ms);
-                bans.learn(&key, now, left, recheck);
+                bans.learn(&key, backend.now(), left, recheck);
             }
             Ok(SetBan::Lifted) => bans.withdraw(&key, entry.since),
             Err(failure) => {

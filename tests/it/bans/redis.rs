@@ -226,6 +226,51 @@ async fn a_ban_holds_while_redis_does_not_answer() {
 }
 
 #[tokio::test]
+async fn a_ban_behind_another_redis_zone_holds_while_redis_does_not_answer() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let timeout = Duration::from_secs(1);
+    // Zone `first` (Redis, never rejecting here) is decided before `shared`'s ban: while
+    // Redis does not answer, each waits out the timeout. One worker, whose connection the
+    // strikes make: a worker with none would try to connect for the first zone and then
+    // pause, so that the second would fail at once.
+    let text = config(&format!("url = \"{}\"", redis.url()))
+        .replace("workers = 2", "workers = 1")
+        .replace(
+            "[[location]]",
+            "[zones.first]\nkey = \"$binary_remote_addr\"\nrate = \"1000r/s\"\nbackend = \"redis\"\n[[location]]",
+        )
+        .replace(
+            "limit = [{ zone = \"shared\"",
+            "limit = [{ zone = \"first\", burst = 1000, nodelay = true }, { zone = \"shared\"",
+        );
+    let gw = gateway(&text);
+    let addr = addr(&gw);
+    ban_through(addr, "10.8.2.1").await;
+    tokio::time::sleep(RECHECK + Duration::from_millis(100)).await;
+    redis.pause();
+    let asked = Instant::now();
+    assert_eq!(
+        status(addr, "10.8.2.1").await,
+        403,
+        "the ban held here stands"
+    );
+    let waited = asked.elapsed();
+    assert!(waited >= timeout * 2, "both zones waited: {waited:?}");
+    // Trusted for `RECHECK` from the end of the second wait, not from the arrival (which
+    // would be over by then): the key's next requests do not wait for Redis.
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(status(addr, "10.8.2.1").await, 403);
+    }
+    assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
+    redis.resume();
+}
+
+#[tokio::test]
 async fn a_ban_key_shares_its_decision_keys_slot_on_a_cluster() {
     let _shared = support::shared();
     if !server::available() {
@@ -307,7 +352,7 @@ fn backend(redis: &Redis) -> Backend {
         heartbeat: Duration::from_secs(1),
     };
     let fleet = std::sync::Arc::new(Fleet::new("bans-test".into()));
-    Backend::new(settings, 1, fleet).unwrap()
+    Backend::new(settings, 1, fleet, Instant::now).unwrap()
 }
 
 #[tokio::test]
