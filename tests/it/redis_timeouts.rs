@@ -11,32 +11,13 @@ use std::time::{Duration, Instant};
 use support::redis::{self as server, Redis};
 use support::*;
 
-/// One worker (so that every request shares one connection's pauses), Redis at `url`
-/// with `timeout`, and `on_error = "allow"`: a request that Redis fails is a 200.
+/// `redis_zones`' config (zone `shared` at 1r/m, `on_error = "allow"`: a request that
+/// Redis fails is a 200) on one worker, so that every request shares one connection's
+/// pauses, with Redis at `url` and `timeout`.
 fn config(url: &str, timeout: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 1
-[real_ip]
-trusted = ["127.0.0.1/32"]
-[log]
-access = "off"
-[redis]
-url = "{url}"
-timeout = "{timeout}"
-on_error = "allow"
-[zones.shared]
-key = "$binary_remote_addr"
-rate = "1r/m"
-backend = "redis"
-[[location]]
-match = "/"
-return = {{ status = 200 }}
-limit = [{{ zone = "shared", nodelay = true }}]
-"#
-    )
+    crate::redis_zones::config(url, "allow", "1r/m", 0)
+        .replace("workers = 2", "workers = 1")
+        .replace("timeout = \"1s\"", &format!("timeout = \"{timeout}\""))
 }
 
 /// A request from `client`, its status, and how long it took.

@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use support::redis::{self as server, Redis};
 use support::*;
 
-fn config(url: &str, on_error: &str, rate: &str, burst: u64) -> String {
+pub(crate) fn config(url: &str, on_error: &str, rate: &str, burst: u64) -> String {
     format!(
         r#"
 [server]
