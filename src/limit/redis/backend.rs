@@ -206,11 +206,12 @@ impl Backend {
         };
         // The ban keys' hash tags, made here rather than by a request.
         super::bans::prepare_tags();
+        let wait = longest_wait(&settings);
         let target = if settings.cluster {
             let nodes = settings.urls.iter().map(String::as_str);
             let mut builder = ClusterClient::builder(nodes)
-                .connection_timeout(longest_wait(&settings))
-                .response_timeout(longest_wait(&settings));
+                .connection_timeout(wait)
+                .response_timeout(wait);
             if settings.ca.is_some() {
                 builder = builder.certs(certificates());
             }
@@ -225,7 +226,7 @@ impl Backend {
             };
             Target::Single {
                 client: Box::new(client),
-                wait: longest_wait(&settings),
+                wait,
             }
         };
         let heartbeat = Heartbeat::start(Beat {
