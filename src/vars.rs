@@ -47,8 +47,9 @@ pub const NAMES: &str =
     "$scheme, $host, $server_name, $server_port, $request_uri, $uri, $args, $remote_addr, $remote_port, \
      $request_id, $http_NAME, $1 to $9";
 
+/// A piece of a [`VarText`]: literal text, or a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Piece {
+pub enum Piece {
     Text(Box<str>),
     Var(Var),
 }
@@ -118,6 +119,46 @@ impl VarText {
             })
             .max()
             .unwrap_or(0)
+    }
+
+    /// Its pieces, in order, for a caller that writes each its own way.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// The text before the first literal `c` and, when there is one, the text after it
+    /// (a variable's value never splits it).
+    pub fn split_once(&self, c: char) -> (VarText, Option<VarText>) {
+        let mut before = Vec::new();
+        let mut pieces = self.pieces.iter();
+        for piece in pieces.by_ref() {
+            let Piece::Text(text) = piece else {
+                before.push(piece.clone());
+                continue;
+            };
+            let Some((head, tail)) = text.split_once(c) else {
+                before.push(piece.clone());
+                continue;
+            };
+            if !head.is_empty() {
+                before.push(Piece::Text(head.into()));
+            }
+            let mut after = Vec::new();
+            if !tail.is_empty() {
+                after.push(Piece::Text(tail.into()));
+            }
+            after.extend(pieces.cloned());
+            let after = VarText {
+                pieces: after.into(),
+            };
+            return (
+                VarText {
+                    pieces: before.into(),
+                },
+                Some(after),
+            );
+        }
+        (self.clone(), None)
     }
 
     fn vars(&self) -> impl Iterator<Item = &Var> {
@@ -230,7 +271,8 @@ pub struct Request<'a> {
 }
 
 impl Request<'_> {
-    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+    /// Appends `var`'s value (nothing for an unset one).
+    pub fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
             Var::Scheme => out.extend_from_slice(if self.https { b"https" } else { b"http" }),
             Var::Host => match self.host {

@@ -111,12 +111,12 @@ impl Location {
     /// the rewrite would leave the root.
     fn target(
         &self,
-        path: &[u8],
+        raw_path: &str,
         query: Option<&str>,
         vars: Option<&vars::Request<'_>>,
     ) -> Option<Option<PathAndQuery>> {
         let rewrite = self.rewrite.as_ref()?;
-        Some(rewrite.apply(path, query, vars))
+        Some(rewrite.apply(raw_path, query, vars))
     }
 
     /// The location regex's captures of `path`, when something here uses them.
@@ -416,7 +416,7 @@ fn fill<'l>(
         Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
         Route::Proxy(group) => Action::Forward(
             group,
-            location.target(&path, req.uri().query(), vars.as_ref()),
+            location.target(req.uri().path(), req.uri().query(), vars.as_ref()),
         ),
     };
     (rendered, action)

@@ -3,12 +3,17 @@
 
 use http::uri::PathAndQuery;
 
-use crate::vars::{self, VarText};
+use crate::routing::{self, PathByte};
+use crate::vars::{self, Piece, Var, VarText};
 
 /// A location's rewrite, ready to use.
 #[derive(Clone, Debug)]
 pub struct Rewrite {
-    to: VarText,
+    /// `upstream_path` up to its first literal `?`.
+    path: VarText,
+    /// What `upstream_path` writes after that `?`: the query the upstream gets instead
+    /// of the client's.
+    query: Option<VarText>,
     replaces: Replaces,
 }
 
@@ -27,38 +32,39 @@ impl Rewrite {
             Some(_) => replaces,
             None => Replaces::Whole,
         };
-        Rewrite { to, replaces }
+        let (path, query) = to.split_once('?');
+        Rewrite {
+            path,
+            query,
+            replaces,
+        }
     }
 
-    /// The upstream's path and query for a request with the normalized `path` and
-    /// `query`; `None` when the path would climb above `/` (a capture holding `..`).
-    /// The query follows unless `to` writes one.
+    /// The upstream's path and query for a request whose path arrived as `raw_path`
+    /// with `query`; `None` when the path would climb above `/` (a capture holding
+    /// `..`). Bytes from the client's path stay in the path: a reserved byte that
+    /// arrived encoded (`%3F`, `%26`, `%2F`) goes upstream encoded, and the prefix's
+    /// remainder goes before the query `upstream_path` writes, never into it. The
+    /// client's query follows unless `upstream_path` writes one.
     pub fn apply(
         &self,
-        path: &[u8],
+        raw_path: &str,
         query: Option<&str>,
         req: Option<&vars::Request<'_>>,
     ) -> Option<PathAndQuery> {
-        let mut target = Vec::with_capacity(path.len() + 16);
-        match req {
-            Some(req) => self.to.render(req, &mut target),
-            None => target.extend_from_slice(self.to.as_literal().unwrap_or("/").as_bytes()),
-        }
+        let marked = routing::normalize_marked(raw_path).ok()?;
+        let mut out = Vec::with_capacity(raw_path.len() + 16);
+        self.write_path(&marked, req, &mut out);
         if let Replaces::Prefix(len) = self.replaces {
-            target.extend_from_slice(path.get(len..).unwrap_or_default());
+            reencode(marked.get(len..).unwrap_or_default(), &mut out);
         }
-        let (new_path, own_query) = match target.iter().position(|&b| b == b'?') {
-            Some(at) => (&target[..at], Some(&target[at + 1..])),
-            None => (&target[..], None),
-        };
-        if climbs(new_path) {
+        if climbs(&routing::percent_decode(&out).ok()?) {
             return None;
         }
-        let mut out = encode(new_path);
-        match (own_query, query) {
+        match (&self.query, query) {
             (Some(own), _) => {
                 out.push(b'?');
-                out.extend_from_slice(&encode_query(own));
+                write_query(own, req, query, &mut out);
             }
             (None, Some(query)) => {
                 out.push(b'?');
@@ -67,6 +73,55 @@ impl Rewrite {
             (None, None) => {}
         }
         PathAndQuery::from_maybe_shared(bytes::Bytes::from(out)).ok()
+    }
+
+    /// The path `upstream_path` writes, percent-encoded: its text, and its variables'
+    /// values (a capture or `$uri` from the marked path, so what arrived encoded stays so).
+    fn write_path(&self, marked: &[PathByte], req: Option<&vars::Request<'_>>, out: &mut Vec<u8>) {
+        let mut value = Vec::new();
+        for piece in self.path.pieces() {
+            match (piece, req) {
+                (Piece::Text(text), _) => out.extend_from_slice(&encode(text.as_bytes())),
+                (Piece::Var(Var::Uri), _) => reencode(marked, out),
+                (Piece::Var(Var::Capture(n)), Some(req)) => {
+                    let group = req.captures.and_then(|c| c.get(*n));
+                    let range = group.map_or(0..0, |m| m.range());
+                    reencode(marked.get(range).unwrap_or_default(), out);
+                }
+                (Piece::Var(var), Some(req)) => {
+                    value.clear();
+                    req.append(var, &mut value);
+                    out.extend_from_slice(&encode(&value));
+                }
+                (Piece::Var(_), None) => {}
+            }
+        }
+    }
+}
+
+/// The query `upstream_path` writes: its text as written (`=`, `&` and `?` kept), the
+/// client's `$args` as they came, and every other variable's value encoded as one
+/// component, so that no value adds a parameter.
+fn write_query(
+    own: &VarText,
+    req: Option<&vars::Request<'_>>,
+    args: Option<&str>,
+    out: &mut Vec<u8>,
+) {
+    let mut value = Vec::new();
+    for piece in own.pieces() {
+        match (piece, req) {
+            (Piece::Text(text), _) => out.extend_from_slice(&encode_query(text.as_bytes())),
+            (Piece::Var(Var::Args), _) => {
+                out.extend_from_slice(&encode_query(args.unwrap_or("").as_bytes()))
+            }
+            (Piece::Var(var), Some(req)) => {
+                value.clear();
+                req.append(var, &mut value);
+                out.extend_from_slice(&vars::percent_encode(&value, is_unreserved));
+            }
+            (Piece::Var(_), None) => {}
+        }
     }
 }
 
@@ -79,11 +134,37 @@ fn climbs(path: &[u8]) -> bool {
             .any(|segment| segment == b".." || segment == b".")
 }
 
+/// Appends the marked path bytes percent-encoded: a reserved byte (RFC 3986's gen-delims
+/// and sub-delims) or `%` that arrived encoded is encoded again, the others as [`encode`]
+/// would.
+fn reencode(marked: &[PathByte], out: &mut Vec<u8>) {
+    for &PathByte { byte, escaped } in marked {
+        let keep = if escaped {
+            is_unreserved(byte)
+        } else {
+            keeps_in_path(byte)
+        };
+        if keep {
+            out.push(byte);
+        } else {
+            out.extend_from_slice(&vars::percent_encode(&[byte], |_| false));
+        }
+    }
+}
+
 /// Percent-encodes every byte of a decoded path that may not stand as it is.
 fn encode(path: &[u8]) -> Vec<u8> {
-    vars::percent_encode(path, |b| {
-        b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b)
-    })
+    vars::percent_encode(path, keeps_in_path)
+}
+
+/// RFC 3986's pchar and `/`: what a path may hold unencoded.
+fn keeps_in_path(b: u8) -> bool {
+    is_unreserved(b) || b"!$&'()*+,;=:@/".contains(&b)
+}
+
+/// RFC 3986's unreserved bytes, which mean the same encoded or not.
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
 }
 
 /// A query written in `upstream_path` keeps its `=`, `&` and `?`.
@@ -94,6 +175,7 @@ fn encode_query(query: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     fn literal(to: &str, replaces: Replaces) -> Rewrite {
         Rewrite::new(VarText::parse(to).expect("parses"), replaces)
@@ -101,7 +183,7 @@ mod tests {
 
     fn applied(rewrite: &Rewrite, path: &str, query: Option<&str>) -> Option<String> {
         rewrite
-            .apply(path.as_bytes(), query, None)
+            .apply(path, query, None)
             .map(|pq| pq.as_str().to_owned())
     }
 
@@ -114,7 +196,7 @@ mod tests {
         );
         assert_eq!(applied(&api, "/api/", None).as_deref(), Some("/v2/"));
         assert_eq!(
-            applied(&api, "/api/a b/%/é", None).as_deref(),
+            applied(&api, "/api/a%20b/%25/%C3%A9", None).as_deref(),
             Some("/v2/a%20b/%25/%C3%A9")
         );
         let exact = literal("/health", Replaces::Whole);
@@ -137,5 +219,88 @@ mod tests {
         assert!(climbs(b"/v2/./x"));
         assert!(climbs(b"/.."));
         assert!(!climbs(b"/v2/..x/.y"));
+    }
+
+    #[test]
+    fn an_encoded_question_mark_stays_in_the_path() {
+        let api = literal("/v2/", Replaces::Prefix(5));
+        assert_eq!(
+            applied(&api, "/api/x%3fapi_key=K1", None).as_deref(),
+            Some("/v2/x%3Fapi_key=K1")
+        );
+        assert_eq!(
+            applied(&api, "/api/a%23b%26c%2Fd&e", Some("q=1")).as_deref(),
+            Some("/v2/a%23b%26c%2Fd&e?q=1")
+        );
+        let fixed = literal("/v3/?tenant=public", Replaces::Prefix(7));
+        assert_eq!(
+            applied(&fixed, "/fixed/x%3ftenant=admin%26", Some("a=1")).as_deref(),
+            Some("/v3/x%3Ftenant=admin%26?tenant=public")
+        );
+    }
+
+    #[test]
+    fn a_capture_keeps_what_arrived_encoded() {
+        let regex = regex::bytes::Regex::new(r"^/users/(.+)$").expect("valid");
+        let users = Rewrite::new(
+            VarText::parse("/v2/users/$1?via=$1").expect("parses"),
+            Replaces::Whole,
+        );
+        let raw = "/users/1%3fadmin=true";
+        let path = routing::normalize_path(raw).expect("valid");
+        let captures = regex.captures(&path).expect("matches");
+        let headers = http::HeaderMap::new();
+        let req = vars::Request {
+            https: false,
+            host: None,
+            server_name: "",
+            server_port: 80,
+            request_uri: raw,
+            uri: &path,
+            args: Some("orig=2"),
+            remote_addr: std::net::Ipv4Addr::LOCALHOST.into(),
+            remote_port: 1,
+            request_id: "id",
+            headers: &headers,
+            captures: Some(&captures),
+        };
+        let target = users
+            .apply(raw, Some("orig=2"), Some(&req))
+            .expect("in root");
+        assert_eq!(target.path(), "/v2/users/1%3Fadmin=true");
+        assert_eq!(target.query(), Some("via=1%3Fadmin%3Dtrue"));
+    }
+
+    proptest::proptest! {
+        /// Whatever the client's path holds, the upstream's query is the client's (or
+        /// the one `upstream_path` writes), and its path decodes to the rewritten one.
+        #[test]
+        fn the_query_never_takes_bytes_from_the_path(
+            rest in proptest::collection::vec(proptest::prop_oneof![
+                proptest::string::string_regex("[a-z0-9/._~-]{0,4}").expect("regex"),
+                proptest::sample::select(vec![
+                    "%3f", "%3F", "%23", "%26", "%3d", "%2f", "%25", "%20", "?", "#", "&", "=",
+                    "%2e", "..", ".", "//",
+                ]).prop_map(str::to_owned),
+            ], 0..8),
+            query in proptest::option::of("[a-z0-9=&%]{0,8}"),
+        ) {
+            let raw = format!("/api/{}", rest.concat());
+            // Only what a request line can carry: `?` and `#` end the path there.
+            let raw = raw.split(['?', '#']).next().unwrap_or("/api/").to_owned();
+            let Ok(normal) = routing::normalize_path(&raw) else { return Ok(()) };
+            let api = literal("/v2/", Replaces::Prefix(5));
+            let fixed = literal("/v3/?tenant=public", Replaces::Prefix(5));
+            for (rewrite, want) in [(&api, query.as_deref()), (&fixed, Some("tenant=public"))] {
+                let Some(target) = rewrite.apply(&raw, query.as_deref(), None) else { continue };
+                proptest::prop_assert_eq!(target.query(), want);
+                let path = routing::percent_decode(target.path().as_bytes()).expect("decodes");
+                if let Some(rest) = normal.strip_prefix(b"/api/".as_slice()) {
+                    let prefix = &rewrite.path.as_literal().expect("literal").as_bytes();
+                    proptest::prop_assert_eq!(&path[..prefix.len()], *prefix);
+                    proptest::prop_assert_eq!(&path[prefix.len()..], rest);
+                }
+            }
+        }
     }
 }

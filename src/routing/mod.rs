@@ -16,7 +16,7 @@ mod normalize;
 pub mod sites;
 
 pub(crate) use normalize::percent_decode;
-pub use normalize::{normalize_path, BadPath};
+pub use normalize::{normalize_marked, normalize_path, BadPath, PathByte};
 
 /// One location's `match`: the config layer parses it straight into this, and the
 /// router and the metrics labels both read it.

@@ -44,7 +44,7 @@ pub fn normalize_path(raw_path: &str) -> Result<Cow<'_, [u8]>, BadPath> {
         return Ok(Cow::Borrowed(bytes));
     }
     let decoded = percent_decode(bytes)?;
-    resolve_segments(&decoded).map(Cow::Owned)
+    resolve_segments(&decoded, |b| b).map(Cow::Owned)
 }
 
 /// True when normalizing would change nothing: no `%`, no `//`, no `.` or `..` segment.
@@ -79,11 +79,37 @@ fn dot_segment_len(rest: &[u8]) -> usize {
 /// `%XX` escapes decoded; a bad escape or a NUL (literal or decoded) is refused. The admin
 /// API decodes its query values with it too.
 pub(crate) fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
+    decode_with(bytes, |byte, _| byte)
+}
+
+/// A byte of a normalized path, and whether it arrived percent-encoded. Only a rewrite
+/// needs to know: a reserved byte such as `?` that arrived as `%3F` must go upstream
+/// encoded, or it would end the path there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathByte {
+    pub byte: u8,
+    pub escaped: bool,
+}
+
+/// [`normalize_path`]'s result byte for byte (the same bytes, in the same places), each
+/// marked with whether it arrived percent-encoded.
+pub fn normalize_marked(raw_path: &str) -> Result<Vec<PathByte>, BadPath> {
+    let bytes = raw_path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return Err(BadPath::NotAbsolute);
+    }
+    let decoded = decode_with(bytes, |byte, escaped| PathByte { byte, escaped })?;
+    resolve_segments(&decoded, |b| b.byte)
+}
+
+/// Decodes `%XX` escapes, making each byte with `make(byte, arrived_escaped)`.
+fn decode_with<T>(bytes: &[u8], make: impl Fn(u8, bool) -> T) -> Result<Vec<T>, BadPath> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        let decoded = if b == b'%' {
+        let escaped = b == b'%';
+        let decoded = if escaped {
             let hi = bytes.get(i + 1).and_then(|&h| hex(h));
             let lo = bytes.get(i + 2).and_then(|&l| hex(l));
             match (hi, lo) {
@@ -100,7 +126,7 @@ pub(crate) fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
         if decoded == 0 {
             return Err(BadPath::Nul);
         }
-        out.push(decoded);
+        out.push(make(decoded, escaped));
     }
     Ok(out)
 }
@@ -115,30 +141,41 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
-/// RFC 3986 remove_dot_segments plus slash merging. `decoded` starts with `/`. The output always
-/// ends with `/` after a non-final segment, so a trailing `/`, `/.` or `/..` leaves a trailing `/`.
-fn resolve_segments(decoded: &[u8]) -> Result<Vec<u8>, BadPath> {
+/// RFC 3986 remove_dot_segments plus slash merging, over bytes that `byte` reads (a `/`
+/// that arrived as `%2F` separates segments too, as in nginx). `decoded` starts with `/`.
+/// The output always ends with `/` after a non-final segment, so a trailing `/`, `/.` or
+/// `/..` leaves a trailing `/`.
+fn resolve_segments<T: Copy>(decoded: &[T], byte: impl Fn(T) -> u8) -> Result<Vec<T>, BadPath> {
     let mut out = Vec::with_capacity(decoded.len());
-    out.push(b'/');
-    let mut segments = decoded[1..].split(|&b| b == b'/').peekable();
-    while let Some(seg) = segments.next() {
-        match seg {
-            b"" | b"." => {}
-            b".." => {
+    out.push(decoded[0]);
+    let mut start = 1;
+    while start <= decoded.len() {
+        let end = decoded[start..]
+            .iter()
+            .position(|&t| byte(t) == b'/')
+            .map_or(decoded.len(), |at| start + at);
+        let segment = &decoded[start..end];
+        match (segment.len(), segment.iter().all(|&t| byte(t) == b'.')) {
+            (0, _) | (1, true) => {}
+            (2, true) => {
                 if out.len() == 1 {
                     return Err(BadPath::AboveRoot);
                 }
                 out.pop();
-                let parent_end = out.iter().rposition(|&b| b == b'/').map_or(1, |p| p + 1);
+                let parent_end = out
+                    .iter()
+                    .rposition(|&t| byte(t) == b'/')
+                    .map_or(1, |p| p + 1);
                 out.truncate(parent_end);
             }
             _ => {
-                out.extend_from_slice(seg);
-                if segments.peek().is_some() {
-                    out.push(b'/');
+                out.extend_from_slice(segment);
+                if let Some(&separator) = decoded.get(end) {
+                    out.push(separator);
                 }
             }
         }
+        start = end + 1;
     }
     Ok(out)
 }
@@ -202,5 +239,32 @@ mod tests {
         ] {
             assert_eq!(normalize_path(raw), Err(why), "{raw:?}");
         }
+    }
+
+    #[test]
+    fn marked_normalization_is_the_same_bytes_and_tells_which_arrived_escaped() {
+        for raw in [
+            "/",
+            "//a///b",
+            "/a/./b/.",
+            "/a/b/..",
+            "/a%2Fb",
+            "/a%2F..%2Fb",
+            "/a/%2e%2E/b",
+            "/x%3fy=1%26z",
+            "/caf%C3%A9/",
+        ] {
+            let marked = normalize_marked(raw).expect("valid");
+            let bytes: Vec<u8> = marked.iter().map(|b| b.byte).collect();
+            assert_eq!(Ok(&bytes[..]), normalize_path(raw).as_deref(), "{raw}");
+        }
+        let marked = normalize_marked("/a%2Fb%3F/c?").expect("valid");
+        let escaped: Vec<bool> = marked.iter().map(|b| b.escaped).collect();
+        assert_eq!(
+            escaped,
+            [false, false, true, false, true, false, false, false]
+        );
+        assert_eq!(normalize_marked("/a/../.."), Err(BadPath::AboveRoot));
+        assert_eq!(normalize_marked("/%zz"), Err(BadPath::BadEscape));
     }
 }

@@ -74,3 +74,42 @@ fn an_upstream_path_needs_an_upstream_and_a_leading_slash() {
         assert!(result.is_err(), "accepted: {location}");
     }
 }
+
+/// Issue 31's query injection, in raw bytes: an encoded `?` in the path once became the
+/// upstream's query, adding `api_key=K1` that the zone keyed by `$arg_api_key` never saw.
+#[tokio::test]
+async fn an_encoded_question_mark_adds_no_query_upstream() {
+    use tokio::io::AsyncWriteExt;
+    let _shared = support::shared();
+    let up = Upstream::start(|_req| async { text(200, "ok") }).await;
+    let config = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [upstreams.app]\nservers = [\"{}\"]\n\
+         [zones.per_key]\nkey = \"$arg_api_key\"\nrate = \"1r/m\"\n\
+         [[location]]\nmatch = \"/api/\"\nupstream = \"app\"\nupstream_path = \"/v2/\"\n\
+         limit = [{{ zone = \"per_key\" }}]\n\
+         [[location]]\nmatch = \"/fixed/\"\nupstream = \"app\"\n\
+         upstream_path = \"/v3/?tenant=public\"\n",
+        up.addr
+    );
+    let gw = gateway(&config);
+    let mut stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut statuses = Vec::new();
+    for target in [
+        "/api/x?api_key=K1",
+        "/api/x?api_key=K1",
+        "/api/x%3fapi_key=K1",
+    ] {
+        let head = format!("GET {target} HTTP/1.1\r\nHost: example.test\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let reply = within(5, support::raw::read_response(&mut stream)).await;
+        statuses.push(reply.expect("an answer").status);
+    }
+    assert_eq!(statuses, [200, 429, 200]);
+    assert_eq!(up.last().uri, "/v2/x%3Fapi_key=K1");
+    let head = "GET /fixed/x%3ftenant=admin%26?a=1 HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let reply = within(5, support::raw::read_response(&mut stream)).await;
+    assert_eq!(reply.expect("an answer").status, 200);
+    assert_eq!(up.last().uri, "/v3/x%3Ftenant=admin%26?tenant=public");
+}
