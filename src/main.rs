@@ -43,10 +43,10 @@ fn main() -> ExitCode {
     run(config, &cli.config)
 }
 
-/// `-t` on a valid file: what the file check cannot say. Expired certificates (a
-/// warning), names a static certificate covers though their site has `acme = true` (a
-/// note), and whether the `[acme]` storage can be written, without contacting the CA
-/// or making the directory.
+/// `-t` on a valid file: what the file check cannot say. Whether the access log can be
+/// opened, expired certificates (a warning), names a static certificate covers though
+/// their site has `acme = true` (a note), and whether the `[acme]` storage can be
+/// written, without contacting the CA or making the directory.
 /// `RUST_LOG` (default `info`) with h2 kept quiet unless named ([`tollgate::log::errors`]);
 /// a `RUST_LOG` that does not parse is left for the default, as before.
 fn error_log_filter() -> tracing_subscriber::EnvFilter {
@@ -57,6 +57,11 @@ fn error_log_filter() -> tracing_subscriber::EnvFilter {
 }
 
 fn test(config: &config::Config, path: &Path) -> ExitCode {
+    if let Err(err) = tollgate::log::AccessLog::check(&config.log) {
+        eprintln!("{}: cannot open the access log: {err}", path.display());
+        eprintln!("configuration test failed");
+        return ExitCode::FAILURE;
+    }
     if let Some(tls) = &config.tls {
         tollgate::certs::warn_expired(&tls.certificates);
     }

@@ -88,6 +88,20 @@ impl AccessLog {
         Ok(Some(log))
     }
 
+    /// Whether the configured access log can be opened as the start will open it
+    /// (`tollgate -t`; nginx -t fails the same way). A file this made is removed again.
+    pub fn check(log: &config::Log) -> io::Result<()> {
+        let config::AccessLog::File(path) = &log.access else {
+            return Ok(());
+        };
+        let existed = path.exists();
+        open_append(path)?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+
     /// Appends one line.
     pub fn write(&self, record: &Record) {
         let mut line = String::with_capacity(256);

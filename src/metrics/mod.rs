@@ -350,15 +350,20 @@ pub enum FailureKind {
     /// The TLS handshake failed: the server's certificate did not verify, it refused
     /// ours, or it does not speak TLS.
     Tls,
+    /// The response head was over the limits (64 KiB, 128 fields): a 502 for that
+    /// request only. Not a failure of the server's health, since a client can often
+    /// make a response's head grow (an echoed cookie).
+    OversizedHead,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 5] = [
+    pub const ALL: [FailureKind; 6] = [
         FailureKind::Connect,
         FailureKind::ConnectTimeout,
         FailureKind::Timeout,
         FailureKind::Broken,
         FailureKind::Tls,
+        FailureKind::OversizedHead,
     ];
 
     pub fn label(self) -> &'static str {
@@ -368,6 +373,7 @@ impl FailureKind {
             FailureKind::Timeout => "timeout",
             FailureKind::Broken => "broken",
             FailureKind::Tls => "tls",
+            FailureKind::OversizedHead => "oversized_head",
         }
     }
 }

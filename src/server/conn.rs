@@ -29,11 +29,13 @@ use crate::state::GatewayState;
 use crate::upstream::body::{BodyError, ClientBody};
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
+/// `h2_agreed`: TLS's ALPN agreed on `h2`, so only HTTP/2 may follow (RFC 9113 §3.3).
 pub async fn serve<T>(
     stream: T,
     conn: Conn,
     state: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
+    h2_agreed: bool,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -45,7 +47,7 @@ pub async fn serve<T>(
         send: settings.send_timeout,
     };
     let mut io = TimedIo::new(stream, conn_state.clone(), limits);
-    let (h2, read) = match sniff(&mut io).await {
+    let (h2, read) = match sniff(&mut io, h2_agreed).await {
         Ok(Some(sniffed)) => sniffed,
         Ok(None) => return,
         Err(err) => {
@@ -207,8 +209,10 @@ where
 
 /// Reads until the first bytes tell HTTP/2 from HTTP/1.1 (see [`preface`]).
 /// `Ok(None)`: the client closed (or timed out) before sending anything, or sent a
-/// broken HTTP/2 preface, which has been answered with GOAWAY.
-async fn sniff<T>(io: &mut TimedIo<T>) -> std::io::Result<Option<(bool, BytesMut)>>
+/// broken HTTP/2 preface, which has been answered with GOAWAY. After ALPN agreed on
+/// `h2` (`h2_agreed`), anything but the HTTP/2 preface is a broken one: RFC 9113 §3.3
+/// lets only HTTP/2 follow, so HTTP/1.1 bytes get GOAWAY PROTOCOL_ERROR, not an answer.
+async fn sniff<T>(io: &mut TimedIo<T>, h2_agreed: bool) -> std::io::Result<Option<(bool, BytesMut)>>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
@@ -219,9 +223,9 @@ where
         }
         let h2 = match preface::sniff(&buf) {
             Sniffed::More => continue,
-            Sniffed::Http1 => false,
+            Sniffed::Http1 if !h2_agreed => false,
             Sniffed::Http2 => true,
-            Sniffed::Broken => {
+            Sniffed::Http1 | Sniffed::Broken => {
                 io.write_all(&preface::GOAWAY).await?;
                 io.shutdown().await?;
                 return Ok(None);

@@ -120,13 +120,15 @@ async fn serve_tls(
     };
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
         Ok(Ok(mut stream)) => {
-            if stream.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+            let alpn = stream.get_ref().1.alpn_protocol();
+            if alpn == Some(crate::acme::ACME_TLS_ALPN) {
                 // A tls-alpn-01 validation: the handshake was the answer (RFC 8737).
                 tracing::debug!(peer = %conn.peer, "tls-alpn-01 validation handshake");
                 let _ = tokio::time::timeout(tls.handshake_timeout, stream.shutdown()).await;
                 return;
             }
-            conn::serve(stream, conn, state, stop).await
+            let h2_agreed = alpn == Some(b"h2".as_slice());
+            conn::serve(stream, conn, state, stop, h2_agreed).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
@@ -167,7 +169,7 @@ impl Accepting {
                         if tls {
                             serve_tls(stream, conn, state, stop).await;
                         } else {
-                            conn::serve(stream, conn, state, stop).await;
+                            conn::serve(stream, conn, state, stop, false).await;
                         }
                         open.add(-1);
                         drop(alive);

@@ -60,10 +60,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// An attempt on this server failed: passive health counts it, and so does
-    /// `/metrics`.
+    /// An attempt on this server failed: passive health counts it (unless the kind is
+    /// the request's own trouble, an oversized response head), and so does `/metrics`.
     pub fn failed(&self, kind: FailureKind) {
-        self.health.record_failure(Instant::now());
+        if kind != FailureKind::OversizedHead {
+            self.health.record_failure(Instant::now());
+        }
         self.failures.add(kind);
     }
 }

@@ -187,6 +187,38 @@ fn check_refuses_an_acme_storage_that_cannot_be_made() {
     assert!(stderr.ends_with("configuration test failed\n"), "{stderr}");
 }
 
+/// nginx -t fails on a log it cannot open; so does `tollgate -t`, so that a unit's
+/// `ExecStartPre=tollgate -t` catches what the start would fail on. A log that can be
+/// opened is left as it was (not made by the check).
+#[test]
+fn check_refuses_an_access_log_that_cannot_be_opened() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("somefile"), "").unwrap();
+    let config = |access: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\naccess = \"{access}\"\n\
+             [[location]]\nmatch = \"/\"\nreturn = {{ status = 200 }}\n"
+        )
+    };
+    let path = write_config(&dir, "bad.toml", &config("somefile/access.log"));
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot open the access log"), "{stderr}");
+    assert!(stderr.contains("somefile/access.log"), "{stderr}");
+    assert!(stderr.ends_with("configuration test failed\n"), "{stderr}");
+
+    let path = write_config(&dir, "good.toml", &config("access.log"));
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
+    assert!(
+        !dir.path().join("access.log").exists(),
+        "-t left a log behind"
+    );
+}
+
 #[test]
 fn missing_file_is_a_clear_error() {
     let _shared = support::shared();

@@ -1,7 +1,8 @@
 //! How long a Redis zone's request waits for Redis when Redis does not answer: the whole
 //! `[redis] timeout`, however long (the Redis client's own shorter bounds do not end it
 //! early), and, against a server that takes connections but never answers, one request
-//! per reconnect pause waits, not every one.
+//! per reconnect pause waits, not every one; and once Redis refuses connections, the
+//! requests between two reconnect attempts are answered at once.
 
 use crate::support;
 
@@ -73,4 +74,33 @@ async fn a_server_that_never_answers_costs_one_request_per_pause_its_timeout() {
     // from the timeout's end: the requests meanwhile follow `on_error` at once.
     assert!(waited >= 1, "no request waited for the timeout");
     assert!(at_once >= 1, "every request waited ({waited} of them)");
+}
+
+/// Redis gone (its port refuses connections) after the worker had connected: the call
+/// that finds the connection lost trips the worker's breaker, and the requests until the
+/// next probe follow `on_error` at once. (Before, each request waited for the Redis
+/// client's own reconnect attempt: 150 ms apiece here, up to `timeout` where a connect
+/// hangs.)
+#[tokio::test]
+async fn a_redis_that_refuses_connections_is_answered_for_at_once() {
+    let _shared = support::shared();
+    if !server::available() {
+        return;
+    }
+    let redis = Redis::start();
+    let gw = gateway(&config(&redis.url(), "2s"));
+    let addr = addr(&gw);
+    assert_eq!(timed(addr, "192.0.2.9").await.0, 200);
+    drop(redis);
+    let mut took = Vec::new();
+    for i in 0..20 {
+        let (status, t) = timed(addr, &format!("192.0.2.{}", 20 + i)).await;
+        assert_eq!(status, 200, "on_error = \"allow\"");
+        took.push(t);
+    }
+    let quick = took
+        .iter()
+        .filter(|t| **t < Duration::from_millis(50))
+        .count();
+    assert!(quick >= 15, "too few answered at once: {took:?}");
 }

@@ -220,6 +220,29 @@ async fn h1_and_h2_over_tls_reach_the_upstream_as_https() {
     assert_eq!(get_text(addr(&gw), "/").await.status, 200);
 }
 
+/// RFC 9113 §3.3: once ALPN agreed on `h2`, only HTTP/2 may follow. HTTP/1.1 bytes after
+/// it are a broken preface: GOAWAY PROTOCOL_ERROR and close (h2spec 3.5/2), no HTTP/1.1
+/// answer and nothing upstream.
+#[tokio::test]
+async fn http1_after_alpn_h2_is_refused_with_goaway() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _shared = support::shared();
+    let (_dir, ca, up, gw) = one_certificate().await;
+    let mut stream = connect(gw.tls_addrs()[0], client(ca.roots(), &[b"h2"]), "a.test").await;
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = within(5, stream.read_to_end(&mut answer)).await;
+    // The server's SETTINGS, then GOAWAY (type 7) whose error code is PROTOCOL_ERROR.
+    assert_eq!(answer.len(), 26, "{answer:?}");
+    assert_eq!((answer[3], answer[12]), (0x4, 0x7), "{answer:?}");
+    assert_eq!(answer[22..], [0, 0, 0, 1]);
+    assert_eq!(up.count(), 0);
+}
+
 #[tokio::test]
 async fn sni_chooses_the_certificate_and_the_first_is_the_default() {
     let _shared = support::shared();

@@ -714,3 +714,31 @@ async fn stale_pooled_connections_do_not_take_a_server_down() {
         "answers: a {a}, b {b}: one was marked down"
     );
 }
+
+/// A response head over the limits (more than 128 fields) is a 502 for that request
+/// alone: no try on another server, and no mark against the server's health, since a
+/// client can often make a response's head grow (an echoed cookie) and would otherwise
+/// take every server out of the group with a few requests.
+#[tokio::test]
+async fn an_oversized_response_head_is_a_502_that_marks_no_server_down() {
+    let _shared = support::shared();
+    let respond = |head: &[u8]| {
+        if head.starts_with(b"GET /big") {
+            let fields: String = (0..200).map(|i| format!("x-{i}: v\r\n")).collect();
+            format!("HTTP/1.1 200 OK\r\n{fields}Content-Length: 0\r\n\r\n").into_bytes()
+        } else {
+            support::raw::ok_response("ok")
+        }
+    };
+    let a = support::raw::RawUpstream::start(respond).await;
+    let b = support::raw::RawUpstream::start(respond).await;
+    let ok = Upstream::named("ok").await;
+    let gw = gateway(&config(&list(&[a.addr, b.addr]), "max_fails = 1", ok.addr));
+    let big = get_text(addr(&gw), "/big").await;
+    assert_eq!(big.status, 502);
+    assert_eq!(a.requests() + b.requests(), 1, "tried on one server only");
+    for _ in 0..4 {
+        assert_eq!(get_text(addr(&gw), "/x").await.status, 200);
+    }
+    assert!(a.requests() >= 2 && b.requests() >= 2, "both still in use");
+}

@@ -67,10 +67,10 @@ pub struct Call {
 const RECONNECT_PAUSE: Duration = Duration::from_millis(250);
 
 /// One Redis server and a connection per worker, each made on its worker's runtime by
-/// the first request that needs it (within that request's `timeout`). A broken
-/// connection is made again by the connection manager in the background; a worker whose
-/// attempt failed tries again after [`RECONNECT_PAUSE`]. Whatever happens, a call takes
-/// at most `timeout`.
+/// the first request that needs it (within that request's `timeout`). A call that finds
+/// its connection broken lets it go; a worker whose connection broke or whose attempt
+/// failed tries again after [`RECONNECT_PAUSE`], its calls meanwhile failing at once.
+/// Whatever happens, a call takes at most `timeout`.
 pub struct Backend {
     target: Target,
     /// What this serves (a reload keeps a backend that serves the same).
@@ -286,9 +286,25 @@ impl Backend {
                 TimeSource::Redis,
                 mode,
             );
-            run.await.map_err(|err| Failure::of(&err))
+            let result = run.await.map_err(|err| Failure::of(&err));
+            self.breaker(worker, result).await
         })
         .await
+    }
+
+    /// A call that lost its connection (refused, reset, dropped) trips the worker's
+    /// breaker: its connection is let go and the worker's calls fail at once, following
+    /// `on_error`, for [`RECONNECT_PAUSE`]; the first call after it connects anew. So a
+    /// Redis that is down costs one call per pause its wait, not every call.
+    async fn breaker<T>(&self, worker: usize, result: Result<T, Failure>) -> Result<T, Failure> {
+        if matches!(result, Err(Failure::Connection)) {
+            let mut link = self.links[worker % self.links.len()].lock().await;
+            if matches!(*link, Link::Up(_)) {
+                *link = Link::Paused(self.now() + RECONNECT_PAUSE);
+                tracing::warn!(urls = ?self.settings.urls, "lost the connection to Redis");
+            }
+        }
+        result
     }
 
     async fn within_timeout<T>(

@@ -113,6 +113,15 @@ impl Attempts {
                 });
                 Ok(request)
             }
+            SendError::Failed(err @ (h1::Error::HeadTooLarge | h1::Error::TooManyHeaders), _) => {
+                // The server answered, over our limits: a 502 for this request alone,
+                // neither a mark against the server nor a try elsewhere.
+                srv.failed(FailureKind::OversizedHead);
+                Err(ProxyError::Upstream {
+                    addr: srv.addr,
+                    source: err,
+                })
+            }
             SendError::Failed(err, request) => {
                 // A kept-alive connection closed before any answer: the server had
                 // dropped it while it sat in the pool.

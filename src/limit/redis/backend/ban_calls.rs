@@ -74,7 +74,8 @@ impl Backend {
                 &call.params,
                 TimeSource::Redis,
             );
-            run.await.map_err(|err| Failure::of(&err))
+            let result = run.await.map_err(|err| Failure::of(&err));
+            self.breaker(worker, result).await
         })
         .await
     }
@@ -95,10 +96,10 @@ impl Backend {
             let script = SCRIPT.get_or_init(|| Script::new(SET_BAN));
             let mut call = script.prepare_invoke();
             call.key(ban_key).arg(why[0]).arg(why[1]).arg(for_ms.max(1));
-            let reply: i64 = call
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|err| Failure::of(&err))?;
+            let reply = call.invoke_async(&mut conn).await;
+            let reply: i64 = self
+                .breaker(worker, reply.map_err(|err| Failure::of(&err)))
+                .await?;
             Ok(match reply {
                 0 => SetBan::Written,
                 ..0 => SetBan::Lifted,
