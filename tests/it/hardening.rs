@@ -421,3 +421,53 @@ async fn a_refusal_before_the_body_is_read_lingers_while_the_client_sends() {
     assert!(end.is_ok(), "the connection was reset: {end:?}");
     assert_eq!(up.count(), 0);
 }
+
+/// RFC 9113 §8.1.1: an HTTP/2 request whose DATA run past its `content-length` is
+/// malformed, a stream error. The upstream must never get it as a complete request: the
+/// body's last declared byte is held until the client ends the stream, so that the
+/// excess (here 5 more bytes, 300 ms later) resets the stream instead of the first five
+/// being answered as a whole request.
+#[tokio::test]
+async fn an_http2_body_longer_than_its_content_length_never_reaches_the_upstream_whole() {
+    use tokio::io::AsyncReadExt;
+    let _shared = support::shared();
+    let up = RawUpstream::ok().await;
+    // `client_body_buffer_size = 0`: the body streams, as every body over it does.
+    let gw = gateway(&proxying(up.addr, "client_body_buffer_size = 0"));
+    let mut client = connect(&gw).await;
+    // POST, http, /, :authority a.test, content-length 5 (literals without indexing).
+    let block = [
+        &[0x83, 0x86, 0x84, 0x01, 6][..],
+        b"a.test",
+        &[0x0f, 0x0d, 1],
+        b"5",
+    ]
+    .concat();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(h2_frame(0x4, 0, 0, &[]));
+    hello.extend(h2_frame(0x1, 0x4, 1, &block));
+    hello.extend(h2_frame(0x0, 0, 1, b"hello"));
+    client.write_all(&hello).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(up.requests(), 0, "the upstream got the request whole");
+    client
+        .write_all(&h2_frame(0x0, 0x1, 1, b"world"))
+        .await
+        .unwrap();
+    let mut bytes = Vec::new();
+    let reset = within(5, async {
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = client.read(&mut chunk).await.unwrap_or(0);
+            bytes.extend_from_slice(&chunk[..n]);
+            // RST_STREAM (type 3) on stream 1 with PROTOCOL_ERROR (1).
+            let wanted = [&[0, 0, 4, 3, 0, 0, 0, 0, 1][..], &[0, 0, 0, 1]].concat();
+            if n == 0 || bytes.windows(wanted.len()).any(|w| w == wanted) {
+                return n > 0;
+            }
+        }
+    })
+    .await;
+    assert!(reset, "no RST_STREAM PROTOCOL_ERROR in {bytes:?}");
+    assert_eq!(up.requests(), 0);
+}

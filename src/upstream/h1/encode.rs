@@ -127,6 +127,9 @@ pub(super) struct Upload {
     framing: RequestFraming,
     /// Every byte of the request is queued (the body ended or there is none).
     ended: bool,
+    /// The body's declared length is all queued, but the body has not said it ended:
+    /// its last bytes wait for the end (see [`Upload::poll_end`]).
+    awaiting_end: bool,
     /// A frame or the end was taken from the body: it can no longer be resent as is.
     pub(super) touched: bool,
     /// At least one byte reached the socket.
@@ -193,6 +196,7 @@ pub(super) fn start<B: HttpBody>(
     Upload {
         framing,
         ended: framing == RequestFraming::Empty,
+        awaiting_end: false,
         touched: false,
         wrote: false,
         close,
@@ -220,6 +224,9 @@ impl Upload {
     {
         let mut body_pending = false;
         loop {
+            if self.awaiting_end {
+                ready!(self.poll_end(body.as_mut(), out, cx))?;
+            }
             if !self.ended && !body_pending && out.can_queue() {
                 match body.as_mut().poll_frame(cx) {
                     Poll::Ready(Some(Ok(frame))) => {
@@ -252,6 +259,34 @@ impl Upload {
         }
     }
 
+    /// Waits for the end of a body whose declared length is all queued, before its last
+    /// bytes are written: an upstream never gets as a whole a request whose client goes
+    /// on sending. More data is an error (RFC 9113 §8.1.1: DATA past `content-length`
+    /// make an HTTP/2 request malformed; h2 resets the stream too). Trailers are dropped.
+    fn poll_end<B>(
+        &mut self,
+        mut body: Pin<&mut B>,
+        out: &mut Outbox,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), UploadError>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError>,
+    {
+        loop {
+            match ready!(body.as_mut().poll_frame(cx)) {
+                None => {
+                    self.awaiting_end = false;
+                    return Poll::Ready(self.finish(out));
+                }
+                Some(Ok(frame)) if frame.data_ref().is_some_and(|data| !data.is_empty()) => {
+                    return Poll::Ready(Err(UploadError::Length));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => return Poll::Ready(Err(UploadError::Client(err))),
+            }
+        }
+    }
+
     /// Queues one data frame; `last` when the body says it has ended with it.
     fn queue(&mut self, data: Bytes, last: bool, out: &mut Outbox) -> Result<(), UploadError> {
         // Trailer frames are dropped (they are hop-by-hop for a proxy unless negotiated).
@@ -263,6 +298,8 @@ impl Upload {
                 out.data = data;
                 if last {
                     self.finish(out)?;
+                } else {
+                    self.awaiting_end = remaining == 0;
                 }
             }
             RequestFraming::Chunked if len == 0 => {

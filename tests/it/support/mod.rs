@@ -296,7 +296,6 @@ pub async fn read(response: Response<Incoming>) -> Reply {
     }
 }
 
-/// `GET path` with a Host header.
 /// An HTTP/2 frame: its 9-byte header (length, type, flags, stream), then `payload`.
 pub fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = (payload.len() as u32).to_be_bytes();
@@ -306,6 +305,7 @@ pub fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `GET path` with a Host header.
 pub fn get(path: &str) -> Request<Body> {
     Request::get(path)
         .header("host", "example.test")
