@@ -70,8 +70,9 @@ pub struct GradientInput {
     pub samples: u64,
     /// The most requests in flight at once over the window.
     pub peak_in_flight: u32,
-    /// Requests in flight now.
-    pub in_flight: u32,
+    /// Requests in flight now that were let through before the last
+    /// [`Step::ProbeStarted`] (the caller marks them then).
+    pub in_flight_before_probe: u32,
 }
 
 /// What one [`Gradient::step`] did; [`Gradient::limit`] is the limit to enforce after it.
@@ -92,8 +93,11 @@ pub enum Step {
     },
 }
 
-/// A probe under way: first the requests admitted under the old limit drain, then the
-/// latency at the floor is measured.
+/// A probe under way: first the requests admitted under the old limit end, then the
+/// latency at the floor is measured. Only then: at a slow upstream, what answers in the
+/// first seconds of a probe is mostly theirs, queued under the old limit, and a
+/// measurement that took them in read minRTT too high, which raised the limit, which
+/// made the next probe's stragglers slower still.
 #[derive(Clone, Copy, Debug)]
 struct Probe {
     restore: f64,
@@ -239,7 +243,7 @@ impl Gradient {
 
     fn probe_step(&mut self, mut probe: Probe, input: &GradientInput, now: u64) -> Step {
         let Some(since) = probe.measuring_since else {
-            let drained = input.in_flight <= self.settings.min;
+            let drained = input.in_flight_before_probe == 0;
             if drained || now.saturating_sub(probe.started) >= PROBE_MAX {
                 probe.measuring_since = Some(now);
                 self.probe = Some(probe);

@@ -102,7 +102,7 @@ impl Gates {
                 p90: signals.p90,
                 samples: signals.samples,
                 peak_in_flight: controlled.peak,
-                in_flight: gate.in_flight(),
+                in_flight_before_probe: gate.in_flight_before_mark(),
             };
             let opened = controlled.gradient.window_start();
             let step = controlled.gradient.step(&input, nanos);
@@ -113,6 +113,10 @@ impl Gates {
             let limit = controlled.gradient.limit();
             if gate.limit() != limit {
                 gate.set_limit(limit);
+            }
+            if let Step::ProbeStarted { .. } = step {
+                // After the floor is in force: whoever is let in from now on is measured.
+                gate.mark();
             }
             auto.show(AutoShown {
                 min_rtt: controlled.gradient.min_rtt(),

@@ -31,7 +31,7 @@ fn window(p90: Duration, peak: u32) -> GradientInput {
         p90: Some(p90),
         samples: 100,
         peak_in_flight: peak,
-        in_flight: peak,
+        in_flight_before_probe: 0,
     }
 }
 
@@ -191,13 +191,15 @@ fn probe_pins_then_restores() {
     );
     assert!(gradient.probing());
     assert_eq!(gradient.limit(), 4);
-    // Draining: the requests admitted under 80 still answer; nothing is measured yet.
-    assert_eq!(gradient.step(&window(MS * 90, 60), due + TICK), Step::Wait);
-    assert_eq!(gradient.window_start(), due);
-    let drained = GradientInput {
-        in_flight: 4,
-        ..window(MS * 90, 60)
+    // Draining: the requests admitted under 80 still answer, 3 of them are still in
+    // flight (however few are in flight in all); nothing is measured yet.
+    let draining = GradientInput {
+        in_flight_before_probe: 3,
+        ..window(MS * 90, 4)
     };
+    assert_eq!(gradient.step(&draining, due + TICK), Step::Wait);
+    assert_eq!(gradient.window_start(), due);
+    let drained = window(MS * 90, 4);
     assert_eq!(gradient.step(&drained, due + 2 * TICK), Step::Wait);
     assert_eq!(gradient.window_start(), due + 2 * TICK);
     // Measuring at the floor: 25 samples; the baseline rose, and minRTT follows it up.
