@@ -97,10 +97,12 @@ impl Gates {
                 controlled.from_tick = load.window().ticks();
                 controlled.peak = gate.in_flight();
             }
-            let signals = load.since(controlled.from_tick);
+            // However few responses there are: the controller weighs their count itself
+            // (a slow upstream answers only a few a second at a low limit).
+            let window = load.window().since(controlled.from_tick);
             let input = GradientInput {
-                p90: signals.p90,
-                samples: signals.samples,
+                p90: window.quantile_of_any(0.9),
+                samples: window.samples(),
                 peak_in_flight: controlled.peak,
                 in_flight_before_probe: gate.in_flight_before_mark(),
             };
