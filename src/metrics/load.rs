@@ -185,10 +185,16 @@ impl Totals {
     /// The latency at quantile `q` (0–1), interpolated inside its bucket; `None` under
     /// [`MIN_SAMPLES`] samples.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
-        let samples = self.samples();
-        if samples < MIN_SAMPLES {
+        if self.samples() < MIN_SAMPLES {
             return None;
         }
+        self.quantile_of_any(q)
+    }
+
+    /// [`Totals::quantile`] of however few samples there are; `None` only with none.
+    /// For a reader that weighs the count itself.
+    pub fn quantile_of_any(&self, q: f64) -> Option<Duration> {
+        let samples = self.samples();
         let rank = (q * samples as f64).ceil().max(1.0);
         let mut below = 0u64;
         for (i, &count) in self.buckets.iter().enumerate() {

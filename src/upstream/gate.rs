@@ -24,7 +24,8 @@
 //!
 //! With `max_in_flight = "auto"` ([`Gate::auto`]) the limit starts at `in_flight_min`
 //! and the adaptive tick (`server/adapt/gates.rs`) moves it with [`Gate::set_limit`];
-//! the gate only keeps what `/status` shows of that controller ([`Auto`]).
+//! the gate only keeps what `/status` shows of that controller ([`Auto`]), and which
+//! requests came before the controller's latest probe ([`Gate::mark`]).
 
 mod oneshot;
 mod sync;
@@ -39,6 +40,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -96,12 +98,27 @@ impl ShedCounts {
 }
 
 /// A gate whose limit follows the group's latency (`max_in_flight = "auto"`): the
-/// controller's bounds, and what it last told (for `/status`). Only the adaptive tick
-/// writes it, and no request reads it.
+/// controller's bounds, what it last told (for `/status`), and the requests in flight
+/// on either side of its latest mark. Requests write only the last.
 #[derive(Debug)]
 pub struct Auto {
     pub settings: gradient::Settings,
     shown: std::sync::Mutex<AutoShown>,
+    marks: Line<Marks>,
+}
+
+/// Requests in flight by the parity of the marks made before they were let through: a
+/// probe begins with [`Gate::mark`], and measures the unloaded latency once none let
+/// through before is left ([`Gate::in_flight_before_mark`]), so that no answer of a
+/// request queued under the old limit is taken for one at the floor. A request still
+/// in flight from two marks ago counts as after the last one (marks are a probe
+/// interval apart, and a probe's drain is bounded anyway).
+///
+/// Outside the gate's protocol (no decision reads them), so std's atomics under loom too.
+#[derive(Debug, Default)]
+struct Marks {
+    parity: std::sync::atomic::AtomicU32,
+    in_flight: [std::sync::atomic::AtomicU32; 2],
 }
 
 /// What the controller of an `"auto"` gate last measured.
@@ -131,6 +148,7 @@ impl Auto {
 
 /// A word on a cache line of its own: every worker writes `in_flight`.
 #[repr(align(128))]
+#[derive(Debug)]
 struct Line<T>(T);
 
 /// Where a waiter stands: higher priority first, then first come.
@@ -193,6 +211,7 @@ impl Gate {
             auto: Some(Auto {
                 settings: auto,
                 shown: std::sync::Mutex::default(),
+                marks: Line(Marks::default()),
             }),
             ..Gate::new(auto.min, settings, shed)
         }
@@ -228,6 +247,25 @@ impl Gate {
     pub fn take_peak(&self) -> u32 {
         let now = self.in_flight();
         self.peak.swap(now, Ordering::Relaxed).max(now)
+    }
+
+    /// Marks the requests in flight now as let through before the mark (an `"auto"`
+    /// gate's probe begins).
+    pub fn mark(&self) {
+        if let Some(auto) = &self.auto {
+            // Relaxed: a request that let itself in on the old parity just after is
+            // counted as before, which only makes the probe wait for it too.
+            auto.marks.0.parity.fetch_xor(1, Relaxed);
+        }
+    }
+
+    /// Requests let through before the last [`Gate::mark`] and still in flight.
+    pub fn in_flight_before_mark(&self) -> u32 {
+        self.auto.as_ref().map_or(0, |auto| {
+            let marks = &auto.marks.0;
+            let before = 1 - marks.parity.load(Relaxed);
+            marks.in_flight[before as usize].load(Relaxed)
+        })
     }
 
     /// Requests waiting now.
@@ -355,8 +393,22 @@ impl Gate {
 
     /// A permit for a slot already counted.
     fn permit(self: &Arc<Self>) -> Permit {
+        let parity = self.auto.as_ref().map_or(0, |auto| {
+            let marks = &auto.marks.0;
+            let parity = marks.parity.load(Relaxed);
+            marks.in_flight[parity as usize].fetch_add(1, Relaxed);
+            parity
+        });
         Permit {
             gate: Some(Arc::clone(self)),
+            parity,
+        }
+    }
+
+    /// A permit of `parity` is gone (released or handed on).
+    fn unmark(&self, parity: u32) {
+        if let Some(auto) = &self.auto {
+            auto.marks.0.in_flight[parity as usize].fetch_sub(1, Relaxed);
         }
     }
 
@@ -423,18 +475,23 @@ pub enum Admission {
 /// A slot on the group, given back when dropped.
 pub struct Permit {
     gate: Option<Arc<Gate>>,
+    /// The parity of the marks when it was let through (`"auto"` gates).
+    parity: u32,
 }
 
 impl Permit {
     /// Drops the permit without giving its slot back (it is handed on instead).
     fn keep_counted(mut self) {
-        self.gate = None;
+        if let Some(gate) = self.gate.take() {
+            gate.unmark(self.parity);
+        }
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(gate) = self.gate.take() {
+            gate.unmark(self.parity);
             gate.release();
         }
     }

@@ -3,7 +3,7 @@
 //! Gradient2 against growing while the group does not use its limit, and a periodic
 //! probe that measures the latency at the floor again (the minimum round-trip time).
 //!
-//! The law, once a window holds at least [`UPDATE_SAMPLES`] responses:
+//! The law, once a window closes (see **Windows**):
 //!
 //! ```text
 //! g  = clamp((1 + b) · minRTT / p90, 0.5, 2)        b = HEADROOM = 0.2
@@ -24,6 +24,18 @@
 //!
 //! The property tests below check exactly these bounds on that plant.
 //!
+//! **Windows.** A window closes once it holds [`UPDATE_SAMPLES`] responses, or once it
+//! is [`WINDOW_SPAN`] old if the group used at least half its limit meanwhile, with what
+//! it holds (at least [`TIMED_SAMPLES`], or the limit if lower). The count alone would
+//! not do: at the floor of 4, an upstream slower than 200 ms answers fewer than 20 a
+//! second, so no window would ever close, minRTT never be measured and the limit stay
+//! at the floor for good. A window of a group that uses its limit holds about
+//! `limit · span / latency` responses, 4 even at 1 s and a limit of 4; one of a quiet
+//! group still needs the full count (it could only lower the limit, on a few noisy
+//! samples). A window that has not closed after [`WINDOW_MAX`] is skipped.
+//! `tests/plant.rs` drives the controller tick by tick in front of a simulated upstream
+//! of 10 ms, 300 ms and 1 s and checks where and how soon it settles.
+//!
 //! **Dead time.** When an update changes the limit, the requests admitted under the old
 //! one still answer for about a p90 more, and a window that opened at once would judge
 //! the new limit by them: the law would then act on a measurement one update old, which
@@ -41,10 +53,17 @@ pub const HEADROOM: f64 = 0.2;
 /// The gradient's clamp (Envoy's).
 pub const MIN_GRADIENT: f64 = 0.5;
 pub const MAX_GRADIENT: f64 = 2.0;
-/// Responses a window needs before it moves the limit.
+/// Responses after which a window closes, however young.
 pub const UPDATE_SAMPLES: u64 = 20;
-/// How long a window stays open waiting for [`UPDATE_SAMPLES`]; then it is skipped.
-pub const WINDOW_MAX: u64 = 1_000_000_000;
+/// How long a window of a group that uses its limit waits for [`UPDATE_SAMPLES`]; then
+/// it closes with what it holds.
+pub const WINDOW_SPAN: u64 = 1_000_000_000;
+/// Responses a window closed on time needs at least (or the limit, if lower): a p90
+/// of fewer is one response's latency.
+pub const TIMED_SAMPLES: u64 = 4;
+/// How long a window stays open at most; then it is skipped. Also the longest dead
+/// time.
+pub const WINDOW_MAX: u64 = 2_000_000_000;
 /// Responses a probe measures at the floor, unless [`PROBE_MAX`] passes first.
 pub const PROBE_SAMPLES: u64 = 25;
 /// The longest a probe drains, and then the longest it measures.
@@ -70,8 +89,9 @@ pub struct GradientInput {
     pub samples: u64,
     /// The most requests in flight at once over the window.
     pub peak_in_flight: u32,
-    /// Requests in flight now.
-    pub in_flight: u32,
+    /// Requests in flight now that were let through before the last
+    /// [`Step::ProbeStarted`] (the caller marks them then).
+    pub in_flight_before_probe: u32,
 }
 
 /// What one [`Gradient::step`] did; [`Gradient::limit`] is the limit to enforce after it.
@@ -92,8 +112,11 @@ pub enum Step {
     },
 }
 
-/// A probe under way: first the requests admitted under the old limit drain, then the
-/// latency at the floor is measured.
+/// A probe under way: first the requests admitted under the old limit end, then the
+/// latency at the floor is measured. Only then: at a slow upstream, what answers in the
+/// first seconds of a probe is mostly theirs, queued under the old limit, and a
+/// measurement that took them in read minRTT too high, which raised the limit, which
+/// made the next probe's stragglers slower still.
 #[derive(Clone, Copy, Debug)]
 struct Probe {
     restore: f64,
@@ -167,14 +190,13 @@ impl Gradient {
         if now < self.window_start {
             return Step::Wait;
         }
-        let p90 = match input.p90 {
-            Some(p90) if input.samples >= UPDATE_SAMPLES => p90,
-            _ if now.saturating_sub(self.window_start) >= WINDOW_MAX => {
-                self.window_start = now;
-                self.floor_updates = 0;
-                return Step::Skip;
+        let Some(p90) = self.closing(input, now) else {
+            if now.saturating_sub(self.window_start) < WINDOW_MAX {
+                return Step::Wait;
             }
-            _ => return Step::Wait,
+            self.window_start = now;
+            self.floor_updates = 0;
+            return Step::Skip;
         };
         let from = self.limit();
         self.update(p90, input.peak_in_flight);
@@ -197,6 +219,18 @@ impl Gradient {
             from,
             to: self.limit(),
         }
+    }
+
+    /// The p90 to update on, if the window closes now (module docs, **Windows**).
+    fn closing(&self, input: &GradientInput, now: u64) -> Option<Duration> {
+        let p90 = input.p90?;
+        if input.samples >= UPDATE_SAMPLES {
+            return Some(p90);
+        }
+        let used = f64::from(input.peak_in_flight) >= self.limit / 2.0;
+        let timed = TIMED_SAMPLES.min(u64::from(self.limit()));
+        let old = now.saturating_sub(self.window_start) >= WINDOW_SPAN;
+        (used && old && input.samples >= timed).then_some(p90)
     }
 
     /// The gradient law on one window's p90.
@@ -239,7 +273,7 @@ impl Gradient {
 
     fn probe_step(&mut self, mut probe: Probe, input: &GradientInput, now: u64) -> Step {
         let Some(since) = probe.measuring_since else {
-            let drained = input.in_flight <= self.settings.min;
+            let drained = input.in_flight_before_probe == 0;
             if drained || now.saturating_sub(probe.started) >= PROBE_MAX {
                 probe.measuring_since = Some(now);
                 self.probe = Some(probe);

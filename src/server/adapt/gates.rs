@@ -97,12 +97,14 @@ impl Gates {
                 controlled.from_tick = load.window().ticks();
                 controlled.peak = gate.in_flight();
             }
-            let signals = load.since(controlled.from_tick);
+            // However few responses there are: the controller weighs their count itself
+            // (a slow upstream answers only a few a second at a low limit).
+            let window = load.window().since(controlled.from_tick);
             let input = GradientInput {
-                p90: signals.p90,
-                samples: signals.samples,
+                p90: window.quantile_of_any(0.9),
+                samples: window.samples(),
                 peak_in_flight: controlled.peak,
-                in_flight: gate.in_flight(),
+                in_flight_before_probe: gate.in_flight_before_mark(),
             };
             let opened = controlled.gradient.window_start();
             let step = controlled.gradient.step(&input, nanos);
@@ -113,6 +115,10 @@ impl Gates {
             let limit = controlled.gradient.limit();
             if gate.limit() != limit {
                 gate.set_limit(limit);
+            }
+            if let Step::ProbeStarted { .. } = step {
+                // After the floor is in force: whoever is let in from now on is measured.
+                gate.mark();
             }
             auto.show(AutoShown {
                 min_rtt: controlled.gradient.min_rtt(),

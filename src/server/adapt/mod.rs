@@ -172,7 +172,8 @@ impl Loads {
 
 impl GroupLoad {
     /// The group's window: its [`Window::ticks`] marks a point to read
-    /// [`GroupLoad::since`] from later.
+    /// [`Window::since`] from later (what a controller that updates irregularly, the
+    /// gate's gradient, judges).
     pub fn window(&self) -> &Window {
         &self.window
     }
@@ -190,13 +191,6 @@ impl GroupLoad {
     /// The signals of the last `slots` slots (100 ms each).
     pub fn last(&self, slots: usize) -> Signals {
         self.window.last(slots).signals(self.in_flight)
-    }
-
-    /// The signals of the slots pushed after `tick` (a [`Window::ticks`] read earlier):
-    /// what a controller that updates irregularly (the gate's gradient) judges, e.g.
-    /// `p90` and `samples`.
-    pub fn since(&self, tick: u64) -> Signals {
-        self.window.since(tick).signals(self.in_flight)
     }
 }
 

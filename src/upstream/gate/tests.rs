@@ -177,6 +177,45 @@ fn take_peak_reports_the_most_since_last_asked() {
     assert_eq!(gate.take_peak(), 0);
 }
 
+#[test]
+fn a_mark_counts_the_requests_let_through_before_it_until_they_end() {
+    let auto = gradient::Settings {
+        min: 2,
+        max: 10,
+        probe_interval: Duration::from_secs(30),
+    };
+    let settings = GateSettings {
+        queue: 4,
+        queue_timeout: Duration::from_secs(1),
+    };
+    let probed = Arc::new(Gate::auto(auto, settings, Arc::default()));
+    let a = probed.try_acquire().expect("slot");
+    let b = probed.try_acquire().expect("slot");
+    let mut waiter = queued(&probed, 0);
+    assert_eq!(probed.in_flight_before_mark(), 0);
+    probed.mark();
+    assert_eq!(probed.in_flight_before_mark(), 2);
+    // `a`'s slot goes to the waiter: a request let through after the mark.
+    drop(a);
+    let c = (&mut waiter).now_or_never().expect("served").expect("slot");
+    assert_eq!(probed.in_flight_before_mark(), 1);
+    drop(b);
+    assert_eq!(probed.in_flight_before_mark(), 0);
+    assert_eq!(probed.in_flight(), 1);
+    // The next mark counts `c`, and only it.
+    let d = probed.try_acquire().expect("slot");
+    probed.mark();
+    assert_eq!(probed.in_flight_before_mark(), 2);
+    drop(c);
+    drop(d);
+    assert_eq!(probed.in_flight_before_mark(), 0);
+    // A fixed gate counts nothing.
+    let fixed = gate(1, 0);
+    let _held = fixed.try_acquire().expect("slot");
+    fixed.mark();
+    assert_eq!(fixed.in_flight_before_mark(), 0);
+}
+
 /// Many tasks on several threads through a gate of 3: never more than 3 at once, and
 /// every one gets through (the queue holds them all, the wait is long).
 #[test]

@@ -269,3 +269,29 @@ async fn auto_limit_measures_a_slower_upstream_again_by_probing() {
     assert_eq!(tally.unanswered.load(Relaxed), 0, "{tally:?}");
     assert_eq!(tally.other.load(Relaxed), 0, "{tally:?}");
 }
+
+/// A slow application: at the floor of 4 a 300 ms upstream answers about 13 times a
+/// second, fewer than a window's 20; windows close after 1 s with what they hold, so the
+/// limit leaves the floor and finds the workers (before, it stayed at 4 for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_limit_finds_the_capacity_of_a_300ms_upstream() {
+    // Alone: it measures latencies, which other tests' CPU would stretch.
+    let _alone = support::alone();
+    let (up, knobs) = knob::start().await;
+    knobs.set_latency(300);
+    knobs.set_capacity(16).await;
+    let gw = gateway(&config(&up, "1h", 4));
+    let admin = gw.admin_addr().expect("admin");
+    let clients = Clients::start(addr(&gw), 48);
+    // About 5 s on an idle machine (the unit test's simulation: at most 4.2 s).
+    settles(admin, 16, 30).await;
+    let doc = status(admin).await;
+    let min_rtt = gate(&doc)["auto"]["min_rtt_ms"].as_f64();
+    assert!(
+        min_rtt.is_some_and(|ms| (250.0..=400.0).contains(&ms)),
+        "{doc}"
+    );
+    let tally = clients.stop().await;
+    assert_eq!(tally.unanswered.load(Relaxed), 0, "{tally:?}");
+    assert_eq!(tally.other.load(Relaxed), 0, "{tally:?}");
+}

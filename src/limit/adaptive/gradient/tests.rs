@@ -7,6 +7,8 @@ use proptest::prelude::*;
 
 use super::*;
 
+mod plant;
+
 const TICK: u64 = 100_000_000;
 const MS: Duration = Duration::from_millis(1);
 
@@ -31,7 +33,7 @@ fn window(p90: Duration, peak: u32) -> GradientInput {
         p90: Some(p90),
         samples: 100,
         peak_in_flight: peak,
-        in_flight: peak,
+        in_flight_before_probe: 0,
     }
 }
 
@@ -142,17 +144,69 @@ fn app_limited_group_does_not_grow() {
 }
 
 #[test]
-fn too_few_samples_wait_then_skip() {
+fn a_quiet_window_waits_for_its_count_then_is_skipped() {
     let mut gradient = at(settings(4, 1000), 50.0, MS * 10);
+    // 24 in flight at most, under half of 50: only a full count closes the window.
     let few = GradientInput {
         samples: UPDATE_SAMPLES - 1,
-        ..window(MS * 10, 50)
+        ..window(MS * 30, 24)
     };
     assert_eq!(gradient.step(&few, TICK), Step::Wait);
+    assert_eq!(gradient.step(&few, WINDOW_SPAN), Step::Wait);
     assert_eq!(gradient.window_start(), 0);
     assert_eq!(gradient.step(&few, WINDOW_MAX), Step::Skip);
     assert_eq!(gradient.window_start(), WINDOW_MAX);
     assert_eq!(gradient.limit(), 50);
+}
+
+#[test]
+fn a_busy_window_of_a_slow_upstream_closes_after_its_span() {
+    // A 300 ms upstream at the floor of 4 answers about 13 times a second: the first
+    // window closes after 1 s with those, measures minRTT, and the limit grows.
+    let mut gradient = Gradient::new(settings(4, 1000), 0, 1);
+    let slow = GradientInput {
+        samples: 13,
+        ..window(MS * 300, 4)
+    };
+    assert_eq!(gradient.step(&slow, WINDOW_SPAN - TICK), Step::Wait);
+    assert_eq!(
+        gradient.step(&slow, WINDOW_SPAN),
+        Step::Limit { from: 4, to: 7 }
+    );
+    assert_eq!(gradient.min_rtt(), Some(MS * 300));
+    // A 1 s upstream: 4 answers a second, as many as the limit.
+    let mut gradient = Gradient::new(settings(4, 1000), 0, 1);
+    let slower = GradientInput {
+        samples: 4,
+        ..window(MS * 1000, 4)
+    };
+    assert_eq!(
+        gradient.step(&slower, WINDOW_SPAN),
+        Step::Limit { from: 4, to: 7 }
+    );
+    assert_eq!(gradient.min_rtt(), Some(MS * 1000));
+}
+
+#[test]
+fn a_busy_window_needs_a_few_answers_or_as_many_as_the_limit() {
+    let mut gradient = at(settings(4, 1000), 50.0, MS * 10);
+    let three = GradientInput {
+        samples: TIMED_SAMPLES - 1,
+        ..window(MS * 10, 50)
+    };
+    assert_eq!(gradient.step(&three, WINDOW_SPAN), Step::Wait);
+    assert_eq!(gradient.step(&three, WINDOW_MAX), Step::Skip);
+    assert_eq!(gradient.limit(), 50);
+    // At a limit of 2, two answers are a window's worth.
+    let mut gradient = at(settings(1, 1000), 2.0, MS * 10);
+    let two = GradientInput {
+        samples: 2,
+        ..window(MS * 10, 2)
+    };
+    assert!(matches!(
+        gradient.step(&two, WINDOW_SPAN),
+        Step::Limit { from: 2, .. }
+    ));
 }
 
 #[test]
@@ -191,13 +245,15 @@ fn probe_pins_then_restores() {
     );
     assert!(gradient.probing());
     assert_eq!(gradient.limit(), 4);
-    // Draining: the requests admitted under 80 still answer; nothing is measured yet.
-    assert_eq!(gradient.step(&window(MS * 90, 60), due + TICK), Step::Wait);
-    assert_eq!(gradient.window_start(), due);
-    let drained = GradientInput {
-        in_flight: 4,
-        ..window(MS * 90, 60)
+    // Draining: the requests admitted under 80 still answer, 3 of them are still in
+    // flight (however few are in flight in all); nothing is measured yet.
+    let draining = GradientInput {
+        in_flight_before_probe: 3,
+        ..window(MS * 90, 4)
     };
+    assert_eq!(gradient.step(&draining, due + TICK), Step::Wait);
+    assert_eq!(gradient.window_start(), due);
+    let drained = window(MS * 90, 4);
     assert_eq!(gradient.step(&drained, due + 2 * TICK), Step::Wait);
     assert_eq!(gradient.window_start(), due + 2 * TICK);
     // Measuring at the floor: 25 samples; the baseline rose, and minRTT follows it up.
