@@ -8,8 +8,9 @@
 //! zone is asked ([`super::penalty`]).
 //!
 //! Both tables are per zone, split in [`SHARDS`] shards each behind its own mutex, and
-//! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget:
-//! [`MAX_BAN_BYTES`] and [`MAX_STRIKE_BYTES`] a zone. A full shard first forgets what
+//! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget: the
+//! zone's bans under its `size` ([`DEFAULT_SIZE`] unless set), its strikes under twice
+//! that, each shard a [`SHARDS`]th of it. A full shard first forgets what
 //! has expired; if that is not enough, it forgets an eighth of its entries at once (so
 //! that a spray of new keys pays for a sweep once per eighth): the strikes with the
 //! fewest strikes (the oldest first, among equals), which keeps the keys closest to a
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 
-/// A limit item's `ban = { after, within, for, status }`.
+/// A limit item's `ban = { after, within, for, status, size }`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ban {
     /// Strikes within `within` that ban the key (1 to 1000).
@@ -38,16 +39,20 @@ pub struct Ban {
     pub duration: Duration,
     /// The status a banned key is answered with (403 unless set).
     pub status: StatusCode,
+    /// The bytes of bans the zone may hold (`size`, [`DEFAULT_SIZE`] unless set). The
+    /// zone's table is one for all its items: it takes the largest they give.
+    pub size: usize,
 }
 
 /// Shards per table: requests of different keys rarely wait for each other.
 pub const SHARDS: usize = 16;
 /// Bytes each entry is counted for besides its key (map slot, times, counts).
 pub const ENTRY_BYTES: usize = 96;
-/// The bans a zone may hold, in bytes (key bytes + [`ENTRY_BYTES`] each).
-pub const MAX_BAN_BYTES: usize = 4 << 20;
-/// The strikes a zone may count, in bytes (key bytes + [`ENTRY_BYTES`] each).
-pub const MAX_STRIKE_BYTES: usize = 8 << 20;
+/// The bans a zone may hold unless its items give a `size`, in bytes (key bytes +
+/// [`ENTRY_BYTES`] each). Its strikes may take twice as many.
+pub const DEFAULT_SIZE: usize = 4 << 20;
+/// The smallest `size`: a kilobyte a shard, some ten bans of short keys.
+pub const MIN_SIZE: usize = 16 << 10;
 
 /// One ban in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +106,7 @@ pub struct Usage {
     pub ban_bytes: usize,
     pub strikes: usize,
     pub strike_bytes: usize,
-    /// The most bytes one shard counts (each may count `MAX_*_BYTES / SHARDS`).
+    /// The most bytes one shard counts (each may count a [`SHARDS`]th of the zone's).
     pub largest_shard_ban_bytes: usize,
     pub largest_shard_strike_bytes: usize,
     /// Ban entries the fast path believes held.
@@ -122,18 +127,13 @@ pub struct Bans {
     epoch: OnceLock<Instant>,
     /// Bans imposed here (`tollgate_bans_imposed_total`).
     imposed: AtomicU64,
+    /// The bytes of bans the zone may hold (`size`); the strikes, twice that.
+    size: AtomicUsize,
 }
 
 impl Default for Bans {
     fn default() -> Self {
-        Bans {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
-            held: AtomicUsize::new(0),
-            latest: AtomicU64::new(0),
-            epoch: OnceLock::new(),
-            imposed: AtomicU64::new(0),
-        }
+        Bans::new(DEFAULT_SIZE)
     }
 }
 
@@ -160,6 +160,36 @@ pub fn later(at: Instant, d: Duration) -> Instant {
 }
 
 impl Bans {
+    /// An empty table that holds `size` bytes of bans and twice that of strikes.
+    pub fn new(size: usize) -> Bans {
+        Bans {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            held: AtomicUsize::new(0),
+            latest: AtomicU64::new(0),
+            epoch: OnceLock::new(),
+            imposed: AtomicU64::new(0),
+            size: AtomicUsize::new(size),
+        }
+    }
+
+    /// Holds `size` bytes of bans from now on (a reload that changes `size`): a smaller
+    /// size forgets nothing at once, it only makes room sooner.
+    pub fn resize(&self, size: usize) {
+        self.size.store(size, Ordering::Relaxed);
+    }
+
+    /// The bytes of bans the table may hold.
+    pub fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// The bytes each shard may count of bans and of strikes.
+    fn budgets(&self) -> (usize, usize) {
+        let size = self.size();
+        (size / SHARDS, size.saturating_mul(2) / SHARDS)
+    }
+
     /// Whether some ban may be in force at `now`: when not, a request need not look.
     /// No ban held costs one atomic load; bans held that have all ended, two more (and
     /// no lock), though their entries are swept only when looked up or crowded out.
@@ -238,7 +268,7 @@ impl Bans {
                     ends: later(now, ban.within),
                     count: 1,
                 };
-                insert_strikes(&mut shard, key, fresh, now);
+                insert_strikes(&mut shard, key, fresh, now, self.budgets().1);
                 1
             }
         };
@@ -403,7 +433,7 @@ impl Bans {
             *old = entry;
             return;
         }
-        let budget = MAX_BAN_BYTES / SHARDS;
+        let budget = self.budgets().0;
         if shard.ban_bytes + cost(key) > budget {
             let before = shard.bans.len();
             shard.bans.retain(|_, e| e.until > now);
@@ -429,8 +459,7 @@ fn bytes_of<V>(map: &HashMap<Box<[u8]>, V>) -> usize {
 }
 
 /// Counts a first strike for `key`, making room first when the shard is full.
-fn insert_strikes(shard: &mut Shard, key: &[u8], fresh: Strikes, now: Instant) {
-    let budget = MAX_STRIKE_BYTES / SHARDS;
+fn insert_strikes(shard: &mut Shard, key: &[u8], fresh: Strikes, now: Instant, budget: usize) {
     if cost(key) > budget {
         return;
     }

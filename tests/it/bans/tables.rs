@@ -13,6 +13,7 @@ fn ban(after: u32, within_s: u64, for_s: u64) -> Ban {
         within: Duration::from_secs(within_s),
         duration: Duration::from_secs(for_s),
         status: StatusCode::FORBIDDEN,
+        size: DEFAULT_SIZE,
     }
 }
 
@@ -188,17 +189,17 @@ fn a_spray_of_keys_keeps_the_strike_table_within_its_budget() {
     // A key close to a ban, then many one-strike keys.
     bans.strike(b"abuser", t0, &rule, None);
     bans.strike(b"abuser", t0, &rule, None);
-    let most = MAX_STRIKE_BYTES / (ENTRY_BYTES + 8);
+    let most = (2 * DEFAULT_SIZE) / (ENTRY_BYTES + 8);
     for i in 0..(3 * most) as u64 {
         bans.strike(&i.to_be_bytes(), t0 + Duration::from_nanos(i), &rule, None);
     }
     let usage = bans.usage();
     assert!(
-        usage.largest_shard_strike_bytes <= MAX_STRIKE_BYTES / SHARDS,
+        usage.largest_shard_strike_bytes <= (2 * DEFAULT_SIZE) / SHARDS,
         "{usage:?}"
     );
     assert!(
-        usage.strikes <= most && usage.strike_bytes <= MAX_STRIKE_BYTES,
+        usage.strikes <= most && usage.strike_bytes <= (2 * DEFAULT_SIZE),
         "{usage:?}"
     );
     assert!(
@@ -212,18 +213,15 @@ fn a_spray_of_keys_keeps_the_strike_table_within_its_budget() {
 #[test]
 fn a_spray_of_bans_keeps_the_ban_table_within_its_budget() {
     let (bans, t0, rule) = (Bans::default(), t0(), ban(1, 60, 900));
-    let most = MAX_BAN_BYTES / (ENTRY_BYTES + 8);
+    let most = DEFAULT_SIZE / (ENTRY_BYTES + 8);
     for i in 0..(3 * most) as u64 {
         bans.strike(&i.to_be_bytes(), t0 + Duration::from_nanos(i), &rule, None);
     }
     let usage = bans.usage();
     let held = usage.bans;
+    assert!(held <= most && usage.ban_bytes <= DEFAULT_SIZE, "{usage:?}");
     assert!(
-        held <= most && usage.ban_bytes <= MAX_BAN_BYTES,
-        "{usage:?}"
-    );
-    assert!(
-        usage.largest_shard_ban_bytes <= MAX_BAN_BYTES / SHARDS,
+        usage.largest_shard_ban_bytes <= DEFAULT_SIZE / SHARDS,
         "{usage:?}"
     );
     assert_eq!(usage.held, held);
@@ -243,7 +241,7 @@ fn a_spray_of_bans_keeps_the_ban_table_within_its_budget() {
 fn expired_bans_make_room_before_any_ban_in_force_goes() {
     let (bans, t0) = (Bans::default(), t0());
     let short = ban(1, 60, 1);
-    let most = MAX_BAN_BYTES / (ENTRY_BYTES + 8);
+    let most = DEFAULT_SIZE / (ENTRY_BYTES + 8);
     for i in 0..most as u64 {
         bans.strike(&i.to_be_bytes(), t0, &short, None);
     }
