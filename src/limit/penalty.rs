@@ -128,7 +128,7 @@ fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
             _ => arrival.now,
         };
         with_key(rule, arrival, |key| {
-            let entry = rule.zone.bans.strike(key, now, ban, recheck)?;
+            let entry = rule.zone.bans.strike(key, now, ban, recheck).banned()?;
             imposed(policy, rule, key, &entry, arrival);
             Some(())
         });

@@ -1,0 +1,117 @@
+//! A client that sprays fresh keys into the penalty box (issue 31.4): with the key an API
+//! key it chooses, each fresh key it gets banned takes room in the zone's ban table. A
+//! full table refuses new bans; it never forgets a ban still running, so the client cannot
+//! lift its own ban that way.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use super::metric;
+use crate::support::*;
+
+/// The issue's zone: keyed by `X-Api-Key`, 5 requests a minute, 5 rejections within a
+/// minute ban for 15 minutes; the ban table at its smallest (about 150 bans of short keys).
+fn config(up: SocketAddr) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+[log]
+access = "off"
+[admin]
+listen = "127.0.0.1:0"
+[zones.api]
+key = "$http_x_api_key"
+rate = "5r/m"
+[upstreams.app]
+servers = ["{up}"]
+[[location]]
+match = "/"
+upstream = "app"
+limit = [{{ zone = "api", burst = 0, ban = {{ after = 5, within = "1m", for = "15m", size = "16k" }} }}]
+"#
+    )
+}
+
+/// `count` requests of `GET /` with `X-Api-Key: key`, as raw bytes.
+fn requests(key: &str, count: usize) -> Vec<u8> {
+    format!("GET / HTTP/1.1\r\nhost: api\r\nx-api-key: {key}\r\n\r\n")
+        .repeat(count)
+        .into_bytes()
+}
+
+/// Sends `bytes` (whole requests) down one connection, pipelined, and reads `answers`
+/// responses back while they go: their statuses.
+async fn pipelined(addr: SocketAddr, bytes: Vec<u8>, answers: usize) -> Vec<u16> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move { write.write_all(&bytes).await.map(|()| write) });
+    let mut read = BufReader::new(read);
+    let mut statuses = Vec::with_capacity(answers);
+    let mut line = String::new();
+    while statuses.len() < answers {
+        line.clear();
+        read.read_line(&mut line).await.unwrap();
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok());
+        let status = status.unwrap_or_else(|| panic!("not a status line: {line:?}"));
+        let mut length = 0;
+        loop {
+            line.clear();
+            read.read_line(&mut line).await.unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("a header line");
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        read.read_exact(&mut body).await.unwrap();
+        statuses.push(status);
+    }
+    drop(writer.await.unwrap().unwrap());
+    statuses
+}
+
+#[tokio::test]
+async fn a_spray_of_fake_bans_cannot_push_out_a_running_ban() {
+    let _shared = shared();
+    let up = Upstream::named("app").await;
+    let gw = gateway(&config(up.addr));
+    let (addr, admin) = (addr(&gw), gw.admin_addr().unwrap());
+
+    // The victim's key: one request passes, five are rejected (five strikes), then banned.
+    let victim = pipelined(addr, requests("victim", 7), 7).await;
+    assert_eq!(victim, [200, 429, 429, 429, 429, 429, 403]);
+
+    // Six requests each for 600 fresh keys, four connections at once: four times what
+    // the table holds, so that every shard of it is full.
+    let sprays: Vec<_> = (0..4)
+        .map(|client| {
+            let keys = (0..150).flat_map(|i| requests(&format!("fake-{client}-{i:03}"), 6));
+            tokio::spawn(pipelined(addr, keys.collect(), 6 * 150))
+        })
+        .collect();
+    for spray in sprays {
+        let statuses = within(30, spray).await.unwrap();
+        assert!(
+            statuses.iter().all(|s| [200, 429].contains(s)),
+            "{statuses:?}"
+        );
+    }
+
+    let after = pipelined(addr, requests("victim", 3), 3).await;
+    assert_eq!(after, [403, 403, 403], "the victim's ban holds");
+    let refused = metric(admin, r#"tollgate_bans_refused_total{zone="api"}"#).await;
+    let held = metric(admin, r#"tollgate_bans{zone="api"}"#).await;
+    assert!(refused > 0, "a full table refuses new bans");
+    assert!((100..=200).contains(&held), "{held} bans in 16k");
+    assert_eq!(
+        metric(admin, r#"tollgate_bans_imposed_total{zone="api"}"#).await,
+        held,
+        "a ban refused is not imposed"
+    );
+}
