@@ -20,6 +20,7 @@
 //! clock. A table outlives reloads while its zone keeps its name and key (see
 //! `snapshot::zones`), so a ban holds across SIGHUP.
 
+pub mod lines;
 mod table;
 
 use std::hash::{BuildHasher, RandomState};
@@ -168,6 +169,8 @@ pub struct Bans {
     strikes_refused: AtomicU64,
     /// The bytes of bans the zone may hold (`size`); the strikes, twice that.
     size: AtomicUsize,
+    /// The error-log lines the zone's bans make, thinned ([`super::penalty`] writes them).
+    pub log: lines::Lines,
 }
 
 impl Default for Bans {
@@ -207,6 +210,7 @@ impl Bans {
             refused: AtomicU64::new(0),
             strikes_refused: AtomicU64::new(0),
             size: AtomicUsize::new(size),
+            log: lines::Lines::default(),
         }
     }
 

@@ -5,9 +5,8 @@
 
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-
 use super::metric;
+use crate::support::raw::{api_key_requests as requests, pipelined};
 use crate::support::*;
 
 /// The issue's zone: keyed by `X-Api-Key`, 5 requests a minute, 5 rejections within a
@@ -33,47 +32,6 @@ upstream = "app"
 limit = [{{ zone = "api", burst = 0, ban = {{ after = 5, within = "1m", for = "15m", size = "16k" }} }}]
 "#
     )
-}
-
-/// `count` requests of `GET /` with `X-Api-Key: key`, as raw bytes.
-fn requests(key: &str, count: usize) -> Vec<u8> {
-    format!("GET / HTTP/1.1\r\nhost: api\r\nx-api-key: {key}\r\n\r\n")
-        .repeat(count)
-        .into_bytes()
-}
-
-/// Sends `bytes` (whole requests) down one connection, pipelined, and reads `answers`
-/// responses back while they go: their statuses.
-async fn pipelined(addr: SocketAddr, bytes: Vec<u8>, answers: usize) -> Vec<u16> {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (read, mut write) = stream.into_split();
-    let writer = tokio::spawn(async move { write.write_all(&bytes).await.map(|()| write) });
-    let mut read = BufReader::new(read);
-    let mut statuses = Vec::with_capacity(answers);
-    let mut line = String::new();
-    while statuses.len() < answers {
-        line.clear();
-        read.read_line(&mut line).await.unwrap();
-        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok());
-        let status = status.unwrap_or_else(|| panic!("not a status line: {line:?}"));
-        let mut length = 0;
-        loop {
-            line.clear();
-            read.read_line(&mut line).await.unwrap();
-            if line == "\r\n" {
-                break;
-            }
-            let (name, value) = line.split_once(':').expect("a header line");
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        read.read_exact(&mut body).await.unwrap();
-        statuses.push(status);
-    }
-    drop(writer.await.unwrap().unwrap());
-    statuses
 }
 
 #[tokio::test]

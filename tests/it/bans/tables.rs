@@ -338,3 +338,17 @@ fn expired_bans_make_room_before_any_ban_in_force_goes() {
     ));
     assert_eq!(bans.in_force(t0 + secs(5)), 101);
 }
+
+#[test]
+fn ban_lines_are_logged_at_once_then_once_per_interval_with_the_count_left_out() {
+    use tollgate::limit::bans::lines::{Thinned, INTERVAL};
+    assert_eq!(INTERVAL, tollgate::log::repeats::INTERVAL, "one rhythm");
+    let (lines, t0) = (Thinned::default(), t0());
+    assert_eq!(lines.admit(t0), Some(0));
+    for ms in 1..1000 {
+        assert_eq!(lines.admit(t0 + Duration::from_millis(ms)), None);
+    }
+    assert_eq!(lines.admit(t0 + INTERVAL), Some(999));
+    assert_eq!(lines.admit(t0 + INTERVAL), None);
+    assert_eq!(lines.admit(t0 + 3 * INTERVAL), Some(1));
+}
