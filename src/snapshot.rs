@@ -133,6 +133,8 @@ pub fn build(
     let tls = tls_server(config, lasting)?;
     let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
+    // Last, once nothing can fail: a kept table is the generation in force's too.
+    size_bans(config, &zones);
     let announced = redis.as_ref().map(|backend| {
         let shared = zones.iter().filter(|zone| zone.redis.is_some());
         backend
@@ -209,6 +211,19 @@ fn keep_bans(zone: &mut Zone, previous: &[Arc<Zone>]) {
     };
     if let Some(old) = previous.iter().find(same) {
         zone.bans = Arc::clone(&old.bans);
+    }
+}
+
+/// Sizes each zone's ban table as its items' `ban` ask: the largest `size` they give
+/// (the default when no item bans with the zone).
+fn size_bans(config: &Config, zones: &[Arc<Zone>]) {
+    let locations = config.sites.iter().flat_map(|site| &site.locations);
+    let limits: Vec<_> = locations.flat_map(|location| &location.limits).collect();
+    for (index, zone) in zones.iter().enumerate() {
+        let asked = limits.iter().filter(|l| l.zone == index);
+        let size = asked.filter_map(|l| l.ban.map(|ban| ban.size)).max();
+        zone.bans
+            .resize(size.unwrap_or(crate::limit::bans::DEFAULT_SIZE));
     }
 }
 

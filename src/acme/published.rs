@@ -226,8 +226,9 @@ fn log_placeholder(sni: &str, served: &Served) {
         .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
     {
+        // The name as the client wrote it (any case): quoted and escaped.
         tracing::error!(
-            name = sni,
+            name = ?sni,
             "no certificate for this name yet: serving a self-signed placeholder until ACME issues one"
         );
     }

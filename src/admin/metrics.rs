@@ -444,8 +444,9 @@ impl Scrape {
         Ok(())
     }
 
-    /// The penalty box: bans in force (for a Redis zone, those this instance holds) and
-    /// bans imposed by this instance, per zone. The counter is `tollgate_bans_imposed_total`:
+    /// The penalty box: bans in force (for a Redis zone, those this instance holds),
+    /// bans imposed by this instance, and bans and strikes refused for want of room, per
+    /// zone. The counter is `tollgate_bans_imposed_total`:
     /// OpenMetrics names a counter's family without `_total`, so `tollgate_bans_total`
     /// would be a second family `tollgate_bans` beside the gauge.
     fn bans(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
@@ -465,6 +466,26 @@ impl Scrape {
             encoder.encode_descriptor("tollgate_bans_imposed", help, None, MetricType::Counter)?;
         for zone in zones {
             counter(&mut family, &[("zone", &*zone.name)], zone.bans.imposed())?;
+        }
+        let help = "Bans earned in a zone and refused: its ban table was full of bans in force.";
+        let mut family =
+            encoder.encode_descriptor("tollgate_bans_refused", help, None, MetricType::Counter)?;
+        for zone in zones {
+            counter(&mut family, &[("zone", &*zone.name)], zone.bans.refused())?;
+        }
+        let help = "First strikes in a zone not counted: its strike table was full.";
+        let mut family = encoder.encode_descriptor(
+            "tollgate_strikes_refused",
+            help,
+            None,
+            MetricType::Counter,
+        )?;
+        for zone in zones {
+            counter(
+                &mut family,
+                &[("zone", &*zone.name)],
+                zone.bans.strikes_refused(),
+            )?;
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use super::diag::Diagnostics;
 use super::raw::{Loose, RawBan};
 use super::values;
 use super::Ban;
+use crate::limit::bans::{DEFAULT_SIZE, MIN_SIZE};
 
 /// Most strikes `after` may ask for: beyond, a ban would never come.
 pub(super) const MAX_AFTER: i64 = 1_000;
@@ -44,11 +45,13 @@ pub(super) fn ban(
     let within = bounded(within, "within", MAX_WITHIN, "24h", diag);
     let duration = bounded(duration, "for", MAX_FOR, "720h", diag);
     let status = status(raw.status.as_ref(), diag);
+    let size = size(raw.size.as_ref(), diag);
     Some(Some(Ban {
         after: after?,
         within: within?,
         duration: duration?,
         status: status?,
+        size: size?,
     }))
 }
 
@@ -81,6 +84,22 @@ fn bounded(
         return None;
     }
     Some(duration)
+}
+
+/// `size`: the bytes of bans the item's zone may hold, at least [`MIN_SIZE`] (a
+/// kilobyte a shard); [`DEFAULT_SIZE`] unless set.
+fn size(value: Option<&Loose>, diag: &mut Diagnostics<'_>) -> Option<usize> {
+    let Some(value) = value else {
+        return Some(DEFAULT_SIZE);
+    };
+    let bytes = diag.check(value.span(), values::size(value.get_ref()))?;
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    if bytes < MIN_SIZE {
+        let message = format!(r#"invalid ban size {}: at least "16k""#, value.get_ref());
+        diag.error(value.span(), message);
+        return None;
+    }
+    Some(bytes)
 }
 
 /// `status`: 403 unless set; any of 400 to 599 (429 makes a ban look like the limit).

@@ -8,18 +8,21 @@
 //! zone is asked ([`super::penalty`]).
 //!
 //! Both tables are per zone, split in [`SHARDS`] shards each behind its own mutex, and
-//! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget:
-//! [`MAX_BAN_BYTES`] and [`MAX_STRIKE_BYTES`] a zone. A full shard first forgets what
-//! has expired; if that is not enough, it forgets an eighth of its entries at once (so
-//! that a spray of new keys pays for a sweep once per eighth): the strikes with the
-//! fewest strikes (the oldest first, among equals), which keeps the keys closest to a
-//! ban; the bans that end soonest.
+//! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget: the
+//! zone's bans under its `size` ([`DEFAULT_SIZE`] unless set), its strikes under twice
+//! that, each shard a [`SHARDS`]th of it. A full shard refuses what is new and keeps what
+//! it holds until it ends ([`table`]): a key's ban or strikes are never pushed out by
+//! other keys, which a client may make up at will. A ban refused is counted
+//! ([`Bans::refused`]) and the key keeps its strikes, so its next strike bans it if there
+//! is room by then; a first strike refused is counted too ([`Bans::strikes_refused`]).
 //!
 //! Times are the request's `now` as an [`Instant`], passed in: nothing here reads a
 //! clock. A table outlives reloads while its zone keeps its name and key (see
 //! `snapshot::zones`), so a ban holds across SIGHUP.
 
-use std::collections::HashMap;
+pub mod lines;
+mod table;
+
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -27,7 +30,10 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 
-/// A limit item's `ban = { after, within, for, status }`.
+pub use table::ENTRY_BYTES;
+use table::{Ends, Table};
+
+/// A limit item's `ban = { after, within, for, status, size }`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ban {
     /// Strikes within `within` that ban the key (1 to 1000).
@@ -38,16 +44,18 @@ pub struct Ban {
     pub duration: Duration,
     /// The status a banned key is answered with (403 unless set).
     pub status: StatusCode,
+    /// The bytes of bans the zone may hold (`size`, [`DEFAULT_SIZE`] unless set). The
+    /// zone's table is one for all its items: it takes the largest they give.
+    pub size: usize,
 }
 
 /// Shards per table: requests of different keys rarely wait for each other.
 pub const SHARDS: usize = 16;
-/// Bytes each entry is counted for besides its key (map slot, times, counts).
-pub const ENTRY_BYTES: usize = 96;
-/// The bans a zone may hold, in bytes (key bytes + [`ENTRY_BYTES`] each).
-pub const MAX_BAN_BYTES: usize = 4 << 20;
-/// The strikes a zone may count, in bytes (key bytes + [`ENTRY_BYTES`] each).
-pub const MAX_STRIKE_BYTES: usize = 8 << 20;
+/// The bans a zone may hold unless its items give a `size`, in bytes (key bytes +
+/// [`ENTRY_BYTES`] each). Its strikes may take twice as many.
+pub const DEFAULT_SIZE: usize = 4 << 20;
+/// The smallest `size`: a kilobyte a shard, some ten bans of short keys.
+pub const MIN_SIZE: usize = 16 << 10;
 
 /// One ban in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,20 +86,53 @@ pub enum Standing {
     Recheck(Duration),
 }
 
+/// What a strike did ([`Bans::strike`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Struck {
+    /// Counted; not yet a ban.
+    Counted,
+    /// The key's first strike of a window, not counted: the strike table is full.
+    Uncounted,
+    /// The strike banned the key.
+    Banned(Entry),
+    /// The strike earned a ban, refused: the ban table is full of bans in force. The key
+    /// keeps its strikes; its next strike tries again.
+    Refused,
+}
+
+impl Struck {
+    /// The ban imposed, if the strike imposed one.
+    pub fn banned(self) -> Option<Entry> {
+        match self {
+            Struck::Banned(entry) => Some(entry),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Strikes {
-    first: Instant,
     /// The end of the window the first strike opened.
     ends: Instant,
     count: u32,
 }
 
+impl Ends for Strikes {
+    fn ends(&self) -> Instant {
+        self.ends
+    }
+}
+
+impl Ends for Entry {
+    fn ends(&self) -> Instant {
+        self.until
+    }
+}
+
 #[derive(Default)]
 struct Shard {
-    bans: HashMap<Box<[u8]>, Entry>,
-    ban_bytes: usize,
-    strikes: HashMap<Box<[u8]>, Strikes>,
-    strike_bytes: usize,
+    bans: Table<Entry>,
+    strikes: Table<Strikes>,
 }
 
 /// What a [`Bans`] holds ([`Bans::usage`]).
@@ -101,7 +142,7 @@ pub struct Usage {
     pub ban_bytes: usize,
     pub strikes: usize,
     pub strike_bytes: usize,
-    /// The most bytes one shard counts (each may count `MAX_*_BYTES / SHARDS`).
+    /// The most bytes one shard counts (each may count a [`SHARDS`]th of the zone's).
     pub largest_shard_ban_bytes: usize,
     pub largest_shard_strike_bytes: usize,
     /// Ban entries the fast path believes held.
@@ -122,18 +163,19 @@ pub struct Bans {
     epoch: OnceLock<Instant>,
     /// Bans imposed here (`tollgate_bans_imposed_total`).
     imposed: AtomicU64,
+    /// Bans refused for want of room (`tollgate_bans_refused_total`).
+    refused: AtomicU64,
+    /// First strikes refused for want of room (`tollgate_strikes_refused_total`).
+    strikes_refused: AtomicU64,
+    /// The bytes of bans the zone may hold (`size`); the strikes, twice that.
+    size: AtomicUsize,
+    /// The error-log lines the zone's bans make, thinned ([`super::penalty`] writes them).
+    pub log: lines::Lines,
 }
 
 impl Default for Bans {
     fn default() -> Self {
-        Bans {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
-            held: AtomicUsize::new(0),
-            latest: AtomicU64::new(0),
-            epoch: OnceLock::new(),
-            imposed: AtomicU64::new(0),
-        }
+        Bans::new(DEFAULT_SIZE)
     }
 }
 
@@ -141,10 +183,6 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn cost(key: &[u8]) -> usize {
-    key.len() + ENTRY_BYTES
 }
 
 /// `at + d`, saturating: when that overflows (never for the bounded durations of the
@@ -160,6 +198,39 @@ pub fn later(at: Instant, d: Duration) -> Instant {
 }
 
 impl Bans {
+    /// An empty table that holds `size` bytes of bans and twice that of strikes.
+    pub fn new(size: usize) -> Bans {
+        Bans {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            held: AtomicUsize::new(0),
+            latest: AtomicU64::new(0),
+            epoch: OnceLock::new(),
+            imposed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            strikes_refused: AtomicU64::new(0),
+            size: AtomicUsize::new(size),
+            log: lines::Lines::default(),
+        }
+    }
+
+    /// Holds `size` bytes of bans from now on (a reload that changes `size`): a smaller
+    /// size forgets nothing, it refuses new entries until what is held fits.
+    pub fn resize(&self, size: usize) {
+        self.size.store(size, Ordering::Relaxed);
+    }
+
+    /// The bytes of bans the table may hold.
+    pub fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// The bytes each shard may count of bans and of strikes.
+    fn budgets(&self) -> (usize, usize) {
+        let size = self.size();
+        (size / SHARDS, size.saturating_mul(2) / SHARDS)
+    }
+
     /// Whether some ban may be in force at `now`: when not, a request need not look.
     /// No ban held costs one atomic load; bans held that have all ended, two more (and
     /// no lock), though their entries are swept only when looked up or crowded out.
@@ -209,44 +280,42 @@ impl Bans {
     }
 
     /// Counts a strike against `key` at `now` under `ban`: the ban imposed when it is
-    /// the `after`-th of its window. `redis_recheck` is set for a Redis zone (the copy
-    /// here answers alone that long).
+    /// the `after`-th of its window and the table has room. `redis_recheck` is set for a
+    /// Redis zone (the copy here answers alone that long).
     pub fn strike(
         &self,
         key: &[u8],
         now: Instant,
         ban: &Ban,
         redis_recheck: Option<Duration>,
-    ) -> Option<Entry> {
+    ) -> Struck {
+        let (ban_budget, strike_budget) = self.budgets();
         let mut shard = self.shard(key);
+        let fresh = Strikes {
+            ends: later(now, ban.within),
+            count: 1,
+        };
         let count = match shard.strikes.get_mut(key) {
             Some(s) if now < s.ends => {
                 s.count = s.count.saturating_add(1);
                 s.count
             }
             Some(s) => {
-                *s = Strikes {
-                    first: now,
-                    ends: later(now, ban.within),
-                    count: 1,
-                };
+                *s = fresh;
                 1
             }
-            None => {
-                let fresh = Strikes {
-                    first: now,
-                    ends: later(now, ban.within),
-                    count: 1,
-                };
-                insert_strikes(&mut shard, key, fresh, now);
+            // A key banned at its first strike needs no count.
+            None if ban.after > 1 => {
+                if !shard.strikes.insert(key, fresh, now, strike_budget) {
+                    self.strikes_refused.fetch_add(1, Ordering::Relaxed);
+                    return Struck::Uncounted;
+                }
                 1
             }
+            None => 1,
         };
         if count < ban.after {
-            return None;
-        }
-        if shard.strikes.remove(key).is_some() {
-            shard.strike_bytes -= cost(key);
+            return Struck::Counted;
         }
         let entry = Entry {
             until: later(now, ban.duration),
@@ -255,9 +324,13 @@ impl Bans {
             within: ban.within,
             trust_until: redis_recheck.map(|d| later(now, d)),
         };
-        self.insert_ban(&mut shard, key, entry, now);
+        if !self.insert_ban(&mut shard, key, entry, now, ban_budget) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Struck::Refused;
+        }
+        shard.strikes.remove(key);
         self.imposed.fetch_add(1, Ordering::Relaxed);
-        Some(entry)
+        Struck::Banned(entry)
     }
 
     /// A ban Redis told of, `left` still to run: held here and trusted for `recheck`.
@@ -278,7 +351,8 @@ impl Bans {
             within: Duration::ZERO,
             trust_until: trust,
         };
-        self.insert_ban(&mut shard, key, entry, now);
+        // No room: Redis keeps answering for the ban, one call per request.
+        self.insert_ban(&mut shard, key, entry, now, self.budgets().0);
     }
 
     /// Redis says `key` is not banned, in answer to a call issued at `asked`: a copy
@@ -322,9 +396,7 @@ impl Bans {
     /// ban was in force.
     pub fn lift(&self, key: &[u8], now: Instant) -> bool {
         let mut shard = self.shard(key);
-        if shard.strikes.remove(key).is_some() {
-            shard.strike_bytes -= cost(key);
-        }
+        shard.strikes.remove(key);
         match shard.bans.get(key).copied() {
             Some(entry) => {
                 self.remove_ban(&mut shard, key);
@@ -361,7 +433,7 @@ impl Bans {
         }
         self.shards
             .iter()
-            .map(|s| lock(s).bans.values().filter(|e| e.until > now).count())
+            .map(|s| lock(s).bans.iter().filter(|(_, e)| e.until > now).count())
             .sum()
     }
 
@@ -370,89 +442,65 @@ impl Bans {
         let mut usage = Usage::default();
         for shard in self.shards.iter() {
             let shard = lock(shard);
+            let (ban_bytes, strike_bytes) = (shard.bans.bytes(), shard.strikes.bytes());
             usage.bans += shard.bans.len();
-            usage.ban_bytes += shard.ban_bytes;
+            usage.ban_bytes += ban_bytes;
             usage.strikes += shard.strikes.len();
-            usage.strike_bytes += shard.strike_bytes;
-            usage.largest_shard_ban_bytes = usage.largest_shard_ban_bytes.max(shard.ban_bytes);
-            usage.largest_shard_strike_bytes =
-                usage.largest_shard_strike_bytes.max(shard.strike_bytes);
-            debug_assert_eq!(shard.ban_bytes, bytes_of(&shard.bans));
-            debug_assert_eq!(shard.strike_bytes, bytes_of(&shard.strikes));
+            usage.strike_bytes += strike_bytes;
+            usage.largest_shard_ban_bytes = usage.largest_shard_ban_bytes.max(ban_bytes);
+            usage.largest_shard_strike_bytes = usage.largest_shard_strike_bytes.max(strike_bytes);
         }
         usage.held = self.held.load(Ordering::Relaxed);
         usage
     }
 
-    /// Bans imposed here since the table was made (`tollgate_bans_total`).
+    /// Bans imposed here since the table was made (`tollgate_bans_imposed_total`).
     pub fn imposed(&self) -> u64 {
         self.imposed.load(Ordering::Relaxed)
     }
 
+    /// Bans earned and refused for want of room since the table was made
+    /// (`tollgate_bans_refused_total`): each strike of a key kept out counts.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// First strikes refused for want of room (`tollgate_strikes_refused_total`).
+    pub fn strikes_refused(&self) -> u64 {
+        self.strikes_refused.load(Ordering::Relaxed)
+    }
+
     fn remove_ban(&self, shard: &mut Shard, key: &[u8]) {
         if shard.bans.remove(key).is_some() {
-            shard.ban_bytes -= cost(key);
             self.held.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
-    /// Holds `entry` for `key`, making room first when the shard is full.
-    fn insert_ban(&self, shard: &mut Shard, key: &[u8], entry: Entry, now: Instant) {
+    /// Holds `entry` for `key` within `budget` bytes a shard: whether it is held. A ban
+    /// already held is replaced; a new one is refused when the shard is full of bans in
+    /// force.
+    fn insert_ban(
+        &self,
+        shard: &mut Shard,
+        key: &[u8],
+        entry: Entry,
+        now: Instant,
+        budget: usize,
+    ) -> bool {
+        // Before the count grows: `may_hold` reads the count, then this.
         self.runs_until(entry.until);
         if let Some(old) = shard.bans.get_mut(key) {
             *old = entry;
-            return;
+            return true;
         }
-        let budget = MAX_BAN_BYTES / SHARDS;
-        if shard.ban_bytes + cost(key) > budget {
-            let before = shard.bans.len();
-            shard.bans.retain(|_, e| e.until > now);
-            if bytes_of(&shard.bans) + cost(key) > budget {
-                evict_eighth(&mut shard.bans, |e| e.until);
-            }
-            shard.ban_bytes = bytes_of(&shard.bans);
-            self.held
-                .fetch_sub(before - shard.bans.len(), Ordering::Relaxed);
+        let before = shard.bans.len();
+        let held = shard.bans.insert(key, entry, now, budget);
+        let after = shard.bans.len();
+        if after > before {
+            self.held.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.held.fetch_sub(before - after, Ordering::Relaxed);
         }
-        if cost(key) > budget {
-            return;
-        }
-        shard.bans.insert(key.into(), entry);
-        shard.ban_bytes += cost(key);
-        self.held.fetch_add(1, Ordering::Relaxed);
+        held
     }
-}
-
-/// The bytes `map`'s entries are counted for.
-fn bytes_of<V>(map: &HashMap<Box<[u8]>, V>) -> usize {
-    map.keys().map(|k| cost(k)).sum()
-}
-
-/// Counts a first strike for `key`, making room first when the shard is full.
-fn insert_strikes(shard: &mut Shard, key: &[u8], fresh: Strikes, now: Instant) {
-    let budget = MAX_STRIKE_BYTES / SHARDS;
-    if cost(key) > budget {
-        return;
-    }
-    if shard.strike_bytes + cost(key) > budget {
-        shard.strikes.retain(|_, s| s.ends > now);
-        if bytes_of(&shard.strikes) + cost(key) > budget {
-            evict_eighth(&mut shard.strikes, |s| (s.count, s.first));
-        }
-        shard.strike_bytes = bytes_of(&shard.strikes);
-    }
-    shard.strikes.insert(key.into(), fresh);
-    shard.strike_bytes += cost(key);
-}
-
-/// Forgets at least an eighth of `map` (at least one entry): those with the lowest
-/// `rank`.
-fn evict_eighth<V, R: Ord + Copy>(map: &mut HashMap<Box<[u8]>, V>, rank: impl Fn(&V) -> R) {
-    if map.is_empty() {
-        return;
-    }
-    let mut ranks: Vec<R> = map.values().map(&rank).collect();
-    let nth = ranks.len() / 8;
-    let (_, &mut cut, _) = ranks.select_nth_unstable(nth);
-    map.retain(|_, v| rank(v) > cut);
 }

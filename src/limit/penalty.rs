@@ -19,7 +19,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use super::bans::{Ban, Entry, Standing};
+use super::bans::{Ban, Entry, Standing, Struck};
 use super::decision::LimitRule;
 use super::outcome::{Banned, Outcome, Status};
 use super::policy::Policy;
@@ -101,7 +101,7 @@ pub fn of(rule: usize, ban: &Ban, left: Duration) -> Banned {
 
 /// Counts a strike for each item with `ban` that rejected the request (enforced, and
 /// decided: a Redis failure is no strike); a strike that bans is announced, and for a
-/// Redis zone written to Redis.
+/// Redis zone written to Redis; one that finds a table full is reported.
 fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
     let rules = policy.rules();
     for applied in outcome.applied.iter() {
@@ -128,26 +128,57 @@ fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
             _ => arrival.now,
         };
         with_key(rule, arrival, |key| {
-            let entry = rule.zone.bans.strike(key, now, ban, recheck)?;
-            imposed(policy, rule, key, &entry, arrival);
+            match rule.zone.bans.strike(key, now, ban, recheck) {
+                Struck::Banned(entry) => imposed(policy, rule, key, &entry, arrival),
+                Struck::Counted => {}
+                full => no_room(rule, key, arrival, full),
+            }
             Some(())
         });
     }
 }
 
-/// A ban just imposed: logged, and shared through Redis for a Redis zone.
+/// A ban just imposed: logged (thinned: a client makes these lines, one per key it gets
+/// banned), and shared through Redis for a Redis zone. The key is written quoted and
+/// escaped, as every value a client chooses: `x strikes=1 for_ms=0` forges no field.
 fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival: &Arrival<'_>) {
     let zone = &rule.zone;
-    let shown = zone.template.text_of(key);
-    tracing::info!(
-        zone = &*zone.name,
-        key = %shown,
-        strikes = entry.strikes,
-        within_ms = entry.within.as_millis() as u64,
-        for_ms = (entry.until - entry.since).as_millis() as u64,
-        "key banned"
-    );
+    if let Some(left_out) = zone.bans.log.banned.admit(arrival.now) {
+        tracing::info!(
+            zone = &*zone.name,
+            key = ?zone.template.text_of(key),
+            strikes = entry.strikes,
+            within_ms = entry.within.as_millis() as u64,
+            for_ms = (entry.until - entry.since).as_millis() as u64,
+            left_out,
+            "key banned"
+        );
+    }
     if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
         super::redis::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
     }
+}
+
+/// A strike that found the zone's ban table full ([`Struck::Refused`]), or, for a first
+/// strike, its strike table ([`Struck::Uncounted`]): logged, thinned as [`imposed`] per
+/// kind; the metrics count each.
+fn no_room(rule: &LimitRule, key: &[u8], arrival: &Arrival<'_>, struck: Struck) {
+    let zone = &rule.zone;
+    let (lines, message) = if struck == Struck::Refused {
+        (
+            &zone.bans.log.refused,
+            "ban refused: the zone's ban table is full (see ban.size)",
+        )
+    } else {
+        (
+            &zone.bans.log.uncounted,
+            "strike not counted: the zone's strike table is full (see ban.size)",
+        )
+    };
+    let Some(left_out) = lines.admit(arrival.now) else {
+        return;
+    };
+    let key = zone.template.text_of(key);
+    let size = zone.bans.size();
+    tracing::warn!(zone = &*zone.name, key = ?key, size, left_out, "{message}");
 }

@@ -1,11 +1,13 @@
 //! The penalty box (`ban` on a limit item) through the real gateway: a key rejected
 //! `after` times is banned and answered before any zone or upstream, listed and lifted by
 //! the admin API, counted in the metrics and the access log, kept across a reload, and
-//! free again when the ban ends. `bans/redis.rs`: shared by two instances through Redis.
+//! free again when the ban ends. `bans/redis.rs`: shared by two instances through Redis;
+//! `bans/spray.rs`: a full table under a spray of fake bans; `bans/tables.rs`: the tables.
 
 use crate::support;
 
 mod redis;
+mod spray;
 mod tables;
 
 use std::net::SocketAddr;

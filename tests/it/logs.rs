@@ -375,6 +375,56 @@ async fn a_client_cannot_make_the_gateway_log_a_line_per_http2_frame() {
     running.assert_quiet("200 stray PING acknowledgements and 40 reset streams");
 }
 
+/// Each key a client got banned made a "key banned" line: a spray of fake API keys wrote
+/// one each (issue 31.5). The lines are thinned like the other lines a client makes, and
+/// the key is written quoted and escaped, so that one like `x strikes=1 for_ms=0` forges
+/// no field for a log parser.
+#[tokio::test]
+async fn a_spray_of_bans_logs_a_line_per_interval_with_each_key_quoted() {
+    let _shared = support::shared();
+    let (running, addr) = ErrorLogged::start(|port| {
+        format!(
+            r#"
+[server]
+listen = ["127.0.0.1:{port}"]
+workers = 1
+[log]
+access = "off"
+[zones.api]
+key = "$http_x_api_key"
+rate = "1r/m"
+[[location]]
+match = "/"
+return = {{ status = 200, body = "hello\n" }}
+limit = [{{ zone = "api", burst = 0, ban = {{ after = 1, within = "1m", for = "15m" }} }}]
+"#
+        )
+    })
+    .await;
+    let started = std::time::Instant::now();
+    // The forged key first, then 400 fresh ones: one request each passes, the next bans.
+    let forged = r#"x" strikes=1 for_ms=0"#;
+    let fresh = (0..400).map(|i| format!("fake-{i:03}"));
+    let keys: Vec<String> = std::iter::once(forged.to_owned()).chain(fresh).collect();
+    let bytes = keys.iter().flat_map(|key| raw::api_key_requests(key, 2));
+    let statuses = within(30, raw::pipelined(addr, bytes.collect(), 2 * keys.len())).await;
+    assert!(statuses.chunks(2).all(|s| s == [200, 429]), "{statuses:?}");
+    let took = started.elapsed();
+    let log = running.stop();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("key banned")).collect();
+    let intervals = 1 + took.as_secs() / tollgate::log::repeats::INTERVAL.as_secs();
+    assert!(
+        !lines.is_empty() && lines.len() as u64 <= intervals,
+        "{} lines in {took:?} for 401 bans:\n{log}",
+        lines.len()
+    );
+    assert!(
+        lines[0].contains(r#" key="x\" strikes=1 for_ms=0" strikes=1 "#),
+        "{}",
+        lines[0]
+    );
+}
+
 /// The gateway binary, run on a config file with its error log (stderr) in a file and
 /// `RUST_LOG` unset, as an operator starts it.
 struct ErrorLogged {

@@ -526,6 +526,8 @@ pub(crate) struct RawBan {
     #[serde(rename = "for")]
     pub duration: Option<Loose>,
     pub status: Option<Spanned<i64>>,
+    /// The zone's ban table, in bytes (`config/bans.rs`).
+    pub size: Option<Loose>,
 }
 
 #[derive(Deserialize)]

@@ -33,6 +33,7 @@ fn a_ban_is_typed_with_403_unless_a_status_is_given() {
             within: Duration::from_secs(60),
             duration: Duration::from_secs(900),
             status: http::StatusCode::FORBIDDEN,
+            size: 4 << 20,
         })
     );
     let ban = ban_of(
@@ -43,6 +44,16 @@ fn a_ban_is_typed_with_403_unless_a_status_is_given() {
         Some(http::StatusCode::TOO_MANY_REQUESTS)
     );
     assert_eq!(ban_of(r#"{ zone = "ip" }"#), None);
+}
+
+#[test]
+fn a_ban_table_takes_the_size_given() {
+    let ban =
+        ban_of(r#"{ zone = "ip", ban = { after = 5, within = "1m", for = "15m", size = "64m" } }"#);
+    assert_eq!(ban.map(|b| b.size), Some(64 << 20));
+    let ban =
+        ban_of(r#"{ zone = "ip", ban = { after = 5, within = "1m", for = "15m", size = 16384 } }"#);
+    assert_eq!(ban.map(|b| b.size), Some(16 << 10));
 }
 
 #[test]
@@ -102,6 +113,16 @@ fn ban_problems_are_reported_where_they_are_written() {
             "invalid ban status 200: expected 400 to 599",
         ),
         (
+            r#"{ zone = "ip", ban = { after = 5, within = "1m", for = "1m", size = "8k" } }"#,
+            "\"8k",
+            r#"invalid ban size "8k": at least "16k""#,
+        ),
+        (
+            r#"{ zone = "ip", ban = { after = 5, within = "1m", for = "1m", size = "4mb" } }"#,
+            "\"4mb",
+            r#"invalid size "4mb": expected a number of bytes, optionally with a unit (k, m, g), e.g. "16k""#,
+        ),
+        (
             r#"{ zone = "ip", ban = { after = 5, for = "1m" } }"#,
             "{ after",
             "missing key `within`",
@@ -129,7 +150,7 @@ fn an_unknown_ban_key_is_named() {
     assert_eq!(*line, LINE);
     assert_eq!(
         message,
-        "unknown key `forever`, expected one of `after`, `within`, `for`, `status`"
+        "unknown key `forever`, expected one of `after`, `within`, `for`, `status`, `size`"
     );
     let not_a_table = errors(&with_limit(r#"{ zone = "ip", ban = 5 }"#));
     assert!(

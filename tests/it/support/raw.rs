@@ -1,6 +1,7 @@
 //! A raw-bytes upstream for the hardening tests: it records exactly what arrives on each
 //! connection, frames requests itself (RFC 9112: `Content-Length` or chunked), and answers
-//! each with what its handler returns for the request's head.
+//! each with what its handler returns for the request's head. And raw clients: one
+//! response read at a time, or many requests pipelined.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -202,6 +203,49 @@ pub struct RawResponse {
     pub status: u16,
     pub head: String,
     pub body: String,
+}
+
+/// Sends `bytes` (whole requests) down one connection to `addr`, pipelined, and reads
+/// `answers` responses (each with a `Content-Length`, or none) back while they go: their
+/// statuses. A spray of thousands of requests takes a fraction of a second.
+pub async fn pipelined(addr: SocketAddr, bytes: Vec<u8>, answers: usize) -> Vec<u16> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move { write.write_all(&bytes).await.map(|()| write) });
+    let mut read = BufReader::new(read);
+    let mut statuses = Vec::with_capacity(answers);
+    let mut line = String::new();
+    while statuses.len() < answers {
+        line.clear();
+        read.read_line(&mut line).await.unwrap();
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok());
+        let status = status.unwrap_or_else(|| panic!("not a status line: {line:?}"));
+        let mut length = 0;
+        loop {
+            line.clear();
+            read.read_line(&mut line).await.unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("a header line");
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        read.read_exact(&mut body).await.unwrap();
+        statuses.push(status);
+    }
+    drop(writer.await.unwrap().unwrap());
+    statuses
+}
+
+/// `count` requests of `GET /` with `X-Api-Key: key`, as raw bytes for [`pipelined`].
+pub fn api_key_requests(key: &str, count: usize) -> Vec<u8> {
+    format!("GET / HTTP/1.1\r\nhost: api\r\nx-api-key: {key}\r\n\r\n")
+        .repeat(count)
+        .into_bytes()
 }
 
 /// True when the gateway closes `stream` within 3 s, reading and dropping what comes first.
