@@ -43,10 +43,6 @@ fn main() -> ExitCode {
     run(config, &cli.config)
 }
 
-/// `-t` on a valid file: what the file check cannot say. Whether the access log can be
-/// opened, expired certificates (a warning), names a static certificate covers though
-/// their site has `acme = true` (a note), and whether the `[acme]` storage can be
-/// written, without contacting the CA or making the directory.
 /// `RUST_LOG` (default `info`) with h2 kept quiet unless named ([`tollgate::log::errors`]);
 /// a `RUST_LOG` that does not parse is left for the default, as before.
 fn error_log_filter() -> tracing_subscriber::EnvFilter {
@@ -56,6 +52,11 @@ fn error_log_filter() -> tracing_subscriber::EnvFilter {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives(None)))
 }
 
+/// `-t` on a valid file: what the file check cannot say. Whether the access log can be
+/// opened, expired certificates (a warning), names a static certificate covers though
+/// their site has `acme = true` (a note), and whether the `[acme]` storage and
+/// `client_body_temp_path` can be written, without contacting the CA or making either
+/// directory.
 fn test(config: &config::Config, path: &Path) -> ExitCode {
     if let Err(err) = tollgate::log::AccessLog::check(&config.log) {
         eprintln!("{}: cannot open the access log: {err}", path.display());
@@ -78,6 +79,16 @@ fn test(config: &config::Config, path: &Path) -> ExitCode {
             eprintln!("configuration test failed");
             return ExitCode::FAILURE;
         }
+    }
+    let temp_path = &config.server.client_body_temp_path;
+    if let Err(reason) = config::dirs::check_dir(temp_path) {
+        let temp_path = temp_path.display();
+        eprintln!(
+            "{}: cannot use {temp_path} as client_body_temp_path: {reason}",
+            path.display()
+        );
+        eprintln!("configuration test failed");
+        return ExitCode::FAILURE;
     }
     println!("configuration ok");
     ExitCode::SUCCESS

@@ -97,6 +97,11 @@ pub struct ConnSettings {
 pub enum BuildError {
     #[error("cannot open the access log: {0}")]
     AccessLog(std::io::Error),
+    #[error("cannot make client_body_temp_path {}: {source}", path.display())]
+    TempPath {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("location {0}: invalid redirect target")]
     Location(usize),
     #[error("TLS: {0}")]
@@ -130,6 +135,7 @@ pub fn build(
     };
     let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
+    make_temp_path(&config.server.client_body_temp_path)?;
     let tls = tls_server(config, lasting)?;
     let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
@@ -344,6 +350,9 @@ fn location(
         client_max_body_size: location
             .client_max_body_size
             .unwrap_or(config.server.client_max_body_size),
+        request_buffering: location
+            .request_buffering
+            .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
     })
 }
@@ -447,10 +456,26 @@ fn pipeline(
             min_rate: server.client_body_min_rate,
         },
         client_body_buffer_size: server.client_body_buffer_size,
+        client_body_temp_path: server.client_body_temp_path.clone(),
         underscores_in_headers: server.underscores_in_headers,
         access_log,
         acme: None,
     }
+}
+
+/// Makes `client_body_temp_path` if it is missing (owner only, as nginx makes its
+/// temporary directories): at start, and on a reload that names another. The files
+/// in it have no name, so there is nothing to clear out of it.
+fn make_temp_path(path: &std::path::Path) -> Result<(), BuildError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| BuildError::TempPath {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// `[api_keys]` with each plan named by its id in `plans`; a key whose plan no zone

@@ -424,74 +424,15 @@ pub struct StorageError {
 }
 
 impl Acme {
-    /// Whether [`Acme::storage`] can be used, without creating it: an existing
-    /// directory must let us create a file (one is made and removed at once); a
-    /// missing one needs its nearest existing ancestor to be such a directory, where
-    /// it will be made. For `tollgate -t`; the validation of the file writes nothing.
+    /// Whether [`Acme::storage`] can be used, without creating it
+    /// ([`super::dirs::check_dir`]). For `tollgate -t`; the validation of the file writes
+    /// nothing.
     pub fn check_storage(&self) -> Result<(), StorageError> {
-        let path = &self.storage;
-        let fail = |reason: String| StorageError {
-            path: path.clone(),
+        super::dirs::check_dir(&self.storage).map_err(|reason| StorageError {
+            path: self.storage.clone(),
             reason,
-        };
-        let missing = match std::fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => return writable(path).map_err(fail),
-            Ok(_) => return Err(fail("not a directory".to_owned())),
-            Err(err) if gone(&err) => err,
-            Err(err) => return Err(fail(err.to_string())),
-        };
-        let mut ancestors = path.ancestors().skip(1);
-        let (parent, meta) = loop {
-            let Some(parent) = ancestors.next() else {
-                return Err(fail(missing.to_string()));
-            };
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            match std::fs::metadata(parent) {
-                Ok(meta) => break (parent, meta),
-                Err(err) if gone(&err) => continue,
-                Err(err) => return Err(fail(format!("{}: {err}", parent.display()))),
-            }
-        };
-        if !meta.is_dir() {
-            let reason = format!(
-                "it does not exist and cannot be created: {} is not a directory ({missing})",
-                parent.display()
-            );
-            return Err(fail(reason));
-        }
-        writable(parent)
-            .map_err(|reason| fail(format!("it does not exist and cannot be created: {reason}")))
+        })
     }
-}
-
-/// An error that says the path, or a directory on its way, is not there.
-fn gone(err: &std::io::Error) -> bool {
-    matches!(
-        err.kind(),
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-    )
-}
-
-/// Whether a file can be created in `dir`: one is (named apart from any other
-/// instance's probe), and removed again.
-pub fn writable(dir: &Path) -> Result<(), String> {
-    let unique = std::collections::hash_map::RandomState::new();
-    let tag = std::hash::BuildHasher::hash_one(&unique, std::process::id());
-    let probe = dir.join(format!(
-        ".tollgate-write-test-{}-{tag:x}",
-        std::process::id()
-    ));
-    let cannot = |err: std::io::Error| format!("cannot create a file in {}: {err}", dir.display());
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .map_err(cannot)?;
-    std::fs::remove_file(&probe).map_err(|err| format!("cannot remove {}: {err}", probe.display()))
 }
 
 #[cfg(test)]

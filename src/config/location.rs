@@ -98,6 +98,7 @@ fn location(
         headers: rules.headers,
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
+        request_buffering: rules.request_buffering,
     })
 }
 

@@ -12,6 +12,7 @@ mod api_keys;
 mod bans;
 mod concurrency;
 mod diag;
+pub mod dirs;
 mod headers;
 mod limits;
 mod location;
@@ -46,8 +47,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use acme::{writable as check_writable, StorageError};
+pub use acme::StorageError;
 pub use diag::{ConfigError, ConfigErrors};
+pub use dirs::writable as check_writable;
+pub use rules::RequestBuffering;
 
 /// A whole, valid configuration.
 #[derive(Debug, Clone)]
@@ -219,12 +222,16 @@ pub struct Server {
     /// Slowest a request body may arrive (ours), in bytes per second on average: byte N
     /// is due at most `client_body_timeout + N / rate` after the head. 0: no floor.
     pub client_body_min_rate: u64,
-    /// Bodies up to this size are read whole before an upstream is chosen, so a slow
-    /// upload never holds an upstream connection; larger ones stream (nginx
-    /// `client_body_buffer_size`). 0: every body streams.
+    /// Bodies up to this size are held in memory (nginx `client_body_buffer_size`);
+    /// larger ones go on to a file, or stream with `request_buffering` off.
     pub client_body_buffer_size: usize,
     /// Largest request body; a location may set its own (nginx `client_max_body_size`).
     pub client_max_body_size: MaxBodySize,
+    /// Whether bodies are read whole before an upstream is chosen; a site or location
+    /// may set its own (nginx `proxy_request_buffering`).
+    pub request_buffering: RequestBuffering,
+    /// Where files with no name hold bodies past `client_body_buffer_size`.
+    pub client_body_temp_path: PathBuf,
     /// Longest wait for the client to take more of the response (nginx `send_timeout`);
     /// then the connection (HTTP/2: the stream) is closed and its upstream dropped.
     pub send_timeout: Duration,
@@ -509,6 +516,8 @@ pub struct Location {
     pub upstream_path: Option<VarText>,
     /// Overrides `[server] client_max_body_size`.
     pub client_max_body_size: Option<MaxBodySize>,
+    /// Overrides `[server] request_buffering`.
+    pub request_buffering: Option<RequestBuffering>,
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).

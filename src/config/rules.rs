@@ -1,18 +1,33 @@
 //! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
-//! `client_max_body_size` and the header rules), and how a location inherits its site's.
+//! `client_max_body_size`, `request_buffering` and the header rules), and how a location
+//! inherits its site's.
 //!
-//! A location's `limit`, `access`, `limit_status` or `client_max_body_size` replaces the
-//! site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
+//! A location's `limit`, `access`, `limit_status`, `client_max_body_size` or
+//! `request_buffering` replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` is the union of both lists.
 
 use http::StatusCode;
+use serde::Deserialize;
 
 use super::diag::Diagnostics;
 use super::raw::RawRules;
 use super::{access, headers, limits, values};
 use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
+
+/// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
+/// a request's body is read whole before an upstream server is chosen and connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestBuffering {
+    /// Read whole first: in memory up to `client_body_buffer_size`, the rest in a
+    /// file under `client_body_temp_path`; then sent with its `Content-Length`.
+    On,
+    /// Only up to `client_body_buffer_size` is read first; a longer body streams to
+    /// the upstream as it arrives.
+    Off,
+}
 
 /// The rules as set; `None` where the key is not written.
 #[derive(Clone, Debug, Default)]
@@ -21,6 +36,7 @@ pub(super) struct Rules {
     pub access: Option<Vec<AccessRule>>,
     pub limit_status: Option<StatusCode>,
     pub client_max_body_size: Option<MaxBodySize>,
+    pub request_buffering: Option<RequestBuffering>,
     pub headers: HeaderRules,
 }
 
@@ -58,6 +74,7 @@ pub(super) fn rules(
         access: access?,
         limit_status: limit_status?,
         client_max_body_size: client_max_body_size?,
+        request_buffering: raw.request_buffering,
         headers: headers?,
     })
 }
@@ -70,6 +87,7 @@ impl Rules {
             access: self.access.or_else(|| site.access.clone()),
             limit_status: self.limit_status.or(site.limit_status),
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
+            request_buffering: self.request_buffering.or(site.request_buffering),
             headers: merged(&site.headers, self.headers),
         }
     }
@@ -177,19 +195,23 @@ mod tests {
             access: Some(Vec::new()),
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),
             client_max_body_size: Some(MaxBodySize::Unlimited),
+            request_buffering: Some(RequestBuffering::Off),
             headers: HeaderRules::default(),
         };
         let inherited = Rules::default().inherit(&site);
         assert_eq!(inherited.limits, site.limits);
         assert_eq!(inherited.limit_status, site.limit_status);
         assert_eq!(inherited.client_max_body_size, site.client_max_body_size);
+        assert_eq!(inherited.request_buffering, Some(RequestBuffering::Off));
         let own = Rules {
             limits: Some(Vec::new()),
             limit_status: Some(StatusCode::TOO_MANY_REQUESTS),
+            request_buffering: Some(RequestBuffering::On),
             ..Rules::default()
         };
         let replaced = own.inherit(&site);
         assert_eq!(replaced.limits, Some(Vec::new()));
         assert_eq!(replaced.limit_status, Some(StatusCode::TOO_MANY_REQUESTS));
+        assert_eq!(replaced.request_buffering, Some(RequestBuffering::On));
     }
 }

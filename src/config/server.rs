@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 
 use http::StatusCode;
 use serde_spanned::Spanned;
@@ -10,7 +11,7 @@ use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::validate::duration;
 use super::{limits, values};
-use super::{MaxBodySize, RateLimitHeaders, Server};
+use super::{MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -59,10 +60,12 @@ const STREAMS: Bounded<i64> = Bounded {
 };
 
 /// `[server]`. `certificates` tells whether `[tls]` lists any or a site orders them
-/// with `acme = true` (`listen_tls` needs one).
+/// with `acme = true` (`listen_tls` needs one); `base` is the directory relative paths
+/// start from.
 pub(super) fn server(
     section: Section<RawServer>,
     certificates: Option<bool>,
+    base: &Path,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Server> {
     let (span, raw) = match section {
@@ -89,6 +92,7 @@ pub(super) fn server(
         Some(value) => diag.check(value.span(), values::size(value.get_ref())),
         None => Some(1 << 10),
     };
+    let client_body_temp_path = temp_path(raw.client_body_temp_path.as_ref(), base, diag);
     let max_headers = count(&raw.max_headers, &HEADERS, diag);
     let streams = count(&raw.http2_max_concurrent_streams, &STREAMS, diag);
     let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
@@ -111,6 +115,8 @@ pub(super) fn server(
         client_body_min_rate: client_body_min_rate?,
         client_body_buffer_size: client_body_buffer_size?,
         client_max_body_size: client_max_body_size?,
+        request_buffering: raw.request_buffering.unwrap_or(RequestBuffering::On),
+        client_body_temp_path: client_body_temp_path?,
         send_timeout: send_timeout?,
         keepalive_timeout: keepalive_timeout?,
         max_header_bytes: max_header_bytes?,
@@ -122,6 +128,25 @@ pub(super) fn server(
         limit_status: limit_status?,
         ratelimit_headers: ratelimit_headers(raw.ratelimit_headers),
     })
+}
+
+/// `client_body_temp_path`, relative to `base`; by default `tollgate-body` in the
+/// system's temporary directory (`TMPDIR`, else `/tmp`), where nginx has a directory
+/// of its build. Nothing is made here: the gateway makes it when it starts.
+fn temp_path(
+    written: Option<&Spanned<String>>,
+    base: &Path,
+    diag: &mut Diagnostics<'_>,
+) -> Option<PathBuf> {
+    match written {
+        None => Some(std::env::temp_dir().join("tollgate-body")),
+        Some(path) if path.get_ref().is_empty() => {
+            let message = "`client_body_temp_path` is empty: name a directory, or leave it out for \"tollgate-body\" in the system's temporary directory";
+            diag.error(path.span(), message);
+            None
+        }
+        Some(path) => Some(base.join(path.get_ref())),
+    }
 }
 
 /// `ratelimit_headers`: the IETF draft's by default.

@@ -89,7 +89,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     // Certificates ordered for `acme = true` sites stand in for static ones.
     let acme_sites = acme_sites(&raw);
     let certificates = certificates_listed(&raw.tls).map(|listed| listed || acme_sites);
-    let server = server::server(raw.server, certificates, diag);
+    let server = server::server(raw.server, certificates, base, diag);
     let tls = tls_settings(raw.tls, server.as_ref(), base, acme_sites, diag);
     let acme_section = !matches!(raw.acme, Section::Absent);
     let acme = optional(raw.acme, |raw, span| {

@@ -12,6 +12,7 @@ use crate::upstream::pool::ConnectError;
 pub enum Party {
     Client,
     Upstream,
+    Gateway,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,10 @@ pub enum ProxyError {
     /// The client's body broke off or was malformed.
     #[error("client body failed: {0}")]
     ClientBody(String),
+    /// The file a body was being read into (`client_body_temp_path`) failed: full,
+    /// gone, not writable.
+    #[error("client body temporary file failed: {0}")]
+    BodyTempFile(std::io::Error),
     /// Every server of the group is down (passive health) or was tried.
     #[error("no live upstreams in \"{0}\"")]
     NoLiveUpstream(String),
@@ -55,6 +60,7 @@ impl ProxyError {
             | ProxyError::ClientBodyTimeout
             | ProxyError::BodyTooLarge
             | ProxyError::ClientBody(_) => Party::Client,
+            ProxyError::BodyTempFile(_) => Party::Gateway,
             _ => Party::Upstream,
         }
     }
@@ -65,6 +71,7 @@ impl ProxyError {
             ProxyError::BadPath | ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
             ProxyError::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::BodyTempFile(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ProxyError::Connect(ConnectError::Timeout { .. }) | ProxyError::Timeout(_) => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -82,6 +89,7 @@ impl ProxyError {
             ProxyError::ClientBodyTimeout => "client_body_timeout",
             ProxyError::BodyTooLarge => "body_too_large",
             ProxyError::ClientBody(_) => "client_body",
+            ProxyError::BodyTempFile(_) => "body_temp_file",
             ProxyError::NoLiveUpstream(_) => "no_live_upstream",
             ProxyError::Connect(ConnectError::Timeout { .. }) => "connect_timeout",
             ProxyError::Connect(ConnectError::Io { .. }) => "connect",
@@ -111,6 +119,7 @@ impl ProxyError {
         match err {
             BodyError::Timeout => ProxyError::ClientBodyTimeout,
             BodyError::TooLarge => ProxyError::BodyTooLarge,
+            BodyError::Spool(err) => ProxyError::BodyTempFile(err),
             other => ProxyError::ClientBody(other.to_string()),
         }
     }
@@ -122,6 +131,7 @@ impl fmt::Display for Party {
         f.write_str(match self {
             Party::Client => "client",
             Party::Upstream => "upstream",
+            Party::Gateway => "gateway",
         })
     }
 }

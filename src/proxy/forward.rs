@@ -32,10 +32,13 @@ pub struct Ctx<'a> {
     pub peer_trusted: bool,
     pub conn: &'a Conn,
     pub body: BodyLimits,
-    /// Bodies up to this size are read whole before an upstream is chosen.
+    /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub body_buffer: usize,
     /// The location's `client_max_body_size`: a body growing past it is cut off.
     pub max_body: MaxBodySize,
+    /// With `request_buffering` on: where a body larger than `body_buffer` is read
+    /// whole into a file before an upstream is chosen. `None`: it streams.
+    pub spool: Option<&'a std::path::Path>,
 }
 
 /// A response head from upstream, ready for the client.
@@ -140,11 +143,12 @@ impl From<ProxyError> for Stopped {
 
 /// Sends an already [`prepare`]d request to a server of `group`, and to the next
 /// one while the [`retry`] rules allow. The client's body is read ahead first (all of a
-/// small one, the first `client_body_buffer_size` of a larger one, which then streams),
-/// and only then is a slot of the group's gate taken, so that a slow small upload holds
-/// none; `priority` (of the request's headers) is asked only if it has to wait. Kept in
-/// one function (one future) on purpose: splitting it moved the request between futures,
-/// 0.7k instructions of copying per request (benches/callgrind.sh).
+/// small one; all of a larger one too with `request_buffering` on, into a file; else its
+/// first `client_body_buffer_size`, and the rest streams), and only then is a slot of the
+/// group's gate taken, so that a slow upload read whole holds none; `priority` (of the
+/// request's headers) is asked only if it has to wait. Kept in one function (one future)
+/// on purpose: splitting it moved the request between futures, 0.7k instructions of
+/// copying per request (benches/callgrind.sh).
 pub async fn forward(
     mut req: Request<ClientBody>,
     group: &Arc<Group>,
@@ -170,15 +174,13 @@ pub async fn forward(
         ),
         None => None,
     };
-    // A body read whole goes again whole with a retry: a reference to its bytes is kept,
-    // as sending takes them out of the request.
-    let whole_body = match &body {
-        RequestBody::Buffered(Some(bytes)) => Some(bytes.clone()),
-        _ => None,
-    };
+    // A body read whole goes again whole with a retry: a copy of it (its bytes' or its
+    // file's handle) is kept, as sending takes it out of the request.
+    let whole_body = body.replay();
+    let streamed = matches!(body, RequestBody::Client(_));
     let request = Request::from_parts(parts, body);
     // Can go again after it was (partly) sent: idempotent, and no streamed body.
-    let replayable = progress.is_none() && request.method().is_idempotent() && !upgrade;
+    let replayable = !streamed && request.method().is_idempotent() && !upgrade;
     let mut unsent = Some(request);
     let mut attempts = Attempts::new(replayable);
     for _ in 0..group.servers.len() + 2 {
@@ -198,8 +200,8 @@ pub async fn forward(
         let Some(mut request) = unsent.take() else {
             break;
         };
-        if let Some(bytes) = &whole_body {
-            *request.body_mut() = RequestBody::Buffered(Some(bytes.clone()));
+        if let Some(again) = whole_body.as_ref().and_then(RequestBody::replay) {
+            *request.body_mut() = again;
         }
         let sent = conn
             .send_with(
@@ -251,13 +253,15 @@ pub async fn forward(
 }
 
 /// Counts a request that ended in `err` in its group's load signals (`metrics::load`),
-/// on `worker`'s cell. A client's failure is not the upstream's load and is left out.
+/// on `worker`'s cell. A client's failure (or ours) is not the upstream's load and is
+/// left out.
 pub fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
     let (kind, latency) = match err {
         ProxyError::BadPath
         | ProxyError::ClientBodyTimeout
         | ProxyError::BodyTooLarge
-        | ProxyError::ClientBody(_) => return,
+        | ProxyError::ClientBody(_)
+        | ProxyError::BodyTempFile(_) => return,
         // Censored at `read_timeout`: a stalled group answers nothing, and without a
         // sample its latency would look unknown rather than slow.
         ProxyError::Timeout(_) => (Failure::Timeout, Some(group.read_timeout)),
@@ -269,8 +273,10 @@ pub fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
 }
 
 /// The client's body as it goes upstream: none, read whole (before any upstream is
-/// chosen, so a slow small upload holds none), or streamed after what was read ahead,
-/// with the `Progress` that keeps `read_timeout` from counting the client's slowness.
+/// chosen, so a slow upload holds none: in memory up to `client_body_buffer_size`, the
+/// rest in a file with `request_buffering` on), or streamed after what was read ahead.
+/// A body from a file or a stream comes with its `Progress`, so that `read_timeout`
+/// counts from its last frame sent, never the client's slowness or a long upload.
 async fn upstream_body(
     body: ClientBody,
     ctx: &Ctx<'_>,
@@ -280,10 +286,17 @@ async fn upstream_body(
     }
     let progress = Progress::new();
     let body = Timed::watched(body, ctx.body, ctx.max_body, progress.clone());
-    let body = RequestBody::read_ahead(body, ctx.body_buffer)
+    let mut body = RequestBody::read_ahead(body, ctx.body_buffer)
         .await
         .map_err(ProxyError::client_body)?;
-    let progress = matches!(body, RequestBody::Client(_)).then_some(progress);
+    if let Some(dir) = ctx.spool {
+        body = body
+            .spool(dir, ctx.body_buffer)
+            .await
+            .map_err(ProxyError::client_body)?;
+    }
+    let sent_over_time = matches!(body, RequestBody::Client(_) | RequestBody::Spooled(_));
+    let progress = sent_over_time.then_some(progress);
     Ok((body, progress))
 }
 

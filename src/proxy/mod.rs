@@ -27,7 +27,7 @@ use crate::upstream::body::ClientBody;
 use http::{Request, Response, StatusCode};
 
 use crate::access;
-use crate::config::{Address, MaxBodySize};
+use crate::config::{Address, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::limit::policy::Policy;
 use crate::log::AccessLog;
@@ -63,8 +63,11 @@ pub struct Pipeline {
     pub ratelimit_headers: crate::config::RateLimitHeaders,
     /// How long a client may take over its request body.
     pub body: crate::upstream::body::BodyLimits,
-    /// Bodies up to this size are read whole before an upstream is chosen.
+    /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub client_body_buffer_size: usize,
+    /// Where larger bodies are read into a file, in locations with `request_buffering`
+    /// on (the directory exists: the snapshot made it).
+    pub client_body_temp_path: std::path::PathBuf,
     /// Header names with `_` are passed on (`underscores_in_headers`).
     pub underscores_in_headers: bool,
     pub access_log: Option<Arc<AccessLog>>,
@@ -102,6 +105,9 @@ pub struct Location {
     pub needs_vars: bool,
     /// The location's, else the site's, else the server's (nginx `client_max_body_size`).
     pub client_max_body_size: MaxBodySize,
+    /// The location's, else the site's, else the server's (nginx
+    /// `proxy_request_buffering`).
+    pub request_buffering: RequestBuffering,
     /// `$server_name`: its site's first name.
     pub server_name: Arc<str>,
 }
@@ -160,6 +166,7 @@ struct Destination<'a> {
     client: IpAddr,
     peer: IpAddr,
     max_body: MaxBodySize,
+    buffering: RequestBuffering,
 }
 
 /// The connection a request arrived on.
@@ -259,6 +266,7 @@ impl Pipeline {
                     client,
                     peer,
                     max_body: location.client_max_body_size,
+                    buffering: location.request_buffering,
                 };
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
@@ -316,6 +324,8 @@ impl Pipeline {
             body: self.body,
             body_buffer: self.client_body_buffer_size,
             max_body: to.max_body,
+            spool: (to.buffering == RequestBuffering::On)
+                .then_some(self.client_body_temp_path.as_path()),
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
@@ -341,9 +351,11 @@ impl Pipeline {
                 report(&err, to.group);
                 forward::record_failure(&err, to.group, to.conn.worker);
                 let response = match err.party() {
-                    // A broken or stalled body leaves nothing on the connection that
-                    // could be read as the next request.
-                    error::Party::Client => response::refusal(err.status(), version),
+                    // A broken or stalled body (or one whose file failed) leaves nothing
+                    // on the connection that could be read as the next request.
+                    error::Party::Client | error::Party::Gateway => {
+                        response::refusal(err.status(), version)
+                    }
                     error::Party::Upstream => response::error(err.status()),
                 };
                 (response, None)
@@ -510,6 +522,10 @@ fn report(err: &ProxyError, group: &Group) {
         (error::Party::Upstream, 0) => tracing::warn!(upstream = %group.name, kind, "{err}"),
         (error::Party::Upstream, n) => {
             tracing::warn!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
+        (error::Party::Gateway, 0) => tracing::error!(upstream = %group.name, kind, "{err}"),
+        (error::Party::Gateway, n) => {
+            tracing::error!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Bodies that pass through the gateway: the client's request body on its way upstream
-//! (buffered whole when small, so a slow upload never holds an upstream connection;
-//! streamed when larger), and the response on its way back, each with its timeouts.
+//! (read whole before an upstream is chosen, so a slow upload never holds an upstream
+//! connection: in memory when small, in a file ([`spool`]) when larger, or streamed when
+//! larger with `request_buffering` off), and the response on its way back, each with its
+//! timeouts.
 
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,9 +23,12 @@ use crate::config::MaxBodySize;
 
 pub mod client;
 mod rendered;
+mod spool;
 
 pub use client::{ClientBody, ClientBodyError};
 pub use rendered::Rendered;
+use spool::Spool;
+pub use spool::Unspool;
 
 /// Why a streamed body stopped early.
 #[derive(Debug)]
@@ -37,6 +43,9 @@ pub enum BodyError {
     TooLarge,
     /// The upstream's response body failed (reset, cut short, malformed, idle too long).
     Upstream(Box<super::h1::Error>),
+    /// The file a body is read into (`client_body_temp_path`) could not be made,
+    /// written or read: the gateway's failure, not the client's.
+    Spool(std::io::Error),
 }
 
 impl fmt::Display for BodyError {
@@ -46,6 +55,7 @@ impl fmt::Display for BodyError {
             BodyError::TooLarge => f.write_str("body larger than client_max_body_size"),
             BodyError::Stream(err) => write!(f, "body stream failed: {err}"),
             BodyError::Upstream(err) => write!(f, "upstream body failed: {err}"),
+            BodyError::Spool(err) => write!(f, "client body temporary file failed: {err}"),
         }
     }
 }
@@ -56,6 +66,7 @@ impl StdError for BodyError {
             BodyError::Timeout | BodyError::TooLarge => None,
             BodyError::Stream(err) => Some(err),
             BodyError::Upstream(err) => Some(err.as_ref()),
+            BodyError::Spool(err) => Some(err),
         }
     }
 }
@@ -251,8 +262,11 @@ impl Body for Timed {
 pub enum RequestBody {
     /// No body (GET and friends); such a request can be sent again on another server.
     Empty,
-    /// The client's whole body, read before the upstream was chosen.
+    /// The client's whole body, read into memory before the upstream was chosen.
     Buffered(Option<Bytes>),
+    /// The client's whole body, read into a file before the upstream was chosen (larger
+    /// than the read-ahead limit, with `request_buffering` on). Boxed as `Client` is.
+    Spooled(Box<Unspool>),
     /// The client's body, streamed as it arrives after what was read ahead. Boxed: only
     /// bodies larger than the read-ahead limit take it, and every request moves this
     /// enum several times on its way upstream.
@@ -297,6 +311,32 @@ impl RequestBody {
             }
         }
     }
+
+    /// What [`RequestBody::read_ahead`] left to stream is read to its end too, into a
+    /// file in `dir` ([`Spool`]); a body read whole already stays as it is. Writes to
+    /// the file gather at least `batch` bytes.
+    pub async fn spool(self, dir: &Path, batch: usize) -> Result<RequestBody, BodyError> {
+        match self {
+            RequestBody::Client(streamed) => {
+                // Boxed: its state would otherwise grow every request's future, bodiless
+                // ones too, for the few that have a body this large.
+                let writing = Spool::write(*streamed, dir.to_path_buf(), batch);
+                let spool = Box::pin(writing).await?;
+                Ok(RequestBody::Spooled(Box::new(spool.reader())))
+            }
+            whole => Ok(whole),
+        }
+    }
+
+    /// The same body again from its start, for another try, when it was read whole
+    /// (a streamed one cannot be sent twice).
+    pub fn replay(&self) -> Option<RequestBody> {
+        match self {
+            RequestBody::Buffered(Some(bytes)) => Some(RequestBody::Buffered(Some(bytes.clone()))),
+            RequestBody::Spooled(unspool) => Some(RequestBody::Spooled(Box::new(unspool.again()))),
+            _ => None,
+        }
+    }
 }
 
 impl Body for RequestBody {
@@ -315,6 +355,7 @@ impl Body for RequestBody {
                     .filter(|b| !b.is_empty())
                     .map(|b| Ok(Frame::data(b))),
             ),
+            RequestBody::Spooled(unspool) => Pin::new(unspool.as_mut()).poll_frame(cx),
             RequestBody::Client(streamed) => match streamed.read.take() {
                 Some(read) => Poll::Ready(Some(Ok(Frame::data(read)))),
                 None => Pin::new(&mut streamed.rest).poll_frame(cx),
@@ -326,6 +367,7 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => true,
             RequestBody::Buffered(bytes) => bytes.as_ref().is_none_or(Bytes::is_empty),
+            RequestBody::Spooled(unspool) => unspool.is_end_stream(),
             RequestBody::Client(streamed) => {
                 streamed.read.is_none() && streamed.rest.is_end_stream()
             }
@@ -337,6 +379,7 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
             RequestBody::Buffered(bytes) => SizeHint::with_exact(read(bytes)),
+            RequestBody::Spooled(unspool) => unspool.size_hint(),
             RequestBody::Client(streamed) => {
                 let (rest, ahead) = (streamed.rest.size_hint(), read(&streamed.read));
                 let mut hint = SizeHint::new();

@@ -157,6 +157,7 @@ async fn a_trickled_upload_is_not_the_upstreams_latency() {
 listen = ["127.0.0.1:0"]
 workers = 2
 client_body_buffer_size = 0
+request_buffering = "off"
 [admin]
 listen = "127.0.0.1:0"
 [log]

@@ -1,6 +1,8 @@
 //! `client_max_body_size` through the real gateway: a body declared too large is answered
 //! 413 before any upstream connection; a body that grows too large (chunked, HTTP/2 without
-//! a length) is cut off, and the upstream never gets more than the limit.
+//! a length) is cut off, and the upstream never gets more than the limit. The streamed
+//! cases are with `request_buffering = "off"` (with it on, the default, a body is read
+//! whole first: `request_buffering.rs`).
 
 use crate::support;
 
@@ -165,7 +167,8 @@ async fn a_streamed_chunked_body_growing_past_the_limit_is_413_and_the_upstream_
     let gw = gateway(&proxying(
         up.addr,
         r#"client_max_body_size = "64k"
-client_body_buffer_size = "4k""#,
+client_body_buffer_size = "4k"
+request_buffering = "off""#,
     ));
     let reply = exchange(addr(&gw), &chunked(limit + 3000, 7000)).await;
     assert_eq!(reply.map(|r| r.status), Some(413));
@@ -198,7 +201,8 @@ async fn an_http2_body_over_the_limit_is_413_with_or_without_a_length() {
     let gw = gateway(&proxying(
         up.addr,
         r#"client_max_body_size = "32k"
-client_body_buffer_size = "4k""#,
+client_body_buffer_size = "4k"
+request_buffering = "off""#,
     ));
     // With a length (hyper's client sends the body's exact size): refused unread.
     let body = support::full(vec![b'x'; limit + 1]);
@@ -379,7 +383,7 @@ async fn a_413_is_logged_and_counted_like_any_answer() {
 }
 
 /// A gateway limiting bodies to 64k and streaming them all (`client_body_buffer_size =
-/// 0`), proxying `/` to `early` and `/ok/` to `ok`, logging to `log`, with an admin port.
+/// 0`, `request_buffering = "off"`), proxying `/` to `early` and `/ok/` to `ok`, logging to `log`, with an admin port.
 fn early_config(early: SocketAddr, ok: SocketAddr, log: &std::path::Path) -> String {
     format!(
         r#"
@@ -388,6 +392,7 @@ listen = ["127.0.0.1:0"]
 workers = 1
 client_max_body_size = "64k"
 client_body_buffer_size = 0
+request_buffering = "off"
 [log]
 access = "{}"
 [admin]

@@ -1,5 +1,5 @@
-//! The `tollgate` binary as an operator runs it: `-t` (with what it says of `[acme]`),
-//! `--version`, serving, SIGTERM.
+//! The `tollgate` binary as an operator runs it: `-t` (with what it says of `[acme]` and
+//! `client_body_temp_path`), `--version`, serving, SIGTERM.
 
 use crate::support;
 
@@ -217,6 +217,36 @@ fn check_refuses_an_access_log_that_cannot_be_opened() {
         !dir.path().join("access.log").exists(),
         "-t left a log behind"
     );
+}
+
+#[test]
+fn check_refuses_a_body_temp_path_that_cannot_be_made_and_makes_none() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("somefile"), "").unwrap();
+    let config = |temp: &str| {
+        format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nclient_body_temp_path = \"{temp}\"\n\
+             [[location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n"
+        )
+    };
+    let path = write_config(&dir, "ok.toml", &config("body"));
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!dir.path().join("body").exists(), "-t made the directory");
+    let path = write_config(&dir, "bad.toml", &config("somefile/body"));
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "{}: cannot use {} as client_body_temp_path: it does not exist and cannot be created: {} is not a directory",
+        path.display(),
+        dir.path().join("somefile/body").display(),
+        dir.path().join("somefile").display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(stderr.ends_with("configuration test failed\n"), "{stderr}");
 }
 
 #[test]

@@ -345,7 +345,8 @@ async fn an_answer_before_the_body_is_all_read_says_close() {
         }
     })
     .await;
-    let gw = support::gateway(&support::proxying(addr, ""));
+    // Streamed: with the body read whole first, the upstream would see it all.
+    let gw = support::gateway(&support::proxying(addr, "request_buffering = \"off\""));
     let mut client = connect(&gw).await;
     let head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 40000\r\n\r\n";
     client.write_all(head).await.unwrap();

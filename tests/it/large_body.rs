@@ -57,7 +57,7 @@ async fn one_gib_upload_streams_with_flat_memory() {
         .unwrap()
         .write_all(
             format!(
-                "[server]\nlisten = [\"127.0.0.1:{port}\"]\nworkers = 1\nclient_max_body_size = \"0\"\n[log]\naccess = \"off\"\n[upstreams.app]\nservers = [\"{}\"]\n[[location]]\nmatch = \"/\"\nupstream = \"app\"\n",
+                "[server]\nlisten = [\"127.0.0.1:{port}\"]\nworkers = 1\nclient_max_body_size = \"0\"\nrequest_buffering = \"off\"\n[log]\naccess = \"off\"\n[upstreams.app]\nservers = [\"{}\"]\n[[location]]\nmatch = \"/\"\nupstream = \"app\"\n",
                 up.addr
             )
             .as_bytes(),

@@ -41,6 +41,7 @@ mod redis_timeouts;
 mod redis_zones;
 mod rejections;
 mod reload;
+mod request_buffering;
 mod return_vars;
 mod rewrite;
 mod sites;

@@ -1,8 +1,8 @@
 //! Clients that hold on without doing their part: one that stops reading its response
 //! (HTTP/1.1, and HTTP/2 with a shut flow-control window) is cut off after
 //! `send_timeout` and its upstream connection dropped; a slow upload is buffered whole
-//! before any upstream connection is made, and a body trickled below
-//! `client_body_min_rate` ends in 408.
+//! before any upstream connection is made (in memory here; past the buffer, in a file:
+//! `request_buffering.rs`), and a body trickled below `client_body_min_rate` ends in 408.
 
 use crate::support;
 
@@ -251,10 +251,14 @@ async fn a_chunked_upload_within_the_buffer_is_sent_with_its_length() {
 }
 
 #[tokio::test]
-async fn a_body_larger_than_the_buffer_streams_to_the_upstream() {
+async fn without_request_buffering_a_body_larger_than_the_buffer_streams_to_the_upstream() {
     let _shared = support::shared();
     let up = RawUpstream::ok().await;
-    let gw = gateway(&config(up.addr, r#"client_body_buffer_size = "1k""#));
+    let gw = gateway(&config(
+        up.addr,
+        r#"client_body_buffer_size = "1k"
+request_buffering = "off""#,
+    ));
     let mut client = TcpStream::connect(addr(&gw)).await.unwrap();
     let head = b"POST / HTTP/1.1\r\nHost: example.test\r\nContent-Length: 3000\r\n\r\n";
     client.write_all(head).await.unwrap();

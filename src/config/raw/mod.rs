@@ -15,7 +15,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_spanned::Spanned;
 
-use super::{Algorithm, OnError};
+use super::{Algorithm, OnError, RequestBuffering};
 
 mod read;
 
@@ -85,6 +85,7 @@ pub(crate) struct RawSite {
     pub response_headers: Option<Spanned<HeaderTable>>,
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<Loose>,
+    pub request_buffering: Option<RequestBuffering>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     #[allow(dead_code)]
     pub location: Option<de::IgnoredAny>,
@@ -101,6 +102,8 @@ pub(crate) struct RawServer {
     pub client_body_min_rate: Option<Loose>,
     pub client_body_buffer_size: Option<Loose>,
     pub client_max_body_size: Option<Loose>,
+    pub request_buffering: Option<RequestBuffering>,
+    pub client_body_temp_path: Option<Spanned<String>>,
     pub send_timeout: Option<Loose>,
     pub keepalive_timeout: Option<Loose>,
     pub max_header_bytes: Option<Loose>,
@@ -444,6 +447,7 @@ pub(crate) struct RawLocation {
     /// The path the upstream gets instead of the client's.
     pub upstream_path: Option<Spanned<String>>,
     pub client_max_body_size: Option<Loose>,
+    pub request_buffering: Option<RequestBuffering>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -455,6 +459,7 @@ pub(crate) struct RawRules<'a> {
     pub response_headers: Option<&'a Spanned<HeaderTable>>,
     pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<&'a Loose>,
+    pub request_buffering: Option<RequestBuffering>,
 }
 
 impl RawLocation {
@@ -467,6 +472,7 @@ impl RawLocation {
             response_headers: self.response_headers.as_ref(),
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
+            request_buffering: self.request_buffering,
         }
     }
 }
@@ -481,6 +487,7 @@ impl RawSite {
             response_headers: self.response_headers.as_ref(),
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
+            request_buffering: self.request_buffering,
         }
     }
 }

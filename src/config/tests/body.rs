@@ -1,5 +1,6 @@
 //! `client_max_body_size`: nginx's default, `"0"` for no limit, a location's own value
-//! over the server's, and bad sizes reported where they are written.
+//! over the server's, and bad sizes reported where they are written; `request_buffering`
+//! and `client_body_temp_path`.
 
 use super::*;
 
@@ -71,4 +72,60 @@ fn every_bad_limit_is_reported_at_once() {
     ));
     let at: Vec<_> = found.iter().map(|(line, col, _)| (*line, *col)).collect();
     assert_eq!(at, [(3, 24), (7, 24)], "{found:#?}");
+}
+
+#[test]
+fn request_buffering_is_on_unless_set_and_sites_and_locations_set_their_own() {
+    assert_eq!(parse(SERVER).server.request_buffering, RequestBuffering::On);
+    let config = parse(&format!(
+        "{SERVER}request_buffering = \"off\"\n\
+         [upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n\
+         [[site]]\nrequest_buffering = \"on\"\n\
+         [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\n\
+         [[site.location]]\nmatch = \"/live/\"\nupstream = \"app\"\nrequest_buffering = \"off\"\n"
+    ));
+    assert_eq!(config.server.request_buffering, RequestBuffering::Off);
+    let set: Vec<_> = config.sites[0]
+        .locations
+        .iter()
+        .map(|l| l.request_buffering)
+        .collect();
+    assert_eq!(
+        set,
+        [Some(RequestBuffering::On), Some(RequestBuffering::Off)]
+    );
+}
+
+#[test]
+fn request_buffering_is_on_or_off_and_nothing_else() {
+    let (line, col, message) = error("request_buffering = \"yes\"\n");
+    assert_eq!((line, col), (3, 21), "{message}");
+    assert!(
+        message.starts_with("unknown variant `yes`, expected `on` or `off`"),
+        "{message}"
+    );
+    let (line, col, message) =
+        error("[[location]]\nmatch = \"/\"\nreturn = { status = 204 }\nrequest_buffering = true\n");
+    assert_eq!((line, col), (6, 21), "{message}");
+}
+
+#[test]
+fn the_body_temp_path_is_in_the_system_temp_dir_unless_set_relative_to_the_file() {
+    assert_eq!(
+        parse(SERVER).server.client_body_temp_path,
+        std::env::temp_dir().join("tollgate-body")
+    );
+    let set = |path: &str| {
+        parse(&format!("{SERVER}client_body_temp_path = \"{path}\"\n"))
+            .server
+            .client_body_temp_path
+    };
+    assert_eq!(set("body"), PathBuf::from("/etc/tollgate/body"));
+    assert_eq!(set("/var/spool/tg"), PathBuf::from("/var/spool/tg"));
+    let (line, col, message) = error("client_body_temp_path = \"\"\n");
+    assert_eq!((line, col), (3, 25), "{message}");
+    assert!(
+        message.starts_with("`client_body_temp_path` is empty"),
+        "{message}"
+    );
 }

@@ -2,8 +2,8 @@
 //!
 //! Retry rule: a request goes to the next server when no byte of it reached the
 //! failed one (the connect failed), or when it can be sent again unchanged (an
-//! idempotent method with no body or a body read whole, which `forward` puts back
-//! before each try; a streamed body cannot be replayed). A kept-alive
+//! idempotent method with no body or a body read whole, in memory or in its file,
+//! which `forward` puts back before each try; a streamed body cannot be replayed). A kept-alive
 //! connection that the server had already closed gets one more try on a fresh
 //! connection to the same server, without counting against the server's health.
 
