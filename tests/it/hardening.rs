@@ -429,11 +429,20 @@ async fn a_refusal_before_the_body_is_read_lingers_while_the_client_sends() {
 /// being answered as a whole request.
 #[tokio::test]
 async fn an_http2_body_longer_than_its_content_length_never_reaches_the_upstream_whole() {
-    use tokio::io::AsyncReadExt;
     let _shared = support::shared();
+    // Streamed (`client_body_buffer_size = 0`, no request buffering) and buffered.
+    for server in [
+        "client_body_buffer_size = 0\nrequest_buffering = \"off\"",
+        "",
+    ] {
+        excess_data_is_reset(server).await;
+    }
+}
+
+async fn excess_data_is_reset(server: &str) {
+    use tokio::io::AsyncReadExt;
     let up = RawUpstream::ok().await;
-    // `client_body_buffer_size = 0`: the body streams, as every body over it does.
-    let gw = gateway(&proxying(up.addr, "client_body_buffer_size = 0"));
+    let gw = gateway(&proxying(up.addr, server));
     let mut client = connect(&gw).await;
     // POST, http, /, :authority a.test, content-length 5 (literals without indexing).
     let block = [
