@@ -2,6 +2,7 @@
 //! shutdown. [`Gateway`] is what `main` and the tests start and stop.
 //!
 //! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets.
+//! - `admin_listener`: the admin API's listener and thread, its connections bounded.
 //! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
 //!   broken HTTP/2 preface). HTTP/2 is served by hyper.
 //! - `h1`: HTTP/1.1, served by tollgate's own codec: strict heads (refusing ambiguous
@@ -14,6 +15,7 @@
 //!   and steps the controllers that follow them.
 
 pub mod adapt;
+mod admin_listener;
 mod beside;
 mod conn;
 mod h1;
@@ -32,9 +34,9 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 
+use self::admin_listener::AdminListener;
 use self::listener::{Bound, Listening};
 use self::worker::Listen;
-use crate::admin::Admin;
 use crate::config::Address;
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::Metrics;
@@ -91,7 +93,7 @@ pub struct Gateway {
     workers: Vec<JoinHandle<()>>,
     /// `[admin]`, when configured, and its address as configured: a reload cannot move
     /// it.
-    admin: Option<Admin>,
+    admin: Option<AdminListener>,
     admin_config: Option<SocketAddr>,
     /// TLS ticket keys and session cache, kept across reloads for resumption.
     sessions: tls::Sessions,
@@ -129,12 +131,7 @@ impl Gateway {
             acme,
         });
         let admin = match &config.admin {
-            Some(admin) => Some(Admin::start(admin.listen, state.clone()).map_err(|source| {
-                StartError::Listen {
-                    addr: admin.listen,
-                    source,
-                }
-            })?),
+            Some(admin) => Some(start_admin(admin, &state)?),
             None => None,
         };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
@@ -176,7 +173,7 @@ impl Gateway {
 
     /// Where the admin API listens (port 0 resolved), if configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().map(Admin::addr)
+        self.admin.as_ref().map(AdminListener::addr)
     }
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
@@ -226,6 +223,12 @@ impl Gateway {
         }
         if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
             tracing::warn!("reload: an `[admin] listen` change takes effect on restart");
+        }
+        let admin_connections = |admin: Option<&config::Admin>| admin.map(|a| a.max_connections);
+        if admin_connections(config.admin.as_ref())
+            != admin_connections(self.state.snapshot.load().admin.as_ref())
+        {
+            tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
         }
         let wanted = addresses(config);
         let added: Vec<Address> = wanted
@@ -345,6 +348,17 @@ fn bind_all(addrs: &[Address], workers: usize) -> Result<Vec<Bound>, StartError>
             })
         })
         .collect()
+}
+
+/// The admin API on `[admin] listen`.
+fn start_admin(
+    admin: &config::Admin,
+    state: &Arc<GatewayState>,
+) -> Result<AdminListener, StartError> {
+    let addr = admin.listen;
+    let listen_error = |source| StartError::Listen { addr, source };
+    let socket = std::net::TcpListener::bind(addr).map_err(listen_error)?;
+    AdminListener::start(socket, admin.max_connections, state.clone()).map_err(listen_error)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -147,6 +147,10 @@ pub struct TimedIo<T> {
     state: Arc<ConnState>,
     limits: ConnLimits,
     h2: bool,
+    /// A read while requests are in flight parks in [`ConnState`], to be woken when the
+    /// connection goes idle: hyper's connections (HTTP/2, and the admin API's HTTP/1.1)
+    /// may not read again by themselves once their answer is sent.
+    parks: bool,
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
@@ -172,6 +176,7 @@ impl<T> TimedIo<T> {
             state,
             limits,
             h2: false,
+            parks: false,
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
@@ -186,6 +191,13 @@ impl<T> TimedIo<T> {
     pub fn replay(&mut self, prefix: Bytes, h2: bool) {
         self.prefix = prefix;
         self.h2 = h2;
+        self.parks = h2;
+    }
+
+    /// For an HTTP/1.1 connection served by hyper: a read while busy parks (see
+    /// `parks`), so that the keep-alive clock starts when the last answer is sent.
+    pub fn park_while_busy(&mut self) {
+        self.parks = true;
     }
 }
 
@@ -220,9 +232,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
-            // HTTP/1.1 reads again by itself once its request is over (`server/h1`); an
-            // HTTP/2 reader is parked here and woken then.
-            if !self.h2 {
+            // HTTP/1.1 reads again by itself once its request is over (`server/h1`); a
+            // reader of hyper's is parked here and woken then.
+            if !self.parks {
                 return Poll::Pending;
             }
             if let Ok(mut reader) = self.state.reader.lock() {
