@@ -7,11 +7,13 @@
 //!   (`server/timeouts.rs`): a partial head gets 408 and the close, an idle connection
 //!   the close;
 //! - at most `[admin] max_connections` are open at once; the next are closed as soon as
-//!   they are accepted.
+//!   they are accepted, and so is every one while the process's descriptor reserve is in
+//!   use (`server/descriptors.rs`): the admin API gives way before the data plane does.
 
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
+use super::descriptors::Descriptors;
 use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::log::repeats::Repeats;
 use crate::state::GatewayState;
@@ -47,6 +50,7 @@ impl AdminListener {
         listener: std::net::TcpListener,
         max_connections: usize,
         state: Arc<GatewayState>,
+        descriptors: Arc<Descriptors>,
     ) -> io::Result<AdminListener> {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -54,6 +58,7 @@ impl AdminListener {
         let admission = Admission {
             most: max_connections,
             open: Arc::default(),
+            descriptors,
         };
         let thread = std::thread::Builder::new()
             .name("tollgate-admin".into())
@@ -84,6 +89,7 @@ impl Drop for AdminListener {
 struct Admission {
     most: usize,
     open: Arc<AtomicUsize>,
+    descriptors: Arc<Descriptors>,
 }
 
 /// One admin connection counted; uncounted when dropped.
@@ -96,8 +102,11 @@ impl Drop for Held {
 }
 
 impl Admission {
-    /// One more connection counted, or why it is refused.
-    fn admit(&self) -> Result<Held, &'static str> {
+    /// The connection accepted on descriptor `fd` counted, or why it is refused.
+    fn admit(&self, fd: i32) -> Result<Held, &'static str> {
+        if self.descriptors.in_reserve(fd) {
+            return Err("the process is short of file descriptors");
+        }
         let open = self.open.fetch_add(1, Ordering::Relaxed);
         let held = Held(self.open.clone());
         if open >= self.most {
@@ -147,7 +156,7 @@ fn serve(
                 },
                 _ = stop.wait_for(|stop| *stop) => return,
             };
-            match admission.admit() {
+            match admission.admit(stream.as_raw_fd()) {
                 Ok(held) => {
                     tokio::spawn(connection(stream, state.clone(), held));
                 }

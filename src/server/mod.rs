@@ -2,6 +2,8 @@
 //! shutdown. [`Gateway`] is what `main` and the tests start and stop.
 //!
 //! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets.
+//! - `descriptors`, `shed`: the process's file descriptors and the share client
+//!   connections may hold; beyond it a worker closes its oldest idle connections.
 //! - `admin_listener`: the admin API's listener and thread, its connections bounded.
 //! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
 //!   broken HTTP/2 preface). HTTP/2 is served by hyper.
@@ -18,10 +20,12 @@ pub mod adapt;
 mod admin_listener;
 mod beside;
 mod conn;
+mod descriptors;
 mod h1;
 mod listener;
 mod preface;
 mod send_timeout;
+mod shed;
 mod timeouts;
 mod worker;
 
@@ -35,6 +39,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 
 use self::admin_listener::AdminListener;
+use self::descriptors::Descriptors;
 use self::listener::{Bound, Listening};
 use self::worker::Listen;
 use crate::config::Address;
@@ -130,8 +135,10 @@ impl Gateway {
             metrics,
             acme,
         });
+        let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
+        let descriptors = Arc::new(Descriptors::of_process(admin_connections));
         let admin = match &config.admin {
-            Some(admin) => Some(start_admin(admin, &state)?),
+            Some(admin) => Some(start_admin(admin, &state, &descriptors)?),
             None => None,
         };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
@@ -141,10 +148,11 @@ impl Gateway {
         for id in 0..workers {
             let (tx, rx) = mpsc::unbounded_channel();
             let (state, stop) = (state.clone(), shutdown.subscribe());
+            let descriptors = descriptors.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{id}"))
                 .spawn(move || {
-                    if let Err(err) = worker::run(id, rx, state, stop) {
+                    if let Err(err) = worker::run(id, rx, state, stop, descriptors) {
                         tracing::error!(worker = id, error = %err, "worker failed");
                     }
                 })
@@ -354,11 +362,13 @@ fn bind_all(addrs: &[Address], workers: usize) -> Result<Vec<Bound>, StartError>
 fn start_admin(
     admin: &config::Admin,
     state: &Arc<GatewayState>,
+    descriptors: &Arc<Descriptors>,
 ) -> Result<AdminListener, StartError> {
     let addr = admin.listen;
     let listen_error = |source| StartError::Listen { addr, source };
     let socket = std::net::TcpListener::bind(addr).map_err(listen_error)?;
-    AdminListener::start(socket, admin.max_connections, state.clone()).map_err(listen_error)
+    let (state, descriptors) = (state.clone(), descriptors.clone());
+    AdminListener::start(socket, admin.max_connections, state, descriptors).map_err(listen_error)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-fn tollgate() -> Command {
+pub(crate) fn tollgate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tollgate"))
 }
 
-fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.path().join(name);
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
@@ -211,7 +211,7 @@ fn version_is_printed() {
 }
 
 /// A running `tollgate` process, killed if the test fails midway.
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -220,7 +220,7 @@ impl Drop for Running {
     }
 }
 
-async fn wait_until_listening(port: u16) {
+pub(crate) async fn wait_until_listening(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await

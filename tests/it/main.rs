@@ -18,6 +18,7 @@ mod bans;
 mod body_limit;
 mod cli;
 mod concurrency_gate;
+mod descriptors;
 mod framing_corpus;
 mod h1_codec;
 mod hardening;
