@@ -85,6 +85,7 @@ async fn idle_connections_to_the_admin_api_leave_the_data_plane_answering() {
     let path = write_config(&dir, "gateway.toml", &config(port, admin_port));
     let _running = start_limited(&path);
     wait_until_listening(port).await;
+    wait_until_listening(admin_port).await;
     let admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
     let mut held = tokio::task::spawn_blocking(move || hold_idle(admin))
         .await
