@@ -32,7 +32,8 @@
 //! - [`acme`]: certificates obtained and renewed by ACME, on a thread of its own, and
 //!   what it publishes for the listeners (certificates in force, challenge answers).
 //! - [`signals`]: unix signals mapped to what the operator means by them.
-//! - [`server`]: worker threads, listeners, connections, timeouts, graceful shutdown.
+//! - [`server`]: worker threads, listeners (the admin API's too), connections, timeouts,
+//!   file descriptors, graceful shutdown.
 //! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints, `/bans`.
 //!
 //! Dependencies point one way, with no cycle: `main` → [`server`] → [`admin`] →

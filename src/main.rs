@@ -18,6 +18,11 @@ struct Cli {
     /// Check the configuration, print every problem as FILE:LINE:COL, and exit.
     #[arg(short = 't', long = "test")]
     test: bool,
+    /// Binary upgrade: start beside a tollgate already serving these addresses (both
+    /// accept, each with its own limits, until the old one is stopped with SIGTERM).
+    /// Without it, an address another process listens on fails the start.
+    #[arg(long = "upgrade")]
+    upgrade: bool,
 }
 
 fn main() -> ExitCode {
@@ -40,7 +45,7 @@ fn main() -> ExitCode {
     if cli.test {
         return test(&config, &cli.config);
     }
-    run(config, &cli.config)
+    run(config, &cli.config, cli.upgrade)
 }
 
 /// `RUST_LOG` (default `info`) with h2 kept quiet unless named ([`tollgate::log::errors`]);
@@ -94,7 +99,7 @@ fn test(config: &config::Config, path: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(config: config::Config, path: &Path) -> ExitCode {
+fn run(config: config::Config, path: &Path, upgrade: bool) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -113,7 +118,11 @@ fn run(config: config::Config, path: &Path) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let gateway = match Gateway::start(config) {
+        let started = match upgrade {
+            true => Gateway::start_beside(config),
+            false => Gateway::start(config),
+        };
+        let gateway = match started {
             Ok(gateway) => gateway,
             Err(err) => {
                 eprintln!("tollgate: {err}");

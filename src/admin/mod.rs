@@ -1,9 +1,8 @@
 //! The admin API (`[admin]` in docs/config.md): `GET /metrics`, `GET /healthz`,
 //! `GET /status`, `GET`/`DELETE /zones/NAME/keys/KEY`, and `GET /bans` with
-//! `DELETE /bans/ZONE/KEY` (the penalty box, `admin/bans.rs`), on a listener of its own
-//! and served by a thread of its own, so that it answers while the workers are busy and
-//! its requests never count among theirs. Calls that change state need the admin token
-//! (`admin/auth.rs`).
+//! `DELETE /bans/ZONE/KEY` (the penalty box, `admin/bans.rs`). Its listener and thread
+//! (`server/admin_listener.rs`, with the connections' limits) are the shell's; here are
+//! its answers. Calls that change state need the admin token (`admin/auth.rs`).
 
 mod auth;
 mod bans;
@@ -11,119 +10,20 @@ mod metrics;
 mod page;
 mod status;
 
-use std::convert::Infallible;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::sync::watch;
 
 use crate::routing::percent_decode;
 use crate::state::GatewayState;
 
-/// The running admin listener; stops (after the request at hand) when dropped.
-pub struct Admin {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Admin {
-    /// Binds `addr` now (a busy port fails the start), then serves on a thread.
-    pub fn start(addr: SocketAddr, state: Arc<GatewayState>) -> io::Result<Admin> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = watch::channel(false);
-        let thread = std::thread::Builder::new()
-            .name("tollgate-admin".into())
-            .spawn(move || serve(listener, state, stopped))?;
-        tracing::info!(%addr, "admin API listening");
-        Ok(Admin {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for Admin {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn serve(
-    listener: std::net::TcpListener,
-    state: Arc<GatewayState>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            tracing::error!(error = %err, "admin API cannot start");
-            return;
-        }
-    };
-    runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => listener,
-            Err(err) => {
-                tracing::error!(error = %err, "admin API cannot listen");
-                return;
-            }
-        };
-        let failures = crate::log::repeats::Repeats::default();
-        loop {
-            let (stream, _) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(err) => {
-                        // Out of file descriptors and the like, as a worker's accept.
-                        if let Some(n) = failures.admit("accept", std::time::Instant::now()) {
-                            tracing::warn!(error = %err, left_out = n, "admin API accept failed");
-                        }
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                _ = stop.wait_for(|stop| *stop) => return,
-            };
-            let state = state.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req: Request<Incoming>| {
-                    let state = state.clone();
-                    async move { Ok::<_, Infallible>(answer_async(&req, &state).await) }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-}
-
 /// The answer to `req`: `/bans` may wait on Redis (within its timeout), the rest not.
-async fn answer_async<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
+pub(crate) async fn answer_async<B>(
+    req: &Request<B>,
+    state: &GatewayState,
+) -> Response<Full<Bytes>> {
     if let Some(denied) = auth::refusal(req, state.snapshot.load().admin.as_ref()) {
         return denied;
     }

@@ -1,5 +1,6 @@
-//! `[admin]`: where the admin API listens, and the bearer token that its calls changing
-//! state (and, with `protect_reads`, its views) need (docs/config.md, "`[admin]`").
+//! `[admin]`: where the admin API listens, how many connections it takes, and the bearer
+//! token that its calls changing state (and, with `protect_reads`, its views) need
+//! (docs/config.md, "`[admin]`").
 
 use std::path::Path;
 
@@ -13,6 +14,10 @@ use super::{values, Admin, AdminToken};
 const MIN_TOKEN: usize = 16;
 /// The most: it travels in a request header.
 const MAX_TOKEN: usize = 1024;
+/// `max_connections`: a dashboard and a few scrapers need a handful; each one is a file
+/// descriptor the data plane does not get (`server/descriptors.rs`).
+const CONNECTIONS: std::ops::RangeInclusive<i64> = 1..=1024;
+const DEFAULT_CONNECTIONS: usize = 64;
 
 pub(super) fn admin(
     raw: RawAdmin,
@@ -45,11 +50,28 @@ pub(super) fn admin(
             return None;
         }
     }
+    let max_connections = max_connections(raw.max_connections.as_ref(), diag);
     Some(Admin {
         listen: listen?,
         token: token?,
         protect_reads,
+        max_connections: max_connections?,
     })
+}
+
+fn max_connections(value: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<usize> {
+    let Some(value) = value else {
+        return Some(DEFAULT_CONNECTIONS);
+    };
+    let n = *value.get_ref();
+    if CONNECTIONS.contains(&n) {
+        return usize::try_from(n).ok();
+    }
+    let (low, high) = (CONNECTIONS.start(), CONNECTIONS.end());
+    let message =
+        format!("invalid max_connections {n}: expected a whole number from {low} to {high}");
+    diag.error(value.span(), message);
+    None
 }
 
 /// The token of `token_file` (relative to `base`), one line; a trailing newline is

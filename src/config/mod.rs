@@ -187,6 +187,8 @@ pub struct Admin {
     pub token: Option<AdminToken>,
     /// `protect_reads`: the views need the token too.
     pub protect_reads: bool,
+    /// `max_connections`: the most admin connections open at once.
+    pub max_connections: usize,
 }
 
 /// The admin API's bearer token: at least 16 visible ASCII characters. Never printed.

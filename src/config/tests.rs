@@ -387,9 +387,17 @@ fn admin_listens_where_it_is_told_and_needs_an_address() {
             listen: addr("127.0.0.1:9901"),
             token: None,
             protect_reads: false,
+            max_connections: 64,
         })
     );
     assert_eq!(parse(SERVER).admin, None);
+    let capped = parse(&format!(
+        "{SERVER}[admin]\nlisten = \"127.0.0.1:9901\"\nmax_connections = 8\n"
+    ));
+    assert_eq!(capped.admin.map(|admin| admin.max_connections), Some(8));
+    let (line, col, message) = error("[admin]\nlisten = \"127.0.0.1:9901\"\nmax_connections = 0\n");
+    assert_eq!((line, col), (5, 19), "{message}");
+    assert!(message.contains("from 1 to 1024"), "{message}");
     let (line, col, message) = error("[admin]\nlisten = \"nowhere\"\n");
     assert_eq!((line, col), (4, 10), "{message}");
     let (line, col, message) = error("[admin]\n");

@@ -29,10 +29,13 @@ use crate::state::GatewayState;
 use crate::upstream::body::{BodyError, ClientBody};
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
+/// `conn_state` is new, made as the connection's first byte may arrive (after the TLS
+/// handshake), and the worker may shed it ([`ConnState::shed`]).
 /// `h2_agreed`: TLS's ALPN agreed on `h2`, so only HTTP/2 may follow (RFC 9113 §3.3).
 pub async fn serve<T>(
     stream: T,
     conn: Conn,
+    conn_state: Arc<ConnState>,
     state: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
     h2_agreed: bool,
@@ -40,7 +43,6 @@ pub async fn serve<T>(
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let settings = state.snapshot.load().conn;
-    let conn_state = ConnState::new();
     let limits = ConnLimits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,

@@ -1,7 +1,11 @@
 //! The I/O shell: worker threads, listeners, connections, timeouts and graceful
 //! shutdown. [`Gateway`] is what `main` and the tests start and stop.
 //!
-//! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets.
+//! - `worker`, `listener`: threads with their own runtimes and `SO_REUSEPORT` sockets
+//!   (an address another process listens on is refused).
+//! - `descriptors`, `shed`: the process's file descriptors and the share client
+//!   connections may hold; beyond it a worker closes its oldest idle connections.
+//! - `admin_listener`: the admin API's listener and thread, its connections bounded.
 //! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
 //!   broken HTTP/2 preface). HTTP/2 is served by hyper.
 //! - `h1`: HTTP/1.1, served by tollgate's own codec: strict heads (refusing ambiguous
@@ -14,12 +18,15 @@
 //!   and steps the controllers that follow them.
 
 pub mod adapt;
+mod admin_listener;
 mod beside;
 mod conn;
+mod descriptors;
 mod h1;
 mod listener;
 mod preface;
 mod send_timeout;
+mod shed;
 mod timeouts;
 mod worker;
 
@@ -32,9 +39,10 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 
-use self::listener::{Bound, Listening};
+use self::admin_listener::AdminListener;
+use self::descriptors::Descriptors;
+use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
-use crate::admin::Admin;
 use crate::config::Address;
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::Metrics;
@@ -54,6 +62,8 @@ fn listeners_of(listening: &[Listening]) -> Listeners {
 /// Why the gateway could not start, or a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("cannot listen on {addr}: address already in use (is another tollgate running?)")]
+    Taken { addr: SocketAddr },
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -91,7 +101,7 @@ pub struct Gateway {
     workers: Vec<JoinHandle<()>>,
     /// `[admin]`, when configured, and its address as configured: a reload cannot move
     /// it.
-    admin: Option<Admin>,
+    admin: Option<AdminListener>,
     admin_config: Option<SocketAddr>,
     /// TLS ticket keys and session cache, kept across reloads for resumption.
     sessions: tls::Sessions,
@@ -100,10 +110,22 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Binds every listener (so port 0 is resolved and a busy port fails here), then
-    /// starts `server.workers` worker threads. Must not be called from inside a
-    /// current-thread runtime that it would block; it does not block at all.
+    /// Binds every listener (so port 0 is resolved and a busy port fails here, as does
+    /// one another process listens on: [`StartError::Taken`]), then starts
+    /// `server.workers` worker threads. Must not be called from inside a current-thread
+    /// runtime that it would block; it does not block at all.
     pub fn start(config: Config) -> Result<Gateway, StartError> {
+        Gateway::start_sharing(config, Sharing::Alone)
+    }
+
+    /// [`Gateway::start`] for a binary upgrade (`tollgate --upgrade`): the addresses
+    /// (the admin API's too) may be served by the tollgate being replaced; both accept,
+    /// each with limits of its own, until it is stopped.
+    pub fn start_beside(config: Config) -> Result<Gateway, StartError> {
+        Gateway::start_sharing(config, Sharing::Beside)
+    }
+
+    fn start_sharing(config: Config, sharing: Sharing) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
         let metrics = Arc::new(Metrics::new(workers));
         let sessions = tls::Sessions::new()?;
@@ -118,7 +140,7 @@ impl Gateway {
             upstreams: &[],
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
-        let bound = bind_all(&addresses(&config), workers)?;
+        let bound = bind_all(&addresses(&config), workers, |_| sharing)?;
         let state = Arc::new(GatewayState {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(Listeners::default()),
@@ -128,13 +150,10 @@ impl Gateway {
             metrics,
             acme,
         });
+        let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
+        let descriptors = Arc::new(Descriptors::of_process(admin_connections));
         let admin = match &config.admin {
-            Some(admin) => Some(Admin::start(admin.listen, state.clone()).map_err(|source| {
-                StartError::Listen {
-                    addr: admin.listen,
-                    source,
-                }
-            })?),
+            Some(admin) => Some(start_admin(admin, sharing, &state, &descriptors)?),
             None => None,
         };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
@@ -144,10 +163,11 @@ impl Gateway {
         for id in 0..workers {
             let (tx, rx) = mpsc::unbounded_channel();
             let (state, stop) = (state.clone(), shutdown.subscribe());
+            let descriptors = descriptors.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("tollgate-worker-{id}"))
                 .spawn(move || {
-                    if let Err(err) = worker::run(id, rx, state, stop) {
+                    if let Err(err) = worker::run(id, rx, state, stop, descriptors) {
                         tracing::error!(worker = id, error = %err, "worker failed");
                     }
                 })
@@ -176,7 +196,7 @@ impl Gateway {
 
     /// Where the admin API listens (port 0 resolved), if configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().map(Admin::addr)
+        self.admin.as_ref().map(AdminListener::addr)
     }
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
@@ -227,13 +247,26 @@ impl Gateway {
         if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
             tracing::warn!("reload: an `[admin] listen` change takes effect on restart");
         }
+        let admin_connections = |admin: Option<&config::Admin>| admin.map(|a| a.max_connections);
+        if admin_connections(config.admin.as_ref())
+            != admin_connections(self.state.snapshot.load().admin.as_ref())
+        {
+            tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
+        }
         let wanted = addresses(config);
         let added: Vec<Address> = wanted
             .iter()
             .filter(|addr| !listening.iter().any(|l| l.configured == **addr))
             .copied()
             .collect();
-        let bound = bind_all(&added, self.worker_count)?;
+        // An added address that one of ours covers (`0.0.0.0:80` for `127.0.0.1:80`)
+        // would fail its probe: it joins our own sockets' port as before.
+        let sharing =
+            |addr: SocketAddr| match listening.iter().any(|l| listener::covers(l.actual, addr)) {
+                true => Sharing::Beside,
+                false => Sharing::Alone,
+            };
+        let bound = bind_all(&added, self.worker_count, sharing)?;
         let current = self.state.snapshot.load();
         let generation = current.generation + 1;
         let metrics = &self.state.metrics;
@@ -333,18 +366,47 @@ fn addresses(config: &Config) -> Vec<Address> {
     config.server.addresses().collect()
 }
 
-/// Binds each address for every worker; the first that fails fails all (the others are
-/// closed again).
-fn bind_all(addrs: &[Address], workers: usize) -> Result<Vec<Bound>, StartError> {
+/// Binds each address for every worker, each shared as `sharing` says; the first that
+/// fails fails all (the others are closed again).
+fn bind_all(
+    addrs: &[Address],
+    workers: usize,
+    sharing: impl Fn(SocketAddr) -> Sharing,
+) -> Result<Vec<Bound>, StartError> {
     addrs
         .iter()
         .map(|&address| {
-            Bound::new(address, workers).map_err(|source| StartError::Listen {
-                addr: address.addr,
-                source,
-            })
+            Bound::new(address, workers, sharing(address.addr))
+                .map_err(|source| listen_error(address.addr, source))
         })
         .collect()
+}
+
+/// Why `addr` could not be listened on; an address in use is named as such.
+fn listen_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => StartError::Taken { addr },
+        _ => StartError::Listen { addr, source },
+    }
+}
+
+/// The admin API on `[admin] listen`, refused as any address another process listens on.
+fn start_admin(
+    admin: &config::Admin,
+    sharing: Sharing,
+    state: &Arc<GatewayState>,
+    descriptors: &Arc<Descriptors>,
+) -> Result<AdminListener, StartError> {
+    let addr = admin.listen;
+    let (_, mut sockets) =
+        listener::bind(addr, 1, sharing).map_err(|source| listen_error(addr, source))?;
+    let socket = sockets.pop().ok_or_else(|| StartError::Listen {
+        addr,
+        source: std::io::ErrorKind::AddrNotAvailable.into(),
+    })?;
+    let (state, descriptors) = (state.clone(), descriptors.clone());
+    AdminListener::start(socket, admin.max_connections, state, descriptors)
+        .map_err(|source| listen_error(addr, source))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -14,6 +14,10 @@
 //! An HTTP/2 connection has no "head" phase: its waits between requests use
 //! `keepalive_timeout`. An upgraded (WebSocket) connection has no limit here; the
 //! tunnel keeps its own idle timeout.
+//!
+//! A fresh or idle connection can also be shed ([`ConnState::shed`]) when the process
+//! runs short of descriptors (`server/shed.rs`): it ends as if its `keepalive_timeout`
+//! were up.
 
 use std::future::Future;
 use std::io;
@@ -23,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use atomic_waker::AtomicWaker;
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
@@ -57,6 +62,10 @@ pub struct ConnState {
     /// The reader, parked while requests are in flight, to be woken when the
     /// connection goes idle so that the keep-alive clock starts.
     reader: Mutex<Option<Waker>>,
+    /// The connection is to end at its next wait for a request ([`ConnState::shed`]).
+    shed: AtomicBool,
+    /// The reader while it waits for a request, to be woken when the connection is shed.
+    waiting: AtomicWaker,
 }
 
 impl ConnState {
@@ -69,7 +78,27 @@ impl ConnState {
             upgraded: AtomicBool::new(false),
             lingers: AtomicBool::new(false),
             reader: Mutex::new(None),
+            shed: AtomicBool::new(false),
+            waiting: AtomicWaker::new(),
         })
+    }
+
+    /// Since when the connection has waited for a request, fresh or idle between two;
+    /// `None` while a request is under way or begun, and once it is upgraded or shed.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let phase = self.phase.load(Ordering::Acquire);
+        let waits = phase == FRESH || phase == IDLE;
+        if !waits || self.upgraded.load(Ordering::Relaxed) || self.shed.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.origin + Duration::from_millis(self.since_ms.load(Ordering::Relaxed)))
+    }
+
+    /// Ends the connection the next time it waits for a request (at once if it waits
+    /// now), as its `keepalive_timeout` would: quietly, no request being under way.
+    pub fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        self.waiting.wake();
     }
 
     fn enter(&self, phase: u8) {
@@ -147,6 +176,10 @@ pub struct TimedIo<T> {
     state: Arc<ConnState>,
     limits: ConnLimits,
     h2: bool,
+    /// A read while requests are in flight parks in [`ConnState`], to be woken when the
+    /// connection goes idle: hyper's connections (HTTP/2, and the admin API's HTTP/1.1)
+    /// may not read again by themselves once their answer is sent.
+    parks: bool,
     prefix: Bytes,
     sleep: Pin<Box<Sleep>>,
     armed: Option<Instant>,
@@ -172,6 +205,7 @@ impl<T> TimedIo<T> {
             state,
             limits,
             h2: false,
+            parks: false,
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
@@ -186,6 +220,13 @@ impl<T> TimedIo<T> {
     pub fn replay(&mut self, prefix: Bytes, h2: bool) {
         self.prefix = prefix;
         self.h2 = h2;
+        self.parks = h2;
+    }
+
+    /// For an HTTP/1.1 connection served by hyper: a read while busy parks (see
+    /// `parks`), so that the keep-alive clock starts when the last answer is sent.
+    pub fn park_while_busy(&mut self) {
+        self.parks = true;
     }
 }
 
@@ -220,9 +261,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
-            // HTTP/1.1 reads again by itself once its request is over (`server/h1`); an
-            // HTTP/2 reader is parked here and woken then.
-            if !self.h2 {
+            // HTTP/1.1 reads again by itself once its request is over (`server/h1`); a
+            // reader of hyper's is parked here and woken then.
+            if !self.parks {
                 return Poll::Pending;
             }
             if let Ok(mut reader) = self.state.reader.lock() {
@@ -234,6 +275,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
             }
             return self.poll_expired(cx);
         };
+        let phase = self.state.phase.load(Ordering::Acquire);
+        if phase == FRESH || phase == IDLE {
+            // Registered before the flag is read, so that a shed in between wakes us.
+            self.state.waiting.register(cx.waker());
+            if self.state.shed.load(Ordering::Acquire) {
+                return Poll::Ready(Ok(()));
+            }
+        }
         // The timer moves lazily: each request puts the deadline later, which leaves the
         // armed one alone (moving a registered timer costs a trip through the timer
         // wheel); when it fires early it is armed again for the deadline in force.

@@ -4,8 +4,13 @@
 //! arrive over a channel, at start and on reload, each with its own stop signal: a
 //! listener removed by a reload stops accepting, and its connections drain, while the
 //! others serve on.
+//!
+//! Accepting counts each connection against the process's descriptors
+//! (`server/descriptors.rs`); one beyond the data plane's share closes the worker's oldest
+//! idle connections (`server/shed.rs`), or is closed at once when none is idle.
 
 use std::net::TcpListener;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +18,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 use super::conn;
+use super::descriptors::{self, Descriptors};
+use super::shed::Sheddable;
+use super::timeouts::ConnState;
 use crate::config::Address;
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
@@ -33,12 +41,13 @@ pub struct Listen {
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
 /// stops every socket first), then gives open connections until the snapshot's
-/// `shutdown_timeout` to finish.
+/// `shutdown_timeout` to finish. Connections count against `descriptors`.
 pub fn run(
     worker: usize,
     mut listen: mpsc::UnboundedReceiver<Listen>,
     state: Arc<GatewayState>,
     shutdown: watch::Receiver<bool>,
+    descriptors: Arc<Descriptors>,
 ) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -47,6 +56,7 @@ pub fn run(
         // Every task holds a sender; `recv` returns `None` once all have ended.
         let (alive, mut all_done) = mpsc::channel::<()>(1);
         tokio::spawn(heartbeat());
+        let sheddable = Arc::new(Sheddable::default());
         let mut stop = shutdown.clone();
         loop {
             let Listen {
@@ -71,6 +81,8 @@ pub fn run(
                         alive: alive.clone(),
                         open,
                         address,
+                        descriptors: descriptors.clone(),
+                        sheddable: sheddable.clone(),
                     };
                     tokio::spawn(accepting.run(listener));
                 }
@@ -112,6 +124,7 @@ async fn serve_tls(
     conn: Conn,
     state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
+    sheddable: Arc<Sheddable>,
 ) {
     let Some(tls) = state.snapshot.load().tls.clone() else {
         // Validation makes `listen_tls` need certificates; nothing to serve without.
@@ -128,7 +141,9 @@ async fn serve_tls(
                 return;
             }
             let h2_agreed = alpn == Some(b"h2".as_slice());
-            conn::serve(stream, conn, state, stop, h2_agreed).await
+            let conn_state = ConnState::new();
+            sheddable.add(&conn_state);
+            conn::serve(stream, conn, conn_state, state, stop, h2_agreed).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
@@ -144,6 +159,9 @@ struct Accepting {
     alive: mpsc::Sender<()>,
     open: Arc<PerWorker<Gauge>>,
     address: Address,
+    descriptors: Arc<Descriptors>,
+    /// The worker's connections, every listener's.
+    sheddable: Arc<Sheddable>,
 }
 
 impl Accepting {
@@ -157,25 +175,46 @@ impl Accepting {
             };
             match accepted {
                 Ok((stream, peer)) => {
+                    let (slot, over) = self.descriptors.take(stream.as_raw_fd());
+                    if over {
+                        let room = self.make_room(&repeats);
+                        // What was shed closes on its own task: before the next accept,
+                        // or a burst of accepts would outrun the closes.
+                        tokio::task::yield_now().await;
+                        if !room {
+                            // `stream` closes: refused rather than the process running out.
+                            continue;
+                        }
+                    }
                     let _ = stream.set_nodelay(true);
                     let conn = Conn::new(peer, self.worker, self.address, server_port);
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
-                    let tls = self.address.tls;
+                    // A TLS connection's is made once its handshake is over.
+                    let plain = (!self.address.tls).then(|| {
+                        let conn_state = ConnState::new();
+                        self.sheddable.add(&conn_state);
+                        conn_state
+                    });
+                    let sheddable = self.sheddable.clone();
                     // Its polls read the clock once each (`clock`).
                     tokio::spawn(crate::clock::Polled::new(async move {
-                        if tls {
-                            serve_tls(stream, conn, state, stop).await;
-                        } else {
-                            conn::serve(stream, conn, state, stop, false).await;
+                        match plain {
+                            Some(conn_state) => {
+                                conn::serve(stream, conn, conn_state, state, stop, false).await;
+                            }
+                            None => serve_tls(stream, conn, state, stop, sheddable).await,
                         }
                         open.add(-1);
-                        drop(alive);
+                        drop((slot, alive));
                     }));
                 }
                 Err(err) => {
+                    if descriptors::exhausted(&err) {
+                        self.sheddable.shed_oldest(tokio::time::Instant::now());
+                    }
                     // Out of file descriptors and the like: back off instead of spinning,
                     // and do not fill the log with it either.
                     if let Some(n) = repeats.admit("accept", std::time::Instant::now()) {
@@ -185,5 +224,43 @@ impl Accepting {
                 }
             }
         }
+    }
+
+    /// A connection was accepted beyond the data plane's share of descriptors: closes
+    /// the worker's oldest idle connections (or counts on one closed already). `false`
+    /// when none is idle (the new one is then refused). Logged at most once per kind per
+    /// `log::repeats::INTERVAL`.
+    fn make_room(&self, repeats: &Repeats) -> bool {
+        let room = self.sheddable.make_room(tokio::time::Instant::now());
+        let (kind, shed) = match room {
+            Some(0) => return true,
+            Some(shed) => ("shed", shed),
+            None => ("refused", 0),
+        };
+        if let Some(left_out) = repeats.admit(kind, std::time::Instant::now()) {
+            let (worker, open) = (self.worker, self.descriptors.open());
+            let (share, limit) = (self.descriptors.share(), self.descriptors.limit());
+            if shed > 0 {
+                tracing::warn!(
+                    worker,
+                    open,
+                    share,
+                    limit,
+                    shed,
+                    left_out,
+                    "client connections are not enough, closing the oldest idle ones"
+                );
+            } else {
+                tracing::warn!(
+                    worker,
+                    open,
+                    share,
+                    limit,
+                    left_out,
+                    "client connections are not enough and none is idle: refusing new ones"
+                );
+            }
+        }
+        room.is_some()
     }
 }

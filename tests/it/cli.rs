@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-fn tollgate() -> Command {
+pub(crate) fn tollgate() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tollgate"))
 }
 
-fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.path().join(name);
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
@@ -273,7 +273,7 @@ fn version_is_printed() {
 }
 
 /// A running `tollgate` process, killed if the test fails midway.
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -282,7 +282,7 @@ impl Drop for Running {
     }
 }
 
-async fn wait_until_listening(port: u16) {
+pub(crate) async fn wait_until_listening(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -365,4 +365,74 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(status.code(), Some(0));
+}
+
+/// `[server]` on `port` only, answering `body`.
+fn answering(port: u16, body: &str) -> String {
+    format!(
+        "[server]\nlisten = [\"127.0.0.1:{port}\"]\nworkers = 2\n[log]\naccess = \"off\"\n\
+         [[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"{body}\" }}\n"
+    )
+}
+
+/// The exit status of `running` within 5 s, with what it wrote to stderr; `None` if it
+/// still runs.
+fn exit_within_5s(running: &mut Running) -> Option<(Option<i32>, String)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = running.0.stderr.take() {
+                std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+            }
+            return Some((status.code(), stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_second_tollgate_on_the_same_address_refuses_to_start() {
+    let _shared = support::shared();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let first = write_config(&dir, "first.toml", &answering(port, "first"));
+    let second = write_config(&dir, "second.toml", &answering(port, "second"));
+    let spawn = |path: &std::path::Path, flags: &[&str]| {
+        let child = tollgate()
+            .args(flags)
+            .arg("-c")
+            .arg(path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running(child)
+    };
+    let _first = spawn(&first, &[]);
+    wait_until_listening(port).await;
+    let mut refused = spawn(&second, &[]);
+    let exited = tokio::task::spawn_blocking(move || exit_within_5s(&mut refused))
+        .await
+        .unwrap();
+    let (code, stderr) = exited.expect("the second tollgate started beside the first");
+    assert_eq!(code, Some(1), "{stderr}");
+    let want = format!(
+        "tollgate: cannot listen on 127.0.0.1:{port}: address already in use (is another tollgate running?)"
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    let gw: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    for _ in 0..8 {
+        assert_eq!(within(5, get_text(gw, "/")).await.body, "first");
+    }
+
+    // A binary upgrade says so: both serve until the old one is stopped.
+    let mut upgrade = spawn(&second, &["--upgrade"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while within(5, get_text(gw, "/")).await.body != "second" {
+        assert!(upgrade.0.try_wait().unwrap().is_none(), "--upgrade exited");
+        assert!(Instant::now() < deadline, "--upgrade never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -402,3 +402,18 @@ async fn a_reload_opens_added_addresses_and_drains_removed_ones() {
     assert_eq!(gw.local_addrs(), [b]);
     assert_eq!(within(5, send(b, get("/"))).await.body, "three");
 }
+
+/// A reload from `0.0.0.0:P` to `127.0.0.1:P`: the added address is the gateway's own
+/// wildcard's, not another process's, and is listened on.
+#[tokio::test]
+async fn a_reload_may_narrow_a_wildcard_address_to_one_it_covers() {
+    let _shared = support::shared();
+    let port = free_port();
+    let wildcard: std::net::SocketAddr = ([0, 0, 0, 0], port).into();
+    let gw = gateway(&listening_on(&[wildcard], "any"));
+    assert_eq!(within(5, send(loopback(port), get("/"))).await.body, "any");
+    let narrowed = parse(&listening_on(&[loopback(port)], "one"));
+    assert_eq!(gw.reload(&narrowed).unwrap(), 2);
+    assert_eq!(gw.local_addrs(), [loopback(port)]);
+    assert_eq!(within(5, send(loopback(port), get("/"))).await.body, "one");
+}

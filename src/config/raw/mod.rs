@@ -249,6 +249,7 @@ pub(crate) struct RawAdmin {
     pub token_file: Option<Spanned<String>>,
     /// The views need the token too.
     pub protect_reads: Option<Spanned<bool>>,
+    pub max_connections: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
