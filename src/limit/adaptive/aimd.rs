@@ -139,10 +139,19 @@ impl Aimd {
     }
 
     /// Whether the group has spare capacity for `elastic` limits: the factor is 1, an
-    /// `in_flight` target is set, and every configured signal is known and under 90 % of
-    /// its target. Judged every tick, so that it clears as soon as in-flight rises.
+    /// `in_flight` target is set, and every configured signal is under 90 % of its
+    /// target. Latency and failures unknown for want of responses (an idle group, or one
+    /// a burst has just woken) leave it to in-flight, which is always known: a group with
+    /// little in flight and too few answers to judge has the most room of all, and one
+    /// that stalls fills its in-flight count within a tick. Judged every tick, so that it
+    /// clears as soon as in-flight rises.
     pub fn spare(&self, s: &Signals, t: &Target) -> bool {
-        self.factor == 1000 && t.in_flight.is_some() && readings(s, t).iter().all(Reading::under)
+        let room = |r: &Reading| r.under() || r.value.is_none();
+        let readings = readings(s, t);
+        let in_flight_under = readings
+            .iter()
+            .any(|r| r.signal == Signal::InFlight && r.under());
+        self.factor == 1000 && in_flight_under && readings.iter().all(room)
     }
 
     /// One step on the signals of the last interval (the caller keeps the time: one

@@ -100,7 +100,7 @@ fn improving_after_a_cut_holds_one_step() {
 }
 
 #[test]
-fn spare_needs_full_factor_and_every_signal_known_and_under() {
+fn spare_needs_full_factor_in_flight_under_and_no_signal_known_over() {
     let t = Target {
         in_flight: Some(10),
         ..target(250)
@@ -111,7 +111,24 @@ fn spare_needs_full_factor_and_every_signal_known_and_under() {
         ..p90(Some(20))
     };
     assert!(aimd.spare(&idle, &t));
-    assert!(!aimd.spare(&p90(None), &t), "unknown latency is not spare");
+    let quiet = Signals {
+        in_flight: 0,
+        ..p90(None)
+    };
+    assert!(
+        aimd.spare(&quiet, &t),
+        "an idle group is spare, its latency unknown"
+    );
+    assert!(
+        aimd.spare(&p90(None), &t),
+        "unknown latency leaves it to in-flight"
+    );
+    let stalled = Signals {
+        in_flight: 9,
+        ..p90(None)
+    };
+    assert!(!aimd.spare(&stalled, &t), "unknown, and 9 of 10 in flight");
+    assert!(!aimd.spare(&p90(Some(95)), &t), "a known latency over 90 %");
     let busy = Signals {
         in_flight: 9,
         ..idle
