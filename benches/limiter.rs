@@ -277,6 +277,7 @@ fn view((client, headers): &(IpAddr, HeaderMap)) -> RequestView<'_> {
         query: None,
         headers,
         host: Some("example.com"),
+        server_name: "",
     }
 }
 

@@ -52,6 +52,9 @@ pub struct RequestView<'a> {
     pub headers: &'a HeaderMap,
     /// The request's host as sent (authority or `Host`), port included.
     pub host: Option<&'a str>,
+    /// `$host` when the request names no host: the first name of the site that answers
+    /// (nginx's `$host`, and `vars`' own).
+    pub server_name: &'a str,
 }
 
 impl Template {
@@ -94,7 +97,11 @@ impl Template {
                     let _ = write!(out, "{}", req.client);
                 }
                 Part::Header(name) => {
-                    if let Some(value) = req.headers.get(name) {
+                    // Repeated lines joined as nginx (1.23+) and `vars` join them.
+                    for (i, value) in req.headers.get_all(name).iter().enumerate() {
+                        if i > 0 {
+                            out.extend_from_slice(b", ");
+                        }
                         out.extend_from_slice(value.as_bytes());
                     }
                 }
@@ -111,10 +118,8 @@ impl Template {
                 Part::Uri => out.extend_from_slice(req.path),
                 Part::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
                 Part::Host => {
-                    if let Some(host) = req.host {
-                        let host = strip_port(host);
-                        out.extend(host.bytes().map(|b| b.to_ascii_lowercase()));
-                    }
+                    let host = req.host.map_or(req.server_name, host_name);
+                    out.extend(host.bytes().map(|b| b.to_ascii_lowercase()));
                 }
             }
             variables += 1;
@@ -219,15 +224,14 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
         })
 }
 
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map_or(host, |end| &host[..=end]);
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    }
+/// The host's name as `$host` means it (before lower-casing): without the port and
+/// without a trailing dot. `example.com.:8080` → `example.com`; `[::1]:80` → `[::1]`.
+fn host_name(host: &str) -> &str {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.strip_suffix('.').unwrap_or(name)
 }
 
 #[cfg(test)]
@@ -245,6 +249,7 @@ mod tests {
             query,
             headers,
             host: Some("Example.COM:8080"),
+            server_name: "site.test",
         }
     }
 
@@ -349,9 +354,33 @@ mod tests {
     }
 
     #[test]
-    fn hosts_lose_their_port_but_ipv6_keeps_its_brackets() {
-        assert_eq!(strip_port("a.example:80"), "a.example");
-        assert_eq!(strip_port("[::1]:8080"), "[::1]");
-        assert_eq!(strip_port("a.example"), "a.example");
+    fn hosts_lose_their_port_and_trailing_dot_but_ipv6_keeps_its_brackets() {
+        assert_eq!(host_name("a.example:80"), "a.example");
+        assert_eq!(host_name("a.example.:80"), "a.example");
+        assert_eq!(host_name("a.example."), "a.example");
+        assert_eq!(host_name("[::1]:8080"), "[::1]");
+        assert_eq!(host_name("[::1]"), "[::1]");
+        assert_eq!(host_name("a.example"), "a.example");
+    }
+
+    #[test]
+    fn host_falls_back_to_the_server_name_and_headers_join_their_lines() {
+        let mut headers = HeaderMap::new();
+        headers.append("x-team", http::HeaderValue::from_static("a"));
+        headers.append("x-team", http::HeaderValue::from_static("b"));
+        let t = Template::new(
+            vec![
+                Part::Host,
+                Part::Literal(b"|".to_vec().into()),
+                Part::Header(HeaderName::from_static("x-team")),
+            ],
+            32,
+            128,
+        );
+        let req = RequestView {
+            host: None,
+            ..view("192.0.2.1", &headers, None)
+        };
+        assert_eq!(render(&t, &req).as_deref(), Some(&b"site.test|a, b"[..]));
     }
 }

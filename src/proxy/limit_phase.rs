@@ -46,7 +46,7 @@ impl Pipeline {
     /// or an exempt client). `path` is the normalized path, `now` the request's arrival.
     pub(super) fn arrival<'r, B>(
         &self,
-        location: &Location,
+        location: &'r Location,
         req: &'r Request<B>,
         client: IpAddr,
         path: &'r [u8],
@@ -57,7 +57,7 @@ impl Pipeline {
             return None;
         }
         Some(Arrival {
-            request: view_of(req, client, path, location.limits.reads_host()),
+            request: view_of(req, client, path, location),
             plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
             now,
             worker,
@@ -110,15 +110,17 @@ impl Pipeline {
     }
 }
 
-/// The request as key templates read it; its host only if one reads it (`reads_host`):
-/// looking it up costs a header-map search.
+/// The request as `location`'s key templates read it; its host only if one reads it
+/// (`reads_host`): looking it up costs a header-map search.
 fn view_of<'r, B>(
     req: &'r Request<B>,
     client: IpAddr,
     path: &'r [u8],
-    reads_host: bool,
+    location: &'r Location,
 ) -> RequestView<'r> {
-    let host = reads_host.then(|| super::host_of(req)).flatten();
+    let host = (location.limits.reads_host())
+        .then(|| super::host_of(req))
+        .flatten();
     RequestView {
         client,
         method: req.method(),
@@ -126,6 +128,7 @@ fn view_of<'r, B>(
         query: req.uri().query(),
         headers: req.headers(),
         host,
+        server_name: &location.server_name,
     }
 }
 

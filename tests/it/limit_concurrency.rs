@@ -250,6 +250,7 @@ mod through_zones {
                             query: None,
                             headers: &headers,
                             host: None,
+                            server_name: "",
                         };
                         let outcome = decision::decide(&rules(t, i), &view, None, 1, now);
                         if !outcome.rejected() {
@@ -341,6 +342,7 @@ mod through_zones {
                         query: None,
                         headers: &headers,
                         host: None,
+                        server_name: "",
                     };
                     for _ in 0..20 {
                         let outcome = decision::decide(&rules, &view, None, 1, Instant::now());

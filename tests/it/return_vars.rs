@@ -160,3 +160,62 @@ async fn the_redirect_sends_the_location_nginx_sends() {
     }
     assert!(differences.is_empty(), "{differences}");
 }
+
+/// One variable language: `$host` and a repeated `$http_x_team` mean in a zone key what
+/// they mean in a `return` (issue 32). `$host` loses its port and its trailing dot and
+/// falls back to the site's first name when the request names no host (HTTP/1.0);
+/// repeated header lines are joined with ", " (nginx 1.23+). Before, a key kept the dot,
+/// took the first line only, and had no host at all without one.
+#[tokio::test]
+async fn host_and_a_repeated_header_mean_the_same_in_a_zone_key_as_in_a_return() {
+    let _shared = support::shared();
+    let gw = gateway(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [log]\naccess = \"off\"\n\
+         [zones.team]\nkey = \"$host|$http_x_team\"\nrate = \"1r/m\"\n\
+         [[site]]\nnames = [\"api.test\"]\n\
+         [[site.location]]\nmatch = \"/echo\"\nreturn = { status = 200, body = \"$host|$http_x_team\" }\n\
+         [[site.location]]\nmatch = \"/limited\"\nlimit = [{ zone = \"team\" }]\n\
+         return = { status = 200 }\n",
+    );
+    let admin = gw.admin_addr().expect("admin");
+    for (head, meant) in [
+        (
+            "HTTP/1.1\r\nHost: API.test.:8080\r\nX-Team: a\r\nX-Team: b",
+            "api.test|a, b",
+        ),
+        ("HTTP/1.0\r\nX-Team: c", "api.test|c"),
+    ] {
+        let mut answers = Vec::new();
+        for path in ["/echo", "/limited"] {
+            let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+            let request = format!("GET {path} {head}\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.unwrap();
+            answers.push(within(5, read_response(&mut stream)).await.expect("answer"));
+        }
+        assert_eq!(answers[1].status, 200);
+        let key = &answers[0].body;
+        assert_eq!(key, meant);
+        let encoded: String = key
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'0'..=b'9' | b'.' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let url = format!("http://{admin}/zones/team/keys/{encoded}");
+        let reply = within(
+            5,
+            send(
+                admin,
+                http::Request::get(url).body(support::empty()).unwrap(),
+            ),
+        )
+        .await;
+        assert!(
+            reply.body.contains("\"stored\":true"),
+            "the zone stored no key {key:?}: {}",
+            reply.body
+        );
+    }
+}

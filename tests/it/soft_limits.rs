@@ -127,8 +127,11 @@ limit = [{limit}]
         }
         // Passed, soft, then two strikes: the second bans.
         assert_eq!(seen, [200, 200, 429, 429, 403]);
-        let logged = statuses(&log, 5).await;
-        assert_eq!(logged, ["PASSED", "SOFT", "REJECTED", "REJECTED", "BANNED"]);
+        // A line is written as its answer's body ends, which the next request may beat
+        // on a busy machine: the outcomes are compared, not their order.
+        let mut logged = statuses(&log, 5).await;
+        logged.sort();
+        assert_eq!(logged, ["BANNED", "PASSED", "REJECTED", "REJECTED", "SOFT"]);
     }
 
     #[tokio::test]

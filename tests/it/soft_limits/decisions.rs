@@ -57,6 +57,7 @@ fn ask_as(rules: &[LimitRule], client: IpAddr, now: Instant) -> Outcome {
         query: None,
         headers: &headers,
         host: None,
+        server_name: "",
     };
     decide(rules, &view, None, 1, now)
 }
