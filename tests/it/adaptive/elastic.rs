@@ -19,6 +19,36 @@ fn elastic(doc: &serde_json::Value) -> Option<bool> {
     doc["zones"]["quota"]["elastic"].as_bool()
 }
 
+/// Zone `quota` (10 an hour per `X-Client`, adaptive on `app` with an `in_flight`
+/// target) limiting `/limited` with `elastic`; `/free` reaches the same upstream unlimited.
+fn config(up: std::net::SocketAddr, in_flight: u32, elastic: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 2
+[admin]
+listen = "127.0.0.1:0"
+[log]
+access = "off"
+[zones.quota]
+key = "$http_x_client"
+algorithm = "fixed_window"
+rate = "10r/h"
+adaptive = {{ upstream = "app", latency = "500ms", in_flight = {in_flight} }}
+[upstreams.app]
+servers = ["{up}"]
+[[location]]
+match = "/limited"
+limit = [{{ zone = "quota", burst = 0, elastic = "{elastic}" }}]
+upstream = "app"
+[[location]]
+match = "/free"
+upstream = "app"
+"#
+    )
+}
+
 /// Waits out the end of the hour when less than `margin` of it is left, so that the
 /// test's requests all fall in one window.
 async fn same_hour_for(margin: Duration) {
@@ -39,32 +69,7 @@ async fn elastic_admits_more_while_idle_and_falls_back_at_once() {
     same_hour_for(Duration::from_secs(90)).await;
     let (up, knobs) = knob::start().await;
     knobs.set_latency(5);
-    let gw = gateway(&format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 2
-[admin]
-listen = "127.0.0.1:0"
-[log]
-access = "off"
-[zones.quota]
-key = "$http_x_client"
-algorithm = "fixed_window"
-rate = "10r/h"
-adaptive = {{ upstream = "app", latency = "500ms", in_flight = 4 }}
-[upstreams.app]
-servers = ["{}"]
-[[location]]
-match = "/limited"
-limit = [{{ zone = "quota", burst = 0, elastic = "3x" }}]
-upstream = "app"
-[[location]]
-match = "/free"
-upstream = "app"
-"#,
-        up.addr
-    ));
+    let gw = gateway(&config(up.addr, 4, "3x"));
     let (admin, at) = (gw.admin_addr().expect("admin"), addr(&gw));
     // Unknown signals never count as spare: warm them through the unlimited location.
     let warm = Load::start(at, "/free", 2);
@@ -121,32 +126,7 @@ async fn a_quick_burst_against_an_idle_upstream_gets_the_elastic_rate() {
     same_hour_for(Duration::from_secs(90)).await;
     let (up, knobs) = knob::start().await;
     knobs.set_latency(5);
-    let gw = gateway(&format!(
-        r#"
-[server]
-listen = ["127.0.0.1:0"]
-workers = 2
-[admin]
-listen = "127.0.0.1:0"
-[log]
-access = "off"
-[zones.quota]
-key = "$http_x_client"
-algorithm = "fixed_window"
-rate = "10r/h"
-adaptive = {{ upstream = "app", latency = "500ms", in_flight = 40 }}
-[upstreams.app]
-servers = ["{}"]
-[[location]]
-match = "/limited"
-limit = [{{ zone = "quota", burst = 0, elastic = "2x" }}]
-upstream = "app"
-[[location]]
-match = "/free"
-upstream = "app"
-"#,
-        up.addr
-    ));
+    let gw = gateway(&config(up.addr, 40, "2x"));
     let (admin, at) = (gw.admin_addr().expect("admin"), addr(&gw));
     until(
         admin,
