@@ -310,16 +310,26 @@ fn push_number(out: &mut Vec<u8>, value: impl std::fmt::Display) {
 
 /// `bytes` with every byte that `keep` refuses written as `%XX`.
 pub fn percent_encode(bytes: &[u8], keep: impl Fn(u8) -> bool) -> Vec<u8> {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = Vec::with_capacity(bytes.len());
+    percent_encode_into(&mut out, bytes, keep);
+    out
+}
+
+/// [`percent_encode`], appended to `out`.
+pub fn percent_encode_into(out: &mut Vec<u8>, bytes: &[u8], keep: impl Fn(u8) -> bool) {
     for &b in bytes {
         if keep(b) {
             out.push(b);
         } else {
-            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+            push_escaped(out, b);
         }
     }
-    out
+}
+
+/// Appends `b` as `%XX` (upper-case hex).
+pub fn push_escaped(out: &mut Vec<u8>, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
 }
 
 /// `bytes` made fit for a header value such as `Location`: every byte that is not

@@ -81,7 +81,7 @@ impl Rewrite {
         let mut value = Vec::new();
         for piece in self.path.pieces() {
             match (piece, req) {
-                (Piece::Text(text), _) => out.extend_from_slice(&encode(text.as_bytes())),
+                (Piece::Text(text), _) => encode(text.as_bytes(), out),
                 (Piece::Var(Var::Uri), _) => reencode(marked, out),
                 (Piece::Var(Var::Capture(n)), Some(req)) => {
                     let group = req.captures.and_then(|c| c.get(*n));
@@ -91,7 +91,7 @@ impl Rewrite {
                 (Piece::Var(var), Some(req)) => {
                     value.clear();
                     req.append(var, &mut value);
-                    out.extend_from_slice(&encode(&value));
+                    encode(&value, out);
                 }
                 (Piece::Var(_), None) => {}
             }
@@ -111,14 +111,12 @@ fn write_query(
     let mut value = Vec::new();
     for piece in own.pieces() {
         match (piece, req) {
-            (Piece::Text(text), _) => out.extend_from_slice(&encode_query(text.as_bytes())),
-            (Piece::Var(Var::Args), _) => {
-                out.extend_from_slice(&encode_query(args.unwrap_or("").as_bytes()))
-            }
+            (Piece::Text(text), _) => encode_query(text.as_bytes(), out),
+            (Piece::Var(Var::Args), _) => encode_query(args.unwrap_or("").as_bytes(), out),
             (Piece::Var(var), Some(req)) => {
                 value.clear();
                 req.append(var, &mut value);
-                out.extend_from_slice(&vars::percent_encode(&value, is_unreserved));
+                vars::percent_encode_into(out, &value, is_unreserved);
             }
             (Piece::Var(_), None) => {}
         }
@@ -136,7 +134,7 @@ fn climbs(path: &[u8]) -> bool {
 
 /// Appends the marked path bytes percent-encoded: a reserved byte (RFC 3986's gen-delims
 /// and sub-delims) or `%` that arrived encoded is encoded again, the others as [`encode`]
-/// would.
+/// does.
 fn reencode(marked: &[PathByte], out: &mut Vec<u8>) {
     for &PathByte { byte, escaped } in marked {
         let keep = if escaped {
@@ -147,14 +145,14 @@ fn reencode(marked: &[PathByte], out: &mut Vec<u8>) {
         if keep {
             out.push(byte);
         } else {
-            out.extend_from_slice(&vars::percent_encode(&[byte], |_| false));
+            vars::push_escaped(out, byte);
         }
     }
 }
 
-/// Percent-encodes every byte of a decoded path that may not stand as it is.
-fn encode(path: &[u8]) -> Vec<u8> {
-    vars::percent_encode(path, keeps_in_path)
+/// Appends a decoded path, every byte that may not stand as it is percent-encoded.
+fn encode(path: &[u8], out: &mut Vec<u8>) {
+    vars::percent_encode_into(out, path, keeps_in_path)
 }
 
 /// RFC 3986's pchar and `/`: what a path may hold unencoded.
@@ -167,9 +165,9 @@ fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~".contains(&b)
 }
 
-/// A query written in `upstream_path` keeps its `=`, `&` and `?`.
-fn encode_query(query: &[u8]) -> Vec<u8> {
-    vars::percent_encode(query, |b| (0x21..0x7f).contains(&b) && b != b'#')
+/// Appends a query written in `upstream_path`: it keeps its `=`, `&` and `?`.
+fn encode_query(query: &[u8], out: &mut Vec<u8>) {
+    vars::percent_encode_into(out, query, |b| (0x21..0x7f).contains(&b) && b != b'#')
 }
 
 #[cfg(test)]
