@@ -46,6 +46,7 @@
 pub mod access;
 pub mod acme;
 pub mod admin;
+pub mod admission;
 pub mod certs;
 pub mod clock;
 pub mod config;
@@ -59,6 +60,7 @@ pub mod proxy;
 #[deny(clippy::disallowed_methods)]
 pub mod routing;
 pub mod server;
+pub mod shared;
 pub mod signals;
 pub mod snapshot;
 pub mod state;

@@ -9,11 +9,10 @@ use bytes::Bytes;
 use http::HeaderValue;
 
 use crate::access;
+use crate::admission::policy::{Policy, ZoneLeases};
 use crate::config::{self, Config};
 use crate::limit::decision::{self, LimitRule};
 use crate::limit::key::Template;
-use crate::limit::policy::Policy;
-use crate::limit::redis;
 use crate::limit::zone::{Spec, Zone};
 use crate::limit::{Algorithm, Period, Rate};
 use crate::log::AccessLog;
@@ -25,6 +24,7 @@ use crate::proxy::rewrite::{Replaces, Rewrite};
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
+use crate::shared;
 use crate::tls;
 use crate::upstream::Group;
 
@@ -44,9 +44,9 @@ pub struct Snapshot {
     /// What `listen_tls` connections are served with; `None` without `[tls]`.
     pub tls: Option<TlsServer>,
     /// `[redis]`, connected per worker; `None` without the section.
-    pub redis: Option<Arc<redis::Backend>>,
+    pub redis: Option<Arc<shared::Backend>>,
     /// This instance announced in each Redis zone, while the generation lives.
-    pub announced: Option<redis::Announcement>,
+    pub announced: Option<shared::Announcement>,
     /// `[admin]` as this generation has it: its token and `protect_reads` take effect on
     /// a reload (its `listen`, on a restart).
     pub admin: Option<config::Admin>,
@@ -72,7 +72,7 @@ pub struct Lasting<'a> {
     pub sessions: &'a tls::Sessions,
     /// The Redis backend in force: kept, connections and all, while `[redis]` names the
     /// same server with the same timeout.
-    pub redis: Option<&'a Arc<redis::Backend>>,
+    pub redis: Option<&'a Arc<shared::Backend>>,
     /// What ACME serves: managed names' certificates and challenge answers.
     pub acme: &'a Arc<crate::acme::Published>,
     /// The upstream groups in force (empty at start): a group whose gate keys are
@@ -127,10 +127,12 @@ pub fn build(
     let zones = zones(config, &plans, lasting.zones);
     // Before the locations: their Redis zones decide through it.
     let redis = redis_backend(config.redis.as_ref(), lasting.redis, workers)?;
+    let leases = leases(&zones);
     let built = Built {
         groups: &groups,
         zones: &zones,
         redis: redis.as_ref(),
+        leases: &leases,
         metrics,
     };
     let sites = sites(config, &built)?;
@@ -237,8 +239,19 @@ fn size_bans(config: &Config, zones: &[Arc<Zone>]) {
 struct Built<'a> {
     groups: &'a [Arc<Group>],
     zones: &'a [Arc<Zone>],
-    redis: Option<&'a Arc<redis::Backend>>,
+    redis: Option<&'a Arc<shared::Backend>>,
+    leases: &'a ZoneLeases,
     metrics: &'a Metrics,
+}
+
+/// A table of leases for each Redis zone with `lease`, anew for each generation (the
+/// units a table held are dropped with it, which can only admit less).
+fn leases(zones: &[Arc<Zone>]) -> ZoneLeases {
+    let leased = zones.iter().filter_map(|zone| {
+        let most = zone.redis.and_then(|settings| settings.lease)?;
+        Some((zone.name.clone(), Arc::new(shared::Leases::new(most))))
+    });
+    leased.collect()
 }
 
 /// Every site, ready to serve, and how to pick one per address.
@@ -332,7 +345,7 @@ fn location(
             limit_status,
             config.server.ratelimit_headers,
         ),
-        limits: Policy::new(rules, location.cost, built.redis),
+        limits: Policy::new(rules, location.cost, built.redis, built.leases),
         cost_from: location.cost_from.clone(),
         zone_stats: location
             .limits
@@ -502,9 +515,9 @@ fn api_keys(keys: &config::ApiKeys, plans: &[&str]) -> ApiKeys {
 /// all), else a new one; `None` without the section.
 fn redis_backend(
     wanted: Option<&config::Redis>,
-    kept: Option<&Arc<redis::Backend>>,
+    kept: Option<&Arc<shared::Backend>>,
     workers: usize,
-) -> Result<Option<Arc<redis::Backend>>, BuildError> {
+) -> Result<Option<Arc<shared::Backend>>, BuildError> {
     let Some(wanted) = wanted else {
         return Ok(None);
     };
@@ -513,11 +526,11 @@ fn redis_backend(
         _ => {
             // The instance keeps its id and counts while it has a `[redis]`.
             let fleet = kept.map_or_else(
-                || Arc::new(redis::Fleet::new(redis::heartbeat::new_instance_id())),
+                || Arc::new(shared::Fleet::new(shared::heartbeat::new_instance_id())),
                 |kept| Arc::clone(kept.fleet()),
             );
             let settings = wanted.settings.clone();
-            let backend = redis::Backend::new(settings, workers, fleet, crate::clock::now)?;
+            let backend = shared::Backend::new(settings, workers, fleet, crate::clock::now)?;
             Some(Arc::new(backend))
         }
     })

@@ -17,9 +17,9 @@ use http_body_util::Full;
 
 use crate::acme::rfc3339;
 use crate::limit::bans::Entry;
-use crate::limit::redis::{ban_key, parse_ban_key, zone_ban_prefix, Backend, StoredBan};
 use crate::limit::zone::Zone;
 use crate::routing::percent_decode;
+use crate::shared::{ban_key, parse_ban_key, zone_ban_prefix, Backend, StoredBan};
 use crate::snapshot::Snapshot;
 use crate::state::GatewayState;
 

@@ -13,7 +13,7 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::limit::redis::Failure;
+use crate::limit::remote::Failure;
 use crate::metrics::cells::{Counter, HistogramSum};
 use crate::metrics::load::{Failure as LoadFailure, Totals};
 use crate::metrics::{Answer, FailureKind, Metrics};

@@ -7,7 +7,7 @@ use super::diag::Diagnostics;
 use super::raw::{Loose, RawLimit, Span};
 use super::{Algorithm, Elastic, Limit, Rate, Share, StatusSet, Zone};
 use crate::limit::decision::MAX_LIMITS;
-use crate::limit::redis::MAX_EXACT;
+use crate::limit::remote::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
 
 pub(super) const MAX_BURST: i64 = 1_000_000;

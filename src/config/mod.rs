@@ -29,13 +29,14 @@ mod validate;
 mod values;
 mod zones;
 
+pub use self::redis::RedisSettings;
 pub use crate::access::RealIp;
 pub use crate::access::Rule as AccessRule;
 pub use crate::limit::adaptive::gradient::Settings as AutoSettings;
 pub use crate::limit::adaptive::{Elastic, Target};
 pub use crate::limit::bans::Ban;
 pub use crate::limit::key::Part;
-pub use crate::limit::redis::{OnError, Settings as RedisSettings, ZoneSettings};
+pub use crate::limit::remote::{OnError, ZoneSettings};
 pub use crate::limit::settle::StatusSet;
 pub use crate::limit::soft::Share;
 pub use crate::limit::{Algorithm, Period, Rate};

@@ -8,7 +8,21 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRedis, Span};
-use super::{values, OnError, Redis, RedisSettings};
+use super::{values, OnError, Redis};
+
+/// Where Redis is, and how long a decision may take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisSettings {
+    /// `redis://` URLs: one server, or some nodes of a cluster.
+    pub urls: Vec<String>,
+    pub cluster: bool,
+    pub timeout: Duration,
+    /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
+    pub ca: Option<Vec<u8>>,
+    /// How often this instance announces itself in each Redis zone
+    /// (`shared::heartbeat`).
+    pub heartbeat: Duration,
+}
 
 /// A decision that takes longer follows `on_error`, unless `timeout` says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);

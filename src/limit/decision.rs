@@ -11,13 +11,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::adaptive::Elastic;
-use super::bans::Ban;
 use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
-use super::settle::{Held, Pending, StatusSet};
-use super::soft::Share;
-use super::zone::{Guard, Zone};
+use super::settle::{Held, Pending};
+use super::zone::Guard;
 use super::{Algorithm, Params, Verdict, NODELAY};
 
 // What a would-be rejection of an item with `soft` does: the cold path.
@@ -27,39 +24,7 @@ mod lanes;
 /// and locks in arrays of this size.
 pub const MAX_LIMITS: usize = 8;
 
-/// One item of a location's `limit` list, ready to use.
-#[derive(Clone)]
-pub struct LimitRule {
-    pub zone: Arc<Zone>,
-    pub burst: u64,
-    /// Excess requests let through at once; [`NODELAY`] for `nodelay`.
-    pub delay: u64,
-    pub dry_run: bool,
-    /// `count_status`: only answers with these statuses are charged (see [`super::settle`]).
-    pub count: Option<StatusSet>,
-    /// Whether an admitted request's charge waits for its answer to be settled
-    /// (`count_status`, or the location's `cost_from`).
-    pub settles: bool,
-    /// The item's `ban`: its rejections are strikes (`limit::penalty`).
-    pub ban: Option<Ban>,
-    /// The item's `elastic`: the rate while the zone's upstream has spare capacity.
-    pub elastic: Option<Elastic>,
-    /// `soft`: the share over the limit let through, marked (see [`super::soft`]).
-    pub soft: Option<Share>,
-}
-
-impl LimitRule {
-    /// What a request on `plan` taking `cost` units asks of this rule's zone.
-    pub fn params(&self, plan: Option<usize>, cost: u64) -> Params {
-        Params {
-            rate: self.zone.effective_rate(plan, self.elastic),
-            burst: self.burst,
-            delay: self.delay,
-            cost,
-            max: self.zone.max(),
-        }
-    }
-}
+pub use super::rule::LimitRule;
 
 thread_local! {
     /// Rendered keys of the request being decided on this thread, end to end; reused so
@@ -350,7 +315,7 @@ fn decide_one(
 }
 
 /// A charge in a zone's own store that the answer settles.
-pub(super) fn pending(rule: usize, params: Params, hash: u64, key: &[u8]) -> Pending {
+pub fn pending(rule: usize, params: Params, hash: u64, key: &[u8]) -> Pending {
     Pending {
         rule,
         params,

@@ -2,8 +2,10 @@
 //! request's verdict over all of them, and the in-flight counts it holds.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::redis::Failure;
+use super::bans::Ban;
+use super::remote::Failure;
 use super::settle::Pending;
 use super::zone::Zone;
 use super::{Decision, Rate, Verdict};
@@ -139,6 +141,17 @@ pub struct Banned {
     pub status: http::StatusCode,
 }
 
+impl Banned {
+    /// The answer of item `rule`'s `ban` with `left` to run.
+    pub fn of(rule: usize, ban: &Ban, left: Duration) -> Banned {
+        Banned {
+            rule,
+            left: u64::try_from(left.as_nanos()).unwrap_or(u64::MAX),
+            status: ban.status,
+        }
+    }
+}
+
 impl Outcome {
     pub fn rejected(&self) -> bool {
         matches!(self.status, Some(Status::Rejected | Status::Banned))
@@ -157,7 +170,7 @@ impl Outcome {
     /// Adds one zone's answer (rule `applied.rule` of the list): the status is the most
     /// telling so far, the delay and `retry_after` the longest, `rejected_by` the first
     /// rule in the list that rejected. Dry-run zones change only the status.
-    pub(super) fn add(&mut self, applied: Applied) {
+    pub fn add(&mut self, applied: Applied) {
         let status = Status::of_applied(&applied);
         self.status = Some(self.status.map_or(status, |s| s.max(status)));
         match (applied.decision.verdict, applied.dry_run) {

@@ -13,56 +13,32 @@
 
 use std::time::Instant;
 
-use super::decision::LimitRule;
-use super::redis::{Backend, Call, Mode};
+use super::remote::Call;
+use super::rule::LimitRule;
 use super::Params;
 
-/// HTTP statuses 100 to 599, as a set (`count_status`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatusSet {
-    bits: [u64; 8],
-}
-
-impl StatusSet {
-    const FIRST: u16 = 100;
-    const LAST: u16 = 599;
-
-    /// Adds `first..=last`; statuses outside 100–599 are ignored (the config refuses them).
-    pub fn insert_range(&mut self, first: u16, last: u16) {
-        for status in first.max(Self::FIRST)..=last.min(Self::LAST) {
-            let bit = usize::from(status - Self::FIRST);
-            self.bits[bit / 64] |= 1 << (bit % 64);
-        }
-    }
-
-    pub fn contains(&self, status: u16) -> bool {
-        if !(Self::FIRST..=Self::LAST).contains(&status) {
-            return false;
-        }
-        let bit = usize::from(status - Self::FIRST);
-        self.bits[bit / 64] & (1 << (bit % 64)) != 0
-    }
-}
+pub use super::rule::StatusSet;
+pub use super::zone::Change;
 
 /// A request's charge in one zone, made at admission, that its answer settles.
 #[derive(Debug)]
 pub struct Pending {
     /// The rule's index in the location's list.
-    pub(super) rule: usize,
+    pub rule: usize,
     /// What the request was charged with (`cost` is its static cost).
-    pub(super) params: Params,
-    pub(super) held: Held,
+    pub params: Params,
+    pub held: Held,
 }
 
 /// Where the charge was made.
 #[derive(Debug)]
-pub(super) enum Held {
+pub enum Held {
     /// The zone's own store (a local zone, or a Redis zone deciding alone on `on_error`).
     Local { hash: u64, key: Box<[u8]> },
     /// The zone's soft lane (a soft admission, `limit::soft`); `hash` is the lane's.
     Lane { hash: u64, key: Box<[u8]> },
-    /// Redis, by this call.
-    Redis(Call),
+    /// The zone's remote state (Redis), by this call.
+    Remote(Call),
 }
 
 /// What the answer says of the request.
@@ -71,13 +47,6 @@ pub struct Answer {
     pub status: u16,
     /// The cost the upstream declared (`cost_from`), if it did.
     pub declared: Option<u64>,
-}
-
-/// How a settled charge changes: units given back or charged on top.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Change {
-    Refund(u64),
-    Charge(u64),
 }
 
 /// What a charge of `cost` units in `rule` becomes once `answer` is known; `None` when it
@@ -96,16 +65,16 @@ pub(super) fn change(rule: &LimitRule, cost: u64, answer: Answer) -> Option<Chan
     }
 }
 
-/// Settles `pending` (charges of a list of `rules`) by `answer` at `now`: local zones at
-/// once, Redis ones in the background (the answer does not wait for Redis).
-pub(super) fn settle(
+/// Settles `pending` (charges of a list of `rules`) by `answer` at `now` in the zones'
+/// own stores, and returns the changes due in remote state, each with the call that
+/// makes it (the caller makes them in the background: the answer does not wait).
+pub fn settle(
     rules: &[LimitRule],
     pending: Vec<Pending>,
     answer: Answer,
     now: Instant,
-    redis: Option<(&std::sync::Arc<Backend>, usize)>,
-) {
-    let mut calls = Vec::new();
+) -> Vec<(Call, Change)> {
+    let mut remote = Vec::new();
     for charge in pending {
         let Some(rule) = rules.get(charge.rule) else {
             continue;
@@ -113,9 +82,8 @@ pub(super) fn settle(
         let Some(change) = change(rule, charge.params.cost, answer) else {
             continue;
         };
-        let (mode, units) = match change {
-            Change::Refund(units) => (Mode::Refund, units),
-            Change::Charge(units) => (Mode::Charge, units),
+        let units = match change {
+            Change::Refund(units) | Change::Charge(units) => units,
         };
         let params = Params {
             cost: units,
@@ -130,19 +98,10 @@ pub(super) fn settle(
                 let zone = &rule.zone;
                 zone.adjust_lane(hash, &key, zone.nanos(now), &params, change);
             }
-            Held::Redis(call) => calls.push((Call { params, ..call }, mode)),
+            Held::Remote(call) => remote.push((Call { params, ..call }, change)),
         }
     }
-    if let (false, Some((backend, worker))) = (calls.is_empty(), redis) {
-        let backend = std::sync::Arc::clone(backend);
-        tokio::spawn(async move {
-            for (call, mode) in calls {
-                if let Err(failure) = backend.call(&call, mode, now, worker).await {
-                    tracing::debug!(failure = failure.label(), "Redis settlement failed");
-                }
-            }
-        });
-    }
+    remote
 }
 
 #[cfg(test)]

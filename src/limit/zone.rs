@@ -12,8 +12,7 @@ use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
 use super::key::Template;
 use super::leaky_bucket::LeakyBucket;
-use super::redis::{Leases, Rejections, ZoneSettings};
-use super::settle::Change;
+use super::remote::{Rejections, ZoneSettings};
 use super::sliding_log::SlidingLog;
 use super::sliding_window::SlidingWindow;
 use super::soft::Share;
@@ -28,6 +27,13 @@ fn into_utc_day(wall: SystemTime) -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     u64::try_from(since_1970 % DAY).unwrap_or(0)
+}
+
+/// How a settled charge changes: units given back or charged on top.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Refund(u64),
+    Charge(u64),
 }
 
 /// Gives each zone a distinct id: the lock order.
@@ -135,8 +141,6 @@ pub struct Zone {
     pub redis: Option<ZoneSettings>,
     /// Keys Redis rejected, remembered until they may pass (Redis zones only).
     pub rejections: Rejections,
-    /// Units taken from Redis ahead of need (Redis zones with `lease`).
-    pub leases: Option<Leases>,
     /// The zone's bans and strikes (the penalty box); handed to the next generation
     /// while the zone keeps its name and key (`snapshot::zones`).
     pub bans: Arc<Bans>,
@@ -246,7 +250,6 @@ impl Zone {
             window_offset,
             size: spec.size,
             stores,
-            leases: spec.redis.and_then(|r| r.lease).map(Leases::new),
             redis: spec.redis,
             rejections: Rejections::default(),
             bans: Arc::default(),
@@ -306,7 +309,7 @@ impl Zone {
             .saturating_add(self.window_offset)
     }
 
-    pub(super) fn hash(&self, key: &[u8]) -> u64 {
+    pub fn hash(&self, key: &[u8]) -> u64 {
         dispatch!(Stores, &*self.stores, s => s.hash(key))
     }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::limit::adaptive::Signals;
-use crate::limit::redis::Failure;
+use crate::limit::remote::Failure;
 use cells::{Aligned, Counter, Gauge, Histogram, PerWorker, StatusCounts};
 use load::LoadCell;
 use top::Sketch;

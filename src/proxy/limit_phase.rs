@@ -7,9 +7,10 @@ use std::time::Instant;
 use http::{HeaderMap, HeaderName, Request, Response};
 
 use crate::access;
+use crate::admission::penalty;
 use crate::limit::key::RequestView;
 use crate::limit::outcome::{Applied, Banned, Outcome};
-use crate::limit::{penalty, Arrival, Verdict};
+use crate::limit::{Arrival, Verdict};
 use crate::metrics;
 use crate::upstream::body::ResponseBody;
 
@@ -67,7 +68,7 @@ impl Pipeline {
     /// Every zone of the location for `arrival`. A location whose zones are decided at
     /// once ([`Policy::at_once`]) goes through [`Pipeline::limit_at_once`] instead.
     ///
-    /// [`Policy::at_once`]: crate::limit::policy::Policy::at_once
+    /// [`Policy::at_once`]: crate::admission::Policy::at_once
     pub(super) async fn limit(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
         let outcome = if location.limits.has_bans() {
             // Boxed: locations without `ban` keep the smaller future.

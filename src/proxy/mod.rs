@@ -27,9 +27,9 @@ use crate::upstream::body::ClientBody;
 use http::{Request, Response, StatusCode};
 
 use crate::access;
+use crate::admission::Policy;
 use crate::config::{Address, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
-use crate::limit::policy::Policy;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};

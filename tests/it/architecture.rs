@@ -16,11 +16,21 @@ const CORE: &[&str] = &["limit", "routing", "access", "vars"];
 /// What `config` must not import: it turns text into values and knows nothing of how
 /// they run.
 const NOT_FROM_CONFIG: &[&str] = &[
-    "snapshot", "proxy", "upstream", "server", "admin", "metrics", "log", "state",
+    "snapshot",
+    "proxy",
+    "upstream",
+    "admission",
+    "shared",
+    "server",
+    "admin",
+    "metrics",
+    "log",
+    "state",
 ];
 
-/// What `proxy` and `upstream` must not import: they serve one request with the
-/// generation they are handed, and never reach for the gateway around them.
+/// What the request path (`proxy`, `upstream`, and the `admission` and `shared` layers
+/// the limit phase calls) must not import: they serve one request with the generation
+/// they are handed, and never reach for the gateway around them.
 const NOT_FROM_PIPELINE: &[&str] = &["snapshot", "server", "admin", "state"];
 
 /// Modules only tests use (generators for property tests): any module's tests may use
@@ -126,7 +136,9 @@ fn forbidden(from: &str, to: &str) -> Option<&'static str> {
     if from == "config" && NOT_FROM_CONFIG.contains(&to) {
         return Some("config produces values; it knows nothing of the runtime");
     }
-    if (from == "proxy" || from == "upstream") && NOT_FROM_PIPELINE.contains(&to) {
+    if matches!(from, "proxy" | "upstream" | "admission" | "shared")
+        && NOT_FROM_PIPELINE.contains(&to)
+    {
         return Some("the pipeline is handed its generation; it does not reach for the gateway");
     }
     None

@@ -278,8 +278,8 @@ async fn an_instance_beating_often_that_stops_does_not_expire_one_beating_seldom
     let redis = Redis::start();
     let client = ::redis::Client::open(redis.url()).unwrap();
     let conn = &mut client.get_multiplexed_async_connection().await.unwrap();
-    let script = ::redis::Script::new(tollgate::limit::redis::heartbeat::HEARTBEAT);
-    let key = tollgate::limit::redis::heartbeat::instances_key("z");
+    let script = ::redis::Script::new(tollgate::shared::heartbeat::HEARTBEAT);
+    let key = tollgate::shared::heartbeat::instances_key("z");
     let beat = |id: &str, ttl_ms: u64, at_us: u64| {
         let mut call = script.prepare_invoke();
         call.key(&key).arg(id).arg(ttl_ms).arg(at_us);

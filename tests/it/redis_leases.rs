@@ -9,8 +9,8 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tollgate::limit::redis::{redis_key, Mode, Reply, Scripts, TimeSource};
 use tollgate::limit::{Algorithm, Params, Period, Rate, Verdict, NODELAY};
+use tollgate::shared::{redis_key, Mode, Reply, Scripts, TimeSource};
 
 use support::redis::{self as server, Redis};
 use support::*;

@@ -12,11 +12,11 @@ use crate::support;
 
 use tollgate::limit::fixed_window::FixedWindow;
 use tollgate::limit::leaky_bucket::LeakyBucket;
-use tollgate::limit::redis::{redis_key, Mode, Scripts, TimeSource};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
 use tollgate::limit::token_bucket::TokenBucket;
 use tollgate::limit::{Algorithm, Decision, Limiter, Params, Period, Rate, Verdict, NODELAY};
+use tollgate::shared::{redis_key, Mode, Scripts, TimeSource};
 
 use support::redis::{self as server, Redis};
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::super::redis::Rejections;
+use super::super::remote::Rejections;
 use super::super::soft::{self, Share};
 use super::super::store::Stats;
 use super::super::{Decision, Params, Rate};
@@ -81,7 +81,7 @@ pub(in crate::limit) struct LaneKey {
 
 impl Zone {
     /// The lane's rejections (a Redis zone with a lane).
-    pub(in crate::limit) fn lane_rejections(&self) -> Option<&Rejections> {
+    pub fn lane_rejections(&self) -> Option<&Rejections> {
         self.lane.as_ref().map(|lane| &lane.rejections)
     }
 

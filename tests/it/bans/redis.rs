@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use super::{metric, request, retry_after};
 use support::redis::{self as server, Redis};
 use support::*;
-use tollgate::limit::penalty::RECHECK;
-use tollgate::limit::redis::{ban_key, zone_ban_prefix, Backend, Fleet, SetBan, Settings};
+use tollgate::admission::penalty::RECHECK;
+use tollgate::config::RedisSettings as Settings;
+use tollgate::shared::{ban_key, zone_ban_prefix, Backend, Fleet, SetBan};
 
 /// Redis zone `shared` (1r/m, no burst) with a ban after 3 rejections within 10 s, for
 /// 1 min. At 1r/m an instance remembers a key's rejection for up to a minute: a ban due

@@ -176,7 +176,7 @@ fn a_settled_soft_admission_gives_back_to_the_lane() {
         settles: true,
         ..rule(&z, 0, Some(1000))
     }];
-    let policy = tollgate::limit::policy::Policy::new(rules.clone(), 1, None);
+    let policy = tollgate::admission::Policy::new(rules.clone(), 1, None, &Default::default());
     let ok = Answer {
         status: 200,
         declared: None,

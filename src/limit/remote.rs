@@ -1,61 +1,20 @@
-//! Zones kept in Redis ("Zones in Redis" in docs/config.md), so that every instance pointing at one Redis shares
-//! one limit. This is the only limiter code that does I/O.
-//!
-//! A decision is one atomic Lua script on one Redis key, `tollgate:<zone>:<key>`: it
-//! reads the key's state, decides with the same integer arithmetic as the local
-//! algorithm, charges an admitted request, and sets a TTL equal to the time the state
-//! needs to drain. Its clock is Redis's own `TIME`, so instances whose clocks disagree
-//! still agree. The script is sent by SHA (`EVALSHA`) and loaded again when Redis
-//! answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
+//! What a zone kept elsewhere (`backend = "redis"`, "Zones in Redis" in docs/config.md)
+//! means to the limiter, as values: its settings (`on_error`, `instances`, `lease`), the
+//! share of the rate one instance enforces alone, the charge a call on its remote state
+//! makes ([`Call`]), why such a call failed ([`Failure`]), and the rejections an instance
+//! remembers so that a flood from one key costs the remote store nothing ([`Rejections`]).
+//! The calls themselves are made by the application's `shared` module.
 
-mod backend;
-mod bans;
-pub mod heartbeat;
-mod lease;
 mod rejections;
-mod scripts;
 
-pub use backend::{Backend, Call, Failure, SetBan, Settings, StoredBan, StoredBans};
-pub use bans::{
-    ban_key, ban_key_of, parse_ban_key, share_ban, zone_ban_prefix, BAN_PREFIX, MIN_TOMBSTONE,
-};
-pub use heartbeat::{Announcement, Fleet};
-pub use lease::{Fetch, First, Leases};
-// `Instances` is below, beside `ZoneSettings`.
 pub use rejections::Rejections;
-pub use scripts::{
-    BanOr, Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, MAX_EXACT, SLIDING_LOG,
-    SLIDING_WINDOW, TOKEN_BUCKET,
-};
 
-use super::{Algorithm, Period, Rate};
+use super::{Algorithm, Params, Period, Rate};
 
-/// The Redis key of `key` in zone `zone`: `tollgate:<zone>:<key>`, the key's bytes as
-/// they are (no hash tag: a cluster spreads a zone's keys over every shard).
-pub fn redis_key(zone: &str, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(10 + zone.len() + key.len());
-    out.extend_from_slice(b"tollgate:");
-    out.extend_from_slice(zone.as_bytes());
-    out.push(b':');
-    out.extend_from_slice(key);
-    out
-}
-
-/// What every soft lane key starts with: a prefix no zone key (`tollgate:`) or ban key
-/// (`tollgate-ban:`) has, so no client's key, whatever its bytes, names another's lane.
-pub const SOFT_PREFIX: &[u8] = b"tollgate-soft:";
-
-/// The Redis key of `key`'s soft lane in zone `zone` (`soft`, `limit::soft`):
-/// `tollgate-soft:<zone>:<key>`. A lane call touches this one key (it reads no ban), so
-/// it needs no hash tag: it goes wherever its bytes hash, as a zone key does.
-pub fn soft_key(zone: &str, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(SOFT_PREFIX.len() + zone.len() + 1 + key.len());
-    out.extend_from_slice(SOFT_PREFIX);
-    out.extend_from_slice(zone.as_bytes());
-    out.push(b':');
-    out.extend_from_slice(key);
-    out
-}
+/// Lua numbers are doubles: integers above this lose precision. What a remote store's
+/// scripts are given is capped to it (a bucket that large never fills in practice), and
+/// the config refuses a `burst` above it in a Redis zone.
+pub const MAX_EXACT: u64 = 1 << 53;
 
 /// What a Redis zone does while Redis is slow or down (`on_error`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -145,26 +104,44 @@ pub fn share(rate: Rate, instances: u64, windowed: bool) -> Rate {
     Rate::new((per_day / instances).max(windows_a_day), Period::Day).unwrap_or(rate)
 }
 
+/// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within `timeout`.
+    Timeout,
+    /// Not connected: refused, reset, or still connecting.
+    Connection,
+    /// Redis answered with an error.
+    Reply,
+}
+
+impl Failure {
+    pub const ALL: [Failure; 3] = [Failure::Timeout, Failure::Connection, Failure::Reply];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connection => "connection",
+            Failure::Reply => "reply",
+        }
+    }
+}
+
+/// One call on a zone's remote state: the zone's algorithm, the key in the remote store, and what
+/// the request asks.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub algorithm: Algorithm,
+    pub key: Vec<u8>,
+    pub params: Params,
+    /// A decision's lease: the requests' units to take at once, this request's
+    /// included (`lease`); 0 for none.
+    pub want: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_are_prefixed_with_the_zone_and_keep_their_bytes() {
-        assert_eq!(
-            redis_key("per_ip", &[10, 0, 0, 1]),
-            b"tollgate:per_ip:\x0a\x00\x00\x01"
-        );
-        assert_eq!(redis_key("api", b"k:1"), b"tollgate:api:k:1");
-    }
-
-    #[test]
-    fn a_lane_key_can_never_be_a_zone_key() {
-        assert_eq!(soft_key("api", b"k"), b"tollgate-soft:api:k");
-        // A client whose key ends in what a lane key adds still names its own key.
-        assert_ne!(redis_key("api", b"k:soft"), soft_key("api", b"k"));
-        assert!(!soft_key("api", b"k").starts_with(b"tollgate:"));
-    }
 
     #[test]
     fn the_fallback_rate_divides_the_zones_rate_by_the_instances() {

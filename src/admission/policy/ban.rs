@@ -1,13 +1,13 @@
-//! A Redis zone's decision for an item with `ban` (`limit::penalty`): the script reads
-//! the key's ban key in the same call, and a ban it tells of is held here for
-//! `penalty::RECHECK`.
+//! A Redis zone's decision for an item with `ban` (`admission::penalty`): the script
+//! reads the key's ban key in the same call, and a ban it tells of is held here for
+//! [`RECHECK`].
 
-use super::super::bans::Ban;
-use super::super::outcome::Outcome;
-use super::super::penalty::{self, RECHECK};
-use super::super::redis::{ban_key_of, Backend, BanOr, Call, Failure};
-use super::super::{Arrival, Decision, Verdict};
-use super::ZoneCall;
+use super::{ZoneCall, RECHECK};
+use crate::limit::bans::Ban;
+use crate::limit::outcome::{Banned, Outcome};
+use crate::limit::remote::{Call, Failure};
+use crate::limit::{Arrival, Decision, Verdict};
+use crate::shared::{ban_key_of, Backend, BanOr};
 
 /// [`RECHECK`] in nanoseconds.
 const RECHECK_NS: u64 = RECHECK.as_nanos() as u64;
@@ -67,7 +67,7 @@ impl ZoneCall<'_> {
                 entry.until - arrival.now
             }
         };
-        outcome.banned = Some(penalty::of(self.index, ban, left));
+        outcome.banned = Some(Banned::of(self.index, ban, left));
         Ok(Decision {
             verdict: Verdict::Reject { retry_after: 0 },
             remaining: 0,

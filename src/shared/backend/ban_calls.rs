@@ -11,12 +11,14 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Script, Value};
 
 use super::super::bans::MIN_TOMBSTONE;
+use super::super::connection::{failure_of, manager_config, Connection, Target};
 use super::super::scripts::{BanOr, TimeSource};
-use super::{Backend, Call, Connection, Failure, Target};
+use super::Backend;
+use crate::limit::remote::{Call, Failure};
 
 /// The script that imposes a ban (`set_ban.lua`), and the one that lifts it.
-const SET_BAN: &str = include_str!("../set_ban.lua");
-const LIFT_BAN: &str = include_str!("../lift_ban.lua");
+const SET_BAN: &str = include_str!("../lua/set_ban.lua");
+const LIFT_BAN: &str = include_str!("../lua/lift_ban.lua");
 
 /// Keys `SCAN` asks for per step.
 const SCAN_COUNT: usize = 1_000;
@@ -74,7 +76,7 @@ impl Backend {
                 &call.params,
                 TimeSource::Redis,
             );
-            let result = run.await.map_err(|err| Failure::of(&err));
+            let result = run.await.map_err(|err| failure_of(&err));
             self.breaker(worker, result).await
         })
         .await
@@ -98,7 +100,7 @@ impl Backend {
             call.key(ban_key).arg(why[0]).arg(why[1]).arg(for_ms.max(1));
             let reply = call.invoke_async(&mut conn).await;
             let reply: i64 = self
-                .breaker(worker, reply.map_err(|err| Failure::of(&err)))
+                .breaker(worker, reply.map_err(|err| failure_of(&err)))
                 .await?;
             Ok(match reply {
                 0 => SetBan::Written,
@@ -169,7 +171,7 @@ impl Backend {
             let lifted: i64 = call
                 .invoke_async(&mut conn)
                 .await
-                .map_err(|err| Failure::of(&err))?;
+                .map_err(|err| failure_of(&err))?;
             Ok(lifted > 0)
         })
         .await
@@ -189,14 +191,14 @@ impl Backend {
     async fn admin_connection(&self) -> Result<Connection, Failure> {
         let made = match &self.target {
             Target::Single { client, wait } => {
-                let config = super::manager_config(*wait).set_number_of_retries(0);
+                let config = manager_config(*wait).set_number_of_retries(0);
                 let client = redis::Client::clone(client);
                 let conn = ConnectionManager::new_with_config(client, config).await;
                 conn.map(Connection::Single)
             }
             Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
         };
-        made.map_err(|err| Failure::of(&err))
+        made.map_err(|err| failure_of(&err))
     }
 }
 
@@ -207,7 +209,7 @@ async fn primaries(conn: &mut ClusterConnection) -> Result<Vec<RoutingInfo>, Fai
     let nodes = conn
         .route_command(redis::cmd("CLUSTER").arg("NODES").clone(), random)
         .await
-        .map_err(|err| Failure::of(&err))?;
+        .map_err(|err| failure_of(&err))?;
     let text: String = redis::from_redis_value(nodes).map_err(|_| Failure::Reply)?;
     let primaries = text.lines().filter_map(|line| {
         let mut fields = line.split(' ');
@@ -271,7 +273,7 @@ async fn scan_step(
         (Connection::Cluster(conn), Some(at)) => conn.route_command(scan, at.clone()).await,
         (conn, _) => scan.query_async::<Value>(conn).await,
     };
-    let reply = reply.map_err(|err| Failure::of(&err))?;
+    let reply = reply.map_err(|err| failure_of(&err))?;
     redis::from_redis_value(reply).map_err(|_| Failure::Reply)
 }
 
@@ -297,7 +299,7 @@ async fn read(
         }
         (conn, _) => conn.req_packed_commands(&pipe, 0, count).await,
     };
-    let replies = replies.map_err(|err| Failure::of(&err))?;
+    let replies = replies.map_err(|err| failure_of(&err))?;
     let mut replies = replies.into_iter();
     let read = keys.into_iter().filter_map(|key| {
         let (value, left_ms) = (replies.next()?, replies.next()?);

@@ -3,17 +3,18 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script};
 
-use super::super::leaky_bucket::UNIT;
-use super::super::{Algorithm, Decision, Params, Verdict, NANOS_PER_MS, NODELAY};
+use crate::limit::leaky_bucket::UNIT;
+use crate::limit::remote::MAX_EXACT;
+use crate::limit::{Algorithm, Decision, Params, Verdict, NANOS_PER_MS, NODELAY};
 
 /// A script as Redis runs it: the shared clock prelude `now.lua`, the penalty box's
 /// `ban.lua`, then `NAME.lua` (all beside this file).
 macro_rules! script {
     ($name:literal) => {
         concat!(
-            include_str!("now.lua"),
-            include_str!("ban.lua"),
-            include_str!(concat!($name, ".lua"))
+            include_str!("lua/now.lua"),
+            include_str!("lua/ban.lua"),
+            include_str!(concat!("lua/", $name, ".lua"))
         )
     };
 }
@@ -28,10 +29,6 @@ pub const FIXED_WINDOW: &str = script!("fixed_window");
 pub const SLIDING_WINDOW: &str = script!("sliding_window");
 /// The sliding log's script, in microseconds.
 pub const SLIDING_LOG: &str = script!("sliding_log");
-
-/// Lua numbers are doubles: integers above this lose precision. Arguments are capped
-/// to it (a bucket that large never fills in practice).
-pub const MAX_EXACT: u64 = 1 << 53;
 
 /// The scripts, each with its SHA computed once.
 pub struct Scripts {

@@ -4,63 +4,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
 use redis::{RedisResult, TlsCertificates};
 
-use super::super::{Algorithm, Params};
+use super::connection::{failure_of, Connection, Target};
 use super::heartbeat::{Beat, Fleet, Heartbeat};
 use super::scripts::{Mode, Reply, Scripts, TimeSource};
+use crate::config::RedisSettings as Settings;
+use crate::limit::remote::{Call, Failure};
 
 // The penalty box's calls (`limit::penalty`): they use this module's connections.
 mod ban_calls;
 pub use ban_calls::{SetBan, StoredBan, StoredBans};
-
-/// Why a Redis decision did not come back (the `kind` of `tollgate_redis_errors_total`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// No answer within `timeout`.
-    Timeout,
-    /// Not connected: refused, reset, or still connecting.
-    Connection,
-    /// Redis answered with an error.
-    Reply,
-}
-
-impl Failure {
-    pub const ALL: [Failure; 3] = [Failure::Timeout, Failure::Connection, Failure::Reply];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Failure::Timeout => "timeout",
-            Failure::Connection => "connection",
-            Failure::Reply => "reply",
-        }
-    }
-
-    fn of(err: &redis::RedisError) -> Failure {
-        if err.is_timeout() {
-            Failure::Timeout
-        } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
-            Failure::Connection
-        } else {
-            Failure::Reply
-        }
-    }
-}
-
-/// One script call: the zone's algorithm, the Redis key ([`super::redis_key`]), and what
-/// the request asks.
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub algorithm: Algorithm,
-    pub key: Vec<u8>,
-    pub params: Params,
-    /// A decision's lease: the requests' units to take at once, this request's
-    /// included (`lease`, [`super::lease`]); 0 for none.
-    pub want: u64,
-}
 
 /// How long a worker waits before connecting again after a failed attempt; requests in
 /// that time follow `on_error` at once.
@@ -84,32 +39,6 @@ pub struct Backend {
     clock: fn() -> Instant,
 }
 
-/// Where Redis is, and how long a decision may take.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    /// `redis://` URLs: one server, or some nodes of a cluster.
-    pub urls: Vec<String>,
-    pub cluster: bool,
-    pub timeout: Duration,
-    /// PEM certificates `rediss://` trusts; `None`: the system's trust store.
-    pub ca: Option<Vec<u8>>,
-    /// How often this instance announces itself in each Redis zone
-    /// ([`super::heartbeat`]).
-    pub heartbeat: Duration,
-}
-
-/// One server, or a Redis Cluster.
-#[derive(Clone)]
-pub(super) enum Target {
-    // Boxed: both clients are hundreds of bytes, and one of them sits here unused.
-    Single {
-        client: Box<redis::Client>,
-        /// The client's own bound on a connect or an answer ([`longest_wait`]).
-        wait: Duration,
-    },
-    Cluster(Box<ClusterClient>),
-}
-
 /// The longest any call waits for Redis: `timeout`, or an admin call's
 /// [`ban_calls::ADMIN_TIMEOUT`] if longer. The client's own bounds on a connect and an
 /// answer are set to this, since its defaults (1 s and 500 ms) would cut a longer
@@ -118,75 +47,11 @@ fn longest_wait(settings: &Settings) -> Duration {
     settings.timeout.max(ban_calls::ADMIN_TIMEOUT)
 }
 
-/// The connection manager's settings for one server: its own bounds at `wait`.
-fn manager_config(wait: Duration) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(wait))
-        .set_response_timeout(Some(wait))
-}
-
 enum Link {
     Idle,
     /// No attempt before this instant.
     Paused(Instant),
     Up(Connection),
-}
-
-/// A worker's connection: to one server (reconnected by the connection manager), or to
-/// every node of a cluster (each command sent to the node holding its key).
-#[derive(Clone)]
-pub(super) enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
-            Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
-            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(conn) => conn.get_db(),
-            Connection::Cluster(conn) => conn.get_db(),
-        }
-    }
-}
-
-impl Target {
-    /// A connection made on the calling task's runtime: to one server (reconnected by
-    /// the connection manager), or to every node of a cluster.
-    pub(super) async fn connect(&self) -> RedisResult<Connection> {
-        match self {
-            Target::Single { client, wait } => {
-                let config = manager_config(*wait)
-                    .set_max_delay(Duration::from_millis(500))
-                    .set_number_of_retries(1);
-                ConnectionManager::new_with_config(redis::Client::clone(client), config)
-                    .await
-                    .map(Connection::Single)
-            }
-            Target::Cluster(client) => client.get_async_connection().await.map(Connection::Cluster),
-        }
-    }
 }
 
 impl Backend {
@@ -286,7 +151,7 @@ impl Backend {
                 TimeSource::Redis,
                 mode,
             );
-            let result = run.await.map_err(|err| Failure::of(&err));
+            let result = run.await.map_err(|err| failure_of(&err));
             self.breaker(worker, result).await
         })
         .await

@@ -17,17 +17,14 @@
 //! `redis::share_ban`).
 
 use std::cell::RefCell;
-use std::time::Duration;
 
-use super::bans::{Ban, Entry, Standing, Struck};
-use super::decision::LimitRule;
-use super::outcome::{Banned, Outcome, Status};
 use super::policy::Policy;
-use super::Arrival;
+use crate::limit::bans::{Entry, Standing, Struck};
+use crate::limit::decision::LimitRule;
+use crate::limit::outcome::{Banned, Outcome, Status};
+use crate::limit::Arrival;
 
-/// How long a Redis zone's ban is answered from this instance's copy before Redis is
-/// asked again: the bound on how late a `DELETE` on another instance takes effect here.
-pub const RECHECK: Duration = Duration::from_secs(1);
+pub use super::policy::RECHECK;
 
 thread_local! {
     /// A rule's key for this request, rendered for its zone's bans.
@@ -79,7 +76,7 @@ fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
         }
         with_key(rule, arrival, |key| {
             match rule.zone.bans.standing(key, arrival.now) {
-                Standing::Banned(left) => Some(of(index, ban, left)),
+                Standing::Banned(left) => Some(Banned::of(index, ban, left)),
                 Standing::Recheck(_) => {
                     rule.zone.rejections.forget(key);
                     None
@@ -88,15 +85,6 @@ fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
             }
         })
     })
-}
-
-/// The answer of item `rule`'s `ban` with `left` to run.
-pub fn of(rule: usize, ban: &Ban, left: Duration) -> Banned {
-    Banned {
-        rule,
-        left: u64::try_from(left.as_nanos()).unwrap_or(u64::MAX),
-        status: ban.status,
-    }
 }
 
 /// Counts a strike for each item with `ban` that rejected the request (enforced, and
@@ -155,7 +143,7 @@ fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival
         );
     }
     if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
-        super::redis::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
+        crate::shared::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
     }
 }
 

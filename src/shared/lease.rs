@@ -43,8 +43,8 @@ use std::time::Duration;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
-use super::super::{Decision, Params, Verdict};
-use super::Failure;
+use crate::limit::remote::Failure;
+use crate::limit::{Decision, Params, Verdict};
 
 /// Leases a zone holds (one per key and terms).
 pub const KEYS: usize = 64 * 1024;

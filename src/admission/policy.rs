@@ -8,18 +8,25 @@
 //! zones before it charged. A key Redis rejected is rejected here, without asking Redis,
 //! until it may pass. When Redis cannot answer, the zone follows its `on_error`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::decision::{self, LimitRule};
-use super::outcome::{Applied, Outcome};
-use super::redis::{
-    redis_key, Backend, Call, Failure, Fetch, First, Leases, Mode, OnError, Reply, ZoneSettings,
-};
-use super::settle::{self, Answer, Held, Pending};
-use super::{Arrival, Decision, Params, Verdict, NANOS_PER_SEC};
+use crate::limit::decision::{self, LimitRule};
+use crate::limit::outcome::{Applied, Outcome};
+use crate::limit::remote::{Call, Failure, ZoneSettings};
+use crate::limit::settle::{Answer, Held, Pending};
+
+use super::{on_error, settle};
+use crate::limit::{Arrival, Decision, Params, Verdict};
+use crate::shared::{redis_key, Backend, Fetch, First, Leases, Mode, Reply};
 
 mod ban;
+
+/// How long a Redis zone's ban is answered from this instance's copy before Redis is
+/// asked again: the bound on how late a `DELETE` on another instance takes effect here
+/// (see `super::penalty`).
+pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 mod soft;
 
 /// A location's zones, in list order, and what each request costs in them.
@@ -42,12 +49,24 @@ struct RedisFirst {
     local: Vec<LimitRule>,
     /// `local[i]` is item `local_index[i]` of the list.
     local_index: Vec<usize>,
+    /// Indexed like the list: the leases of the item's zone (a Redis zone with `lease`).
+    leases: Vec<Option<Arc<Leases>>>,
 }
+
+/// The leases of each Redis zone with `lease`, by zone name: one table per zone and
+/// generation, which every location listing the zone shares.
+pub type ZoneLeases = HashMap<Box<str>, Arc<Leases>>;
 
 impl Policy {
     /// The policy of a `limit` list whose requests take `cost` units. `backend` serves
-    /// the list's Redis zones; without it, they decide in their local stores.
-    pub fn new(rules: Vec<LimitRule>, cost: u64, backend: Option<&Arc<Backend>>) -> Policy {
+    /// the list's Redis zones, with their `leases`; without it, they decide in their
+    /// local stores.
+    pub fn new(
+        rules: Vec<LimitRule>,
+        cost: u64,
+        backend: Option<&Arc<Backend>>,
+        leases: &ZoneLeases,
+    ) -> Policy {
         let redis = match backend {
             Some(backend) if rules.iter().any(|rule| rule.zone.redis.is_some()) => {
                 let (local, local_index) = rules
@@ -56,10 +75,15 @@ impl Policy {
                     .filter(|(_, rule)| rule.zone.redis.is_none())
                     .map(|(index, rule)| (rule.clone(), index))
                     .unzip();
+                let leases = rules
+                    .iter()
+                    .map(|rule| leases.get(&rule.zone.name).cloned())
+                    .collect();
                 Some(RedisFirst {
                     backend: Arc::clone(backend),
                     local,
                     local_index,
+                    leases,
                 })
             }
             _ => None,
@@ -100,8 +124,8 @@ impl Policy {
         if pending.is_empty() {
             return;
         }
-        let redis = self.redis.as_ref().map(|redis| (&redis.backend, worker));
-        settle::settle(&self.rules, pending, answer, now, redis);
+        let backend = self.redis.as_ref().map(|redis| (&redis.backend, worker));
+        settle::settle(&self.rules, pending, answer, now, backend);
     }
 
     /// The backend of the list's Redis zones (a ban imposed in one is written there).
@@ -165,6 +189,7 @@ impl Policy {
                 settings,
                 key: &key,
                 params,
+                leases: redis.leases.get(index).and_then(Option::as_deref),
             };
             let decision = zone
                 .decide(&redis.backend, arrival, &mut outcome, &mut charged)
@@ -208,7 +233,7 @@ impl Policy {
             outcome.settle.clear();
             if !charged.is_empty() {
                 let calls = charged.into_iter().map(|(_, call)| call).collect();
-                refund(&redis.backend, arrival, calls);
+                settle::refund(&redis.backend, calls, arrival.now, arrival.worker);
             }
         } else {
             for (index, call) in charged {
@@ -216,7 +241,7 @@ impl Policy {
                     outcome.settle.push(Pending {
                         rule: index,
                         params: call.params,
-                        held: Held::Redis(call),
+                        held: Held::Remote(call),
                     });
                 }
             }
@@ -234,6 +259,8 @@ struct ZoneCall<'a> {
     /// The request's key in the zone.
     key: &'a [u8],
     params: Params,
+    /// The zone's leases (`lease`), if it takes any.
+    leases: Option<&'a Leases>,
 }
 
 impl ZoneCall<'_> {
@@ -249,7 +276,7 @@ impl ZoneCall<'_> {
         let zone = &self.rule.zone;
         let zone_now = zone.nanos(arrival.now);
         // An item with `ban` leases nothing: each of its calls reads the key's ban too.
-        let leases = zone.leases.as_ref().filter(|_| self.rule.ban.is_none());
+        let leases = self.leases.filter(|_| self.rule.ban.is_none());
         // Held until the lease it fetches is in the table: the key's other requests wait.
         let mut fetch = None;
         if let Some(leases) = leases {
@@ -364,51 +391,13 @@ impl ZoneCall<'_> {
         arrival: &Arrival<'_>,
         outcome: &mut Outcome,
     ) -> Decision {
-        match self.settings.on_error {
-            OnError::Allow => Decision {
-                verdict: Verdict::Pass,
-                remaining: self.rule.burst,
-                reset: 0,
-            },
-            OnError::Deny => {
-                outcome.unavailable = !self.rule.dry_run;
-                Decision {
-                    verdict: Verdict::Reject {
-                        retry_after: NANOS_PER_SEC,
-                    },
-                    remaining: 0,
-                    reset: 0,
-                }
-            }
-            OnError::Local => {
-                let zone = &self.rule.zone;
-                let live = backend.fleet().live(&zone.name);
-                let alone = Params {
-                    rate: (self.settings).fallback_rate(self.params.rate, zone.algorithm, live),
-                    ..self.params
-                };
-                let decision = zone.decide_alone(self.key, arrival.now, &alone);
-                if decision.admitted() && self.rule.settles {
-                    let hash = zone.hash(self.key);
-                    let pending = decision::pending(self.index, alone, hash, self.key);
-                    outcome.settle.push(pending);
-                }
-                decision
-            }
-        }
+        let zone = on_error::Zone {
+            index: self.index,
+            rule: self.rule,
+            key: self.key,
+            params: self.params,
+        };
+        let live = backend.fleet().live(&self.rule.zone.name);
+        on_error::decide(&zone, self.settings, live, arrival.now, outcome)
     }
-}
-
-/// Gives back the Redis charges of a request a later zone rejected, in the background:
-/// the answer does not wait for it.
-fn refund(backend: &Arc<Backend>, arrival: &Arrival<'_>, charged: Vec<Call>) {
-    let backend = Arc::clone(backend);
-    let (now, worker) = (arrival.now, arrival.worker);
-    tokio::spawn(async move {
-        for call in charged {
-            if let Err(failure) = backend.call(&call, Mode::Refund, now, worker).await {
-                tracing::debug!(failure = failure.label(), "Redis refund failed");
-            }
-        }
-    });
 }

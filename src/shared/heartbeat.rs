@@ -27,10 +27,13 @@ use std::time::Duration;
 use redis::Script;
 use tokio::sync::{oneshot, Notify};
 
-use super::backend::{Connection, Target};
+use super::connection::{Connection, Target};
 
 /// The heartbeat script: the clock prelude, then `heartbeat.lua`.
-pub const HEARTBEAT: &str = concat!(include_str!("now.lua"), include_str!("heartbeat.lua"));
+pub const HEARTBEAT: &str = concat!(
+    include_str!("lua/now.lua"),
+    include_str!("lua/heartbeat.lua")
+);
 
 /// An announcement lasts this many beats: an instance that misses two beats in a row
 /// (a slow call, a short hiccup) is still counted.

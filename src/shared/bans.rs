@@ -15,9 +15,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::super::bans::{Bans, Entry};
-use super::super::Arrival;
 use super::{redis_key, Backend, SetBan};
+use crate::limit::bans::{Bans, Entry};
+use crate::limit::Arrival;
 
 /// What every ban key starts with.
 pub const BAN_PREFIX: &[u8] = b"tollgate-ban:";

@@ -8,11 +8,12 @@
 //! has ended and the requests waiting on it are not held up. A lane never leases, and
 //! reads no ban: a banned key never gets here.
 
-use super::super::outcome::Outcome;
-use super::super::redis::{soft_key, Backend, Call, Failure, Mode, Reply};
-use super::super::soft::{self, soft_pass, still_rejected, Share};
-use super::super::{Arrival, Decision, Verdict};
 use super::ZoneCall;
+use crate::limit::outcome::Outcome;
+use crate::limit::remote::{Call, Failure};
+use crate::limit::soft::{self, soft_pass, still_rejected, Share};
+use crate::limit::{Arrival, Decision, Verdict};
+use crate::shared::{soft_key, Backend, Mode, Reply};
 
 /// What the lane said of a rejected request.
 pub(super) enum Lane {
