@@ -334,49 +334,7 @@ pub fn status(state: &GatewayState) -> String {
         (group.name.to_string(), servers.collect())
     });
     let zones = snapshot.zones.iter().map(|zone| {
-        let stats = zone.stats();
-        let counted = state.metrics.zone_stats(&zone.name);
-        let top = counted
-            .as_ref()
-            .map(|stats| stats.top_limited(now, TOP_LIMITED))
-            .unwrap_or_default();
-        let decisions = Answer::ALL.map(|outcome| {
-            let count = counted.as_ref().map_or(0, |stats| stats.decided(outcome));
-            (outcome.label().to_owned(), count)
-        });
-        let top_limited = top.into_iter().map(|((key, cut), rejected)| {
-            let mut key = zone.template.text_of(&key);
-            if cut {
-                key.push('…');
-            }
-            Limited { key, rejected }
-        });
-        let (rate_factor, elastic, adaptive) = adaptive_status(zone);
-        let status = ZoneStatus {
-            algorithm: zone.algorithm.name(),
-            keys: stats.keys,
-            bytes: stats.bytes,
-            capacity_bytes: stats.capacity_bytes,
-            evictions: stats.evictions,
-            bans: zone.bans.in_force(now),
-            top_limited: top_limited.collect(),
-            decisions: Ordered(decisions.into()),
-            instances: zone.redis.map(|settings| {
-                let live = snapshot
-                    .redis
-                    .as_ref()
-                    .and_then(|r| r.fleet().live(&zone.name));
-                let divisor = settings.instances(live);
-                InstancesStatus {
-                    instances: divisor.count(),
-                    from: divisor.source(),
-                    live,
-                }
-            }),
-            rate_factor,
-            elastic,
-            adaptive,
-        };
+        let status = zone_status(zone, state, &snapshot, now);
         (zone.name.to_string(), status)
     });
     let document = Status {
@@ -410,6 +368,54 @@ pub fn status(state: &GatewayState) -> String {
         }),
     };
     line(&document)
+}
+
+/// A zone as `/status` shows it: its store, bans, decisions, most limited keys, instances
+/// (a Redis zone) and adaptive state.
+fn zone_status(zone: &Zone, state: &GatewayState, snapshot: &Snapshot, now: Instant) -> ZoneStatus {
+    let stats = zone.stats();
+    let counted = state.metrics.zone_stats(&zone.name);
+    let top = counted
+        .as_ref()
+        .map(|stats| stats.top_limited(now, TOP_LIMITED))
+        .unwrap_or_default();
+    let decisions = Answer::ALL.map(|outcome| {
+        let count = counted.as_ref().map_or(0, |stats| stats.decided(outcome));
+        (outcome.label().to_owned(), count)
+    });
+    let top_limited = top.into_iter().map(|((key, cut), rejected)| {
+        let mut key = zone.template.text_of(&key);
+        if cut {
+            key.push('…');
+        }
+        Limited { key, rejected }
+    });
+    let (rate_factor, elastic, adaptive) = adaptive_status(zone);
+    ZoneStatus {
+        algorithm: zone.algorithm.name(),
+        keys: stats.keys,
+        bytes: stats.bytes,
+        capacity_bytes: stats.capacity_bytes,
+        evictions: stats.evictions,
+        bans: zone.bans.in_force(now),
+        top_limited: top_limited.collect(),
+        decisions: Ordered(decisions.into()),
+        instances: zone.redis.map(|settings| {
+            let live = snapshot
+                .redis
+                .as_ref()
+                .and_then(|r| r.fleet().live(&zone.name));
+            let divisor = settings.instances(live);
+            InstancesStatus {
+                instances: divisor.count(),
+                from: divisor.source(),
+                live,
+            }
+        }),
+        rate_factor,
+        elastic,
+        adaptive,
+    }
 }
 
 /// `GET /zones/NAME/keys/KEY`: whether the key is stored, and its state if it is.

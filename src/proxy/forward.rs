@@ -6,7 +6,7 @@ mod retry;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::upstream::body::ClientBody;
 use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
@@ -157,13 +157,8 @@ pub async fn forward(
     held: &mut Vec<InFlight>,
     priority: impl FnOnce(&HeaderMap) -> u8,
 ) -> Result<Done, Stopped> {
-    let Prepared {
-        websocket: upgrade,
-        added,
-    } = prepared;
-    let client_upgrade = upgrade
-        .then(|| req.extensions_mut().remove::<tunnel::ClientUpgrade>())
-        .flatten();
+    let upgrade = prepared.websocket;
+    let client_upgrade = upgrade.then(|| take_upgrade(&mut req)).flatten();
     let (parts, body) = req.into_parts();
     let (body, progress) = upstream_body(body, ctx).await?;
     let permit = match &group.gate {
@@ -177,36 +172,30 @@ pub async fn forward(
     // A body read whole goes again whole with a retry: a copy of it (its bytes' or its
     // file's handle) is kept, as sending takes it out of the request.
     let whole_body = body.replay();
-    let streamed = matches!(body, RequestBody::Client(_));
-    let request = Request::from_parts(parts, body);
     // Can go again after it was (partly) sent: idempotent, and no streamed body.
-    let replayable = !streamed && request.method().is_idempotent() && !upgrade;
-    let mut unsent = Some(request);
+    let streamed = matches!(body, RequestBody::Client(_));
+    let replayable = !streamed && parts.method.is_idempotent() && !upgrade;
+    let mut unsent = Some(Request::from_parts(parts, body));
     let mut attempts = Attempts::new(replayable);
     for _ in 0..group.servers.len() + 2 {
-        // The poll's time (`clock`), one per try: health only looks at it on its slow
-        // paths.
+        // The poll's time (`clock`), one per try: health looks at it on slow paths only.
         let now = crate::clock::now();
         let Some(server) = attempts.next_server(group, ctx.client, now) else {
             break;
         };
         // Counted from the pick, so that concurrent picks see each other (least_conn).
         let active = ActiveRequest::new(group.clone(), server);
-        let Some(Checkout { conn, pooled }) =
-            attempts.checkout(group, server, ctx.conn.worker).await
-        else {
+        let checkout = attempts.checkout(group, server, ctx.conn.worker).await;
+        let Some(Checkout { conn, pooled }) = checkout else {
             continue;
         };
-        let Some(mut request) = unsent.take() else {
+        let Some(request) = again(&mut unsent, whole_body.as_ref()) else {
             break;
         };
-        if let Some(again) = whole_body.as_ref().and_then(RequestBody::replay) {
-            *request.body_mut() = again;
-        }
         let sent = conn
             .send_with(
                 request,
-                added.as_slice(),
+                prepared.added.as_slice(),
                 group.read_timeout,
                 progress.as_deref(),
             )
@@ -218,22 +207,9 @@ pub async fn forward(
                 continue;
             }
         };
-        let srv = &group.servers[server];
-        srv.health.record_success(now);
-        let upstream_time = crate::clock::now().saturating_duration_since(now);
-        group.stats.time.get(ctx.conn.worker).observe(upstream_time);
-        let status = match &exchange {
-            Exchange::Response(response) => response.status(),
-            Exchange::Upgraded(head, _) => head.status(),
-        };
-        // A client that trickles a streamed body slows the exchange, not the upstream:
-        // the load signals time the upstream from the last bytes it was sent, or a slow
-        // uploader could cut everyone's adaptive limits.
-        let latency = progress
-            .as_deref()
-            .map_or(upstream_time, |p| p.since_last_frame().min(upstream_time));
-        let load = group.stats.load.get(ctx.conn.worker);
-        load.record(latency, status.as_u16());
+        let worker = ctx.conn.worker;
+        let (status, upstream_time) =
+            answered(&exchange, group, server, now, progress.as_deref(), worker);
         let response = respond(exchange, client_upgrade, group, server, held)?;
         let mut lease = Lease::new(active, ctx.conn.worker);
         // A tunnel would hold its slot for as long as it stays open: a WebSocket
@@ -244,12 +220,60 @@ pub async fn forward(
         }
         return Ok(Done {
             response,
-            addr: srv.addr,
+            addr: group.servers[server].addr,
             upstream_time,
             lease,
         });
     }
     Err(attempts.give_up(group).into())
+}
+
+/// The client's side of a WebSocket handshake, which the tunnel takes over after a 101.
+fn take_upgrade(req: &mut Request<ClientBody>) -> Option<tunnel::ClientUpgrade> {
+    req.extensions_mut().remove::<tunnel::ClientUpgrade>()
+}
+
+/// The request for the next try, if it is still there: with the body read whole
+/// again from its start when it was (`whole`), since a try takes the body it sends.
+fn again(
+    unsent: &mut Option<Request<RequestBody>>,
+    whole: Option<&RequestBody>,
+) -> Option<Request<RequestBody>> {
+    let mut request = unsent.take()?;
+    if let Some(body) = whole.and_then(RequestBody::replay) {
+        *request.body_mut() = body;
+    }
+    Some(request)
+}
+
+/// Records a server's answer (its head, read at `now` plus the time it took): the
+/// server's health, the group's upstream time and load signals. Returns the answer's
+/// status and the upstream time.
+fn answered(
+    exchange: &Exchange,
+    group: &Group,
+    server: usize,
+    now: Instant,
+    progress: Option<&Progress>,
+    worker: usize,
+) -> (http::StatusCode, Duration) {
+    group.servers[server].health.record_success(now);
+    let upstream_time = crate::clock::now().saturating_duration_since(now);
+    group.stats.time.get(worker).observe(upstream_time);
+    let status = match exchange {
+        Exchange::Response(response) => response.status(),
+        Exchange::Upgraded(head, _) => head.status(),
+    };
+    // A client that trickles a streamed body slows the exchange, not the upstream: the
+    // load signals time the upstream from the last bytes it was sent, or a slow uploader
+    // could cut everyone's adaptive limits.
+    let latency = progress.map_or(upstream_time, |p| p.since_last_frame().min(upstream_time));
+    group
+        .stats
+        .load
+        .get(worker)
+        .record(latency, status.as_u16());
+    (status, upstream_time)
 }
 
 /// Counts a request that ended in `err` in its group's load signals (`metrics::load`),

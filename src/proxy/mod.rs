@@ -208,17 +208,8 @@ impl Pipeline {
         let access_log = self.access_log.clone();
         let mut log =
             logged::Pending::new(access_log, &req, client, now, &self.unrouted, conn.worker);
-        if let Err(status) = checks::admit(&mut req, self.underscores_in_headers) {
-            return log.finish(response::refusal(status, req.version()), None);
-        }
-        if let (Some(acme), false) = (&self.acme, conn.https) {
-            if let Some(answer) = acme_challenge::answer(acme, &req) {
-                return log.finish(answer, None);
-            }
-        }
-        if access::listed(client, &self.deny) {
-            self.denied.get(conn.worker).add(1);
-            return log.finish(response::error(StatusCode::FORBIDDEN), None);
+        if let Some(answer) = self.screen(&mut req, conn, client) {
+            return log.finish(answer, None);
         }
         // The path borrows a copy of the target (a reference count), not the request,
         // whose header map a rejection takes over.
@@ -282,6 +273,29 @@ impl Pipeline {
         );
         log.hold(limited.in_flight);
         log.finish(response, lease)
+    }
+
+    /// The answers given before routing: a refusal of what nginx refuses outright
+    /// (`checks`), an http-01 challenge's answer on a plain listener, and `[access] deny`.
+    fn screen(
+        &self,
+        req: &mut Request<ClientBody>,
+        conn: &Conn,
+        client: IpAddr,
+    ) -> Option<Response<ResponseBody>> {
+        if let Err(status) = checks::admit(req, self.underscores_in_headers) {
+            return Some(response::refusal(status, req.version()));
+        }
+        if let (Some(acme), false) = (&self.acme, conn.https) {
+            if let Some(answer) = acme_challenge::answer(acme, req) {
+                return Some(answer);
+            }
+        }
+        if access::listed(client, &self.deny) {
+            self.denied.get(conn.worker).add(1);
+            return Some(response::error(StatusCode::FORBIDDEN));
+        }
+        None
     }
 
     /// What every answer of the location gets: its charges settled by it, its
