@@ -3,9 +3,9 @@
 //!
 //! Pure core (no sockets; no clock read inside: callers pass `now`):
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
-//!   per-zone store, and [`limit::policy`], the one call that decides a location's zones.
-//!   Its one I/O part is [`limit::redis`]: zones kept in Redis, one Lua script per
-//!   algorithm. [`limit::penalty`] bans keys that keep being rejected ([`limit::bans`]).
+//!   per-zone store, local decisions over a location's zones, ban tables, soft and
+//!   adaptive arithmetic, and what a zone kept in Redis means as values
+//!   ([`limit::remote`]).
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …) in configured text.
@@ -16,6 +16,11 @@
 //! - [`certs`]: certificates read and checked while the file is validated.
 //!
 //! The pipeline, handed one generation per request:
+//! - [`admission`]: what the limit phase calls: a location's zones across local and
+//!   Redis ones ([`admission::Policy`]), `on_error`, the penalty box, settling, and the
+//!   Redis calls no answer waits for.
+//! - [`shared`]: zones kept in Redis behind [`shared::Backend`]: one Lua script per
+//!   algorithm, connections, leases, the heartbeat, shared bans.
 //! - [`proxy`]: identify, deny, route, allow/deny, limit, forward, respond, log.
 //! - [`upstream`]: choosing a server, passive health, pooled keep-alive connections
 //!   (plain or TLS, [`upstream::tls`]) spoken to by [`upstream::h1`], and the bodies

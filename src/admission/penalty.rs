@@ -1,12 +1,12 @@
 //! The penalty box at work ("Bans" in docs/config.md): [`decide`] answers a banned key
 //! before any zone is asked or charged, asks the location's [`Policy`] otherwise, and
 //! counts each enforced rejection of an item with a `ban` as a strike in its zone's
-//! [`Bans`](super::bans::Bans).
+//! `limit::bans::Bans`.
 //!
 //! Only a location that lists a zone with `ban` looks at that zone's bans: a location
 //! without one pays nothing (the pipeline does not call [`decide`] for it). Where it
 //! looks, a zone without bans in force costs one to three atomic loads (see
-//! [`Bans::may_hold`](super::bans::Bans::may_hold)), no key is rendered.
+//! `Bans::may_hold`), no key is rendered.
 //!
 //! A Redis zone's bans live in Redis (one key with a TTL, see `redis::ban_key`); the
 //! table here holds a copy that answers alone for [`RECHECK`] at most, then the next

@@ -5,7 +5,7 @@
 //! Strikes are counted in windows: the first strike opens a window of `within`; the
 //! `after`-th strike inside it bans the key for `for`; a strike after the window ends
 //! opens a new one (its count starts at 1). A banned key is answered at once, before any
-//! zone is asked ([`super::penalty`]).
+//! zone is asked (`admission::penalty`).
 //!
 //! Both tables are per zone, split in [`SHARDS`] shards each behind its own mutex, and
 //! each shard keeps its key bytes (plus [`ENTRY_BYTES`] per entry) under a budget: the
@@ -169,7 +169,7 @@ pub struct Bans {
     strikes_refused: AtomicU64,
     /// The bytes of bans the zone may hold (`size`); the strikes, twice that.
     size: AtomicUsize,
-    /// The error-log lines the zone's bans make, thinned ([`super::penalty`] writes them).
+    /// The error-log lines the zone's bans make, thinned (`admission::penalty` writes them).
     pub log: lines::Lines,
 }
 

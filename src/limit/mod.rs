@@ -1,8 +1,9 @@
 //! Pure limiting (docs/config.md, `[zones.NAME]`): one file per algorithm, each a set of
 //! functions over `(state, now, params)`; [`key`] turns a request into a zone key;
 //! [`store`] keeps per-key state in bounded memory; [`zone`] ties them together;
-//! [`decision`] decides local zones together, [`redis`] Redis ones, and [`policy`] is the
-//! one call the pipeline makes for a location's whole list.
+//! [`decision`] decides local zones together; [`remote`] is what a zone kept in Redis
+//! means here, as values. Deciding across local and Redis zones, waiting, spawning and
+//! Redis itself are the application's (`admission`, `shared`): this crate never does I/O.
 //!
 //! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
 //! shell and passed down. Nothing here reads a clock or sleeps.

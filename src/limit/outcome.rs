@@ -125,9 +125,9 @@ pub struct Outcome {
     /// Redis zones Redis did not answer for (rule index, why), for the error counts.
     pub redis_failures: Vec<(usize, Failure)>,
     /// Charges the answer settles (`count_status`, `cost_from`): see
-    /// [`Policy::settle`](super::policy::Policy::settle).
+    /// `admission::Policy::settle`.
     pub settle: Vec<Pending>,
-    /// The key is banned (`limit::penalty`): answer with the ban, not the rejection.
+    /// The key is banned (`admission::penalty`): answer with the ban, not the rejection.
     pub banned: Option<Banned>,
 }
 

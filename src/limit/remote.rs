@@ -33,9 +33,9 @@ pub enum OnError {
 pub struct ZoneSettings {
     pub on_error: OnError,
     /// `instances` as written: instances sharing the zone, for [`OnError::Local`]. When
-    /// left out, the instances are counted ([`heartbeat`]).
+    /// left out, the instances are counted (`shared::heartbeat`).
     pub instances: Option<u64>,
-    /// `lease`: units a decision takes from Redis at once, spent here ([`Leases`]).
+    /// `lease`: units a decision takes from Redis at once, spent here (`shared::Leases`).
     pub lease: Option<u64>,
 }
 

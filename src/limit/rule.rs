@@ -22,7 +22,7 @@ pub struct LimitRule {
     /// Whether an admitted request's charge waits for its answer to be settled
     /// (`count_status`, or the location's `cost_from`).
     pub settles: bool,
-    /// The item's `ban`: its rejections are strikes (`limit::penalty`).
+    /// The item's `ban`: its rejections are strikes (`admission::penalty`).
     pub ban: Option<Ban>,
     /// The item's `elastic`: the rate while the zone's upstream has spare capacity.
     pub elastic: Option<Elastic>,

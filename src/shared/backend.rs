@@ -13,7 +13,7 @@ use super::scripts::{Mode, Reply, Scripts, TimeSource};
 use crate::config::RedisSettings as Settings;
 use crate::limit::remote::{Call, Failure};
 
-// The penalty box's calls (`limit::penalty`): they use this module's connections.
+// The penalty box's calls (`admission::penalty`): they use this module's connections.
 mod ban_calls;
 pub use ban_calls::{SetBan, StoredBan, StoredBans};
 

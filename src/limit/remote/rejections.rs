@@ -50,7 +50,7 @@ impl Rejections {
     }
 
     /// Forgets `key`'s rejection, so that its next call asks Redis (a ban due for a
-    /// check, `limit::penalty`).
+    /// check, `admission::penalty`).
     pub fn forget(&self, key: &[u8]) {
         lock(&self.until).remove(key);
     }
