@@ -4,13 +4,17 @@
 //! a [`Request`].
 //!
 //! Pure: the caller gathers what a request says; nothing here reads a socket or a clock.
+//! A crate of its own, below the limiter, so that nothing here can reach the gateway.
 
+#![forbid(unsafe_code)]
+// clippy.toml's clock reads (found from the workspace root): the caller passes the time.
+#![deny(clippy::disallowed_methods)]
+
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::net::IpAddr;
 
 use http::{HeaderMap, HeaderName};
-
-use crate::routing::sites::host_key;
 
 /// One variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -246,6 +250,22 @@ fn simple_name(var: &Var) -> &'static str {
         .iter()
         .find(|(_, known)| known == var)
         .map_or("", |(name, _)| name)
+}
+
+/// A host as `$host` and site names mean it: lower case, without a port (an IPv6 literal
+/// keeps its brackets) and without a trailing dot. `Example.com.:8080` → `example.com`;
+/// `[::1]:80` → `[::1]`.
+pub fn host_key(host: &str) -> Cow<'_, str> {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 /// What a request says, for filling in variables.
