@@ -466,6 +466,7 @@ fn vars_of<'a, B>(
 ) -> vars::Request<'a> {
     vars::Request {
         https: conn.https,
+        method: req.method(),
         host: host_of(req),
         server_name: &location.server_name,
         server_port: conn.server_port,
@@ -474,7 +475,7 @@ fn vars_of<'a, B>(
         args: req.uri().query(),
         remote_addr: client,
         remote_port: conn.peer.port(),
-        request_id: id.as_str(),
+        request_id: Some(id.as_str()),
         headers: req.headers(),
         captures,
     }
