@@ -43,11 +43,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::{HeaderMap, HeaderValue};
 use tollgate::limit::concurrency::{self, Concurrency};
 use tollgate::limit::decision::{self, LimitRule};
 use tollgate::limit::fixed_window::FixedWindow;
-use tollgate::limit::key::{Part, RequestView, Template};
+use tollgate::limit::key::Template;
 use tollgate::limit::leaky_bucket::{self, LeakyBucket};
 use tollgate::limit::sliding_log::SlidingLog;
 use tollgate::limit::sliding_window::SlidingWindow;
@@ -55,6 +55,7 @@ use tollgate::limit::store::Store;
 use tollgate::limit::token_bucket::TokenBucket;
 use tollgate::limit::zone::{Spec, Zone};
 use tollgate::limit::{Algorithm, Decision, Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
+use tollgate::vars::{Request, VarText};
 
 /// The zone's `size` for the existing-key benchmarks: room for every key of every
 /// algorithm without eviction.
@@ -269,15 +270,10 @@ fn on_concurrency(c: &mut Criterion, p: Params) {
 }
 
 /// The key material of one benchmark request.
-fn view((client, headers): &(IpAddr, HeaderMap)) -> RequestView<'_> {
-    RequestView {
-        client: *client,
-        method: &Method::GET,
-        path: b"/",
-        query: None,
-        headers,
+fn view((client, headers): &(IpAddr, HeaderMap)) -> Request<'_> {
+    Request {
         host: Some("example.com"),
-        server_name: "",
+        ..Request::new(*client, headers)
     }
 }
 
@@ -340,18 +336,17 @@ fn headers(api_key: Option<&str>) -> HeaderMap {
 
 fn zone_decide(c: &mut Criterion) {
     let epoch = Instant::now();
-    let x_api_key = HeaderName::from_static("x-api-key");
     let mut group = c.benchmark_group("zone_decide");
     group.throughput(Throughput::Elements(1));
-    for (label, part) in [
-        ("binary_remote_addr", Part::BinaryRemoteAddr),
-        ("http_x_api_key", Part::Header(x_api_key.clone())),
+    for (label, key) in [
+        ("binary_remote_addr", "$binary_remote_addr"),
+        ("http_x_api_key", "$http_x_api_key"),
     ] {
-        let by_header = matches!(part, Part::Header(_));
+        let by_header = key.starts_with("$http_");
         let zone = Zone::new(
             Spec {
                 name: "k".into(),
-                template: Template::new(vec![part], 32, 128),
+                template: Template::new(VarText::parse(key).expect("a key"), 32, 128),
                 algorithm: Algorithm::LeakyBucket,
                 rate: rate(MOST, Period::Second),
                 plan_rates: Vec::new(),

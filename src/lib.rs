@@ -8,7 +8,9 @@
 //!   ([`limit::remote`]).
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
-//! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …) in configured text.
+//! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …): one parser, one request
+//!   view, one meaning each, for zone keys, header rules and `return`. A crate of its own
+//!   below the limiter (`crates/vars`, `tollgate-vars`), re-exported here.
 //!
 //! Values:
 //! - [`config`]: TOML text to a validated, immutable `Config` made of the core's own
@@ -71,8 +73,8 @@ pub mod snapshot;
 pub mod state;
 pub mod tls;
 pub mod upstream;
-#[deny(clippy::disallowed_methods)]
-pub mod vars;
+// The `tollgate-vars` crate (crates/vars), under its old path.
+pub use tollgate_vars as vars;
 
 pub use config::Config;
 pub use server::{Gateway, StartError};

@@ -592,7 +592,7 @@ fn zone_spec(z: &config::Zone, plans: &[&str], soft: Option<config::Share>) -> S
         .collect();
     Spec {
         name: z.name.clone(),
-        template: Template::new(z.key.parts.clone(), z.ipv4_prefix, z.ipv6_prefix),
+        template: Template::new(z.key.clone(), z.ipv4_prefix, z.ipv6_prefix),
         algorithm: z.algorithm,
         // `concurrency` has no rate; any value serves, it is never read.
         rate: z.rate.unwrap_or(ONE_PER_SECOND),

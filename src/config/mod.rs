@@ -35,7 +35,6 @@ pub use crate::access::Rule as AccessRule;
 pub use crate::limit::adaptive::gradient::Settings as AutoSettings;
 pub use crate::limit::adaptive::{Elastic, Target};
 pub use crate::limit::bans::Ban;
-pub use crate::limit::key::Part;
 pub use crate::limit::remote::{OnError, ZoneSettings};
 pub use crate::limit::settle::StatusSet;
 pub use crate::limit::soft::Share;
@@ -323,7 +322,8 @@ pub struct Access {
 #[derive(Debug, Clone)]
 pub struct Zone {
     pub name: String,
-    pub key: KeyTemplate,
+    /// A zone's `key`: literal text and variables, in the one variable language.
+    pub key: VarText,
     /// The rate of keys without a plan. Absent only for `concurrency`.
     pub rate: Option<Rate>,
     /// The `size` memory bound, in bytes.
@@ -342,12 +342,6 @@ pub struct Zone {
     pub redis: Option<ZoneSettings>,
     /// `adaptive`: the zone's rates follow an upstream group's load.
     pub adaptive: Option<Target>,
-}
-
-/// A zone's `key`: literal text and nginx variables, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyTemplate {
-    pub parts: Vec<Part>,
 }
 
 /// `[api_keys]`: which plan each API key is on.

@@ -1,20 +1,18 @@
 //! `[zones.NAME]`: algorithm, key template, rate and plans, size, and the Redis backend.
 
-use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::adaptive;
 use super::diag::Diagnostics;
 use super::limits::MAX_BURST;
 use super::raw::{Loose, Named, Plans, RawBackend, RawZone, Span};
-use super::{values, Algorithm, KeyTemplate, OnError, Part, Period, Rate, Zone, ZoneSettings};
+use super::{values, Algorithm, OnError, Period, Rate, VarText, Zone, ZoneSettings};
+use crate::vars::{UnknownVar, Var};
 
 /// nginx's smallest zone: 8 pages.
 const MIN_ZONE_SIZE: u64 = 32 << 10;
 const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
 const MAX_RATE_COUNT: u64 = 1_000_000;
-const VARIABLES: &str = "$binary_remote_addr, $remote_addr, $http_NAME, $arg_NAME, \
-                         $cookie_NAME, $uri, $request_method, $host";
 
 /// Every zone, or `None` when any had a problem. `on_error` is `[redis]`'s, for Redis zones
 /// that name none.
@@ -46,7 +44,7 @@ fn zone(
     let raw = body.into_inner();
     let key = diag
         .required(raw.key.as_ref(), &table, "key")
-        .and_then(|key| diag.check(key.span(), parse_key(key.get_ref())));
+        .and_then(|key| zone_key(key, diag));
     let algorithm = raw
         .algorithm
         .as_ref()
@@ -339,91 +337,57 @@ pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
     Rate::new(count, period).ok_or_else(hint)
 }
 
-/// A key template: literal text and `$name` or `${name}` variables.
-pub(super) fn parse_key(text: &str) -> Result<KeyTemplate, String> {
-    let mut parts = Vec::new();
-    let mut literal = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        literal.push_str(&rest[..at]);
-        let (name, next) = variable_name(text, &rest[at + 1..])?;
-        if !literal.is_empty() {
-            parts.push(Part::Literal(
-                std::mem::take(&mut literal).into_bytes().into(),
-            ));
+/// A zone's `key`, a problem reported at its `$` (`file:line:col`).
+fn zone_key(value: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<VarText> {
+    match parse_key(value.get_ref()) {
+        Ok(key) => Some(key),
+        Err(err) => {
+            diag.error_in_string(value.span(), value.get_ref(), err.at, err.message);
+            None
         }
-        parts.push(variable(name).ok_or_else(|| {
-            format!(
-                r#"invalid key "{text}": unknown variable "${name}", expected one of {VARIABLES}"#
-            )
-        })?);
-        rest = next;
     }
-    literal.push_str(rest);
-    if !literal.is_empty() {
-        parts.push(Part::Literal(literal.into_bytes().into()));
+}
+
+/// A key template: literal text and variables, in the language of every other place
+/// (docs/config.md's "Variables"), but for the two that make no key ([`refused_in_key`]).
+pub(super) fn parse_key(text: &str) -> Result<VarText, UnknownVar> {
+    if text.is_empty() {
+        let message =
+            r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#;
+        return Err(UnknownVar {
+            at: 0,
+            message: message.to_owned(),
+        });
     }
-    if parts.is_empty() {
-        return Err(
-            r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#
+    VarText::parse_refusing(text, refused_in_key)
+}
+
+/// Why a variable has no place in a zone key: `$request_id` is new for every request, so
+/// no two requests would share a key (the zone would limit nothing and fill up); a
+/// capture belongs to one location's regex, while a zone serves every location that
+/// lists it.
+fn refused_in_key(var: &Var) -> Option<String> {
+    match var {
+        Var::RequestId => Some(
+            "`$request_id` cannot be part of a key: it is new for every request, so no two \
+             requests would share a key"
                 .to_owned(),
-        );
+        ),
+        Var::Capture(_) => Some(
+            "captures ($1 to $9) cannot be part of a key: they belong to one location's regex, \
+             and a zone serves every location that lists it"
+                .to_owned(),
+        ),
+        _ => None,
     }
-    Ok(KeyTemplate { parts })
-}
-
-/// The name of the variable written after a `$` (`after`), as `name` or `{name}`, and
-/// the text that follows it. `text` is the whole key, for messages.
-fn variable_name<'a>(text: &str, after: &'a str) -> Result<(&'a str, &'a str), String> {
-    let (name, next) = if let Some(braced) = after.strip_prefix('{') {
-        let end = braced
-            .find('}')
-            .ok_or_else(|| format!("invalid key \"{text}\": unclosed \"${{\""))?;
-        (&braced[..end], &braced[end + 1..])
-    } else {
-        let end = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
-        (&after[..end], &after[end..])
-    };
-    if name.is_empty() {
-        return Err(format!(
-            r#"invalid key "{text}": "$" must start a variable, one of {VARIABLES}"#
-        ));
-    }
-    Ok((name, next))
-}
-
-fn variable(name: &str) -> Option<Part> {
-    let named = |prefix: &str| {
-        name.strip_prefix(prefix)
-            .filter(|rest| !rest.is_empty())
-            .map(str::to_owned)
-    };
-    Some(match name {
-        "binary_remote_addr" => Part::BinaryRemoteAddr,
-        "remote_addr" => Part::RemoteAddr,
-        "uri" => Part::Uri,
-        "request_method" => Part::RequestMethod,
-        "host" => Part::Host,
-        _ => {
-            if let Some(header) = named("http_") {
-                let header = header.replace('_', "-").to_ascii_lowercase();
-                Part::Header(HeaderName::from_bytes(header.as_bytes()).ok()?)
-            } else if let Some(arg) = named("arg_") {
-                Part::Arg(arg.into())
-            } else if let Some(cookie) = named("cookie_") {
-                Part::Cookie(cookie.into())
-            } else {
-                return None;
-            }
-        }
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderName;
+
     use super::*;
+    use crate::vars::Piece;
 
     #[test]
     fn rates_take_nginx_units_and_stay_exact() {
@@ -444,31 +408,48 @@ mod tests {
     fn key_templates_split_into_literals_and_variables() {
         let key = parse_key("$http_x_api_key:$uri").expect("valid");
         assert_eq!(
-            key.parts,
+            key.pieces(),
             [
-                Part::Header(HeaderName::from_static("x-api-key")),
-                Part::Literal(b":".as_slice().into()),
-                Part::Uri
+                Piece::Var(Var::Header(HeaderName::from_static("x-api-key"))),
+                Piece::Text(":".into()),
+                Piece::Var(Var::Uri)
             ]
         );
         let key = parse_key("ip-${binary_remote_addr}x").expect("valid");
         assert_eq!(
-            key.parts,
+            key.pieces(),
             [
-                Part::Literal(b"ip-".as_slice().into()),
-                Part::BinaryRemoteAddr,
-                Part::Literal(b"x".as_slice().into())
+                Piece::Text("ip-".into()),
+                Piece::Var(Var::BinaryRemoteAddr),
+                Piece::Text("x".into())
             ]
         );
         assert_eq!(
-            parse_key("global").expect("valid").parts,
-            [Part::Literal(b"global".as_slice().into())]
+            parse_key("global").expect("valid").pieces(),
+            [Piece::Text("global".into())]
         );
         assert!(parse_key("$remote_adr")
             .unwrap_err()
+            .message
             .contains("unknown variable"));
         assert!(parse_key("$").is_err());
         assert!(parse_key("${uri").is_err());
         assert!(parse_key("").is_err());
+    }
+
+    #[test]
+    fn a_key_takes_every_variable_but_the_request_id_and_captures() {
+        let every = "$scheme $host $server_name $server_port $request_method $request_uri \
+                     $uri $args $arg_k $remote_addr $binary_remote_addr $remote_port \
+                     $http_x_a $cookie_s";
+        assert!(parse_key(every).is_ok());
+        let id = parse_key("k:$request_id").unwrap_err();
+        assert_eq!(id.at, 2);
+        assert!(id
+            .message
+            .starts_with("`$request_id` cannot be part of a key"));
+        let capture = parse_key("${uri}$1").unwrap_err();
+        assert_eq!(capture.at, 6);
+        assert!(capture.message.starts_with("captures ($1 to $9) cannot"));
     }
 }

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::key::RequestView;
 use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::settle::{Held, Pending};
 use super::zone::Guard;
 use super::{Algorithm, Params, Verdict, NODELAY};
+use crate::vars::Request;
 
 // What a would-be rejection of an item with `soft` does: the cold path.
 mod lanes;
@@ -53,7 +53,7 @@ struct Keyed {
 /// key), `cost` the location's. Zones whose key is empty are skipped.
 pub fn decide(
     rules: &[LimitRule],
-    req: &RequestView<'_>,
+    req: &Request<'_>,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
@@ -67,7 +67,7 @@ pub fn decide(
 
 fn decide_with(
     rules: &[LimitRule],
-    req: &RequestView<'_>,
+    req: &Request<'_>,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
@@ -105,7 +105,7 @@ fn decide_with(
 #[inline]
 fn key_each(
     rules: &[LimitRule],
-    req: &RequestView<'_>,
+    req: &Request<'_>,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
@@ -262,7 +262,7 @@ fn order_is_strict(rules: &[LimitRule], keyed: &[Option<Keyed>]) -> bool {
 /// when its one zone admits it, dry run or not, as in the general case.
 fn decide_one(
     rule: &LimitRule,
-    req: &RequestView<'_>,
+    req: &Request<'_>,
     plan: Option<usize>,
     cost: u64,
     now: Instant,

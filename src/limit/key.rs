@@ -1,66 +1,32 @@
-//! Zone keys (`key` in docs/config.md): a template of literal text and nginx variables, rendered
-//! per request into a reusable byte buffer.
+//! Zone keys (`key` in docs/config.md): a template of literal text and nginx variables (the
+//! one language of [`crate::vars`]), rendered per request into a reusable byte buffer.
 //!
 //! If every variable of a template renders empty, so does the key, and the zone does not
 //! limit that request (nginx: an empty key is skipped). A template of literal text only,
 //! such as `"global"`, is one key shared by everyone. As nginx, a key longer than 65 535
 //! bytes is skipped too.
 
-use std::io::Write;
 use std::net::IpAddr;
 
-use http::{HeaderMap, HeaderName, Method};
+use crate::vars::{self, Piece, Request, Var, VarText};
 
 /// nginx skips keys longer than this.
 const MAX_KEY_LEN: usize = 65_535;
 
+/// A zone's key: text in the one variable language ([`crate::vars`]), each variable
+/// meaning what it means in a `return`, with the zone's own prefixes for
+/// `$binary_remote_addr`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
-    parts: Box<[Part]>,
+    text: VarText,
     ipv4_prefix: u8,
     ipv6_prefix: u8,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Part {
-    Literal(Box<[u8]>),
-    /// The client address as 4 or 16 bytes, masked to the zone's prefix.
-    BinaryRemoteAddr,
-    /// The client address as text.
-    RemoteAddr,
-    Header(HeaderName),
-    /// A query argument as sent (not decoded); names compare case-insensitively, as nginx.
-    Arg(Box<str>),
-    /// A cookie's value; names compare case-insensitively, as nginx.
-    Cookie(Box<str>),
-    /// The normalized path.
-    Uri,
-    RequestMethod,
-    /// The host without port, lower case.
-    Host,
-}
-
-/// What a key can be made of, borrowed from the request.
-#[derive(Clone, Copy, Debug)]
-pub struct RequestView<'a> {
-    /// After realip, canonical (IPv4-mapped IPv6 as IPv4).
-    pub client: IpAddr,
-    pub method: &'a Method,
-    /// The normalized path (`$uri`).
-    pub path: &'a [u8],
-    pub query: Option<&'a str>,
-    pub headers: &'a HeaderMap,
-    /// The request's host as sent (authority or `Host`), port included.
-    pub host: Option<&'a str>,
-    /// `$host` when the request names no host: the first name of the site that answers
-    /// (nginx's `$host`, and `vars`' own).
-    pub server_name: &'a str,
-}
-
 impl Template {
-    pub fn new(parts: Vec<Part>, ipv4_prefix: u8, ipv6_prefix: u8) -> Template {
+    pub fn new(text: VarText, ipv4_prefix: u8, ipv6_prefix: u8) -> Template {
         Template {
-            parts: parts.into_boxed_slice(),
+            text,
             ipv4_prefix: ipv4_prefix.min(32),
             ipv6_prefix: ipv6_prefix.min(128),
         }
@@ -68,59 +34,31 @@ impl Template {
 
     /// Renders the key into `out` (cleared first). `false` when the key is empty or too
     /// long: the zone then does not apply to this request.
-    pub fn render(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
+    pub fn render(&self, req: &Request<'_>, out: &mut Vec<u8>) -> bool {
         out.clear();
         self.render_append(req, out)
     }
 
     /// Whether the key reads the request's host (`$host`).
     pub fn reads_host(&self) -> bool {
-        self.parts.contains(&Part::Host)
+        self.text.pieces().contains(&Piece::Var(Var::Host))
     }
 
     /// Renders the key at the end of `out`; what it wrote is the key. `false` as
     /// [`render`](Template::render) (what was written is then to be discarded).
-    pub fn render_append(&self, req: &RequestView<'_>, out: &mut Vec<u8>) -> bool {
+    pub fn render_append(&self, req: &Request<'_>, out: &mut Vec<u8>) -> bool {
         let start = out.len();
         let mut variables = 0usize;
         let mut filled = 0usize;
-        for part in self.parts.iter() {
+        for piece in self.text.pieces() {
             let before = out.len();
-            match part {
-                Part::Literal(text) => {
-                    out.extend_from_slice(text);
+            match piece {
+                Piece::Text(text) => {
+                    out.extend_from_slice(text.as_bytes());
                     continue;
                 }
-                Part::BinaryRemoteAddr => self.binary_addr(req.client, out),
-                Part::RemoteAddr => {
-                    // Writing to a Vec cannot fail.
-                    let _ = write!(out, "{}", req.client);
-                }
-                Part::Header(name) => {
-                    // Repeated lines joined as nginx (1.23+) and `vars` join them.
-                    for (i, value) in req.headers.get_all(name).iter().enumerate() {
-                        if i > 0 {
-                            out.extend_from_slice(b", ");
-                        }
-                        out.extend_from_slice(value.as_bytes());
-                    }
-                }
-                Part::Arg(name) => {
-                    if let Some(value) = req.query.and_then(|q| arg(q, name)) {
-                        out.extend_from_slice(value.as_bytes());
-                    }
-                }
-                Part::Cookie(name) => {
-                    if let Some(value) = cookie(req.headers, name) {
-                        out.extend_from_slice(value);
-                    }
-                }
-                Part::Uri => out.extend_from_slice(req.path),
-                Part::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
-                Part::Host => {
-                    let host = req.host.map_or(req.server_name, host_name);
-                    out.extend(host.bytes().map(|b| b.to_ascii_lowercase()));
-                }
+                Piece::Var(Var::BinaryRemoteAddr) => self.binary_addr(req.remote_addr, out),
+                Piece::Var(var) => req.append(var, out),
             }
             variables += 1;
             filled += usize::from(out.len() > before);
@@ -142,8 +80,8 @@ impl Template {
             };
             addr.parse().ok()
         });
-        match (&*self.parts, addr) {
-            ([Part::BinaryRemoteAddr], Some(addr)) => {
+        match addr {
+            Some(addr) if self.is_binary_addr() => {
                 let mut key = Vec::with_capacity(16);
                 self.binary_addr(addr, &mut key);
                 key
@@ -156,11 +94,11 @@ impl Template {
     /// the address (with the zone's prefix when it masks, `2001:db8::/64`); otherwise the
     /// key's text.
     pub fn text_of(&self, key: &[u8]) -> String {
-        let addr = match (&*self.parts, key.len()) {
-            ([Part::BinaryRemoteAddr], 4) => <[u8; 4]>::try_from(key)
+        let addr = match (self.is_binary_addr(), key.len()) {
+            (true, 4) => <[u8; 4]>::try_from(key)
                 .ok()
                 .map(|bytes| (IpAddr::from(bytes), self.ipv4_prefix, 32)),
-            ([Part::BinaryRemoteAddr], 16) => <[u8; 16]>::try_from(key)
+            (true, 16) => <[u8; 16]>::try_from(key)
                 .ok()
                 .map(|bytes| (IpAddr::from(bytes), self.ipv6_prefix, 128)),
             _ => None,
@@ -172,66 +110,15 @@ impl Template {
         }
     }
 
+    /// Whether the key is `$binary_remote_addr` alone (its keys are addresses).
+    fn is_binary_addr(&self) -> bool {
+        matches!(self.text.pieces(), [Piece::Var(Var::BinaryRemoteAddr)])
+    }
+
+    /// `$binary_remote_addr` as this zone keeps it: masked to its prefixes.
     fn binary_addr(&self, client: IpAddr, out: &mut Vec<u8>) {
-        match client {
-            IpAddr::V4(v4) => {
-                let bits = u32::from(v4) & mask32(self.ipv4_prefix);
-                out.extend_from_slice(&bits.to_be_bytes());
-            }
-            IpAddr::V6(v6) => {
-                let bits = u128::from(v6) & mask128(self.ipv6_prefix);
-                out.extend_from_slice(&bits.to_be_bytes());
-            }
-        }
+        vars::binary_addr(client, self.ipv4_prefix, self.ipv6_prefix, out);
     }
-}
-
-fn mask32(prefix: u8) -> u32 {
-    match prefix {
-        0 => 0,
-        p => u32::MAX << (32 - u32::from(p.min(32))),
-    }
-}
-
-fn mask128(prefix: u8) -> u128 {
-    match prefix {
-        0 => 0,
-        p => u128::MAX << (128 - u32::from(p.min(128))),
-    }
-}
-
-/// The first `name=value` of a query string.
-fn arg<'q>(query: &'q str, name: &str) -> Option<&'q str> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        key.eq_ignore_ascii_case(name).then_some(value)
-    })
-}
-
-/// The first cookie called `name` in any `Cookie` header line.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .flat_map(|line| line.as_bytes().split(|&b| b == b';'))
-        .find_map(|pair| {
-            let pair = pair.trim_ascii();
-            let at = pair.iter().position(|&b| b == b'=')?;
-            pair[..at]
-                .trim_ascii()
-                .eq_ignore_ascii_case(name.as_bytes())
-                .then(|| pair[at + 1..].trim_ascii())
-        })
-}
-
-/// The host's name as `$host` means it (before lower-casing): without the port and
-/// without a trailing dot. `example.com.:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn host_name(host: &str) -> &str {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.strip_suffix('.').unwrap_or(name)
 }
 
 #[cfg(test)]
@@ -239,21 +126,27 @@ mod props;
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderMap;
+
     use super::*;
 
-    fn view<'a>(client: &str, headers: &'a HeaderMap, query: Option<&'a str>) -> RequestView<'a> {
-        RequestView {
-            client: client.parse().expect("ip"),
-            method: &Method::GET,
-            path: b"/api/x",
-            query,
-            headers,
+    fn view<'a>(client: &str, headers: &'a HeaderMap, query: Option<&'a str>) -> Request<'a> {
+        Request {
+            uri: b"/api/x",
+            args: query,
             host: Some("Example.COM:8080"),
             server_name: "site.test",
+            ..Request::new(client.parse().expect("ip"), headers)
         }
     }
 
-    fn render(template: &Template, req: &RequestView<'_>) -> Option<Vec<u8>> {
+    /// The template a zone's `key = "text"` makes, with the zone's prefixes.
+    fn template(text: &str, ipv4_prefix: u8, ipv6_prefix: u8) -> Template {
+        let text = VarText::parse(text).expect("a key");
+        Template::new(text, ipv4_prefix, ipv6_prefix)
+    }
+
+    fn render(template: &Template, req: &Request<'_>) -> Option<Vec<u8>> {
         let mut out = Vec::new();
         template.render(req, &mut out).then_some(out)
     }
@@ -261,7 +154,7 @@ mod tests {
     #[test]
     fn binary_remote_addr_is_masked_to_the_zone_prefix() {
         let headers = HeaderMap::new();
-        let t = Template::new(vec![Part::BinaryRemoteAddr], 24, 64);
+        let t = template("$binary_remote_addr", 24, 64);
         assert_eq!(
             render(&t, &view("192.0.2.77", &headers, None)),
             Some(vec![192, 0, 2, 0])
@@ -276,28 +169,16 @@ mod tests {
         // And looked up as shown (the admin page sends keys back as /status shows them).
         assert_eq!(t.key_of(b"2001:db8:0:1::/64"), key);
         assert_eq!(t.key_of(b"192.0.2.0/24"), [192, 0, 2, 0]);
-        let whole = Template::new(vec![Part::BinaryRemoteAddr], 32, 128);
+        let whole = template("$binary_remote_addr", 32, 128);
         assert_eq!(whole.text_of(&[192, 0, 2, 77]), "192.0.2.77");
-        let api = Template::new(
-            vec![Part::Header(HeaderName::from_static("x-api-key"))],
-            32,
-            128,
-        );
+        let api = template("$http_x_api_key", 32, 128);
         assert_eq!(api.text_of(b"abcd"), "abcd");
     }
 
     #[test]
     fn a_key_whose_variables_are_all_empty_is_empty() {
         let headers = HeaderMap::new();
-        let t = Template::new(
-            vec![
-                Part::Header(HeaderName::from_static("x-api-key")),
-                Part::Literal(Box::from(&b":"[..])),
-                Part::Arg("k".into()),
-            ],
-            32,
-            128,
-        );
+        let t = template("$http_x_api_key:$arg_k", 32, 128);
         assert_eq!(render(&t, &view("1.2.3.4", &headers, None)), None);
         assert_eq!(
             render(&t, &view("1.2.3.4", &headers, Some("a=1&K=v"))),
@@ -308,7 +189,7 @@ mod tests {
     #[test]
     fn a_literal_key_is_one_key_for_everyone() {
         let headers = HeaderMap::new();
-        let t = Template::new(vec![Part::Literal(Box::from(&b"global"[..]))], 32, 128);
+        let t = template("global", 32, 128);
         assert_eq!(
             render(&t, &view("1.2.3.4", &headers, None)),
             Some(b"global".to_vec())
@@ -320,18 +201,8 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-api-key", "k1".parse().expect("value"));
         headers.append("cookie", "a=1; Session = s2 ".parse().expect("value"));
-        let t = Template::new(
-            vec![
-                Part::Header(HeaderName::from_static("x-api-key")),
-                Part::Literal(Box::from(&b"|"[..])),
-                Part::Cookie("session".into()),
-                Part::Literal(Box::from(&b"|"[..])),
-                Part::Host,
-                Part::RequestMethod,
-                Part::Uri,
-                Part::Literal(Box::from(&b"|"[..])),
-                Part::RemoteAddr,
-            ],
+        let t = template(
+            "$http_x_api_key|$cookie_session|$host$request_method$uri|$remote_addr",
             32,
             128,
         );
@@ -343,24 +214,10 @@ mod tests {
 
     #[test]
     fn a_key_reads_the_host_only_with_a_host_part() {
-        let with = Template::new(
-            vec![Part::Literal(b"k".to_vec().into()), Part::Host],
-            32,
-            128,
-        );
-        let without = Template::new(vec![Part::BinaryRemoteAddr], 32, 128);
+        let with = template("k$host", 32, 128);
+        let without = template("$binary_remote_addr", 32, 128);
         assert!(with.reads_host());
         assert!(!without.reads_host());
-    }
-
-    #[test]
-    fn hosts_lose_their_port_and_trailing_dot_but_ipv6_keeps_its_brackets() {
-        assert_eq!(host_name("a.example:80"), "a.example");
-        assert_eq!(host_name("a.example.:80"), "a.example");
-        assert_eq!(host_name("a.example."), "a.example");
-        assert_eq!(host_name("[::1]:8080"), "[::1]");
-        assert_eq!(host_name("[::1]"), "[::1]");
-        assert_eq!(host_name("a.example"), "a.example");
     }
 
     #[test]
@@ -368,16 +225,8 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.append("x-team", http::HeaderValue::from_static("a"));
         headers.append("x-team", http::HeaderValue::from_static("b"));
-        let t = Template::new(
-            vec![
-                Part::Host,
-                Part::Literal(b"|".to_vec().into()),
-                Part::Header(HeaderName::from_static("x-team")),
-            ],
-            32,
-            128,
-        );
-        let req = RequestView {
+        let t = template("$host|$http_x_team", 32, 128);
+        let req = Request {
             host: None,
             ..view("192.0.2.1", &headers, None)
         };

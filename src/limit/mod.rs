@@ -31,7 +31,7 @@ pub mod zone;
 use std::num::NonZeroU64;
 use std::time::Instant;
 
-use key::RequestView;
+use crate::vars::Request;
 
 /// Nanoseconds in a millisecond; nginx's limiters count whole milliseconds.
 pub const NANOS_PER_MS: u64 = 1_000_000;
@@ -41,7 +41,7 @@ pub const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// A request as the limiter sees it: what its keys are made of, its plan, and when and
 /// on which worker it arrived.
 pub struct Arrival<'r> {
-    pub request: RequestView<'r>,
+    pub request: Request<'r>,
     /// The plan of its API key (`[api_keys]`), if it has one.
     pub plan: Option<usize>,
     /// When it arrived: every zone decides it at this instant.

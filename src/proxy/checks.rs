@@ -14,7 +14,7 @@
 //!   `HTTP_X_FORWARDED_FOR`, so a client could slip in a second, spoofed value. Names
 //!   with characters nginx does not accept are dropped too (`ignore_invalid_headers`).
 
-use crate::routing::sites::host_key;
+use crate::vars::host_key;
 use http::header::{HeaderName, HOST};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Version};
 

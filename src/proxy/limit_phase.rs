@@ -8,13 +8,13 @@ use http::{HeaderMap, HeaderName, Request, Response};
 
 use crate::access;
 use crate::admission::penalty;
-use crate::limit::key::RequestView;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::{Arrival, Verdict};
 use crate::metrics;
 use crate::upstream::body::ResponseBody;
+use crate::vars;
 
-use super::{limit_response, Location, Pipeline};
+use super::{limit_response, Conn, Location, Pipeline};
 
 /// `[api_keys]`, ready to use: API key → plan id, and each plan's `priority`.
 pub struct ApiKeys {
@@ -52,16 +52,16 @@ impl Pipeline {
         client: IpAddr,
         path: &'r [u8],
         now: Instant,
-        worker: usize,
+        conn: &Conn,
     ) -> Option<Arrival<'r>> {
         if location.limits.is_empty() || access::listed(client, &self.exempt) {
             return None;
         }
         Some(Arrival {
-            request: view_of(req, client, path, location),
+            request: view_of(req, conn, client, path, location),
             plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
             now,
-            worker,
+            worker: conn.worker,
         })
     }
 
@@ -115,22 +115,15 @@ impl Pipeline {
 /// (`reads_host`): looking it up costs a header-map search.
 fn view_of<'r, B>(
     req: &'r Request<B>,
+    conn: &Conn,
     client: IpAddr,
     path: &'r [u8],
     location: &'r Location,
-) -> RequestView<'r> {
+) -> vars::Request<'r> {
     let host = (location.limits.reads_host())
         .then(|| super::host_of(req))
         .flatten();
-    RequestView {
-        client,
-        method: req.method(),
-        path,
-        query: req.uri().query(),
-        headers: req.headers(),
-        host,
-        server_name: &location.server_name,
-    }
+    super::vars_of(req, conn, client, path, host, location)
 }
 
 /// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis

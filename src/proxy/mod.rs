@@ -225,7 +225,7 @@ impl Pipeline {
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
             return log.finish(refusal, None);
         }
-        let arrival = self.arrival(location, &req, client, &path, now, conn.worker);
+        let arrival = self.arrival(location, &req, client, &path, now, conn);
         let mut limited = match &arrival {
             None => Outcome::default(),
             Some(arrival) if location.limits.at_once() => self.limit_at_once(location, arrival),
@@ -435,8 +435,11 @@ fn fill<'l>(
     id: Option<RequestId>,
 ) -> (header_rules::Rendered, Action<'l>) {
     let captures = location.captures_of(&path);
-    let vars =
-        (id.as_ref()).map(|id| vars_of(req, conn, client, &path, captures.as_ref(), id, location));
+    let vars = (id.as_ref()).map(|id| vars::Request {
+        request_id: Some(id.as_str()),
+        captures: captures.as_ref(),
+        ..vars_of(req, conn, client, &path, host_of(req), location)
+    });
     let rendered = location.headers.render(vars.as_ref());
     let action = match &location.route {
         Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
@@ -468,19 +471,21 @@ fn retarget<B>(req: &mut Request<B>, target: Option<Option<PathAndQuery>>) -> bo
     }
 }
 
-/// What the request says, for filling in variables; `path` is the normalized path.
+/// What the request says, for filling in variables (the limit phase's keys and the
+/// answer's texts): `path` is the normalized path, `host` the host sent ([`host_of`]) when
+/// the texts read it. No id and no captures: the answer adds its own.
 fn vars_of<'a, B>(
     req: &'a Request<B>,
     conn: &Conn,
     client: IpAddr,
     path: &'a [u8],
-    captures: Option<&'a regex::bytes::Captures<'a>>,
-    id: &'a RequestId,
+    host: Option<&'a str>,
     location: &'a Location,
 ) -> vars::Request<'a> {
     vars::Request {
         https: conn.https,
-        host: host_of(req),
+        method: req.method(),
+        host,
         server_name: &location.server_name,
         server_port: conn.server_port,
         request_uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
@@ -488,9 +493,9 @@ fn vars_of<'a, B>(
         args: req.uri().query(),
         remote_addr: client,
         remote_port: conn.peer.port(),
-        request_id: id.as_str(),
+        request_id: None,
         headers: req.headers(),
-        captures,
+        captures: None,
     }
 }
 

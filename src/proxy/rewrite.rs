@@ -250,6 +250,7 @@ mod tests {
         let headers = http::HeaderMap::new();
         let req = vars::Request {
             https: false,
+            method: &http::Method::GET,
             host: None,
             server_name: "",
             server_port: 80,
@@ -258,7 +259,7 @@ mod tests {
             args: Some("orig=2"),
             remote_addr: std::net::Ipv4Addr::LOCALHOST.into(),
             remote_port: 1,
-            request_id: "id",
+            request_id: Some("id"),
             headers: &headers,
             captures: Some(&captures),
         };

@@ -6,9 +6,9 @@
 //! Host names are compared as nginx compares them: lower case, without a port and a
 //! trailing dot ([`host_key`]).
 
-use std::borrow::Cow;
-
 use hashbrown::HashMap;
+
+use crate::vars::host_key;
 
 /// One name a site answers to.
 #[derive(Clone, Debug)]
@@ -83,21 +83,6 @@ fn is_ipv6_literal(name: &str) -> bool {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A host as names are compared with it: lower case, without a port (an IPv6 literal
-/// keeps its brackets) and without a trailing dot.
-pub fn host_key(host: &str) -> Cow<'_, str> {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.find(']').map_or(host, |end| &host[..end + 2]),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    let name = name.strip_suffix('.').unwrap_or(name);
-    if name.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Owned(name.to_ascii_lowercase())
-    } else {
-        Cow::Borrowed(name)
-    }
 }
 
 /// The sites of one listening address, ready to pick from.

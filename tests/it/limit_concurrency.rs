@@ -170,22 +170,17 @@ mod through_zones {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use http::{HeaderMap, Method};
+    use http::HeaderMap;
     use tollgate::limit::decision::{self, LimitRule};
-    use tollgate::limit::key::{Part, RequestView, Template};
+    use tollgate::limit::key::Template;
     use tollgate::limit::zone::{Spec, Zone};
     use tollgate::limit::{Algorithm, Period, Rate, NODELAY};
+    use tollgate::vars::{Request, VarText};
 
-    fn zone(
-        name: &str,
-        parts: Vec<Part>,
-        algorithm: Algorithm,
-        max: u64,
-        epoch: Instant,
-    ) -> Arc<Zone> {
+    fn zone(name: &str, key: &str, algorithm: Algorithm, max: u64, epoch: Instant) -> Arc<Zone> {
         let spec = Spec {
             name: name.to_owned(),
-            template: Template::new(parts, 32, 128),
+            template: Template::new(VarText::parse(key).expect("a key"), 32, 128),
             algorithm,
             rate: Rate::new(1, Period::Minute).expect("non-zero"),
             plan_rates: Vec::new(),
@@ -217,13 +212,12 @@ mod through_zones {
         let epoch = Instant::now();
         let per_ip = zone(
             "per_ip",
-            vec![Part::BinaryRemoteAddr],
+            "$binary_remote_addr",
             Algorithm::LeakyBucket,
             0,
             epoch,
         );
-        let literal = Part::Literal(Box::from(&b"everyone"[..]));
-        let global = zone("global", vec![literal], Algorithm::LeakyBucket, 0, epoch);
+        let global = zone("global", "everyone", Algorithm::LeakyBucket, 0, epoch);
         (per_ip, global, epoch)
     }
 
@@ -243,15 +237,8 @@ mod through_zones {
                     let headers = HeaderMap::new();
                     for i in 0..each {
                         let client = (t + i) % 4;
-                        let view = RequestView {
-                            client: IpAddr::from([10, 0, 0, client as u8]),
-                            method: &Method::GET,
-                            path: b"/",
-                            query: None,
-                            headers: &headers,
-                            host: None,
-                            server_name: "",
-                        };
+                        let client_addr = IpAddr::from([10, 0, 0, client as u8]);
+                        let view = Request::new(client_addr, &headers);
                         let outcome = decision::decide(&rules(t, i), &view, None, 1, now);
                         if !outcome.rejected() {
                             per_client[client].fetch_add(1, Ordering::Relaxed);
@@ -311,7 +298,7 @@ mod through_zones {
         let epoch = Instant::now();
         let conns = zone(
             "conns",
-            vec![Part::BinaryRemoteAddr],
+            "$binary_remote_addr",
             Algorithm::Concurrency,
             5,
             epoch,
@@ -335,15 +322,7 @@ mod through_zones {
                     (Arc::clone(&rules), Arc::clone(&holding), Arc::clone(&most));
                 tokio::spawn(async move {
                     let headers = HeaderMap::new();
-                    let view = RequestView {
-                        client: IpAddr::from([10, 0, 0, 1]),
-                        method: &Method::GET,
-                        path: b"/",
-                        query: None,
-                        headers: &headers,
-                        host: None,
-                        server_name: "",
-                    };
+                    let view = Request::new(IpAddr::from([10, 0, 0, 1]), &headers);
                     for _ in 0..20 {
                         let outcome = decision::decide(&rules, &view, None, 1, Instant::now());
                         if outcome.rejected() {

@@ -106,7 +106,7 @@ fn zone_problems_are_each_reported() {
     assert_eq!(
         at(&found),
         [
-            (4, 7),
+            (4, 8),
             (5, 8),
             (6, 8),
             (7, 13),
@@ -118,7 +118,7 @@ fn zone_problems_are_each_reported() {
         "{found:#?}"
     );
     assert!(
-        messages[0].contains(r#"unknown variable "$nope""#),
+        messages[0].starts_with("unknown variable `$nope`"),
         "{}",
         messages[0]
     );

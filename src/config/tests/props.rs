@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::super::zones::parse_key;
-use super::super::{from_str, KeyTemplate, Part};
+use super::super::{from_str, VarText};
 use crate::props::{apply, mutations};
 
 /// Relative paths in the text resolve here, where nothing can be read.
@@ -274,28 +274,14 @@ fn toml_like() -> impl Strategy<Value = String> {
 }
 
 /// A key template written back as text, every variable braced.
-fn print_key(template: &KeyTemplate) -> String {
-    template
-        .parts
-        .iter()
-        .map(|part| match part {
-            Part::Literal(text) => String::from_utf8_lossy(text).into_owned(),
-            Part::BinaryRemoteAddr => "${binary_remote_addr}".into(),
-            Part::RemoteAddr => "${remote_addr}".into(),
-            Part::Header(name) => format!("${{http_{name}}}"),
-            Part::Arg(name) => format!("${{arg_{name}}}"),
-            Part::Cookie(name) => format!("${{cookie_{name}}}"),
-            Part::Uri => "${uri}".into(),
-            Part::RequestMethod => "${request_method}".into(),
-            Part::Host => "${host}".into(),
-        })
-        .collect()
+fn print_key(template: &VarText) -> String {
+    template.to_string()
 }
 
 fn key_text() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<String>(),
-        "([a-z:|]{0,3}\\$\\{?(binary_remote_addr|remote_addr|http_[a-zA-Z_-]{0,6}|arg_[^}]{0,4}|cookie_.{0,4}|uri|request_method|host|x)?\\}?){0,4}",
+        "([a-z:|]{0,3}\\$\\{?(binary_remote_addr|remote_addr|http_[a-zA-Z_-]{0,6}|arg_[^}]{0,4}|cookie_.{0,4}|uri|request_method|host|scheme|server_name|server_port|request_uri|args|remote_port|request_id|[0-9]|x)?\\}?){0,4}",
     ]
 }
 
@@ -333,7 +319,7 @@ proptest! {
         let Ok(template) = parse_key(&text) else {
             return Ok(());
         };
-        prop_assert!(!template.parts.is_empty());
+        prop_assert!(!template.pieces().is_empty());
         let printed = print_key(&template);
         prop_assert_eq!(parse_key(&printed), Ok(template), "printed as {:?}", printed);
         // Through the whole loader too, as a zone's key.

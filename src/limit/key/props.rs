@@ -7,7 +7,8 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use proptest::prelude::*;
 
-use super::{Part, RequestView, Template, MAX_KEY_LEN};
+use super::{Template, MAX_KEY_LEN};
+use crate::vars::{self, Piece, Var, VarText};
 
 /// Header names the templates and the requests share, so that lookups hit.
 const NAMES: &[&str] = &["x-api-key", "cookie", "x-big", "x-a"];
@@ -24,36 +25,44 @@ struct Request {
 }
 
 impl Request {
-    fn view(&self) -> RequestView<'_> {
-        RequestView {
-            client: self.client,
+    fn view(&self) -> vars::Request<'_> {
+        vars::Request {
             method: &self.method,
-            path: self.path.as_bytes(),
-            query: self.query.as_deref(),
-            headers: &self.headers,
+            uri: self.path.as_bytes(),
+            args: self.query.as_deref(),
             host: self.host.as_deref(),
-            server_name: "",
+            ..vars::Request::new(self.client, &self.headers)
         }
     }
 
     /// The most bytes `part` can add to a key: what the request holds for it.
-    fn bound(&self, part: &Part) -> usize {
+    fn bound(&self, part: &Piece) -> usize {
         // Every line, and the ", " between two.
         let all = |name: &HeaderName| -> usize {
             let lines = self.headers.get_all(name).iter();
             lines.map(|v| v.len() + 2).sum::<usize>().saturating_sub(2)
         };
-        match part {
-            Part::Literal(text) => text.len(),
-            Part::BinaryRemoteAddr => 16,
+        let var = match part {
+            Piece::Text(text) => return text.len(),
+            Piece::Var(var) => var,
+        };
+        let view = self.view();
+        match var {
+            Var::BinaryRemoteAddr => 16,
             // The longest IPv6 text, `ffff:…:255.255.255.255` included.
-            Part::RemoteAddr => 45,
-            Part::Header(name) => all(name),
-            Part::Arg(_) => self.query.as_ref().map_or(0, String::len),
-            Part::Cookie(_) => all(&http::header::COOKIE),
-            Part::Uri => self.path.len(),
-            Part::RequestMethod => self.method.as_str().len(),
-            Part::Host => self.host.as_ref().map_or(0, String::len),
+            Var::RemoteAddr => 45,
+            Var::Header(name) => all(name),
+            Var::Arg(_) | Var::Args => self.query.as_ref().map_or(0, String::len),
+            Var::Cookie(_) => all(&http::header::COOKIE),
+            Var::Uri => self.path.len(),
+            Var::RequestMethod => self.method.as_str().len(),
+            Var::Host => self.host.as_ref().map_or(0, String::len),
+            Var::Scheme => "https".len(),
+            Var::ServerName => view.server_name.len(),
+            Var::ServerPort | Var::RemotePort => "65535".len(),
+            Var::RequestUri => view.request_uri.len(),
+            // Refused in keys (config), and unset in the limit phase.
+            Var::RequestId | Var::Capture(_) => 0,
         }
     }
 }
@@ -106,18 +115,28 @@ fn request() -> impl Strategy<Value = Request> {
         })
 }
 
-fn part() -> impl Strategy<Value = Part> {
+/// A piece of a key: literal text, or a variable a key may hold.
+fn part() -> impl Strategy<Value = Piece> {
     let name = prop_oneof![any::<String>(), "[a-zA-Z]{1,3}"];
+    let var = prop_oneof![
+        Just(Var::BinaryRemoteAddr),
+        Just(Var::RemoteAddr),
+        prop::sample::select(NAMES).prop_map(|n| Var::Header(HeaderName::from_static(n))),
+        name.clone().prop_map(|n| Var::Arg(n.into())),
+        name.prop_map(|n| Var::Cookie(n.into())),
+        Just(Var::Uri),
+        Just(Var::RequestMethod),
+        Just(Var::Host),
+        Just(Var::Scheme),
+        Just(Var::ServerName),
+        Just(Var::ServerPort),
+        Just(Var::RequestUri),
+        Just(Var::Args),
+        Just(Var::RemotePort),
+    ];
     prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..12).prop_map(|b| Part::Literal(b.into())),
-        Just(Part::BinaryRemoteAddr),
-        Just(Part::RemoteAddr),
-        prop::sample::select(NAMES).prop_map(|n| Part::Header(HeaderName::from_static(n))),
-        name.clone().prop_map(|n| Part::Arg(n.into())),
-        name.prop_map(|n| Part::Cookie(n.into())),
-        Just(Part::Uri),
-        Just(Part::RequestMethod),
-        Just(Part::Host),
+        ".{0,12}".prop_map(|text: String| Piece::Text(text.into())),
+        var.prop_map(Piece::Var),
     ]
 }
 
@@ -127,13 +146,13 @@ fn template() -> impl Strategy<Value = Template> {
         any::<u8>(),
         any::<u8>(),
     )
-        .prop_map(|(parts, v4, v6)| Template::new(parts, v4, v6))
+        .prop_map(|(parts, v4, v6)| Template::new(VarText::from_pieces(parts), v4, v6))
 }
 
 /// What `part` alone renders for `req`, through the same code as a whole key.
-fn render_part(template: &Template, part: &Part, req: &RequestView<'_>) -> Vec<u8> {
+fn render_part(template: &Template, part: &Piece, req: &vars::Request<'_>) -> Vec<u8> {
     let alone = Template::new(
-        vec![part.clone()],
+        VarText::from_pieces(vec![part.clone()]),
         template.ipv4_prefix,
         template.ipv6_prefix,
     );
@@ -162,14 +181,15 @@ proptest! {
         prop_assert_eq!(&out[..prefix.len()], &prefix[..], "the prefix was touched");
         let key = &out[prefix.len()..];
 
+        let pieces = template.text.pieces();
         let parts: Vec<Vec<u8>> =
-            template.parts.iter().map(|p| render_part(&template, p, &view)).collect();
+            pieces.iter().map(|p| render_part(&template, p, &view)).collect();
         prop_assert_eq!(key, &parts.concat()[..]);
-        let bound: usize = template.parts.iter().map(|p| req.bound(p)).sum();
+        let bound: usize = pieces.iter().map(|p| req.bound(p)).sum();
         prop_assert!(key.len() <= bound, "{} bytes from at most {}", key.len(), bound);
 
-        let variables = template.parts.iter().zip(&parts)
-            .filter(|(p, _)| !matches!(p, Part::Literal(_)));
+        let variables = pieces.iter().zip(&parts)
+            .filter(|(p, _)| !matches!(p, Piece::Text(_)));
         let all_empty = variables.clone().count() > 0 && variables.clone().all(|(_, r)| r.is_empty());
         prop_assert_eq!(used, !key.is_empty() && key.len() <= MAX_KEY_LEN && !all_empty);
 
@@ -181,20 +201,23 @@ proptest! {
     #[test]
     fn variables_render_only_what_the_request_holds(part in part(), req in request()) {
         let view = req.view();
-        let template = Template::new(vec![part.clone()], 32, 128);
+        let template = Template::new(VarText::from_pieces(vec![part.clone()]), 32, 128);
         let got = render_part(&template, &part, &view);
         let cookie_lines: Vec<&[u8]> =
             req.headers.get_all(http::header::COOKIE).iter().map(HeaderValue::as_bytes).collect();
-        match &part {
-            Part::Header(name) => {
+        let Piece::Var(var) = &part else {
+            return Ok(());
+        };
+        match var {
+            Var::Header(name) => {
                 let lines: Vec<&[u8]> = req.headers.get_all(name).iter().map(HeaderValue::as_bytes).collect();
                 prop_assert_eq!(&got[..], &lines.join(&b", "[..])[..]);
             }
-            Part::Arg(_) => prop_assert!(contains(req.query.as_deref().unwrap_or("").as_bytes(), &got)),
-            Part::Cookie(_) => prop_assert!(got.is_empty() || cookie_lines.iter().any(|l| contains(l, &got))),
-            Part::BinaryRemoteAddr => prop_assert_eq!(got.len(), if req.client.is_ipv4() { 4 } else { 16 }),
-            Part::RemoteAddr => prop_assert_eq!(got, req.client.to_string().into_bytes()),
-            Part::Host => {
+            Var::Arg(_) => prop_assert!(contains(req.query.as_deref().unwrap_or("").as_bytes(), &got)),
+            Var::Cookie(_) => prop_assert!(got.is_empty() || cookie_lines.iter().any(|l| contains(l, &got))),
+            Var::BinaryRemoteAddr => prop_assert_eq!(got.len(), if req.client.is_ipv4() { 4 } else { 16 }),
+            Var::RemoteAddr => prop_assert_eq!(got, req.client.to_string().into_bytes()),
+            Var::Host => {
                 let host = req.host.as_deref().unwrap_or("").to_ascii_lowercase();
                 prop_assert!(host.as_bytes().starts_with(&got));
             }
@@ -213,7 +236,7 @@ proptest! {
         let shown = template.text_of(&key);
         // An address (whole, or masked and shown as `addr/prefix`) or valid UTF-8 text
         // comes back as the same stored key: /status's keys can be looked up as shown.
-        if std::str::from_utf8(&key).is_ok() || matches!(&*template.parts, [Part::BinaryRemoteAddr]) {
+        if std::str::from_utf8(&key).is_ok() || template.is_binary_addr() {
             prop_assert_eq!(template.key_of(shown.as_bytes()), key);
         }
         template.text_of(&text);
@@ -227,7 +250,8 @@ proptest! {
     #[test]
     fn keys_past_nginx_limit_are_skipped(copies in 1..6usize, len in 0..40_000usize) {
         let name = HeaderName::from_static("x-big");
-        let template = Template::new(vec![Part::Header(name.clone()); copies], 32, 128);
+        let pieces = vec![Piece::Var(Var::Header(name.clone())); copies];
+        let template = Template::new(VarText::from_pieces(pieces), 32, 128);
         let mut headers = HeaderMap::new();
         headers.insert(name, HeaderValue::from_str(&"k".repeat(len)).expect("a valid value"));
         let req = Request {

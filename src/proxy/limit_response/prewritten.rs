@@ -112,9 +112,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Instant, SystemTime};
 
-    use crate::limit::key::{Part, Template};
+    use crate::limit::key::Template;
     use crate::limit::zone::{Spec, Zone};
     use crate::limit::{Decision, Period, Verdict};
+    use crate::vars::VarText;
 
     use super::super::{problem, write_policy};
     use super::*;
@@ -124,7 +125,7 @@ mod tests {
         let zone = Zone::new(
             Spec {
                 name: name.into(),
-                template: Template::new(vec![Part::BinaryRemoteAddr], 32, 128),
+                template: Template::new(VarText::parse("$binary_remote_addr").unwrap(), 32, 128),
                 algorithm: Algorithm::LeakyBucket,
                 rate: rate(count),
                 plan_rates: vec![Some(rate(plan))],

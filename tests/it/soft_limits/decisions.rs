@@ -4,20 +4,21 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, Method};
+use http::HeaderMap;
 
 use tollgate::limit::decision::{decide, LimitRule};
-use tollgate::limit::key::{Part, RequestView, Template};
+use tollgate::limit::key::Template;
 use tollgate::limit::outcome::{Outcome, Status};
 use tollgate::limit::settle::{Answer, StatusSet};
 use tollgate::limit::soft::Share;
 use tollgate::limit::zone::{Spec, Zone};
 use tollgate::limit::{Algorithm, Period, Rate, Verdict, NODELAY};
+use tollgate::vars::{Request, VarText};
 
 fn zone(name: &str, algorithm: Algorithm, soft: Option<u16>, epoch: Instant) -> Arc<Zone> {
     let spec = Spec {
         name: name.to_owned(),
-        template: Template::new(vec![Part::BinaryRemoteAddr], 32, 128),
+        template: Template::new(VarText::parse("$binary_remote_addr").unwrap(), 32, 128),
         algorithm,
         rate: Rate::new(1, Period::Hour).expect("non-zero"),
         plan_rates: Vec::new(),
@@ -50,15 +51,7 @@ fn ask(rules: &[LimitRule], client: u8, now: Instant) -> Outcome {
 
 fn ask_as(rules: &[LimitRule], client: IpAddr, now: Instant) -> Outcome {
     let headers = HeaderMap::new();
-    let view = RequestView {
-        client,
-        method: &Method::GET,
-        path: b"/",
-        query: None,
-        headers: &headers,
-        host: None,
-        server_name: "",
-    };
+    let view = Request::new(client, &headers);
     decide(rules, &view, None, 1, now)
 }
 

@@ -1,18 +1,29 @@
-//! nginx's variables in configured text ("Variables" in docs/config.md): a `return`'s
-//! `location` and `body` written as `https://$host$request_uri` are parsed once, when
-//! the file is read, into literal pieces and variables, and filled in per request from
-//! a [`Request`].
+//! nginx's variables ("Variables" in docs/config.md), the one language of `$…` in
+//! configured text: a zone's `key`, header rules, a `return`'s `location` and `body`.
+//! Text such as `https://$host$request_uri` is parsed once, when the file is read, into
+//! literal pieces and [`Var`]s, and filled in per request from a [`Request`], the one view
+//! of a request that every caller fills in. Each variable's meaning is one arm of
+//! [`Request::append`], so `$host` is the same thing in a key as in a redirect.
 //!
 //! Pure: the caller gathers what a request says; nothing here reads a socket or a clock.
+//! A crate of its own, below the limiter (whose key templates hold a [`VarText`]), so
+//! that nothing here can reach the gateway.
+//!
+//! Layout: this file is the language (the variables, the parser, the text and its
+//! printing, and the percent-encoding callers apply to values); `request.rs` is the
+//! request view and the meaning of each variable.
 
-use std::io::Write as _;
-use std::net::IpAddr;
+#![forbid(unsafe_code)]
+// clippy.toml's clock reads (found from the workspace root): the caller passes the time.
+#![deny(clippy::disallowed_methods)]
 
-use http::{HeaderMap, HeaderName};
+mod request;
 
-use crate::routing::sites::host_key;
+pub use request::{binary_addr, host_key, Request};
 
-/// One variable.
+use http::HeaderName;
+
+/// One variable. Its value for a request is [`Request::append`]'s.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Var {
     /// `$scheme`: `http` or `https`.
@@ -24,28 +35,39 @@ pub enum Var {
     ServerName,
     /// `$server_port`: the port the request arrived on.
     ServerPort,
+    /// `$request_method`: `GET`, `POST`, … as sent.
+    RequestMethod,
     /// `$request_uri`: the path and query as the client sent them.
     RequestUri,
     /// `$uri`: the normalized path (decoded, `.` and `..` resolved, slashes merged).
     Uri,
     /// `$args`: the query, without `?`.
     Args,
-    /// `$remote_addr`: the client's address (after `[real_ip]`).
+    /// `$arg_NAME`: the first query argument called `NAME` (any case), as sent (not
+    /// decoded).
+    Arg(Box<str>),
+    /// `$remote_addr`: the client's address (after `[real_ip]`), as text.
     RemoteAddr,
+    /// `$binary_remote_addr`: the client's address as 4 or 16 bytes (a zone key masks
+    /// it to the zone's prefix).
+    BinaryRemoteAddr,
     /// `$remote_port`: the port of the peer the request came from.
     RemotePort,
     /// `$request_id`: 32 hex digits, random, one per request.
     RequestId,
     /// `$http_NAME`: a request header (`_` for `-`); several lines are joined with `, `.
     Header(HeaderName),
+    /// `$cookie_NAME`: the value of the first cookie called `NAME` (any case).
+    Cookie(Box<str>),
     /// `$1` to `$9`: a capture of the location's regex.
     Capture(usize),
 }
 
 /// The variables, as `docs/config.md` lists them (for error messages).
 pub const NAMES: &str =
-    "$scheme, $host, $server_name, $server_port, $request_uri, $uri, $args, $remote_addr, $remote_port, \
-     $request_id, $http_NAME, $1 to $9";
+    "$scheme, $host, $server_name, $server_port, $request_method, $request_uri, $uri, $args, \
+     $arg_NAME, $remote_addr, $binary_remote_addr, $remote_port, $request_id, $http_NAME, \
+     $cookie_NAME, $1 to $9";
 
 /// A piece of a [`VarText`]: literal text, or a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +82,8 @@ pub struct VarText {
     pieces: Box<[Piece]>,
 }
 
-/// A variable that is not one of [`NAMES`], or `$` at the end: the message, and the byte
-/// offset of the `$` in the text.
+/// A variable that is not one of [`NAMES`] (or one the place refuses), or `$` at the end:
+/// the message, and the byte offset of the `$` in the text.
 #[derive(Debug, PartialEq, Eq)]
 pub struct UnknownVar {
     pub at: usize,
@@ -72,6 +94,15 @@ impl VarText {
     /// Parses `text`: `$name` or `${name}` is a variable, `$$` is no escape (nginx has
     /// none either), every other byte is literal.
     pub fn parse(text: &str) -> Result<VarText, UnknownVar> {
+        VarText::parse_refusing(text, |_| None)
+    }
+
+    /// [`VarText::parse`], where `refuse` says why a variable has no place in this text
+    /// (`$request_id` in a zone key): that variable is then an error at its `$`.
+    pub fn parse_refusing(
+        text: &str,
+        refuse: impl Fn(&Var) -> Option<String>,
+    ) -> Result<VarText, UnknownVar> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -86,6 +117,9 @@ impl VarText {
                 at,
                 message: format!("unknown variable `${name}`: expected one of {NAMES}"),
             })?;
+            if let Some(message) = refuse(&var) {
+                return Err(UnknownVar { at, message });
+            }
             if !literal.is_empty() {
                 pieces.push(Piece::Text(std::mem::take(&mut literal).into()));
             }
@@ -99,6 +133,13 @@ impl VarText {
         Ok(VarText {
             pieces: pieces.into(),
         })
+    }
+
+    /// Text of these pieces, as they are (a caller that builds one without parsing).
+    pub fn from_pieces(pieces: Vec<Piece>) -> VarText {
+        VarText {
+            pieces: pieces.into(),
+        }
     }
 
     /// The text when it has no variable.
@@ -188,6 +229,8 @@ impl std::fmt::Display for VarText {
                 Piece::Var(Var::Header(name)) => {
                     write!(f, "${{http_{}}}", name.as_str().replace('-', "_"))?
                 }
+                Piece::Var(Var::Arg(name)) => write!(f, "${{arg_{name}}}")?,
+                Piece::Var(Var::Cookie(name)) => write!(f, "${{cookie_{name}}}")?,
                 Piece::Var(Var::Capture(n)) => write!(f, "${n}")?,
                 Piece::Var(var) => write!(f, "${{{}}}", simple_name(var))?,
             }
@@ -212,15 +255,17 @@ fn name_after(text: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| text.split_at(end))
 }
 
-const SIMPLE: [(&str, Var); 10] = [
+const SIMPLE: [(&str, Var); 12] = [
     ("scheme", Var::Scheme),
     ("host", Var::Host),
     ("server_name", Var::ServerName),
     ("server_port", Var::ServerPort),
+    ("request_method", Var::RequestMethod),
     ("request_uri", Var::RequestUri),
     ("uri", Var::Uri),
     ("args", Var::Args),
     ("remote_addr", Var::RemoteAddr),
+    ("binary_remote_addr", Var::BinaryRemoteAddr),
     ("remote_port", Var::RemotePort),
     ("request_id", Var::RequestId),
 ];
@@ -229,11 +274,19 @@ fn var(name: &str) -> Option<Var> {
     if let Some((_, var)) = SIMPLE.iter().find(|(known, _)| *known == name) {
         return Some(var.clone());
     }
-    if let Some(header) = name.strip_prefix("http_") {
+    // A name after the prefix: `$arg_` alone is no variable.
+    let named = |prefix: &str| name.strip_prefix(prefix).filter(|rest| !rest.is_empty());
+    if let Some(header) = named("http_") {
         let header = header.replace('_', "-").to_ascii_lowercase();
         return HeaderName::from_bytes(header.as_bytes())
             .ok()
             .map(Var::Header);
+    }
+    if let Some(arg) = named("arg_") {
+        return Some(Var::Arg(arg.into()));
+    }
+    if let Some(cookie) = named("cookie_") {
+        return Some(Var::Cookie(cookie.into()));
     }
     match name.as_bytes() {
         [digit @ b'1'..=b'9'] => Some(Var::Capture(usize::from(digit - b'0'))),
@@ -246,66 +299,6 @@ fn simple_name(var: &Var) -> &'static str {
         .iter()
         .find(|(_, known)| known == var)
         .map_or("", |(name, _)| name)
-}
-
-/// What a request says, for filling in variables.
-pub struct Request<'a> {
-    pub https: bool,
-    /// As sent: the absolute-form target's authority, else the `Host` header.
-    pub host: Option<&'a str>,
-    /// The first name of the site that answers (`""` without names).
-    pub server_name: &'a str,
-    pub server_port: u16,
-    /// The target's path and query as sent.
-    pub request_uri: &'a str,
-    /// The normalized path.
-    pub uri: &'a [u8],
-    pub args: Option<&'a str>,
-    pub remote_addr: IpAddr,
-    pub remote_port: u16,
-    /// The request's id (`$request_id`), made by the caller.
-    pub request_id: &'a str,
-    pub headers: &'a HeaderMap,
-    /// The location regex's captures (`$1` is `captures[1]`), when it has any.
-    pub captures: Option<&'a regex::bytes::Captures<'a>>,
-}
-
-impl Request<'_> {
-    /// Appends `var`'s value (nothing for an unset one).
-    pub fn append(&self, var: &Var, out: &mut Vec<u8>) {
-        match var {
-            Var::Scheme => out.extend_from_slice(if self.https { b"https" } else { b"http" }),
-            Var::Host => match self.host {
-                Some(host) => out.extend_from_slice(host_key(host).as_bytes()),
-                None => out.extend_from_slice(self.server_name.as_bytes()),
-            },
-            Var::ServerName => out.extend_from_slice(self.server_name.as_bytes()),
-            Var::ServerPort => push_number(out, self.server_port),
-            Var::RequestUri => out.extend_from_slice(self.request_uri.as_bytes()),
-            Var::Uri => out.extend_from_slice(self.uri),
-            Var::Args => out.extend_from_slice(self.args.unwrap_or("").as_bytes()),
-            Var::RemoteAddr => push_number(out, self.remote_addr),
-            Var::RemotePort => push_number(out, self.remote_port),
-            Var::RequestId => out.extend_from_slice(self.request_id.as_bytes()),
-            Var::Header(name) => {
-                for (i, value) in self.headers.get_all(name).iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    out.extend_from_slice(value.as_bytes());
-                }
-            }
-            Var::Capture(n) => {
-                let group = self.captures.and_then(|c| c.get(*n));
-                out.extend_from_slice(group.map_or(&[][..], |m| m.as_bytes()));
-            }
-        }
-    }
-}
-
-fn push_number(out: &mut Vec<u8>, value: impl std::fmt::Display) {
-    // Writing to a `Vec` cannot fail.
-    let _ = write!(out, "{value}");
 }
 
 /// `bytes` with every byte that `keep` refuses written as `%XX`.

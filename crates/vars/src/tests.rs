@@ -1,8 +1,11 @@
+use http::{HeaderMap, Method};
+
 use super::*;
 
 fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
     Request {
         https: true,
+        method: &Method::GET,
         host,
         server_name: "example.com",
         server_port: 8443,
@@ -11,7 +14,7 @@ fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
         args: Some("x=1"),
         remote_addr: "192.0.2.7".parse().expect("ip"),
         remote_port: 51000,
-        request_id: "0123456789abcdef0123456789abcdef",
+        request_id: Some("0123456789abcdef0123456789abcdef"),
         headers,
         captures: None,
     }
@@ -139,4 +142,31 @@ fn host_falls_back_to_the_server_name_as_nginx_does() {
         rendered("$host|$server_name", &with),
         "www.example.com|example.com"
     );
+}
+
+#[test]
+fn every_variable_prints_back_as_it_parses() {
+    let all = "$scheme $host $server_name $server_port $request_method $request_uri $uri $args \
+               $arg_k $remote_addr $binary_remote_addr $remote_port $request_id $http_x_a \
+               $cookie_s $1";
+    let text = VarText::parse(all).expect("parses");
+    assert_eq!(text.pieces().len(), 31, "{text:?}");
+    let again = VarText::parse(&text.to_string()).expect("parses");
+    assert_eq!(again, text);
+    for named in ["$arg_", "$cookie_", "$http_"] {
+        let err = VarText::parse(named).expect_err("a name is needed");
+        assert!(
+            err.message.starts_with("unknown variable"),
+            "{}",
+            err.message
+        );
+    }
+}
+
+#[test]
+fn a_place_can_refuse_a_variable_where_its_dollar_is() {
+    let refuse = |var: &Var| (*var == Var::RequestId).then(|| "no ids here".to_owned());
+    let err = VarText::parse_refusing("k:$uri:$request_id", refuse).expect_err("refused");
+    assert_eq!((err.at, err.message.as_str()), (7, "no ids here"));
+    assert!(VarText::parse_refusing("k:$uri", refuse).is_ok());
 }
