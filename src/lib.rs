@@ -57,8 +57,7 @@ pub mod admission;
 pub mod certs;
 pub mod clock;
 pub mod config;
-#[deny(clippy::disallowed_methods)]
-pub mod limit;
+pub use tollgate_limit as limit;
 pub mod log;
 pub mod metrics;
 #[cfg(test)]

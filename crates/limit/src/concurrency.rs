@@ -60,7 +60,7 @@ impl Limiter for Concurrency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, Rate, NODELAY};
+    use crate::{Period, Rate, NODELAY};
 
     fn max(max: u64) -> Params {
         Params {

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use super::index::{index_bytes, index_room, Index};
 use super::slab::{node_size, Head, NodeGuard, Slab, FREE, INLINE_KEY, TAG_DIGEST};
 use super::sync::{self, Mutex, MutexGuard};
-use crate::limit::{Limiter, Params};
+use crate::{Limiter, Params};
 
 /// No node: the end of the free list.
 const NIL: u32 = u32::MAX >> 1;

@@ -91,11 +91,11 @@ impl Limiter for TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, NANOS_PER_MS};
+    use crate::{Period, NANOS_PER_MS};
 
-    use crate::limit::testing::{rate, ten_per_second};
+    use crate::testing::{rate, ten_per_second};
 
-    type Key = crate::limit::testing::Key<TokenBucket>;
+    type Key = crate::testing::Key<TokenBucket>;
 
     const MS: u64 = NANOS_PER_MS;
 

@@ -193,13 +193,13 @@ fn reset(v: &View, curr: u64, len: u64, now: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, NANOS_PER_MS};
+    use crate::{Period, NANOS_PER_MS};
 
     const MS: u64 = NANOS_PER_MS;
 
-    use crate::limit::testing::{rate, rejected, ten_per_second};
+    use crate::testing::{rate, rejected, ten_per_second};
 
-    type Key = crate::limit::testing::Key<SlidingWindow>;
+    type Key = crate::testing::Key<SlidingWindow>;
 
     #[test]
     fn a_full_window_still_weighs_on_the_next_one() {

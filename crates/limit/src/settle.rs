@@ -107,8 +107,8 @@ pub fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::testing::ten_per_second;
-    use crate::limit::{
+    use crate::testing::ten_per_second;
+    use crate::{
         fixed_window::FixedWindow, leaky_bucket::LeakyBucket, sliding_log::SlidingLog,
         sliding_window::SlidingWindow, token_bucket::TokenBucket, Limiter, NANOS_PER_SEC,
     };
@@ -151,13 +151,13 @@ mod tests {
 
     /// A charge past the limit is a debt: the key is refused until it has drained.
     fn a_debt_is_waited_off<A: Limiter>() {
-        let one = ten_per_second(0, crate::limit::NODELAY);
+        let one = ten_per_second(0, crate::NODELAY);
         let debt = Params { cost: 20, ..one };
         let now = 3 * NANOS_PER_SEC;
         let mut state = A::fresh(now);
         A::charge(&mut state, now, &debt);
         let verdict = A::check(&state, now, &one).verdict;
-        let crate::limit::Verdict::Reject { retry_after } = verdict else {
+        let crate::Verdict::Reject { retry_after } = verdict else {
             panic!("a key in debt is refused, got {verdict:?}");
         };
         assert!(retry_after > 0, "{retry_after}");

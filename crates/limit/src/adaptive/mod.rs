@@ -228,7 +228,7 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::Period;
+    use crate::Period;
 
     fn rate(count: u64, period: Period) -> Rate {
         Rate::new(count, period).expect("non-zero")

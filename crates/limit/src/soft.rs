@@ -147,7 +147,7 @@ pub fn still_rejected(rejected: &Decision, lane: Option<Decision>) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::testing::rate;
+    use crate::testing::rate;
 
     fn share(permille: u16) -> Share {
         Share::from_permille(permille).expect("1 to 1000")

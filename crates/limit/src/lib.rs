@@ -8,6 +8,13 @@
 //! Time is `now`: nanoseconds since the zone's epoch, read once per request by the
 //! shell and passed down. Nothing here reads a clock or sleeps.
 
+#![deny(unsafe_code)]
+// clippy.toml's clock reads (found from the workspace root): the caller passes the time.
+#![deny(clippy::disallowed_methods)]
+
+// The one variable language, below this crate: a key template is a `vars::VarText`.
+use tollgate_vars as vars;
+
 pub mod adaptive;
 pub mod bans;
 pub mod concurrency;

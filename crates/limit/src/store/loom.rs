@@ -16,8 +16,8 @@ use super::index::index_bytes;
 use super::shard::{hash_bytes, Plan, Shard};
 use super::slab::node_size;
 use super::{Padded, Store};
-use crate::limit::leaky_bucket::LeakyBucket;
-use crate::limit::{Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
+use crate::leaky_bucket::LeakyBucket;
+use crate::{Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 
 type State = <LeakyBucket as Limiter>::State;
 

@@ -1,4 +1,4 @@
-//! The soft lanes in a local decision (`soft` on a limit item, [`crate::limit::soft`]):
+//! The soft lanes in a local decision (`soft` on a limit item, [`crate::soft`]):
 //! what a would-be rejection does when the item that rejects has a soft share. Nothing
 //! here runs for a request its zones admit, nor for a location without `soft`.
 //!

@@ -1,4 +1,4 @@
-//! A zone's soft lane (`soft` on a limit item; the arithmetic is [`crate::limit::soft`]):
+//! A zone's soft lane (`soft` on a limit item; the arithmetic is [`crate::soft`]):
 //! for a local zone, a second store holding each key's lane state; for a Redis zone, the
 //! lane rejections Redis told of (the lane's state is in Redis).
 //!
@@ -74,7 +74,7 @@ impl Lane {
 /// A key's place in a zone's lane: its hash and shard there (the lane's store hashes
 /// with its own seed).
 #[derive(Clone, Copy, Debug)]
-pub(in crate::limit) struct LaneKey {
+pub(crate) struct LaneKey {
     pub hash: u64,
     pub shard: usize,
 }
@@ -86,7 +86,7 @@ impl Zone {
     }
 
     /// Where `key` is in the zone's local lane; `None` without one.
-    pub(in crate::limit) fn lane_key(&self, key: &[u8]) -> Option<LaneKey> {
+    pub(crate) fn lane_key(&self, key: &[u8]) -> Option<LaneKey> {
         let stores = self.lane.as_ref()?.stores.as_deref()?;
         let hash = dispatch!(Stores, stores, s => s.hash(key));
         let shard = dispatch!(Stores, stores, s => s.shard_of(hash));
@@ -95,7 +95,7 @@ impl Zone {
 
     /// One request's whole decision in the lane alone (check, and charge if admitted);
     /// `None` without a local lane.
-    pub(in crate::limit) fn decide_lane(
+    pub(crate) fn decide_lane(
         &self,
         at: LaneKey,
         key: &[u8],
@@ -109,19 +109,19 @@ impl Zone {
     }
 
     /// Locks the lane's shard of `at`; `None` without a local lane.
-    pub(in crate::limit) fn lock_lane(&self, at: LaneKey) -> Option<Guard<'_>> {
+    pub(crate) fn lock_lane(&self, at: LaneKey) -> Option<Guard<'_>> {
         let stores = self.lane.as_ref()?.stores.as_deref()?;
         Some(dispatch!(Stores => Guard, stores, s => s.lock(at.hash)))
     }
 
     /// Under which a lane key counts as drained (see [`Lane`]); the zone's own without
     /// a lane.
-    pub(in crate::limit) fn lane_idle(&self) -> &Params {
+    pub(crate) fn lane_idle(&self) -> &Params {
         self.lane.as_ref().map_or(&self.idle, |lane| &lane.idle)
     }
 
     /// [`Zone::adjust`] in the lane: settles a charge a soft admission made there.
-    pub(in crate::limit) fn adjust_lane(
+    pub(crate) fn adjust_lane(
         &self,
         hash: u64,
         key: &[u8],

@@ -124,11 +124,11 @@ fn ms_to_ns(ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::Period;
+    use crate::Period;
 
-    use crate::limit::testing::{rate, ten_per_second};
+    use crate::testing::{rate, ten_per_second};
 
-    type Key = crate::limit::testing::Key<LeakyBucket, NANOS_PER_MS>;
+    type Key = crate::testing::Key<LeakyBucket, NANOS_PER_MS>;
 
     fn delay_ms(ms: u64) -> Verdict {
         Verdict::Delay(ms * NANOS_PER_MS)

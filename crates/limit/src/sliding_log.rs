@@ -174,13 +174,13 @@ impl Limiter for SlidingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, NANOS_PER_MS};
+    use crate::{Period, NANOS_PER_MS};
 
     const MS: u64 = NANOS_PER_MS;
 
-    use crate::limit::testing::{rate, rejected, ten_per_second};
+    use crate::testing::{rate, rejected, ten_per_second};
 
-    type Key = crate::limit::testing::Key<SlidingLog>;
+    type Key = crate::testing::Key<SlidingLog>;
 
     #[test]
     fn any_period_holds_at_most_the_limit() {

@@ -105,13 +105,13 @@ impl Limiter for FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::{Period, NANOS_PER_MS};
+    use crate::{Period, NANOS_PER_MS};
 
     const MS: u64 = NANOS_PER_MS;
 
-    use crate::limit::testing::{rate, ten_per_second};
+    use crate::testing::{rate, ten_per_second};
 
-    type Key = crate::limit::testing::Key<FixedWindow>;
+    type Key = crate::testing::Key<FixedWindow>;
 
     #[test]
     fn a_window_admits_count_plus_burst_then_rejects_until_the_next() {

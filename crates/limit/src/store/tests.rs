@@ -1,6 +1,6 @@
 use super::*;
-use crate::limit::leaky_bucket::LeakyBucket;
-use crate::limit::{Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
+use crate::leaky_bucket::LeakyBucket;
+use crate::{Period, Rate, Verdict, NANOS_PER_MS, NODELAY};
 
 /// One shard (below 64 KiB), so every key competes with every other.
 const ONE_SHARD: usize = 32 * 1024;
@@ -351,7 +351,7 @@ fn a_growing_state_is_accounted_and_evicts_others_when_over_budget() {
 
 #[test]
 fn a_node_is_40_bytes_for_leaky_bucket_and_32_for_token_bucket() {
-    use crate::limit::token_bucket::TokenBucket;
+    use crate::token_bucket::TokenBucket;
     // 4 bytes of lock word, 4 of tag, 16 of key, then the state: the 64-bytes-a-key
     // budget leaves the index 24 (leaky) or 32 (token) bytes a key; it takes 10.7.
     assert_eq!(node_size::<<LeakyBucket as Limiter>::State>(), 40);
