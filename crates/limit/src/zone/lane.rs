@@ -121,14 +121,7 @@ impl Zone {
     }
 
     /// [`Zone::adjust`] in the lane: settles a charge a soft admission made there.
-    pub(crate) fn adjust_lane(
-        &self,
-        hash: u64,
-        key: &[u8],
-        now: u64,
-        p: &Params,
-        change: Change,
-    ) {
+    pub(crate) fn adjust_lane(&self, hash: u64, key: &[u8], now: u64, p: &Params, change: Change) {
         if let Some(lane) = &self.lane {
             if let Some(stores) = lane.stores.as_deref() {
                 adjust(stores, hash, key, now, p, &lane.idle, change);
