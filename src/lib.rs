@@ -75,6 +75,7 @@ pub mod tls;
 pub mod upstream;
 // The `tollgate-vars` crate (crates/vars), under its old path.
 pub use tollgate_vars as vars;
+pub mod wire;
 
 pub use config::Config;
 pub use server::{Gateway, StartError};

@@ -36,7 +36,7 @@ use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
 use crate::upstream::body::ClientBody;
-use crate::upstream::h1::Names;
+use crate::wire::h1::Names;
 use head::{Head, Malformed};
 use outbox::Outbox;
 use response::{frame_end, frame_piece, Asked, Framing};

@@ -8,7 +8,7 @@ use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, StatusCode, Version};
 
 use super::date;
-use crate::upstream::h1::{has_token, push_decimal, push_hex};
+use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// What the request asked that shapes its answer.
 #[derive(Clone, Copy, Debug)]

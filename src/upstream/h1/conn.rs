@@ -20,12 +20,12 @@ use tokio::time::{Instant, Sleep};
 use super::body::{Body, RestOf};
 use super::decode::{self, Head};
 use super::encode::{self, Outbox, Upload, UploadError};
-use super::names::Names;
 use super::stream::Stream;
 use super::{Error, Exchange, SendError, Upgraded};
 use crate::upstream::body::{BodyError, Progress};
 use crate::upstream::pool::ConnectError;
 use crate::upstream::tls::ServerTls;
+use crate::wire::h1::Names;
 
 /// Read buffer size: most response heads and small bodies arrive in one read.
 const READ_BUF: usize = 8 * 1024;
