@@ -26,7 +26,7 @@ use super::timeouts::{ConnLimits, ConnState, RequestGuard, TimedIo};
 use crate::proxy::response::Unanswered;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
-use crate::upstream::body::{BodyError, ClientBody};
+use crate::wire::body::{BodyError, ClientBody};
 
 /// Serves one accepted connection until it closes or the worker's drain ends it.
 /// `conn_state` is new, made as the connection's first byte may arrive (after the TLS

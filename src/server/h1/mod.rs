@@ -35,7 +35,7 @@ use super::timeouts::{ConnState, TimedIo};
 use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
-use crate::upstream::body::ClientBody;
+use crate::wire::body::ClientBody;
 use crate::wire::h1::Names;
 use head::{Head, Malformed};
 use outbox::Outbox;

@@ -12,8 +12,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::head::Framing;
 use super::outbox::Outbox;
-use crate::upstream::body::client::{feed, Feed};
-use crate::upstream::body::{ClientBody, ClientBodyError};
+use crate::wire::body::client::{feed, Feed};
+use crate::wire::body::{ClientBody, ClientBodyError};
 use crate::wire::h1::chunked::{Decoder, Malformed, Step};
 
 /// A read makes room for this much when less is free.

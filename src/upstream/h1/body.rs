@@ -17,7 +17,7 @@ use super::decode::ResponseFraming;
 use super::encode::{Outbox, Upload, UploadError};
 use super::stream::Stream;
 use super::Error;
-use crate::upstream::body::BodyError;
+use crate::wire::body::BodyError;
 use crate::wire::h1::chunked::{Decoder, Step};
 
 /// What is left of the response body to read, by its framing.

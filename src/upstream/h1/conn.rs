@@ -22,9 +22,9 @@ use super::decode::{self, Head};
 use super::encode::{self, Outbox, Upload, UploadError};
 use super::stream::Stream;
 use super::{Error, Exchange, SendError, Upgraded};
-use crate::upstream::body::{BodyError, Progress};
 use crate::upstream::pool::ConnectError;
 use crate::upstream::tls::ServerTls;
+use crate::wire::body::{BodyError, Progress};
 use crate::wire::h1::Names;
 
 /// Read buffer size: most response heads and small bodies arrive in one read.

@@ -17,7 +17,7 @@ use http_body::Body as HttpBody;
 use tokio::io::AsyncWrite;
 
 use super::stream::Stream;
-use crate::upstream::body::BodyError;
+use crate::wire::body::BodyError;
 use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// Bytes waiting to be written, in order: `pre`, `data`, `post`.

@@ -51,7 +51,7 @@ pub use conn::UpstreamConn;
 pub use stream::Stream;
 pub use upgraded::Upgraded;
 
-use crate::upstream::body::{BodyError, RequestBody};
+use crate::wire::body::{BodyError, RequestBody};
 use crate::wire::h1::chunked;
 
 /// Largest response head accepted, status line included (a bigger one is a 502).
@@ -160,6 +160,13 @@ pub enum Error {
     /// (a server that answered 2xx before reading the whole request).
     #[error("client request body failed: {0}")]
     ClientBody(BodyError),
+}
+
+/// The response body's failure as the client's side sees it.
+impl From<Error> for BodyError {
+    fn from(err: Error) -> BodyError {
+        BodyError::Upstream(Box::new(err))
+    }
 }
 
 impl From<chunked::Malformed> for Error {

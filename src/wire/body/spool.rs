@@ -194,8 +194,8 @@ impl Body for Unspool {
 mod tests {
     use super::*;
     use crate::config::MaxBodySize;
-    use crate::upstream::body::client::feed;
-    use crate::upstream::body::{BodyLimits, ClientBody};
+    use crate::wire::body::client::feed;
+    use crate::wire::body::{BodyLimits, ClientBody};
     use std::time::Duration;
 
     fn timed(body: ClientBody) -> Timed {
@@ -262,7 +262,7 @@ mod tests {
             read: Some(Bytes::from_static(b"abc")),
             rest: timed(ClientBody::H1(fed)),
         };
-        feed.finish(Err(crate::upstream::body::ClientBodyError::Closed));
+        feed.finish(Err(crate::wire::body::ClientBodyError::Closed));
         let spooled = Spool::write(streamed, dir.path().to_path_buf(), 0).await;
         assert!(matches!(spooled, Err(BodyError::Stream(_))));
     }
