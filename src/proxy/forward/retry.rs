@@ -14,8 +14,8 @@ use http::Request;
 
 use crate::metrics::FailureKind;
 use crate::proxy::error::ProxyError;
-use crate::upstream::h1::{self, SendError};
-use crate::upstream::pool::{self, Checkout, ConnectError};
+use crate::upstream::h1::{self, ConnectError, SendError};
+use crate::upstream::pool::{self, Checkout};
 use crate::upstream::Group;
 use crate::wire::body::RequestBody;
 

@@ -5,8 +5,9 @@
 //! tokio terms). One exchange at a time, no pipelining.
 //!
 //! # Layout
-//! - `conn`: connecting, the cheap reuse check, and [`UpstreamConn::send`] (request out,
-//!   response head in, the `read_timeout` clock).
+//! - `conn`: connecting, the buffers and timer a connection keeps, the cheap reuse check.
+//! - `exchange`: [`UpstreamConn::send`] (request out, response head in, the `read_timeout`
+//!   clock).
 //! - `encode`: the request head and body framing (`content-length` or chunked) and
 //!   the write queue that sends head and first body bytes in one `writev`.
 //! - `decode`: the response head (httparse) and how its body is delimited (RFC 9112 §6.3).
@@ -35,6 +36,7 @@ mod body;
 mod conn;
 mod decode;
 mod encode;
+mod exchange;
 mod stream;
 mod upgraded;
 
@@ -47,7 +49,7 @@ use std::io;
 use http::{Request, Response};
 
 pub use body::Body;
-pub use conn::UpstreamConn;
+pub use conn::{ConnectError, UpstreamConn};
 pub use stream::Stream;
 pub use upgraded::Upgraded;
 
