@@ -189,7 +189,7 @@ impl Conn {
             peer,
             worker,
             address,
-            https: address.tls,
+            https: address.transport.is_secure(),
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
         }

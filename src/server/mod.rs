@@ -43,8 +43,7 @@ use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
 use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
-use crate::config::Address;
-use crate::config::{self, Config, ConfigErrors};
+use crate::config::{self, Address, Config, ConfigErrors, Transport};
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Lasting};
 use crate::state::{GatewayState, Listeners};
@@ -52,10 +51,12 @@ use crate::tls;
 
 /// The addresses in `listening`, as `/status` shows them.
 fn listeners_of(listening: &[Listening]) -> Listeners {
-    let (tls, plain): (Vec<_>, Vec<_>) = listening.iter().partition(|l| l.configured.tls);
+    let actual = |l: &Listening| Address {
+        addr: l.actual,
+        transport: l.configured.transport,
+    };
     Listeners {
-        plain: plain.iter().map(|l| l.actual).collect(),
-        tls: tls.iter().map(|l| l.actual).collect(),
+        addresses: listening.iter().map(actual).collect(),
     }
 }
 
@@ -201,12 +202,12 @@ impl Gateway {
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().plain.clone()
+        self.state.listeners.load().of(Transport::Tcp).collect()
     }
 
     /// The TLS addresses actually listened on, in `listen_tls` order.
     pub fn tls_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().tls.clone()
+        self.state.listeners.load().of(Transport::Tls).collect()
     }
 
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the

@@ -21,7 +21,7 @@ use super::conn;
 use super::descriptors::{self, Descriptors};
 use super::shed::Sheddable;
 use super::timeouts::ConnState;
-use crate::config::Address;
+use crate::config::{Address, Transport};
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
@@ -34,8 +34,8 @@ pub struct Listen {
     pub stop: watch::Receiver<bool>,
     /// Open connections accepted on this address (`/metrics`).
     pub open: Arc<PerWorker<Gauge>>,
-    /// The address as configured; with `tls` (`listen_tls`), connections start with a
-    /// TLS handshake.
+    /// The address as configured; over [`Transport::Tls`] (`listen_tls`), connections
+    /// start with a TLS handshake.
     pub address: Address,
 }
 
@@ -193,15 +193,18 @@ impl Accepting {
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
                     // A TLS connection's is made once its handshake is over.
-                    let plain = (!self.address.tls).then(|| {
-                        let conn_state = ConnState::new();
-                        self.sheddable.add(&conn_state);
-                        conn_state
-                    });
+                    let conn_state = match self.address.transport {
+                        Transport::Tcp => {
+                            let conn_state = ConnState::new();
+                            self.sheddable.add(&conn_state);
+                            Some(conn_state)
+                        }
+                        Transport::Tls => None,
+                    };
                     let sheddable = self.sheddable.clone();
                     // Its polls read the clock once each (`clock`).
                     tokio::spawn(crate::clock::Polled::new(async move {
-                        match plain {
+                        match conn_state {
                             Some(conn_state) => {
                                 conn::serve(stream, conn, conn_state, state, stop, false).await;
                             }
