@@ -6,26 +6,28 @@
 //! - `descriptors`, `shed`: the process's file descriptors and the share client
 //!   connections may hold; beyond it a worker closes its oldest idle connections.
 //! - `admin_listener`: the admin API's listener and thread, its connections bounded.
-//! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
-//!   broken HTTP/2 preface). HTTP/2 is served by hyper.
+//! - `conn`: one connection: its protocol told from its first bytes (`preface`, which
+//!   also refuses a broken HTTP/2 preface), then served by that protocol's module.
 //! - `h1`: HTTP/1.1, served by tollgate's own codec: strict heads (refusing ambiguous
 //!   framing and overlong request lines as nginx does), bodies decoded as the pipeline
 //!   reads them, answers framed and written with few copies.
+//! - `h2`: HTTP/2, served by hyper, with `send_timeout` for each stream.
+//! - `answer`: what a connection of either makes of an answer before sending it.
 //! - `timeouts`: what a connection's reads and writes may wait for (header, keep-alive,
 //!   `send_timeout`).
-//! - `send_timeout`: the same timeout for each HTTP/2 stream.
 //! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
 //!   and steps the controllers that follow them.
 
 pub mod adapt;
 mod admin_listener;
+mod answer;
 mod beside;
 mod conn;
 mod descriptors;
 mod h1;
+mod h2;
 mod listener;
 mod preface;
-mod send_timeout;
 mod shed;
 mod timeouts;
 mod worker;

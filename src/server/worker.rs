@@ -26,6 +26,7 @@ use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 use crate::state::GatewayState;
+use crate::wire::Protocol;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
@@ -140,10 +141,10 @@ async fn serve_tls(
                 let _ = tokio::time::timeout(tls.handshake_timeout, stream.shutdown()).await;
                 return;
             }
-            let h2_agreed = alpn == Some(b"h2".as_slice());
+            let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
             let conn_state = ConnState::new();
             sheddable.add(&conn_state);
-            conn::serve(stream, conn, conn_state, state, stop, h2_agreed).await
+            conn::serve(stream, conn, conn_state, state, stop, alpn).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
@@ -206,7 +207,7 @@ impl Accepting {
                     tokio::spawn(crate::clock::Polled::new(async move {
                         match conn_state {
                             Some(conn_state) => {
-                                conn::serve(stream, conn, conn_state, state, stop, false).await;
+                                conn::serve(stream, conn, conn_state, state, stop, None).await;
                             }
                             None => serve_tls(stream, conn, state, stop, sheddable).await,
                         }

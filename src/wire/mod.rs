@@ -10,3 +10,15 @@
 
 pub mod body;
 pub mod h1;
+
+/// The HTTP a client connection speaks, told by its first bytes (after TLS's ALPN, which
+/// may leave only HTTP/2): one variant per protocol, each served by its own module of
+/// `server`, and the client's body ([`body::ClientBody`]) comes in a variant of the
+/// same name. HTTP/3 over QUIC will be a third.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.0 and HTTP/1.1, served by tollgate's own codec.
+    Http1,
+    /// HTTP/2, served by hyper.
+    Http2,
+}

@@ -69,7 +69,7 @@ impl Upload {
             broken: false,
             fault: None,
         };
-        (ClientBody::H1(fed), upload)
+        (ClientBody::Http1(fed), upload)
     }
 
     fn none() -> Upload {

@@ -220,7 +220,7 @@ mod tests {
     async fn a_body_goes_through_the_file_whole_and_can_be_read_again() {
         let dir = tempfile::tempdir().unwrap();
         let (feed, fed) = feed(None);
-        let rest = timed(ClientBody::H1(fed));
+        let rest = timed(ClientBody::Http1(fed));
         let streamed = Streamed {
             read: Some(Bytes::from(vec![b'a'; 1000])),
             rest,
@@ -260,7 +260,7 @@ mod tests {
         let (feed, fed) = feed(None);
         let streamed = Streamed {
             read: Some(Bytes::from_static(b"abc")),
-            rest: timed(ClientBody::H1(fed)),
+            rest: timed(ClientBody::Http1(fed)),
         };
         feed.finish(Err(crate::wire::body::ClientBodyError::Closed));
         let spooled = Spool::write(streamed, dir.path().to_path_buf(), 0).await;
@@ -273,7 +273,7 @@ mod tests {
         let (_feed, fed) = feed(None);
         let streamed = Streamed {
             read: None,
-            rest: timed(ClientBody::H1(fed)),
+            rest: timed(ClientBody::Http1(fed)),
         };
         let missing = dir.path().join("missing");
         let spooled = Spool::write(streamed, missing, 0).await;
