@@ -140,8 +140,11 @@ impl UpstreamConn {
     /// Cheap check before reusing an idle connection: false if the server closed it or
     /// sent something unasked (often a 408 before closing). No await and, unless the
     /// reactor has seen the socket become readable, no syscall: a close that the reactor
-    /// has not noticed yet passes, and [`UpstreamConn::send`] then fails with [`Error::Closed`].
-    /// A connection found not reusable may have lost the byte looked at: drop it.
+    /// has not noticed yet passes, and [`UpstreamConn::send`] then fails with
+    /// [`Error::Closed`]. A connection found not reusable may have lost the byte looked
+    /// at: drop it.
+    ///
+    /// [`Error::Closed`]: super::Error::Closed
     pub fn is_reusable(&mut self) -> bool {
         self.0.buf.is_empty() && self.0.out.is_empty() && self.0.stream.probe().is_none()
     }
