@@ -35,8 +35,18 @@ const NOT_FROM_CONFIG: &[&str] = &[
 const NOT_FROM_PIPELINE: &[&str] = &["snapshot", "server", "admin", "state"];
 
 /// What `wire` must not import: it holds what both sides of the gateway speak (HTTP/1.1
-/// codec parts, the bodies that cross it), and knows neither side nor the gateway.
-const NOT_FROM_WIRE: &[&str] = &["server", "upstream", "proxy", "snapshot", "admin", "state"];
+/// codec parts, the bodies that cross it), and knows neither side, the request path's
+/// layers nor the gateway.
+const NOT_FROM_WIRE: &[&str] = &[
+    "server",
+    "upstream",
+    "proxy",
+    "admission",
+    "shared",
+    "snapshot",
+    "admin",
+    "state",
+];
 
 /// Modules only tests use (generators for property tests): any module's tests may use
 /// them.
