@@ -25,8 +25,10 @@
 //!   algorithm, connections, leases, the heartbeat, shared bans.
 //! - [`proxy`]: identify, deny, route, allow/deny, limit, forward, respond, log.
 //! - [`upstream`]: choosing a server, passive health, pooled keep-alive connections
-//!   (plain or TLS, [`upstream::tls`]) spoken to by [`upstream::h1`], and the bodies
-//!   that cross the gateway ([`upstream::body`]).
+//!   (plain or TLS, [`upstream::tls`]) spoken to by [`upstream::h1`].
+//! - [`wire`]: what both sides speak, knowing neither: HTTP/1.1 codec parts
+//!   ([`wire::h1`]), the bodies that cross the gateway ([`wire::body`]), and the
+//!   protocols a client connection speaks ([`wire::Protocol`]).
 //!
 //! Around it:
 //! - [`snapshot`]: the one place config meets runtime objects (one per generation).
@@ -39,14 +41,15 @@
 //! - [`acme`]: certificates obtained and renewed by ACME, on a thread of its own, and
 //!   what it publishes for the listeners (certificates in force, challenge answers).
 //! - [`signals`]: unix signals mapped to what the operator means by them.
-//! - [`server`]: worker threads, listeners (the admin API's too), connections, timeouts,
-//!   file descriptors, graceful shutdown.
+//! - [`server`]: worker threads, listeners (one kind per [`config::Transport`], and the
+//!   admin API's), connections (one module per [`wire::Protocol`]), timeouts, file
+//!   descriptors, graceful shutdown.
 //! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints, `/bans`.
 //!
 //! Dependencies point one way, with no cycle: `main` → [`server`] → [`admin`] →
-//! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → the core; [`config`] sees only
-//! the core and [`certs`]; the core sees only itself. A request loads the snapshot
-//! exactly once.
+//! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → [`wire`] → the core; [`config`]
+//! sees only the core and [`certs`]; the core sees only itself. A request loads the
+//! snapshot exactly once.
 #![deny(unsafe_code)]
 
 #[deny(clippy::disallowed_methods)]
@@ -74,6 +77,7 @@ pub mod tls;
 pub mod upstream;
 // The `tollgate-vars` crate (crates/vars), under its old path.
 pub use tollgate_vars as vars;
+pub mod wire;
 
 pub use config::Config;
 pub use server::{Gateway, StartError};

@@ -464,7 +464,7 @@ fn pipeline(
         exempt: config.access.exempt.clone(),
         api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
         ratelimit_headers: server.ratelimit_headers,
-        body: crate::upstream::body::BodyLimits {
+        body: crate::wire::body::BodyLimits {
             timeout: server.client_body_timeout,
             min_rate: server.client_body_min_rate,
         },

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
+use crate::config::{Address, Transport};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
 
@@ -29,11 +30,21 @@ pub struct GatewayState {
     pub acme: crate::acme::Manager,
 }
 
-/// The addresses actually listened on (port 0 resolved), each list in config order.
+/// The addresses actually listened on (port 0 resolved), in config order.
 #[derive(Debug, Default)]
 pub struct Listeners {
-    pub plain: Vec<SocketAddr>,
-    pub tls: Vec<SocketAddr>,
+    pub addresses: Vec<Address>,
+}
+
+impl Listeners {
+    /// Those of one transport, in config order.
+    pub fn of(&self, transport: Transport) -> impl Iterator<Item = SocketAddr> + '_ {
+        let of_it = move |address: &&Address| address.transport == transport;
+        self.addresses
+            .iter()
+            .filter(of_it)
+            .map(|address| address.addr)
+    }
 }
 
 /// A reload that changed nothing, as `/status` tells it.

@@ -7,11 +7,12 @@ use std::time::Instant;
 use serde::ser::{Serialize, Serializer};
 
 use crate::acme::{rfc3339, NameState};
+use crate::config::Transport;
 use crate::limit::zone::Zone;
 use crate::metrics::load::{SHOWN_SLOTS, SLOT};
 use crate::metrics::Answer;
 use crate::snapshot::Snapshot;
-use crate::state::{GatewayState, ReloadFailure};
+use crate::state::{GatewayState, Listeners, ReloadFailure};
 use crate::upstream::gate::Shed;
 
 /// How many of a zone's most-limited keys `/status` shows.
@@ -320,6 +321,11 @@ impl<T: Serialize> Serialize for Ordered<T> {
     }
 }
 
+/// The addresses listened on over `transport`, as `/status` lists them.
+fn shown(listeners: &Listeners, transport: Transport) -> Vec<String> {
+    listeners.of(transport).map(|a| a.to_string()).collect()
+}
+
 /// The `/status` document, one line of JSON.
 pub fn status(state: &GatewayState) -> String {
     let snapshot = state.snapshot.load();
@@ -345,8 +351,8 @@ pub fn status(state: &GatewayState) -> String {
             failed: state.reloads_failed.load(Ordering::Relaxed),
             last_failure: state.last_reload_failure().map(last_failure),
         },
-        listeners: listeners.plain.iter().map(ToString::to_string).collect(),
-        tls_listeners: listeners.tls.iter().map(ToString::to_string).collect(),
+        listeners: shown(&listeners, Transport::Tcp),
+        tls_listeners: shown(&listeners, Transport::Tls),
         upstreams: Ordered(upstreams.collect()),
         zones: Ordered(zones.collect()),
         upstream_load: upstream_load(&snapshot),

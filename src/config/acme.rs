@@ -349,7 +349,7 @@ pub(super) fn site(
     }
     if let (Some(listen), Some(server)) = (listen, server) {
         let tls = match listen {
-            Some(addresses) => addresses.iter().any(|a| a.tls),
+            Some(addresses) => addresses.iter().any(|a| a.transport.is_secure()),
             None => !server.listen_tls.is_empty(),
         };
         if !tls {

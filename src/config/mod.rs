@@ -473,22 +473,40 @@ impl Site {
     }
 }
 
-/// Where a listener listens, and whether it speaks TLS (`listen_tls`).
+/// Where a listener listens, and over which transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Address {
     pub addr: SocketAddr,
-    pub tls: bool,
+    pub transport: Transport,
+}
+
+/// What a listener's connections arrive over, below HTTP: one variant per kind of
+/// listener, each with its key in `[server]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Plain TCP (`listen`).
+    Tcp,
+    /// TLS over TCP (`listen_tls`).
+    Tls,
+}
+
+impl Transport {
+    /// Whether it is encrypted: its requests' scheme is `https`.
+    pub fn is_secure(self) -> bool {
+        match self {
+            Transport::Tcp => false,
+            Transport::Tls => true,
+        }
+    }
 }
 
 impl Server {
     /// Every address of `listen` and `listen_tls`, in that order.
     pub fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
-        let plain = self.listen.iter().map(|&addr| Address { addr, tls: false });
-        let tls = self
-            .listen_tls
-            .iter()
-            .map(|&addr| Address { addr, tls: true });
-        plain.chain(tls)
+        let at = |transport| move |&addr| Address { addr, transport };
+        let tcp = self.listen.iter().map(at(Transport::Tcp));
+        let tls = self.listen_tls.iter().map(at(Transport::Tls));
+        tcp.chain(tls)
     }
 }
 

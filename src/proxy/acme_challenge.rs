@@ -9,7 +9,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, Request, Response};
 
 use crate::acme::{Published, HTTP01_PREFIX};
-use crate::upstream::body::ResponseBody;
+use crate::upstream::ResponseBody;
 
 /// The answer to `req` if it asks for a token under way.
 pub fn answer<B>(published: &Published, req: &Request<B>) -> Option<Response<ResponseBody>> {

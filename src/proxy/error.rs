@@ -4,8 +4,8 @@ use std::fmt;
 
 use http::StatusCode;
 
-use crate::upstream::body::BodyError;
-use crate::upstream::pool::ConnectError;
+use crate::upstream::h1::ConnectError;
+use crate::wire::body::BodyError;
 
 /// Who failed: the client, an upstream server, or tollgate itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::upstream::body::ClientBody;
+use crate::wire::body::ClientBody;
 use http::header::{CONTENT_LENGTH, COOKIE, EXPECT, HOST};
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, HeaderValue, Request, Response, Version};
@@ -19,10 +19,10 @@ use super::{headers, tunnel, Conn};
 use crate::config::MaxBodySize;
 use crate::limit::outcome::InFlight;
 use crate::metrics::load::Failure;
-use crate::upstream::body::{BodyLimits, Progress, RequestBody, ResponseBody, Timed};
-use crate::upstream::h1::Exchange;
-use crate::upstream::pool::{Checkout, ConnectError};
-use crate::upstream::{ActiveRequest, Group, Lease};
+use crate::upstream::h1::{ConnectError, Exchange};
+use crate::upstream::pool::Checkout;
+use crate::upstream::{ActiveRequest, Group, Lease, ResponseBody};
+use crate::wire::body::{BodyLimits, Progress, RequestBody, Timed};
 use retry::Attempts;
 
 /// What the forwarder knows about the request's origin.

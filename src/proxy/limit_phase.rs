@@ -11,7 +11,7 @@ use crate::admission::penalty;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::{Arrival, Verdict};
 use crate::metrics;
-use crate::upstream::body::ResponseBody;
+use crate::upstream::ResponseBody;
 use crate::vars;
 
 use super::{limit_response, Conn, Location, Pipeline};

@@ -12,7 +12,8 @@ use crate::config::RateLimitHeaders;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::zone::Zone;
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
-use crate::upstream::body::{Rendered, ResponseBody};
+use crate::upstream::ResponseBody;
+use crate::wire::body::Rendered;
 
 use super::text::{self, number_value, Text};
 use super::Location;

@@ -18,8 +18,8 @@ use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::{AccessLog, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};
-use crate::upstream::body::{BodyError, ResponseBody};
-use crate::upstream::Lease;
+use crate::upstream::{Lease, ResponseBody};
+use crate::wire::body::BodyError;
 
 /// nginx's status for "client closed the connection before the response".
 const CLIENT_CLOSED: u16 = 499;
@@ -194,7 +194,7 @@ impl Logged {
     /// The header lines its answer wrote out already ([`Rendered`]), which HTTP/1.1
     /// sends as they are.
     ///
-    /// [`Rendered`]: crate::upstream::body::Rendered
+    /// [`Rendered`]: crate::wire::body::Rendered
     pub fn lines(&self) -> [&[u8]; 2] {
         self.inner.lines()
     }

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::upstream::body::ClientBody;
+use crate::wire::body::ClientBody;
 use http::{Request, Response, StatusCode};
 
 use crate::access;
@@ -34,8 +34,7 @@ use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing;
-use crate::upstream::body::ResponseBody;
-use crate::upstream::{Group, Lease};
+use crate::upstream::{Group, Lease, ResponseBody};
 use crate::vars;
 pub use header_rules::HeaderRules;
 use http::uri::{PathAndQuery, Uri};
@@ -62,7 +61,7 @@ pub struct Pipeline {
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: crate::config::RateLimitHeaders,
     /// How long a client may take over its request body.
-    pub body: crate::upstream::body::BodyLimits,
+    pub body: crate::wire::body::BodyLimits,
     /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub client_body_buffer_size: usize,
     /// Where larger bodies are read into a file, in locations with `request_buffering`
@@ -190,7 +189,7 @@ impl Conn {
             peer,
             worker,
             address,
-            https: address.tls,
+            https: address.transport.is_secure(),
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
         }
@@ -512,7 +511,7 @@ fn host_of<B>(req: &Request<B>) -> Option<&str> {
 /// `return` one too) as soon as it is found: a body declared larger (`Content-Length`,
 /// HTTP/1.1 or HTTP/2) is answered 413 before a byte of it is read and before any
 /// upstream is chosen. A body without a length is held to the limit as it arrives
-/// (`upstream::body::Timed`).
+/// (`wire::body::Timed`).
 fn declared_body(location: &Location, req: &Request<ClientBody>) -> Result<(), StatusCode> {
     let declared = http_body::Body::size_hint(req.body()).lower();
     if location.client_max_body_size.exceeded_by(declared) {

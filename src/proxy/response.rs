@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Response, StatusCode, Version};
 
-use crate::upstream::body::ResponseBody;
+use crate::upstream::ResponseBody;
 use crate::vars::{self, VarText};
 
 const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");

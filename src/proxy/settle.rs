@@ -7,7 +7,7 @@ use std::time::Instant;
 use http::{HeaderMap, HeaderName, Response};
 
 use crate::limit::settle::{Answer, Pending};
-use crate::upstream::body::ResponseBody;
+use crate::upstream::ResponseBody;
 
 use super::Location;
 

@@ -18,7 +18,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 use super::worker::Listen;
-use crate::config::Address;
+use crate::config::{Address, Transport};
 use crate::metrics::Metrics;
 
 const BACKLOG: i32 = 4096;
@@ -131,7 +131,7 @@ impl Bound {
                 address: self.configured,
             });
         }
-        tracing::info!(addr = %self.actual, tls = self.configured.tls, "listening");
+        tracing::info!(addr = %self.actual, tls = self.configured.transport == Transport::Tls, "listening");
         Listening {
             configured: self.configured,
             actual: self.actual,

@@ -6,26 +6,28 @@
 //! - `descriptors`, `shed`: the process's file descriptors and the share client
 //!   connections may hold; beyond it a worker closes its oldest idle connections.
 //! - `admin_listener`: the admin API's listener and thread, its connections bounded.
-//! - `conn`: one connection, HTTP/1.1 or HTTP/2 (`preface` tells which, and refuses a
-//!   broken HTTP/2 preface). HTTP/2 is served by hyper.
+//! - `conn`: one connection: its protocol told from its first bytes (`preface`, which
+//!   also refuses a broken HTTP/2 preface), then served by that protocol's module.
 //! - `h1`: HTTP/1.1, served by tollgate's own codec: strict heads (refusing ambiguous
 //!   framing and overlong request lines as nginx does), bodies decoded as the pipeline
 //!   reads them, answers framed and written with few copies.
+//! - `h2`: HTTP/2, served by hyper, with `send_timeout` for each stream.
+//! - `answer`: what a connection of either makes of an answer before sending it.
 //! - `timeouts`: what a connection's reads and writes may wait for (header, keep-alive,
 //!   `send_timeout`).
-//! - `send_timeout`: the same timeout for each HTTP/2 stream.
 //! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
 //!   and steps the controllers that follow them.
 
 pub mod adapt;
 mod admin_listener;
+mod answer;
 mod beside;
 mod conn;
 mod descriptors;
 mod h1;
+mod h2;
 mod listener;
 mod preface;
-mod send_timeout;
 mod shed;
 mod timeouts;
 mod worker;
@@ -43,8 +45,7 @@ use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
 use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
-use crate::config::Address;
-use crate::config::{self, Config, ConfigErrors};
+use crate::config::{self, Address, Config, ConfigErrors, Transport};
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Lasting};
 use crate::state::{GatewayState, Listeners};
@@ -52,10 +53,12 @@ use crate::tls;
 
 /// The addresses in `listening`, as `/status` shows them.
 fn listeners_of(listening: &[Listening]) -> Listeners {
-    let (tls, plain): (Vec<_>, Vec<_>) = listening.iter().partition(|l| l.configured.tls);
+    let actual = |l: &Listening| Address {
+        addr: l.actual,
+        transport: l.configured.transport,
+    };
     Listeners {
-        plain: plain.iter().map(|l| l.actual).collect(),
-        tls: tls.iter().map(|l| l.actual).collect(),
+        addresses: listening.iter().map(actual).collect(),
     }
 }
 
@@ -201,12 +204,12 @@ impl Gateway {
 
     /// The addresses actually listened on, in `listen` order (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().plain.clone()
+        self.state.listeners.load().of(Transport::Tcp).collect()
     }
 
     /// The TLS addresses actually listened on, in `listen_tls` order.
     pub fn tls_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().tls.clone()
+        self.state.listeners.load().of(Transport::Tls).collect()
     }
 
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the

@@ -32,6 +32,8 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use crate::wire::Protocol;
+
 const FRESH: u8 = 0;
 const HEAD: u8 = 1;
 const BUSY: u8 = 2;
@@ -137,15 +139,16 @@ impl ConnState {
         self.upgraded.store(true, Ordering::Relaxed);
     }
 
-    fn deadline(&self, limits: &ConnLimits, h2: bool) -> Option<Instant> {
+    fn deadline(&self, limits: &ConnLimits, protocol: Protocol) -> Option<Instant> {
         if self.upgraded.load(Ordering::Relaxed) {
             return None;
         }
-        let limit = match self.phase.load(Ordering::Acquire) {
-            BUSY => return None,
-            IDLE => limits.keepalive,
-            _ if h2 => limits.keepalive,
-            _ => limits.header,
+        let limit = match (self.phase.load(Ordering::Acquire), protocol) {
+            (BUSY, _) => return None,
+            (IDLE, _) => limits.keepalive,
+            // No head phase: between requests, an HTTP/2 connection is idle.
+            (_, Protocol::Http2) => limits.keepalive,
+            (_, Protocol::Http1) => limits.header,
         };
         let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
         Some(self.origin + since + limit)
@@ -175,7 +178,8 @@ pub struct TimedIo<T> {
     inner: T,
     state: Arc<ConnState>,
     limits: ConnLimits,
-    h2: bool,
+    /// What the connection speaks; HTTP/1.1 until the first bytes tell otherwise.
+    protocol: Protocol,
     /// A read while requests are in flight parks in [`ConnState`], to be woken when the
     /// connection goes idle: hyper's connections (HTTP/2, and the admin API's HTTP/1.1)
     /// may not read again by themselves once their answer is sent.
@@ -204,7 +208,7 @@ impl<T> TimedIo<T> {
             inner,
             state,
             limits,
-            h2: false,
+            protocol: Protocol::Http1,
             parks: false,
             prefix: Bytes::new(),
             sleep: Box::pin(tokio::time::sleep_until(first)),
@@ -216,11 +220,15 @@ impl<T> TimedIo<T> {
         }
     }
 
-    /// Bytes already read (while sniffing the protocol) to hand out again first.
-    pub fn replay(&mut self, prefix: Bytes, h2: bool) {
+    /// Bytes already read (while sniffing the protocol, or past an upgrade's head) to
+    /// hand out again first, to a connection that speaks `protocol` from now on.
+    pub fn replay(&mut self, prefix: Bytes, protocol: Protocol) {
         self.prefix = prefix;
-        self.h2 = h2;
-        self.parks = h2;
+        self.protocol = protocol;
+        self.parks = match protocol {
+            Protocol::Http1 => false,
+            Protocol::Http2 => true,
+        };
     }
 
     /// For an HTTP/1.1 connection served by hyper: a read while busy parks (see
@@ -260,7 +268,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
 
     /// Called when a read has nothing to give: is the phase's time up?
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let Some(deadline) = self.state.deadline(&self.limits, self.h2) else {
+        let Some(deadline) = self.state.deadline(&self.limits, self.protocol) else {
             // HTTP/1.1 reads again by itself once its request is over (`server/h1`); a
             // reader of hyper's is parked here and woken then.
             if !self.parks {
@@ -270,7 +278,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
                 *reader = Some(cx.waker().clone());
             }
             // The last request may have finished between the check and the park.
-            if self.state.deadline(&self.limits, self.h2).is_none() {
+            if self.state.deadline(&self.limits, self.protocol).is_none() {
                 return Poll::Pending;
             }
             return self.poll_expired(cx);
@@ -301,7 +309,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
             }
         }
         let phase = self.state.phase.load(Ordering::Acquire);
-        if phase == HEAD && !self.h2 {
+        if phase == HEAD && self.protocol == Protocol::Http1 {
             // Best effort: the client gets a status before the close, as nginx's 408.
             let _ = Pin::new(&mut self.inner).poll_write(cx, REQUEST_TIMEOUT);
             let _ = Pin::new(&mut self.inner).poll_flush(cx);

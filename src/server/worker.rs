@@ -21,11 +21,12 @@ use super::conn;
 use super::descriptors::{self, Descriptors};
 use super::shed::Sheddable;
 use super::timeouts::ConnState;
-use crate::config::Address;
+use crate::config::{Address, Transport};
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 use crate::state::GatewayState;
+use crate::wire::Protocol;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
@@ -34,8 +35,8 @@ pub struct Listen {
     pub stop: watch::Receiver<bool>,
     /// Open connections accepted on this address (`/metrics`).
     pub open: Arc<PerWorker<Gauge>>,
-    /// The address as configured; with `tls` (`listen_tls`), connections start with a
-    /// TLS handshake.
+    /// The address as configured; over [`Transport::Tls`] (`listen_tls`), connections
+    /// start with a TLS handshake.
     pub address: Address,
 }
 
@@ -140,10 +141,10 @@ async fn serve_tls(
                 let _ = tokio::time::timeout(tls.handshake_timeout, stream.shutdown()).await;
                 return;
             }
-            let h2_agreed = alpn == Some(b"h2".as_slice());
+            let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
             let conn_state = ConnState::new();
             sheddable.add(&conn_state);
-            conn::serve(stream, conn, conn_state, state, stop, h2_agreed).await
+            conn::serve(stream, conn, conn_state, state, stop, alpn).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
@@ -193,17 +194,20 @@ impl Accepting {
                     let open = self.open.get(self.worker).clone();
                     open.add(1);
                     // A TLS connection's is made once its handshake is over.
-                    let plain = (!self.address.tls).then(|| {
-                        let conn_state = ConnState::new();
-                        self.sheddable.add(&conn_state);
-                        conn_state
-                    });
+                    let conn_state = match self.address.transport {
+                        Transport::Tcp => {
+                            let conn_state = ConnState::new();
+                            self.sheddable.add(&conn_state);
+                            Some(conn_state)
+                        }
+                        Transport::Tls => None,
+                    };
                     let sheddable = self.sheddable.clone();
                     // Its polls read the clock once each (`clock`).
                     tokio::spawn(crate::clock::Polled::new(async move {
-                        match plain {
+                        match conn_state {
                             Some(conn_state) => {
-                                conn::serve(stream, conn, conn_state, state, stop, false).await;
+                                conn::serve(stream, conn, conn_state, state, stop, None).await;
                             }
                             None => serve_tls(stream, conn, state, stop, sheddable).await,
                         }

@@ -3,11 +3,10 @@
 //! The decisions (which server, is it healthy) are pure and live in [`balance`] and
 //! [`health`]; [`pool`] holds the I/O: connecting, keep-alive reuse and sending.
 //! [`tls`] adds the handshake for groups that speak TLS.
-//! [`body`] holds the bodies that cross the gateway: the client's on its way here and
-//! the upstream's on its way back.
+//! The bodies that cross the gateway are `wire::body`'s; [`ResponseBody`] is its response
+//! body with [`h1::Body`] as the upstream's.
 
 pub mod balance;
-pub mod body;
 pub mod gate;
 pub mod h1;
 pub mod health;
@@ -26,6 +25,10 @@ use balance::Balancer;
 use health::Health;
 use pool::IdlePool;
 use tls::{GroupTls, ServerTls};
+
+/// The body of a response sent to the client: tollgate's own answer, or an upstream's
+/// body ([`h1::Body`]) streaming through.
+pub type ResponseBody = crate::wire::body::ResponseBody<h1::Body>;
 
 /// One `[upstreams.NAME]` group, shared by every worker.
 pub struct Group {

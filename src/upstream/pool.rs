@@ -6,11 +6,9 @@
 //! when its response body has been read to the end and HTTP/1.1 keep-alive allows it
 //! ([`super::h1::Body::take_reusable`]).
 
-use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use super::h1::UpstreamConn;
+use super::h1::{ConnectError, UpstreamConn};
 use super::Group;
 
 /// Idle keep-alive connections of one server, one list per worker.
@@ -52,35 +50,6 @@ impl IdlePool {
             idle.push(conn);
         }
     }
-}
-
-/// Why no connection could be had. No byte of the request has been sent.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// The TCP connect, or the TLS handshake after it, took longer than
-    /// `connect_timeout`.
-    #[error(
-        "connect to {addr} timed out after {after:?}{}",
-        if *handshake { " (in the TLS handshake)" } else { "" }
-    )]
-    Timeout {
-        addr: SocketAddr,
-        after: Duration,
-        handshake: bool,
-    },
-    #[error("connect to {addr} failed: {source}")]
-    Io {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    /// The TLS handshake failed: the certificate did not verify for `name`, the server
-    /// refused ours, or it does not speak TLS.
-    #[error("TLS handshake with {addr} ({name}) failed: {source}")]
-    Tls {
-        addr: SocketAddr,
-        name: String,
-        source: std::io::Error,
-    },
 }
 
 /// A connection to send a request on, and where it came from.

@@ -34,6 +34,20 @@ const NOT_FROM_CONFIG: &[&str] = &[
 /// they are handed, and never reach for the gateway around them.
 const NOT_FROM_PIPELINE: &[&str] = &["snapshot", "server", "admin", "state"];
 
+/// What `wire` must not import: it holds what both sides of the gateway speak (HTTP/1.1
+/// codec parts, the bodies that cross it), and knows neither side, the request path's
+/// layers nor the gateway.
+const NOT_FROM_WIRE: &[&str] = &[
+    "server",
+    "upstream",
+    "proxy",
+    "admission",
+    "shared",
+    "snapshot",
+    "admin",
+    "state",
+];
+
 /// Modules only tests use (generators for property tests): any module's tests may use
 /// them.
 const TEST_ONLY: &[&str] = &["props"];
@@ -144,6 +158,9 @@ fn forbidden(from: &str, to: &str) -> Option<&'static str> {
         && NOT_FROM_PIPELINE.contains(&to)
     {
         return Some("the pipeline is handed its generation; it does not reach for the gateway");
+    }
+    if from == "wire" && NOT_FROM_WIRE.contains(&to) {
+        return Some("wire is what both sides speak; it knows neither side");
     }
     None
 }

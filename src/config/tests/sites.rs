@@ -37,7 +37,7 @@ fn sites_keep_their_names_addresses_and_locations() {
     assert_eq!((first.listen.as_ref(), first.default), (None, false));
     let only = Address {
         addr: addr("127.0.0.1:8081"),
-        tls: false,
+        transport: Transport::Tcp,
     };
     assert_eq!(second.listen.as_deref(), Some(&[only][..]));
     assert!(second.default && second.names.is_empty());

@@ -14,10 +14,10 @@ use http::Request;
 
 use crate::metrics::FailureKind;
 use crate::proxy::error::ProxyError;
-use crate::upstream::body::RequestBody;
-use crate::upstream::h1::{self, SendError};
-use crate::upstream::pool::{self, Checkout, ConnectError};
+use crate::upstream::h1::{self, ConnectError, SendError};
+use crate::upstream::pool::{self, Checkout};
 use crate::upstream::Group;
+use crate::wire::body::RequestBody;
 
 /// Where the tries of one request over its group's servers stand.
 pub(super) struct Attempts {

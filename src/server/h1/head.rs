@@ -15,7 +15,7 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Uri, Version};
 
-use crate::upstream::h1::{has_token, Names};
+use crate::wire::h1::{has_token, Names};
 
 /// How a request's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,8 @@
 //! One task owns the socket: while the pipeline works on a request, the connection feeds
 //! it the body it asks for, and otherwise watches for the client going away (which drops
 //! the request, as nginx ends a request whose client closed). The read buffer, the write
-//! buffer and the header map are the connection's, reused by each request in turn.
+//! buffer and the header map are the connection's, reused by each request in turn. When
+//! the worker drains, the answer under way is finished and no further request taken.
 
 mod date;
 mod head;
@@ -27,16 +28,19 @@ use bytes::BytesMut;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
 
 pub use head::HeadLimits;
 
-use super::conn::settle;
+use super::answer::settle;
+use super::beside::Beside;
 use super::timeouts::{ConnState, TimedIo};
 use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
-use crate::upstream::body::ClientBody;
-use crate::upstream::h1::Names;
+use crate::wire::body::ClientBody;
+use crate::wire::h1::Names;
+use crate::wire::Protocol;
 use head::{Head, Malformed};
 use outbox::Outbox;
 use response::{frame_end, frame_piece, Asked, Framing};
@@ -51,14 +55,47 @@ pub struct Setup<'a> {
     pub state: &'a GatewayState,
     pub conn_state: &'a Arc<ConnState>,
     pub limits: HeadLimits,
-    /// Set when the worker drains: the connection finishes the answer under way and
-    /// takes no further request.
-    pub draining: &'a AtomicBool,
 }
 
-/// Serves requests on `io` until the client closes, a limit ends it, the worker drains,
-/// or an upgrade hands it over. `read` holds bytes already read from it.
-pub async fn serve<T>(io: TimedIo<T>, read: BytesMut, setup: Setup<'_>)
+/// Serves requests on `io` until the client closes, a limit ends it, the worker drains
+/// (`shutdown`), or an upgrade hands it over. `read` holds bytes already read from it.
+pub async fn serve<T>(
+    io: TimedIo<T>,
+    read: BytesMut,
+    setup: Setup<'_>,
+    shutdown: &mut watch::Receiver<bool>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // Set when the worker drains: the connection finishes the answer under way and
+    // takes no further request.
+    let draining = AtomicBool::new(false);
+    let served = serve_requests(io, read, &setup, &draining);
+    drive(served, &draining, shutdown).await;
+}
+
+/// Polls the connection; when the drain starts, sets `draining` and polls on.
+async fn drive(
+    served: impl Future<Output = ()>,
+    draining: &AtomicBool,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let mut served = pin!(served);
+    let drain = pin!(shutdown.wait_for(|stop| *stop));
+    let mut drain = Beside::new(drain);
+    poll_fn(|cx| loop {
+        if served.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if draining.load(Ordering::Relaxed) || drain.poll_if_due(cx).is_pending() {
+            return Poll::Pending;
+        }
+        draining.store(true, Ordering::Relaxed);
+    })
+    .await;
+}
+
+async fn serve_requests<T>(io: TimedIo<T>, read: BytesMut, setup: &Setup<'_>, draining: &AtomicBool)
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -71,13 +108,13 @@ where
         limits: setup.limits,
     };
     loop {
-        match conn.exchange(&setup).await {
+        match conn.exchange(setup, draining).await {
             Next::Request => {}
             Next::Close => break,
             Next::Upgrade(handover) => {
                 let mut io = conn.io;
                 // What the client sent after its handshake is the tunnel's.
-                io.replay(conn.read.split().freeze(), false);
+                io.replay(conn.read.split().freeze(), Protocol::Http1);
                 handover.hand_over(Box::new(io));
                 return;
             }
@@ -114,13 +151,13 @@ enum NoHead {
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// One request and its answer.
-    async fn exchange(&mut self, setup: &Setup<'_>) -> Next {
+    async fn exchange(&mut self, setup: &Setup<'_>, draining: &AtomicBool) -> Next {
         if !self.read.is_empty() {
             setup.conn_state.head_begun();
         }
         // The head, like the answer below, stays in its slot (moving it costs copies).
         let mut head = None;
-        match poll_fn(|cx| self.poll_head(cx, setup.draining, &mut head)).await {
+        match poll_fn(|cx| self.poll_head(cx, draining, &mut head)).await {
             Ok(()) => {}
             Err(NoHead::Failed) => return Next::Close,
             Err(NoHead::Malformed(malformed)) => {
@@ -151,7 +188,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         let Some(response) = &mut slot else {
             return Next::Close;
         };
-        if settle(response, setup.conn_state, false).is_err() {
+        if settle(response, setup.conn_state, Protocol::Http1).is_err() {
             return Next::Close;
         }
         let status = response.status();
@@ -159,9 +196,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         // A body not read to its end by now (abandoned, or still streaming up) ends the
         // connection after this answer, which says so.
         let asked = Asked {
-            keep_alive: asked.keep_alive
-                && !setup.draining.load(Ordering::Relaxed)
-                && upload.is_done(),
+            keep_alive: asked.keep_alive && !draining.load(Ordering::Relaxed) && upload.is_done(),
             ..asked
         };
         let kept = self.send(response, asked, &mut upload).await;

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use super::head::{self, Framing, HeadLimits};
 use super::upload::Upload;
 use crate::props::{apply, cuts, mutations, pieces};
-use crate::upstream::h1::Names;
+use crate::wire::h1::Names;
 
 const LIMITS: HeadLimits = HeadLimits {
     max_line: 64,

@@ -8,7 +8,7 @@ use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, StatusCode, Version};
 
 use super::date;
-use crate::upstream::h1::{has_token, push_decimal, push_hex};
+use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// What the request asked that shapes its answer.
 #[derive(Clone, Copy, Debug)]
@@ -59,26 +59,58 @@ pub fn write_head(
     length: Option<u64>,
     asked: Asked,
 ) -> Written {
-    let no_body = asked.head
-        || status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
-    let no_length = status.is_informational() || status == StatusCode::NO_CONTENT;
-    let mut keep_alive = asked.keep_alive;
-    out.extend_from_slice(if asked.http10 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
+    write_status_line(out, status, asked.http10);
+    for part in lines {
+        out.extend_from_slice(part);
+    }
+    let said = copy_headers(out, headers, status, length, asked);
+    let framing = write_framing(out, status, length, said.length, asked);
+    // An HTTP/1.0 body without a length ends with the connection.
+    let keep_alive = asked.keep_alive && !said.close && framing != Framing::Close;
+    write_connection(out, status, keep_alive, &said, asked.http10);
+    if !said.date {
+        date::write_header(out);
+    }
+    out.extend_from_slice(b"\r\n");
+    Written {
+        framing,
+        keep_alive,
+    }
+}
+
+/// What an answer's own header fields said that its head depends on.
+#[derive(Default)]
+struct Said {
+    /// A `Content-Length` that was passed on.
+    length: Option<u64>,
+    date: bool,
+    /// `Connection: close`.
+    close: bool,
+    /// `Connection: keep-alive`.
+    keep_alive: bool,
+}
+
+fn write_status_line(out: &mut Vec<u8>, status: StatusCode, http10: bool) {
+    out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
     out.extend_from_slice(b"\r\n");
-    for part in lines {
-        out.extend_from_slice(part);
-    }
-    let mut declared = None;
-    let (mut dated, mut said_close, mut said_keep_alive) = (false, false, false);
+}
+
+/// Copies the answer's header fields to `out`, but for those the connection decides:
+/// `Transfer-Encoding` always, `Content-Length` where the body's own length goes out
+/// instead or none may.
+fn copy_headers(
+    out: &mut Vec<u8>,
+    headers: &HeaderMap,
+    status: StatusCode,
+    length: Option<u64>,
+    asked: Asked,
+) -> Said {
+    // None in a 1xx or 204 (RFC 9110 §8.6).
+    let no_length = status.is_informational() || status == StatusCode::NO_CONTENT;
+    let mut said = Said::default();
     for (name, value) in headers {
         if name == TRANSFER_ENCODING {
             // The framing is this connection's to choose.
@@ -86,32 +118,45 @@ pub fn write_head(
         }
         if name == CONTENT_LENGTH {
             // The body's own length, when it knows it, is what goes out (a HEAD's empty
-            // body says nothing of it); none in a 1xx or 204 (RFC 9110 §8.6).
+            // body says nothing of it).
             let known = length.is_some() && !asked.head;
-            if declared.is_some() || known || no_length {
+            if said.length.is_some() || known || no_length {
                 continue;
             }
-            declared = std::str::from_utf8(value.as_bytes())
+            said.length = std::str::from_utf8(value.as_bytes())
                 .ok()
                 .and_then(|v| v.parse::<u64>().ok());
-            if declared.is_none() {
+            if said.length.is_none() {
                 continue;
             }
         } else if name == CONNECTION {
-            said_close |= has_token(value.as_bytes(), b"close");
-            said_keep_alive |= has_token(value.as_bytes(), b"keep-alive");
+            said.close |= has_token(value.as_bytes(), b"close");
+            said.keep_alive |= has_token(value.as_bytes(), b"keep-alive");
         } else if name == DATE {
-            dated = true;
+            said.date = true;
         }
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    if said_close {
-        keep_alive = false;
-    }
-    let framing = if status == StatusCode::SWITCHING_PROTOCOLS {
+    said
+}
+
+/// Chooses how the body follows and writes the header that says so, unless `declared`
+/// (the answer's own `Content-Length`, passed on) says it already.
+fn write_framing(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    length: Option<u64>,
+    declared: Option<u64>,
+    asked: Asked,
+) -> Framing {
+    let no_body = asked.head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
         Framing::Nothing
     } else if no_body {
         if declared.is_none() && asked.head {
@@ -126,25 +171,27 @@ pub fn write_head(
         }
         Framing::Length(length)
     } else if asked.http10 {
-        keep_alive = false;
         Framing::Close
     } else {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
         Framing::Chunked
-    };
-    if !keep_alive && !said_close && !asked.http10 && status != StatusCode::SWITCHING_PROTOCOLS {
+    }
+}
+
+/// The `Connection` header the answer needs and did not carry: `close` on HTTP/1.1 when
+/// the connection ends, `keep-alive` on HTTP/1.0 when it does not.
+fn write_connection(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    keep_alive: bool,
+    said: &Said,
+    http10: bool,
+) {
+    if !keep_alive && !said.close && !http10 && status != StatusCode::SWITCHING_PROTOCOLS {
         out.extend_from_slice(b"connection: close\r\n");
     }
-    if keep_alive && asked.http10 && !said_keep_alive {
+    if keep_alive && http10 && !said.keep_alive {
         out.extend_from_slice(b"connection: keep-alive\r\n");
-    }
-    if !dated {
-        date::write_header(out);
-    }
-    out.extend_from_slice(b"\r\n");
-    Written {
-        framing,
-        keep_alive,
     }
 }
 

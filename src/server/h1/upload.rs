@@ -12,10 +12,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::head::Framing;
 use super::outbox::Outbox;
-use crate::upstream::body::client::{feed, Feed};
-use crate::upstream::body::{ClientBody, ClientBodyError};
-use crate::upstream::h1::chunked::{Decoder, Step};
-use crate::upstream::h1::Error as H1Error;
+use crate::wire::body::client::{feed, Feed};
+use crate::wire::body::{ClientBody, ClientBodyError};
+use crate::wire::h1::chunked::{Decoder, Malformed, Step};
 
 /// A read makes room for this much when less is free.
 pub const READ_BUF: usize = 8 * 1024;
@@ -70,7 +69,7 @@ impl Upload {
             broken: false,
             fault: None,
         };
-        (ClientBody::H1(fed), upload)
+        (ClientBody::Http1(fed), upload)
     }
 
     fn none() -> Upload {
@@ -203,15 +202,15 @@ impl Upload {
                 let fault = loop {
                     let step = match decoder.decode(read) {
                         Ok(step) => step,
-                        Err(err) => break Some(chunk_fault(err)),
+                        Err(Malformed(what)) => break Some(what),
                     };
                     let more = matches!(step, Step::Data(_));
                     if let Step::Data(piece) = step {
                         data.push(piece);
                     }
                     // The end is seen with the last piece when its framing is there.
-                    if let Err(err) = decoder.skip_framing(read) {
-                        break Some(chunk_fault(err));
+                    if let Err(Malformed(what)) = decoder.skip_framing(read) {
+                        break Some(what);
                     }
                     self.done = decoder.is_done();
                     // Small chunks already buffered go out as one piece: a client that
@@ -231,13 +230,6 @@ impl Upload {
                 }
             }
         }
-    }
-}
-
-fn chunk_fault(err: H1Error) -> &'static str {
-    match err {
-        H1Error::Chunked(what) => what,
-        _ => "chunked framing",
     }
 }
 

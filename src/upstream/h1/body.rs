@@ -12,13 +12,13 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::Instant;
 
-use super::chunked::{Decoder, Step};
 use super::conn::UpstreamConn;
 use super::decode::ResponseFraming;
 use super::encode::{Outbox, Upload, UploadError};
 use super::stream::Stream;
 use super::Error;
-use crate::upstream::body::BodyError;
+use crate::wire::body::BodyError;
+use crate::wire::h1::chunked::{Decoder, Step};
 
 /// What is left of the response body to read, by its framing.
 #[derive(Debug)]
@@ -196,7 +196,7 @@ impl Body {
                         // See the end now if it is buffered, so that the last frame
                         // comes with `is_end_stream`.
                         match decoder.skip_framing(&mut conn.0.buf) {
-                            Err(err) => self.failed = Some(err),
+                            Err(err) => self.failed = Some(err.into()),
                             Ok(()) if decoder.is_done() => self.remaining = Remaining::Done,
                             Ok(()) => {}
                         }

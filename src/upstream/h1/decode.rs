@@ -7,8 +7,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode, Version};
 
-use super::names::Names;
 use super::{Error, MAX_HEADERS, MAX_HEAD_BYTES};
+use crate::wire::h1::{is_token, tokens, Names};
 
 /// Room left in a response's header map for the headers the proxy adds to it on its way
 /// to the client (the two draft rate-limit headers), so that adding them does not regrow
@@ -315,29 +315,6 @@ fn coding_name(element: &[u8]) -> Option<&[u8]> {
         })
     });
     (is_token(name) && params_ok).then_some(name)
-}
-
-/// `token = 1*tchar` (RFC 9110 §5.6.2).
-fn is_token(bytes: &[u8]) -> bool {
-    !bytes.is_empty() && bytes.iter().all(|&b| is_tchar(b))
-}
-
-/// `tchar`: a visible character that delimits nothing (RFC 9110 §5.6.2).
-pub(super) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// The non-empty comma-separated tokens of a list-valued field.
-pub(super) fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty())
-}
-
-/// `value` (a list) holds `token`, case-insensitively.
-pub fn has_token(value: &[u8], token: &[u8]) -> bool {
-    tokens(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
 fn parse_error(err: httparse::Error) -> &'static str {

@@ -17,7 +17,8 @@ use http_body::Body as HttpBody;
 use tokio::io::AsyncWrite;
 
 use super::stream::Stream;
-use crate::upstream::body::BodyError;
+use crate::wire::body::BodyError;
+use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// Bytes waiting to be written, in order: `pre`, `data`, `post`.
 #[derive(Default)]
@@ -173,7 +174,7 @@ pub(super) fn start<B: HttpBody>(
     let extra = extra.iter().map(|(name, value)| (name, value));
     for (name, value) in req.headers().iter().chain(extra) {
         if *name == CONNECTION {
-            close |= super::decode::has_token(value.as_bytes(), b"close");
+            close |= has_token(value.as_bytes(), b"close");
         }
         pre.extend_from_slice(name.as_str().as_bytes());
         pre.extend_from_slice(b": ");
@@ -336,59 +337,9 @@ impl Upload {
     }
 }
 
-/// Appends `n` in decimal.
-pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
-/// Appends `n` in lower-case hex (a chunk size).
-pub fn push_hex(out: &mut Vec<u8>, mut n: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = HEX[(n & 0xf) as usize];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_are_written_without_formatting_machinery() {
-        let mut out = Vec::new();
-        for (n, dec, hex) in [
-            (0u64, "0", "0"),
-            (9, "9", "9"),
-            (10, "10", "a"),
-            (4096, "4096", "1000"),
-            (u64::MAX, "18446744073709551615", "ffffffffffffffff"),
-        ] {
-            out.clear();
-            push_decimal(&mut out, n);
-            assert_eq!(out, dec.as_bytes());
-            out.clear();
-            push_hex(&mut out, n);
-            assert_eq!(out, hex.as_bytes());
-        }
-    }
 
     #[test]
     fn head_carries_headers_as_given_then_our_framing() {

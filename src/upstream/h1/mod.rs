@@ -5,12 +5,12 @@
 //! tokio terms). One exchange at a time, no pipelining.
 //!
 //! # Layout
-//! - `conn`: connecting, the cheap reuse check, and [`UpstreamConn::send`] (request out,
-//!   response head in, the `read_timeout` clock).
+//! - `conn`: connecting, the buffers and timer a connection keeps, the cheap reuse check.
+//! - `exchange`: [`UpstreamConn::send`] (request out, response head in, the `read_timeout`
+//!   clock).
 //! - `encode`: the request head and body framing (`content-length` or chunked) and
 //!   the write queue that sends head and first body bytes in one `writev`.
 //! - `decode`: the response head (httparse) and how its body is delimited (RFC 9112 §6.3).
-//! - `chunked`: the chunked body decoder.
 //! - `body`: the response [`Body`], which hands the connection back once read whole.
 //! - `upgraded`: the raw stream after a `101 Switching Protocols`.
 //! - `stream`: the transport, plain TCP or TLS ([`crate::upstream::tls`]).
@@ -29,14 +29,14 @@
 //! }
 //! ```
 //!
-//! Every limit is a constant below; every protocol decision cites RFC 9112.
+//! Every limit is a constant below (the chunked decoder's are `wire::h1::chunked`'s);
+//! every protocol decision cites RFC 9112.
 
 mod body;
-pub mod chunked;
 mod conn;
 mod decode;
 mod encode;
-mod names;
+mod exchange;
 mod stream;
 mod upgraded;
 
@@ -49,23 +49,17 @@ use std::io;
 use http::{Request, Response};
 
 pub use body::Body;
-pub use conn::UpstreamConn;
-pub use decode::has_token;
-pub use encode::{push_decimal, push_hex};
-pub use names::Names;
+pub use conn::{ConnectError, UpstreamConn};
 pub use stream::Stream;
 pub use upgraded::Upgraded;
 
-use crate::upstream::body::{BodyError, RequestBody};
+use crate::wire::body::{BodyError, RequestBody};
+use crate::wire::h1::chunked;
 
 /// Largest response head accepted, status line included (a bigger one is a 502).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most header fields accepted in a response head.
 pub const MAX_HEADERS: usize = 128;
-/// Longest chunk-size line or trailer line of a chunked body.
-pub const MAX_CHUNK_LINE: usize = 4 * 1024;
-/// Most trailer bytes accepted after the last chunk (they are read and discarded).
-pub const MAX_TRAILER_BYTES: usize = 64 * 1024;
 
 /// What came back for a request.
 #[derive(Debug)]
@@ -168,6 +162,19 @@ pub enum Error {
     /// (a server that answered 2xx before reading the whole request).
     #[error("client request body failed: {0}")]
     ClientBody(BodyError),
+}
+
+/// The response body's failure as the client's side sees it.
+impl From<Error> for BodyError {
+    fn from(err: Error) -> BodyError {
+        BodyError::Upstream(Box::new(err))
+    }
+}
+
+impl From<chunked::Malformed> for Error {
+    fn from(malformed: chunked::Malformed) -> Error {
+        Error::Chunked(malformed.0)
+    }
 }
 
 impl Error {

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Body, Error, Exchange, SendError, UpstreamConn};
-use crate::upstream::body::{BodyError, RequestBody};
+use crate::wire::body::{BodyError, RequestBody};
 
 const LONG: Duration = Duration::from_secs(5);
 
@@ -185,7 +185,7 @@ fn public_types_can_cross_threads() {
     send::<super::Upgraded>();
     send::<super::Error>();
     fn send_future<F: Future + Send>(_: F) {}
-    let progress = crate::upstream::body::Progress::new();
+    let progress = crate::wire::body::Progress::new();
     let _ = |conn: UpstreamConn| {
         send_future(conn.send(get("/"), LONG, Some(&progress)));
     };

@@ -7,9 +7,9 @@ use http::Version;
 use proptest::prelude::*;
 
 use super::super::decode::{self, ResponseFraming};
-use super::super::names::Names;
 use super::strict::{self, StrictHead};
 use crate::props::{apply, cuts, mutations, pieces};
+use crate::wire::h1::Names;
 
 /// What decoding came to, comparable across ways of feeding the bytes.
 #[derive(Debug, PartialEq)]

@@ -7,10 +7,9 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-use super::super::chunked::{Decoder, Step};
-use super::super::{MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
 use super::strict;
 use crate::props::{apply, cuts, mutations, pieces};
+use crate::wire::h1::chunked::{Decoder, Step, MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
 
 #[derive(Debug, PartialEq)]
 enum Outcome {

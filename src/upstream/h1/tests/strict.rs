@@ -4,7 +4,7 @@
 //! that "the oracle accepts it" includes "it is within bounds".
 
 use super::super::decode::ResponseFraming;
-use super::super::{MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
+use crate::wire::h1::chunked::{MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
 
 /// What a strict reader makes of a response head.
 #[derive(Debug)]

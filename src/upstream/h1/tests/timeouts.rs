@@ -94,7 +94,7 @@ async fn upstream_that_stops_reading_the_upload_times_out() {
         while tx.send(Ok(chunk.clone())).await.is_ok() {}
     });
     let req = Request::post("/").body(body).unwrap();
-    let progress = crate::upstream::body::Progress::new();
+    let progress = crate::wire::body::Progress::new();
     let result = connect(addr)
         .await
         .send(req, Duration::from_millis(200), Some(&progress))

@@ -194,8 +194,8 @@ impl Body for Unspool {
 mod tests {
     use super::*;
     use crate::config::MaxBodySize;
-    use crate::upstream::body::client::feed;
-    use crate::upstream::body::{BodyLimits, ClientBody};
+    use crate::wire::body::client::feed;
+    use crate::wire::body::{BodyLimits, ClientBody};
     use std::time::Duration;
 
     fn timed(body: ClientBody) -> Timed {
@@ -220,7 +220,7 @@ mod tests {
     async fn a_body_goes_through_the_file_whole_and_can_be_read_again() {
         let dir = tempfile::tempdir().unwrap();
         let (feed, fed) = feed(None);
-        let rest = timed(ClientBody::H1(fed));
+        let rest = timed(ClientBody::Http1(fed));
         let streamed = Streamed {
             read: Some(Bytes::from(vec![b'a'; 1000])),
             rest,
@@ -260,9 +260,9 @@ mod tests {
         let (feed, fed) = feed(None);
         let streamed = Streamed {
             read: Some(Bytes::from_static(b"abc")),
-            rest: timed(ClientBody::H1(fed)),
+            rest: timed(ClientBody::Http1(fed)),
         };
-        feed.finish(Err(crate::upstream::body::ClientBodyError::Closed));
+        feed.finish(Err(crate::wire::body::ClientBodyError::Closed));
         let spooled = Spool::write(streamed, dir.path().to_path_buf(), 0).await;
         assert!(matches!(spooled, Err(BodyError::Stream(_))));
     }
@@ -273,7 +273,7 @@ mod tests {
         let (_feed, fed) = feed(None);
         let streamed = Streamed {
             read: None,
-            rest: timed(ClientBody::H1(fed)),
+            rest: timed(ClientBody::Http1(fed)),
         };
         let missing = dir.path().join("missing");
         let spooled = Spool::write(streamed, missing, 0).await;

@@ -13,19 +13,23 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-/// A request's body, whichever protocol brought it.
+/// A request's body, whichever protocol brought it (a variant per [`Protocol`]).
+///
+/// [`Protocol`]: crate::wire::Protocol
 pub enum ClientBody {
     /// None: no `Content-Length` (or 0) and not chunked.
     Empty,
-    H1(Fed),
-    H2(Incoming),
+    /// Decoded by its HTTP/1.1 connection and fed here ([`feed`]).
+    Http1(Fed),
+    /// hyper's HTTP/2 stream.
+    Http2(Incoming),
 }
 
 /// Why a client's body broke off.
 #[derive(Debug)]
 pub enum ClientBodyError {
     /// HTTP/2: the stream was reset, or its connection failed.
-    H2(hyper::Error),
+    Http2(hyper::Error),
     /// HTTP/1.1: the connection closed or failed before the body's end.
     Closed,
     /// HTTP/1.1: the chunked framing broke its grammar (the connection ends with it).
@@ -35,7 +39,7 @@ pub enum ClientBodyError {
 impl fmt::Display for ClientBodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientBodyError::H2(err) => write!(f, "{err}"),
+            ClientBodyError::Http2(err) => write!(f, "{err}"),
             ClientBodyError::Closed => f.write_str("connection closed before the body's end"),
             ClientBodyError::Framing(what) => write!(f, "malformed chunked body: {what}"),
         }
@@ -45,7 +49,7 @@ impl fmt::Display for ClientBodyError {
 impl StdError for ClientBodyError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            ClientBodyError::H2(err) => Some(err),
+            ClientBodyError::Http2(err) => Some(err),
             _ => None,
         }
     }
@@ -61,24 +65,26 @@ impl Body for ClientBody {
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         match self.get_mut() {
             ClientBody::Empty => Poll::Ready(None),
-            ClientBody::H1(fed) => fed.poll_frame(cx),
-            ClientBody::H2(body) => Pin::new(body).poll_frame(cx).map_err(ClientBodyError::H2),
+            ClientBody::Http1(fed) => fed.poll_frame(cx),
+            ClientBody::Http2(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_err(ClientBodyError::Http2),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             ClientBody::Empty => true,
-            ClientBody::H1(fed) => fed.is_end_stream(),
-            ClientBody::H2(body) => body.is_end_stream(),
+            ClientBody::Http1(fed) => fed.is_end_stream(),
+            ClientBody::Http2(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ClientBody::Empty => SizeHint::with_exact(0),
-            ClientBody::H1(fed) => fed.size_hint(),
-            ClientBody::H2(body) => body.size_hint(),
+            ClientBody::Http1(fed) => fed.size_hint(),
+            ClientBody::Http2(body) => body.size_hint(),
         }
     }
 }
@@ -219,7 +225,7 @@ mod tests {
     #[tokio::test]
     async fn pieces_come_out_in_order_and_the_end_after_the_last() {
         let (feed, fed) = feed(None);
-        let mut body = ClientBody::H1(fed);
+        let mut body = ClientBody::Http1(fed);
         let waiting = poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx).is_pending()));
         assert!(waiting.await, "nothing fed yet");
         assert!(feed.wanted());
@@ -239,7 +245,7 @@ mod tests {
     #[tokio::test]
     async fn a_length_body_knows_its_end_with_its_last_piece() {
         let (feed, fed) = feed(Some(3));
-        let mut body = ClientBody::H1(fed);
+        let mut body = ClientBody::Http1(fed);
         assert_eq!(body.size_hint().exact(), Some(3));
         feed.push(Bytes::from_static(b"abc"));
         let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
@@ -250,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn a_broken_body_ends_with_its_error() {
         let (feed, fed) = feed(None);
-        let mut body = ClientBody::H1(fed);
+        let mut body = ClientBody::Http1(fed);
         feed.finish(Err(ClientBodyError::Closed));
         let frame = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         assert!(matches!(frame, Some(Err(ClientBodyError::Closed))));

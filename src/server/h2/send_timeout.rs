@@ -4,7 +4,7 @@
 //!
 //! An HTTP/2 client can stop taking one stream's data without stopping the connection:
 //! it just sends no WINDOW_UPDATE. The socket stays writable, so the connection-level
-//! write timeout ([`super::timeouts::TimedIo`]) never sees it, and hyper waits for flow
+//! write timeout (`server/timeouts.rs`) never sees it, and hyper waits for flow
 //! control forever. So each stream task that hyper spawns is wrapped ([`StreamExec`]) in
 //! a [`Watched`] future, which knows from the response body's [`SendWatch`] who the
 //! stream waits on:

@@ -1,8 +1,8 @@
-//! Bodies that pass through the gateway: the client's request body on its way upstream
-//! (read whole before an upstream is chosen, so a slow upload never holds an upstream
-//! connection: in memory when small, in a file ([`spool`]) when larger, or streamed when
-//! larger with `request_buffering` off), and the response on its way back, each with its
-//! timeouts.
+//! Bodies that pass through the gateway: the client's request body as the pipeline reads
+//! it ([`ClientBody`]), on its way upstream (read whole before an upstream is chosen, so
+//! a slow upload never holds an upstream connection: in memory when small, in a file
+//! ([`spool`]) when larger, or streamed when larger with `request_buffering` off), and
+//! the response on its way back ([`ResponseBody`]), each with its timeouts.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -23,10 +23,12 @@ use crate::config::MaxBodySize;
 
 pub mod client;
 mod rendered;
+mod response;
 mod spool;
 
 pub use client::{ClientBody, ClientBodyError};
 pub use rendered::Rendered;
+pub use response::ResponseBody;
 use spool::Spool;
 pub use spool::Unspool;
 
@@ -41,8 +43,10 @@ pub enum BodyError {
     /// The client's body grew past `client_max_body_size`; the frame that would have
     /// crossed it was not passed on.
     TooLarge,
-    /// The upstream's response body failed (reset, cut short, malformed, idle too long).
-    Upstream(Box<super::h1::Error>),
+    /// The upstream's response body failed (reset, cut short, malformed, idle too long):
+    /// `upstream::h1`'s error, which this module, below `upstream`, does not name. Boxed
+    /// on the error path only.
+    Upstream(Box<dyn StdError + Send + Sync>),
     /// The file a body is read into (`client_body_temp_path`) could not be made,
     /// written or read: the gateway's failure, not the client's.
     Spool(std::io::Error),
@@ -65,7 +69,7 @@ impl StdError for BodyError {
         match self {
             BodyError::Timeout | BodyError::TooLarge => None,
             BodyError::Stream(err) => Some(err),
-            BodyError::Upstream(err) => Some(err.as_ref()),
+            BodyError::Upstream(err) => Some(err.as_ref() as &(dyn StdError + 'static)),
             BodyError::Spool(err) => Some(err),
         }
     }
@@ -389,81 +393,6 @@ impl Body for RequestBody {
                 }
                 hint
             }
-        }
-    }
-}
-
-/// The body of a response sent to the client.
-// The upstream variant is the common case and the large one; boxing it would cost an
-// allocation per proxied request to save bytes on the rarer ones.
-#[allow(clippy::large_enum_variant)]
-pub enum ResponseBody {
-    Empty,
-    /// A body made by tollgate itself (`return`, error pages).
-    Full(Option<Bytes>),
-    /// An answer of tollgate's whose header lines are written out already (a 429).
-    Rendered(Rendered),
-    /// The upstream's body, read from its connection as the client takes it (the
-    /// connection applies `read_timeout` between reads).
-    Upstream(super::h1::Body),
-}
-
-impl ResponseBody {
-    /// The header lines of a [`Rendered`] answer (none for any other).
-    pub fn lines(&self) -> [&[u8]; 2] {
-        match self {
-            ResponseBody::Rendered(rendered) => rendered.lines(),
-            _ => [&[], &[]],
-        }
-    }
-
-    pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
-        let bytes = bytes.into();
-        if bytes.is_empty() {
-            ResponseBody::Empty
-        } else {
-            ResponseBody::Full(Some(bytes))
-        }
-    }
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match self.get_mut() {
-            ResponseBody::Empty => Poll::Ready(None),
-            ResponseBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Rendered(rendered) => {
-                Poll::Ready(rendered.next_piece().map(|b| Ok(Frame::data(b))))
-            }
-            ResponseBody::Upstream(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map_err(|err| BodyError::Upstream(Box::new(err))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ResponseBody::Empty => true,
-            ResponseBody::Full(bytes) => bytes.is_none(),
-            ResponseBody::Rendered(rendered) => rendered.is_empty(),
-            ResponseBody::Upstream(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ResponseBody::Empty => SizeHint::with_exact(0),
-            ResponseBody::Full(bytes) => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
-            ResponseBody::Rendered(rendered) => SizeHint::with_exact(rendered.len()),
-            ResponseBody::Upstream(body) => body.size_hint(),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's read buffer: an
-//! upstream's response bodies, and (`server/h1`) clients' request bodies.
+//! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's read buffer:
+//! an upstream's response bodies (`upstream::h1`), and clients' request bodies
+//! (`server/h1`).
 //!
 //! Strict on purpose, since a lenient chunk parser is how response splitting starts: hex
 //! sizes with overflow checks, every line ended by CRLF (no bare LF or CR), lines bounded
@@ -10,8 +11,25 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::decode::is_tchar;
-use super::{Error, MAX_CHUNK_LINE, MAX_TRAILER_BYTES};
+use super::is_tchar;
+
+/// Longest chunk-size line or trailer line of a chunked body.
+pub const MAX_CHUNK_LINE: usize = 4 * 1024;
+/// Most trailer bytes accepted after the last chunk (they are read and discarded).
+pub const MAX_TRAILER_BYTES: usize = 64 * 1024;
+
+/// The chunked framing broke its grammar, as the text says: the peer and we no longer
+/// agree where a chunk ends, so the connection cannot carry on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed chunked body: {}", self.0)
+    }
+}
+
+impl std::error::Error for Malformed {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -62,7 +80,7 @@ impl Decoder {
 
     /// Decodes from the front of `buf` until a piece of data, the end, or a need for
     /// more bytes.
-    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Error> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Malformed> {
         loop {
             if let State::Data(remaining) = self.state {
                 if buf.is_empty() {
@@ -85,7 +103,7 @@ impl Decoder {
 
     /// Consumes framing already in `buf` (CRLF, size lines, trailers) without taking any
     /// data, so that the end of the body is seen with its last data frame.
-    pub fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Error> {
+    pub fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Malformed> {
         while !matches!(self.state, State::Data(_) | State::Done) {
             if let Some(Step::NeedMore) = self.skip_one(buf)? {
                 break;
@@ -95,7 +113,7 @@ impl Decoder {
     }
 
     /// One framing element; `Some(NeedMore)` if it is not all there yet.
-    fn skip_one(&mut self, buf: &mut BytesMut) -> Result<Option<Step>, Error> {
+    fn skip_one(&mut self, buf: &mut BytesMut) -> Result<Option<Step>, Malformed> {
         match self.state {
             State::Data(_) => Ok(None),
             State::Done => Ok(Some(Step::Done)),
@@ -105,9 +123,9 @@ impl Decoder {
                     self.state = State::Size;
                     Ok(None)
                 }
-                Some(_) => Err(Error::Chunked("no CRLF after chunk data")),
+                Some(_) => Err(Malformed("no CRLF after chunk data")),
                 None if buf.first().is_some_and(|&b| b != b'\r') => {
-                    Err(Error::Chunked("no CRLF after chunk data"))
+                    Err(Malformed("no CRLF after chunk data"))
                 }
                 None => Ok(Some(Step::NeedMore)),
             },
@@ -129,7 +147,7 @@ impl Decoder {
                     return Ok(Some(Step::NeedMore));
                 };
                 if end > 0 && !is_field_line(&buf[..end]) {
-                    return Err(Error::Chunked("malformed trailer"));
+                    return Err(Malformed("malformed trailer"));
                 }
                 buf.advance(end + 2);
                 if end == 0 {
@@ -138,7 +156,7 @@ impl Decoder {
                 }
                 self.trailer_bytes += end + 2;
                 if self.trailer_bytes > MAX_TRAILER_BYTES {
-                    return Err(Error::Chunked("trailers too large"));
+                    return Err(Malformed("trailers too large"));
                 }
                 Ok(None)
             }
@@ -147,22 +165,22 @@ impl Decoder {
 }
 
 /// Where the CRLF of the line at the front of `buf` starts, if the whole line is there.
-fn line_end(buf: &[u8]) -> Result<Option<usize>, Error> {
+fn line_end(buf: &[u8]) -> Result<Option<usize>, Malformed> {
     let window = &buf[..buf.len().min(MAX_CHUNK_LINE)];
     match window.iter().position(|&b| b == b'\n') {
-        Some(0) => Err(Error::Chunked("bare LF")),
+        Some(0) => Err(Malformed("bare LF")),
         Some(lf) if window[lf - 1] == b'\r' => Ok(Some(lf - 1)),
-        Some(_) => Err(Error::Chunked("bare LF")),
-        None if buf.len() >= MAX_CHUNK_LINE => Err(Error::Chunked("line too long")),
+        Some(_) => Err(Malformed("bare LF")),
+        None if buf.len() >= MAX_CHUNK_LINE => Err(Malformed("line too long")),
         None => Ok(None),
     }
 }
 
 /// `chunk-size [ chunk-ext ]`, without its CRLF; extensions are checked, then ignored.
-fn parse_size(line: &[u8]) -> Result<u64, Error> {
+fn parse_size(line: &[u8]) -> Result<u64, Malformed> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     if digits == 0 {
-        return Err(Error::Chunked("bad chunk size"));
+        return Err(Malformed("bad chunk size"));
     }
     let mut size = 0u64;
     for &b in &line[..digits] {
@@ -174,10 +192,10 @@ fn parse_size(line: &[u8]) -> Result<u64, Error> {
         size = size
             .checked_mul(16)
             .and_then(|s| s.checked_add(u64::from(digit)))
-            .ok_or(Error::Chunked("chunk size overflows"))?;
+            .ok_or(Malformed("chunk size overflows"))?;
     }
     if extensions(&line[digits..]).is_none() {
-        return Err(Error::Chunked("bad chunk extension"));
+        return Err(Malformed("bad chunk extension"));
     }
     Ok(size)
 }
@@ -247,16 +265,17 @@ mod tests {
     use super::*;
 
     /// Feeds `wire` in two parts split at `at` and collects data until the end.
-    fn decode_split(wire: &[u8], at: usize) -> Result<(Vec<u8>, Vec<u8>), Error> {
+    /// `Err(None)`: the body ended early.
+    fn decode_split(wire: &[u8], at: usize) -> Result<(Vec<u8>, Vec<u8>), Option<Malformed>> {
         let mut decoder = Decoder::new();
         let mut buf = BytesMut::from(&wire[..at]);
         let mut rest = &wire[at..];
         let mut body = Vec::new();
         loop {
-            match decoder.decode(&mut buf)? {
+            match decoder.decode(&mut buf).map_err(Some)? {
                 Step::Data(data) => body.extend_from_slice(&data),
                 Step::Done => return Ok((body, [&buf[..], rest].concat())),
-                Step::NeedMore if rest.is_empty() => return Err(Error::IncompleteBody),
+                Step::NeedMore if rest.is_empty() => return Err(None),
                 Step::NeedMore => {
                     buf.extend_from_slice(rest);
                     rest = &[];
@@ -315,7 +334,7 @@ mod tests {
             b"5 \r\nhello\r\n0\r\n\r\n",
         ] {
             assert!(
-                matches!(decode_split(wire, wire.len()), Err(Error::Chunked(_))),
+                matches!(decode_split(wire, wire.len()), Err(Some(Malformed(_)))),
                 "{:?}",
                 String::from_utf8_lossy(wire)
             );
@@ -343,7 +362,7 @@ mod tests {
             b"0\r\nnot a field\r\n\r\n",
         ] {
             assert!(
-                matches!(decode_split(wire, wire.len()), Err(Error::Chunked(_))),
+                matches!(decode_split(wire, wire.len()), Err(Some(Malformed(_)))),
                 "{:?}",
                 String::from_utf8_lossy(wire)
             );
@@ -357,7 +376,7 @@ mod tests {
         let long = format!("5;{}\r\nhello\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE));
         assert!(matches!(
             decode_split(long.as_bytes(), 10),
-            Err(Error::Chunked(_))
+            Err(Some(Malformed(_)))
         ));
         let mut trailers = String::from("0\r\n");
         while trailers.len() <= MAX_TRAILER_BYTES {
@@ -366,7 +385,7 @@ mod tests {
         trailers.push_str("\r\n");
         assert!(matches!(
             decode_split(trailers.as_bytes(), 3),
-            Err(Error::Chunked(_))
+            Err(Some(Malformed(_)))
         ));
         let largest = b"ffffffffffffffff\r\n";
         let mut decoder = Decoder::new();

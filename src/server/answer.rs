@@ -1,0 +1,42 @@
+//! What a connection makes of an answer before sending it, whichever protocol it speaks.
+
+use http::{HeaderMap, Response, StatusCode};
+
+use super::timeouts::ConnState;
+use crate::proxy::response::Unanswered;
+use crate::proxy::Logged;
+use crate::wire::Protocol;
+
+/// A 101 turns the connection into a tunnel, an HTTP/1.x answer that closes it lingers
+/// ([`closes`]), and a `return 444` is not sent at all. Dropping that response logs the
+/// request; the error makes the connection close (HTTP/1.1) or reset the stream (HTTP/2)
+/// unanswered.
+pub fn settle(
+    response: &Response<Logged>,
+    state: &ConnState,
+    protocol: Protocol,
+) -> Result<(), Unanswered> {
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        state.set_upgraded();
+    }
+    let ends_connection = match protocol {
+        Protocol::Http1 => !response.headers().is_empty() && closes(response.headers()),
+        // A stream's answer never ends its connection.
+        Protocol::Http2 => false,
+    };
+    if ends_connection {
+        state.linger_on_close();
+    }
+    match response.extensions().get::<Unanswered>() {
+        Some(_) => Err(Unanswered),
+        None => Ok(()),
+    }
+}
+
+/// Whether an HTTP/1.x answer ends its connection (`Connection: close`: tollgate's
+/// refusals, which may leave the request's body unread).
+fn closes(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONNECTION)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"))
+}

@@ -1,0 +1,56 @@
+//! Numbers in a head or a chunk-size line, written without `fmt`'s machinery.
+
+/// Appends `n` in decimal (a `Content-Length`).
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Appends `n` in lower-case hex (a chunk size).
+pub fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = HEX[(n & 0xf) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_without_formatting_machinery() {
+        let mut out = Vec::new();
+        for (n, dec, hex) in [
+            (0u64, "0", "0"),
+            (9, "9", "9"),
+            (10, "10", "a"),
+            (4096, "4096", "1000"),
+            (u64::MAX, "18446744073709551615", "ffffffffffffffff"),
+        ] {
+            out.clear();
+            push_decimal(&mut out, n);
+            assert_eq!(out, dec.as_bytes());
+            out.clear();
+            push_hex(&mut out, n);
+            assert_eq!(out, hex.as_bytes());
+        }
+    }
+}
