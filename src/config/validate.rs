@@ -12,7 +12,7 @@ use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
-use super::raw::{self, Loose, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
+use super::raw::{self, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
 use super::{access, acme, api_keys, limits, redis, server, site, upstreams, values, zones};
 use super::{Access, AccessLog, Acme, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
@@ -277,7 +277,7 @@ fn tls(
     acme_sites: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Tls> {
-    let handshake_timeout = duration(&raw.handshake_timeout, HANDSHAKE_TIMEOUT, diag);
+    let handshake_timeout = values::duration_or(&raw.handshake_timeout, HANDSHAKE_TIMEOUT, diag);
     let list = match raw.certificates {
         None if acme_sites => Spanned::new(span.clone(), Vec::new()),
         list => diag.required(list, span, "certificates")?,
@@ -319,18 +319,6 @@ fn tls(
         certificates: valid.then_some(certificates)?,
         handshake_timeout: handshake_timeout?,
     })
-}
-
-/// The duration at `value`, or `default_secs` when the key is absent.
-pub(super) fn duration(
-    value: &Option<Loose>,
-    default_secs: u64,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Duration> {
-    match value {
-        Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
-        None => Some(Duration::from_secs(default_secs)),
-    }
 }
 
 fn real_ip(raw: RawRealIp, span: &Span, diag: &mut Diagnostics<'_>) -> Option<RealIp> {
