@@ -13,6 +13,8 @@ use super::raw::Loose;
 
 /// Most worker threads a file may ask for; `"auto"` is capped here too.
 pub(crate) const MAX_WORKERS: usize = 256;
+/// The largest `burst` and `delay` of a limit, and `max` of a `concurrency` zone.
+pub(crate) const MAX_BURST: i64 = 1_000_000;
 
 const DURATION_HINT: &str = r#"expected a number with a unit (ms, s, m, h), e.g. "10s""#;
 const SIZE_HINT: &str =
