@@ -27,6 +27,7 @@ mod upstream_tls;
 mod upstreams;
 mod validate;
 mod values;
+mod var_text;
 mod zones;
 
 pub use self::redis::RedisSettings;
