@@ -1,5 +1,6 @@
-//! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
-//! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
+//! Text in, [`Config`] out ([`from_str`], [`load`]): raw sections to typed values. Every
+//! check runs, whatever failed before it, and reports into one [`Diagnostics`]; a
+//! `Config` is built only when none failed.
 //!
 //! The sections with a file of their own (`server`, `zones`, `site`, `location`, ...) are
 //! checked there; this file runs them in order, checks what spans sections, and holds
@@ -19,6 +20,31 @@ use super::{OnError, RealIp, Redis, Tls, Upstream};
 
 /// `[tls] handshake_timeout` when absent, in seconds.
 const HANDSHAKE_TIMEOUT: u64 = 10;
+
+/// Parses and validates configuration text. `origin` names the file in messages and is
+/// the base for relative paths; nothing is read from disk.
+pub fn from_str(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
+    let mut config = validate(text, origin)?;
+    config.sha256 = sha256_hex(text.as_bytes());
+    Ok(config)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
+/// Reads and validates the file at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigErrors::io(path, &err))?;
+    from_str(&text, path)
+}
 
 /// Parses and checks `text`; `origin` names the file in messages and is the base of
 /// relative paths.
