@@ -16,7 +16,7 @@ pub mod dirs;
 mod headers;
 mod limits;
 mod location;
-mod raw;
+pub(crate) mod raw;
 mod redis;
 mod rules;
 mod server;
