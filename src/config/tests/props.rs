@@ -18,7 +18,7 @@ const ORIGIN: &str = "/nonexistent/tollgate-props/gateway.toml";
 const SHIPPED: &str = include_str!("../../../gateway.toml");
 
 /// Every section and most keys, including the ones that name files.
-const SAMPLE: &str = r#"
+pub(super) const SAMPLE: &str = r#"
 [server]
 listen = ["127.0.0.1:8080", "[::1]:8080"]
 listen_tls = ["127.0.0.1:8443"]
@@ -104,14 +104,14 @@ fn origin() -> &'static Path {
 
 /// One edit of whole lines.
 #[derive(Clone, Debug)]
-enum LineEdit {
+pub(super) enum LineEdit {
     Delete(Index),
     Duplicate(Index, Index),
     /// Swap the values of two `key = value` lines.
     SwapValues(Index, Index),
 }
 
-fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
+pub(super) fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
     let edit = prop_oneof![
         1 => any::<Index>().prop_map(LineEdit::Delete),
         1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| LineEdit::Duplicate(a, b)),
@@ -120,7 +120,7 @@ fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
     prop::collection::vec(edit, 1..5)
 }
 
-fn apply_lines(text: &str, edits: &[LineEdit]) -> String {
+pub(super) fn apply_lines(text: &str, edits: &[LineEdit]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     for edit in edits {
         if lines.is_empty() {
