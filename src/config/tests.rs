@@ -20,6 +20,11 @@ fn parse(text: &str) -> Config {
     config
 }
 
+/// `from_str` at `origin`; a file that loads must also load the same once written.
+fn load_at(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
+    from_str(text, origin).inspect(|config| write::same_once_written(text, origin, config))
+}
+
 fn errors(text: &str) -> Vec<(usize, usize, String)> {
     let Err(errors) = from_str(text, Path::new(ORIGIN)) else {
         panic!("accepted:\n{text}");

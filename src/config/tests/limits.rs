@@ -207,7 +207,7 @@ fn api_key_files_are_read_relative_to_the_config_and_checked() {
         errors[0].message
     );
     std::fs::write(dir.path().join("keys.toml"), "\"k2\" = \"free\"\n").unwrap();
-    let config = from_str(&text, &origin).expect("valid");
+    let config = load_at(&text, &origin).expect("valid");
     assert_eq!(config.api_keys.expect("keys").keys["k2"], "free");
     let text = format!("{SERVER}{zone}[api_keys]\nfile = \"missing.toml\"\n");
     let errors = from_str(&text, &origin).unwrap_err().errors;

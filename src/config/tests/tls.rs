@@ -23,8 +23,7 @@ pub(super) fn write_cert(
 
 /// Loads `text` from `dir`; a file that loads must load the same once written.
 fn config_in(dir: &Path, text: &str) -> Result<Config, ConfigErrors> {
-    let origin = dir.join("gateway.toml");
-    from_str(text, &origin).inspect(|config| write::same_once_written(text, &origin, config))
+    load_at(text, &dir.join("gateway.toml"))
 }
 
 const TLS_SERVER: &str = "[server]\nlisten_tls = [\"127.0.0.1:8443\"]\n";

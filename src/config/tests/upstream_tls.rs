@@ -29,8 +29,7 @@ fn write_files(dir: &Path) {
 /// the same once written.
 fn group(dir: &Path, rest: &str) -> Result<Config, ConfigErrors> {
     let text = format!("{SERVER}[upstreams.app]\n{rest}");
-    let origin = dir.join("gateway.toml");
-    from_str(&text, &origin).inspect(|config| write::same_once_written(&text, &origin, config))
+    load_at(&text, &dir.join("gateway.toml"))
 }
 
 fn names(config: &Config) -> Vec<Option<ServerName<'static>>> {

@@ -1,8 +1,8 @@
 //! The file's model written back (`raw::write`, and `toml::to_string` of the model): a
 //! file read, written and read again gives the same `Config`, for the shipped file, the
 //! examples, the docs' snippets, a sample of every section, and the texts of the
-//! integration tests below. `parse` (in `tests.rs`) and the TLS helpers check every file
-//! the other config tests accept the same way, through [`same_once_written`].
+//! integration tests below, and for generated files. `parse` and `load_at` (in `tests.rs`)
+//! check every file the other config tests load the same way, with [`same_once_written`].
 //!
 //! `Config` holds compiled regexes, rustls configs and certificates, which have no
 //! `PartialEq`; two configs are compared by [`meaning`], their `Debug` text (which
