@@ -14,7 +14,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawAcme, Span};
 use super::upstream_tls::ca_certificates;
-use super::validate::duration;
+use super::values::duration_or;
 use super::{Acme, Address, Challenge, Covered, Eab, Server, Site, SiteName};
 use crate::certs::Certificate;
 
@@ -273,8 +273,8 @@ fn retries(
     max: &Option<Loose>,
     diag: &mut Diagnostics<'_>,
 ) -> (Option<Duration>, Option<Duration>) {
-    let mut retry_min = duration(min, DEFAULT_RETRY_MIN, diag);
-    let mut retry_max = duration(max, DEFAULT_RETRY_MAX, diag);
+    let mut retry_min = duration_or(min, DEFAULT_RETRY_MIN, diag);
+    let mut retry_max = duration_or(max, DEFAULT_RETRY_MAX, diag);
     if let (Some(short), Some(written)) = (retry_min, min) {
         if short < MIN_RETRY {
             let message = format!(

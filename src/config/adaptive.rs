@@ -6,11 +6,10 @@ use std::time::Duration;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::limits::ZoneInfo;
 use super::raw::{Loose, RawAdaptive};
 use super::values;
 use super::Algorithm;
-use crate::limit::adaptive::{Elastic, Target};
+use crate::limit::adaptive::Target;
 
 const DEFAULT_MIN: u32 = 250;
 const DEFAULT_PERCENTILE: u8 = 90;
@@ -174,65 +173,4 @@ fn percentile(value: i64) -> Result<u8, String> {
         50 | 90 | 99 => Ok(value as u8),
         _ => Err(format!("invalid percentile {value}: expected 50, 90 or 99")),
     }
-}
-
-/// A limit item's `elastic`: `"3x"` (1.1 to 100) or a rate above the zone's `rate`, on a
-/// zone whose `adaptive` sets `in_flight` (what "spare capacity" is measured against).
-pub(super) fn elastic(
-    written: &Spanned<String>,
-    zone: &ZoneInfo,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Elastic> {
-    let span = written.span();
-    let problem = match zone.adaptive {
-        _ if zone.algorithm == Algorithm::Concurrency => {
-            Some("`elastic` raises a rate, and a `concurrency` zone has none")
-        }
-        None => Some(
-            "elastic needs the zone's adaptive upstream: add `adaptive = { upstream = ..., \
-             in_flight = N }` to the zone",
-        ),
-        Some(false) => {
-            Some("elastic needs the zone's adaptive `in_flight`: spare capacity means under it")
-        }
-        Some(true) => None,
-    };
-    if let Some(message) = problem {
-        diag.error(span, message);
-        return None;
-    }
-    let text = written.get_ref();
-    let parsed = match text.strip_suffix('x') {
-        Some(times) => times_permille(text, times).map(Elastic::Times),
-        None => super::zones::parse_rate(text).and_then(|rate| {
-            let base = zone.rates.first().copied();
-            // A window zone keeps each key's window as `now / period`: a rate in another
-            // unit would count a key's window in two units at once.
-            let other_unit = zone.algorithm.is_window()
-                && zone.rates.iter().any(|r| r.period != rate.period);
-            match base {
-                Some(base) if rate.per_second() <= base.per_second() => Err(format!(
-                    "elastic rate \"{text}\" must be above the zone's rate {base}"
-                )),
-                Some(base) if other_unit => Err(format!(
-                    "elastic rate \"{text}\" must be in the unit of the zone's rates ({base}): a {} zone counts its windows in it; write it in that unit, or as a multiple (\"3x\")",
-                    zone.algorithm.name()
-                )),
-                _ => Ok(Elastic::Rate(rate)),
-            }
-        }),
-    };
-    diag.check(span, parsed)
-}
-
-/// `N` of `"Nx"`, 1.1 to 100, in ‰.
-fn times_permille(text: &str, times: &str) -> Result<u32, String> {
-    let invalid = || {
-        format!("invalid elastic \"{text}\": expected a multiplier from 1.1x to 100x (\"3x\") or a rate (\"300r/s\")")
-    };
-    let number: f64 = times.trim().parse().map_err(|_| invalid())?;
-    if !(1.1..=100.0).contains(&number) {
-        return Err(invalid());
-    }
-    Ok((number * 1000.0).round() as u32)
 }

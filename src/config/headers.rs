@@ -7,8 +7,8 @@ use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::location::var_text;
 use super::raw::RawRules;
+use super::var_text::var_text;
 use super::{HeaderRules, Pattern, VarText};
 
 /// Headers tollgate writes itself on the way up (`X-Forwarded-*`, `X-Real-IP`) or that

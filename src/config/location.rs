@@ -10,6 +10,7 @@ use super::diag::Diagnostics;
 use super::limits;
 use super::raw::{RawLocation, RawReturn, Span};
 use super::rules::{self, Rules};
+use super::var_text::var_text;
 use super::{Action, CostFrom, Location, Pattern, Return, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
@@ -348,40 +349,6 @@ fn returned(
         body: body?,
         location: location?,
     })
-}
-
-/// A value with variables, each problem reported where it is: an unknown variable, or a
-/// capture that the location's regex does not have.
-pub(super) fn var_text(
-    value: &Spanned<String>,
-    pattern: Option<&Pattern>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<VarText> {
-    let text = match VarText::parse(value.get_ref()) {
-        Ok(text) => text,
-        Err(err) => {
-            diag.error_in_string(value.span(), value.get_ref(), err.at, err.message);
-            return None;
-        }
-    };
-    let wanted = text.max_capture();
-    let groups = match pattern {
-        _ if wanted == 0 => return Some(text),
-        // The pattern's own problem is reported already.
-        None => return None,
-        Some(Pattern::Regex { regex, .. }) => regex.captures_len() - 1,
-        Some(_) => {
-            let message = "captures ($1 to $9) need a regex location (`~` or `~*`)";
-            diag.error(value.span(), message);
-            return None;
-        }
-    };
-    if wanted > groups {
-        let message = format!("`${wanted}`: the location's regex has {groups} capture group(s)");
-        diag.error(value.span(), message);
-        return None;
-    }
-    Some(text)
 }
 
 #[cfg(test)]

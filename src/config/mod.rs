@@ -16,7 +16,7 @@ pub mod dirs;
 mod headers;
 mod limits;
 mod location;
-mod raw;
+pub(crate) mod raw;
 mod redis;
 mod rules;
 mod server;
@@ -27,6 +27,7 @@ mod upstream_tls;
 mod upstreams;
 mod validate;
 mod values;
+mod var_text;
 mod zones;
 
 pub use self::redis::RedisSettings;
@@ -43,7 +44,7 @@ pub use crate::routing::sites::SiteName;
 pub use crate::routing::Pattern;
 pub use crate::vars::VarText;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ pub use acme::StorageError;
 pub use diag::{ConfigError, ConfigErrors};
 pub use dirs::writable as check_writable;
 pub use rules::RequestBuffering;
+pub use validate::{from_str, load};
 
 /// A whole, valid configuration.
 #[derive(Debug, Clone)]
@@ -590,29 +592,4 @@ pub struct Return {
     /// `Location` header, for redirects (`return = { status = 301, location = "..." }`);
     /// may hold variables.
     pub location: Option<VarText>,
-}
-
-/// Parses and validates configuration text. `origin` names the file in messages and is
-/// the base for relative paths; nothing is read from disk.
-pub fn from_str(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
-    let mut config = validate::validate(text, origin)?;
-    config.sha256 = sha256_hex(text.as_bytes());
-    Ok(config)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    use std::fmt::Write;
-    Sha256::digest(bytes)
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
-}
-
-/// Reads and validates the file at `path`.
-pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|err| ConfigErrors::io(path, &err))?;
-    from_str(&text, path)
 }

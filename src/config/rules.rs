@@ -9,7 +9,7 @@
 //! known trap). `hide_headers` is the union of both lists.
 
 use http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::diag::Diagnostics;
 use super::raw::RawRules;
@@ -18,7 +18,7 @@ use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RequestBuffering {
     /// Read whole first: in memory up to `client_body_buffer_size`, the rest in a

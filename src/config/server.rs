@@ -9,7 +9,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
-use super::validate::duration;
+use super::values::duration_or;
 use super::{limits, values};
 use super::{MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
 
@@ -95,11 +95,11 @@ pub(super) fn server(
     let client_body_temp_path = temp_path(raw.client_body_temp_path.as_ref(), base, diag);
     let max_headers = count(&raw.max_headers, &HEADERS, diag);
     let streams = count(&raw.http2_max_concurrent_streams, &STREAMS, diag);
-    let client_header_timeout = duration(&raw.client_header_timeout, 10, diag);
-    let client_body_timeout = duration(&raw.client_body_timeout, 60, diag);
-    let send_timeout = duration(&raw.send_timeout, 60, diag);
-    let keepalive_timeout = duration(&raw.keepalive_timeout, 75, diag);
-    let shutdown_timeout = duration(&raw.shutdown_timeout, 30, diag);
+    let client_header_timeout = duration_or(&raw.client_header_timeout, 10, diag);
+    let client_body_timeout = duration_or(&raw.client_body_timeout, 60, diag);
+    let send_timeout = duration_or(&raw.send_timeout, 60, diag);
+    let keepalive_timeout = duration_or(&raw.keepalive_timeout, 75, diag);
+    let shutdown_timeout = duration_or(&raw.shutdown_timeout, 30, diag);
     let limit_status = match &raw.limit_status {
         Some(value) => limits::limit_status(value, diag),
         None => Some(StatusCode::TOO_MANY_REQUESTS),

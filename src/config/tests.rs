@@ -12,8 +12,17 @@ const ORIGIN: &str = "/etc/tollgate/gateway.toml";
 /// Enough for a valid file; the lines below it start at line 3.
 const SERVER: &str = "[server]\nlisten = [\"8080\"]\n";
 
+/// The config of `text`, which must load; it must also load the same once written
+/// (`write::same_once_written`), so every file these tests accept is a round-trip case.
 fn parse(text: &str) -> Config {
-    from_str(text, Path::new(ORIGIN)).unwrap_or_else(|errors| panic!("{errors}"))
+    let config = from_str(text, Path::new(ORIGIN)).unwrap_or_else(|errors| panic!("{errors}"));
+    write::same_once_written(text, Path::new(ORIGIN), &config);
+    config
+}
+
+/// `from_str` at `origin`; a file that loads must also load the same once written.
+fn load_at(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
+    from_str(text, origin).inspect(|config| write::same_once_written(text, origin, config))
 }
 
 fn errors(text: &str) -> Vec<(usize, usize, String)> {
@@ -377,6 +386,7 @@ mod soft;
 mod tls;
 mod upstream_tls;
 mod vars;
+mod write;
 
 #[test]
 fn admin_listens_where_it_is_told_and_needs_an_address() {

@@ -13,7 +13,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{RawBalance, RawServerItem, RawUpstream, RawUpstreamEntry, Span};
 use super::upstream_tls::{self, TlsKey};
-use super::validate::duration;
+use super::values::duration_or;
 use super::{values, Balance, Upstream, UpstreamServer};
 
 const MAX_WEIGHT: i64 = 1000;
@@ -34,9 +34,9 @@ pub(super) fn upstream(
         .required(body.get_ref().servers.as_ref(), &body.span(), "servers")
         .and_then(|list| servers(list, diag));
     let raw: RawUpstream = body.into_inner();
-    let connect_timeout = duration(&raw.connect_timeout, 2, diag);
-    let read_timeout = duration(&raw.read_timeout, 60, diag);
-    let fail_timeout = duration(&raw.fail_timeout, 10, diag);
+    let connect_timeout = duration_or(&raw.connect_timeout, 2, diag);
+    let read_timeout = duration_or(&raw.read_timeout, 60, diag);
+    let fail_timeout = duration_or(&raw.fail_timeout, 10, diag);
     let balance = match raw.balance.unwrap_or(RawBalance::RoundRobin) {
         RawBalance::RoundRobin => Balance::RoundRobin,
         RawBalance::LeastConn => Balance::LeastConn,

@@ -1,5 +1,6 @@
-//! Raw sections to typed [`Config`] values. Every check runs, whatever failed before
-//! it, and reports into one [`Diagnostics`]; a `Config` is built only when none failed.
+//! Text in, [`Config`] out ([`from_str`], [`load`]): raw sections to typed values. Every
+//! check runs, whatever failed before it, and reports into one [`Diagnostics`]; a
+//! `Config` is built only when none failed.
 //!
 //! The sections with a file of their own (`server`, `zones`, `site`, `location`, ...) are
 //! checked there; this file runs them in order, checks what spans sections, and holds
@@ -12,13 +13,38 @@ use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
-use super::raw::{self, Loose, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
+use super::raw::{self, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
 use super::{access, acme, api_keys, limits, redis, server, site, upstreams, values, zones};
 use super::{Access, AccessLog, Acme, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
 
 /// `[tls] handshake_timeout` when absent, in seconds.
 const HANDSHAKE_TIMEOUT: u64 = 10;
+
+/// Parses and validates configuration text. `origin` names the file in messages and is
+/// the base for relative paths; nothing is read from disk.
+pub fn from_str(text: &str, origin: &Path) -> Result<Config, ConfigErrors> {
+    let mut config = validate(text, origin)?;
+    config.sha256 = sha256_hex(text.as_bytes());
+    Ok(config)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
+/// Reads and validates the file at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigErrors::io(path, &err))?;
+    from_str(&text, path)
+}
 
 /// Parses and checks `text`; `origin` names the file in messages and is the base of
 /// relative paths.
@@ -277,7 +303,7 @@ fn tls(
     acme_sites: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Tls> {
-    let handshake_timeout = duration(&raw.handshake_timeout, HANDSHAKE_TIMEOUT, diag);
+    let handshake_timeout = values::duration_or(&raw.handshake_timeout, HANDSHAKE_TIMEOUT, diag);
     let list = match raw.certificates {
         None if acme_sites => Spanned::new(span.clone(), Vec::new()),
         list => diag.required(list, span, "certificates")?,
@@ -319,18 +345,6 @@ fn tls(
         certificates: valid.then_some(certificates)?,
         handshake_timeout: handshake_timeout?,
     })
-}
-
-/// The duration at `value`, or `default_secs` when the key is absent.
-pub(super) fn duration(
-    value: &Option<Loose>,
-    default_secs: u64,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Duration> {
-    match value {
-        Some(value) => diag.check(value.span(), values::duration(value.get_ref())),
-        None => Some(Duration::from_secs(default_secs)),
-    }
 }
 
 fn real_ip(raw: RawRealIp, span: &Span, diag: &mut Diagnostics<'_>) -> Option<RealIp> {

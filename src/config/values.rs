@@ -1,5 +1,6 @@
 //! Scalar values of the file: durations, sizes, worker counts, addresses. Each parser
-//! returns the typed value or a message saying what was expected.
+//! returns the typed value or a message saying what was expected; [`duration_or`] also
+//! reports it, for the many keys that are a duration with a default.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -7,8 +8,13 @@ use std::time::Duration;
 use ipnet::IpNet;
 use toml::Value;
 
+use super::diag::Diagnostics;
+use super::raw::Loose;
+
 /// Most worker threads a file may ask for; `"auto"` is capped here too.
 pub(crate) const MAX_WORKERS: usize = 256;
+/// The largest `burst` and `delay` of a limit, and `max` of a `concurrency` zone.
+pub(crate) const MAX_BURST: i64 = 1_000_000;
 
 const DURATION_HINT: &str = r#"expected a number with a unit (ms, s, m, h), e.g. "10s""#;
 const SIZE_HINT: &str =
@@ -41,6 +47,18 @@ pub(crate) fn duration(value: &Value) -> Result<Duration, String> {
         ));
     }
     Ok(Duration::from_millis(millis))
+}
+
+/// The duration at `value`, or `default_secs` when the key is absent.
+pub(crate) fn duration_or(
+    value: &Option<Loose>,
+    default_secs: u64,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Duration> {
+    match value {
+        Some(value) => diag.check(value.span(), duration(value.get_ref())),
+        None => Some(Duration::from_secs(default_secs)),
+    }
 }
 
 /// `"16k"`, `"1m"`, `"1g"` (1024-based, any case), or a number of bytes written as an

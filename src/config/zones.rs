@@ -4,8 +4,8 @@ use serde_spanned::Spanned;
 
 use super::adaptive;
 use super::diag::Diagnostics;
-use super::limits::MAX_BURST;
 use super::raw::{Loose, Named, Plans, RawBackend, RawZone, Span};
+use super::values::MAX_BURST;
 use super::{values, Algorithm, OnError, Period, Rate, VarText, Zone, ZoneSettings};
 use crate::vars::{UnknownVar, Var};
 

@@ -7,19 +7,44 @@
 //! Required keys are `Option`s here: whether one is missing is checked in `validate`
 //! with [`Diagnostics::required`](super::diag::Diagnostics::required), which says nothing
 //! about a key left out for a problem already reported.
+//!
+//! `either` deserializes the keys that take a value or a table.
+//!
+//! The model can be written too: every struct is `Serialize` (`ser` has the parts a
+//! derive cannot say), so `toml::to_string` of a [`RawConfig`] reads back the same, and
+//! [`write()`] lays it out as the docs write a file. A `Spanned` value is written as its
+//! value; a model built to be written (`tollgate import`) gives its values any span,
+//! e.g. `Spanned::new(0..0, value)`, and `Default` leaves every key of a table unset.
 
-use std::fmt;
 use std::ops::Range;
 
-use serde::de::{self, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::de;
+use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
 use super::{Algorithm, OnError, RequestBuffering};
 
+mod either;
 mod read;
+mod ser;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "`tollgate import` (the next issue) is its first caller"
+    )
+)]
+mod write;
 
 pub(crate) use read::parse;
+#[cfg_attr(
+    not(test),
+    expect(
+        unused_imports,
+        reason = "`tollgate import` (the next issue) is its first caller"
+    )
+)]
+pub(crate) use write::write;
 
 pub(crate) type Span = Range<usize>;
 
@@ -38,7 +63,8 @@ pub(crate) enum Section<T> {
     Present(Span, T),
 }
 
-#[derive(Default)]
+/// The whole file. Its fields are in the order [`write()`] writes the sections.
+#[derive(Default, Serialize)]
 pub(crate) struct RawConfig {
     pub server: Section<RawServer>,
     pub real_ip: Section<RawRealIp>,
@@ -49,28 +75,48 @@ pub(crate) struct RawConfig {
     pub redis: Section<RawRedis>,
     pub acme: Section<RawAcme>,
     /// In file order.
+    #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<RawUpstreamEntry>,
     /// In file order.
+    #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<Named<RawZone>>,
     pub api_keys: Section<RawApiKeys>,
     /// Top-level `[[location]]`s: one site answering every name. In file order, each
     /// with the span of its table; `None` where the location could not be deserialized.
+    #[serde(
+        rename = "location",
+        serialize_with = "ser::present",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub locations: Vec<Option<Spanned<RawLocation>>>,
     /// `[[site]]`s in file order, with the span of the key of the first one; `None`
     /// where a site's own keys could not be deserialized.
+    #[serde(
+        rename = "site",
+        serialize_with = "ser::sites",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sites: Option<(Span, Vec<Option<RawSiteEntry>>)>,
 }
 
 /// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
+#[derive(Serialize)]
 pub(crate) struct RawSiteEntry {
     /// The site's table.
+    #[serde(skip)]
     pub span: Span,
+    #[serde(flatten)]
     pub site: RawSite,
+    #[serde(
+        rename = "location",
+        serialize_with = "ser::present",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub locations: Vec<Option<Spanned<RawLocation>>>,
 }
 
 /// A `[[site]]`'s own keys (its locations are read apart, see [`RawSiteEntry`]).
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a site table")]
 pub(crate) struct RawSite {
     pub names: Option<Spanned<Vec<Spanned<String>>>>,
@@ -87,11 +133,13 @@ pub(crate) struct RawSite {
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
+    /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
+    #[serde(skip_serializing)]
     pub location: Option<de::IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawServer {
     pub listen: Option<Spanned<Vec<Spanned<String>>>>,
@@ -116,7 +164,7 @@ pub(crate) struct RawServer {
     pub ratelimit_headers: Option<RawRateLimitHeaders>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, Serialize, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum RawRateLimitHeaders {
     Draft,
@@ -128,7 +176,7 @@ pub(crate) enum RawRateLimitHeaders {
 /// A list of address or network strings, each with its span.
 pub(crate) type Networks = Spanned<Vec<Spanned<String>>>;
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawAccess {
     pub deny: Option<Networks>,
@@ -139,7 +187,7 @@ pub(crate) struct RawAccess {
 pub(crate) type Plans = std::collections::BTreeMap<String, Spanned<String>>;
 
 /// One `[zones.NAME]`.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a zone table")]
 pub(crate) struct RawZone {
     /// Required.
@@ -147,6 +195,7 @@ pub(crate) struct RawZone {
     /// Required, except for `concurrency`.
     pub rate: Option<Spanned<String>>,
     pub size: Option<Loose>,
+    #[serde(serialize_with = "ser::algorithm")]
     pub algorithm: Option<Spanned<Algorithm>>,
     pub plans: Option<Spanned<Plans>>,
     /// Required for `concurrency`, and only there.
@@ -157,6 +206,7 @@ pub(crate) struct RawZone {
     /// Only with `backend = "redis"`.
     pub instances: Option<Spanned<i64>>,
     /// Only with `backend = "redis"`.
+    #[serde(serialize_with = "ser::on_error")]
     pub on_error: Option<Spanned<OnError>>,
     /// Only with `backend = "redis"`.
     pub lease: Option<Spanned<i64>>,
@@ -164,7 +214,7 @@ pub(crate) struct RawZone {
 }
 
 /// A zone's `adaptive` table.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table, e.g. { upstream = \"app\", latency = \"200ms\" }"
@@ -180,20 +230,21 @@ pub(crate) struct RawAdaptive {
     pub interval: Option<Loose>,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum RawBackend {
     Local,
     Redis,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawRedis {
     /// Required (until `urls` for a cluster is supported).
     pub url: Option<Spanned<String>>,
     pub urls: Option<Spanned<Vec<Spanned<String>>>>,
     pub timeout: Option<Loose>,
+    #[serde(serialize_with = "ser::on_error")]
     pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,
@@ -201,7 +252,7 @@ pub(crate) struct RawRedis {
     pub heartbeat: Option<Loose>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawAcme {
     /// Required.
@@ -219,7 +270,7 @@ pub(crate) struct RawAcme {
     pub retry_max: Option<Loose>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawApiKeys {
     pub header: Option<Spanned<String>>,
@@ -230,7 +281,7 @@ pub(crate) struct RawApiKeys {
     pub priority: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawRealIp {
     /// Required.
@@ -239,7 +290,7 @@ pub(crate) struct RawRealIp {
     pub recursive: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawAdmin {
     /// Required.
@@ -252,7 +303,7 @@ pub(crate) struct RawAdmin {
     pub max_connections: Option<Spanned<i64>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawTls {
     /// Required when `listen_tls` is set.
@@ -261,7 +312,7 @@ pub(crate) struct RawTls {
 }
 
 /// One `[[tls.certificates]]`.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table like { cert = \"example.pem\", key = \"example.key\" }"
@@ -273,14 +324,14 @@ pub(crate) struct RawCertificate {
     pub key: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawLog {
     pub access: Option<Spanned<String>>,
     pub format: Option<RawLogFormat>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, Serialize, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum RawLogFormat {
     Combined,
@@ -297,7 +348,7 @@ pub(crate) struct Named<T> {
     pub body: Option<Spanned<T>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "an upstream table")]
 pub(crate) struct RawUpstream {
     /// Required.
@@ -320,14 +371,14 @@ pub(crate) struct RawUpstream {
 }
 
 /// `max_in_flight`: a number, or a word (`"auto"` is the one known).
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(untagged, expecting = r#"an integer or "auto""#)]
 pub(crate) enum RawMaxInFlight {
     Count(i64),
     Word(String),
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, Serialize, Clone, Copy)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum RawBalance {
     RoundRobin,
@@ -336,12 +387,14 @@ pub(crate) enum RawBalance {
 }
 
 /// An item of `servers`: `"HOST:PORT"` or `{ addr = "HOST:PORT", weight = N }`.
+#[derive(Serialize)]
+#[serde(untagged)]
 pub(crate) enum RawServerItem {
     Addr(String),
     Table(RawServerTable),
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawServerTable {
     /// Required.
@@ -349,41 +402,15 @@ pub(crate) struct RawServerTable {
     pub weight: Option<Spanned<i64>>,
 }
 
-impl<'de> Deserialize<'de> for RawServerItem {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ItemVisitor;
-
-        impl<'de> Visitor<'de> for ItemVisitor {
-            type Value = RawServerItem;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    r#"a "HOST:PORT" string or a table like { addr = "HOST:PORT", weight = 2 }"#,
-                )
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(RawServerItem::Addr(v.to_owned()))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let table =
-                    RawServerTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawServerItem::Table(table))
-            }
-        }
-
-        deserializer.deserialize_any(ItemVisitor)
-    }
-}
-
 /// An upstream group's `tls`: `true` / `false`, or a table of settings (TLS on).
+#[derive(Serialize)]
+#[serde(untagged)]
 pub(crate) enum RawUpstreamTls {
     On(bool),
     Table(RawUpstreamTlsTable),
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawUpstreamTlsTable {
     pub server_name: Option<Spanned<String>>,
@@ -392,36 +419,8 @@ pub(crate) struct RawUpstreamTlsTable {
     pub key: Option<Spanned<String>>,
 }
 
-impl<'de> Deserialize<'de> for RawUpstreamTls {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TlsVisitor;
-
-        impl<'de> Visitor<'de> for TlsVisitor {
-            type Value = RawUpstreamTls;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    r#"true, false, or a table like { server_name = "app.internal", ca = "ca.pem" }"#,
-                )
-            }
-
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-                Ok(RawUpstreamTls::On(v))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let table =
-                    RawUpstreamTlsTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawUpstreamTls::Table(table))
-            }
-        }
-
-        deserializer.deserialize_any(TlsVisitor)
-    }
-}
-
 /// One `[[location]]`.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a location table")]
 pub(crate) struct RawLocation {
     /// Required.
@@ -497,7 +496,7 @@ impl RawSite {
 pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
 
 /// One item of a location's `limit` list.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table like { zone = \"per_ip\", burst = 5, nodelay = true }"
@@ -520,7 +519,7 @@ pub(crate) struct RawLimit {
 }
 
 /// A limit item's `ban`, as written.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table like { after = 5, within = \"1m\", for = \"15m\" }"
@@ -538,7 +537,7 @@ pub(crate) struct RawBan {
     pub size: Option<Loose>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
     expecting = "a table like { status = 200, body = \"...\" }"

@@ -290,7 +290,7 @@ fn a_ca_file_is_read_with_the_config() {
     std::fs::write(dir.path().join("pebble.pem"), ca.pem()).unwrap();
     std::fs::write(dir.path().join("empty.pem"), "nothing\n").unwrap();
     let origin = dir.path().join("gateway.toml");
-    let config = from_str(&with_keys("ca = \"pebble.pem\"\n"), &origin).unwrap();
+    let config = load_at(&with_keys("ca = \"pebble.pem\"\n"), &origin).unwrap();
     assert_eq!(config.acme.unwrap().ca.map(|ca| ca.len()), Some(1));
     for (file, start) in [("missing.pem", "cannot read "), ("empty.pem", "")] {
         let errors = from_str(&with_keys(&format!("ca = \"{file}\"\n")), &origin)
@@ -405,8 +405,7 @@ fn names_a_static_certificate_covers_are_not_ordered() {
         "{LISTENERS}[tls]\n[[tls.certificates]]\ncert = \"static.pem\"\nkey = \"static.key\"\n{ACME}{}",
         acme_site("\"example.com\", \"WWW.example.com\", \"a.b.example.com\", \"shop.example.org\"")
     );
-    let config =
-        from_str(&text, &dir.path().join("gateway.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let config = load_at(&text, &dir.path().join("gateway.toml")).unwrap_or_else(|e| panic!("{e}"));
     let acme = config.acme.expect("[acme]");
     assert_eq!(acme.names, ["a.b.example.com", "shop.example.org"]);
     let cert = dir.path().join("static.pem");
@@ -449,7 +448,7 @@ fn storage_is_checked_without_being_made() {
     std::fs::write(d.join("somefile"), "").unwrap();
     let acme = |storage: &str| {
         let text = with_keys(&format!("storage = \"{storage}\"\n"));
-        from_str(&text, &d.join("gateway.toml"))
+        load_at(&text, &d.join("gateway.toml"))
             .unwrap()
             .acme
             .unwrap()

@@ -20,7 +20,7 @@ fn a_token_is_read_inline_or_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("admin.token"), format!("{TOKEN}\r\n")).unwrap();
     let text = format!("{SERVER}{ADMIN}token_file = \"admin.token\"\nprotect_reads = true\n");
-    let config = from_str(&text, &dir.path().join("gateway.toml")).unwrap();
+    let config = load_at(&text, &dir.path().join("gateway.toml")).unwrap();
     let admin = config.admin.expect("[admin]");
     assert_eq!(
         admin.token.as_ref().map(AdminToken::as_bytes),

@@ -5,6 +5,20 @@ use super::*;
 
 const RETURN: &str = "return = { status = 200 }\n";
 
+/// A limit item with none of `count_status`, `ban`, `elastic` or `soft`.
+fn plain(zone: usize, burst: u64, delay: Option<u64>, dry_run: bool) -> Limit {
+    Limit {
+        zone,
+        burst,
+        delay,
+        dry_run,
+        count: None,
+        ban: None,
+        elastic: None,
+        soft: None,
+    }
+}
+
 #[test]
 fn a_full_limiting_config_is_typed() {
     let text = format!(
@@ -60,36 +74,9 @@ fn a_full_limiting_config_is_typed() {
     assert_eq!(
         location.limits,
         [
-            Limit {
-                zone: 1,
-                burst: 60,
-                delay: None,
-                dry_run: false,
-                count: None,
-                ban: None,
-                elastic: None,
-                soft: None
-            },
-            Limit {
-                zone: 0,
-                burst: 20,
-                delay: Some(8),
-                dry_run: false,
-                count: None,
-                ban: None,
-                elastic: None,
-                soft: None
-            },
-            Limit {
-                zone: 2,
-                burst: 0,
-                delay: Some(0),
-                dry_run: true,
-                count: None,
-                ban: None,
-                elastic: None,
-                soft: None
-            },
+            plain(1, 60, None, false),
+            plain(0, 20, Some(8), false),
+            plain(2, 0, Some(0), true),
         ]
     );
 }
@@ -220,7 +207,7 @@ fn api_key_files_are_read_relative_to_the_config_and_checked() {
         errors[0].message
     );
     std::fs::write(dir.path().join("keys.toml"), "\"k2\" = \"free\"\n").unwrap();
-    let config = from_str(&text, &origin).expect("valid");
+    let config = load_at(&text, &origin).expect("valid");
     assert_eq!(config.api_keys.expect("keys").keys["k2"], "free");
     let text = format!("{SERVER}{zone}[api_keys]\nfile = \"missing.toml\"\n");
     let errors = from_str(&text, &origin).unwrap_err().errors;

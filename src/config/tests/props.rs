@@ -18,7 +18,7 @@ const ORIGIN: &str = "/nonexistent/tollgate-props/gateway.toml";
 const SHIPPED: &str = include_str!("../../../gateway.toml");
 
 /// Every section and most keys, including the ones that name files.
-const SAMPLE: &str = r#"
+pub(super) const SAMPLE: &str = r#"
 [server]
 listen = ["127.0.0.1:8080", "[::1]:8080"]
 listen_tls = ["127.0.0.1:8443"]
@@ -104,14 +104,14 @@ fn origin() -> &'static Path {
 
 /// One edit of whole lines.
 #[derive(Clone, Debug)]
-enum LineEdit {
+pub(super) enum LineEdit {
     Delete(Index),
     Duplicate(Index, Index),
     /// Swap the values of two `key = value` lines.
     SwapValues(Index, Index),
 }
 
-fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
+pub(super) fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
     let edit = prop_oneof![
         1 => any::<Index>().prop_map(LineEdit::Delete),
         1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| LineEdit::Duplicate(a, b)),
@@ -120,7 +120,7 @@ fn line_edits() -> impl Strategy<Value = Vec<LineEdit>> {
     prop::collection::vec(edit, 1..5)
 }
 
-fn apply_lines(text: &str, edits: &[LineEdit]) -> String {
+pub(super) fn apply_lines(text: &str, edits: &[LineEdit]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     for edit in edits {
         if lines.is_empty() {
@@ -157,114 +157,116 @@ fn apply_lines(text: &str, edits: &[LineEdit]) -> String {
     lines.join("\n")
 }
 
+/// What [`toml_like`] files are made of.
+const SECTIONS: &[&str] = &[
+    "[server]",
+    "[tls]",
+    "[redis]",
+    "[real_ip]",
+    "[access]",
+    "[admin]",
+    "[log]",
+    "[upstreams.app]",
+    "[zones.z]",
+    "[api_keys]",
+    "[[location]]",
+    "[zones]",
+    "[upstreams]",
+];
+const KEYS: &[&str] = &[
+    "listen",
+    "listen_tls",
+    "workers",
+    "client_header_timeout",
+    "keepalive_timeout",
+    "max_header_bytes",
+    "limit_status",
+    "ratelimit_headers",
+    "certificates",
+    "url",
+    "urls",
+    "timeout",
+    "on_error",
+    "ca",
+    "trusted",
+    "header",
+    "recursive",
+    "deny",
+    "exempt",
+    "access",
+    "format",
+    "servers",
+    "balance",
+    "keepalive",
+    "max_fails",
+    "fail_timeout",
+    "key",
+    "rate",
+    "size",
+    "algorithm",
+    "plans",
+    "max",
+    "backend",
+    "instances",
+    "ipv4_prefix",
+    "ipv6_prefix",
+    "inline",
+    "file",
+    "match",
+    "upstream",
+    "return",
+    "limit",
+    "cost",
+];
+const VALUES: &[&str] = &[
+    "\"\"",
+    "\"10s\"",
+    "\"0s\"",
+    "\"99999999999d\"",
+    "\"16k\"",
+    "\"1g\"",
+    "\"2r/s\"",
+    "\"0.5r/s\"",
+    "\"0r/s\"",
+    "\"$binary_remote_addr\"",
+    "\"${http_\"",
+    "\"$\"",
+    "\"127.0.0.1:8080\"",
+    "\"[::1]:0\"",
+    "\"10.0.0.0/33\"",
+    "\"app\"",
+    "\"z\"",
+    "\"= /\"",
+    "\"~ (\"",
+    "\"~* ^/a$\"",
+    "\"^~ /b\"",
+    "\"/\"",
+    "\"redis://x\"",
+    "\"deny all\"",
+    "-1",
+    "0",
+    "1",
+    "65536",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "1.5",
+    "true",
+    "[]",
+    "[\"a\", 1]",
+    "[{ zone = \"z\", burst = -1 }]",
+    "[\"127.0.0.1:1\"]",
+    "{}",
+    "{ status = 200 }",
+    "{ status = 99, location = \"\" }",
+    "{ free = \"1r/s\" }",
+    "[{ cert = \"a\", key = \"b\" }]",
+    "[{ addr = \"x\", weight = 0 }]",
+    "1979-05-27",
+];
+
 /// Sections and keys the loader knows, and values of every TOML type, so that random
 /// files get past the TOML parser into validation.
 fn toml_like() -> impl Strategy<Value = String> {
-    const SECTIONS: &[&str] = &[
-        "[server]",
-        "[tls]",
-        "[redis]",
-        "[real_ip]",
-        "[access]",
-        "[admin]",
-        "[log]",
-        "[upstreams.app]",
-        "[zones.z]",
-        "[api_keys]",
-        "[[location]]",
-        "[zones]",
-        "[upstreams]",
-    ];
-    const KEYS: &[&str] = &[
-        "listen",
-        "listen_tls",
-        "workers",
-        "client_header_timeout",
-        "keepalive_timeout",
-        "max_header_bytes",
-        "limit_status",
-        "ratelimit_headers",
-        "certificates",
-        "url",
-        "urls",
-        "timeout",
-        "on_error",
-        "ca",
-        "trusted",
-        "header",
-        "recursive",
-        "deny",
-        "exempt",
-        "access",
-        "format",
-        "servers",
-        "balance",
-        "keepalive",
-        "max_fails",
-        "fail_timeout",
-        "key",
-        "rate",
-        "size",
-        "algorithm",
-        "plans",
-        "max",
-        "backend",
-        "instances",
-        "ipv4_prefix",
-        "ipv6_prefix",
-        "inline",
-        "file",
-        "match",
-        "upstream",
-        "return",
-        "limit",
-        "cost",
-    ];
-    const VALUES: &[&str] = &[
-        "\"\"",
-        "\"10s\"",
-        "\"0s\"",
-        "\"99999999999d\"",
-        "\"16k\"",
-        "\"1g\"",
-        "\"2r/s\"",
-        "\"0.5r/s\"",
-        "\"0r/s\"",
-        "\"$binary_remote_addr\"",
-        "\"${http_\"",
-        "\"$\"",
-        "\"127.0.0.1:8080\"",
-        "\"[::1]:0\"",
-        "\"10.0.0.0/33\"",
-        "\"app\"",
-        "\"z\"",
-        "\"= /\"",
-        "\"~ (\"",
-        "\"~* ^/a$\"",
-        "\"^~ /b\"",
-        "\"/\"",
-        "\"redis://x\"",
-        "\"deny all\"",
-        "-1",
-        "0",
-        "1",
-        "65536",
-        "9223372036854775807",
-        "-9223372036854775808",
-        "1.5",
-        "true",
-        "[]",
-        "[\"a\", 1]",
-        "[{ zone = \"z\", burst = -1 }]",
-        "[\"127.0.0.1:1\"]",
-        "{}",
-        "{ status = 200 }",
-        "{ status = 99, location = \"\" }",
-        "{ free = \"1r/s\" }",
-        "[{ cert = \"a\", key = \"b\" }]",
-        "[{ addr = \"x\", weight = 0 }]",
-        "1979-05-27",
-    ];
     let line = prop_oneof![
         1 => prop::sample::select(SECTIONS).prop_map(str::to_owned),
         4 => (prop::sample::select(KEYS), prop::sample::select(VALUES))

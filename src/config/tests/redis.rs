@@ -152,7 +152,7 @@ fn rediss_takes_a_ca_file_read_with_the_config() {
     std::fs::write(dir.path().join("empty.pem"), "nothing\n").unwrap();
     let text =
         |ca: &str| format!("{SERVER}[redis]\nurl = \"rediss://10.0.0.5:6380\"\nca = \"{ca}\"\n");
-    let config = from_str(&text("ca.pem"), &dir.path().join("gateway.toml")).unwrap();
+    let config = load_at(&text("ca.pem"), &dir.path().join("gateway.toml")).unwrap();
     let redis = config.redis.expect("[redis]");
     assert_eq!(redis.settings.urls, ["rediss://10.0.0.5:6380"]);
     assert!(redis

@@ -21,8 +21,9 @@ pub(super) fn write_cert(
     std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
 }
 
+/// Loads `text` from `dir`; a file that loads must load the same once written.
 fn config_in(dir: &Path, text: &str) -> Result<Config, ConfigErrors> {
-    from_str(text, &dir.join("gateway.toml"))
+    load_at(text, &dir.join("gateway.toml"))
 }
 
 const TLS_SERVER: &str = "[server]\nlisten_tls = [\"127.0.0.1:8443\"]\n";

@@ -25,11 +25,11 @@ fn write_files(dir: &Path) {
     std::fs::write(dir.join("empty.pem"), "no certificate here\n").unwrap();
 }
 
+/// Loads a file of `[upstreams.app]` with `rest` from `dir`; a file that loads must load
+/// the same once written.
 fn group(dir: &Path, rest: &str) -> Result<Config, ConfigErrors> {
-    from_str(
-        &format!("{SERVER}[upstreams.app]\n{rest}"),
-        &dir.join("gateway.toml"),
-    )
+    let text = format!("{SERVER}[upstreams.app]\n{rest}");
+    load_at(&text, &dir.join("gateway.toml"))
 }
 
 fn names(config: &Config) -> Vec<Option<ServerName<'static>>> {
