@@ -10,6 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+// No import circle inside a module (among siblings), in src/ and each pure crate.
+mod circles;
+// The pure crates under crates/ list nothing of the runtime in their Cargo.toml.
+mod crates;
+
 /// The pure core: it imports nothing but itself. (`vars` is a crate of its own below it,
 /// `crates/vars`, whose Cargo.toml keeps it pure.)
 const CORE: &[&str] = &["routing", "access"];

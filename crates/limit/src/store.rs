@@ -69,8 +69,8 @@
 //! # Use
 //!
 //! ```
-//! # use tollgate::limit::{Limiter, Params, Period, Rate, leaky_bucket::LeakyBucket};
-//! # use tollgate::limit::store::Store;
+//! # use tollgate_limit::{Limiter, Params, Period, Rate, leaky_bucket::LeakyBucket};
+//! # use tollgate_limit::store::Store;
 //! let store = Store::<LeakyBucket>::new(1 << 20);
 //! let p = Params::new(Rate::new(10, Period::Second).unwrap());
 //! let (key, now) = (&[192, 0, 2, 1][..], 0);
