@@ -57,9 +57,16 @@ fn the_circle_check_sees_a_circle() {
 #[derive(Default)]
 struct Files {
     modules: BTreeSet<Vec<String>>,
-    /// Each file's paths out, unresolved: (the path as written, its line), and the
-    /// child modules the file declares.
-    named: BTreeMap<Vec<String>, (String, Vec<(Vec<String>, usize)>, BTreeSet<String>)>,
+    /// Each file module's source file and what it names.
+    named: BTreeMap<Vec<String>, Named>,
+}
+
+/// What one file names: its paths out, unresolved (the path as written, its line), and
+/// the child modules it declares.
+struct Named {
+    file: String,
+    paths: Vec<(Vec<String>, usize)>,
+    children: BTreeSet<String>,
 }
 
 impl Files {
@@ -86,20 +93,24 @@ impl Files {
         let tokens = before_tests(tokens);
         let children = declared_children(tokens);
         self.modules.insert(module.clone());
-        self.named
-            .insert(module, (file.to_owned(), named_paths(tokens), children));
+        let named = Named {
+            file: file.to_owned(),
+            paths: named_paths(tokens),
+            children,
+        };
+        self.named.insert(module, named);
     }
 
     /// Each file module's imports of other file modules: (from, to) → `file:line`.
     fn edges(&self) -> BTreeMap<(Vec<String>, Vec<String>), String> {
         let mut edges = BTreeMap::new();
-        for (module, (file, paths, children)) in &self.named {
-            for (path, line) in paths {
-                let Some(target) = self.resolve(module, children, path) else {
+        for (module, named) in &self.named {
+            for (path, line) in &named.paths {
+                let Some(target) = self.resolve(module, &named.children, path) else {
                     continue;
                 };
                 if &target != module {
-                    let place = format!("{file}:{line}");
+                    let place = format!("{}:{line}", named.file);
                     edges.entry((module.clone(), target)).or_insert(place);
                 }
             }
