@@ -16,8 +16,6 @@
 //! `after` rejections bans the key everywhere (a second one learns that ban, see
 //! `redis::share_ban`).
 
-use std::cell::RefCell;
-
 use super::policy::Policy;
 use crate::limit::bans::{Entry, Standing, Struck};
 use crate::limit::decision::LimitRule;
@@ -26,14 +24,9 @@ use crate::limit::Arrival;
 
 pub use super::policy::RECHECK;
 
-thread_local! {
-    /// A rule's key for this request, rendered for its zone's bans.
-    static KEY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
 /// Applies the location's `policy` to one request, bans first: a banned key's outcome
 /// names the ban; otherwise the policy's, with its enforced rejections struck.
-pub async fn decide(policy: &Policy, arrival: &Arrival<'_>) -> Outcome {
+pub async fn decide(policy: &Policy, arrival: &Arrival) -> Outcome {
     if let Some(banned) = banned(policy.rules(), arrival) {
         return Outcome::banned(banned);
     }
@@ -49,48 +42,31 @@ pub async fn decide(policy: &Policy, arrival: &Arrival<'_>) -> Outcome {
     outcome
 }
 
-/// Runs `f` with `rule`'s key for this request, or returns `None` when it is empty.
-fn with_key<T>(
-    rule: &LimitRule,
-    arrival: &Arrival<'_>,
-    f: impl FnOnce(&[u8]) -> Option<T>,
-) -> Option<T> {
-    KEY.with(|key| {
-        let mut key = key.try_borrow_mut().ok()?;
-        key.clear();
-        if !rule.zone.template.render_append(&arrival.request, &mut key) {
-            return None;
-        }
-        f(&key)
-    })
-}
-
 /// The first ban in force over the items with `ban`, in list order. A Redis zone's copy
 /// due for a check is left to its script call (which tells of the ban again, or not):
 /// the key's remembered rejection, if any, is forgotten so that the call is made.
-fn banned(rules: &[LimitRule], arrival: &Arrival<'_>) -> Option<Banned> {
+fn banned(rules: &[LimitRule], arrival: &Arrival) -> Option<Banned> {
     rules.iter().enumerate().find_map(|(index, rule)| {
         let ban = rule.ban.as_ref()?;
         if !rule.zone.bans.may_hold(arrival.now) {
             return None;
         }
-        with_key(rule, arrival, |key| {
-            match rule.zone.bans.standing(key, arrival.now) {
-                Standing::Banned(left) => Some(Banned::of(index, ban, left)),
-                Standing::Recheck(_) => {
-                    rule.zone.rejections.forget(key);
-                    None
-                }
-                Standing::Clear => None,
+        let key = arrival.keys.get(index)?;
+        match rule.zone.bans.standing(key, arrival.now) {
+            Standing::Banned(left) => Some(Banned::of(index, ban, left)),
+            Standing::Recheck(_) => {
+                rule.zone.rejections.forget(key);
+                None
             }
-        })
+            Standing::Clear => None,
+        }
     })
 }
 
 /// Counts a strike for each item with `ban` that rejected the request (enforced, and
 /// decided: a Redis failure is no strike); a strike that bans is announced, and for a
 /// Redis zone written to Redis; one that finds a table full is reported.
-fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
+fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival) {
     let rules = policy.rules();
     for applied in outcome.applied.iter() {
         if applied.decision.admitted() || applied.dry_run {
@@ -115,21 +91,21 @@ fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival<'_>) {
             (Some(_), Some(backend)) => backend.now(),
             _ => arrival.now,
         };
-        with_key(rule, arrival, |key| {
-            match rule.zone.bans.strike(key, now, ban, recheck) {
-                Struck::Banned(entry) => imposed(policy, rule, key, &entry, arrival),
-                Struck::Counted => {}
-                full => no_room(rule, key, arrival, full),
-            }
-            Some(())
-        });
+        let Some(key) = arrival.keys.get(applied.rule) else {
+            continue;
+        };
+        match rule.zone.bans.strike(key, now, ban, recheck) {
+            Struck::Banned(entry) => imposed(policy, rule, key, &entry, arrival),
+            Struck::Counted => {}
+            full => no_room(rule, key, arrival, full),
+        }
     }
 }
 
 /// A ban just imposed: logged (thinned: a client makes these lines, one per key it gets
 /// banned), and shared through Redis for a Redis zone. The key is written quoted and
 /// escaped, as every value a client chooses: `x strikes=1 for_ms=0` forges no field.
-fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival: &Arrival<'_>) {
+fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival: &Arrival) {
     let zone = &rule.zone;
     if let Some(left_out) = zone.bans.log.banned.admit(arrival.now) {
         tracing::info!(
@@ -150,7 +126,7 @@ fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival
 /// A strike that found the zone's ban table full ([`Struck::Refused`]), or, for a first
 /// strike, its strike table ([`Struck::Uncounted`]): logged, thinned as [`imposed`] per
 /// kind; the metrics count each.
-fn no_room(rule: &LimitRule, key: &[u8], arrival: &Arrival<'_>, struck: Struck) {
+fn no_room(rule: &LimitRule, key: &[u8], arrival: &Arrival, struck: Struck) {
     let zone = &rule.zone;
     let (lines, message) = if struck == Struck::Refused {
         (

@@ -141,36 +141,32 @@ impl Policy {
     }
 
     /// Applies every zone of a list decided at once ([`Policy::at_once`]).
-    pub fn decide_at_once(&self, arrival: &Arrival<'_>) -> Outcome {
-        self.decide_local(&self.rules, arrival)
-    }
-
-    /// Right after [`Policy::decide_at_once`] on this thread, for a list of one zone:
-    /// calls `f` with the key that decision rendered (the most-limited sketch takes it
-    /// rather than render it again). `None` for a longer list or another kind, or while
-    /// the keys' buffer is in use.
-    pub fn with_decided_key<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        if self.rules.len() != 1 || !self.at_once() {
-            return None;
-        }
-        decision::with_last_keys(f)
+    pub fn decide_at_once(&self, arrival: &Arrival) -> Outcome {
+        decision::decide_keyed(
+            &self.rules,
+            &arrival.keys,
+            arrival.plan,
+            self.cost,
+            arrival.now,
+        )
     }
 
     /// Applies every zone of the list to one request.
-    pub async fn decide(&self, arrival: &Arrival<'_>) -> Outcome {
+    pub async fn decide(&self, arrival: &Arrival) -> Outcome {
         match &self.redis {
-            None => self.decide_local(&self.rules, arrival),
+            None => self.decide_at_once(arrival),
             // Boxed: the request future stays as small as without Redis zones.
             Some(redis) => Box::pin(self.decide_redis_first(redis, arrival)).await,
         }
     }
 
-    fn decide_local(&self, rules: &[LimitRule], arrival: &Arrival<'_>) -> Outcome {
-        let (request, plan) = (&arrival.request, arrival.plan);
-        decision::decide(rules, request, plan, self.cost, arrival.now)
+    /// The list's local zones, decided together after its Redis ones.
+    fn decide_local(&self, redis: &RedisFirst, arrival: &Arrival) -> Outcome {
+        let keys = arrival.keys.select(&redis.local_index);
+        decision::decide_keyed(&redis.local, &keys, arrival.plan, self.cost, arrival.now)
     }
 
-    async fn decide_redis_first(&self, redis: &RedisFirst, arrival: &Arrival<'_>) -> Outcome {
+    async fn decide_redis_first(&self, redis: &RedisFirst, arrival: &Arrival) -> Outcome {
         let mut outcome = Outcome::default();
         let mut charged = Vec::new();
         let mut rejected = false;
@@ -178,16 +174,15 @@ impl Policy {
             let Some(settings) = rule.zone.redis else {
                 continue;
             };
-            let mut key = Vec::new();
-            if !rule.zone.template.render_append(&arrival.request, &mut key) {
+            let Some(key) = arrival.keys.get(index) else {
                 continue;
-            }
+            };
             let params = rule.params(arrival.plan, self.cost);
             let zone = ZoneCall {
                 index,
                 rule,
                 settings,
-                key: &key,
+                key,
                 params,
                 leases: redis.leases.get(index).and_then(Option::as_deref),
             };
@@ -215,7 +210,7 @@ impl Policy {
             }
         }
         if !rejected && !redis.local.is_empty() {
-            let local = self.decide_local(&redis.local, arrival);
+            let local = self.decide_local(redis, arrival);
             rejected = local.rejected();
             let to_list = |rule: usize| redis.local_index.get(rule).copied().unwrap_or(0);
             for applied in local.applied.iter() {
@@ -269,7 +264,7 @@ impl ZoneCall<'_> {
     async fn decide(
         &self,
         backend: &Backend,
-        arrival: &Arrival<'_>,
+        arrival: &Arrival,
         outcome: &mut Outcome,
         charged: &mut Vec<(usize, Call)>,
     ) -> Decision {
@@ -346,7 +341,7 @@ impl ZoneCall<'_> {
         &self,
         failure: Failure,
         backend: &Backend,
-        arrival: &Arrival<'_>,
+        arrival: &Arrival,
         outcome: &mut Outcome,
     ) -> Decision {
         outcome.redis_failures.push((self.index, failure));
@@ -385,12 +380,7 @@ impl ZoneCall<'_> {
     }
 
     /// The decision when Redis could not answer, as the zone's `on_error` says.
-    fn on_error(
-        &self,
-        backend: &Backend,
-        arrival: &Arrival<'_>,
-        outcome: &mut Outcome,
-    ) -> Decision {
+    fn on_error(&self, backend: &Backend, arrival: &Arrival, outcome: &mut Outcome) -> Decision {
         let zone = on_error::Zone {
             index: self.index,
             rule: self.rule,

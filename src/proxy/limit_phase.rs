@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderName, Request, Response};
 
 use crate::access;
 use crate::admission::penalty;
+use crate::limit::keys::Keys;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::{Arrival, Verdict};
 use crate::metrics;
@@ -53,12 +54,13 @@ impl Pipeline {
         path: &'r [u8],
         now: Instant,
         conn: &Conn,
-    ) -> Option<Arrival<'r>> {
+    ) -> Option<Arrival> {
         if location.limits.is_empty() || access::listed(client, &self.exempt) {
             return None;
         }
+        let request = view_of(req, conn, client, path, location);
         Some(Arrival {
-            request: view_of(req, conn, client, path, location),
+            keys: Keys::render(location.limits.rules(), &request, conn.key_buffer()),
             plan: self.api_keys.as_ref().and_then(|keys| keys.plan(req)),
             now,
             worker: conn.worker,
@@ -69,7 +71,7 @@ impl Pipeline {
     /// once ([`Policy::at_once`]) goes through [`Pipeline::limit_at_once`] instead.
     ///
     /// [`Policy::at_once`]: crate::admission::Policy::at_once
-    pub(super) async fn limit(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
+    pub(super) async fn limit(&self, location: &Location, arrival: &Arrival) -> Outcome {
         let outcome = if location.limits.has_bans() {
             // Boxed: locations without `ban` keep the smaller future.
             Box::pin(penalty::decide(&location.limits, arrival)).await
@@ -82,7 +84,7 @@ impl Pipeline {
 
     /// [`Pipeline::limit`] for a location whose zones are decided at once: no future,
     /// through which the outcome would be moved.
-    pub(super) fn limit_at_once(&self, location: &Location, arrival: &Arrival<'_>) -> Outcome {
+    pub(super) fn limit_at_once(&self, location: &Location, arrival: &Arrival) -> Outcome {
         let outcome = location.limits.decide_at_once(arrival);
         count(location, &outcome, arrival);
         outcome
@@ -127,9 +129,8 @@ fn view_of<'r, B>(
 }
 
 /// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis
-/// failure, on the worker's own cells. For a list decided at once it runs right after
-/// the decision, whose key the sketch then takes as it is.
-fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
+/// failure, on the worker's own cells.
+fn count(location: &Location, outcome: &Outcome, arrival: &Arrival) {
     let worker = arrival.worker;
     for &(rule, failure) in &outcome.redis_failures {
         if let Some(stats) = location.zone_stats.get(rule) {
@@ -141,29 +142,14 @@ fn count(location: &Location, outcome: &Outcome, arrival: &Arrival<'_>) {
         return;
     }
     for applied in outcome.applied.iter() {
-        let (Some(stats), Some(rule)) = (
-            location.zone_stats.get(applied.rule),
-            location.limits.rules().get(applied.rule),
-        ) else {
+        let Some(stats) = location.zone_stats.get(applied.rule) else {
             continue;
         };
         stats.decisions.get(worker).add(metric_outcome(applied));
         if !applied.decision.admitted() {
-            // The key the decision just rendered, for the sketch, else rendered again:
-            // only rejections pay for it.
-            let limited = |key: &[u8]| stats.limited(worker, arrival.now, key);
-            if location.limits.with_decided_key(limited).is_some() {
-                continue;
+            if let Some(key) = arrival.keys.get(applied.rule) {
+                stats.limited(worker, arrival.now, key);
             }
-            KEY.with(|key| {
-                // Only re-entry could hold it; the sketch then misses one rejection.
-                if let Ok(mut key) = key.try_borrow_mut() {
-                    key.clear();
-                    if rule.zone.template.render_append(&arrival.request, &mut key) {
-                        stats.limited(worker, arrival.now, &key);
-                    }
-                }
-            });
         }
     }
 }
@@ -173,11 +159,6 @@ fn count_banned(location: &Location, banned: &Banned, worker: usize) {
     if let Some(stats) = location.zone_stats.get(banned.rule) {
         stats.decisions.get(worker).add(metrics::Answer::Banned);
     }
-}
-
-thread_local! {
-    /// A rejected request's key, rendered again for the most-limited sketch.
-    static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn metric_outcome(applied: &Applied) -> metrics::Answer {

@@ -169,7 +169,7 @@ struct Destination<'a> {
 }
 
 /// The connection a request arrived on.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Conn {
     pub peer: SocketAddr,
     /// Index of the worker thread serving it (selects the upstream idle pools).
@@ -181,6 +181,9 @@ pub struct Conn {
     pub server_port: u16,
     /// The peer's address as a header value, made once per connection.
     pub peer_value: http::HeaderValue,
+    /// The buffer its requests render their zone keys into (`limit::keys::Keys`), lent
+    /// to one request at a time: a keep-alive connection's requests allocate none.
+    keys: std::sync::Mutex<Vec<u8>>,
 }
 
 impl Conn {
@@ -192,9 +195,32 @@ impl Conn {
             https: address.transport.is_secure(),
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
+            keys: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The connection's key buffer, lent to the request arriving (empty while another of
+    /// its requests holds it: an HTTP/2 stream then has one of its own).
+    pub fn key_buffer(&self) -> Vec<u8> {
+        self.keys
+            .lock()
+            .map(|mut keys| std::mem::take(&mut *keys))
+            .unwrap_or_default()
+    }
+
+    /// Gives the key buffer back once the request's limits are decided. One that grew
+    /// past [`KEPT_KEY_BUFFER`] is dropped: an idle connection holds no client's long key.
+    pub fn return_key_buffer(&self, buffer: Vec<u8>) {
+        if buffer.capacity() <= KEPT_KEY_BUFFER {
+            if let Ok(mut keys) = self.keys.lock() {
+                *keys = buffer;
+            }
         }
     }
 }
+
+/// The most a connection keeps of its key buffer between requests, in bytes.
+const KEPT_KEY_BUFFER: usize = 1024;
 
 impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
@@ -231,6 +257,9 @@ impl Pipeline {
             Some(arrival) => self.limit(location, arrival).await,
         };
         log.limit(&limited);
+        if let Some(arrival) = arrival {
+            conn.return_key_buffer(arrival.keys.into_buffer());
+        }
         if let Some(refusal) = self.refusal(location, &limited, req.headers_mut()) {
             return log.finish(refusal, None);
         }

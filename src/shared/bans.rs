@@ -160,7 +160,7 @@ pub fn share_ban(
     bans: &Arc<Bans>,
     key: &[u8],
     entry: &Entry,
-    arrival: &Arrival<'_>,
+    arrival: &Arrival,
 ) {
     let (backend, bans) = (Arc::clone(backend), Arc::clone(bans));
     let ban_key = ban_key(zone, key);

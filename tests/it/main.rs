@@ -55,3 +55,4 @@ mod tls;
 mod upstream_tls;
 mod upstreams;
 mod websocket;
+mod zone_keys;

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::keys::Keys;
 use super::outcome::{Applied, InFlight, Outcome, Status};
 use super::settle::{Held, Pending};
 use super::zone::Guard;
@@ -20,23 +21,7 @@ use crate::vars::Request;
 // What a would-be rejection of an item with `soft` does: the cold path.
 mod lanes;
 
-/// Most zones one location may list (the config refuses more): a decision keeps its keys
-/// and locks in arrays of this size.
-pub const MAX_LIMITS: usize = 8;
-
-pub use super::rule::LimitRule;
-
-thread_local! {
-    /// Rendered keys of the request being decided on this thread, end to end; reused so
-    /// that keys cost no allocation once warm.
-    static KEYS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Calls `f` with the keys the last decision on this thread rendered, end to end (for a
-/// list of one rule, its key); `None` while the buffer is in use.
-pub fn with_last_keys<R>(f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-    KEYS.with(|keys| keys.try_borrow().ok().map(|keys| f(&keys)))
-}
+pub use super::rule::{LimitRule, MAX_LIMITS};
 
 /// One rule's key for this request.
 struct Keyed {
@@ -49,8 +34,8 @@ struct Keyed {
     now: u64,
 }
 
-/// Applies `rules` to a request at `now`. `plan` is the request's plan id (from its API
-/// key), `cost` the location's. Zones whose key is empty are skipped.
+/// Applies `rules` to a request at `now`, its keys rendered first ([`decide_keyed`],
+/// for a caller that has no [`Keys`] yet).
 pub fn decide(
     rules: &[LimitRule],
     req: &Request<'_>,
@@ -58,29 +43,28 @@ pub fn decide(
     cost: u64,
     now: Instant,
 ) -> Outcome {
-    KEYS.with(|keys| match keys.try_borrow_mut() {
-        Ok(mut keys) => decide_with(rules, req, plan, cost, now, &mut keys),
-        // Only re-entry could hold it; decide with a buffer of its own.
-        Err(_) => decide_with(rules, req, plan, cost, now, &mut Vec::new()),
-    })
+    let keys = Keys::render(rules, req, Vec::new());
+    decide_keyed(rules, &keys, plan, cost, now)
 }
 
-fn decide_with(
+/// Applies `rules` to a request whose keys are `keys`, at `now`. `plan` is the request's
+/// plan id (from its API key), `cost` the location's. Zones whose key is empty are
+/// skipped.
+pub fn decide_keyed(
     rules: &[LimitRule],
-    req: &Request<'_>,
+    keys: &Keys,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
-    keys: &mut Vec<u8>,
 ) -> Outcome {
-    keys.clear();
     if let [rule] = rules {
-        return decide_one(rule, req, plan, cost, now, keys);
+        return decide_one(rule, keys, plan, cost, now);
     }
     // Fixed arrays, not vectors: a location lists at most MAX_LIMITS zones (config), and
     // deciding then allocates nothing but the outcome's list.
     let mut slots: [Option<Keyed>; MAX_LIMITS] = Default::default();
-    let n = key_each(rules, req, plan, cost, now, keys, &mut slots);
+    let n = key_each(rules, keys, plan, cost, now, &mut slots);
+    let keys = keys.bytes();
     let keyed = &slots[..n];
     if keyed.is_empty() {
         return Outcome::default();
@@ -100,32 +84,28 @@ fn decide_with(
     outcome
 }
 
-/// Renders each rule's key into `keys` and fills `slots` with the rules whose key is not
-/// empty, in list order; how many.
+/// Fills `slots` with the rules whose key is not empty, in list order; how many.
 #[inline]
 fn key_each(
     rules: &[LimitRule],
-    req: &Request<'_>,
+    keys: &Keys,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
-    keys: &mut Vec<u8>,
     slots: &mut [Option<Keyed>; MAX_LIMITS],
 ) -> usize {
     let mut n = 0;
     for (index, rule) in rules.iter().enumerate().take(MAX_LIMITS) {
-        let start = keys.len();
-        if !rule.zone.template.render_append(req, keys) {
-            keys.truncate(start);
+        let Some(span) = keys.span(index) else {
             continue;
-        }
+        };
         let zone = &rule.zone;
-        let hash = zone.hash(&keys[start..]);
+        let hash = zone.hash(&keys.bytes()[span.clone()]);
         slots[n] = Some(Keyed {
             rule: index,
             hash,
             shard: zone.shard_of(hash),
-            span: start..keys.len(),
+            span,
             params: rule.params(plan, cost),
             now: zone.nanos(now),
         });
@@ -257,22 +237,20 @@ fn order_is_strict(rules: &[LimitRule], keyed: &[Option<Keyed>]) -> bool {
     ids.windows(2).all(|pair| pair[0] != pair[1])
 }
 
-/// [`decide_with`] for a location with one rule, the usual case: one lookup (check and
+/// [`decide_keyed`] for a location with one rule, the usual case: one lookup (check and
 /// charge on the same entry) and no list of keys or guards. The request is charged exactly
 /// when its one zone admits it, dry run or not, as in the general case.
 fn decide_one(
     rule: &LimitRule,
-    req: &Request<'_>,
+    keys: &Keys,
     plan: Option<usize>,
     cost: u64,
     now: Instant,
-    keys: &mut Vec<u8>,
 ) -> Outcome {
     let zone = &rule.zone;
-    if !zone.template.render_append(req, keys) {
+    let Some(key) = keys.get(0) else {
         return Outcome::default();
-    }
-    let key = &keys[..];
+    };
     let hash = zone.hash(key);
     let params = rule.params(plan, cost);
     let now = zone.nanos(now);

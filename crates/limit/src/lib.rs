@@ -21,6 +21,7 @@ pub mod concurrency;
 pub mod decision;
 pub mod fixed_window;
 pub mod key;
+pub mod keys;
 pub mod leaky_bucket;
 pub mod outcome;
 pub mod remote;
@@ -38,17 +39,15 @@ pub mod zone;
 use std::num::NonZeroU64;
 use std::time::Instant;
 
-use crate::vars::Request;
-
 /// Nanoseconds in a millisecond; nginx's limiters count whole milliseconds.
 pub const NANOS_PER_MS: u64 = 1_000_000;
 /// Nanoseconds in a second.
 pub const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// A request as the limiter sees it: what its keys are made of, its plan, and when and
-/// on which worker it arrived.
-pub struct Arrival<'r> {
-    pub request: Request<'r>,
+/// A request as the limiter sees it: its key in each zone of its location's list
+/// (rendered once, when it arrived), its plan, and when and on which worker it arrived.
+pub struct Arrival {
+    pub keys: keys::Keys,
     /// The plan of its API key (`[api_keys]`), if it has one.
     pub plan: Option<usize>,
     /// When it arrived: every zone decides it at this instant.

@@ -9,6 +9,10 @@ use super::soft::Share;
 use super::zone::Zone;
 use super::Params;
 
+/// Most zones one location may list (the config refuses more): a decision keeps its keys
+/// and locks in arrays of this size.
+pub const MAX_LIMITS: usize = 8;
+
 /// One item of a location's `limit` list, ready to use.
 #[derive(Clone)]
 pub struct LimitRule {

@@ -36,7 +36,7 @@ impl ZoneCall<'_> {
         backend: &Backend,
         call: &Call,
         ban: &Ban,
-        arrival: &Arrival<'_>,
+        arrival: &Arrival,
         outcome: &mut Outcome,
     ) -> Result<Decision, Failure> {
         let bans = &self.rule.zone.bans;

@@ -64,7 +64,7 @@ impl ZoneCall<'_> {
         &self,
         share: Share,
         backend: &Backend,
-        arrival: &Arrival<'_>,
+        arrival: &Arrival,
         rejected: Decision,
     ) -> Lane {
         let zone = &self.rule.zone;
