@@ -29,6 +29,7 @@ use crate::tls;
 use crate::upstream::Group;
 
 mod groups;
+mod redis;
 
 /// Everything one configuration generation needs at run time.
 pub struct Snapshot {
@@ -126,8 +127,8 @@ pub fn build(
     let plans = plan_ids(config);
     let zones = zones(config, &plans, lasting.zones);
     // Before the locations: their Redis zones decide through it.
-    let redis = redis_backend(config.redis.as_ref(), lasting.redis, workers)?;
-    let leases = leases(&zones);
+    let redis = redis::backend(config.redis.as_ref(), lasting.redis, workers)?;
+    let leases = redis::leases(&zones);
     let built = Built {
         groups: &groups,
         zones: &zones,
@@ -242,16 +243,6 @@ struct Built<'a> {
     redis: Option<&'a Arc<shared::Backend>>,
     leases: &'a ZoneLeases,
     metrics: &'a Metrics,
-}
-
-/// A table of leases for each Redis zone with `lease`, anew for each generation (the
-/// units a table held are dropped with it, which can only admit less).
-fn leases(zones: &[Arc<Zone>]) -> ZoneLeases {
-    let leased = zones.iter().filter_map(|zone| {
-        let most = zone.redis.and_then(|settings| settings.lease)?;
-        Some((zone.name.clone(), Arc::new(shared::Leases::new(most))))
-    });
-    leased.collect()
 }
 
 /// Every site, ready to serve, and how to pick one per address.
@@ -509,31 +500,6 @@ fn api_keys(keys: &config::ApiKeys, plans: &[&str]) -> ApiKeys {
             .map(|plan| keys.priority.get(*plan).copied().unwrap_or(0))
             .collect(),
     }
-}
-
-/// `[redis]`'s backend: the one in force when it has the same settings (connections and
-/// all), else a new one; `None` without the section.
-fn redis_backend(
-    wanted: Option<&config::Redis>,
-    kept: Option<&Arc<shared::Backend>>,
-    workers: usize,
-) -> Result<Option<Arc<shared::Backend>>, BuildError> {
-    let Some(wanted) = wanted else {
-        return Ok(None);
-    };
-    Ok(match kept {
-        Some(kept) if *kept.settings() == wanted.settings => Some(Arc::clone(kept)),
-        _ => {
-            // The instance keeps its id and counts while it has a `[redis]`.
-            let fleet = kept.map_or_else(
-                || Arc::new(shared::Fleet::new(shared::heartbeat::new_instance_id())),
-                |kept| Arc::clone(kept.fleet()),
-            );
-            let settings = wanted.settings.clone();
-            let backend = shared::Backend::new(settings, workers, fleet, crate::clock::now)?;
-            Some(Arc::new(backend))
-        }
-    })
 }
 
 /// `[tls]` and `[acme]`, ready to accept with; warns of expired certificates. `None`

@@ -6,6 +6,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE};
 use http::{Method, Version};
 
 use super::present::{Present, Watched};
+use crate::wire::h1;
 
 /// Hop-by-hop headers every hop removes (RFC 9110 §7.6.1, plus the legacy `Keep-Alive` and
 /// `Proxy-Connection`, and `HTTP2-Settings`, which only means something with an `h2c` upgrade
@@ -63,7 +64,7 @@ fn has_token(headers: &HeaderMap, name: &HeaderName, token: &[u8]) -> bool {
     headers
         .get_all(name)
         .iter()
-        .any(|line| tokens(line).any(|t| t.eq_ignore_ascii_case(token)))
+        .any(|line| h1::has_token(line.as_bytes(), token))
 }
 
 /// Strips a request's hop-by-hop headers for the upstream. A WebSocket handshake keeps
@@ -94,7 +95,7 @@ pub(super) fn strip(headers: &mut HeaderMap, present: Present, keep_upgrade: boo
     if let Some(first) = &first {
         headers.remove(CONNECTION);
         for line in std::iter::once(first).chain(&rest) {
-            for token in tokens(line) {
+            for token in h1::tokens(line.as_bytes()) {
                 // `close` names no header and `keep-alive` goes with the fixed list below; both are
                 // common enough to skip the name parsing `remove(&str)` does.
                 if is_protected(token)
@@ -119,12 +120,4 @@ pub(super) fn strip(headers: &mut HeaderMap, present: Present, keep_upgrade: boo
     if keep_upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     }
-}
-
-/// The comma-separated, space-trimmed, non-empty tokens of one header line.
-fn tokens(line: &HeaderValue) -> impl Iterator<Item = &[u8]> {
-    line.as_bytes()
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty())
 }

@@ -1,6 +1,6 @@
 //! The penalty box's tables (`limit::bans`), driven at chosen instants: strike counting
 //! in windows, expiry, lifting, Redis copies, and full tables under a spray of keys.
-//! (Here rather than beside the code: `src/limit/` never reads a clock, not even in tests.)
+//! (Here rather than beside the code: `crates/limit` never reads a clock, not even in tests.)
 
 use std::time::{Duration, Instant};
 
