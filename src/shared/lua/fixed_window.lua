@@ -1,4 +1,4 @@
--- fixed_window on Redis: the decision of src/limit/fixed_window.rs for one key, in
+-- fixed_window on Redis: the decision of crates/limit/src/fixed_window.rs for one key, in
 -- microseconds. Windows are one rate unit long and aligned to the Unix epoch, so they
 -- start on the wall clock's second, minute, hour and midnight UTC, as the local ones do.
 -- The key holds the window `w` (now / len) and the units `u` admitted in it; it expires

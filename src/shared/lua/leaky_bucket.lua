@@ -1,5 +1,5 @@
 -- leaky_bucket on Redis: nginx's limit_req decision for one key, the same arithmetic as
--- src/limit/leaky_bucket.rs (a request is UNIT units; a key drains per_ms units each
+-- crates/limit/src/leaky_bucket.rs (a request is UNIT units; a key drains per_ms units each
 -- millisecond; `f` = nginx's excess plus one request; `l` = the last admitted ms).
 -- Check and charge are one step: an admitted request is charged, a rejected one changes
 -- nothing. Every number stays below 2^53, so Lua's doubles hold them exactly.

@@ -1,4 +1,4 @@
--- sliding_log on Redis: the decision of src/limit/sliding_log.rs for one key, in
+-- sliding_log on Redis: the decision of crates/limit/src/sliding_log.rs for one key, in
 -- microseconds. The key is a list of "at:units" entries, oldest first, one per admitted
 -- request (requests that share a microsecond share an entry); a request is admitted while
 -- the units in (now - len, now] plus its cost stay within count + burst. Entries that

@@ -1,4 +1,4 @@
--- sliding_window on Redis: the decision of src/limit/sliding_window.rs for one key, in
+-- sliding_window on Redis: the decision of crates/limit/src/sliding_window.rs for one key, in
 -- microseconds (the local one counts nanoseconds: the two agree on every verdict and
 -- count, and a wait may differ by under 1 µs). Windows are one rate unit long, aligned to
 -- the Unix epoch; the estimate at e µs into a window is prev x (len - e) / len + curr,

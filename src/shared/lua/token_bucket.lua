@@ -1,4 +1,4 @@
--- token_bucket (GCRA) on Redis: the decision of src/limit/token_bucket.rs for one key,
+-- token_bucket (GCRA) on Redis: the decision of crates/limit/src/token_bucket.rs for one key,
 -- in microseconds (Redis's TIME has no finer grain; the local one counts nanoseconds, so
 -- the two agree exactly whenever a request's interval is a whole number of µs, as for
 -- 10r/s or 5r/m). The key holds `tat`, the theoretical arrival time in µs since the Unix
