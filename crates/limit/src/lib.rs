@@ -206,7 +206,7 @@ impl Decision {
 
 /// Which algorithm a zone runs (`algorithm` in docs/config.md): the one name the
 /// configuration, the zones, Redis and the admin API share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
     /// nginx's `limit_req`, decision for decision.

@@ -17,7 +17,7 @@ use super::{Algorithm, Params, Period, Rate};
 pub const MAX_EXACT: u64 = 1 << 53;
 
 /// What a Redis zone does while Redis is slow or down (`on_error`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnError {
     /// Fail open: the zone admits.

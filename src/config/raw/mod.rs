@@ -195,7 +195,6 @@ pub(crate) struct RawZone {
     /// Required, except for `concurrency`.
     pub rate: Option<Spanned<String>>,
     pub size: Option<Loose>,
-    #[serde(serialize_with = "ser::algorithm")]
     pub algorithm: Option<Spanned<Algorithm>>,
     pub plans: Option<Spanned<Plans>>,
     /// Required for `concurrency`, and only there.
@@ -206,7 +205,6 @@ pub(crate) struct RawZone {
     /// Only with `backend = "redis"`.
     pub instances: Option<Spanned<i64>>,
     /// Only with `backend = "redis"`.
-    #[serde(serialize_with = "ser::on_error")]
     pub on_error: Option<Spanned<OnError>>,
     /// Only with `backend = "redis"`.
     pub lease: Option<Spanned<i64>>,
@@ -244,7 +242,6 @@ pub(crate) struct RawRedis {
     pub url: Option<Spanned<String>>,
     pub urls: Option<Spanned<Vec<Spanned<String>>>>,
     pub timeout: Option<Loose>,
-    #[serde(serialize_with = "ser::on_error")]
     pub on_error: Option<Spanned<OnError>>,
     /// PEM CA certificates to trust for `rediss://` instead of the system's.
     pub ca: Option<Spanned<String>>,

@@ -5,10 +5,8 @@
 //! inner value (serde_spanned's own `Serialize`), so spans never reach the output.
 
 use serde::{Serialize, Serializer};
-use serde_spanned::Spanned;
 
 use super::{Named, RawSiteEntry, Section, Span};
-use crate::config::{Algorithm, OnError};
 
 impl<T: Serialize> Serialize for Section<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -45,34 +43,6 @@ pub(super) fn sites<S: Serializer>(
 ) -> Result<S::Ok, S::Error> {
     match sites {
         Some((_, list)) => present(list, serializer),
-        None => serializer.serialize_none(),
-    }
-}
-
-/// A zone's `algorithm`, by the core's own name for it.
-pub(super) fn algorithm<S: Serializer>(
-    algorithm: &Option<Spanned<Algorithm>>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match algorithm {
-        Some(algorithm) => serializer.serialize_some(algorithm.get_ref().name()),
-        None => serializer.serialize_none(),
-    }
-}
-
-/// `on_error`, as `OnError` reads it (`rename_all = "snake_case"`). The core type has no
-/// name of its own to write; the round-trip tests write each of the three.
-pub(super) fn on_error<S: Serializer>(
-    on_error: &Option<Spanned<OnError>>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    let word = |on_error: &OnError| match on_error {
-        OnError::Allow => "allow",
-        OnError::Deny => "deny",
-        OnError::Local => "local",
-    };
-    match on_error {
-        Some(on_error) => serializer.serialize_some(word(on_error.get_ref())),
         None => serializer.serialize_none(),
     }
 }
