@@ -71,16 +71,15 @@ impl Drop for Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_poll_has_one_reading_and_outside_one_the_clock_is_read() {
         let outside = now();
-        std::thread::sleep(Duration::from_millis(2));
+        tick_past(outside);
         assert!(now() > outside);
         let task = Polled::new(async {
             let first = now();
-            std::thread::sleep(Duration::from_millis(2));
+            tick_past(first);
             assert_eq!(now(), first);
             // A task polled inside this one has a reading of its own, and this one's
             // comes back after it.
@@ -100,6 +99,14 @@ mod tests {
             std::panic::catch_unwind(|| block_on(Polled::new(async { panic!("in the poll") })));
         assert!(caught.is_err());
         assert_eq!(POLL.with(Cell::get), None);
+    }
+
+    /// Waits until the clock reads later than `then`: a spin of nanoseconds, where a
+    /// sleep would wait a scheduler's tick or more.
+    fn tick_past(then: Instant) {
+        while Instant::now() <= then {
+            std::hint::spin_loop();
+        }
     }
 
     /// Polls `future` to its end on this thread.

@@ -147,9 +147,12 @@ mod tests {
         for _ in 0..16 {
             let conn = ConnState::new();
             sheddable.add(&conn);
+            // Each one accepted after the last: the clock moves on before the next.
+            let accepted = conn.idle_since().expect("fresh");
+            while Instant::now() <= accepted {
+                std::hint::spin_loop();
+            }
             conns.push(conn);
-            // Each one accepted after the last.
-            std::thread::sleep(Duration::from_millis(1));
         }
         // The oldest is busy: it is not idle, whatever its age.
         let _busy = conns[0].begin();

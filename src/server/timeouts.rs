@@ -460,7 +460,7 @@ mod tests {
     /// A read that finds nothing in a poll whose budget is used up (tokio's cooperative
     /// scheduling) has its timer's poll refused too: the timer must be polled again on
     /// the next read, or nothing ever arms it and a silent client keeps the connection.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_read_refused_by_the_budget_still_arms_the_timer() {
         let (client, server) = tokio::io::duplex(64);
         let limits = ConnLimits {

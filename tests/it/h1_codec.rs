@@ -390,13 +390,19 @@ async fn an_upstream_length_beside_its_transfer_coding_does_not_reach_the_client
 #[tokio::test]
 async fn a_head_begun_while_the_last_request_was_in_flight_is_held_to_the_header_timeout() {
     let _shared = support::shared();
-    // Answers each request 300 ms after its head.
-    let addr = upstream(|mut stream| async move {
-        let mut buf = [0u8; 4096];
-        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            if stream.write_all(&ok_response("slow")).await.is_err() {
-                return;
+    // Answers each request 300 ms after its head, and says when one is in.
+    let arrived = std::sync::Arc::new(tokio::sync::Notify::new());
+    let heard = arrived.clone();
+    let addr = upstream(move |mut stream| {
+        let heard = heard.clone();
+        async move {
+            let mut buf = [0u8; 4096];
+            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {
+                heard.notify_one();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if stream.write_all(&ok_response("slow")).await.is_err() {
+                    return;
+                }
             }
         }
     })
@@ -408,7 +414,7 @@ async fn a_head_begun_while_the_last_request_was_in_flight_is_held_to_the_header
         .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::within(5, arrived.notified()).await;
     // The start of the next head, while the first request waits on the upstream.
     client.write_all(b"GET / HTTP/1.1\r\nHo").await.unwrap();
     let first = read_response(&mut client).await.expect("an answer");

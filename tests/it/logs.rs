@@ -144,7 +144,8 @@ async fn client_gone_before_the_response_is_logged_as_499() {
             .write_all(b"GET /slow HTTP/1.1\r\nHost: example.test\r\n\r\n")
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Gone once the request is with the upstream.
+        up.holds(1).await;
     }
     let lines = log_lines(&path, 1).await;
     assert!(

@@ -22,11 +22,16 @@ thread_local! {
 
 /// Appends `date: <now>\r\n`.
 pub fn write_header(out: &mut Vec<u8>) {
-    let now = clock::now();
+    write_header_at(out, clock::now(), SystemTime::now);
+}
+
+/// [`write_header`] at `now`, with the wall clock read from `wall` only when the cached
+/// second is over: a test moves on to the next second without waiting for it.
+fn write_header_at(out: &mut Vec<u8>, now: Instant, wall: impl FnOnce() -> SystemTime) {
     CACHED.with(|cached| {
         let mut cached = cached.borrow_mut();
         if cached.until.is_none_or(|until| now >= until) {
-            let wall = SystemTime::now();
+            let wall = wall();
             let text = httpdate::fmt_http_date(wall);
             if text.len() == LEN {
                 let into = wall
@@ -64,11 +69,12 @@ mod tests {
 
     #[test]
     fn the_cached_date_moves_on_with_the_second() {
+        let (now, wall) = (Instant::now(), SystemTime::now());
         let mut first = Vec::new();
-        write_header(&mut first);
-        std::thread::sleep(Duration::from_millis(1100));
+        write_header_at(&mut first, now, || wall);
+        let later = Duration::from_millis(1100);
         let mut second = Vec::new();
-        write_header(&mut second);
+        write_header_at(&mut second, now + later, || wall + later);
         assert_ne!(first, second);
     }
 }

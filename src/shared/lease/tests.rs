@@ -207,7 +207,7 @@ async fn a_fetch_that_brings_too_little_sends_the_waiters_to_redis() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_fetch_that_fails_or_takes_too_long_fails_its_waiters_too() {
     let leases = Leases::new(10);
     let First::Fetch(mut fetch) = leases.first(b"k", &one(), 0, WAIT).await else {
@@ -233,7 +233,7 @@ async fn a_fetch_that_fails_or_takes_too_long_fails_its_waiters_too() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_stale_fetch_does_not_end_a_newer_fetch_of_its_key() {
     let leases = Leases::new(10);
     let First::Fetch(old) = leases.first(b"k", &one(), 0, WAIT).await else {

@@ -91,7 +91,7 @@ fn a_queue_of_zero_sheds_at_once() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn timeout_removes_waiter() {
     let settings = GateSettings {
         queue: 4,

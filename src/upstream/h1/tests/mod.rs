@@ -89,6 +89,20 @@ async fn answering(pieces: &'static [&'static [u8]]) -> (SocketAddr, JoinHandle<
     .await
 }
 
+/// Waits until `conn` is no longer reusable, what the server did having crossed the
+/// loopback; fails after [`LONG`]. The short sleeps let the runtime take in the socket's
+/// readiness, which the check reads.
+async fn until_not_reusable(conn: &mut UpstreamConn) {
+    let deadline = tokio::time::Instant::now() + LONG;
+    while conn.is_reusable() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still reusable after {LONG:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 async fn connect(addr: SocketAddr) -> UpstreamConn {
     UpstreamConn::connect(addr, None, LONG).await.unwrap()
 }

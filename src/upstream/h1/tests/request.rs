@@ -128,6 +128,7 @@ async fn body_longer_than_announced_is_refused() {
 
 #[tokio::test]
 async fn early_413_stops_a_large_upload_without_deadlock() {
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
     let (addr, server) = server(|mut stream| async move {
         read_request(&mut stream).await;
         stream
@@ -135,7 +136,9 @@ async fn early_413_stops_a_large_upload_without_deadlock() {
             .await
             .unwrap();
         // Never read the body: the client's writes fill the socket buffers and block.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Held until the test is done, or 500 ms, which a client waiting for the
+        // server would see.
+        let _ = tokio::time::timeout(Duration::from_millis(500), released).await;
     })
     .await;
     let (tx, body) = TestBody::channel(64, Some(64 << 20));
@@ -159,6 +162,7 @@ async fn early_413_stops_a_large_upload_without_deadlock() {
     );
     drop(response);
     feeder.await.unwrap();
+    let _ = release.send(());
     server.await.unwrap();
 }
 
@@ -183,12 +187,15 @@ async fn early_2xx_keeps_the_upload_going_from_the_response_body() {
     .await;
     let (tx, body) = TestBody::channel(4, None);
     let req = Request::post("/echo").body(body).unwrap();
+    let (answered, answer_in) = tokio::sync::oneshot::channel::<()>();
     let send = tokio::spawn(async move {
         let mut response = exchange(connect(addr).await, req).await;
+        let _ = answered.send(());
         let body = read_all(response.body_mut()).await;
         (body, response.body_mut().take_reusable().is_some())
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The answer is in before any byte of the body has been given.
+    answer_in.await.expect("an answer before the body");
     tx.send(Ok(Bytes::from("one "))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     tx.send(Ok(Bytes::from("two"))).await.unwrap();

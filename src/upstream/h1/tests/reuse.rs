@@ -53,8 +53,7 @@ async fn idle_connection_closed_by_the_server_is_not_reusable() {
     .await;
     let mut response = exchange(connect(addr).await, get("/")).await;
     let mut conn = response.body_mut().take_reusable().unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(!conn.is_reusable());
+    until_not_reusable(&mut conn).await;
     // And sending on it anyway gives the request back untouched.
     match conn.send(get("/again"), LONG, None).await {
         Err(SendError::Unsent(req, _)) => assert_eq!(req.uri(), "/again"),
@@ -64,13 +63,15 @@ async fn idle_connection_closed_by_the_server_is_not_reusable() {
 
 #[tokio::test]
 async fn unsolicited_bytes_on_an_idle_connection_forbid_reuse() {
+    let (idle, idle_now) = tokio::sync::oneshot::channel::<()>();
     let (addr, _server) = server(|mut stream| async move {
         read_request(&mut stream).await;
         stream
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Once the exchange is over and the connection idle.
+        let _ = idle_now.await;
         stream
             .write_all(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
             .await
@@ -80,8 +81,8 @@ async fn unsolicited_bytes_on_an_idle_connection_forbid_reuse() {
     .await;
     let mut response = exchange(connect(addr).await, get("/")).await;
     let mut conn = response.body_mut().take_reusable().unwrap();
-    tokio::time::sleep(Duration::from_millis(60)).await;
-    assert!(!conn.is_reusable());
+    let _ = idle.send(());
+    until_not_reusable(&mut conn).await;
 }
 
 #[tokio::test]
