@@ -66,13 +66,12 @@ macro_rules! inside {
     )*};
 }
 
-// The public face: what the `tollgate` binary uses (src/main.rs).
-pub mod certs;
-pub mod config;
-pub mod log;
-pub mod signals;
-pub use config::Config;
-pub use server::{Gateway, ReloadError, StartError};
+// The public face: what the `tollgate` binary uses (src/main.rs). Everything else is the
+// crate's own, public only to its tests and benches (`inside!`).
+pub use config::{load, Config, ConfigErrors};
+pub use log::errors::directives as error_log_directives;
+pub use server::{check, Checked, Gateway, ReloadError, StartError};
+pub use signals::{Intent, Signals};
 
 inside! {
     #[deny(clippy::disallowed_methods)]
@@ -80,13 +79,17 @@ inside! {
     mod acme;
     mod admin;
     mod admission;
+    mod certs;
     mod clock;
+    mod config;
+    mod log;
     mod metrics;
     mod proxy;
     #[deny(clippy::disallowed_methods)]
     mod routing;
     mod server;
     mod shared;
+    mod signals;
     mod snapshot;
     mod state;
     mod tls;

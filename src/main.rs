@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use tollgate::signals::{Intent, Signals};
-use tollgate::{config, Gateway};
+use tollgate::{Config, Gateway, Intent, Signals};
 
 /// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
 #[derive(Parser)]
@@ -32,7 +31,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let config = match config::load(&cli.config) {
+    let config = match tollgate::load(&cli.config) {
         Ok(config) => config,
         Err(errors) => {
             eprintln!("{errors}");
@@ -48,50 +47,24 @@ fn main() -> ExitCode {
     run(config, &cli.config, cli.upgrade)
 }
 
-/// `RUST_LOG` (default `info`) with h2 kept quiet unless named ([`tollgate::log::errors`]);
+/// `RUST_LOG` (default `info`) with h2 kept quiet unless named
+/// ([`tollgate::error_log_directives`]);
 /// a `RUST_LOG` that does not parse is left for the default, as before.
 fn error_log_filter() -> tracing_subscriber::EnvFilter {
-    use tollgate::log::errors::directives;
+    use tollgate::error_log_directives as directives;
     let rust_log = std::env::var("RUST_LOG").ok();
     tracing_subscriber::EnvFilter::try_new(directives(rust_log.as_deref()))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives(None)))
 }
 
-/// `-t` on a valid file: what the file check cannot say. Whether the access log can be
-/// opened, expired certificates (a warning), names a static certificate covers though
-/// their site has `acme = true` (a note), and whether the `[acme]` storage and
-/// `client_body_temp_path` can be written, without contacting the CA or making either
-/// directory.
-fn test(config: &config::Config, path: &Path) -> ExitCode {
-    if let Err(err) = tollgate::log::AccessLog::check(&config.log) {
-        eprintln!("{}: cannot open the access log: {err}", path.display());
-        eprintln!("configuration test failed");
-        return ExitCode::FAILURE;
+/// `-t` on a valid file: what the file check cannot say ([`tollgate::check`]).
+fn test(config: &Config, path: &Path) -> ExitCode {
+    let checked = tollgate::check(config);
+    for note in &checked.notes {
+        eprintln!("note: {note}");
     }
-    if let Some(tls) = &config.tls {
-        tollgate::certs::warn_expired(&tls.certificates);
-    }
-    if let Some(acme) = &config.acme {
-        for covered in &acme.covered {
-            eprintln!(
-                "note: {} is covered by the static certificate {}; no certificate is ordered for it",
-                covered.name,
-                covered.cert.display()
-            );
-        }
-        if let Err(err) = acme.check_storage() {
-            eprintln!("{}: {err}", path.display());
-            eprintln!("configuration test failed");
-            return ExitCode::FAILURE;
-        }
-    }
-    let temp_path = &config.server.client_body_temp_path;
-    if let Err(reason) = config::dirs::check_dir(temp_path) {
-        let temp_path = temp_path.display();
-        eprintln!(
-            "{}: cannot use {temp_path} as client_body_temp_path: {reason}",
-            path.display()
-        );
+    if let Some(problem) = checked.problem {
+        eprintln!("{}: {problem}", path.display());
         eprintln!("configuration test failed");
         return ExitCode::FAILURE;
     }
@@ -99,7 +72,7 @@ fn test(config: &config::Config, path: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(config: config::Config, path: &Path, upgrade: bool) -> ExitCode {
+fn run(config: Config, path: &Path, upgrade: bool) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -15,6 +15,7 @@
 //! - `answer`: what a connection of either makes of an answer before sending it.
 //! - `timeouts`: what a connection's reads and writes may wait for (header, keep-alive,
 //!   `send_timeout`).
+//! - `check`: `tollgate -t` past the file (the access log, certificates, directories).
 //! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
 //!   and steps the controllers that follow them.
 
@@ -22,6 +23,7 @@ pub mod adapt;
 mod admin_listener;
 mod answer;
 mod beside;
+mod check;
 mod conn;
 mod descriptors;
 mod h1;
@@ -40,6 +42,8 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
+
+pub use self::check::{check, Checked};
 
 use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
