@@ -17,12 +17,12 @@ pub struct RealIp {
 
 impl RealIp {
     /// The client of a request from `peer` with `headers` ([`real_client`]).
-    pub fn client(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
+    pub(crate) fn client(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
         real_client(peer, headers, &self.trusted, &self.header, self.recursive)
     }
 
     /// Whether `peer` is one of the trusted proxies.
-    pub fn trusts(&self, peer: IpAddr) -> bool {
+    pub(crate) fn trusts(&self, peer: IpAddr) -> bool {
         is_trusted(peer, &self.trusted)
     }
 }
@@ -31,7 +31,7 @@ impl RealIp {
 /// peer) as the IPv4 address it is, so IPv4 rules and limit keys apply to it (nginx does the same
 /// for allow/deny). Every other address is returned unchanged.
 #[inline]
-pub fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         IpAddr::V4(_) => ip,
@@ -41,13 +41,13 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 /// Whether `ip` (canonicalized first) lies in one of the `trusted` networks. A linear scan: the
 /// list is a handful of proxies, and `IpNet::contains` is a mask and compare.
 #[inline]
-pub fn is_trusted(ip: IpAddr, trusted: &[ipnet::IpNet]) -> bool {
+pub(crate) fn is_trusted(ip: IpAddr, trusted: &[ipnet::IpNet]) -> bool {
     listed(ip, trusted)
 }
 
 /// Whether `ip` (canonicalized first) lies in one of `nets` (`[access]` deny and exempt).
 #[inline]
-pub fn listed(ip: IpAddr, nets: &[ipnet::IpNet]) -> bool {
+pub(crate) fn listed(ip: IpAddr, nets: &[ipnet::IpNet]) -> bool {
     let ip = canonical(ip);
     nets.iter().any(|net| net.contains(&ip))
 }
@@ -61,7 +61,7 @@ pub fn listed(ip: IpAddr, nets: &[ipnet::IpNet]) -> bool {
 /// entry leaves the peer. Entries may be padded with spaces, and may be `a.b.c.d`, `a.b.c.d:port`,
 /// a bare IPv6 address, `[v6]` or `[v6]:port` (nginx's `ngx_parse_addr_port` accepts ports too).
 /// The result is canonicalized.
-pub fn real_client(
+pub(crate) fn real_client(
     peer: IpAddr,
     headers: &http::HeaderMap,
     trusted: &[ipnet::IpNet],
@@ -129,25 +129,25 @@ pub struct Rules {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub(crate) struct Rule {
     pub allow: bool,
     /// `None` is `all`.
     pub net: Option<ipnet::IpNet>,
 }
 
 impl Rules {
-    pub fn new(rules: Vec<Rule>) -> Rules {
+    pub(crate) fn new(rules: Vec<Rule>) -> Rules {
         Rules {
             rules: rules.into_boxed_slice(),
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
 
     /// Whether `client` may pass; with the index of the rule that denied it otherwise.
-    pub fn check(&self, client: IpAddr) -> Result<(), usize> {
+    pub(crate) fn check(&self, client: IpAddr) -> Result<(), usize> {
         let client = canonical(client);
         let decided = self
             .rules

@@ -14,7 +14,7 @@ use rustls::sign::CertifiedKey;
 
 /// One `[[tls.certificates]]` entry, loaded and checked.
 #[derive(Clone)]
-pub struct Certificate {
+pub(crate) struct Certificate {
     /// The `cert` file, for messages.
     pub path: PathBuf,
     /// The names SNI is matched against: the certificate's DNS names (lowercase,
@@ -30,7 +30,7 @@ impl Certificate {
     /// its names is `name`, or is `*.` and the rest of `name` after its first label
     /// (`*.example.com` covers `a.example.com`, not `example.com` nor
     /// `a.b.example.com`; RFC 6125 §6.4.3).
-    pub fn covers(&self, name: &str) -> bool {
+    pub(crate) fn covers(&self, name: &str) -> bool {
         self.names.iter().any(|own| name_covers(own, name))
     }
 }
@@ -41,13 +41,13 @@ fn name_covers(own: &str, name: &str) -> bool {
 }
 
 /// Whether a certificate's name `own` is `name` (any case; a wildcard only itself).
-pub fn names_exactly(own: &str, name: &str) -> bool {
+pub(crate) fn names_exactly(own: &str, name: &str) -> bool {
     own.eq_ignore_ascii_case(name)
 }
 
 /// Whether a certificate's wildcard name `own` covers `name`: `*.example.com` covers
 /// `a.example.com`, not `example.com` nor `a.b.example.com`.
-pub fn names_by_wildcard(own: &str, name: &str) -> bool {
+pub(crate) fn names_by_wildcard(own: &str, name: &str) -> bool {
     let Some(suffix) = own.strip_prefix("*.") else {
         return false;
     };
@@ -69,7 +69,7 @@ impl fmt::Debug for Certificate {
 
 /// Why a certificate or its key cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum CertError {
+pub(crate) enum CertError {
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -97,7 +97,7 @@ pub enum CertError {
 
 impl CertError {
     /// The file the error is about (the key's, for a mismatch).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             CertError::Read { path, .. }
             | CertError::NoCertificate { path }
@@ -113,14 +113,14 @@ impl CertError {
 
 /// Reads and checks a PEM certificate chain (leaf first) and its private key (PKCS#8,
 /// PKCS#1 RSA or SEC1 EC; RSA, ECDSA P-256/P-384 or Ed25519). The two may be one file.
-pub fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError> {
+pub(crate) fn load(cert_path: &Path, key_path: &Path) -> Result<Certificate, CertError> {
     let cert_pem = read(cert_path)?;
     let key_pem = read(key_path)?;
     parse(&cert_pem, cert_path, &key_pem, key_path)
 }
 
 /// [`load`] for PEM text at hand; the paths are for messages.
-pub fn parse(
+pub(crate) fn parse(
     cert_pem: &[u8],
     cert_path: &Path,
     key_pem: &[u8],
@@ -167,7 +167,7 @@ pub fn parse(
 
 /// Reads a PEM file of CA certificates to trust (a `ca` key): at least one, each usable
 /// as a trust anchor.
-pub fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {
+pub(crate) fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -195,7 +195,7 @@ fn usable_as_root(cert: &CertificateDer<'_>) -> Result<(), String> {
 
 /// An expired certificate is served (the operator may have no other yet), with a
 /// warning from `tollgate -t`, at start and at every reload.
-pub fn warn_expired(certificates: &[Certificate]) {
+pub(crate) fn warn_expired(certificates: &[Certificate]) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));

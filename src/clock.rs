@@ -21,7 +21,7 @@ thread_local! {
 
 /// The time of the poll under way, or the clock's now outside one.
 #[inline]
-pub fn now() -> Instant {
+pub(crate) fn now() -> Instant {
     POLL.with(Cell::get).unwrap_or_else(Instant::now)
 }
 
@@ -34,7 +34,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Polled<F> {
-    pub fn new(inner: F) -> Polled<F> {
+    pub(crate) fn new(inner: F) -> Polled<F> {
         Polled { inner }
     }
 }

@@ -32,7 +32,7 @@ mod groups;
 mod redis;
 
 /// Everything one configuration generation needs at run time.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub generation: u64,
     /// SHA-256 of the configuration file in force, hex.
     pub config_sha256: String,
@@ -55,7 +55,7 @@ pub struct Snapshot {
 
 /// `[tls]`, ready to use.
 #[derive(Clone)]
-pub struct TlsServer {
+pub(crate) struct TlsServer {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub handshake_timeout: Duration,
     /// Each name of the static certificates and the end of its validity (the first
@@ -64,7 +64,7 @@ pub struct TlsServer {
 }
 
 /// What outlives a generation: handed from one snapshot to the next.
-pub struct Lasting<'a> {
+pub(crate) struct Lasting<'a> {
     /// The zones in force (empty at start): zones that stay take their state over.
     pub zones: &'a [Arc<Zone>],
     /// Counters, by label.
@@ -83,7 +83,7 @@ pub struct Lasting<'a> {
 
 /// Per-connection settings, read once when a connection is accepted.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnSettings {
+pub(crate) struct ConnSettings {
     pub client_header_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
@@ -116,7 +116,7 @@ pub enum BuildError {
 /// ([`Zone::succeed`]); any other zone starts empty. Counters come from the lasting
 /// metrics by label, so a location, zone or upstream that keeps its name keeps its
 /// counts.
-pub fn build(
+pub(crate) fn build(
     config: &Config,
     generation: u64,
     workers: usize,

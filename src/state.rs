@@ -15,7 +15,7 @@ use crate::snapshot::Snapshot;
 
 /// The configuration in force, and what `/status` and `/metrics` tell of the gateway
 /// around it.
-pub struct GatewayState {
+pub(crate) struct GatewayState {
     pub snapshot: ArcSwap<Snapshot>,
     /// The addresses listened on (for `/status`).
     pub listeners: ArcSwap<Listeners>,
@@ -32,13 +32,13 @@ pub struct GatewayState {
 
 /// The addresses actually listened on (port 0 resolved), in config order.
 #[derive(Debug, Default)]
-pub struct Listeners {
+pub(crate) struct Listeners {
     pub addresses: Vec<Address>,
 }
 
 impl Listeners {
     /// Those of one transport, in config order.
-    pub fn of(&self, transport: Transport) -> impl Iterator<Item = SocketAddr> + '_ {
+    pub(crate) fn of(&self, transport: Transport) -> impl Iterator<Item = SocketAddr> + '_ {
         let of_it = move |address: &&Address| address.transport == transport;
         self.addresses
             .iter()
@@ -49,7 +49,7 @@ impl Listeners {
 
 /// A reload that changed nothing, as `/status` tells it.
 #[derive(Clone, Debug)]
-pub struct ReloadFailure {
+pub(crate) struct ReloadFailure {
     pub at: SystemTime,
     /// The error as logged, at most [`ReloadFailure::MAX_TEXT`] bytes.
     pub error: String,
@@ -57,9 +57,9 @@ pub struct ReloadFailure {
 
 impl ReloadFailure {
     /// A file with many problems lists them all in the log; `/status` keeps their start.
-    pub const MAX_TEXT: usize = 4096;
+    pub(crate) const MAX_TEXT: usize = 4096;
 
-    pub fn new(error: &dyn std::fmt::Display) -> ReloadFailure {
+    pub(crate) fn new(error: &dyn std::fmt::Display) -> ReloadFailure {
         let mut error = error.to_string();
         if error.len() > Self::MAX_TEXT {
             let mut end = Self::MAX_TEXT;
@@ -78,7 +78,7 @@ impl ReloadFailure {
 
 impl GatewayState {
     /// Counts a reload that changed nothing, and keeps why.
-    pub fn reload_failed(&self, error: &dyn std::fmt::Display) {
+    pub(crate) fn reload_failed(&self, error: &dyn std::fmt::Display) {
         self.reloads_failed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let failure = ReloadFailure::new(error);
@@ -88,7 +88,7 @@ impl GatewayState {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
     }
 
-    pub fn last_reload_failure(&self) -> Option<ReloadFailure> {
+    pub(crate) fn last_reload_failure(&self) -> Option<ReloadFailure> {
         self.last_reload_failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

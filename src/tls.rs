@@ -22,13 +22,13 @@ const SESSION_CACHE: usize = 32 * 1024;
 /// What resumption needs to outlive a reload: the ticket keys (TLS 1.3 and 1.2
 /// tickets) and the session cache. The gateway makes them once.
 #[derive(Clone)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     ticketer: Arc<dyn ProducesTickets>,
     cache: Arc<dyn StoresServerSessions>,
 }
 
 impl Sessions {
-    pub fn new() -> Result<Sessions, rustls::Error> {
+    pub(crate) fn new() -> Result<Sessions, rustls::Error> {
         Ok(Sessions {
             ticketer: rustls::crypto::ring::Ticketer::new()?,
             cache: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE),
@@ -45,7 +45,7 @@ impl fmt::Debug for Sessions {
 /// A server config serving `certificates` (SNI; the first is the default) and, with
 /// `acme`, the managed names' certificates, with ALPN `h2` then `http/1.1`, TLS 1.3 and
 /// 1.2, the server's cipher order, and `sessions`.
-pub fn server_config(
+pub(crate) fn server_config(
     certificates: &[Certificate],
     acme: Option<&Arc<Published>>,
     sessions: &Sessions,

@@ -40,7 +40,7 @@ tokio::task_local! {
 
 /// Runs `work`, and says how long the CA asked to wait in any refusal (429 or 503) it got
 /// meanwhile.
-pub async fn noting_retry_after<F: Future>(work: F) -> (F::Output, Option<Duration>) {
+pub(super) async fn noting_retry_after<F: Future>(work: F) -> (F::Output, Option<Duration>) {
     let noted = async {
         let output = work.await;
         (output, ASKED.with(Cell::get))
@@ -50,7 +50,7 @@ pub async fn noting_retry_after<F: Future>(work: F) -> (F::Output, Option<Durati
 
 /// The client, shared by every order of one `[acme]` setup.
 #[derive(Clone, Debug)]
-pub struct Client {
+pub(super) struct Client {
     tls: Arc<rustls::ClientConfig>,
     /// Until when the CA asked not to be asked again.
     quiet_until: Arc<Mutex<Option<Instant>>>,
@@ -58,7 +58,7 @@ pub struct Client {
 
 impl Client {
     /// A client trusting `ca` (DER certificates), or the system's roots without it.
-    pub fn new(
+    pub(super) fn new(
         ca: Option<&[rustls::pki_types::CertificateDer<'static>]>,
     ) -> Result<Client, String> {
         let mut roots = rustls::RootCertStore::empty();
@@ -90,7 +90,7 @@ impl Client {
     }
 
     /// Until when the overloaded CA asked every order to wait, if that is still ahead.
-    pub fn quiet_until(&self, now: Instant) -> Option<Instant> {
+    pub(super) fn quiet_until(&self, now: Instant) -> Option<Instant> {
         let until = *self.quiet_until.lock().ok()?;
         until.filter(|&until| until > now)
     }

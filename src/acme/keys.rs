@@ -9,7 +9,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::sign::CertifiedKey;
 
 /// A new ECDSA P-256 key for a name's certificate, with the CSR (DER) that asks for it.
-pub fn key_and_csr(name: &str) -> Result<(KeyPair, Vec<u8>), rcgen::Error> {
+pub(super) fn key_and_csr(name: &str) -> Result<(KeyPair, Vec<u8>), rcgen::Error> {
     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
     let mut params = CertificateParams::new(vec![name.to_owned()])?;
     params.distinguished_name = DistinguishedName::new();
@@ -19,7 +19,7 @@ pub fn key_and_csr(name: &str) -> Result<(KeyPair, Vec<u8>), rcgen::Error> {
 
 /// A self-signed certificate for `name`, served until ACME issues the real one. Clients
 /// refuse it, which is the point: nothing else is served in its place.
-pub fn placeholder(name: &str) -> Result<Arc<CertifiedKey>, String> {
+pub(super) fn placeholder(name: &str) -> Result<Arc<CertifiedKey>, String> {
     let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(|e| e.to_string())?;
     params.distinguished_name.push(
         DnType::CommonName,
@@ -31,7 +31,7 @@ pub fn placeholder(name: &str) -> Result<Arc<CertifiedKey>, String> {
 /// The tls-alpn-01 certificate for `name`: self-signed, the name as its only SAN, and
 /// the critical acmeIdentifier extension holding `digest`, the SHA-256 of the key
 /// authorization.
-pub fn tls_alpn01(name: &str, digest: &[u8]) -> Result<Arc<CertifiedKey>, String> {
+pub(super) fn tls_alpn01(name: &str, digest: &[u8]) -> Result<Arc<CertifiedKey>, String> {
     let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(|e| e.to_string())?;
     params.distinguished_name = DistinguishedName::new();
     params.custom_extensions = vec![CustomExtension::new_acme_identifier(digest)];

@@ -30,7 +30,7 @@ const ASK_CA_EVERY: i64 = 6 * 3600;
 /// When the certificate in force is to be renewed, worked out once per certificate
 /// (and moved earlier when the CA suggests a window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Due {
+pub(super) struct Due {
     pub not_after: i64,
     pub renew_at: i64,
     /// When the CA's renewal information was last asked for.
@@ -39,7 +39,7 @@ pub struct Due {
 
 /// What a name's task does next.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Step {
+pub(super) enum Step {
     /// Wait for the renewal time (asking the CA's window meanwhile).
     Wait,
     /// Order a certificate.
@@ -52,7 +52,7 @@ pub enum Step {
 /// yet), at `now`. `fresh`: the certificate came in by the step before (issued here, or
 /// stored by a sibling); being due at once means the clock or the CA is wrong, and
 /// ordering again at once would loop.
-pub fn next_step(due: Option<&Due>, now: i64, fresh: bool) -> Step {
+pub(super) fn next_step(due: Option<&Due>, now: i64, fresh: bool) -> Step {
     match due {
         Some(due) if due.renew_at > now => Step::Wait,
         Some(_) if fresh => Step::Suspicious,
@@ -71,7 +71,7 @@ enum Tried {
 }
 
 /// Runs for as long as `name` is managed with this context.
-pub async fn manage(context: Arc<Context>, name: String) {
+pub(super) async fn manage(context: Arc<Context>, name: String) {
     let mut failures = 0u32;
     let mut preferred = 0usize;
     let mut due: Option<Due> = None;

@@ -27,14 +27,14 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use published::{Published, HTTP01_PREFIX};
-pub use status::{rfc3339, NameState};
+pub(crate) use published::{Published, HTTP01_PREFIX};
+pub(crate) use status::{rfc3339, NameState};
 
 use crate::config;
 use setup::{Context, Setup, Shared};
 
 /// The ALPN protocol of tls-alpn-01 handshakes (RFC 8737).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub(crate) const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 /// What the manager thread is told.
 #[derive(Clone)]
@@ -46,7 +46,7 @@ enum Control {
 
 /// The ACME manager; see the module docs. Dropping it stops the thread (an order under
 /// way is abandoned and its lock released).
-pub struct Manager {
+pub(crate) struct Manager {
     published: Arc<Published>,
     shared: Arc<Shared>,
     control: watch::Sender<Control>,
@@ -65,7 +65,7 @@ impl Manager {
     /// Starts managing what `acme` names. Storage is opened (made if missing) and the
     /// stored certificates put in force before this returns, so the first handshake
     /// finds them; `Err` says why storage cannot be used.
-    pub fn start(acme: Option<&config::Acme>) -> Result<Manager, String> {
+    pub(crate) fn start(acme: Option<&config::Acme>) -> Result<Manager, String> {
         let published = Arc::new(Published::default());
         let setup = prepare(acme, &published)?;
         let shared = Arc::new(Shared::default());
@@ -96,7 +96,7 @@ impl Manager {
     /// Takes a reloaded `[acme]`: names added are managed, names removed are no longer
     /// served, and a changed CA, account or storage starts over with it. `Err` (storage
     /// unusable) changes nothing.
-    pub fn update(&self, acme: Option<&config::Acme>) -> Result<(), String> {
+    pub(crate) fn update(&self, acme: Option<&config::Acme>) -> Result<(), String> {
         let setup = prepare(acme, &self.published)?;
         // At once, so `/status` agrees with the reload as soon as it is done.
         self.shared
@@ -106,12 +106,12 @@ impl Manager {
     }
 
     /// What the listeners serve for managed names.
-    pub fn published(&self) -> &Arc<Published> {
+    pub(crate) fn published(&self) -> &Arc<Published> {
         &self.published
     }
 
     /// Each managed name and its state, by name.
-    pub fn states(&self) -> Vec<(String, NameState)> {
+    pub(crate) fn states(&self) -> Vec<(String, NameState)> {
         let Ok(states) = self.shared.states.lock() else {
             return Vec::new();
         };
@@ -119,7 +119,7 @@ impl Manager {
     }
 
     /// Orders that ended with a certificate, and orders that failed.
-    pub fn orders(&self) -> (u64, u64) {
+    pub(crate) fn orders(&self) -> (u64, u64) {
         let issued = self.shared.issued.load(Ordering::Relaxed);
         (issued, self.shared.failed.load(Ordering::Relaxed))
     }
@@ -128,13 +128,13 @@ impl Manager {
 impl Manager {
     /// Tells the thread to stop: an order under way is abandoned; what is in force
     /// stays served.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.control.send_replace(Control::Stop);
     }
 
     /// Stops the thread and waits for it to end (at most `limit`), so an order under
     /// way has released its lock and withdrawn its answers before the process exits.
-    pub fn stop_and_wait(&self, limit: std::time::Duration) {
+    pub(crate) fn stop_and_wait(&self, limit: std::time::Duration) {
         self.stop();
         if let Ok(ended) = self.ended.lock() {
             let _ = ended.recv_timeout(limit);

@@ -27,14 +27,14 @@ const POLL: RetryPolicy = RetryPolicy::new()
     .timeout(Duration::from_secs(90));
 
 /// A certificate the CA issued: the chain (PEM, leaf first) and its key (PEM).
-pub struct Issued {
+pub(super) struct Issued {
     pub chain: String,
     pub key: String,
 }
 
 /// Why an order failed.
 #[derive(Debug, thiserror::Error)]
-pub enum OrderError {
+pub(super) enum OrderError {
     /// The CA could not validate the challenge: another type may work.
     #[error("{0}")]
     Validation(String),
@@ -51,7 +51,7 @@ impl From<instant_acme::Error> for OrderError {
 
 /// Orders a certificate for `name`, answering `challenge` through `published` (and
 /// `storage`, for sibling instances).
-pub async fn issue(
+pub(super) async fn issue(
     account: &Account,
     name: &str,
     challenge: Challenge,

@@ -15,7 +15,7 @@ use sha2::Digest;
 const PLACEHOLDER_LOG_INTERVAL: i64 = 60;
 
 /// The path prefix of http-01 answers (RFC 8555 §8.3).
-pub const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
+pub(crate) const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
 
 /// Certificates in force and challenge answers; see the module docs.
 #[derive(Debug, Default)]
@@ -40,7 +40,7 @@ struct Certificates {
 
 /// The certificate in force for one managed name.
 #[derive(Debug)]
-pub struct Served {
+pub(crate) struct Served {
     pub key: Arc<CertifiedKey>,
     /// End of validity (seconds since the epoch); `None` for a placeholder.
     pub not_after: Option<i64>,
@@ -49,7 +49,7 @@ pub struct Served {
 }
 
 impl Served {
-    pub fn issued(key: Arc<CertifiedKey>, not_after: i64) -> Served {
+    pub(crate) fn issued(key: Arc<CertifiedKey>, not_after: i64) -> Served {
         Served {
             key,
             not_after: Some(not_after),
@@ -57,7 +57,7 @@ impl Served {
         }
     }
 
-    pub fn placeholder(key: Arc<CertifiedKey>) -> Served {
+    pub(crate) fn placeholder(key: Arc<CertifiedKey>) -> Served {
         Served {
             key,
             not_after: None,
@@ -69,7 +69,7 @@ impl Served {
 impl Published {
     /// The certificate to serve for `sni` (any case), if it is a managed name. A
     /// placeholder is served with an error-log line (one per name per minute).
-    pub fn certificate(&self, sni: &str) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn certificate(&self, sni: &str) -> Option<Arc<CertifiedKey>> {
         let certificates = self.certificates.load();
         if certificates.by_name.is_empty() {
             return None;
@@ -86,14 +86,14 @@ impl Published {
 
     /// The certificate of the first managed name, for handshakes no static certificate
     /// answers (no SNI, or a name nobody serves).
-    pub fn default_certificate(&self) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn default_certificate(&self) -> Option<Arc<CertifiedKey>> {
         let certificates = self.certificates.load();
         let first = certificates.first.as_ref()?;
         certificates.by_name.get(first).map(|s| s.key.clone())
     }
 
     /// Each issued certificate's name and end of validity, for `/metrics`.
-    pub fn expiries(&self) -> Vec<(String, i64)> {
+    pub(crate) fn expiries(&self) -> Vec<(String, i64)> {
         let certificates = self.certificates.load();
         let mut expiries: Vec<(String, i64)> = certificates
             .by_name
@@ -105,7 +105,7 @@ impl Published {
     }
 
     /// Puts `served` in force for `name`, at once for every new handshake.
-    pub fn serve(&self, name: &str, served: Served) {
+    pub(crate) fn serve(&self, name: &str, served: Served) {
         let served = Arc::new(served);
         self.certificates.rcu(|current| {
             let mut by_name = current.by_name.clone();
@@ -118,7 +118,7 @@ impl Published {
     }
 
     /// Whether `name` has an issued certificate in force (not a placeholder).
-    pub fn has_issued(&self, name: &str) -> bool {
+    pub(crate) fn has_issued(&self, name: &str) -> bool {
         let certificates = self.certificates.load();
         certificates
             .by_name
@@ -128,7 +128,7 @@ impl Published {
 
     /// Keeps only `names` (the first of them becomes the default), dropping the others'
     /// certificates: a name a reload removed is no longer served.
-    pub fn keep_only(&self, names: &[String]) {
+    pub(crate) fn keep_only(&self, names: &[String]) {
         self.certificates.rcu(|current| {
             let by_name = current
                 .by_name
@@ -145,7 +145,7 @@ impl Published {
 
     /// The key authorization for an http-01 `token`, while its challenge is under way
     /// here or at an instance sharing storage.
-    pub fn http01(&self, token: &str) -> Option<Arc<str>> {
+    pub(crate) fn http01(&self, token: &str) -> Option<Arc<str>> {
         if let Some(answer) = self.tokens.read().ok()?.get(token) {
             return Some(answer.clone());
         }
@@ -154,7 +154,7 @@ impl Published {
 
     /// The tls-alpn-01 certificate for `name`, while its challenge is under way here or
     /// at an instance sharing storage.
-    pub fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+    pub(crate) fn tls_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         let name = name.to_ascii_lowercase();
         if let Some(key) = self.alpn.read().ok()?.get(&name) {
             return Some(key.clone());

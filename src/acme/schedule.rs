@@ -9,7 +9,7 @@ use std::time::Duration;
 /// When to renew a certificate valid from `not_before` to `not_after`: once a third of
 /// its lifetime is left, spread over the next thirtieth of it by `random` (in `0..1`)
 /// so that instances and names sharing a CA do not all renew in the same second.
-pub fn renew_at(not_before: i64, not_after: i64, random: f64) -> i64 {
+pub(super) fn renew_at(not_before: i64, not_after: i64, random: f64) -> i64 {
     let lifetime = not_after.saturating_sub(not_before).max(0);
     let start = not_after - lifetime / 3;
     start + spread(lifetime / 30, random)
@@ -17,14 +17,14 @@ pub fn renew_at(not_before: i64, not_after: i64, random: f64) -> i64 {
 
 /// When to renew within a window the CA suggests (ACME Renewal Information, RFC 9773):
 /// a random point in it, as the RFC asks (a point already past means at once).
-pub fn renew_in_window(start: i64, end: i64, random: f64) -> i64 {
+pub(super) fn renew_in_window(start: i64, end: i64, random: f64) -> i64 {
     start + spread(end.saturating_sub(start).max(0), random)
 }
 
 /// How long to wait before the next try after `failures` failed ones in a row (at
 /// least one): `min`, doubled per failure up to `max`, plus up to a quarter more by
 /// `random`; never less than the CA asked with `Retry-After`.
-pub fn retry_in(
+pub(super) fn retry_in(
     failures: u32,
     min: Duration,
     max: Duration,
@@ -39,7 +39,7 @@ pub fn retry_in(
 }
 
 /// Now, in seconds since the Unix epoch: the ACME module's one clock read.
-pub fn unix_now() -> i64 {
+pub(super) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -51,7 +51,7 @@ fn spread(width: i64, random: f64) -> i64 {
 
 /// A fraction in `0..1` for spreading times: not for secrets, only so that instances
 /// differ (std's hasher keys are random per process and per call).
-pub fn random_fraction() -> f64 {
+pub(super) fn random_fraction() -> f64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u8(0);
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64

@@ -23,7 +23,7 @@ const ORDERS_AT_ONCE: usize = 4;
 
 /// `[acme]`, ready to run.
 #[derive(Debug)]
-pub struct Setup {
+pub(super) struct Setup {
     pub config: config::Acme,
     pub storage: Storage,
     pub client: Client,
@@ -31,7 +31,7 @@ pub struct Setup {
 
 impl Setup {
     /// Opens storage and makes the client; `Err` says what is wrong, with the path.
-    pub fn new(config: &config::Acme) -> Result<Setup, String> {
+    pub(super) fn new(config: &config::Acme) -> Result<Setup, String> {
         let storage =
             Storage::open(&config.storage, &config.directory).map_err(|err| err.to_string())?;
         let client = Client::new(config.ca.as_deref())?;
@@ -44,7 +44,7 @@ impl Setup {
 
     /// Whether `other` differs only in the names it manages (then the account and the
     /// names that stay are kept).
-    pub fn differs_only_in_names(&self, other: &Setup) -> bool {
+    pub(super) fn differs_only_in_names(&self, other: &Setup) -> bool {
         let strip = |c: &config::Acme| config::Acme {
             names: Vec::new(),
             covered: Vec::new(),
@@ -55,7 +55,7 @@ impl Setup {
 
     /// Puts each name's stored certificate in force, or a placeholder for a name that
     /// has none (unless it already has an issued one in force).
-    pub fn publish_stored(&self, published: &Published) {
+    pub(super) fn publish_stored(&self, published: &Published) {
         published.keep_only(&self.config.names);
         for name in &self.config.names {
             match self.storage.certificate(name) {
@@ -73,7 +73,7 @@ impl Setup {
 }
 
 /// Puts a stored certificate in force for `name`.
-pub fn serve(published: &Published, name: &str, stored: &Stored) {
+pub(super) fn serve(published: &Published, name: &str, stored: &Stored) {
     let certificate = &stored.certificate;
     published.serve(
         name,
@@ -84,34 +84,34 @@ pub fn serve(published: &Published, name: &str, stored: &Stored) {
 /// What the name tasks of the gateway share for its whole life: each name's state and
 /// the order counts.
 #[derive(Debug, Default)]
-pub struct Shared {
+pub(super) struct Shared {
     pub states: Mutex<BTreeMap<String, NameState>>,
     pub issued: AtomicU64,
     pub failed: AtomicU64,
 }
 
 impl Shared {
-    pub fn set(&self, name: &str, state: NameState) {
+    pub(super) fn set(&self, name: &str, state: NameState) {
         if let Ok(mut states) = self.states.lock() {
             states.insert(name.to_owned(), state);
         }
     }
 
     /// Forgets the states of names no longer managed.
-    pub fn keep_only(&self, names: &[String]) {
+    pub(super) fn keep_only(&self, names: &[String]) {
         if let Ok(mut states) = self.states.lock() {
             states.retain(|name, _| names.contains(name));
         }
     }
 
-    pub fn count(&self, issued: bool) {
+    pub(super) fn count(&self, issued: bool) {
         let counter = if issued { &self.issued } else { &self.failed };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// What the name tasks of one setup share: the setup, the account, the order slots.
-pub struct Context {
+pub(super) struct Context {
     pub setup: Arc<Setup>,
     pub published: Arc<Published>,
     pub shared: Arc<Shared>,
@@ -120,7 +120,7 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(setup: Arc<Setup>, published: Arc<Published>, shared: Arc<Shared>) -> Context {
+    pub(super) fn new(setup: Arc<Setup>, published: Arc<Published>, shared: Arc<Shared>) -> Context {
         Context {
             setup,
             published,
@@ -132,12 +132,12 @@ impl Context {
 
     /// The account: the stored one, or one made now (and stored). Instances sharing
     /// storage make one between them: the maker holds `account.lock`.
-    pub async fn account(&self) -> Result<&Account, String> {
+    pub(super) async fn account(&self) -> Result<&Account, String> {
         self.account.get_or_try_init(|| self.load_or_make()).await
     }
 
     /// The account if one is stored (or already loaded); none is made.
-    pub async fn stored_account(&self) -> Option<&Account> {
+    pub(super) async fn stored_account(&self) -> Option<&Account> {
         if self.account.get().is_none() && !matches!(self.setup.storage.account(), Ok(Some(_))) {
             return None;
         }

@@ -5,7 +5,7 @@ use std::fmt;
 
 /// A managed name's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NameState {
+pub(crate) enum NameState {
     /// No certificate yet (a placeholder is served): ordering one, or waiting for a
     /// sibling instance that is.
     Pending,
@@ -24,7 +24,7 @@ pub enum NameState {
 
 impl NameState {
     /// The one word `/status` keys on.
-    pub fn word(&self) -> &'static str {
+    pub(crate) fn word(&self) -> &'static str {
         match self {
             NameState::Pending => "pending",
             NameState::Valid { .. } => "valid",
@@ -34,7 +34,7 @@ impl NameState {
     }
 
     /// The end of the certificate in force, if one was issued.
-    pub fn until(&self) -> Option<i64> {
+    pub(crate) fn until(&self) -> Option<i64> {
         match self {
             NameState::Pending => None,
             NameState::Valid { until, .. } | NameState::Renewing { until } => Some(*until),
@@ -57,7 +57,7 @@ impl fmt::Display for NameState {
 }
 
 /// Seconds since the epoch as RFC 3339, UTC.
-pub fn rfc3339(at: i64) -> String {
+pub(crate) fn rfc3339(at: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(at)
         .ok()
         .and_then(|t| {

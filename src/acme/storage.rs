@@ -33,7 +33,7 @@ use crate::config::{check_writable, Challenge, StorageError};
 /// A lock not refreshed for this long is taken to be left by a holder that died.
 const STALE_LOCK: Duration = Duration::from_secs(120);
 /// How often a holder refreshes its lock (see [`Lock::refresh`]).
-pub const LOCK_REFRESH: Duration = Duration::from_secs(30);
+pub(super) const LOCK_REFRESH: Duration = Duration::from_secs(30);
 /// Most answers read from each `challenges/` directory.
 const MOST_ANSWERS: usize = 1000;
 /// Longest key authorization read (a token, a dot, a thumbprint: about 90 bytes).
@@ -43,13 +43,13 @@ const OLDEST_ANSWER: Duration = Duration::from_secs(3600);
 
 /// One CA's part of the storage directory.
 #[derive(Debug, Clone)]
-pub struct Storage {
+pub(super) struct Storage {
     dir: PathBuf,
 }
 
 /// A stored certificate, loaded and checked, with the start of its validity.
 #[derive(Debug)]
-pub struct Stored {
+pub(super) struct Stored {
     pub certificate: Certificate,
     pub not_before: i64,
 }
@@ -57,7 +57,7 @@ pub struct Stored {
 impl Storage {
     /// The part of `root` for the CA at `directory`, made (mode 0700) if missing and
     /// checked to be writable.
-    pub fn open(root: &Path, directory: &str) -> Result<Storage, StorageError> {
+    pub(super) fn open(root: &Path, directory: &str) -> Result<Storage, StorageError> {
         let dir = root.join(ca_dir_name(directory));
         make_dir(root)?;
         make_dir(&dir)?;
@@ -69,7 +69,7 @@ impl Storage {
     }
 
     /// The stored account, if any.
-    pub fn account(&self) -> Result<Option<AccountCredentials>, String> {
+    pub(super) fn account(&self) -> Result<Option<AccountCredentials>, String> {
         let path = self.dir.join("account.json");
         let text = match fs::read(&path) {
             Ok(text) => text,
@@ -81,24 +81,24 @@ impl Storage {
             .map_err(|err| format!("{}: {err}", path.display()))
     }
 
-    pub fn save_account(&self, credentials: &AccountCredentials) -> Result<(), StorageError> {
+    pub(super) fn save_account(&self, credentials: &AccountCredentials) -> Result<(), StorageError> {
         let path = self.dir.join("account.json");
         let text = serde_json::to_vec_pretty(credentials).map_err(|err| error(&path, err))?;
         replace_file(&path, &text)
     }
 
     /// The contact the CA was last given for the stored account (`""`: none).
-    pub fn account_contact(&self) -> Option<String> {
+    pub(super) fn account_contact(&self) -> Option<String> {
         fs::read_to_string(self.dir.join("account.contact")).ok()
     }
 
-    pub fn save_account_contact(&self, contact: &str) -> Result<(), StorageError> {
+    pub(super) fn save_account_contact(&self, contact: &str) -> Result<(), StorageError> {
         replace_file(&self.dir.join("account.contact"), contact.as_bytes())
     }
 
     /// The stored certificate of `name`, if there is one: `Err` says why it cannot be
     /// used (unreadable, not for `name`).
-    pub fn certificate(&self, name: &str) -> Result<Option<Stored>, String> {
+    pub(super) fn certificate(&self, name: &str) -> Result<Option<Stored>, String> {
         let bundle = self.bundle(name);
         if !bundle.exists() {
             return Ok(None);
@@ -111,7 +111,7 @@ impl Storage {
 
     /// Stores a new certificate of `name` (its chain and key, PEM), replacing the old
     /// one whole.
-    pub fn save_certificate(&self, name: &str, chain: &str, key: &str) -> Result<(), StorageError> {
+    pub(super) fn save_certificate(&self, name: &str, chain: &str, key: &str) -> Result<(), StorageError> {
         let bundle = self.bundle(name);
         if let Some(dir) = bundle.parent() {
             make_dir(dir)?;
@@ -122,7 +122,7 @@ impl Storage {
     /// Takes the lock of `name` (or `account`): `None` while another holder has it. A
     /// lock left by a holder that died is taken over: at once when it was a process on
     /// this host that is gone, else once it has not been refreshed for [`STALE_LOCK`].
-    pub fn lock(&self, name: &str) -> Result<Option<Lock>, StorageError> {
+    pub(super) fn lock(&self, name: &str) -> Result<Option<Lock>, StorageError> {
         let path = match name {
             "account" => self.dir.join("account.lock"),
             name => {
@@ -157,7 +157,7 @@ impl Storage {
 
     /// Writes the answer to a challenge under way (`key`: the http-01 token or the
     /// tls-alpn-01 name) where sibling instances read it.
-    pub fn publish_answer(
+    pub(super) fn publish_answer(
         &self,
         challenge: Challenge,
         key: &str,
@@ -172,7 +172,7 @@ impl Storage {
         replace_file(&dir.join(key), answer.as_bytes())
     }
 
-    pub fn withdraw_answer(&self, challenge: Challenge, key: &str) {
+    pub(super) fn withdraw_answer(&self, challenge: Challenge, key: &str) {
         if safe_file_name(key) {
             let dir = self.dir.join("challenges").join(challenge.as_str());
             let _ = fs::remove_file(dir.join(key));
@@ -182,7 +182,7 @@ impl Storage {
     /// The answers under way that this instance and its siblings published, of one
     /// kind: (key, key authorization). Plain small files only, at most
     /// [`MOST_ANSWERS`]; an answer older than an order can take is left out.
-    pub fn answers(&self, challenge: Challenge) -> Vec<(String, String)> {
+    pub(super) fn answers(&self, challenge: Challenge) -> Vec<(String, String)> {
         let dir = self.dir.join("challenges").join(challenge.as_str());
         let Ok(entries) = fs::read_dir(&dir) else {
             return Vec::new();
@@ -241,7 +241,7 @@ fn stored(certificate: Certificate, name: &str) -> Result<Stored, String> {
 /// Checks a certificate the CA just issued for `name` before it replaces the stored
 /// one: it must load with its key, name `name`, be valid now, and be a plausible
 /// chain (at most [`LONGEST_CHAIN`] certificates).
-pub fn check_issued(name: &str, chain: &str, key: &str, now: i64) -> Result<Stored, String> {
+pub(super) fn check_issued(name: &str, chain: &str, key: &str, now: i64) -> Result<Stored, String> {
     let issued = Path::new("issued certificate");
     let certificate = certs::parse(chain.as_bytes(), issued, key.as_bytes(), issued)
         .map_err(|err| err.to_string())?;
@@ -262,7 +262,7 @@ const LONGEST_CHAIN: usize = 5;
 /// Held while a name (or the account) is being ordered; removed when dropped (also when
 /// the order is abandoned midway), unless another holder has taken it over meanwhile.
 #[derive(Debug)]
-pub struct Lock {
+pub(super) struct Lock {
     path: PathBuf,
     /// What the file says: host, pid and a random tag.
     holder: String,
@@ -270,7 +270,7 @@ pub struct Lock {
 
 impl Lock {
     /// Marks the lock as still in use (every [`LOCK_REFRESH`] while ordering).
-    pub fn refresh(&self) {
+    pub(super) fn refresh(&self) {
         if self.still_ours() {
             if let Ok(file) = OpenOptions::new().write(true).open(&self.path) {
                 let _ = file.set_modified(SystemTime::now());

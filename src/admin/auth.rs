@@ -14,7 +14,7 @@ use crate::config::Admin;
 
 /// The 401 or 403 to send instead of answering `req` under `admin` (the generation's
 /// `[admin]`; `None` when a reload removed it); `None` when it may be answered.
-pub fn refusal<B>(req: &Request<B>, admin: Option<&Admin>) -> Option<Response<Full<Bytes>>> {
+pub(super) fn refusal<B>(req: &Request<B>, admin: Option<&Admin>) -> Option<Response<Full<Bytes>>> {
     let path = req.uri().path();
     let reads = req.method() == Method::GET || req.method() == Method::HEAD;
     if reads && path == "/healthz" {

@@ -21,10 +21,10 @@ use crate::snapshot::Snapshot;
 use crate::upstream::gate::{Gate, Shed};
 
 /// The `Content-Type` of [`render`]'s text.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(super) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What a scrape reads.
-pub struct Scrape {
+pub(super) struct Scrape {
     pub metrics: Arc<Metrics>,
     pub snapshot: Arc<Snapshot>,
     pub reloads_ok: u64,
@@ -44,7 +44,7 @@ impl fmt::Debug for Scrape {
 }
 
 /// The exposition text of every metric.
-pub fn render(scrape: Scrape) -> String {
+pub(super) fn render(scrape: Scrape) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(scrape));
     let mut out = String::with_capacity(8 * 1024);

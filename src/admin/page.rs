@@ -19,12 +19,12 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     frame-ancestors 'none'";
 
 /// Whether `path` is one of the page's files.
-pub fn is_asset(path: &str) -> bool {
+pub(super) fn is_asset(path: &str) -> bool {
     matches!(path, "/" | "/app.js" | "/style.css")
 }
 
 /// The file at `path`, if it is one of the page's.
-pub fn asset(path: &str) -> Option<Response<Full<Bytes>>> {
+pub(super) fn asset(path: &str) -> Option<Response<Full<Bytes>>> {
     let (content_type, body) = match path {
         "/" => ("text/html; charset=utf-8", INDEX),
         "/app.js" => ("text/javascript; charset=utf-8", SCRIPT),

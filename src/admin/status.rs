@@ -327,7 +327,7 @@ fn shown(listeners: &Listeners, transport: Transport) -> Vec<String> {
 }
 
 /// The `/status` document, one line of JSON.
-pub fn status(state: &GatewayState) -> String {
+pub(super) fn status(state: &GatewayState) -> String {
     let snapshot = state.snapshot.load();
     let listeners = state.listeners.load();
     let now = Instant::now();
@@ -426,7 +426,7 @@ fn zone_status(zone: &Zone, state: &GatewayState, snapshot: &Snapshot, now: Inst
 
 /// `GET /zones/NAME/keys/KEY`: whether the key is stored, and its state if it is.
 #[derive(serde::Serialize)]
-pub struct KeyState<'a> {
+pub(super) struct KeyState<'a> {
     pub zone: &'a str,
     pub key: &'a str,
     pub stored: bool,
@@ -436,14 +436,14 @@ pub struct KeyState<'a> {
 
 /// `DELETE /zones/NAME/keys/KEY`: whether there was a key to forget.
 #[derive(serde::Serialize)]
-pub struct KeyReset<'a> {
+pub(super) struct KeyReset<'a> {
     pub zone: &'a str,
     pub key: &'a str,
     pub reset: bool,
 }
 
 /// `document` as one line of JSON and a newline.
-pub fn line(document: &impl Serialize) -> String {
+pub(super) fn line(document: &impl Serialize) -> String {
     // Serializing these structs cannot fail: every map key is a string.
     let mut text = serde_json::to_string(document).unwrap_or_default();
     text.push('\n');

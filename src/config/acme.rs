@@ -418,7 +418,7 @@ pub(super) fn manage(acme: &mut Acme, sites: &[Site], certificates: &[Certificat
 /// Why `storage` cannot be used: the path, and what is wrong.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot use {} as the [acme] storage: {reason}", path.display())]
-pub struct StorageError {
+pub(crate) struct StorageError {
     pub path: PathBuf,
     pub reason: String,
 }
@@ -427,7 +427,7 @@ impl Acme {
     /// Whether [`Acme::storage`] can be used, without creating it
     /// ([`super::dirs::check_dir`]). For `tollgate -t`; the validation of the file writes
     /// nothing.
-    pub fn check_storage(&self) -> Result<(), StorageError> {
+    pub(crate) fn check_storage(&self) -> Result<(), StorageError> {
         super::dirs::check_dir(&self.storage).map_err(|reason| StorageError {
             path: self.storage.clone(),
             reason,

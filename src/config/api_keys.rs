@@ -111,7 +111,7 @@ fn priorities(
 }
 
 /// A key file: `"key" = "plan"` lines.
-pub fn read_key_file(path: &Path) -> Result<Vec<(String, String)>, String> {
+pub(super) fn read_key_file(path: &Path) -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|err| format!("cannot read the API key file {}: {err}", path.display()))?;
     let table: toml::Table =

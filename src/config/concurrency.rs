@@ -13,7 +13,7 @@ use super::raw::{Loose, RawMaxInFlight, RawUpstream};
 use super::{values, AutoSettings, Concurrency, MaxInFlight};
 
 /// The largest `max_in_flight`, `queue`, `in_flight_min` and `in_flight_max`.
-pub const MAX_COUNT: i64 = 100_000;
+pub(super) const MAX_COUNT: i64 = 100_000;
 const DEFAULT_QUEUE: u32 = 64;
 const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 const DEFAULT_IN_FLIGHT_MIN: u32 = 4;

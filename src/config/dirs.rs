@@ -8,7 +8,7 @@ use std::path::Path;
 /// existing directory must let us create a file (one is made and removed at once); a
 /// missing one needs its nearest existing ancestor to be such a directory, where it
 /// will be made.
-pub fn check_dir(path: &Path) -> Result<(), String> {
+pub(crate) fn check_dir(path: &Path) -> Result<(), String> {
     let missing = match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => return writable(path),
         Ok(_) => return Err("not a directory".to_owned()),
@@ -50,7 +50,7 @@ fn gone(err: &std::io::Error) -> bool {
 
 /// Whether a file can be created in `dir`: one is (named apart from any other
 /// instance's probe), and removed again.
-pub fn writable(dir: &Path) -> Result<(), String> {
+pub(crate) fn writable(dir: &Path) -> Result<(), String> {
     let unique = std::collections::hash_map::RandomState::new();
     let tag = std::hash::BuildHasher::hash_one(&unique, std::process::id());
     let probe = dir.join(format!(

@@ -12,7 +12,7 @@ mod api_keys;
 mod bans;
 mod concurrency;
 mod diag;
-pub mod dirs;
+pub(crate) mod dirs;
 mod headers;
 mod limits;
 mod location;
@@ -31,64 +31,68 @@ mod var_text;
 mod zones;
 
 pub use self::redis::RedisSettings;
-pub use crate::access::RealIp;
-pub use crate::access::Rule as AccessRule;
-pub use crate::limit::adaptive::gradient::Settings as AutoSettings;
-pub use crate::limit::adaptive::{Elastic, Target};
-pub use crate::limit::bans::Ban;
-pub use crate::limit::remote::{OnError, ZoneSettings};
-pub use crate::limit::settle::StatusSet;
-pub use crate::limit::soft::Share;
-pub use crate::limit::{Algorithm, Period, Rate};
-pub use crate::routing::sites::SiteName;
-pub use crate::routing::Pattern;
-pub use crate::vars::VarText;
+pub(crate) use crate::access::RealIp;
+pub(crate) use crate::access::Rule as AccessRule;
+pub(crate) use crate::limit::adaptive::gradient::Settings as AutoSettings;
+pub(crate) use crate::limit::adaptive::{Elastic, Target};
+pub(crate) use crate::limit::bans::Ban;
+pub(crate) use crate::limit::remote::{OnError, ZoneSettings};
+pub(crate) use crate::limit::settle::StatusSet;
+pub(crate) use crate::limit::soft::Share;
+pub(crate) use crate::limit::{Algorithm, Period, Rate};
+pub(crate) use crate::routing::sites::SiteName;
+pub(crate) use crate::routing::Pattern;
+pub(crate) use crate::vars::VarText;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use acme::StorageError;
+pub(crate) use acme::StorageError;
 pub use diag::{ConfigError, ConfigErrors};
-pub use dirs::writable as check_writable;
-pub use rules::RequestBuffering;
+pub(crate) use dirs::writable as check_writable;
+pub(crate) use rules::RequestBuffering;
 pub use validate::{from_str, load};
 
 /// A whole, valid configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this came from (for messages and relative paths); `<string>` when parsed from text.
-    pub origin: PathBuf,
+    pub(crate) origin: PathBuf,
     /// SHA-256 of the text, lowercase hex (`/status` tells which file is in force).
-    pub sha256: String,
-    pub server: Server,
-    pub real_ip: Option<RealIp>,
-    pub access: Access,
-    pub log: Log,
-    /// Upstream groups in file order; names are unique.
+    pub(crate) sha256: String,
+    pub(crate) server: Server,
+    pub(crate) real_ip: Option<RealIp>,
+    pub(crate) access: Access,
+    pub(crate) log: Log,
+    /// Upstream groups in file order; names are unique. (Public to the tests:
+    /// tests/it/upstream_tls.rs makes a group's TLS from one.)
+    #[cfg(feature = "testing")]
     pub upstreams: Vec<Upstream>,
+    #[cfg(not(feature = "testing"))]
+    pub(crate) upstreams: Vec<Upstream>,
     /// Rate-limit zones in file order; names are unique.
-    pub zones: Vec<Zone>,
+    pub(crate) zones: Vec<Zone>,
     /// Which plan each API key is on; `None` without `[api_keys]`.
-    pub api_keys: Option<ApiKeys>,
+    pub(crate) api_keys: Option<ApiKeys>,
     /// `[[site]]`s in file order; a file of top-level `[[location]]`s is one site that
     /// answers every name on every address. Never empty.
-    pub sites: Vec<Site>,
+    pub(crate) sites: Vec<Site>,
     /// `[admin]`: `/metrics`, `/healthz` and `/status`; `None` when the section is absent.
-    pub admin: Option<Admin>,
+    pub(crate) admin: Option<Admin>,
     /// `[tls]`: the certificates `listen_tls` serves, loaded and checked. Also present,
     /// with no certificates and the default handshake timeout, for a file without `[tls]`
     /// whose `listen_tls` serves only certificates ordered for `acme = true` sites.
-    pub tls: Option<Tls>,
+    pub(crate) tls: Option<Tls>,
     /// `[redis]`: where zones with `backend = "redis"` keep their state.
-    pub redis: Option<Redis>,
+    pub(crate) redis: Option<Redis>,
     /// `[acme]`: certificates obtained and renewed for the names of `acme = true` sites.
-    pub acme: Option<Acme>,
+    pub(crate) acme: Option<Acme>,
 }
 
 /// `[acme]`, with the names it manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Acme {
+pub(crate) struct Acme {
     /// The ACME server's directory URL (`http://` or `https://`, with a host).
     pub directory: String,
     /// `email`: the account's contact, without `mailto:`.
@@ -117,7 +121,7 @@ pub struct Acme {
 
 /// External Account Binding: the key ID and the MAC key the CA gave.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Eab {
+pub(crate) struct Eab {
     pub kid: String,
     /// Decoded from `eab_hmac_key` (base64url).
     pub hmac_key: Vec<u8>,
@@ -133,7 +137,7 @@ impl std::fmt::Debug for Eab {
 
 /// An ACME challenge type tollgate answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Challenge {
+pub(crate) enum Challenge {
     /// `http-01`: a file under `/.well-known/acme-challenge/` on a plain listener.
     Http01,
     /// `tls-alpn-01` (RFC 8737): a certificate for ALPN `acme-tls/1` on a TLS listener.
@@ -142,7 +146,7 @@ pub enum Challenge {
 
 impl Challenge {
     /// The name ACME and the config file use.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Challenge::Http01 => "http-01",
             Challenge::TlsAlpn01 => "tls-alpn-01",
@@ -152,7 +156,7 @@ impl Challenge {
 
 /// A managed name a static certificate covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Covered {
+pub(crate) struct Covered {
     pub name: String,
     /// The static certificate's `cert` file.
     pub cert: PathBuf,
@@ -160,7 +164,7 @@ pub struct Covered {
 
 /// `[redis]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Redis {
+pub(crate) struct Redis {
     /// Where Redis is (`url`, or the cluster nodes of `urls`; `ca`, read with the file)
     /// and how long a decision may take before it follows `on_error`.
     pub settings: RedisSettings,
@@ -170,7 +174,7 @@ pub struct Redis {
 
 /// `[tls]`.
 #[derive(Debug, Clone)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// In file order; the first is served when SNI matches none. Empty only when some
     /// site has `acme = true`: then every certificate `listen_tls` serves is ordered.
     pub certificates: Vec<crate::certs::Certificate>,
@@ -180,7 +184,7 @@ pub struct Tls {
 
 /// `[admin]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Admin {
+pub(crate) struct Admin {
     /// Where the admin API listens; meant for loopback (it tells about every client).
     pub listen: SocketAddr,
     /// `token` or `token_file`: what `Authorization: Bearer` must carry on a call that
@@ -195,10 +199,10 @@ pub struct Admin {
 
 /// The admin API's bearer token: at least 16 visible ASCII characters. Never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AdminToken(String);
+pub(crate) struct AdminToken(String);
 
 impl AdminToken {
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         self.0.as_bytes()
     }
 }
@@ -211,7 +215,7 @@ impl std::fmt::Debug for AdminToken {
 
 /// `[server]`.
 #[derive(Debug, Clone)]
-pub struct Server {
+pub(crate) struct Server {
     /// Plain-text listeners (HTTP/1.1 and h2c prior knowledge).
     pub listen: Vec<SocketAddr>,
     /// TLS listeners (ALPN `h2` and `http/1.1`). This or `listen` is never empty.
@@ -275,7 +279,7 @@ pub enum MaxBodySize {
 
 impl MaxBodySize {
     /// Whether a body of `len` bytes is too large.
-    pub fn exceeded_by(self, len: u64) -> bool {
+    pub(crate) fn exceeded_by(self, len: u64) -> bool {
         match self {
             MaxBodySize::Unlimited => false,
             MaxBodySize::Bytes(max) => len > max,
@@ -296,24 +300,24 @@ pub enum RateLimitHeaders {
 
 impl RateLimitHeaders {
     /// Whether the draft's `RateLimit-Policy` and `RateLimit` are sent.
-    pub fn draft(self) -> bool {
+    pub(crate) fn draft(self) -> bool {
         matches!(self, RateLimitHeaders::Draft | RateLimitHeaders::Both)
     }
 
     /// Whether `X-RateLimit-*` are sent.
-    pub fn legacy(self) -> bool {
+    pub(crate) fn legacy(self) -> bool {
         matches!(self, RateLimitHeaders::Legacy | RateLimitHeaders::Both)
     }
 
     /// How many headers a limited response gets.
-    pub fn count(self) -> usize {
+    pub(crate) fn count(self) -> usize {
         2 * usize::from(self.draft()) + 3 * usize::from(self.legacy())
     }
 }
 
 /// `[access]`: checked for every request, before routing.
 #[derive(Debug, Clone, Default)]
-pub struct Access {
+pub(crate) struct Access {
     /// Answered 403.
     pub deny: Vec<ipnet::IpNet>,
     /// Never rate limited (ours).
@@ -322,7 +326,7 @@ pub struct Access {
 
 /// `[zones.NAME]`.
 #[derive(Debug, Clone)]
-pub struct Zone {
+pub(crate) struct Zone {
     pub name: String,
     /// A zone's `key`: literal text and variables, in the one variable language.
     pub key: VarText,
@@ -348,7 +352,7 @@ pub struct Zone {
 
 /// `[api_keys]`: which plan each API key is on.
 #[derive(Debug, Clone)]
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     /// Where the key is read from.
     pub header: http::HeaderName,
     /// API key to plan name, `inline` and `file` merged (the file wins on a repeat).
@@ -361,13 +365,13 @@ pub struct ApiKeys {
 
 /// `[log]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Log {
+pub(crate) struct Log {
     pub access: AccessLog,
     pub format: LogFormat,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLog {
+pub(crate) enum AccessLog {
     Off,
     Stdout,
     /// Absolute, or resolved against the config file's directory.
@@ -375,7 +379,7 @@ pub enum AccessLog {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// nginx `combined` plus the limit status and upstream time.
     Combined,
     Json,
@@ -446,7 +450,7 @@ pub enum Balance {
 
 /// One site (nginx `server {}`): the names it answers to, where, and its locations.
 #[derive(Debug, Clone)]
-pub struct Site {
+pub(crate) struct Site {
     /// In file order; empty for a site that answers only as an address's default.
     pub names: Vec<SiteName>,
     /// `$server_name`: the first name, lower case without a trailing dot as nginx has it
@@ -468,7 +472,7 @@ pub struct Site {
 
 impl Site {
     /// Whether the site answers on `address`.
-    pub fn listens_on(&self, address: Address) -> bool {
+    pub(crate) fn listens_on(&self, address: Address) -> bool {
         self.listen
             .as_ref()
             .is_none_or(|listen| listen.contains(&address))
@@ -494,7 +498,7 @@ pub enum Transport {
 
 impl Transport {
     /// Whether it is encrypted: its requests' scheme is `https`.
-    pub fn is_secure(self) -> bool {
+    pub(crate) fn is_secure(self) -> bool {
         match self {
             Transport::Tcp => false,
             Transport::Tls => true,
@@ -504,7 +508,7 @@ impl Transport {
 
 impl Server {
     /// Every address of `listen` and `listen_tls`, in that order.
-    pub fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
         let at = |transport| move |&addr| Address { addr, transport };
         let tcp = self.listen.iter().map(at(Transport::Tcp));
         let tls = self.listen_tls.iter().map(at(Transport::Tls));
@@ -514,7 +518,7 @@ impl Server {
 
 /// One `[[location]]`.
 #[derive(Debug, Clone)]
-pub struct Location {
+pub(crate) struct Location {
     pub pattern: Pattern,
     pub action: Action,
     /// The `limit` list, in order.
@@ -539,7 +543,7 @@ pub struct Location {
 
 /// A location's header rules ("Header rules" in docs/config.md).
 #[derive(Debug, Clone, Default)]
-pub struct HeaderRules {
+pub(crate) struct HeaderRules {
     /// Set on the request to the upstream; `None` removes.
     pub request: Vec<(http::HeaderName, Option<VarText>)>,
     /// Set on every response the location serves (its upstream's or its `return`'s).
@@ -558,7 +562,7 @@ pub struct CostFrom {
 
 /// One item of a location's `limit` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limit {
+pub(crate) struct Limit {
     /// Index into [`Config::zones`].
     pub zone: usize,
     pub burst: u64,
@@ -577,7 +581,7 @@ pub struct Limit {
 }
 
 #[derive(Debug, Clone)]
-pub enum Action {
+pub(crate) enum Action {
     /// Forward to the upstream group at this index of [`Config::upstreams`].
     Proxy { upstream: usize },
     /// Answer directly, as nginx's `return`.
@@ -585,7 +589,7 @@ pub enum Action {
 }
 
 #[derive(Debug, Clone)]
-pub struct Return {
+pub(crate) struct Return {
     pub status: http::StatusCode,
     /// May hold variables ("Variables" in docs/config.md).
     pub body: VarText,

@@ -8,7 +8,7 @@
 //! request never waits for a disk write, and at most one interval of lines is lost if
 //! the process is killed. [`AccessLog::flush`] writes everything out (on shutdown).
 
-pub mod errors;
+pub(crate) mod errors;
 pub mod repeats;
 
 use std::fmt::Write as _;
@@ -43,7 +43,7 @@ pub struct AccessLog {
 }
 
 /// What one access-log line says about one request.
-pub struct Record {
+pub(crate) struct Record {
     pub client: IpAddr,
     pub method: Method,
     pub uri: Uri,
@@ -67,12 +67,12 @@ pub struct Record {
 
 impl AccessLog {
     /// Whether lines carry `$request_id` (the `json` format).
-    pub fn wants_request_id(&self) -> bool {
+    pub(crate) fn wants_request_id(&self) -> bool {
         self.format == LogFormat::Json
     }
 
     /// Opens the configured access log; `None` when it is `off`.
-    pub fn open(log: &config::Log) -> io::Result<Option<Arc<AccessLog>>> {
+    pub(crate) fn open(log: &config::Log) -> io::Result<Option<Arc<AccessLog>>> {
         let sink = match &log.access {
             config::AccessLog::Off => return Ok(None),
             config::AccessLog::Stdout => Sink::Stdout,
@@ -90,7 +90,7 @@ impl AccessLog {
 
     /// Whether the configured access log can be opened as the start will open it
     /// (`tollgate -t`; nginx -t fails the same way). A file this made is removed again.
-    pub fn check(log: &config::Log) -> io::Result<()> {
+    pub(crate) fn check(log: &config::Log) -> io::Result<()> {
         let config::AccessLog::File(path) = &log.access else {
             return Ok(());
         };
@@ -103,7 +103,7 @@ impl AccessLog {
     }
 
     /// Appends one line.
-    pub fn write(&self, record: &Record) {
+    pub(crate) fn write(&self, record: &Record) {
         let mut line = String::with_capacity(256);
         match self.format {
             LogFormat::Combined => format_combined(&mut line, record),
@@ -121,7 +121,7 @@ impl AccessLog {
     }
 
     /// Writes every buffered line out now.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let pending = std::mem::take(&mut *lock(&self.buffer));
         if pending.is_empty() {
             return;
@@ -143,7 +143,7 @@ impl AccessLog {
 
     /// Writes out what is buffered, then opens the file again by its path (after
     /// logrotate has moved it away: SIGUSR1). On an error the old file stays in use.
-    pub fn reopen(&self) -> io::Result<()> {
+    pub(crate) fn reopen(&self) -> io::Result<()> {
         self.flush();
         let mut sink = lock(&self.sink);
         if let Sink::File(file, path) = &mut *sink {

@@ -31,7 +31,7 @@ struct Seen {
 impl Repeats {
     /// Whether a line of `kind` is to be logged at `now`: `Some(n)`, `n` being how many
     /// were left out since the last one; `None` to leave this one out.
-    pub fn admit(&self, kind: &'static str, now: Instant) -> Option<u64> {
+    pub(crate) fn admit(&self, kind: &'static str, now: Instant) -> Option<u64> {
         let Ok(mut kinds) = self.kinds.lock() else {
             // A panic elsewhere poisoned the lock: log rather than lose the line.
             return Some(0);

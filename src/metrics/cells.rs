@@ -37,7 +37,7 @@ impl<T: Default> PerWorker<T> {
 }
 
 impl<T> PerWorker<T> {
-    pub fn from_fn(workers: usize, mut make: impl FnMut(usize) -> T) -> PerWorker<T> {
+    pub(crate) fn from_fn(workers: usize, mut make: impl FnMut(usize) -> T) -> PerWorker<T> {
         PerWorker {
             cells: (0..workers.max(1))
                 .map(|worker| Arc::new(Aligned(make(worker))))
@@ -50,7 +50,7 @@ impl<T> PerWorker<T> {
         &self.cells[worker % self.cells.len()]
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.cells.iter().map(|cell| &cell.0)
     }
 }
@@ -60,11 +60,11 @@ impl<T> PerWorker<T> {
 pub struct Counter(AtomicU64);
 
 impl Counter {
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.fetch_add(n, Relaxed);
     }
 
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
 }
@@ -72,14 +72,14 @@ impl Counter {
 /// A count that goes up and down (open connections). Per worker it may dip below zero
 /// when a connection ends on another worker than it began; the sum never does.
 #[derive(Debug, Default)]
-pub struct Gauge(AtomicI64);
+pub(crate) struct Gauge(AtomicI64);
 
 impl Gauge {
-    pub fn add(&self, n: i64) {
+    pub(crate) fn add(&self, n: i64) {
         self.0.fetch_add(n, Relaxed);
     }
 
-    pub fn get(&self) -> i64 {
+    pub(crate) fn get(&self) -> i64 {
         self.0.load(Relaxed)
     }
 }
@@ -90,7 +90,7 @@ const STATUS_SLOTS: usize = 8;
 
 /// Responses by status code.
 #[derive(Debug, Default)]
-pub struct StatusCounts {
+pub(crate) struct StatusCounts {
     /// 0 while a slot is free; set once.
     codes: [AtomicU16; STATUS_SLOTS],
     counts: [AtomicU64; STATUS_SLOTS],
@@ -98,7 +98,7 @@ pub struct StatusCounts {
 }
 
 impl StatusCounts {
-    pub fn add(&self, status: u16) {
+    pub(crate) fn add(&self, status: u16) {
         for (code, count) in self.codes.iter().zip(&self.counts) {
             let mut seen = code.load(Relaxed);
             if seen == 0 {
@@ -124,7 +124,7 @@ impl StatusCounts {
     }
 
     /// Adds these counts to `into`, by status.
-    pub fn collect(&self, into: &mut BTreeMap<u16, u64>) {
+    pub(crate) fn collect(&self, into: &mut BTreeMap<u16, u64>) {
         for (code, count) in self.codes.iter().zip(&self.counts) {
             let code = code.load(Relaxed);
             let count = count.load(Relaxed);
@@ -144,7 +144,7 @@ impl StatusCounts {
 
 /// Upper bounds of the latency buckets, in seconds: from half a millisecond (a
 /// gateway's own answers) to ten seconds (a slow upstream).
-pub const BUCKETS: [f64; 14] = [
+pub(crate) const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
@@ -173,7 +173,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    pub fn observe(&self, elapsed: Duration) {
+    pub(crate) fn observe(&self, elapsed: Duration) {
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         // Most observations fall in the first buckets: a forward scan ends early.
         let bucket = BUCKETS_NS
@@ -187,26 +187,26 @@ impl Histogram {
 
 /// Several histograms' cells added up, for a scrape.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct HistogramSum {
+pub(crate) struct HistogramSum {
     /// Per bucket, not cumulative; the last is +Inf.
     pub counts: [u64; BUCKETS.len() + 1],
     pub sum_ns: u64,
 }
 
 impl HistogramSum {
-    pub fn add(&mut self, cell: &Histogram) {
+    pub(crate) fn add(&mut self, cell: &Histogram) {
         for (sum, count) in self.counts.iter_mut().zip(&cell.counts) {
             *sum += count.load(Relaxed);
         }
         self.sum_ns = self.sum_ns.wrapping_add(cell.sum_ns.load(Relaxed));
     }
 
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.counts.iter().sum()
     }
 
     /// `(upper bound, count)` per bucket, the last with an infinite bound.
-    pub fn buckets(&self) -> Vec<(f64, u64)> {
+    pub(crate) fn buckets(&self) -> Vec<(f64, u64)> {
         BUCKETS
             .iter()
             .copied()
@@ -215,7 +215,7 @@ impl HistogramSum {
             .collect()
     }
 
-    pub fn sum_seconds(&self) -> f64 {
+    pub(crate) fn sum_seconds(&self) -> f64 {
         self.sum_ns as f64 / 1e9
     }
 }

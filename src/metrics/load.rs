@@ -12,13 +12,13 @@ use super::cells::PerWorker;
 use crate::limit::adaptive::{Signals, MIN_SAMPLES};
 
 /// One slot of a [`Window`]: the tick thread pushes one this often.
-pub const SLOT: Duration = Duration::from_millis(100);
+pub(crate) const SLOT: Duration = Duration::from_millis(100);
 
 /// Slots of the signals `/status` and `/metrics` show (the last second).
-pub const SHOWN_SLOTS: usize = 10;
+pub(crate) const SHOWN_SLOTS: usize = 10;
 
 /// Latency buckets: 4 per power of two from 64 µs to 64 s (the last one holds longer).
-pub const BUCKETS: usize = 80;
+pub(crate) const BUCKETS: usize = 80;
 /// log2 of the first octave's start in µs (64 µs).
 const FIRST_OCTAVE: u32 = 6;
 
@@ -57,14 +57,14 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub const ALL: [Failure; 4] = [
+    pub(crate) const ALL: [Failure; 4] = [
         Failure::ServerError,
         Failure::Timeout,
         Failure::Refused,
         Failure::Broken,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Failure::ServerError => "5xx",
             Failure::Timeout => "timeout",
@@ -136,7 +136,7 @@ impl Default for Totals {
 
 impl Totals {
     /// Every worker's cell of `cells`, added up.
-    pub fn of(cells: &PerWorker<LoadCell>) -> Totals {
+    pub(crate) fn of(cells: &PerWorker<LoadCell>) -> Totals {
         let mut sum = Totals::default();
         for cell in cells.iter() {
             for (into, from) in sum.buckets.iter_mut().zip(&cell.buckets) {
@@ -174,17 +174,17 @@ impl Totals {
     }
 
     /// Latency samples.
-    pub fn samples(&self) -> u64 {
+    pub(crate) fn samples(&self) -> u64 {
         self.buckets.iter().sum()
     }
 
-    pub fn failed(&self) -> u64 {
+    pub(crate) fn failed(&self) -> u64 {
         self.failures.iter().sum()
     }
 
     /// The latency at quantile `q` (0–1), interpolated inside its bucket; `None` under
     /// [`MIN_SAMPLES`] samples.
-    pub fn quantile(&self, q: f64) -> Option<Duration> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         if self.samples() < MIN_SAMPLES {
             return None;
         }
@@ -193,7 +193,7 @@ impl Totals {
 
     /// [`Totals::quantile`] of however few samples there are; `None` only with none.
     /// For a reader that weighs the count itself.
-    pub fn quantile_of_any(&self, q: f64) -> Option<Duration> {
+    pub(crate) fn quantile_of_any(&self, q: f64) -> Option<Duration> {
         let samples = self.samples();
         let rank = (q * samples as f64).ceil().max(1.0);
         let mut below = 0u64;
@@ -249,7 +249,7 @@ impl Window {
     }
 
     /// Keeps at least `span` slots from now on.
-    pub fn keep(&mut self, span: usize) {
+    pub(crate) fn keep(&mut self, span: usize) {
         self.span = self.span.max(span);
     }
 
@@ -269,7 +269,7 @@ impl Window {
     }
 
     /// Slots pushed so far: pass it to [`Window::since`] later to read what came after.
-    pub fn ticks(&self) -> u64 {
+    pub(crate) fn ticks(&self) -> u64 {
         self.ticks
     }
 
@@ -284,7 +284,7 @@ impl Window {
 
     /// The slots pushed after [`Window::ticks`] returned `tick` (as far as the window
     /// still holds them).
-    pub fn since(&self, tick: u64) -> Totals {
+    pub(crate) fn since(&self, tick: u64) -> Totals {
         self.last(usize::try_from(self.ticks.saturating_sub(tick)).unwrap_or(usize::MAX))
     }
 }

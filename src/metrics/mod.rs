@@ -6,7 +6,7 @@
 
 pub mod cells;
 pub mod load;
-pub mod top;
+pub(crate) mod top;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,7 +20,7 @@ use top::Sketch;
 
 /// Every metric family, by label. Only snapshot building and scrapes lock it.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     workers: usize,
     request_time: PerWorker<Histogram>,
     locations: Family<String, PerWorker<LocationCell>>,
@@ -32,7 +32,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(workers: usize) -> Metrics {
+    pub(crate) fn new(workers: usize) -> Metrics {
         let workers = workers.max(1);
         Metrics {
             workers,
@@ -47,7 +47,7 @@ impl Metrics {
     }
 
     /// The request counts of the location labelled `label`.
-    pub fn location(&self, label: &str) -> LocationStats {
+    pub(crate) fn location(&self, label: &str) -> LocationStats {
         let cells = self.locations.get(label, || {
             PerWorker::from_fn(self.workers, |worker| LocationCell {
                 statuses: StatusCounts::default(),
@@ -58,7 +58,7 @@ impl Metrics {
     }
 
     /// The decision counts and most-limited keys of zone `name`.
-    pub fn zone(&self, name: &str) -> Arc<ZoneStats> {
+    pub(crate) fn zone(&self, name: &str) -> Arc<ZoneStats> {
         self.zones.get(name, || ZoneStats {
             decisions: PerWorker::new(self.workers),
             limited: PerWorker::new(self.workers),
@@ -68,11 +68,11 @@ impl Metrics {
     }
 
     /// Zone `name`'s counts, if it has any (`/status`).
-    pub fn zone_stats(&self, name: &str) -> Option<Arc<ZoneStats>> {
+    pub(crate) fn zone_stats(&self, name: &str) -> Option<Arc<ZoneStats>> {
         self.zones.lock().get(name).cloned()
     }
 
-    pub fn upstream(&self, name: &str) -> Arc<UpstreamStats> {
+    pub(crate) fn upstream(&self, name: &str) -> Arc<UpstreamStats> {
         self.upstreams.get(name, || UpstreamStats {
             time: PerWorker::new(self.workers),
             no_live: Counter::default(),
@@ -81,51 +81,51 @@ impl Metrics {
         })
     }
 
-    pub fn server(&self, upstream: &str, server: &str) -> Arc<Failures> {
+    pub(crate) fn server(&self, upstream: &str, server: &str) -> Arc<Failures> {
         let key = (upstream.to_owned(), server.to_owned());
         self.servers.get(&key, Failures::default)
     }
 
     /// Requests denied by the allow/deny rule labelled `rule`.
-    pub fn denied(&self, rule: &str) -> Arc<PerWorker<Counter>> {
+    pub(crate) fn denied(&self, rule: &str) -> Arc<PerWorker<Counter>> {
         self.denied.get(rule, || PerWorker::new(self.workers))
     }
 
     /// Open client connections of the listener at `addr`.
-    pub fn connections(&self, addr: &str) -> Arc<PerWorker<Gauge>> {
+    pub(crate) fn connections(&self, addr: &str) -> Arc<PerWorker<Gauge>> {
         self.connections.get(addr, || PerWorker::new(self.workers))
     }
 
     // What a scrape reads (`admin::metrics`): each family's members still in use, in
     // label order. Members nothing uses any more are dropped here.
 
-    pub fn locations_in_use(&self) -> Vec<(String, Arc<PerWorker<LocationCell>>)> {
+    pub(crate) fn locations_in_use(&self) -> Vec<(String, Arc<PerWorker<LocationCell>>)> {
         self.locations.in_use()
     }
 
     /// Every worker's request times, whatever the location.
-    pub fn request_times(&self) -> &PerWorker<Histogram> {
+    pub(crate) fn request_times(&self) -> &PerWorker<Histogram> {
         &self.request_time
     }
 
-    pub fn denied_in_use(&self) -> Vec<(String, Arc<PerWorker<Counter>>)> {
+    pub(crate) fn denied_in_use(&self) -> Vec<(String, Arc<PerWorker<Counter>>)> {
         self.denied.in_use()
     }
 
-    pub fn upstreams_in_use(&self) -> Vec<(String, Arc<UpstreamStats>)> {
+    pub(crate) fn upstreams_in_use(&self) -> Vec<(String, Arc<UpstreamStats>)> {
         self.upstreams.in_use()
     }
 
     /// By (upstream, server).
-    pub fn servers_in_use(&self) -> Vec<((String, String), Arc<Failures>)> {
+    pub(crate) fn servers_in_use(&self) -> Vec<((String, String), Arc<Failures>)> {
         self.servers.in_use()
     }
 
-    pub fn zones_in_use(&self) -> Vec<(String, Arc<ZoneStats>)> {
+    pub(crate) fn zones_in_use(&self) -> Vec<(String, Arc<ZoneStats>)> {
         self.zones.in_use()
     }
 
-    pub fn connections_in_use(&self) -> Vec<(String, Arc<PerWorker<Gauge>>)> {
+    pub(crate) fn connections_in_use(&self) -> Vec<(String, Arc<PerWorker<Gauge>>)> {
         self.connections.in_use()
     }
 }
@@ -184,19 +184,19 @@ pub struct LocationStats {
 
 impl LocationStats {
     /// Worker `worker`'s cell, for a request to keep until its response has been sent.
-    pub fn cell(&self, worker: usize) -> Arc<Aligned<LocationCell>> {
+    pub(crate) fn cell(&self, worker: usize) -> Arc<Aligned<LocationCell>> {
         self.cells.get(worker).clone()
     }
 
     /// [`LocationCell::finish`] on worker `worker`'s cell.
-    pub fn finish(&self, worker: usize, status: u16, elapsed: Duration) {
+    pub(crate) fn finish(&self, worker: usize, status: u16, elapsed: Duration) {
         self.cells.get(worker).finish(status, elapsed);
     }
 }
 
 /// One worker's counts for one location.
 #[derive(Debug)]
-pub struct LocationCell {
+pub(crate) struct LocationCell {
     pub statuses: StatusCounts,
     /// The worker's cell of the (unlabelled) request latency histogram.
     request_time: Arc<Aligned<Histogram>>,
@@ -205,7 +205,7 @@ pub struct LocationCell {
 impl LocationCell {
     /// A request has been answered: its status and its time from arrival to the last
     /// byte sent (or until the client left).
-    pub fn finish(&self, status: u16, elapsed: Duration) {
+    pub(crate) fn finish(&self, status: u16, elapsed: Duration) {
         self.statuses.add(status);
         self.request_time.observe(elapsed);
     }
@@ -224,23 +224,23 @@ pub struct ZoneStats {
 
 impl ZoneStats {
     /// Requests the zone answered `outcome`, over every worker.
-    pub fn decided(&self, outcome: Answer) -> u64 {
+    pub(crate) fn decided(&self, outcome: Answer) -> u64 {
         self.decisions.iter().map(|cell| cell.get(outcome)).sum()
     }
 
-    pub fn redis_failed(&self, worker: usize, failure: Failure) {
+    pub(crate) fn redis_failed(&self, worker: usize, failure: Failure) {
         self.redis_errors.get(worker)[failure as usize].add(1);
     }
 
     /// Counts a rejection of `key` (as the zone stores it) at `now`.
-    pub fn limited(&self, worker: usize, now: Instant, key: &[u8]) {
+    pub(crate) fn limited(&self, worker: usize, now: Instant, key: &[u8]) {
         let secs = now.saturating_duration_since(self.epoch).as_secs();
         lock(self.limited.get(worker)).add(secs, key);
     }
 
     /// The `n` keys rejected most over the last minute at `now`, most first: the key
     /// (cut short when the `bool` says so) and its rejections.
-    pub fn top_limited(&self, now: Instant, n: usize) -> Vec<((Vec<u8>, bool), u64)> {
+    pub(crate) fn top_limited(&self, now: Instant, n: usize) -> Vec<((Vec<u8>, bool), u64)> {
         let secs = now.saturating_duration_since(self.epoch).as_secs();
         let mut counts = std::collections::HashMap::new();
         for sketch in self.limited.iter() {
@@ -261,18 +261,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Decisions([Counter; Answer::ALL.len()]);
 
 impl Decisions {
-    pub fn add(&self, outcome: Answer) {
+    pub(crate) fn add(&self, outcome: Answer) {
         self.0[outcome as usize].add(1);
     }
 
-    pub fn get(&self, outcome: Answer) -> u64 {
+    pub(crate) fn get(&self, outcome: Answer) -> u64 {
         self.0[outcome as usize].get()
     }
 }
 
 /// What one zone answered about one request (the `outcome` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     Passed,
     Delayed,
     Rejected,
@@ -286,7 +286,7 @@ pub enum Answer {
 }
 
 impl Answer {
-    pub const ALL: [Answer; 8] = [
+    pub(crate) const ALL: [Answer; 8] = [
         Answer::Passed,
         Answer::Delayed,
         Answer::Rejected,
@@ -297,7 +297,7 @@ impl Answer {
         Answer::Soft,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Answer::Passed => "passed",
             Answer::Delayed => "delayed",
@@ -327,19 +327,19 @@ pub struct UpstreamStats {
 
 impl UpstreamStats {
     /// The last second's signals the tick stored.
-    pub fn signals(&self) -> Signals {
+    pub(crate) fn signals(&self) -> Signals {
         *lock(&self.signals)
     }
 
     /// Stores the last second's signals (the tick thread).
-    pub fn set_signals(&self, signals: Signals) {
+    pub(crate) fn set_signals(&self, signals: Signals) {
         *lock(&self.signals) = signals;
     }
 }
 
 /// Why an attempt on an upstream server failed (the `kind` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
+pub(crate) enum FailureKind {
     /// The connection was refused or broke while connecting.
     Connect,
     ConnectTimeout,
@@ -357,7 +357,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 6] = [
+    pub(crate) const ALL: [FailureKind; 6] = [
         FailureKind::Connect,
         FailureKind::ConnectTimeout,
         FailureKind::Timeout,
@@ -366,7 +366,7 @@ impl FailureKind {
         FailureKind::OversizedHead,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             FailureKind::Connect => "connect",
             FailureKind::ConnectTimeout => "connect_timeout",
@@ -381,14 +381,14 @@ impl FailureKind {
 /// One upstream server's failed attempts, by kind. Failures are rare and slow anyway:
 /// one shared count each is enough.
 #[derive(Debug, Default)]
-pub struct Failures([Counter; FailureKind::ALL.len()]);
+pub(crate) struct Failures([Counter; FailureKind::ALL.len()]);
 
 impl Failures {
-    pub fn add(&self, kind: FailureKind) {
+    pub(crate) fn add(&self, kind: FailureKind) {
         self.0[kind as usize].add(1);
     }
 
-    pub fn get(&self, kind: FailureKind) -> u64 {
+    pub(crate) fn get(&self, kind: FailureKind) -> u64 {
         self.0[kind as usize].get()
     }
 }

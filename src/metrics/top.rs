@@ -12,12 +12,12 @@
 use std::collections::HashMap;
 
 /// Seconds per window.
-pub const WINDOW_SECS: u64 = 15;
+pub(crate) const WINDOW_SECS: u64 = 15;
 /// Windows kept: the current one and the three before it, so a report covers the last
 /// 45 to 60 seconds.
-pub const WINDOWS: usize = 4;
+pub(crate) const WINDOWS: usize = 4;
 /// Keys tracked per window.
-pub const CAPACITY: usize = 32;
+pub(crate) const CAPACITY: usize = 32;
 /// Bytes of a key kept; a longer key is kept cut, and shown with "…".
 const KEY_BYTES: usize = 46;
 
@@ -45,7 +45,7 @@ struct Window {
 
 /// One worker's sketch of one zone's rejections.
 #[derive(Default)]
-pub struct Sketch {
+pub(crate) struct Sketch {
     windows: [Window; WINDOWS],
 }
 
@@ -57,7 +57,7 @@ impl std::fmt::Debug for Sketch {
 
 impl Sketch {
     /// Counts one rejection of `key` at `secs` (seconds on any steady clock).
-    pub fn add(&mut self, secs: u64, key: &[u8]) {
+    pub(crate) fn add(&mut self, secs: u64, key: &[u8]) {
         // Window numbers start at 1: 0 marks a window never used.
         let number = secs / WINDOW_SECS + 1;
         let window = &mut self.windows[(number % WINDOWS as u64) as usize];
@@ -96,7 +96,7 @@ impl Sketch {
 
     /// Adds this sketch's counts over the windows of the last minute at `secs` to
     /// `into`: key (and whether it was cut) → rejections.
-    pub fn collect(&self, secs: u64, into: &mut HashMap<(Vec<u8>, bool), u64>) {
+    pub(crate) fn collect(&self, secs: u64, into: &mut HashMap<(Vec<u8>, bool), u64>) {
         let current = secs / WINDOW_SECS + 1;
         let oldest = current.saturating_sub(WINDOWS as u64 - 1);
         for window in &self.windows {
@@ -111,7 +111,7 @@ impl Sketch {
 }
 
 /// The `n` keys with the most rejections in `counts`, most first (ties: by key).
-pub fn top(counts: HashMap<(Vec<u8>, bool), u64>, n: usize) -> Vec<((Vec<u8>, bool), u64)> {
+pub(crate) fn top(counts: HashMap<(Vec<u8>, bool), u64>, n: usize) -> Vec<((Vec<u8>, bool), u64)> {
     let mut all: Vec<_> = counts.into_iter().collect();
     all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     all.truncate(n);

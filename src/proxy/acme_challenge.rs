@@ -12,7 +12,7 @@ use crate::acme::{Published, HTTP01_PREFIX};
 use crate::upstream::ResponseBody;
 
 /// The answer to `req` if it asks for a token under way.
-pub fn answer<B>(published: &Published, req: &Request<B>) -> Option<Response<ResponseBody>> {
+pub(super) fn answer<B>(published: &Published, req: &Request<B>) -> Option<Response<ResponseBody>> {
     let token = req.uri().path().strip_prefix(HTTP01_PREFIX)?;
     if !matches!(*req.method(), Method::GET | Method::HEAD) || token.is_empty() {
         return None;

@@ -20,7 +20,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Version};
 
 /// Checks `req` and brings it to the one form the rest of the pipeline reads; the
 /// status that refuses it otherwise.
-pub fn admit<B>(req: &mut Request<B>, underscores: bool) -> Result<(), StatusCode> {
+pub(super) fn admit<B>(req: &mut Request<B>, underscores: bool) -> Result<(), StatusCode> {
     if req.method() == Method::TRACE || req.method() == Method::CONNECT {
         return Err(StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -69,7 +69,7 @@ fn check_host<B>(req: &Request<B>) -> Result<(), StatusCode> {
 /// (letters, digits, `-._~`, sub-delims, %-escapes) without empty labels, and port is
 /// at most five digits. No user info: `user@host` is not a Host. One pass: this runs
 /// for every request.
-pub fn valid_host(value: &[u8]) -> bool {
+pub(super) fn valid_host(value: &[u8]) -> bool {
     let (host, port) = if value.first() == Some(&b'[') {
         let end = value
             .iter()

@@ -9,7 +9,7 @@ use crate::wire::body::BodyError;
 
 /// Who failed: the client, an upstream server, or tollgate itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Party {
+pub(crate) enum Party {
     Client,
     Upstream,
     Gateway,
@@ -54,7 +54,7 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    pub fn party(&self) -> Party {
+    pub(crate) fn party(&self) -> Party {
         match self {
             ProxyError::BadPath
             | ProxyError::ClientBodyTimeout
@@ -66,7 +66,7 @@ impl ProxyError {
     }
 
     /// The one place errors become statuses (nginx's choices).
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ProxyError::BadPath | ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
             ProxyError::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -83,7 +83,7 @@ impl ProxyError {
     }
 
     /// The kind of failure, for the error log's [`crate::log::repeats`].
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ProxyError::BadPath => "bad_path",
             ProxyError::ClientBodyTimeout => "client_body_timeout",
@@ -102,7 +102,7 @@ impl ProxyError {
     }
 
     /// The upstream server that failed, when one did.
-    pub fn server(&self) -> Option<std::net::SocketAddr> {
+    pub(crate) fn server(&self) -> Option<std::net::SocketAddr> {
         match self {
             ProxyError::Connect(ConnectError::Timeout { addr, .. })
             | ProxyError::Connect(ConnectError::Io { addr, .. })
@@ -115,7 +115,7 @@ impl ProxyError {
     }
 
     /// The client's request body broke off while it was being sent upstream.
-    pub fn client_body(err: BodyError) -> ProxyError {
+    pub(crate) fn client_body(err: BodyError) -> ProxyError {
         match err {
             BodyError::Timeout => ProxyError::ClientBodyTimeout,
             BodyError::TooLarge => ProxyError::BodyTooLarge,

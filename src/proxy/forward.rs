@@ -26,7 +26,7 @@ use crate::wire::body::{BodyLimits, Progress, RequestBody, Timed};
 use retry::Attempts;
 
 /// What the forwarder knows about the request's origin.
-pub struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     pub client: IpAddr,
     pub peer: IpAddr,
     pub peer_trusted: bool,
@@ -42,7 +42,7 @@ pub struct Ctx<'a> {
 }
 
 /// A response head from upstream, ready for the client.
-pub struct Done {
+pub(super) struct Done {
     pub response: Response<ResponseBody>,
     pub addr: SocketAddr,
     pub upstream_time: Duration,
@@ -52,7 +52,7 @@ pub struct Done {
 /// Rewrites the request head for the upstream in place: hop-by-hop headers out,
 /// origin-form URI, HTTP/1.1 with a `Host`, and no framing headers of the client's
 /// (the upstream client writes its own from the body).
-pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
+pub(super) fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
     let present = headers::Present::of(req.headers());
     let sent_host = req.headers().get(HOST).cloned();
     let host = sent_host.clone().or_else(|| authority(req.uri()));
@@ -98,7 +98,7 @@ pub fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
 }
 
 /// What [`prepare`] found out about the request.
-pub struct Prepared {
+pub(super) struct Prepared {
     /// A WebSocket handshake: the one upgrade carried through.
     pub websocket: bool,
     /// The forwarding headers to send after the request's own.
@@ -129,7 +129,7 @@ fn join_cookies(headers: &mut HeaderMap) {
 }
 
 /// Why [`forward`] answered nothing from upstream.
-pub enum Stopped {
+pub(super) enum Stopped {
     /// The group's gate shed the request (the caller answers 503).
     Shed,
     Failed(ProxyError),
@@ -149,7 +149,7 @@ impl From<ProxyError> for Stopped {
 /// request's headers) is asked only if it has to wait. Kept in one function (one future)
 /// on purpose: splitting it moved the request between futures, 0.7k instructions of
 /// copying per request (benches/callgrind.sh).
-pub async fn forward(
+pub(super) async fn forward(
     mut req: Request<ClientBody>,
     group: &Arc<Group>,
     ctx: &Ctx<'_>,
@@ -279,7 +279,7 @@ fn answered(
 /// Counts a request that ended in `err` in its group's load signals (`metrics::load`),
 /// on `worker`'s cell. A client's failure (or ours) is not the upstream's load and is
 /// left out.
-pub fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
+pub(super) fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
     let (kind, latency) = match err {
         ProxyError::BadPath
         | ProxyError::ClientBodyTimeout

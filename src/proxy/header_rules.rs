@@ -19,13 +19,13 @@ pub struct HeaderRules {
 
 /// The values with variables of one request, in rule order.
 #[derive(Default)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     request: Vec<HeaderValue>,
     response: Vec<HeaderValue>,
 }
 
 impl HeaderRules {
-    pub fn new(rules: &config::HeaderRules) -> HeaderRules {
+    pub(crate) fn new(rules: &config::HeaderRules) -> HeaderRules {
         HeaderRules {
             request: rules
                 .request
@@ -42,7 +42,7 @@ impl HeaderRules {
     }
 
     /// The values with variables, filled in from `req` (nothing without `req`).
-    pub fn render(&self, req: Option<&vars::Request<'_>>) -> Rendered {
+    pub(crate) fn render(&self, req: Option<&vars::Request<'_>>) -> Rendered {
         let Some(req) = req else {
             return Rendered::default();
         };
@@ -68,7 +68,7 @@ impl HeaderRules {
     }
 
     /// Sets and removes the request rules' headers on the request to the upstream.
-    pub fn to_request(&self, headers: &mut HeaderMap, rendered: &Rendered) {
+    pub(crate) fn to_request(&self, headers: &mut HeaderMap, rendered: &Rendered) {
         let mut filled = rendered.request.iter();
         for (name, value) in &self.request {
             match value {
@@ -82,7 +82,7 @@ impl HeaderRules {
 
     /// Hides the hidden headers, then sets the response rules' headers, on a response
     /// the location serves.
-    pub fn to_response(&self, headers: &mut HeaderMap, rendered: &Rendered) {
+    pub(crate) fn to_response(&self, headers: &mut HeaderMap, rendered: &Rendered) {
         for name in &self.hide {
             headers.remove(name);
         }

@@ -16,8 +16,8 @@ use crate::access::canonical;
 mod hop_by_hop;
 mod present;
 
-pub use hop_by_hop::{is_websocket_accept, is_websocket_handshake};
-pub use present::Present;
+pub(crate) use hop_by_hop::{is_websocket_accept, is_websocket_handshake};
+pub(crate) use present::Present;
 use present::Watched;
 
 const X_FORWARDED_FOR: HeaderName = Watched::XForwardedFor.name();
@@ -27,7 +27,7 @@ const X_FORWARDED_HOST: HeaderName = Watched::XForwardedHost.name();
 
 /// What the gateway knows about the request's origin.
 #[derive(Clone, Copy, Debug)]
-pub struct Forwarding<'a> {
+pub(crate) struct Forwarding<'a> {
     /// The client after realip (what `X-Real-IP` carries).
     pub client: IpAddr,
     /// The TCP peer.
@@ -46,7 +46,7 @@ pub struct Forwarding<'a> {
 /// Rewrites a request's headers in place for the upstream. With `websocket` (see
 /// [`is_websocket_handshake`]) the request keeps `Connection: upgrade` and `Upgrade: websocket`;
 /// every other upgrade is stripped like any hop-by-hop header.
-pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) {
+pub(crate) fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) {
     let present = Present::of(headers);
     let added = for_upstream(headers, present, fwd, websocket);
     for (name, value) in added.iter() {
@@ -57,17 +57,17 @@ pub fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: boo
 /// The forwarding headers tollgate adds, kept beside the request rather than inserted
 /// into its map: the upstream client writes them after the request's own headers, so
 /// the map never has to grow (a rehash and an allocation per request otherwise).
-pub struct Added {
+pub(crate) struct Added {
     pairs: [(HeaderName, HeaderValue); 4],
     len: usize,
 }
 
 impl Added {
-    pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
         self.pairs[..self.len].iter().map(|(n, v)| (n, v))
     }
 
-    pub fn as_slice(&self) -> &[(HeaderName, HeaderValue)] {
+    pub(crate) fn as_slice(&self) -> &[(HeaderName, HeaderValue)] {
         &self.pairs[..self.len]
     }
 }
@@ -75,7 +75,7 @@ impl Added {
 /// [`to_upstream`] without the inserts: hop-by-hop headers and the client's own
 /// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send
 /// instead are returned. `present` is [`Present::of`] `headers`.
-pub fn for_upstream(
+pub(crate) fn for_upstream(
     headers: &mut HeaderMap,
     present: Present,
     fwd: &Forwarding<'_>,
@@ -123,7 +123,7 @@ pub fn for_upstream(
 
 /// Rewrites a response's headers in place for the client; `upgraded` (a 101 to a WebSocket
 /// handshake) keeps `Connection: upgrade` and `Upgrade`.
-pub fn to_client(headers: &mut HeaderMap, upgraded: bool) {
+pub(crate) fn to_client(headers: &mut HeaderMap, upgraded: bool) {
     hop_by_hop::strip(headers, Present::of(headers), upgraded);
 }
 
@@ -184,7 +184,7 @@ fn write_ip(buf: &mut [u8; IP_TEXT_MAX], ip: IpAddr) -> &[u8] {
 }
 
 /// An address as a header value (IPv6 plain, no brackets).
-pub fn ip_value(ip: IpAddr) -> HeaderValue {
+pub(crate) fn ip_value(ip: IpAddr) -> HeaderValue {
     let mut buf = [0u8; IP_TEXT_MAX];
     HeaderValue::from_bytes(write_ip(&mut buf, ip))
         .unwrap_or_else(|_| HeaderValue::from_static("unknown"))

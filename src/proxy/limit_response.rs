@@ -20,7 +20,7 @@ use super::Location;
 
 mod prewritten;
 
-pub use prewritten::Prewritten;
+pub(crate) use prewritten::Prewritten;
 
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";

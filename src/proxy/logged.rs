@@ -40,7 +40,7 @@ impl Entry {
 }
 
 /// The log line and counts of a request that has no response yet.
-pub struct Pending<'a> {
+pub(super) struct Pending<'a> {
     entry: Option<Entry>,
     /// In-flight counts of `concurrency` zones, handed on to the response body.
     in_flight: Vec<InFlight>,
@@ -55,7 +55,7 @@ pub struct Pending<'a> {
 impl<'a> Pending<'a> {
     /// `start` is when the request arrived (`$request_time` counts from it); the
     /// request is counted in `stats` until [`Pending::route`] says otherwise.
-    pub fn new<B>(
+    pub(super) fn new<B>(
         log: Option<Arc<AccessLog>>,
         req: &Request<B>,
         client: IpAddr,
@@ -95,36 +95,36 @@ impl<'a> Pending<'a> {
 
     /// The request's id, when its log line has one (then header rules and `return`
     /// texts use the same).
-    pub fn request_id(&self) -> Option<RequestId> {
+    pub(super) fn request_id(&self) -> Option<RequestId> {
         let id = self.entry.as_ref()?.record.request_id?;
         Some(RequestId::from_bytes(id))
     }
 
     /// The request's location: it is counted there.
-    pub fn route(&mut self, stats: &'a LocationStats) {
+    pub(super) fn route(&mut self, stats: &'a LocationStats) {
         self.stats = stats;
     }
 
     /// Records the limit outcome (`$limit_req_status`).
-    pub fn limit(&mut self, outcome: &Outcome) {
+    pub(super) fn limit(&mut self, outcome: &Outcome) {
         if let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) {
             entry.record.limit_status = status.as_str();
         }
     }
 
     /// Keeps in-flight counts until the response body ends or is abandoned.
-    pub fn hold(&mut self, in_flight: Vec<InFlight>) {
+    pub(super) fn hold(&mut self, in_flight: Vec<InFlight>) {
         self.in_flight = in_flight;
     }
 
     /// The upstream's gate shed the request (`$limit_req_status` `SHED`).
-    pub fn shed(&mut self) {
+    pub(super) fn shed(&mut self) {
         if let Some(entry) = &mut self.entry {
             entry.record.limit_status = "SHED";
         }
     }
 
-    pub fn upstream(&mut self, addr: SocketAddr, time: Duration) {
+    pub(super) fn upstream(&mut self, addr: SocketAddr, time: Duration) {
         if let Some(entry) = &mut self.entry {
             entry.record.upstream_addr = Some(addr);
             entry.record.upstream_time = Some(time);
@@ -132,7 +132,7 @@ impl<'a> Pending<'a> {
     }
 
     /// Attaches the line to the response body; it is written when the body ends.
-    pub fn finish(
+    pub(super) fn finish(
         mut self,
         response: Response<ResponseBody>,
         lease: Option<Lease>,
@@ -195,12 +195,12 @@ impl Logged {
     /// sends as they are.
     ///
     /// [`Rendered`]: crate::wire::body::Rendered
-    pub fn lines(&self) -> [&[u8]; 2] {
+    pub(crate) fn lines(&self) -> [&[u8]; 2] {
         self.inner.lines()
     }
 
     /// Moves those lines into `headers`, for a connection that sends a map (HTTP/2).
-    pub fn lines_into(&mut self, headers: &mut http::HeaderMap) {
+    pub(crate) fn lines_into(&mut self, headers: &mut http::HeaderMap) {
         if let ResponseBody::Rendered(rendered) = &mut self.inner {
             rendered.lines_into(headers);
         }

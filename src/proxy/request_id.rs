@@ -29,10 +29,10 @@ fn next() -> u64 {
 
 /// A request id: 32 hex digits.
 #[derive(Clone, Copy)]
-pub struct RequestId([u8; 32]);
+pub(super) struct RequestId([u8; 32]);
 
 impl RequestId {
-    pub fn new() -> RequestId {
+    pub(super) fn new() -> RequestId {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = [0u8; 32];
         let bits = (u128::from(next()) << 64) | u128::from(next());
@@ -43,16 +43,16 @@ impl RequestId {
     }
 
     /// The id as its digits (for the access log).
-    pub fn into_bytes(self) -> [u8; 32] {
+    pub(super) fn into_bytes(self) -> [u8; 32] {
         self.0
     }
 
     /// An id made by [`RequestId::new`], back from [`RequestId::into_bytes`].
-    pub fn from_bytes(digits: [u8; 32]) -> RequestId {
+    pub(super) fn from_bytes(digits: [u8; 32]) -> RequestId {
         RequestId(digits)
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(super) fn as_str(&self) -> &str {
         // Hex digits only.
         std::str::from_utf8(&self.0).unwrap_or_default()
     }

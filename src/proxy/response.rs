@@ -28,7 +28,7 @@ pub enum Filled<T> {
 impl Fixed {
     /// The answer; `req` fills in the variables (the pipeline gathers them only for
     /// locations whose texts have some).
-    pub fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
+    pub(crate) fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
         let body = match (&self.body, req) {
             (Filled::Once(body), _) => body.clone(),
             (Filled::PerRequest(text), Some(req)) => {
@@ -69,7 +69,7 @@ const UNANSWERED: u16 = 444;
 /// Marks the response of a `return = { status = 444 }`: the connection serving it drops
 /// it and closes unanswered (an upstream's 444 is passed on like any status).
 #[derive(Clone, Copy, Debug)]
-pub struct Unanswered;
+pub(crate) struct Unanswered;
 
 impl std::fmt::Display for Unanswered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -82,7 +82,7 @@ impl std::error::Error for Unanswered {}
 /// The answer to a request that is itself wrong (bad Host or path, a method never
 /// forwarded): an error page, and on HTTP/1.x the connection closes after it, as nginx
 /// does, since what else the client sent on it cannot be trusted either.
-pub fn refusal(status: StatusCode, version: Version) -> Response<ResponseBody> {
+pub(crate) fn refusal(status: StatusCode, version: Version) -> Response<ResponseBody> {
     let mut response = error(status);
     if version < Version::HTTP_2 {
         response
@@ -93,7 +93,7 @@ pub fn refusal(status: StatusCode, version: Version) -> Response<ResponseBody> {
 }
 
 /// A short plain-text error page: `502 Bad Gateway\n`.
-pub fn error(status: StatusCode) -> Response<ResponseBody> {
+pub(crate) fn error(status: StatusCode) -> Response<ResponseBody> {
     let text = format!(
         "{} {}\n",
         status.as_u16(),

@@ -19,7 +19,7 @@ pub struct Rewrite {
 
 /// What of the normalized path `to` stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Replaces {
+pub(crate) enum Replaces {
     /// The location's prefix, this many bytes: the rest of the path follows `to`.
     Prefix(usize),
     /// The whole path (an exact or regex location, or a `to` with variables).
@@ -27,7 +27,7 @@ pub enum Replaces {
 }
 
 impl Rewrite {
-    pub fn new(to: VarText, replaces: Replaces) -> Rewrite {
+    pub(crate) fn new(to: VarText, replaces: Replaces) -> Rewrite {
         let replaces = match to.as_literal() {
             Some(_) => replaces,
             None => Replaces::Whole,
@@ -46,7 +46,7 @@ impl Rewrite {
     /// arrived encoded (`%3F`, `%26`, `%2F`) goes upstream encoded, and the prefix's
     /// remainder goes before the query `upstream_path` writes, never into it. The
     /// client's query follows unless `upstream_path` writes one.
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         raw_path: &str,
         query: Option<&str>,

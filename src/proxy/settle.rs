@@ -12,7 +12,7 @@ use crate::upstream::ResponseBody;
 use super::Location;
 
 /// The most a declared cost counts for: as much as a location's `cost` may be.
-pub const MAX_DECLARED: u64 = 1_000_000;
+pub(super) const MAX_DECLARED: u64 = 1_000_000;
 
 /// Settles `pending` by `response`; `from_upstream` when the upstream answered (only
 /// then is a declared cost believed). The cost header goes unless `keep_cost_header`.

@@ -27,7 +27,7 @@ impl Sites {
     /// The site for a request with `host` (the request's, as sent; looked up only when
     /// there is a choice) on `conn`, if one answers on its address. TLS's SNI plays no part, as in nginx: it picks the
     /// certificate, and a request without a host goes to the name `""` or the default.
-    pub fn select<'h>(&self, conn: &Conn, host: impl FnOnce() -> Option<&'h str>) -> Option<&Site> {
+    pub(crate) fn select<'h>(&self, conn: &Conn, host: impl FnOnce() -> Option<&'h str>) -> Option<&Site> {
         if self.addresses.is_empty() {
             return self.sites.first();
         }

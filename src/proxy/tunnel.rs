@@ -15,7 +15,7 @@ const BUF: usize = 16 * 1024;
 
 /// A client connection as a tunnel takes it over: its bytes after the 101, including any
 /// the client sent early.
-pub trait ClientIo: AsyncRead + AsyncWrite + Unpin + Send {}
+pub(crate) trait ClientIo: AsyncRead + AsyncWrite + Unpin + Send {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> ClientIo for T {}
 
@@ -23,28 +23,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> ClientIo for T {}
 /// that asks for one: its connection arrives once the 101 has been written to it. (Clone,
 /// as extensions must be; only one clone receives it.)
 #[derive(Clone)]
-pub struct ClientUpgrade(Arc<Mutex<Option<Arriving>>>);
+pub(crate) struct ClientUpgrade(Arc<Mutex<Option<Arriving>>>);
 
 /// Where the client's connection arrives.
 type Arriving = oneshot::Receiver<Box<dyn ClientIo>>;
 
 /// The connection's side: hands the client connection over after the 101.
-pub struct Handover(oneshot::Sender<Box<dyn ClientIo>>);
+pub(crate) struct Handover(oneshot::Sender<Box<dyn ClientIo>>);
 
 impl Handover {
-    pub fn new() -> (Handover, ClientUpgrade) {
+    pub(crate) fn new() -> (Handover, ClientUpgrade) {
         let (tx, rx) = oneshot::channel();
         (Handover(tx), ClientUpgrade(Arc::new(Mutex::new(Some(rx)))))
     }
 
-    pub fn hand_over(self, io: Box<dyn ClientIo>) {
+    pub(crate) fn hand_over(self, io: Box<dyn ClientIo>) {
         // The tunnel may be gone already (the upstream side failed): the client's
         // connection then simply closes.
         let _ = self.0.send(io);
     }
 }
 
-pub async fn run(client: ClientUpgrade, upstream: Upgraded, idle: Duration) {
+pub(crate) async fn run(client: ClientUpgrade, upstream: Upgraded, idle: Duration) {
     let receiver = client.0.lock().ok().and_then(|mut rx| rx.take());
     let client = match receiver {
         Some(receiver) => receiver.await,

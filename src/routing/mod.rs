@@ -75,7 +75,7 @@ impl fmt::Display for Pattern {
 /// everything, a winning `^~` beats regexes, and a regex beats a plain prefix. Only the longest
 /// matching prefix is ever a candidate: nginx picks it before comparing kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Precedence {
+pub(crate) enum Precedence {
     /// The longest matching prefix was a plain one; it wins only if no regex matches.
     Prefix,
     /// A regex matched (among regexes the earlier in the file wins: see [`Match`]).
@@ -90,7 +90,7 @@ pub enum Precedence {
 /// precedence, then earlier location first (the first matching regex; the first of duplicates),
 /// so the best candidate is the max.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Match {
+pub(crate) struct Match {
     pub precedence: Precedence,
     pub location: usize,
 }
@@ -201,7 +201,7 @@ impl Router {
     }
 
     /// Like [`find`](Self::find), with how the location matched (for logs and debugging).
-    pub fn find_match(&self, path: &[u8]) -> Option<Match> {
+    pub(crate) fn find_match(&self, path: &[u8]) -> Option<Match> {
         if let Ok(i) = self.exact.binary_search_by(|(p, _)| (**p).cmp(path)) {
             return Some(Match {
                 precedence: Precedence::Exact,

@@ -64,7 +64,7 @@ impl SiteName {
 impl SiteName {
     /// The name as nginx compares two names for being the same, `*` and all; `None` for
     /// a regex (two regexes are never the same name).
-    pub fn key(&self) -> Option<String> {
+    pub(crate) fn key(&self) -> Option<String> {
         match self {
             SiteName::Exact(name) => Some(name.clone()),
             SiteName::LeadingWildcard(suffix) => Some(format!("*{suffix}")),

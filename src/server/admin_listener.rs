@@ -37,7 +37,7 @@ use crate::log::repeats::Repeats;
 use crate::state::GatewayState;
 
 /// The running admin listener; stops (after the request at hand) when dropped.
-pub struct AdminListener {
+pub(super) struct AdminListener {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
@@ -46,7 +46,7 @@ pub struct AdminListener {
 impl AdminListener {
     /// Serves `listener` (bound already, so that a busy port fails the start) on a
     /// thread, at most `max_connections` at once.
-    pub fn start(
+    pub(super) fn start(
         listener: std::net::TcpListener,
         max_connections: usize,
         state: Arc<GatewayState>,
@@ -71,7 +71,7 @@ impl AdminListener {
         })
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(super) fn addr(&self) -> SocketAddr {
         self.addr
     }
 }

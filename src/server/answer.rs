@@ -11,7 +11,7 @@ use crate::wire::Protocol;
 /// ([`closes`]), and a `return 444` is not sent at all. Dropping that response logs the
 /// request; the error makes the connection close (HTTP/1.1) or reset the stream (HTTP/2)
 /// unanswered.
-pub fn settle(
+pub(super) fn settle(
     response: &Response<Logged>,
     state: &ConnState,
     protocol: Protocol,

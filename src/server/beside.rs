@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use atomic_waker::AtomicWaker;
 
 /// `inner`, with a waker of its own: a wakeup of `inner` marks it due and wakes the task.
-pub struct Beside<F> {
+pub(super) struct Beside<F> {
     inner: F,
     flag: Arc<Flag>,
     waker: Waker,
@@ -37,7 +37,7 @@ impl Wake for Flag {
 }
 
 impl<F: Future + Unpin> Beside<F> {
-    pub fn new(inner: F) -> Beside<F> {
+    pub(super) fn new(inner: F) -> Beside<F> {
         let flag = Arc::new(Flag {
             due: AtomicBool::new(true),
             task: AtomicWaker::new(),
@@ -51,7 +51,7 @@ impl<F: Future + Unpin> Beside<F> {
 
     /// Polls `inner` if it woke since its last poll; `Pending` (and nothing else done
     /// but noting the task's waker) otherwise.
-    pub fn poll_if_due(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
+    pub(super) fn poll_if_due(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
         self.flag.task.register(cx.waker());
         if !self.flag.due.swap(false, Ordering::AcqRel) {
             return Poll::Pending;

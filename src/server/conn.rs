@@ -21,7 +21,7 @@ use crate::wire::Protocol;
 /// handshake), and the worker may shed it ([`ConnState::shed`]).
 /// `alpn`: what TLS's ALPN agreed on, when that binds: after `h2`, only HTTP/2 may
 /// follow (RFC 9113 §3.3).
-pub async fn serve<T>(
+pub(super) async fn serve<T>(
     stream: T,
     conn: Conn,
     conn_state: Arc<ConnState>,

@@ -23,14 +23,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The fewest descriptors kept for what is not a client connection.
-pub const RESERVE_MIN: usize = 64;
+pub(super) const RESERVE_MIN: usize = 64;
 
 /// Below this many data-plane connections, the start warns that the limit is low.
 const FEW: usize = 256;
 
 /// The process's descriptor limit and the data plane's share of it.
 #[derive(Debug)]
-pub struct Descriptors {
+pub(super) struct Descriptors {
     /// The soft `RLIMIT_NOFILE`.
     limit: usize,
     /// Descriptors at or above this number are the reserve's.
@@ -44,7 +44,7 @@ pub struct Descriptors {
 impl Descriptors {
     /// The split of `limit` descriptors with `admin` of them for the admin API. A limit
     /// too small for the reserve and the admin API leaves the data plane a quarter of it.
-    pub fn new(limit: usize, admin: usize) -> Descriptors {
+    pub(super) fn new(limit: usize, admin: usize) -> Descriptors {
         let reserve = (limit / 10).max(RESERVE_MIN).min(limit);
         let share = limit.saturating_sub(reserve + admin).max(limit / 4).max(1);
         Descriptors {
@@ -57,7 +57,7 @@ impl Descriptors {
 
     /// The split of this process's limit, raised to the hard limit first (see
     /// [`raise_limit`]).
-    pub fn of_process(admin: usize) -> Descriptors {
+    pub(super) fn of_process(admin: usize) -> Descriptors {
         let limit = raise_limit();
         let descriptors = Descriptors::new(limit, admin);
         if descriptors.share < FEW {
@@ -74,38 +74,38 @@ impl Descriptors {
     }
 
     /// The most client connections the data plane holds without making room.
-    pub fn share(&self) -> usize {
+    pub(super) fn share(&self) -> usize {
         self.share
     }
 
     /// A data-plane connection accepted on descriptor `fd`, counted until the slot drops;
     /// `true` with it when the connection is beyond the data plane's share or `fd` is in
     /// the reserve: room must be made.
-    pub fn take(self: &Arc<Self>, fd: RawFd) -> (Slot, bool) {
+    pub(super) fn take(self: &Arc<Self>, fd: RawFd) -> (Slot, bool) {
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         let slot = Slot(self.clone());
         (slot, open > self.share || self.in_reserve(fd))
     }
 
     /// Whether descriptor `fd` is one of the reserve's: at least that many are open.
-    pub fn in_reserve(&self, fd: RawFd) -> bool {
+    pub(super) fn in_reserve(&self, fd: RawFd) -> bool {
         usize::try_from(fd).is_ok_and(|fd| fd >= self.reserve_from)
     }
 
     /// Client connections open on the data plane.
-    pub fn open(&self) -> usize {
+    pub(super) fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
     }
 
     /// The soft `RLIMIT_NOFILE` the split was made of.
-    pub fn limit(&self) -> usize {
+    pub(super) fn limit(&self) -> usize {
         self.limit
     }
 }
 
 /// One data-plane connection counted in [`Descriptors`]; uncounted when dropped.
 #[derive(Debug)]
-pub struct Slot(Arc<Descriptors>);
+pub(super) struct Slot(Arc<Descriptors>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -115,7 +115,7 @@ impl Drop for Slot {
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one, and returns the soft one then in
 /// force (`usize::MAX` for no limit). A failure to raise it is logged and leaves it.
-pub fn raise_limit() -> usize {
+pub(super) fn raise_limit() -> usize {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let mut limits = getrlimit(Resource::Nofile);
     if let (Some(soft), Some(hard)) = (limits.current, limits.maximum) {
@@ -138,7 +138,7 @@ pub fn raise_limit() -> usize {
 }
 
 /// Whether an `accept` failed for want of descriptors (the process's or the system's).
-pub fn exhausted(err: &std::io::Error) -> bool {
+pub(super) fn exhausted(err: &std::io::Error) -> bool {
     use rustix::io::Errno;
     matches!(
         Errno::from_io_error(err),

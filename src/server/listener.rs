@@ -25,7 +25,7 @@ const BACKLOG: i32 = 4096;
 
 /// Whether an address may be served by another process too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sharing {
+pub(super) enum Sharing {
     /// No: binding fails (`AddrInUse`) where a socket listens already.
     Alone,
     /// Yes: a binary upgrade (`tollgate --upgrade`) starts beside the running tollgate
@@ -37,7 +37,7 @@ pub enum Sharing {
 /// Binds `workers` sockets to `addr`. When `addr` has port 0, the first socket's
 /// port is used for the rest, so every worker listens on the same actual address
 /// (a fresh port: no probe).
-pub fn bind(
+pub(super) fn bind(
     addr: SocketAddr,
     workers: usize,
     sharing: Sharing,
@@ -69,7 +69,7 @@ fn probe(addr: SocketAddr) -> io::Result<()> {
 
 /// Whether a socket listening on `ours` makes the probe of `addr` fail: the same port
 /// and family, and the same address or either one the wildcard.
-pub fn covers(ours: SocketAddr, addr: SocketAddr) -> bool {
+pub(super) fn covers(ours: SocketAddr, addr: SocketAddr) -> bool {
     ours.port() == addr.port()
         && ours.is_ipv4() == addr.is_ipv4()
         && (ours.ip() == addr.ip() || ours.ip().is_unspecified() || addr.ip().is_unspecified())
@@ -91,14 +91,14 @@ fn bind_one(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// A `listen` or `listen_tls` address bound for every worker, not yet accepting.
-pub struct Bound {
+pub(super) struct Bound {
     configured: Address,
     actual: SocketAddr,
     sockets: Vec<TcpListener>,
 }
 
 /// An address in force: its sockets accept until [`Listening::close`].
-pub struct Listening {
+pub(super) struct Listening {
     /// As configured (port 0 unresolved): what a reload compares.
     pub configured: Address,
     pub actual: SocketAddr,
@@ -108,7 +108,7 @@ pub struct Listening {
 impl Bound {
     /// Binds `addr` once per worker (see [`bind`]): a busy port fails here, before
     /// anything changes.
-    pub fn new(configured: Address, workers: usize, sharing: Sharing) -> io::Result<Bound> {
+    pub(super) fn new(configured: Address, workers: usize, sharing: Sharing) -> io::Result<Bound> {
         let (actual, sockets) = bind(configured.addr, workers, sharing)?;
         Ok(Bound {
             configured,
@@ -119,7 +119,7 @@ impl Bound {
 
     /// Hands each worker its socket: accepting starts. Open connections are counted
     /// in `metrics` under the actual address.
-    pub fn serve(self, workers: &[mpsc::UnboundedSender<Listen>], metrics: &Metrics) -> Listening {
+    pub(super) fn serve(self, workers: &[mpsc::UnboundedSender<Listen>], metrics: &Metrics) -> Listening {
         let (stop, _) = watch::channel(false);
         let open = metrics.connections(&self.actual.to_string());
         for (worker, listener) in workers.iter().zip(self.sockets) {
@@ -143,7 +143,7 @@ impl Bound {
 impl Listening {
     /// Stops accepting at once; the connections it accepted finish what they are doing
     /// and close.
-    pub fn close(&self) {
+    pub(super) fn close(&self) {
         self.stop.send_replace(true);
     }
 }

@@ -19,7 +19,7 @@
 //! - `adapt`: the adaptive tick, a thread that reads the upstream groups' load signals
 //!   and steps the controllers that follow them.
 
-pub mod adapt;
+pub(crate) mod adapt;
 mod admin_listener;
 mod answer;
 mod beside;

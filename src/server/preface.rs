@@ -9,7 +9,7 @@
 //! get an HTTP/1.1 400 it cannot read.
 
 /// The client connection preface's fixed part.
-pub const MAGIC: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(super) const MAGIC: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// What commits a connection to HTTP/2: the magic's request line.
 const START: &[u8] = b"PRI * HTTP/2.0\r\n";
 const FRAME_HEADER: usize = 9;
@@ -18,7 +18,7 @@ const ACK: u8 = 0x1;
 
 /// What the first bytes say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sniffed {
+pub(super) enum Sniffed {
     /// Not decided yet: read more.
     More,
     Http1,
@@ -28,7 +28,7 @@ pub enum Sniffed {
 }
 
 /// Looks at the first bytes of a connection.
-pub fn sniff(buf: &[u8]) -> Sniffed {
+pub(super) fn sniff(buf: &[u8]) -> Sniffed {
     let n = buf.len().min(START.len());
     if buf[..n] != START[..n] {
         return Sniffed::Http1;
@@ -54,7 +54,7 @@ pub fn sniff(buf: &[u8]) -> Sniffed {
 
 /// The server's answer to a broken preface: its own preface (an empty SETTINGS frame,
 /// which must come first), then GOAWAY with last stream 0 and PROTOCOL_ERROR (0x1).
-pub const GOAWAY: [u8; 26] = [
+pub(super) const GOAWAY: [u8; 26] = [
     0, 0, 0, SETTINGS, 0, 0, 0, 0, 0, // SETTINGS, empty
     0, 0, 8, 0x7, 0, 0, 0, 0, 0, // GOAWAY, 8 bytes, stream 0
     0, 0, 0, 0, // last stream id

@@ -23,7 +23,7 @@ const QUIET: Duration = Duration::from_millis(100);
 /// doubled since the last prune, so it holds at most twice the connections alive when it
 /// was last pruned, plus [`SLACK`]: bounded by the connections open, whatever the churn.
 #[derive(Default)]
-pub struct Sheddable {
+pub(super) struct Sheddable {
     inner: Mutex<Inner>,
 }
 
@@ -43,7 +43,7 @@ struct Inner {
 
 impl Sheddable {
     /// Adds a connection just accepted.
-    pub fn add(&self, conn: &Arc<ConnState>) {
+    pub(super) fn add(&self, conn: &Arc<ConnState>) {
         let mut inner = self.lock();
         if inner.conns.len() >= 2 * inner.kept + SLACK {
             inner.conns.retain(|conn| conn.strong_count() > 0);
@@ -55,7 +55,7 @@ impl Sheddable {
     /// Room for one connection beyond the share: the descriptor of one shed earlier
     /// (`Some(0)`), or of those [`Sheddable::shed_oldest`] sheds now (`Some(n)`); `None`
     /// when none is idle.
-    pub fn make_room(&self, now: Instant) -> Option<usize> {
+    pub(super) fn make_room(&self, now: Instant) -> Option<usize> {
         {
             let mut inner = self.lock();
             if inner.credit > 0 {
@@ -76,7 +76,7 @@ impl Sheddable {
     /// and at most [`MOST`], so that the next accepts beyond the share find room too.
     /// Returns how many. A look costs a walk over the worker's connections; after one
     /// that found none idle, the next [`QUIET`] return 0 without a look.
-    pub fn shed_oldest(&self, now: Instant) -> usize {
+    pub(super) fn shed_oldest(&self, now: Instant) -> usize {
         let mut inner = self.lock();
         if inner.quiet_until.is_some_and(|until| now < until) {
             return 0;

@@ -44,7 +44,7 @@ const REQUEST_TIMEOUT: &[u8] =
 
 /// The limits a connection is held to.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnLimits {
+pub(super) struct ConnLimits {
     pub header: Duration,
     pub keepalive: Duration,
     /// Longest wait for the client to take more bytes (`send_timeout`).
@@ -52,7 +52,7 @@ pub struct ConnLimits {
 }
 
 /// What one connection is doing, shared between its reader and its requests.
-pub struct ConnState {
+pub(super) struct ConnState {
     origin: Instant,
     phase: AtomicU8,
     /// Milliseconds after `origin` when the current phase began.
@@ -71,7 +71,7 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    pub fn new() -> Arc<ConnState> {
+    pub(super) fn new() -> Arc<ConnState> {
         Arc::new(ConnState {
             origin: Instant::now(),
             phase: AtomicU8::new(FRESH),
@@ -87,7 +87,7 @@ impl ConnState {
 
     /// Since when the connection has waited for a request, fresh or idle between two;
     /// `None` while a request is under way or begun, and once it is upgraded or shed.
-    pub fn idle_since(&self) -> Option<Instant> {
+    pub(super) fn idle_since(&self) -> Option<Instant> {
         let phase = self.phase.load(Ordering::Acquire);
         let waits = phase == FRESH || phase == IDLE;
         if !waits || self.upgraded.load(Ordering::Relaxed) || self.shed.load(Ordering::Relaxed) {
@@ -98,7 +98,7 @@ impl ConnState {
 
     /// Ends the connection the next time it waits for a request (at once if it waits
     /// now), as its `keepalive_timeout` would: quietly, no request being under way.
-    pub fn shed(&self) {
+    pub(super) fn shed(&self) {
         self.shed.store(true, Ordering::Release);
         self.waiting.wake();
     }
@@ -113,7 +113,7 @@ impl ConnState {
     /// Bytes of the next head arrived while the last request was in flight (HTTP/1.1
     /// pipelining): once idle, the connection waits for the rest under
     /// `client_header_timeout`, as for any head begun.
-    pub fn head_begun(&self) {
+    pub(super) fn head_begun(&self) {
         let phase = self.phase.load(Ordering::Acquire);
         if phase == FRESH || phase == IDLE {
             self.enter(HEAD);
@@ -122,7 +122,7 @@ impl ConnState {
 
     /// A request head has been read; the connection is busy until the guard drops
     /// (when the response body has been sent or abandoned).
-    pub fn begin(self: &Arc<Self>) -> RequestGuard {
+    pub(super) fn begin(self: &Arc<Self>) -> RequestGuard {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.phase.store(BUSY, Ordering::Release);
         RequestGuard(self.clone())
@@ -130,12 +130,12 @@ impl ConnState {
 
     /// An answer that closes the connection was sent before the request body was read
     /// (a 413, a 400): the connection ends with a lingering close ([`TimedIo`]).
-    pub fn linger_on_close(&self) {
+    pub(super) fn linger_on_close(&self) {
         self.lingers.store(true, Ordering::Relaxed);
     }
 
     /// The connection now carries a tunnel; only the tunnel's idle timeout applies.
-    pub fn set_upgraded(&self) {
+    pub(super) fn set_upgraded(&self) {
         self.upgraded.store(true, Ordering::Relaxed);
     }
 
@@ -156,7 +156,7 @@ impl ConnState {
 }
 
 /// One request in progress on a connection.
-pub struct RequestGuard(Arc<ConnState>);
+pub(super) struct RequestGuard(Arc<ConnState>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
@@ -174,7 +174,7 @@ impl Drop for RequestGuard {
 /// A connection's byte stream, with the phase limits applied to its reads, and bytes
 /// already read (the protocol-sniffing prefix, or what came after an upgrade's head)
 /// replayed in front.
-pub struct TimedIo<T> {
+pub(super) struct TimedIo<T> {
     inner: T,
     state: Arc<ConnState>,
     limits: ConnLimits,
@@ -202,7 +202,7 @@ pub struct TimedIo<T> {
 const LINGER: Duration = Duration::from_secs(2);
 
 impl<T> TimedIo<T> {
-    pub fn new(inner: T, state: Arc<ConnState>, limits: ConnLimits) -> TimedIo<T> {
+    pub(super) fn new(inner: T, state: Arc<ConnState>, limits: ConnLimits) -> TimedIo<T> {
         let first = state.origin + limits.header;
         TimedIo {
             inner,
@@ -222,7 +222,7 @@ impl<T> TimedIo<T> {
 
     /// Bytes already read (while sniffing the protocol, or past an upgrade's head) to
     /// hand out again first, to a connection that speaks `protocol` from now on.
-    pub fn replay(&mut self, prefix: Bytes, protocol: Protocol) {
+    pub(super) fn replay(&mut self, prefix: Bytes, protocol: Protocol) {
         self.prefix = prefix;
         self.protocol = protocol;
         self.parks = match protocol {
@@ -233,7 +233,7 @@ impl<T> TimedIo<T> {
 
     /// For an HTTP/1.1 connection served by hyper: a read while busy parks (see
     /// `parks`), so that the keep-alive clock starts when the last answer is sent.
-    pub fn park_while_busy(&mut self) {
+    pub(super) fn park_while_busy(&mut self) {
         self.parks = true;
     }
 }

@@ -30,7 +30,7 @@ use crate::wire::Protocol;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
-pub struct Listen {
+pub(super) struct Listen {
     pub listener: TcpListener,
     pub stop: watch::Receiver<bool>,
     /// Open connections accepted on this address (`/metrics`).
@@ -43,7 +43,7 @@ pub struct Listen {
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
 /// stops every socket first), then gives open connections until the snapshot's
 /// `shutdown_timeout` to finish. Connections count against `descriptors`.
-pub fn run(
+pub(super) fn run(
     worker: usize,
     mut listen: mpsc::UnboundedReceiver<Listen>,
     state: Arc<GatewayState>,

@@ -117,23 +117,23 @@ impl Backend {
     /// Redis (a ban trusted again after a failed call, a worker's reconnect pause), which
     /// a request's arrival may precede by several `timeout`s (one per Redis zone before).
     /// Never for a decision: that takes the request's arrival.
-    pub fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         (self.clock)()
     }
 
-    pub fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 
     /// The zones this instance announces itself in, and the instances counted in each.
-    pub fn fleet(&self) -> &Arc<Fleet> {
+    pub(crate) fn fleet(&self) -> &Arc<Fleet> {
         &self.fleet
     }
 
     /// Runs `call` on Redis's clock within `timeout`, on `worker`'s connection: decides
     /// (and charges) a request, or gives back a charge. `now` is the request's arrival
     /// (a worker that failed to connect tries again only after a pause from then).
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         call: &Call,
         mode: Mode,

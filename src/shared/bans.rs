@@ -59,7 +59,7 @@ fn crc16(bytes: &[u8]) -> u16 {
 
 /// The hash slot of `key`: of its hash tag (the bytes between the first `{` and the next
 /// `}`, when not empty), else of the whole key.
-pub fn slot_of(key: &[u8]) -> u16 {
+pub(super) fn slot_of(key: &[u8]) -> u16 {
     let tag = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
         let close = rest.iter().position(|&b| b == b'}')?;
@@ -72,7 +72,7 @@ static TAGS: OnceLock<Box<[[u8; 4]]>> = OnceLock::new();
 
 /// Makes the tag table now (about 240,000 CRCs of at most 4 bytes, a few ms), so that no
 /// request makes it: called when a backend is made.
-pub fn prepare_tags() {
+pub(super) fn prepare_tags() {
     tags();
 }
 

@@ -37,7 +37,7 @@ pub const HEARTBEAT: &str = concat!(
 
 /// An announcement lasts this many beats: an instance that misses two beats in a row
 /// (a slow call, a short hiccup) is still counted.
-pub const TTL_BEATS: u32 = 3;
+pub(crate) const TTL_BEATS: u32 = 3;
 
 /// The Redis key of zone `zone`'s instances.
 pub fn instances_key(zone: &str) -> Vec<u8> {
@@ -47,7 +47,7 @@ pub fn instances_key(zone: &str) -> Vec<u8> {
 /// A new instance id: random (64 bits no other instance shares), then the pid for an
 /// operator reading the set. A gateway keeps its [`Fleet`], and so its id, across
 /// reloads; two gateways in one process (tests) are two instances.
-pub fn new_instance_id() -> Box<str> {
+pub(crate) fn new_instance_id() -> Box<str> {
     // `RandomState` is seeded from the system's randomness, and each one differs.
     let random = RandomState::new().hash_one(std::process::id());
     format!("{random:016x}-{}", std::process::id()).into()
@@ -81,12 +81,12 @@ impl Fleet {
     }
 
     /// This instance's id among those sharing its zones.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// Announces this instance in `zones` for as long as the result lives.
-    pub fn announce(self: &Arc<Self>, zones: Vec<Box<str>>) -> Announcement {
+    pub(crate) fn announce(self: &Arc<Self>, zones: Vec<Box<str>>) -> Announcement {
         let mut members = self.zones.write().unwrap_or_else(|p| p.into_inner());
         let mut added = false;
         for zone in &zones {
@@ -114,7 +114,7 @@ impl Fleet {
 
     /// The instances zone `zone` had at the last heartbeat answered; `None` before any
     /// (or for a zone not announced).
-    pub fn live(&self, zone: &str) -> Option<u64> {
+    pub(crate) fn live(&self, zone: &str) -> Option<u64> {
         let members = self.zones.read().unwrap_or_else(|p| p.into_inner());
         let member = members.iter().find(|m| &*m.zone == zone)?;
         Some(member.seen.load(Ordering::Relaxed)).filter(|n| *n > 0)

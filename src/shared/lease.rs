@@ -47,14 +47,14 @@ use crate::limit::remote::Failure;
 use crate::limit::{Decision, Params, Verdict};
 
 /// Leases a zone holds (one per key and terms).
-pub const KEYS: usize = 64 * 1024;
+pub(super) const KEYS: usize = 64 * 1024;
 /// Maps the leases are spread over, each behind its own lock.
-pub const SHARDS: usize = 16;
+pub(super) const SHARDS: usize = 16;
 /// Leases a full shard drops at once when none has expired.
-pub const EVICT: usize = KEYS / SHARDS / 16;
+pub(super) const EVICT: usize = KEYS / SHARDS / 16;
 /// The longest unspent units live, in nanoseconds: an `r/m` or `r/d` zone does not hold
 /// units Redis counted for a whole window.
-pub const LIFETIME: u64 = 5_000_000_000;
+pub(super) const LIFETIME: u64 = 5_000_000_000;
 
 /// A zone's leases: (key, terms) → units left.
 pub struct Leases {
@@ -95,7 +95,7 @@ struct Signal {
 }
 
 /// What a request of a leased zone does first ([`Leases::first`]).
-pub enum First<'a> {
+pub(crate) enum First<'a> {
     /// It was decided by leased units.
     Spent(Decision),
     /// It asks Redis for a lease, the only one of its key to do so until this is dropped.
@@ -109,7 +109,7 @@ pub enum First<'a> {
 
 /// The one fetch under way for a key: dropping it (after [`Leases::add`], or when the
 /// request gave up) lets the key's waiting requests look at the lease again.
-pub struct Fetch<'a> {
+pub(crate) struct Fetch<'a> {
     leases: &'a Leases,
     id: Id,
     /// This fetch's own signal: a newer fetch of the key (after this one's lease was
@@ -121,12 +121,12 @@ pub struct Fetch<'a> {
 
 impl Fetch<'_> {
     /// The `want` of the fetch's script call: at most what the table can take.
-    pub fn want(&self) -> u64 {
+    pub(crate) fn want(&self) -> u64 {
         self.want
     }
 
     /// The fetch's call failed so: the waiters take it too.
-    pub fn failed(&mut self, failure: Failure) {
+    pub(crate) fn failed(&mut self, failure: Failure) {
         let _ = self.signal.failed.set(failure);
     }
 }
@@ -153,7 +153,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Leases {
     /// Leases of at most `most` units per key.
-    pub fn new(most: u64) -> Leases {
+    pub(crate) fn new(most: u64) -> Leases {
         Leases {
             most,
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
@@ -176,7 +176,7 @@ impl Leases {
     /// units, or fetch a lease, or, while another request of the key fetches one, wait
     /// for it (at most `wait`) and then spend or ask Redis for its own units, or take
     /// the fetch's failure.
-    pub async fn first(&self, key: &[u8], params: &Params, now: u64, wait: Duration) -> First<'_> {
+    pub(crate) async fn first(&self, key: &[u8], params: &Params, now: u64, wait: Duration) -> First<'_> {
         let id = self.id(key, params);
         let (waiter, failed) = match self.take(id, params.cost, now) {
             Taken::Spent(decision) => return First::Spent(decision),
@@ -227,7 +227,7 @@ impl Leases {
     /// Spends `params.cost` units of `key`'s lease under `params` at `now` (zone
     /// clock): the request's decision, or `None` when it holds fewer (or they expired)
     /// and Redis must decide.
-    pub fn spend(&self, key: &[u8], params: &Params, now: u64) -> Option<Decision> {
+    pub(crate) fn spend(&self, key: &[u8], params: &Params, now: u64) -> Option<Decision> {
         let id = self.id(key, params);
         spend_in(&mut lock(self.shard(id)), id, params.cost, now)
     }
@@ -236,7 +236,7 @@ impl Leases {
     /// request it `admitted` (its remaining units and reset exclude them), to expire
     /// `lifetime` nanoseconds later (at most [`LIFETIME`]), or with the units the lease
     /// still holds. The key holds at most `lease` units.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         (key, params): (&[u8], &Params),
         granted: u64,
@@ -261,7 +261,7 @@ impl Leases {
     }
 
     /// Leases held (or being fetched), expired or not.
-    pub fn keys(&self) -> usize {
+    pub(crate) fn keys(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
 }

@@ -24,7 +24,7 @@ pub use bans::{
     ban_key, ban_key_of, parse_ban_key, share_ban, zone_ban_prefix, BAN_PREFIX, MIN_TOMBSTONE,
 };
 pub use heartbeat::{Announcement, Fleet};
-pub use lease::{Fetch, First, Leases};
+pub(crate) use lease::{Fetch, First, Leases};
 pub use scripts::{
     BanOr, Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, SLIDING_LOG,
     SLIDING_WINDOW, TOKEN_BUCKET,
@@ -43,12 +43,12 @@ pub fn redis_key(zone: &str, key: &[u8]) -> Vec<u8> {
 
 /// What every soft lane key starts with: a prefix no zone key (`tollgate:`) or ban key
 /// (`tollgate-ban:`) has, so no client's key, whatever its bytes, names another's lane.
-pub const SOFT_PREFIX: &[u8] = b"tollgate-soft:";
+pub(crate) const SOFT_PREFIX: &[u8] = b"tollgate-soft:";
 
 /// The Redis key of `key`'s soft lane in zone `zone` (`soft`, `limit::soft`):
 /// `tollgate-soft:<zone>:<key>`. A lane call touches this one key (it reads no ban), so
 /// it needs no hash tag: it goes wherever its bytes hash, as a zone key does.
-pub fn soft_key(zone: &str, key: &[u8]) -> Vec<u8> {
+pub(crate) fn soft_key(zone: &str, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(SOFT_PREFIX.len() + zone.len() + 1 + key.len());
     out.extend_from_slice(SOFT_PREFIX);
     out.extend_from_slice(zone.as_bytes());

@@ -210,7 +210,7 @@ pub enum BanOr {
 impl Scripts {
     /// [`Scripts::run`] in decide mode with `ban_key` as `KEYS[2]`: `ban.lua` answers
     /// for a banned key before the algorithm runs (one round trip either way).
-    pub async fn run_banned<C: ConnectionLike>(
+    pub(crate) async fn run_banned<C: ConnectionLike>(
         &self,
         algorithm: Algorithm,
         conn: &mut C,

@@ -22,7 +22,7 @@ const IP_HASH_TRIES: usize = 20;
 
 /// One upstream group's balancer. `Send + Sync`; share it across workers.
 #[derive(Debug)]
-pub struct Balancer {
+pub(crate) struct Balancer {
     policy: Balance,
     /// The configured weights (≥ 1), for least_conn's load comparison.
     weights: Box<[u32]>,
@@ -36,7 +36,7 @@ pub struct Balancer {
 impl Balancer {
     /// A balancer over `weights.len()` servers. Weights of 0 are taken as 1; an empty list gives
     /// a balancer whose `pick` is always `None` (the config layer forbids both).
-    pub fn new(policy: Balance, weights: &[u32]) -> Balancer {
+    pub(crate) fn new(policy: Balance, weights: &[u32]) -> Balancer {
         let weights: Box<[u32]> = weights.iter().map(|&w| w.max(1)).collect();
         let scaled = scale(&weights);
         let cumulative = scaled
@@ -55,14 +55,14 @@ impl Balancer {
         }
     }
 
-    pub fn policy(&self) -> Balance {
+    pub(crate) fn policy(&self) -> Balance {
         self.policy
     }
 
     /// The server for this try, or None if every server is excluded. `excluded(i)` is true for a
     /// server that is down or was already tried for this request; `in_flight(i)` is its current
     /// number of active requests (for LeastConn).
-    pub fn pick(
+    pub(crate) fn pick(
         &self,
         client: IpAddr,
         excluded: &dyn Fn(usize) -> bool,

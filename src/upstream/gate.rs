@@ -51,7 +51,7 @@ use crate::limit::adaptive::gradient;
 
 /// What the gate's keys say, besides the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GateSettings {
+pub(crate) struct GateSettings {
     /// Requests that may wait at once (`queue`); 0: none wait.
     pub queue: u32,
     /// The longest a request waits (`queue_timeout`).
@@ -60,7 +60,7 @@ pub struct GateSettings {
 
 /// Why a request was not let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shed {
+pub(crate) enum Shed {
     /// The queue was full of requests of its priority or higher.
     QueueFull,
     /// It waited `queue_timeout`.
@@ -70,10 +70,10 @@ pub enum Shed {
 }
 
 impl Shed {
-    pub const ALL: [Shed; 3] = [Shed::QueueFull, Shed::Timeout, Shed::Priority];
+    pub(crate) const ALL: [Shed; 3] = [Shed::QueueFull, Shed::Timeout, Shed::Priority];
 
     /// The `reason` label of `/metrics` and the member of `/status`.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Shed::QueueFull => "queue_full",
             Shed::Timeout => "timeout",
@@ -85,10 +85,10 @@ impl Shed {
 /// Requests shed, by reason. Outlives the gate: a group whose gate is made anew on a
 /// reload keeps counting in the same cells.
 #[derive(Default, Debug)]
-pub struct ShedCounts([std::sync::atomic::AtomicU64; 3]);
+pub(crate) struct ShedCounts([std::sync::atomic::AtomicU64; 3]);
 
 impl ShedCounts {
-    pub fn get(&self, reason: Shed) -> u64 {
+    pub(crate) fn get(&self, reason: Shed) -> u64 {
         self.0[reason as usize].load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -101,7 +101,7 @@ impl ShedCounts {
 /// controller's bounds, what it last told (for `/status`), and the requests in flight
 /// on either side of its latest mark. Requests write only the last.
 #[derive(Debug)]
-pub struct Auto {
+pub(crate) struct Auto {
     pub settings: gradient::Settings,
     shown: std::sync::Mutex<AutoShown>,
     marks: Line<Marks>,
@@ -123,7 +123,7 @@ struct Marks {
 
 /// What the controller of an `"auto"` gate last measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AutoShown {
+pub(crate) struct AutoShown {
     /// The unloaded latency the limit is judged against; `None` until measured.
     pub min_rtt: Option<Duration>,
     /// Whether the limit is pinned to `in_flight_min` to measure `min_rtt` again.
@@ -131,14 +131,14 @@ pub struct AutoShown {
 }
 
 impl Auto {
-    pub fn shown(&self) -> AutoShown {
+    pub(crate) fn shown(&self) -> AutoShown {
         *self
             .shown
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn show(&self, shown: AutoShown) {
+    pub(crate) fn show(&self, shown: AutoShown) {
         *self
             .shown
             .lock()
@@ -189,7 +189,7 @@ fn join(waiting: u32, in_flight: u32) -> u64 {
 
 impl Gate {
     /// A gate letting `limit` (at least 1) through at once.
-    pub fn new(limit: u32, settings: GateSettings, shed: Arc<ShedCounts>) -> Gate {
+    pub(crate) fn new(limit: u32, settings: GateSettings, shed: Arc<ShedCounts>) -> Gate {
         Gate {
             state: Line(AtomicU64::new(0)),
             limit: Line(AtomicU32::new(limit.max(1))),
@@ -206,7 +206,7 @@ impl Gate {
 
     /// A gate for `max_in_flight = "auto"`: it starts at `in_flight_min`, and the
     /// adaptive tick moves its limit within `auto`'s bounds.
-    pub fn auto(auto: gradient::Settings, settings: GateSettings, shed: Arc<ShedCounts>) -> Gate {
+    pub(crate) fn auto(auto: gradient::Settings, settings: GateSettings, shed: Arc<ShedCounts>) -> Gate {
         Gate {
             auto: Some(Auto {
                 settings: auto,
@@ -218,40 +218,40 @@ impl Gate {
     }
 
     /// The controller's side of an `"auto"` gate; `None` for a fixed limit.
-    pub fn auto_limit(&self) -> Option<&Auto> {
+    pub(crate) fn auto_limit(&self) -> Option<&Auto> {
         self.auto.as_ref()
     }
 
-    pub fn settings(&self) -> GateSettings {
+    pub(crate) fn settings(&self) -> GateSettings {
         self.settings
     }
 
-    pub fn limit(&self) -> u32 {
+    pub(crate) fn limit(&self) -> u32 {
         self.limit.0.load(Ordering::SeqCst)
     }
 
     /// Sets the limit (at least 1). A raised limit lets waiters in at once; a lowered one
     /// takes effect as requests end.
-    pub fn set_limit(self: &Arc<Self>, limit: u32) {
+    pub(crate) fn set_limit(self: &Arc<Self>, limit: u32) {
         self.limit.0.store(limit.max(1), Ordering::SeqCst);
         // Always, not only when someone seems to wait: a waiter queuing now read the old
         // limit, and the lock orders it before or after this store.
         self.pump();
     }
 
-    pub fn in_flight(&self) -> u32 {
+    pub(crate) fn in_flight(&self) -> u32 {
         split(self.state.0.load(Ordering::SeqCst)).1
     }
 
     /// The most requests in flight at once since the last call (or since the start).
-    pub fn take_peak(&self) -> u32 {
+    pub(crate) fn take_peak(&self) -> u32 {
         let now = self.in_flight();
         self.peak.swap(now, Ordering::Relaxed).max(now)
     }
 
     /// Marks the requests in flight now as let through before the mark (an `"auto"`
     /// gate's probe begins).
-    pub fn mark(&self) {
+    pub(crate) fn mark(&self) {
         if let Some(auto) = &self.auto {
             // Relaxed: a request that let itself in on the old parity just after is
             // counted as before, which only makes the probe wait for it too.
@@ -260,7 +260,7 @@ impl Gate {
     }
 
     /// Requests let through before the last [`Gate::mark`] and still in flight.
-    pub fn in_flight_before_mark(&self) -> u32 {
+    pub(crate) fn in_flight_before_mark(&self) -> u32 {
         self.auto.as_ref().map_or(0, |auto| {
             let marks = &auto.marks.0;
             let before = 1 - marks.parity.load(Relaxed);
@@ -269,17 +269,17 @@ impl Gate {
     }
 
     /// Requests waiting now.
-    pub fn queue_len(&self) -> u32 {
+    pub(crate) fn queue_len(&self) -> u32 {
         split(self.state.0.load(Ordering::SeqCst)).0
     }
 
-    pub fn shed(&self) -> &Arc<ShedCounts> {
+    pub(crate) fn shed(&self) -> &Arc<ShedCounts> {
         &self.shed
     }
 
     /// Lets the request through, at once or after a wait; `priority` is asked only when
     /// it has to wait.
-    pub async fn admit(self: &Arc<Self>, priority: impl FnOnce() -> u8) -> Result<Permit, Shed> {
+    pub(crate) async fn admit(self: &Arc<Self>, priority: impl FnOnce() -> u8) -> Result<Permit, Shed> {
         if let Some(permit) = self.try_acquire() {
             return Ok(permit);
         }
@@ -298,7 +298,7 @@ impl Gate {
     }
 
     /// The fast path: a slot if the count is below the limit.
-    pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
+    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
         let taken = self.change(|w, n| (n < self.limit()).then(|| (w, n + 1)));
         let (_, n) = taken.ok()?;
         self.note_peak(n);
@@ -306,7 +306,7 @@ impl Gate {
     }
 
     /// The slow path, under the lock: a slot after all, a place in the queue, or shed.
-    pub fn enqueue(self: &Arc<Self>, priority: u8) -> Admission {
+    pub(crate) fn enqueue(self: &Arc<Self>, priority: u8) -> Admission {
         let mut queue = lock(&self.queue);
         let worst = queue.waiters.last_key_value().map(|(place, _)| place.0 .0);
         let full = queue.waiters.len() >= self.settings.queue as usize;
@@ -466,14 +466,14 @@ impl Gate {
 }
 
 /// What [`Gate::enqueue`] decided.
-pub enum Admission {
+pub(crate) enum Admission {
     Now(Permit),
     Queued(Ticket),
     Shed(Shed),
 }
 
 /// A slot on the group, given back when dropped.
-pub struct Permit {
+pub(crate) struct Permit {
     gate: Option<Arc<Gate>>,
     /// The parity of the marks when it was let through (`"auto"` gates).
     parity: u32,
@@ -499,7 +499,7 @@ impl Drop for Permit {
 
 /// A place in the queue: resolves to a slot, or to why the request was shed. Dropping
 /// it leaves the queue.
-pub struct Ticket {
+pub(crate) struct Ticket {
     gate: Arc<Gate>,
     place: Place,
     receiver: oneshot::Receiver<Message>,

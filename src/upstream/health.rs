@@ -30,7 +30,7 @@ struct Window {
 impl Health {
     /// `max_fails` 0 turns passive health off: the server is never marked down and failures are
     /// not counted (nginx).
-    pub fn new(max_fails: u32, fail_timeout: Duration) -> Health {
+    pub(crate) fn new(max_fails: u32, fail_timeout: Duration) -> Health {
         Health {
             max_fails,
             fail_timeout,
@@ -42,7 +42,7 @@ impl Health {
     /// False while the server has `max_fails` failures and its last one is less than
     /// `fail_timeout` ago.
     #[inline]
-    pub fn is_available(&self, now: Instant) -> bool {
+    pub(crate) fn is_available(&self, now: Instant) -> bool {
         if self.fails.load(Ordering::Relaxed) < self.max_fails || self.max_fails == 0 {
             return true;
         }
@@ -54,7 +54,7 @@ impl Health {
     /// `fail_timeout` after the window's first one starts a new count. A server that was down
     /// and is being tried again still has `fails ≥ max_fails`, so one more failure takes it down
     /// again at once, as in nginx.
-    pub fn record_failure(&self, now: Instant) {
+    pub(crate) fn record_failure(&self, now: Instant) {
         if self.max_fails == 0 {
             return;
         }
@@ -77,7 +77,7 @@ impl Health {
     /// back, or the count is stale), it forgets the failures; within the window a success does
     /// not cancel them — nginx counts failures per `fail_timeout`, not in a row.
     #[inline]
-    pub fn record_success(&self, now: Instant) {
+    pub(crate) fn record_success(&self, now: Instant) {
         if self.fails.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -89,7 +89,7 @@ impl Health {
     }
 
     /// Failures counted now (for `/status`).
-    pub fn fails(&self) -> u32 {
+    pub(crate) fn fails(&self) -> u32 {
         self.fails.load(Ordering::Relaxed)
     }
 

@@ -6,11 +6,11 @@
 //! The bodies that cross the gateway are `wire::body`'s; [`ResponseBody`] is its response
 //! body with [`h1::Body`] as the upstream's.
 
-pub mod balance;
-pub mod gate;
+pub(crate) mod balance;
+pub(crate) mod gate;
 pub mod h1;
-pub mod health;
-pub mod pool;
+pub(crate) mod health;
+pub(crate) mod pool;
 pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
@@ -28,7 +28,7 @@ use tls::{GroupTls, ServerTls};
 
 /// The body of a response sent to the client: tollgate's own answer, or an upstream's
 /// body ([`h1::Body`]) streaming through.
-pub type ResponseBody = crate::wire::body::ResponseBody<h1::Body>;
+pub(crate) type ResponseBody = crate::wire::body::ResponseBody<h1::Body>;
 
 /// One `[upstreams.NAME]` group, shared by every worker.
 pub struct Group {
@@ -65,7 +65,7 @@ pub struct Server {
 impl Server {
     /// An attempt on this server failed: passive health counts it (unless the kind is
     /// the request's own trouble, an oversized response head), and so does `/metrics`.
-    pub fn failed(&self, kind: FailureKind) {
+    pub(crate) fn failed(&self, kind: FailureKind) {
         if kind != FailureKind::OversizedHead {
             self.health.record_failure(Instant::now());
         }
@@ -74,7 +74,7 @@ impl Server {
 }
 
 /// Settings a [`Group`] is built from (the snapshot maps the config onto this).
-pub struct GroupSpec {
+pub(crate) struct GroupSpec {
     pub name: String,
     /// Address, weight, and where the server's failures are counted.
     pub servers: Vec<(SocketAddr, u32, Arc<Failures>)>,
@@ -93,7 +93,7 @@ pub struct GroupSpec {
 impl Group {
     /// `workers` is the number of worker threads; each gets its own idle pool per
     /// server, so a connection is only ever driven by the runtime that opened it.
-    pub fn new(spec: GroupSpec, workers: usize) -> Group {
+    pub(crate) fn new(spec: GroupSpec, workers: usize) -> Group {
         let weights: Vec<u32> = spec.servers.iter().map(|(_, w, _)| *w).collect();
         let mut tls = spec.tls.map(|tls| tls.into_servers().into_iter());
         let servers = spec
@@ -125,7 +125,7 @@ impl Group {
     /// The next server to try, skipping those in `tried` (a bit per server; a group
     /// has at most 64 servers' worth of retry memory) and those passive health has
     /// taken out. `None` when nothing is left ("no live upstreams").
-    pub fn pick(&self, client: IpAddr, tried: u64, now: Instant) -> Option<usize> {
+    pub(crate) fn pick(&self, client: IpAddr, tried: u64, now: Instant) -> Option<usize> {
         let excluded = |i: usize| {
             (i < 64 && tried & (1 << i) != 0)
                 || (!self.single && !self.servers[i].health.is_available(now))
@@ -136,7 +136,7 @@ impl Group {
 
     /// Requests on the group's servers now, from their pick until their response body
     /// ends (the load signals' in-flight; read by the tick thread, not per request).
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         let count = |s: &Server| u64::from(s.in_flight.load(Ordering::Relaxed));
         self.servers.iter().map(count).sum()
     }
@@ -145,7 +145,7 @@ impl Group {
 /// What a request holds on its upstream server while the response streams: its
 /// place in the server's load count (`least_conn`), its slot in the group's gate, and
 /// where its connection goes back when the body has been read whole.
-pub struct Lease {
+pub(crate) struct Lease {
     active: ActiveRequest,
     worker: usize,
     /// Given back with the lease (after the connection is back in its pool).
@@ -153,7 +153,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn new(active: ActiveRequest, worker: usize) -> Lease {
+    pub(crate) fn new(active: ActiveRequest, worker: usize) -> Lease {
         Lease {
             active,
             worker,
@@ -162,12 +162,12 @@ impl Lease {
     }
 
     /// Holds the request's slot in the group's gate until the response ends.
-    pub fn hold(&mut self, permit: Option<gate::Permit>) {
+    pub(crate) fn hold(&mut self, permit: Option<gate::Permit>) {
         self.permit = permit;
     }
 
     /// The response is over; `conn` is its connection if keep-alive allows reuse.
-    pub fn end(self, conn: Option<h1::UpstreamConn>) {
+    pub(crate) fn end(self, conn: Option<h1::UpstreamConn>) {
         if let Some(conn) = conn {
             let server = &self.active.group.servers[self.active.server];
             server.pool.put(self.worker, conn);
@@ -177,13 +177,13 @@ impl Lease {
 
 /// An active request on one server of a group (for `least_conn`), from the moment it
 /// is sent until its response body ends; released on drop.
-pub struct ActiveRequest {
+pub(crate) struct ActiveRequest {
     group: Arc<Group>,
     server: usize,
 }
 
 impl ActiveRequest {
-    pub fn new(group: Arc<Group>, server: usize) -> ActiveRequest {
+    pub(crate) fn new(group: Arc<Group>, server: usize) -> ActiveRequest {
         group.servers[server]
             .in_flight
             .fetch_add(1, Ordering::Relaxed);

@@ -18,7 +18,7 @@ pub struct IdlePool {
 }
 
 impl IdlePool {
-    pub fn new(workers: usize, keepalive: usize) -> IdlePool {
+    pub(crate) fn new(workers: usize, keepalive: usize) -> IdlePool {
         IdlePool {
             per_worker: (0..workers.max(1))
                 .map(|_| Mutex::new(Vec::new()))
@@ -41,7 +41,7 @@ impl IdlePool {
     }
 
     /// Keeps a connection for reuse, or drops (closes) it when the list is full.
-    pub fn put(&self, worker: usize, conn: UpstreamConn) {
+    pub(crate) fn put(&self, worker: usize, conn: UpstreamConn) {
         let Some(list) = self.per_worker.get(worker) else {
             return;
         };
@@ -53,7 +53,7 @@ impl IdlePool {
 }
 
 /// A connection to send a request on, and where it came from.
-pub struct Checkout {
+pub(crate) struct Checkout {
     pub conn: UpstreamConn,
     /// Taken from the idle pool: the server may have closed it meanwhile.
     pub pooled: bool,
@@ -61,7 +61,7 @@ pub struct Checkout {
 
 /// A connection to `server`: an idle pooled one if `reuse` allows and one is left,
 /// else a new one.
-pub async fn checkout(
+pub(crate) async fn checkout(
     group: &Group,
     server: usize,
     worker: usize,

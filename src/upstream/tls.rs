@@ -28,7 +28,7 @@ pub struct ServerTls {
 }
 
 impl ServerTls {
-    pub fn new(client: Arc<rustls::ClientConfig>, name: ServerName<'static>) -> ServerTls {
+    pub(crate) fn new(client: Arc<rustls::ClientConfig>, name: ServerName<'static>) -> ServerTls {
         ServerTls {
             connector: TlsConnector::from(client),
             name,
@@ -37,12 +37,12 @@ impl ServerTls {
 
     /// The handshake on a connected socket; a verification failure is an error of
     /// kind `InvalidData` that says what was wrong with the certificate.
-    pub async fn handshake(&self, tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+    pub(crate) async fn handshake(&self, tcp: TcpStream) -> io::Result<TlsStream<TcpStream>> {
         self.connector.connect(self.name.clone(), tcp).await
     }
 
     /// The name the certificate must carry, for messages.
-    pub fn name(&self) -> Cow<'_, str> {
+    pub(crate) fn name(&self) -> Cow<'_, str> {
         self.name.to_str()
     }
 }

@@ -21,16 +21,16 @@ use tokio::time::{Instant, Sleep};
 
 use crate::config::MaxBodySize;
 
-pub mod client;
+pub(crate) mod client;
 mod rendered;
 mod response;
 mod spool;
 
-pub use client::{ClientBody, ClientBodyError};
-pub use rendered::Rendered;
-pub use response::ResponseBody;
+pub(crate) use client::{ClientBody, ClientBodyError};
+pub(crate) use rendered::Rendered;
+pub(crate) use response::ResponseBody;
 use spool::Spool;
-pub use spool::Unspool;
+pub(crate) use spool::Unspool;
 
 /// Why a streamed body stopped early.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ impl StdError for BodyError {
 /// `read_timeout` counts only time the upstream spends not reading or not answering,
 /// never time spent waiting for a slow client (that is `client_body_timeout`'s job).
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     origin: Instant,
     /// Microseconds after `origin` of the last frame read from the client (fine enough
     /// to time a fast upstream from it: see [`Progress::since_last_frame`]).
@@ -89,7 +89,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new() -> Arc<Progress> {
+    pub(crate) fn new() -> Arc<Progress> {
         Arc::new(Progress {
             origin: Instant::now(),
             last_us: AtomicU64::new(0),
@@ -105,17 +105,17 @@ impl Progress {
 
     /// When the upstream will have been idle for `timeout`, counting from the last
     /// body frame.
-    pub fn deadline(&self, timeout: Duration) -> Instant {
+    pub(crate) fn deadline(&self, timeout: Duration) -> Instant {
         self.origin + Duration::from_micros(self.last_us.load(Ordering::Relaxed)) + timeout
     }
 
     /// How long ago the last frame was read from the client.
-    pub fn since_last_frame(&self) -> Duration {
+    pub(crate) fn since_last_frame(&self) -> Duration {
         let last = Duration::from_micros(self.last_us.load(Ordering::Relaxed));
         self.origin.elapsed().saturating_sub(last)
     }
 
-    pub fn waiting_on_client(&self) -> bool {
+    pub(crate) fn waiting_on_client(&self) -> bool {
         self.waiting_on_client.load(Ordering::Relaxed)
     }
 }
@@ -154,7 +154,7 @@ pin_project! {
 }
 
 impl Timed {
-    pub fn new(inner: ClientBody, limits: BodyLimits, max: MaxBodySize) -> Timed {
+    pub(crate) fn new(inner: ClientBody, limits: BodyLimits, max: MaxBodySize) -> Timed {
         Timed {
             inner,
             limits,
@@ -169,7 +169,7 @@ impl Timed {
     }
 
     /// Also reports each frame to `progress`.
-    pub fn watched(
+    pub(crate) fn watched(
         inner: ClientBody,
         limits: BodyLimits,
         max: MaxBodySize,
@@ -263,7 +263,7 @@ impl Body for Timed {
 }
 
 /// The body of a request sent upstream.
-pub enum RequestBody {
+pub(crate) enum RequestBody {
     /// No body (GET and friends); such a request can be sent again on another server.
     Empty,
     /// The client's whole body, read into memory before the upstream was chosen.
@@ -278,7 +278,7 @@ pub enum RequestBody {
 }
 
 /// A body larger than the read-ahead limit: what was read, then the rest.
-pub struct Streamed {
+pub(crate) struct Streamed {
     read: Option<Bytes>,
     rest: Timed,
 }
@@ -289,7 +289,7 @@ impl RequestBody {
     /// length), a longer one as what was read and the rest to stream. Nothing waits on
     /// an upstream meanwhile (nginx's `client_body_buffer_size`, without the spill to
     /// disk: past the limit, the body streams).
-    pub async fn read_ahead(mut body: Timed, limit: usize) -> Result<RequestBody, BodyError> {
+    pub(crate) async fn read_ahead(mut body: Timed, limit: usize) -> Result<RequestBody, BodyError> {
         let mut read = bytes::BytesMut::new();
         loop {
             if read.len() >= limit {
@@ -319,7 +319,7 @@ impl RequestBody {
     /// What [`RequestBody::read_ahead`] left to stream is read to its end too, into a
     /// file in `dir` ([`Spool`]); a body read whole already stays as it is. Writes to
     /// the file gather at least `batch` bytes.
-    pub async fn spool(self, dir: &Path, batch: usize) -> Result<RequestBody, BodyError> {
+    pub(crate) async fn spool(self, dir: &Path, batch: usize) -> Result<RequestBody, BodyError> {
         match self {
             RequestBody::Client(streamed) => {
                 // Boxed: its state would otherwise grow every request's future, bodiless
@@ -334,7 +334,7 @@ impl RequestBody {
 
     /// The same body again from its start, for another try, when it was read whole
     /// (a streamed one cannot be sent twice).
-    pub fn replay(&self) -> Option<RequestBody> {
+    pub(crate) fn replay(&self) -> Option<RequestBody> {
         match self {
             RequestBody::Buffered(Some(bytes)) => Some(RequestBody::Buffered(Some(bytes.clone()))),
             RequestBody::Spooled(unspool) => Some(RequestBody::Spooled(Box::new(unspool.again()))),

@@ -8,15 +8,15 @@
 //!   the request body sent upstream (in memory, spooled to a file, or streamed), and the
 //!   response body sent back (tollgate's own answers, rendered 429s, the upstream's).
 
-pub mod body;
-pub mod h1;
+pub(crate) mod body;
+pub(crate) mod h1;
 
 /// The HTTP a client connection speaks, told by its first bytes (after TLS's ALPN, which
 /// may leave only HTTP/2): one variant per protocol, each served by its own module of
 /// `server`, and the client's body ([`body::ClientBody`]) comes in a variant of the
 /// same name. HTTP/3 over QUIC will be a third.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     /// HTTP/1.0 and HTTP/1.1, served by tollgate's own codec.
     Http1,
     /// HTTP/2, served by hyper.

@@ -460,7 +460,7 @@ pub(crate) struct RawRules<'a> {
 }
 
 impl RawLocation {
-    pub fn rules(&self) -> RawRules<'_> {
+    pub(crate) fn rules(&self) -> RawRules<'_> {
         RawRules {
             limit: self.limit.as_ref(),
             access: self.access.as_ref(),
@@ -475,7 +475,7 @@ impl RawLocation {
 }
 
 impl RawSite {
-    pub fn rules(&self) -> RawRules<'_> {
+    pub(crate) fn rules(&self) -> RawRules<'_> {
         RawRules {
             limit: self.limit.as_ref(),
             access: self.access.as_ref(),

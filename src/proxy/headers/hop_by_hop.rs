@@ -37,7 +37,7 @@ fn is_protected(name: &[u8]) -> bool {
 /// connection is a tunnel that no routing, access rule or limit sees into, so an `h2c` (or any
 /// other) upgrade would let every later request on it pass unchecked. `present` is
 /// [`Present::of`] the same headers.
-pub fn is_websocket_handshake(
+pub(crate) fn is_websocket_handshake(
     method: &Method,
     version: Version,
     headers: &HeaderMap,
@@ -55,7 +55,7 @@ pub fn is_websocket_handshake(
 
 /// A 101 that switches to WebSocket, as the handshake asked (RFC 6455 §4.2.2): anything else
 /// is not the protocol whose rules were checked.
-pub fn is_websocket_accept(headers: &HeaderMap) -> bool {
+pub(crate) fn is_websocket_accept(headers: &HeaderMap) -> bool {
     has_token(headers, &CONNECTION, b"upgrade") && has_token(headers, &UPGRADE, b"websocket")
 }
 

@@ -59,7 +59,7 @@ const LENGTHS: u32 = {
 
 /// The watched headers a message carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Present(u32);
+pub(crate) struct Present(u32);
 
 impl Watched {
     /// The header's name: the one spelling of it ([`NAMES`]).
@@ -70,7 +70,7 @@ impl Watched {
 
 impl Present {
     /// Looks at every name of `headers` once.
-    pub fn of(headers: &HeaderMap) -> Present {
+    pub(crate) fn of(headers: &HeaderMap) -> Present {
         let mut present = 0;
         for name in headers.keys() {
             let name = name.as_str();
@@ -89,12 +89,12 @@ impl Present {
     }
 
     /// Whether the client framed its body itself (the upstream client writes its own).
-    pub fn has_content_length(self) -> bool {
+    pub(crate) fn has_content_length(self) -> bool {
         self.has(Watched::ContentLength)
     }
 
     /// Whether the client asked for a `100 Continue`.
-    pub fn has_expect(self) -> bool {
+    pub(crate) fn has_expect(self) -> bool {
         self.has(Watched::Expect)
     }
 

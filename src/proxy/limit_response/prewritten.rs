@@ -34,7 +34,7 @@ pub struct Prewritten {
 
 impl Prewritten {
     /// The texts of a location whose rejections answer `status` with `style`'s headers.
-    pub fn new(rules: &[LimitRule], status: StatusCode, style: RateLimitHeaders) -> Prewritten {
+    pub(crate) fn new(rules: &[LimitRule], status: StatusCode, style: RateLimitHeaders) -> Prewritten {
         let mut policy = Text::<96>::new();
         let mut announced = Vec::new();
         for (index, rule) in rules.iter().enumerate().filter(|(_, r)| !r.dry_run) {

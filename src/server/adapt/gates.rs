@@ -28,7 +28,7 @@ const SLOTS: usize = {
 };
 
 /// The controllers of the `"auto"` gates, by group name.
-pub struct Gates {
+pub(super) struct Gates {
     controlled: HashMap<String, Controlled>,
     /// The controllers' time is nanoseconds since this.
     epoch: Instant,
@@ -61,7 +61,7 @@ impl Default for Gates {
 
 impl Gates {
     /// One tick's worth of controller steps at `now`, after `loads` took this tick's slot.
-    pub fn step(&mut self, groups: &[Arc<Group>], loads: &mut Loads, now: Instant) {
+    pub(super) fn step(&mut self, groups: &[Arc<Group>], loads: &mut Loads, now: Instant) {
         let nanos = now.saturating_duration_since(self.epoch).as_nanos();
         let nanos = u64::try_from(nanos).unwrap_or(u64::MAX);
         self.controlled.retain(|name, controlled| {

@@ -25,10 +25,10 @@ use crate::state::GatewayState;
 use crate::upstream::Group;
 
 /// How often the tick runs: one slot of every window.
-pub const TICK: Duration = SLOT;
+pub(crate) const TICK: Duration = SLOT;
 
 /// The tick thread; stopped (and waited for) by [`Adapt::stop`] or on drop.
-pub struct Adapt {
+pub(crate) struct Adapt {
     stop: Arc<Stop>,
     thread: Option<JoinHandle<()>>,
 }
@@ -40,7 +40,7 @@ struct Stop {
 }
 
 impl Adapt {
-    pub fn start(state: Arc<GatewayState>) -> std::io::Result<Adapt> {
+    pub(crate) fn start(state: Arc<GatewayState>) -> std::io::Result<Adapt> {
         let stop = Arc::new(Stop::default());
         let thread = std::thread::Builder::new()
             .name("tollgate-adapt".to_owned())
@@ -55,13 +55,13 @@ impl Adapt {
     }
 
     /// Tells the thread to stop; it does at its next wake-up, at once.
-    pub fn signal_stop(&self) {
+    pub(crate) fn signal_stop(&self) {
         *lock(&self.stop.stopped) = true;
         self.stop.wake.notify_all();
     }
 
     /// Stops the thread and waits for it.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.signal_stop();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -105,14 +105,14 @@ fn run(state: &GatewayState, stop: &Stop) {
 
 /// What the tick keeps from one run to the next.
 #[derive(Default)]
-pub struct Tick {
+pub(crate) struct Tick {
     pub loads: Loads,
     gates: gates::Gates,
 }
 
 impl Tick {
     /// One tick at `now` with `snapshot` in force.
-    pub fn step(&mut self, snapshot: &Snapshot, now: Instant) {
+    pub(crate) fn step(&mut self, snapshot: &Snapshot, now: Instant) {
         self.loads.advance(&snapshot.upstreams);
         zones::step(&snapshot.zones, &mut self.loads, now);
         self.gates.step(&snapshot.upstreams, &mut self.loads, now);
@@ -121,12 +121,12 @@ impl Tick {
 
 /// Every group's window, by name.
 #[derive(Default)]
-pub struct Loads {
+pub(crate) struct Loads {
     groups: HashMap<String, GroupLoad>,
 }
 
 /// One group's signals as the tick reads them.
-pub struct GroupLoad {
+pub(crate) struct GroupLoad {
     stats: Arc<UpstreamStats>,
     window: Window,
     in_flight: u64,
@@ -160,12 +160,12 @@ impl Loads {
     }
 
     /// Group `name`'s load, if it is configured.
-    pub fn get(&self, name: &str) -> Option<&GroupLoad> {
+    pub(crate) fn get(&self, name: &str) -> Option<&GroupLoad> {
         self.groups.get(name)
     }
 
     /// Group `name`'s load, to make its window keep more slots.
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut GroupLoad> {
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut GroupLoad> {
         self.groups.get_mut(name)
     }
 }
@@ -174,22 +174,22 @@ impl GroupLoad {
     /// The group's window: its [`Window::ticks`] marks a point to read
     /// [`Window::since`] from later (what a controller that updates irregularly, the
     /// gate's gradient, judges).
-    pub fn window(&self) -> &Window {
+    pub(crate) fn window(&self) -> &Window {
         &self.window
     }
 
     /// Makes the window keep at least `slots` slots.
-    pub fn keep(&mut self, slots: usize) {
+    pub(crate) fn keep(&mut self, slots: usize) {
         self.window.keep(slots);
     }
 
     /// Requests on the group's servers at the last tick.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight
     }
 
     /// The signals of the last `slots` slots (100 ms each).
-    pub fn last(&self, slots: usize) -> Signals {
+    pub(crate) fn last(&self, slots: usize) -> Signals {
         self.window.last(slots).signals(self.in_flight)
     }
 }

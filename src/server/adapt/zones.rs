@@ -13,7 +13,7 @@ use crate::limit::adaptive::Target;
 use crate::limit::zone::Zone;
 
 /// One tick's worth of zone steps at `now`.
-pub fn step(zones: &[Arc<Zone>], loads: &mut Loads, now: Instant) {
+pub(super) fn step(zones: &[Arc<Zone>], loads: &mut Loads, now: Instant) {
     for zone in zones {
         let Some(adaptive) = &zone.adaptive else {
             continue;

@@ -19,7 +19,7 @@ use crate::wire::h1::{has_token, Names};
 
 /// How a request's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
+pub(super) enum Framing {
     None,
     Length(u64),
     Chunked,
@@ -27,7 +27,7 @@ pub enum Framing {
 
 /// A parsed request head.
 #[derive(Debug)]
-pub struct Head {
+pub(super) struct Head {
     pub method: Method,
     pub uri: Uri,
     pub version: Version,
@@ -58,7 +58,7 @@ pub struct Head {
 /// | a transfer coding other than plain `chunked` (`gzip, chunked`, `identity`) | `501` |
 /// | anything else that is no valid head | `400` |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Malformed {
+pub(super) enum Malformed {
     UriTooLong,
     TooLarge,
     UnknownCoding,
@@ -67,7 +67,7 @@ pub enum Malformed {
 
 impl Malformed {
     /// The whole answer (its `Date` is left out: the connection ends with it).
-    pub fn response(self) -> &'static [u8] {
+    pub(super) fn response(self) -> &'static [u8] {
         match self {
             Malformed::UriTooLong => {
                 b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
@@ -87,7 +87,7 @@ impl Malformed {
 
 /// The server's limits on heads.
 #[derive(Clone, Copy, Debug)]
-pub struct HeadLimits {
+pub(crate) struct HeadLimits {
     /// Longest request line (`max_uri_bytes`).
     pub max_line: usize,
     pub max_bytes: usize,
@@ -106,7 +106,7 @@ const NO_SPAN: Span = Span {
 /// Parses the head at the front of `buf`: `Ok(None)` while it is incomplete. `headers`
 /// is an empty map to fill (the connection's, reused). On success the head's bytes have
 /// been taken off `buf`.
-pub fn parse(
+pub(super) fn parse(
     buf: &mut BytesMut,
     limits: HeadLimits,
     headers: &mut HeaderMap,

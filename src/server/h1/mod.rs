@@ -30,7 +30,7 @@ use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
-pub use head::HeadLimits;
+pub(super) use head::HeadLimits;
 
 use super::answer::settle;
 use super::beside::Beside;
@@ -50,7 +50,7 @@ use upload::{poll_read, Pumped, Upload};
 const KEPT_IDLE: usize = 16 * 1024;
 
 /// What a connection serves with.
-pub struct Setup<'a> {
+pub(super) struct Setup<'a> {
     pub conn: &'a Conn,
     pub state: &'a GatewayState,
     pub conn_state: &'a Arc<ConnState>,
@@ -59,7 +59,7 @@ pub struct Setup<'a> {
 
 /// Serves requests on `io` until the client closes, a limit ends it, the worker drains
 /// (`shutdown`), or an upgrade hands it over. `read` holds bytes already read from it.
-pub async fn serve<T>(
+pub(super) async fn serve<T>(
     io: TimedIo<T>,
     read: BytesMut,
     setup: Setup<'_>,

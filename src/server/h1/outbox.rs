@@ -11,10 +11,10 @@ use bytes::{Buf, Bytes};
 use tokio::io::AsyncWrite;
 
 /// Gathered bytes past this are written before more are taken.
-pub const FLUSH_AT: usize = 64 * 1024;
+pub(super) const FLUSH_AT: usize = 64 * 1024;
 
 #[derive(Default)]
-pub struct Outbox {
+pub(super) struct Outbox {
     small: Vec<u8>,
     /// How much of `small` has been written.
     small_at: usize,
@@ -24,20 +24,20 @@ pub struct Outbox {
 
 impl Outbox {
     /// Where small bytes are gathered.
-    pub fn small(&mut self) -> &mut Vec<u8> {
+    pub(super) fn small(&mut self) -> &mut Vec<u8> {
         &mut self.small
     }
 
     /// Queues a large piece (and its suffix) after the small bytes gathered so far.
     /// Only one at a time: [`Outbox::poll_drain`] must have emptied the box before.
-    pub fn set_large(&mut self, piece: Bytes, suffix: &'static [u8]) {
+    pub(super) fn set_large(&mut self, piece: Bytes, suffix: &'static [u8]) {
         debug_assert!(self.large.is_empty() && self.suffix.is_empty());
         self.large = piece;
         self.suffix = suffix;
     }
 
     /// Lets the gathering buffer go if it is empty and has grown past `room`.
-    pub fn shrink_to(&mut self, room: usize) {
+    pub(super) fn shrink_to(&mut self, room: usize) {
         if self.is_empty() && self.small.capacity() > room {
             self.small = Vec::new();
             self.small_at = 0;
@@ -45,16 +45,16 @@ impl Outbox {
     }
 
     /// Whether it holds so much that it must be written before it takes more.
-    pub fn is_full(&self) -> bool {
+    pub(super) fn is_full(&self) -> bool {
         !self.large.is_empty() || self.small.len() - self.small_at >= FLUSH_AT
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.small_at == self.small.len() && self.large.is_empty() && self.suffix.is_empty()
     }
 
     /// Writes everything queued; ready once all of it went (or the write failed).
-    pub fn poll_drain<W: AsyncWrite + Unpin>(
+    pub(super) fn poll_drain<W: AsyncWrite + Unpin>(
         &mut self,
         io: &mut W,
         cx: &mut Context<'_>,

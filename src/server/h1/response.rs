@@ -12,7 +12,7 @@ use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// What the request asked that shapes its answer.
 #[derive(Clone, Copy, Debug)]
-pub struct Asked {
+pub(super) struct Asked {
     pub head: bool,
     pub http10: bool,
     /// The connection may stay open after this answer (the client's wish, and no drain).
@@ -20,7 +20,7 @@ pub struct Asked {
 }
 
 impl Asked {
-    pub fn of(method: &Method, version: Version, keep_alive: bool) -> Asked {
+    pub(super) fn of(method: &Method, version: Version, keep_alive: bool) -> Asked {
         Asked {
             head: method == Method::HEAD,
             http10: version == Version::HTTP_10,
@@ -31,7 +31,7 @@ impl Asked {
 
 /// How the body goes on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
+pub(super) enum Framing {
     /// Nothing is sent (and the body is not read).
     Nothing,
     /// Exactly so many bytes.
@@ -43,7 +43,7 @@ pub enum Framing {
 
 /// The written head: how the body follows, and whether the connection stays open.
 #[derive(Clone, Copy, Debug)]
-pub struct Written {
+pub(super) struct Written {
     pub framing: Framing,
     pub keep_alive: bool,
 }
@@ -51,7 +51,7 @@ pub struct Written {
 /// Writes the head of an answer with `status`, `lines` (header lines written out
 /// already, copied as they are) and `headers` to `out`; `length` is the body's exact
 /// length when known.
-pub fn write_head(
+pub(super) fn write_head(
     out: &mut Vec<u8>,
     status: StatusCode,
     lines: [&[u8]; 2],
@@ -203,12 +203,12 @@ fn write_length(out: &mut Vec<u8>, length: u64) {
 
 /// A body piece too large to be copied into the write buffer is written from its own
 /// bytes (`outbox`); the limit below which it is copied.
-pub const COPY_UP_TO: usize = 8 * 1024;
+pub(super) const COPY_UP_TO: usize = 8 * 1024;
 
 /// Frames one piece of body: `small` gets what is copied (chunk size line, the piece if
 /// small, its CRLF), and a large piece comes back to be written by itself, followed by
 /// the returned suffix. `Err` if the piece goes past the declared length.
-pub fn frame_piece(
+pub(super) fn frame_piece(
     framing: &mut Framing,
     piece: Bytes,
     small: &mut Vec<u8>,
@@ -242,7 +242,7 @@ pub fn frame_piece(
 }
 
 /// The end of the body on the wire; `Err` if fewer bytes came than declared.
-pub fn frame_end(framing: Framing, small: &mut Vec<u8>) -> Result<(), TooLong> {
+pub(super) fn frame_end(framing: Framing, small: &mut Vec<u8>) -> Result<(), TooLong> {
     match framing {
         Framing::Chunked => {
             small.extend_from_slice(b"0\r\n\r\n");
@@ -255,7 +255,7 @@ pub fn frame_end(framing: Framing, small: &mut Vec<u8>) -> Result<(), TooLong> {
 
 /// A body that does not match its declared length: the connection cannot carry on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TooLong;
+pub(super) struct TooLong;
 
 #[cfg(test)]
 mod tests {

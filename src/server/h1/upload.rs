@@ -17,9 +17,9 @@ use crate::wire::body::{ClientBody, ClientBodyError};
 use crate::wire::h1::chunked::{Decoder, Malformed, Step};
 
 /// A read makes room for this much when less is free.
-pub const READ_BUF: usize = 8 * 1024;
+pub(super) const READ_BUF: usize = 8 * 1024;
 /// Less free room than this in the read buffer is made more of before a read.
-pub const MIN_SPARE: usize = 1024;
+pub(super) const MIN_SPARE: usize = 1024;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -29,7 +29,7 @@ enum Decoding {
 }
 
 /// The connection's side of one request's body.
-pub struct Upload {
+pub(super) struct Upload {
     feed: Option<Feed>,
     decoding: Decoding,
     continue_due: bool,
@@ -43,7 +43,7 @@ pub struct Upload {
 
 /// What one [`Upload::poll_pump`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Pumped {
+pub(super) enum Pumped {
     /// Gave the reader something (a piece, the end, an error): poll it again.
     Fed,
     /// The reader waits and the socket has nothing yet.
@@ -54,7 +54,7 @@ pub enum Pumped {
 
 impl Upload {
     /// The pipeline's body and the connection's side of it.
-    pub fn new(framing: Framing, expect_continue: bool) -> (ClientBody, Upload) {
+    pub(super) fn new(framing: Framing, expect_continue: bool) -> (ClientBody, Upload) {
         let (decoding, length) = match framing {
             Framing::None => return (ClientBody::Empty, Upload::none()),
             Framing::Length(length) => (Decoding::Length(length), Some(length)),
@@ -84,19 +84,19 @@ impl Upload {
     }
 
     /// The body was read to its end: the connection can carry another request.
-    pub fn is_done(&self) -> bool {
+    pub(super) fn is_done(&self) -> bool {
         self.done && !self.broken
     }
 
     /// The connection reads nothing for this body any more: no body, read to its end, or
     /// broken off.
-    pub fn is_over(&self) -> bool {
+    pub(super) fn is_over(&self) -> bool {
         self.done
     }
 
     /// When the reader has dropped the body before its end: takes what of the rest is
     /// already buffered, so that the connection can go on if that was all of it.
-    pub fn discard_buffered(&mut self, read: &mut BytesMut) {
+    pub(super) fn discard_buffered(&mut self, read: &mut BytesMut) {
         let abandoned = self.feed.as_ref().is_some_and(Feed::gone);
         while abandoned && !self.done {
             match self.decode(read) {
@@ -111,7 +111,7 @@ impl Upload {
     }
 
     /// Feeds the reader if it waits: from the buffer, else from the socket.
-    pub fn poll_pump<T: AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    pub(super) fn poll_pump<T: AsyncRead + tokio::io::AsyncWrite + Unpin>(
         &mut self,
         cx: &mut Context<'_>,
         io: &mut T,
@@ -282,7 +282,7 @@ impl Upload {
 }
 
 /// Reads what the socket has into `read`, making room first if little is left.
-pub fn poll_read<T: AsyncRead + Unpin>(
+pub(super) fn poll_read<T: AsyncRead + Unpin>(
     io: &mut T,
     read: &mut BytesMut,
     cx: &mut Context<'_>,

@@ -32,7 +32,7 @@ use crate::wire::Protocol;
 use send_timeout::{SendWatch, StreamExec};
 
 /// What a connection serves with.
-pub struct Setup {
+pub(super) struct Setup {
     pub conn: Conn,
     pub state: Arc<GatewayState>,
     pub conn_state: Arc<ConnState>,
@@ -42,7 +42,7 @@ pub struct Setup {
 
 /// Serves streams on `io` until the client closes, the connection fails, or the worker's
 /// drain ends it. `read` holds bytes already read from it (the preface, at least).
-pub async fn serve<T>(
+pub(super) async fn serve<T>(
     mut io: TimedIo<T>,
     read: BytesMut,
     setup: Setup,

@@ -36,7 +36,7 @@ tokio::task_local! {
 
 /// What a stream's response body tells its [`Watched`] task.
 #[derive(Debug, Default)]
-pub struct SendWatch {
+pub(super) struct SendWatch {
     /// The body exists (the response head has gone out).
     attached: AtomicBool,
     /// Frames the body has yielded.
@@ -48,14 +48,14 @@ pub struct SendWatch {
 impl SendWatch {
     /// The watch of the HTTP/2 stream being served right now, if this is one; marks
     /// the body as there.
-    pub fn current() -> Option<Arc<SendWatch>> {
+    pub(super) fn current() -> Option<Arc<SendWatch>> {
         let watch = STREAM.try_with(Arc::clone).ok()?;
         watch.attached.store(true, Ordering::Relaxed);
         Some(watch)
     }
 
     /// The body was polled: `pending` if it had nothing to give.
-    pub fn polled(&self, pending: bool) {
+    pub(super) fn polled(&self, pending: bool) {
         self.pending.store(pending, Ordering::Relaxed);
         if !pending {
             self.frames.fetch_add(1, Ordering::Relaxed);
@@ -66,7 +66,7 @@ impl SendWatch {
 /// The executor hyper's HTTP/2 server spawns its stream tasks on: tokio's, with each
 /// task [`Watched`].
 #[derive(Clone, Copy, Debug)]
-pub struct StreamExec {
+pub(super) struct StreamExec {
     pub send_timeout: Duration,
 }
 

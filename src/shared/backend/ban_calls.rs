@@ -59,7 +59,7 @@ pub enum SetBan {
 impl Backend {
     /// Decides `call` in decide mode with `ban_key` as the script's second key: a ban
     /// there answers first (see `ban.lua`).
-    pub async fn decide_banned(
+    pub(crate) async fn decide_banned(
         &self,
         call: &Call,
         ban_key: &[u8],

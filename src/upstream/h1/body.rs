@@ -64,7 +64,7 @@ where
 }
 
 /// A response body streaming from its upstream connection. `Send`, not generic.
-pub struct Body {
+pub(crate) struct Body {
     /// `None` once handed back, or closed (after an error, or at the end of a body
     /// whose connection cannot be reused).
     conn: Option<UpstreamConn>,
@@ -124,7 +124,7 @@ impl Body {
     /// length or chunked framing read to its end, the request fully written, and nothing
     /// left over in the buffer. Call it when the body is dropped; `None` means the
     /// connection has been (or will be, with the body) closed.
-    pub fn take_reusable(&mut self) -> Option<UpstreamConn> {
+    pub(crate) fn take_reusable(&mut self) -> Option<UpstreamConn> {
         if !matches!(self.remaining, Remaining::Done) || !self.reusable || self.rest.is_some() {
             return None;
         }

@@ -120,13 +120,13 @@ impl UpstreamConn {
     }
 
     /// Wraps an already connected socket (sets `TCP_NODELAY`).
-    pub fn new(tcp: TcpStream) -> UpstreamConn {
+    pub(crate) fn new(tcp: TcpStream) -> UpstreamConn {
         let _ = tcp.set_nodelay(true);
         UpstreamConn::with_stream(Stream::Plain(tcp))
     }
 
     /// Wraps an already connected stream, plain or TLS.
-    pub fn with_stream(stream: Stream) -> UpstreamConn {
+    pub(crate) fn with_stream(stream: Stream) -> UpstreamConn {
         UpstreamConn(Box::new(Parts {
             stream,
             buf: BytesMut::with_capacity(READ_BUF),
@@ -145,7 +145,7 @@ impl UpstreamConn {
     /// at: drop it.
     ///
     /// [`Error::Closed`]: super::Error::Closed
-    pub fn is_reusable(&mut self) -> bool {
+    pub(crate) fn is_reusable(&mut self) -> bool {
         self.0.buf.is_empty() && self.0.out.is_empty() && self.0.stream.probe().is_none()
     }
 

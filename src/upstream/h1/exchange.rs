@@ -36,7 +36,7 @@ impl UpstreamConn {
     /// A response that comes while the body is still going out (413) stops the upload
     /// and is returned; the connection will not be reused. A 2xx that comes early keeps
     /// the upload going from the response body (a streaming server reads as it answers).
-    pub async fn send<B>(
+    pub(crate) async fn send<B>(
         self,
         req: Request<B>,
         read_timeout: Duration,
@@ -50,7 +50,7 @@ impl UpstreamConn {
 
     /// [`UpstreamConn::send`], with `extra` headers written after the request's own (the
     /// forwarding headers, kept out of the request's map so that it never grows).
-    pub async fn send_with<B>(
+    pub(crate) async fn send_with<B>(
         mut self,
         mut req: Request<B>,
         extra: &[(HeaderName, HeaderValue)],

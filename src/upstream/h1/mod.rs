@@ -48,22 +48,22 @@ use std::io;
 
 use http::{Request, Response};
 
-pub use body::Body;
+pub(crate) use body::Body;
 pub use conn::{ConnectError, UpstreamConn};
-pub use stream::Stream;
-pub use upgraded::Upgraded;
+pub(crate) use stream::Stream;
+pub(crate) use upgraded::Upgraded;
 
 use crate::wire::body::{BodyError, RequestBody};
 use crate::wire::h1::chunked;
 
 /// Largest response head accepted, status line included (a bigger one is a 502).
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most header fields accepted in a response head.
-pub const MAX_HEADERS: usize = 128;
+pub(crate) const MAX_HEADERS: usize = 128;
 
 /// What came back for a request.
 #[derive(Debug)]
-pub enum Exchange {
+pub(crate) enum Exchange {
     /// A final response; its body streams from the connection, which the body gives
     /// back through [`Body::take_reusable`] once read whole.
     Response(Response<Body>),
@@ -76,7 +76,7 @@ pub enum Exchange {
 // Unboxed on purpose: `Result<Exchange, SendError>` is as large as `Exchange` anyway, and
 // boxing would allocate on the retry path.
 #[allow(clippy::large_enum_variant)]
-pub enum SendError<B = RequestBody> {
+pub(crate) enum SendError<B = RequestBody> {
     /// No byte was written and the body was not touched: the request can be sent
     /// elsewhere unchanged (typically a pooled connection the server had closed).
     Unsent(Request<B>, io::Error),
@@ -180,7 +180,7 @@ impl From<chunked::Malformed> for Error {
 impl Error {
     /// Whether TLS failed under the exchange: an alert from the server, as TLS 1.3 sends
     /// after its handshake when it refuses the client's certificate (or none was sent).
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         let Error::Io(err) = self else {
             return false;
         };
@@ -191,7 +191,7 @@ impl Error {
 
 impl Error {
     /// The response body idled past `read_timeout`.
-    pub fn is_timeout(&self) -> bool {
+    pub(crate) fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout)
     }
 }

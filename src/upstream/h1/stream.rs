@@ -14,13 +14,13 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 /// A connection's transport.
-pub enum Stream {
+pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
 impl Stream {
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+    pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Stream::Plain(tcp) => tcp.peer_addr(),
             Stream::Tls(tls) => tls.get_ref().0.peer_addr(),

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::stream::Stream;
 
 /// A raw, upgraded upstream connection for a tunnel.
-pub struct Upgraded {
+pub(crate) struct Upgraded {
     stream: Stream,
     /// Read past the 101's head, not yet handed out.
     read_ahead: Bytes,
@@ -24,7 +24,7 @@ impl Upgraded {
     }
 
     /// The stream and the bytes already read from it (to be sent on first).
-    pub fn into_parts(self) -> (Stream, Bytes) {
+    pub(crate) fn into_parts(self) -> (Stream, Bytes) {
         (self.stream, self.read_ahead)
     }
 }

@@ -111,12 +111,12 @@ pub struct Fed {
 }
 
 /// The connection's end of an HTTP/1.1 body.
-pub struct Feed {
+pub(crate) struct Feed {
     slot: Arc<Mutex<Slot>>,
 }
 
 /// A body's two ends; `length` is its `Content-Length`, `None` for chunked.
-pub fn feed(length: Option<u64>) -> (Feed, Fed) {
+pub(crate) fn feed(length: Option<u64>) -> (Feed, Fed) {
     let slot = Arc::new(Mutex::new(Slot::default()));
     let fed = Fed {
         slot: slot.clone(),
@@ -183,25 +183,25 @@ impl Drop for Fed {
 
 impl Feed {
     /// The reader waits for a piece that is not there yet.
-    pub fn wanted(&self) -> bool {
+    pub(crate) fn wanted(&self) -> bool {
         let slot = lock(&self.slot);
         slot.wanted && slot.piece.is_none() && slot.end.is_none() && !slot.gone
     }
 
     /// The reader dropped the body before its end.
-    pub fn gone(&self) -> bool {
+    pub(crate) fn gone(&self) -> bool {
         lock(&self.slot).gone
     }
 
     /// Hands the reader its next piece.
-    pub fn push(&self, piece: Bytes) {
+    pub(crate) fn push(&self, piece: Bytes) {
         let mut slot = lock(&self.slot);
         slot.piece = Some(piece);
         Self::wake(slot);
     }
 
     /// The body ended (well, or with `Err`).
-    pub fn finish(&self, end: Result<(), ClientBodyError>) {
+    pub(crate) fn finish(&self, end: Result<(), ClientBodyError>) {
         let mut slot = lock(&self.slot);
         slot.end = Some(end);
         Self::wake(slot);

@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 /// body: `fixed` lines written beforehand, then `own`, this answer's lines (its first
 /// `lines` bytes) followed by its body.
 #[derive(Debug, Default)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     fixed: Bytes,
     own: Bytes,
     lines: usize,
@@ -19,27 +19,27 @@ pub struct Rendered {
 
 impl Rendered {
     /// `own` holds `lines` bytes of header lines, then the body.
-    pub fn new(fixed: Bytes, own: Bytes, lines: usize) -> Rendered {
+    pub(crate) fn new(fixed: Bytes, own: Bytes, lines: usize) -> Rendered {
         let lines = lines.min(own.len());
         Rendered { fixed, own, lines }
     }
 
     /// The header lines, in order.
-    pub fn lines(&self) -> [&[u8]; 2] {
+    pub(crate) fn lines(&self) -> [&[u8]; 2] {
         [&self.fixed, &self.own[..self.lines]]
     }
 
     /// The body's length.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         (self.own.len() - self.lines) as u64
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The body, if not yet taken (the lines are let go with it).
-    pub fn next_piece(&mut self) -> Option<Bytes> {
+    pub(crate) fn next_piece(&mut self) -> Option<Bytes> {
         self.own.advance(std::mem::take(&mut self.lines));
         self.fixed = Bytes::new();
         Some(std::mem::take(&mut self.own)).filter(|body| !body.is_empty())
@@ -47,7 +47,7 @@ impl Rendered {
 
     /// Moves the header lines into `headers`. A line that does not read as a header
     /// (none does: tollgate wrote them) is left out.
-    pub fn lines_into(&mut self, headers: &mut HeaderMap) {
+    pub(crate) fn lines_into(&mut self, headers: &mut HeaderMap) {
         for part in self.lines() {
             for line in part.split(|&b| b == b'\n') {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);

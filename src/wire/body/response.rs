@@ -15,7 +15,7 @@ use super::{BodyError, Rendered};
 // The upstream variant is the common case and the large one; boxing it would cost an
 // allocation per proxied request to save bytes on the rarer ones.
 #[allow(clippy::large_enum_variant)]
-pub enum ResponseBody<U> {
+pub(crate) enum ResponseBody<U> {
     Empty,
     /// A body made by tollgate itself (`return`, error pages).
     Full(Option<Bytes>),
@@ -28,14 +28,14 @@ pub enum ResponseBody<U> {
 
 impl<U> ResponseBody<U> {
     /// The header lines of a [`Rendered`] answer (none for any other).
-    pub fn lines(&self) -> [&[u8]; 2] {
+    pub(crate) fn lines(&self) -> [&[u8]; 2] {
         match self {
             ResponseBody::Rendered(rendered) => rendered.lines(),
             _ => [&[], &[]],
         }
     }
 
-    pub fn full(bytes: impl Into<Bytes>) -> ResponseBody<U> {
+    pub(crate) fn full(bytes: impl Into<Bytes>) -> ResponseBody<U> {
         let bytes = bytes.into();
         if bytes.is_empty() {
             ResponseBody::Empty

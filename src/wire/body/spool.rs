@@ -37,7 +37,7 @@ const MIN_WRITE: usize = 16 * 1024;
 
 /// A whole request body in a file with no name, and its length.
 #[derive(Clone)]
-pub struct Spool {
+pub(super) struct Spool {
     file: Arc<File>,
     len: u64,
     /// The body's upload, as a streamed body's: each chunk read back counts as a frame
@@ -51,7 +51,7 @@ impl Spool {
     /// `batch` bytes (`client_body_buffer_size`). The client's errors (timeout, too
     /// large, gone) end it as they would a streamed body; the file's are
     /// [`BodyError::Spool`].
-    pub async fn write(streamed: Streamed, dir: PathBuf, batch: usize) -> Result<Spool, BodyError> {
+    pub(super) async fn write(streamed: Streamed, dir: PathBuf, batch: usize) -> Result<Spool, BodyError> {
         let Streamed { read, mut rest } = streamed;
         let progress = rest.progress.clone();
         let first = read.unwrap_or_default();
@@ -89,7 +89,7 @@ impl Spool {
 
     /// The body, to be sent from its first byte (reads are positioned, so readers of
     /// one file do not disturb each other).
-    pub fn reader(&self) -> Unspool {
+    pub(super) fn reader(&self) -> Unspool {
         Unspool {
             spool: self.clone(),
             sent: 0,
@@ -130,7 +130,7 @@ fn joined<T>(result: Result<io::Result<T>, tokio::task::JoinError>) -> Result<T,
 
 /// A [`Spool`] on its way upstream: frames of at most [`READ_CHUNK`] bytes, each read
 /// when the upload asks for it.
-pub struct Unspool {
+pub(crate) struct Unspool {
     spool: Spool,
     /// Bytes handed out so far.
     sent: u64,
@@ -140,7 +140,7 @@ pub struct Unspool {
 
 impl Unspool {
     /// The same body from its first byte again, for another try.
-    pub fn again(&self) -> Unspool {
+    pub(crate) fn again(&self) -> Unspool {
         self.spool.reader()
     }
 }

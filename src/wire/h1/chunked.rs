@@ -14,14 +14,14 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::is_tchar;
 
 /// Longest chunk-size line or trailer line of a chunked body.
-pub const MAX_CHUNK_LINE: usize = 4 * 1024;
+pub(crate) const MAX_CHUNK_LINE: usize = 4 * 1024;
 /// Most trailer bytes accepted after the last chunk (they are read and discarded).
-pub const MAX_TRAILER_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TRAILER_BYTES: usize = 64 * 1024;
 
 /// The chunked framing broke its grammar, as the text says: the peer and we no longer
 /// agree where a chunk ends, so the connection cannot carry on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Malformed(pub &'static str);
+pub(crate) struct Malformed(pub &'static str);
 
 impl std::fmt::Display for Malformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -46,7 +46,7 @@ enum State {
 
 /// One step of decoding.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Data(Bytes),
     /// The buffer holds no further complete piece: read more.
     NeedMore,
@@ -55,7 +55,7 @@ pub enum Step {
 }
 
 #[derive(Debug)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     state: State,
     trailer_bytes: usize,
 }
@@ -67,20 +67,20 @@ impl Default for Decoder {
 }
 
 impl Decoder {
-    pub fn new() -> Decoder {
+    pub(crate) fn new() -> Decoder {
         Decoder {
             state: State::Size,
             trailer_bytes: 0,
         }
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.state == State::Done
     }
 
     /// Decodes from the front of `buf` until a piece of data, the end, or a need for
     /// more bytes.
-    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Malformed> {
+    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, Malformed> {
         loop {
             if let State::Data(remaining) = self.state {
                 if buf.is_empty() {
@@ -103,7 +103,7 @@ impl Decoder {
 
     /// Consumes framing already in `buf` (CRLF, size lines, trailers) without taking any
     /// data, so that the end of the body is seen with its last data frame.
-    pub fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Malformed> {
+    pub(crate) fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), Malformed> {
         while !matches!(self.state, State::Data(_) | State::Done) {
             if let Some(Step::NeedMore) = self.skip_one(buf)? {
                 break;

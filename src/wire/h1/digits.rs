@@ -1,7 +1,7 @@
 //! Numbers in a head or a chunk-size line, written without `fmt`'s machinery.
 
 /// Appends `n` in decimal (a `Content-Length`).
-pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -16,7 +16,7 @@ pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
 }
 
 /// Appends `n` in lower-case hex (a chunk size).
-pub fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_hex(out: &mut Vec<u8>, mut n: u64) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [0u8; 16];
     let mut i = digits.len();

@@ -7,11 +7,11 @@
 //! - `digits`: decimal and hex numbers written straight into a buffer.
 //! - `names`: header names kept from one head to the next ([`Names`]).
 
-pub mod chunked;
+pub(crate) mod chunked;
 mod digits;
 mod names;
 mod tokens;
 
-pub use digits::{push_decimal, push_hex};
-pub use names::Names;
-pub use tokens::{has_token, is_tchar, is_token, tokens};
+pub(crate) use digits::{push_decimal, push_hex};
+pub(crate) use names::Names;
+pub(crate) use tokens::{has_token, is_tchar, is_token, tokens};

@@ -13,7 +13,7 @@ const KEPT_BYTES: usize = 1024;
 
 /// The names of the last responses, by position in the head.
 #[derive(Debug, Default)]
-pub struct Names {
+pub(crate) struct Names {
     /// The names as sent, one after another.
     sent: Vec<u8>,
     /// Per position: where its name is in `sent`, and the name.
@@ -22,7 +22,7 @@ pub struct Names {
 
 impl Names {
     /// The name sent as `raw` at position `at` of a head.
-    pub fn name(&mut self, at: usize, raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
+    pub(crate) fn name(&mut self, at: usize, raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
         if let Some((start, len, name)) = self.seen.get(at) {
             let (start, len) = (*start as usize, *len as usize);
             if self.sent.get(start..start + len) == Some(raw) {

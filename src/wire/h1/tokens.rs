@@ -2,17 +2,17 @@
 //! such as `Connection` and `Transfer-Encoding` hold.
 
 /// `token = 1*tchar`.
-pub fn is_token(bytes: &[u8]) -> bool {
+pub(crate) fn is_token(bytes: &[u8]) -> bool {
     !bytes.is_empty() && bytes.iter().all(|&b| is_tchar(b))
 }
 
 /// `tchar`: a visible character that delimits nothing.
-pub fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// The non-empty comma-separated tokens of a list-valued field.
-pub fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
@@ -20,6 +20,6 @@ pub fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// `value` (a list) holds `token`, case-insensitively.
-pub fn has_token(value: &[u8], token: &[u8]) -> bool {
+pub(crate) fn has_token(value: &[u8], token: &[u8]) -> bool {
     tokens(value).any(|t| t.eq_ignore_ascii_case(token))
 }
