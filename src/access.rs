@@ -142,10 +142,6 @@ impl Rules {
         }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
     /// Whether `client` may pass; with the index of the rule that denied it otherwise.
     pub(crate) fn check(&self, client: IpAddr) -> Result<(), usize> {
         let client = canonical(client);

@@ -46,8 +46,9 @@ pub(crate) struct Snapshot {
     pub tls: Option<TlsServer>,
     /// `[redis]`, connected per worker; `None` without the section.
     pub redis: Option<Arc<shared::Backend>>,
-    /// This instance announced in each Redis zone, while the generation lives.
-    pub announced: Option<shared::Announcement>,
+    /// This instance announced in each Redis zone: held (never read) so that the
+    /// announcement lasts while the generation does, and ends when it is dropped.
+    pub _announced: Option<shared::Announcement>,
     /// `[admin]` as this generation has it: its token and `protect_reads` take effect on
     /// a reload (its `listen`, on a restart).
     pub admin: Option<config::Admin>,
@@ -159,7 +160,7 @@ pub(crate) fn build(
         conn: conn_settings(&config.server),
         tls,
         redis,
-        announced,
+        _announced: announced,
         admin: config.admin.clone(),
     })
 }

@@ -72,7 +72,6 @@ pub(super) fn api_keys(
     Some(ApiKeys {
         header: header?,
         keys,
-        file,
         priority: priority.unwrap_or_default(),
     })
 }

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use acme::StorageError;
-pub use diag::{ConfigError, ConfigErrors};
+pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
 pub(crate) use rules::RequestBuffering;
 pub use validate::{from_str, load};
@@ -57,8 +57,6 @@ pub use validate::{from_str, load};
 /// A whole, valid configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The file this came from (for messages and relative paths); `<string>` when parsed from text.
-    pub(crate) origin: PathBuf,
     /// SHA-256 of the text, lowercase hex (`/status` tells which file is in force).
     pub(crate) sha256: String,
     pub(crate) server: Server,
@@ -357,8 +355,6 @@ pub(crate) struct ApiKeys {
     pub header: http::HeaderName,
     /// API key to plan name, `inline` and `file` merged (the file wins on a repeat).
     pub keys: std::collections::HashMap<String, String>,
-    /// The `file` it came from, re-read on reload.
-    pub file: Option<PathBuf>,
     /// `priority`: plan name to priority (0–100, higher is shed last).
     pub priority: std::collections::BTreeMap<String, u8>,
 }

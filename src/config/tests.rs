@@ -95,7 +95,6 @@ return = { status = 200, body = "hello from tollgate\n" }
 #[test]
 fn design_example_parses_into_typed_values() {
     let config = parse(EXAMPLE);
-    assert_eq!(config.origin, PathBuf::from(ORIGIN));
     assert_eq!(config.server.listen, [addr("127.0.0.1:8080")]);
     assert_eq!(config.server.client_header_timeout, Duration::from_secs(10));
     assert_eq!(config.server.client_body_timeout, Duration::from_secs(60));

@@ -53,7 +53,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let raw = raw::parse(text, &mut diag);
     let base = origin.parent().unwrap_or(Path::new(""));
     let checked = check(raw, base, &mut diag);
-    match checked.into_config(origin) {
+    match checked.into_config() {
         Some(config) if !diag.has_errors() => Ok(config),
         _ => {
             if !diag.has_errors() {
@@ -87,9 +87,8 @@ struct Checked {
 impl Checked {
     /// The whole configuration, when every section is valid. Its `sha256` is left empty
     /// for the caller, which has the text.
-    fn into_config(self, origin: &Path) -> Option<Config> {
+    fn into_config(self) -> Option<Config> {
         Some(Config {
-            origin: origin.to_path_buf(),
             sha256: String::new(),
             server: self.server?,
             real_ip: self.real_ip?,

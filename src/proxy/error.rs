@@ -7,19 +7,22 @@ use http::StatusCode;
 use crate::upstream::h1::ConnectError;
 use crate::wire::body::BodyError;
 
-/// Who failed: the client, an upstream server, or tollgate itself.
+/// Who failed, which sets the error log's level and whether the client connection can
+/// be kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Party {
+    /// The client: its body too large, too slow or broken (logged at info; the
+    /// connection is closed).
     Client,
+    /// An upstream server: refused, timed out, broke off (warn).
     Upstream,
+    /// tollgate itself: a body it could not spool to its file (error; the connection is
+    /// closed).
     Gateway,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    /// The request path cannot be normalized (bad escape, `..` above the root, NUL).
-    #[error("invalid request path")]
-    BadPath,
     /// The client paused its body for longer than `client_body_timeout`.
     #[error("client body timed out")]
     ClientBodyTimeout,
@@ -56,8 +59,7 @@ pub enum ProxyError {
 impl ProxyError {
     pub(crate) fn party(&self) -> Party {
         match self {
-            ProxyError::BadPath
-            | ProxyError::ClientBodyTimeout
+            ProxyError::ClientBodyTimeout
             | ProxyError::BodyTooLarge
             | ProxyError::ClientBody(_) => Party::Client,
             ProxyError::BodyTempFile(_) => Party::Gateway,
@@ -68,7 +70,7 @@ impl ProxyError {
     /// The one place errors become statuses (nginx's choices).
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ProxyError::BadPath | ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
+            ProxyError::ClientBody(_) => StatusCode::BAD_REQUEST,
             ProxyError::ClientBodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ProxyError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::BodyTempFile(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -85,7 +87,6 @@ impl ProxyError {
     /// The kind of failure, for the error log's [`crate::log::repeats`].
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            ProxyError::BadPath => "bad_path",
             ProxyError::ClientBodyTimeout => "client_body_timeout",
             ProxyError::BodyTooLarge => "body_too_large",
             ProxyError::ClientBody(_) => "client_body",

@@ -281,8 +281,7 @@ fn answered(
 /// left out.
 pub(super) fn record_failure(err: &ProxyError, group: &Group, worker: usize) {
     let (kind, latency) = match err {
-        ProxyError::BadPath
-        | ProxyError::ClientBodyTimeout
+        ProxyError::ClientBodyTimeout
         | ProxyError::BodyTooLarge
         | ProxyError::ClientBody(_)
         | ProxyError::BodyTempFile(_) => return,

@@ -55,10 +55,6 @@ impl Balancer {
         }
     }
 
-    pub(crate) fn policy(&self) -> Balance {
-        self.policy
-    }
-
     /// The server for this try, or None if every server is excluded. `excluded(i)` is true for a
     /// server that is down or was already tried for this request; `in_flight(i)` is its current
     /// number of active requests (for LeastConn).

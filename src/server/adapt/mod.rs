@@ -159,11 +159,6 @@ impl Loads {
         }
     }
 
-    /// Group `name`'s load, if it is configured.
-    pub(crate) fn get(&self, name: &str) -> Option<&GroupLoad> {
-        self.groups.get(name)
-    }
-
     /// Group `name`'s load, to make its window keep more slots.
     pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut GroupLoad> {
         self.groups.get_mut(name)
@@ -181,11 +176,6 @@ impl GroupLoad {
     /// Makes the window keep at least `slots` slots.
     pub(crate) fn keep(&mut self, slots: usize) {
         self.window.keep(slots);
-    }
-
-    /// Requests on the group's servers at the last tick.
-    pub(crate) fn in_flight(&self) -> u64 {
-        self.in_flight
     }
 
     /// The signals of the last `slots` slots (100 ms each).

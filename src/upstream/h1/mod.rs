@@ -50,7 +50,6 @@ use http::{Request, Response};
 
 pub(crate) use body::Body;
 pub use conn::{ConnectError, UpstreamConn};
-pub(crate) use stream::Stream;
 pub(crate) use upgraded::Upgraded;
 
 use crate::wire::body::{BodyError, RequestBody};

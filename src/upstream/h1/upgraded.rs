@@ -22,11 +22,6 @@ impl Upgraded {
     pub(super) fn new(stream: Stream, read_ahead: Bytes) -> Upgraded {
         Upgraded { stream, read_ahead }
     }
-
-    /// The stream and the bytes already read from it (to be sent on first).
-    pub(crate) fn into_parts(self) -> (Stream, Bytes) {
-        (self.stream, self.read_ahead)
-    }
 }
 
 impl fmt::Debug for Upgraded {
