@@ -43,17 +43,6 @@ pub(crate) struct Forwarding<'a> {
     pub client_value: Option<&'a HeaderValue>,
 }
 
-/// Rewrites a request's headers in place for the upstream. With `websocket` (see
-/// [`is_websocket_handshake`]) the request keeps `Connection: upgrade` and `Upgrade: websocket`;
-/// every other upgrade is stripped like any hop-by-hop header.
-pub(crate) fn to_upstream(headers: &mut HeaderMap, fwd: &Forwarding<'_>, websocket: bool) {
-    let present = Present::of(headers);
-    let added = for_upstream(headers, present, fwd, websocket);
-    for (name, value) in added.iter() {
-        headers.insert(name.clone(), value.clone());
-    }
-}
-
 /// The forwarding headers tollgate adds, kept beside the request rather than inserted
 /// into its map: the upstream client writes them after the request's own headers, so
 /// the map never has to grow (a rehash and an allocation per request otherwise).
@@ -63,18 +52,16 @@ pub(crate) struct Added {
 }
 
 impl Added {
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
-        self.pairs[..self.len].iter().map(|(n, v)| (n, v))
-    }
-
     pub(crate) fn as_slice(&self) -> &[(HeaderName, HeaderValue)] {
         &self.pairs[..self.len]
     }
 }
 
-/// [`to_upstream`] without the inserts: hop-by-hop headers and the client's own
-/// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send
-/// instead are returned. `present` is [`Present::of`] `headers`.
+/// A request's headers for the upstream: hop-by-hop headers and the client's own
+/// X-Forwarded-* / X-Real-IP are removed from `headers`, and the values to send instead
+/// are returned. With `websocket` (see [`is_websocket_handshake`]) the request keeps
+/// `Connection: upgrade` and `Upgrade: websocket`; every other upgrade is stripped like
+/// any hop-by-hop header. `present` is [`Present::of`] `headers`.
 pub(crate) fn for_upstream(
     headers: &mut HeaderMap,
     present: Present,

@@ -259,11 +259,6 @@ impl Leases {
         lease.remaining = admitted.remaining;
         lease.reset_at = now.saturating_add(admitted.reset);
     }
-
-    /// Leases held (or being fetched), expired or not.
-    pub(crate) fn keys(&self) -> usize {
-        self.shards.iter().map(|shard| lock(shard).len()).sum()
-    }
 }
 
 enum Taken {

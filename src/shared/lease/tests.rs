@@ -4,6 +4,14 @@ use super::*;
 use crate::limit::{Period, Rate, NODELAY};
 
 const WINDOW: u64 = 1_000_000_000;
+
+impl Leases {
+    /// Leases held (or being fetched), expired or not.
+    fn keys(&self) -> usize {
+        self.shards.iter().map(|shard| lock(shard).len()).sum()
+    }
+}
+
 /// The bytes one lease takes in its map, its id included.
 const ENTRY_BYTES: usize = std::mem::size_of::<(Id, Lease)>();
 

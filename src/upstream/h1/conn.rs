@@ -140,7 +140,7 @@ impl UpstreamConn {
     /// Cheap check before reusing an idle connection: false if the server closed it or
     /// sent something unasked (often a 408 before closing). No await and, unless the
     /// reactor has seen the socket become readable, no syscall: a close that the reactor
-    /// has not noticed yet passes, and [`UpstreamConn::send`] then fails with
+    /// has not noticed yet passes, and [`UpstreamConn::send_with`] then fails with
     /// [`Error::Closed`]. A connection found not reusable may have lost the byte looked
     /// at: drop it.
     ///

@@ -21,7 +21,9 @@ use super::{Error, Exchange, SendError, Upgraded};
 use crate::wire::body::{BodyError, Progress};
 
 impl UpstreamConn {
-    /// Sends `req` and reads the response head.
+    /// Sends `req` and reads the response head; `extra` headers are written after the
+    /// request's own (the forwarding headers, kept out of the request's map so that it
+    /// never grows).
     ///
     /// Framing: a body of exact size N goes with `content-length: N` (`content-length:
     /// 0` for an empty POST, PUT or PATCH), one of unknown size chunked; the caller has
@@ -36,20 +38,6 @@ impl UpstreamConn {
     /// A response that comes while the body is still going out (413) stops the upload
     /// and is returned; the connection will not be reused. A 2xx that comes early keeps
     /// the upload going from the response body (a streaming server reads as it answers).
-    pub(crate) async fn send<B>(
-        self,
-        req: Request<B>,
-        read_timeout: Duration,
-        progress: Option<&Progress>,
-    ) -> Result<Exchange, SendError<B>>
-    where
-        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
-    {
-        self.send_with(req, &[], read_timeout, progress).await
-    }
-
-    /// [`UpstreamConn::send`], with `extra` headers written after the request's own (the
-    /// forwarding headers, kept out of the request's map so that it never grows).
     pub(crate) async fn send_with<B>(
         mut self,
         mut req: Request<B>,

@@ -6,7 +6,7 @@
 //!
 //! # Layout
 //! - `conn`: connecting, the buffers and timer a connection keeps, the cheap reuse check.
-//! - `exchange`: [`UpstreamConn::send`] (request out, response head in, the `read_timeout`
+//! - `exchange`: [`UpstreamConn::send_with`] (request out, response head in, the `read_timeout`
 //!   clock).
 //! - `encode`: the request head and body framing (`content-length` or chunked) and
 //!   the write queue that sends head and first body bytes in one `writev`.
@@ -71,7 +71,7 @@ pub(crate) enum Exchange {
     Upgraded(Response<()>, Upgraded),
 }
 
-/// Why [`UpstreamConn::send`] produced no response. The connection is gone in every case.
+/// Why [`UpstreamConn::send_with`] produced no response. The connection is gone in every case.
 // Unboxed on purpose: `Result<Exchange, SendError>` is as large as `Exchange` anyway, and
 // boxing would allocate on the retry path.
 #[allow(clippy::large_enum_variant)]
@@ -185,12 +185,5 @@ impl Error {
         };
         err.get_ref()
             .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-    }
-}
-
-impl Error {
-    /// The response body idled past `read_timeout`.
-    pub(crate) fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout)
     }
 }

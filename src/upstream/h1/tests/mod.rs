@@ -26,9 +26,24 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Body, Error, Exchange, SendError, UpstreamConn};
-use crate::wire::body::{BodyError, RequestBody};
+use crate::wire::body::{BodyError, Progress, RequestBody};
 
 const LONG: Duration = Duration::from_secs(5);
+
+impl UpstreamConn {
+    /// [`UpstreamConn::send_with`] with no extra headers.
+    async fn send<B>(
+        self,
+        req: Request<B>,
+        read_timeout: Duration,
+        progress: Option<&Progress>,
+    ) -> Result<Exchange, SendError<B>>
+    where
+        B: HttpBody<Data = Bytes, Error = BodyError> + Unpin + Send + 'static,
+    {
+        self.send_with(req, &[], read_timeout, progress).await
+    }
+}
 
 /// Accepts one connection and runs `script` on it; the handle returns what it returns.
 async fn server<F, Fut, T>(script: F) -> (SocketAddr, JoinHandle<T>)
