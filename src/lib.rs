@@ -68,7 +68,7 @@ macro_rules! inside {
 
 // The public face: what the `tollgate` binary uses (src/main.rs). Everything else is the
 // crate's own, public only to its tests and benches (`inside!`).
-pub use config::{load, Config, ConfigErrors};
+pub use config::{from_str, load, Config, ConfigErrors};
 pub use log::errors::directives as error_log_directives;
 pub use server::{check, Checked, Gateway, ReloadError, StartError};
 pub use signals::{Intent, Signals};

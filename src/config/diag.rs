@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// One problem. `line` and `col` are 1-based (`col` counts characters, not bytes);
 /// both are 0 when the problem has no position (an unreadable file, a missing section).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     pub line: usize,
     pub col: usize,
     pub message: String,
@@ -22,13 +22,13 @@ pub struct ConfigError {
 /// Every problem found in one file, sorted by position.
 #[derive(Debug, Clone)]
 pub struct ConfigErrors {
-    pub origin: PathBuf,
-    pub errors: Vec<ConfigError>,
+    pub(crate) origin: PathBuf,
+    pub(crate) errors: Vec<ConfigError>,
 }
 
 impl ConfigErrors {
     /// The file at `path` could not be read.
-    pub fn io(path: &Path, err: &io::Error) -> Self {
+    pub(crate) fn io(path: &Path, err: &io::Error) -> Self {
         Self {
             origin: path.to_path_buf(),
             errors: vec![ConfigError {

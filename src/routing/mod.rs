@@ -15,8 +15,11 @@ use std::fmt;
 mod normalize;
 pub mod sites;
 
-pub(crate) use normalize::percent_decode;
-pub use normalize::{normalize_marked, normalize_path, BadPath, PathByte};
+pub use normalize::normalize_path;
+pub(crate) use normalize::{normalize_marked, percent_decode, PathByte};
+// Only the tests name the error (tests/it/path_properties.rs).
+#[cfg(feature = "testing")]
+pub use normalize::BadPath;
 
 /// One location's `match`: the config layer parses it straight into this, and the
 /// router and the metrics labels both read it.

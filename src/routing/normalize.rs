@@ -86,14 +86,14 @@ pub(crate) fn percent_decode(bytes: &[u8]) -> Result<Vec<u8>, BadPath> {
 /// needs to know: a reserved byte such as `?` that arrived as `%3F` must go upstream
 /// encoded, or it would end the path there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathByte {
+pub(crate) struct PathByte {
     pub byte: u8,
     pub escaped: bool,
 }
 
 /// [`normalize_path`]'s result byte for byte (the same bytes, in the same places), each
 /// marked with whether it arrived percent-encoded.
-pub fn normalize_marked(raw_path: &str) -> Result<Vec<PathByte>, BadPath> {
+pub(crate) fn normalize_marked(raw_path: &str) -> Result<Vec<PathByte>, BadPath> {
     let bytes = raw_path.as_bytes();
     if bytes.first() != Some(&b'/') {
         return Err(BadPath::NotAbsolute);

@@ -12,7 +12,6 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,7 +37,9 @@ use crate::state::GatewayState;
 
 /// The running admin listener; stops (after the request at hand) when dropped.
 pub(super) struct AdminListener {
-    addr: SocketAddr,
+    /// Where it listens, port 0 resolved: for the tests (`Gateway::admin_addr`).
+    #[cfg(feature = "testing")]
+    addr: std::net::SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -65,13 +66,15 @@ impl AdminListener {
             .spawn(move || serve(listener, admission, state, stopped))?;
         tracing::info!(%addr, "admin API listening");
         Ok(AdminListener {
+            #[cfg(feature = "testing")]
             addr,
             stop,
             thread: Some(thread),
         })
     }
 
-    pub(super) fn addr(&self) -> SocketAddr {
+    #[cfg(feature = "testing")]
+    pub(super) fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
 }

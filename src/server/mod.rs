@@ -49,7 +49,7 @@ use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
 use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
-use crate::config::{self, Address, Config, ConfigErrors, Transport};
+use crate::config::{self, Address, Config, ConfigErrors};
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Lasting};
 use crate::state::{GatewayState, Listeners};
@@ -201,21 +201,6 @@ impl Gateway {
         })
     }
 
-    /// Where the admin API listens (port 0 resolved), if configured.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().map(AdminListener::addr)
-    }
-
-    /// The addresses actually listened on, in `listen` order (port 0 resolved).
-    pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().of(Transport::Tcp).collect()
-    }
-
-    /// The TLS addresses actually listened on, in `listen_tls` order.
-    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
-        self.state.listeners.load().of(Transport::Tls).collect()
-    }
-
     /// Puts `config` in force (SIGHUP): binds the addresses `listen` adds, builds the
     /// next generation (zones that keep their name, key, algorithm and size keep their
     /// state too) and swaps it in, then closes the addresses `listen` dropped (their
@@ -356,6 +341,26 @@ impl Gateway {
     pub async fn stop(self) {
         self.shutdown();
         let _ = tokio::task::spawn_blocking(move || self.wait()).await;
+    }
+}
+
+/// Where a running gateway listens, port 0 resolved: how a test finds it. (The binary
+/// needs none of it: `/status` lists the addresses.)
+#[cfg(feature = "testing")]
+impl Gateway {
+    /// Where the admin API listens (port 0 resolved), if configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminListener::addr)
+    }
+
+    /// The addresses actually listened on, in `listen` order (port 0 resolved).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.state.listeners.load().of(config::Transport::Tcp).collect()
+    }
+
+    /// The TLS addresses actually listened on, in `listen_tls` order.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.state.listeners.load().of(config::Transport::Tls).collect()
     }
 }
 

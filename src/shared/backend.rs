@@ -15,7 +15,8 @@ use crate::limit::remote::{Call, Failure};
 
 // The penalty box's calls (`admission::penalty`): they use this module's connections.
 mod ban_calls;
-pub use ban_calls::{SetBan, StoredBan, StoredBans};
+pub use ban_calls::SetBan;
+pub(crate) use ban_calls::StoredBan;
 
 /// How long a worker waits before connecting again after a failed attempt; requests in
 /// that time follow `on_error` at once.

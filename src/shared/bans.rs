@@ -20,11 +20,11 @@ use crate::limit::bans::{Bans, Entry};
 use crate::limit::Arrival;
 
 /// What every ban key starts with.
-pub const BAN_PREFIX: &[u8] = b"tollgate-ban:";
+pub(super) const BAN_PREFIX: &[u8] = b"tollgate-ban:";
 
 /// The least time a lifted ban's tombstone refuses a write of a ban (it lasts twice the
 /// `[redis]` timeout if longer): a write is late by at most the timeout.
-pub const MIN_TOMBSTONE: Duration = Duration::from_secs(1);
+pub(super) const MIN_TOMBSTONE: Duration = Duration::from_secs(1);
 
 /// Redis Cluster's hash slots.
 const SLOTS: usize = 16_384;
@@ -120,7 +120,7 @@ pub fn zone_ban_prefix(zone: &str) -> Vec<u8> {
 
 /// The Redis key of `key`'s ban in zone `zone`, whose decision key is `call_key`
 /// ([`redis_key`]`(zone, key)`, already made for the call): in its slot.
-pub fn ban_key_of(call_key: &[u8], zone: &str, key: &[u8]) -> Vec<u8> {
+pub(crate) fn ban_key_of(call_key: &[u8], zone: &str, key: &[u8]) -> Vec<u8> {
     let tag = tag_of(slot_of(call_key));
     let mut out = Vec::with_capacity(BAN_PREFIX.len() + zone.len() + tag.len() + key.len() + 4);
     out.extend_from_slice(BAN_PREFIX);
@@ -139,7 +139,7 @@ pub fn ban_key(zone: &str, key: &[u8]) -> Vec<u8> {
 }
 
 /// The zone and key a ban key names.
-pub fn parse_ban_key(ban_key: &[u8]) -> Option<(&str, &[u8])> {
+pub(crate) fn parse_ban_key(ban_key: &[u8]) -> Option<(&str, &[u8])> {
     let rest = ban_key.strip_prefix(BAN_PREFIX)?;
     let colon = rest.iter().position(|&b| b == b':')?;
     let zone = std::str::from_utf8(&rest[..colon]).ok()?;
@@ -154,7 +154,7 @@ pub fn parse_ban_key(ban_key: &[u8]) -> Option<(&str, &[u8])> {
 /// and its time left is learnt here; a ban refused by a lift's tombstone is withdrawn
 /// here too. If the write fails, the ban holds here and is forgotten at the
 /// next check against Redis.
-pub fn share_ban(
+pub(crate) fn share_ban(
     backend: &Arc<Backend>,
     zone: &str,
     bans: &Arc<Bans>,

@@ -19,16 +19,18 @@ pub mod heartbeat;
 mod lease;
 mod scripts;
 
-pub use backend::{Backend, SetBan, StoredBan, StoredBans};
-pub use bans::{
-    ban_key, ban_key_of, parse_ban_key, share_ban, zone_ban_prefix, BAN_PREFIX, MIN_TOMBSTONE,
-};
-pub use heartbeat::{Announcement, Fleet};
+pub use backend::{Backend, SetBan};
+pub(crate) use backend::StoredBan;
+pub use bans::{ban_key, zone_ban_prefix};
+pub(crate) use bans::{ban_key_of, parse_ban_key, share_ban};
+pub(crate) use heartbeat::Announcement;
+pub use heartbeat::Fleet;
 pub(crate) use lease::{Fetch, First, Leases};
-pub use scripts::{
-    BanOr, Mode, Reply, Scripts, TimeSource, FIXED_WINDOW, LEAKY_BUCKET, SLIDING_LOG,
-    SLIDING_WINDOW, TOKEN_BUCKET,
-};
+pub(crate) use scripts::BanOr;
+pub use scripts::{Mode, Reply};
+// Only the tests run a script with a time of their own (tests/it/redis_scripts.rs).
+#[cfg(feature = "testing")]
+pub use scripts::{Scripts, TimeSource};
 
 /// The Redis key of `key` in zone `zone`: `tollgate:<zone>:<key>`, the key's bytes as
 /// they are (no hash tag: a cluster spreads a zone's keys over every shard).

@@ -20,15 +20,15 @@ macro_rules! script {
 }
 
 /// The leaky bucket's script (nginx's `limit_req`).
-pub const LEAKY_BUCKET: &str = script!("leaky_bucket");
+pub(super) const LEAKY_BUCKET: &str = script!("leaky_bucket");
 /// The token bucket's script (GCRA), in microseconds.
-pub const TOKEN_BUCKET: &str = script!("token_bucket");
+pub(super) const TOKEN_BUCKET: &str = script!("token_bucket");
 /// The fixed window's script, in microseconds.
-pub const FIXED_WINDOW: &str = script!("fixed_window");
+pub(super) const FIXED_WINDOW: &str = script!("fixed_window");
 /// The sliding window's script, in microseconds.
-pub const SLIDING_WINDOW: &str = script!("sliding_window");
+pub(super) const SLIDING_WINDOW: &str = script!("sliding_window");
 /// The sliding log's script, in microseconds.
-pub const SLIDING_LOG: &str = script!("sliding_log");
+pub(super) const SLIDING_LOG: &str = script!("sliding_log");
 
 /// The scripts, each with its SHA computed once.
 pub struct Scripts {
@@ -56,13 +56,28 @@ impl Default for Scripts {
 pub enum TimeSource {
     /// Redis's `TIME`: what instances use, so that their own clocks do not matter.
     Redis,
-    /// This many microseconds (tests replay a schedule with it).
+    /// This many microseconds: the tests replay a schedule with it
+    /// (tests/it/redis_scripts.rs); the gateway always takes Redis's.
+    #[cfg(feature = "testing")]
     At(u64),
+}
+
+impl TimeSource {
+    /// The scripts' time argument: empty for Redis's `TIME`.
+    fn arg(self) -> String {
+        match self {
+            TimeSource::Redis => String::new(),
+            #[cfg(feature = "testing")]
+            TimeSource::At(us) => us.to_string(),
+        }
+    }
 }
 
 impl Scripts {
     /// Decides and (when admitted) charges one request of a zone of `algorithm` at
-    /// `redis_key`, in one round trip.
+    /// `redis_key`, in one round trip. Only the tests call a script this way
+    /// (tests/it/redis_scripts.rs); the gateway goes through [`Scripts::run`].
+    #[cfg(feature = "testing")]
     pub async fn decide<C: ConnectionLike>(
         &self,
         algorithm: Algorithm,
@@ -91,10 +106,7 @@ impl Scripts {
         time: TimeSource,
         mode: Mode,
     ) -> RedisResult<Reply> {
-        let now = match time {
-            TimeSource::Redis => String::new(),
-            TimeSource::At(us) => us.to_string(),
-        };
+        let now = time.arg();
         let mode = match mode {
             Mode::Decide => "",
             Mode::Refund => "refund",
@@ -201,7 +213,7 @@ impl Scripts {
 
 /// What a decide call that names a ban key tells: a ban, or the zone's decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BanOr {
+pub(crate) enum BanOr {
     /// The key is banned; this many nanoseconds are left.
     Banned(u64),
     Decided(Decision),
@@ -218,10 +230,7 @@ impl Scripts {
         p: &Params,
         time: TimeSource,
     ) -> RedisResult<BanOr> {
-        let now = match time {
-            TimeSource::Redis => String::new(),
-            TimeSource::At(us) => us.to_string(),
-        };
+        let now = time.arg();
         // No lease: an item with `ban` takes none.
         let (script, args, units) = self.arguments(algorithm, p, 0)?;
         let mut call = script.prepare_invoke();
