@@ -27,7 +27,7 @@ pub(crate) fn now() -> Instant {
 
 pin_project_lite::pin_project! {
     /// A task whose every poll reads the clock once, for [`now`] to give out.
-    pub struct Polled<F> {
+    pub(crate) struct Polled<F> {
         #[pin]
         inner: F,
     }

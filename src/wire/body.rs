@@ -139,7 +139,7 @@ pin_project! {
     /// instead of handing out the frame that would take it past `max`: whatever the
     /// framing (chunked, HTTP/2 DATA without a length), no more than `max` bytes of
     /// body leave it.
-    pub struct Timed {
+    pub(crate) struct Timed {
         #[pin]
         inner: ClientBody,
         limits: BodyLimits,

@@ -89,7 +89,7 @@ where
 pin_project! {
     /// A stream task that ends (dropping the stream, which resets it) once its client
     /// has taken nothing for `timeout`.
-    pub struct Watched<F: 'static> {
+    pub(crate) struct Watched<F: 'static> {
         #[pin]
         task: TaskLocalFuture<Arc<SendWatch>, F>,
         watch: Arc<SendWatch>,
