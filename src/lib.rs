@@ -50,7 +50,17 @@
 //! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → [`wire`] → the core; [`config`]
 //! sees only the core and [`certs`]; the core sees only itself. A request loads the
 //! snapshot exactly once.
+//!
+//! The public face is what the `tollgate` binary needs: [`load`] (and [`from_str`]) a
+//! [`Config`], [`check`] it for `-t`, start a [`Gateway`], follow [`Signals`]. Every
+//! module is the crate's own, so that the compiler reports code nothing uses; the
+//! `testing` feature, which `cargo test` and the benches turn on (Cargo.toml), makes them
+//! public to the tests. These docs are for the crate's developers: read them with
+//! `cargo doc --document-private-items`.
 #![deny(unsafe_code)]
+// The docs link freely into the modules the public face leaves out; the links resolve
+// with `--document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 /// Declares modules public to the tests and benches (the `testing` feature, which a plain
 /// `cargo test` turns on) and the crate's own otherwise, so that without it the compiler

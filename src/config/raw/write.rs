@@ -1,4 +1,4 @@
-//! The model written back as a gateway.toml that an operator reads ([`write`]): what
+//! The model written back as a gateway.toml that an operator reads ([`write()`]): what
 //! `tollgate import` will produce, read by the same [`parse`](super::parse) as any file.
 //!
 //! `toml::to_string` of a [`RawConfig`] reads back the same too, but it writes every
