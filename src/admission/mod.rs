@@ -11,9 +11,9 @@
 //!
 //! Redis itself is spoken to through `crate::shared`.
 
-pub mod on_error;
+pub(crate) mod on_error;
 pub mod penalty;
 pub mod policy;
-pub mod settle;
+pub(crate) mod settle;
 
 pub use policy::Policy;

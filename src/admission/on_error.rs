@@ -10,7 +10,7 @@ use crate::limit::remote::{OnError, ZoneSettings};
 use crate::limit::{Decision, Params, Verdict, NANOS_PER_SEC};
 
 /// The item of a list whose Redis zone failed, and what the request asked of it.
-pub struct Zone<'a> {
+pub(crate) struct Zone<'a> {
     /// Its index in the list.
     pub index: usize,
     pub rule: &'a LimitRule,
@@ -23,7 +23,7 @@ pub struct Zone<'a> {
 /// zone (`None` before any heartbeat answered). A refusal marks the outcome unavailable
 /// (a 503) unless the item is a dry run; a local admission that its answer settles joins
 /// the outcome's charges.
-pub fn decide(
+pub(crate) fn decide(
     zone: &Zone<'_>,
     settings: ZoneSettings,
     live: Option<u64>,

@@ -26,7 +26,7 @@ pub use super::policy::RECHECK;
 
 /// Applies the location's `policy` to one request, bans first: a banned key's outcome
 /// names the ban; otherwise the policy's, with its enforced rejections struck.
-pub async fn decide(policy: &Policy, arrival: &Arrival) -> Outcome {
+pub(crate) async fn decide(policy: &Policy, arrival: &Arrival) -> Outcome {
     if let Some(banned) = banned(policy.rules(), arrival) {
         return Outcome::banned(banned);
     }

@@ -100,21 +100,21 @@ impl Policy {
     }
 
     /// The list, in order: an [`Applied::rule`] indexes it.
-    pub fn rules(&self) -> &[LimitRule] {
+    pub(crate) fn rules(&self) -> &[LimitRule] {
         &self.rules
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
 
     /// Whether an item of the list carries a `ban`.
-    pub fn has_bans(&self) -> bool {
+    pub(crate) fn has_bans(&self) -> bool {
         self.bans
     }
 
     /// Whether a zone's key reads the request's host (`$host`).
-    pub fn reads_host(&self) -> bool {
+    pub(crate) fn reads_host(&self) -> bool {
         self.reads_host
     }
 
@@ -129,19 +129,19 @@ impl Policy {
     }
 
     /// The backend of the list's Redis zones (a ban imposed in one is written there).
-    pub fn backend(&self) -> Option<&Arc<Backend>> {
+    pub(crate) fn backend(&self) -> Option<&Arc<Backend>> {
         self.redis.as_ref().map(|redis| &redis.backend)
     }
 
     /// Whether the list is decided here with nothing to wait for: every zone local, none
     /// in Redis, and no `ban` (whose penalty box may ask Redis). Then
     /// [`Policy::decide_at_once`] decides it.
-    pub fn at_once(&self) -> bool {
+    pub(crate) fn at_once(&self) -> bool {
         self.redis.is_none() && !self.bans
     }
 
     /// Applies every zone of a list decided at once ([`Policy::at_once`]).
-    pub fn decide_at_once(&self, arrival: &Arrival) -> Outcome {
+    pub(crate) fn decide_at_once(&self, arrival: &Arrival) -> Outcome {
         decision::decide_keyed(
             &self.rules,
             &arrival.keys,
@@ -152,7 +152,7 @@ impl Policy {
     }
 
     /// Applies every zone of the list to one request.
-    pub async fn decide(&self, arrival: &Arrival) -> Outcome {
+    pub(crate) async fn decide(&self, arrival: &Arrival) -> Outcome {
         match &self.redis {
             None => self.decide_at_once(arrival),
             // Boxed: the request future stays as small as without Redis zones.

@@ -13,7 +13,7 @@ use crate::shared::{Backend, Mode};
 
 /// Settles `pending` (charges of a list of `rules`) by `answer` at `now`: local zones at
 /// once, Redis ones in the background through `backend` on `worker`'s connection.
-pub fn settle(
+pub(crate) fn settle(
     rules: &[LimitRule],
     pending: Vec<Pending>,
     answer: Answer,
@@ -41,7 +41,7 @@ pub fn settle(
 
 /// Gives back the Redis charges of a request a later zone rejected, in the background:
 /// the answer does not wait for it.
-pub fn refund(backend: &Arc<Backend>, charged: Vec<Call>, now: Instant, worker: usize) {
+pub(crate) fn refund(backend: &Arc<Backend>, charged: Vec<Call>, now: Instant, worker: usize) {
     let calls = charged
         .into_iter()
         .map(|call| (call, Mode::Refund))

@@ -18,7 +18,7 @@ use crate::vars;
 use super::{limit_response, Conn, Location, Pipeline};
 
 /// `[api_keys]`, ready to use: API key → plan id, and each plan's `priority`.
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     pub header: HeaderName,
     pub plans: std::collections::HashMap<Box<[u8]>, usize>,
     /// By plan id; a plan not listed (and a request with no plan) has priority 0.
@@ -26,7 +26,7 @@ pub struct ApiKeys {
 }
 
 impl ApiKeys {
-    pub fn plan<B>(&self, req: &Request<B>) -> Option<usize> {
+    pub(crate) fn plan<B>(&self, req: &Request<B>) -> Option<usize> {
         self.plan_of(req.headers())
     }
 
@@ -36,7 +36,7 @@ impl ApiKeys {
     }
 
     /// Who is shed last when an upstream's gate is full: the request's plan's priority.
-    pub fn priority(&self, headers: &http::HeaderMap) -> u8 {
+    pub(crate) fn priority(&self, headers: &http::HeaderMap) -> u8 {
         self.plan_of(headers)
             .and_then(|plan| self.priorities.get(plan).copied())
             .unwrap_or(0)

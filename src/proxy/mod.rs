@@ -4,20 +4,20 @@
 
 mod acme_challenge;
 mod checks;
-pub mod error;
+pub(crate) mod error;
 mod forward;
 mod header_rules;
-pub mod headers;
+pub(crate) mod headers;
 mod limit_phase;
-pub mod limit_response;
+pub(crate) mod limit_response;
 mod logged;
 mod request_id;
-pub mod response;
-pub mod rewrite;
+pub(crate) mod response;
+pub(crate) mod rewrite;
 mod settle;
-pub mod site;
+pub(crate) mod site;
 mod text;
-pub mod tunnel;
+pub(crate) mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -36,19 +36,19 @@ use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing;
 use crate::upstream::{Group, Lease, ResponseBody};
 use crate::vars;
-pub use header_rules::HeaderRules;
+pub(crate) use header_rules::HeaderRules;
 use http::uri::{PathAndQuery, Uri};
 use request_id::RequestId;
 use rewrite::Rewrite;
 
-pub use error::ProxyError;
-pub use limit_phase::ApiKeys;
-pub use logged::Logged;
-pub use response::Fixed;
-pub use site::{Site, Sites};
+pub(crate) use error::ProxyError;
+pub(crate) use limit_phase::ApiKeys;
+pub(crate) use logged::Logged;
+pub(crate) use response::Fixed;
+pub(crate) use site::{Site, Sites};
 
 /// Everything the pipeline needs, built once per configuration by the snapshot.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     pub sites: Sites,
     pub real_ip: Option<access::RealIp>,
     /// `[access]`: `deny` answers 403 before routing; `exempt` is never limited.
@@ -75,7 +75,7 @@ pub struct Pipeline {
 }
 
 /// One `[[location]]`, ready to use.
-pub struct Location {
+pub(crate) struct Location {
     pub route: Route,
     /// The `limit` list, and the units each request takes in it.
     pub limits: Policy,
@@ -152,7 +152,7 @@ impl Location {
 }
 
 /// What a location does.
-pub enum Route {
+pub(crate) enum Route {
     Proxy(Arc<Group>),
     Return(Fixed),
 }
@@ -170,7 +170,7 @@ struct Destination<'a> {
 
 /// The connection a request arrived on.
 #[derive(Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     pub peer: SocketAddr,
     /// Index of the worker thread serving it (selects the upstream idle pools).
     pub worker: usize,
@@ -187,7 +187,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(peer: SocketAddr, worker: usize, address: Address, server_port: u16) -> Conn {
+    pub(crate) fn new(peer: SocketAddr, worker: usize, address: Address, server_port: u16) -> Conn {
         Conn {
             peer,
             worker,
@@ -201,7 +201,7 @@ impl Conn {
 
     /// The connection's key buffer, lent to the request arriving (empty while another of
     /// its requests holds it: an HTTP/2 stream then has one of its own).
-    pub fn key_buffer(&self) -> Vec<u8> {
+    pub(crate) fn key_buffer(&self) -> Vec<u8> {
         self.keys
             .lock()
             .map(|mut keys| std::mem::take(&mut *keys))
@@ -210,7 +210,7 @@ impl Conn {
 
     /// Gives the key buffer back once the request's limits are decided. One that grew
     /// past [`KEPT_KEY_BUFFER`] is dropped: an idle connection holds no client's long key.
-    pub fn return_key_buffer(&self, buffer: Vec<u8>) {
+    pub(crate) fn return_key_buffer(&self, buffer: Vec<u8>) {
         if buffer.capacity() <= KEPT_KEY_BUFFER {
             if let Ok(mut keys) = self.keys.lock() {
                 *keys = buffer;
@@ -225,7 +225,7 @@ const KEPT_KEY_BUFFER: usize = 1024;
 impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
     /// afterwards; the access-log line is written when it ends (or is abandoned).
-    pub async fn handle(&self, mut req: Request<ClientBody>, conn: &Conn) -> Response<Logged> {
+    pub(crate) async fn handle(&self, mut req: Request<ClientBody>, conn: &Conn) -> Response<Logged> {
         // The poll's time (`clock`): the arrival, as nginx's cached time is.
         let now = crate::clock::now();
         let peer = access::canonical(conn.peer.ip());
