@@ -5,7 +5,8 @@
 //! - [`limit`]: rate-limit algorithms (one file each), key templates, the bounded
 //!   per-zone store, local decisions over a location's zones, ban tables, soft and
 //!   adaptive arithmetic, and what a zone kept in Redis means as values
-//!   ([`limit::remote`]).
+//!   ([`limit::remote`]). A crate of its own (`crates/limit`, `tollgate-limit`, with
+//!   neither tokio nor redis), re-exported here.
 //! - [`routing`]: nginx location matching, as data plus an ordering.
 //! - [`access`]: the real client address (nginx realip), CIDR allow/deny lists.
 //! - [`vars`]: nginx's variables (`$host`, `$request_uri`, …): one parser, one request
@@ -47,9 +48,11 @@
 //! - [`admin`]: `/status`, `/metrics` (added up at scrape time), per-key endpoints, `/bans`.
 //!
 //! Dependencies point one way, with no cycle: `main` → [`server`] → [`admin`] →
-//! [`state`] → [`snapshot`] → [`proxy`] → [`upstream`] → [`wire`] → the core; [`config`]
-//! sees only the core and [`certs`]; the core sees only itself. A request loads the
-//! snapshot exactly once.
+//! [`state`] → [`snapshot`] → [`proxy`] → [`admission`] → [`shared`] → [`upstream`] →
+//! [`wire`] → the core; [`config`] sees only the core and [`certs`]; the core sees only
+//! itself, and the two crates below it (`crates/limit`, `crates/vars`) cannot reach
+//! anything else: their Cargo.toml lists no runtime. A request loads the snapshot
+//! exactly once.
 //!
 //! The public face is what the `tollgate` binary needs: [`load`] (and [`from_str`]) a
 //! [`Config`], [`check`] it for `-t`, start a [`Gateway`], follow [`Signals`]. Every
