@@ -21,6 +21,7 @@ use crate::limit::bans::{Entry, Standing, Struck};
 use crate::limit::decision::LimitRule;
 use crate::limit::outcome::{Banned, Outcome, Status};
 use crate::limit::Arrival;
+use crate::shared::RemoteZone;
 
 pub use super::policy::RECHECK;
 
@@ -88,7 +89,7 @@ fn strike(policy: &Policy, outcome: &Outcome, arrival: &Arrival) {
         let recheck = rule.zone.redis.map(|_| RECHECK);
         // A Redis zone's ban is trusted from the end of its decision's wait on Redis.
         let now = match (recheck, policy.backend()) {
-            (Some(_), Some(backend)) => backend.now(),
+            (Some(_), Some(backend)) => RemoteZone::new(backend, &rule.zone).now(),
             _ => arrival.now,
         };
         let Some(key) = arrival.keys.get(applied.rule) else {
@@ -119,7 +120,7 @@ fn imposed(policy: &Policy, rule: &LimitRule, key: &[u8], entry: &Entry, arrival
         );
     }
     if let (Some(_), Some(backend)) = (zone.redis, policy.backend()) {
-        crate::shared::share_ban(backend, &zone.name, &zone.bans, key, entry, arrival);
+        RemoteZone::new(backend, zone).share_ban(key, entry, arrival);
     }
 }
 

@@ -19,7 +19,7 @@ use crate::limit::settle::{Answer, Held, Pending};
 
 use super::{on_error, settle};
 use crate::limit::{Arrival, Decision, Params, Verdict};
-use crate::shared::{redis_key, Backend, Fetch, First, Leases, Mode, Reply};
+use crate::shared::{Backend, Fetch, First, Leases, RemoteZone, Reply};
 
 mod ban;
 
@@ -185,14 +185,13 @@ impl Policy {
                 key,
                 params,
                 leases: redis.leases.get(index).and_then(Option::as_deref),
+                remote: RemoteZone::new(&redis.backend, &rule.zone),
             };
-            let decision = zone
-                .decide(&redis.backend, arrival, &mut outcome, &mut charged)
-                .await;
+            let decision = zone.decide(arrival, &mut outcome, &mut charged).await;
             // After `decide`: a lease fetch it made is over, and its waiters go on.
             let (decision, soft) = match rule.soft {
                 Some(share) if zone.lane_may_cover(&decision, &outcome) => {
-                    let lane = zone.soft(share, &redis.backend, arrival, decision);
+                    let lane = zone.soft(share, arrival, decision);
                     lane.await.into_outcome(&mut outcome, &mut charged, index)
                 }
                 _ => (decision, false),
@@ -256,6 +255,8 @@ struct ZoneCall<'a> {
     params: Params,
     /// The zone's leases (`lease`), if it takes any.
     leases: Option<&'a Leases>,
+    /// The zone in Redis.
+    remote: RemoteZone<'a>,
 }
 
 impl ZoneCall<'_> {
@@ -263,7 +264,6 @@ impl ZoneCall<'_> {
     /// admitted request's call joins `charged`, a failure `outcome.redis_failures`.
     async fn decide(
         &self,
-        backend: &Backend,
         arrival: &Arrival,
         outcome: &mut Outcome,
         charged: &mut Vec<(usize, Call)>,
@@ -275,11 +275,11 @@ impl ZoneCall<'_> {
         // Held until the lease it fetches is in the table: the key's other requests wait.
         let mut fetch = None;
         if let Some(leases) = leases {
-            match self.leased(leases, backend, zone_now, charged).await {
+            match self.leased(leases, zone_now, charged).await {
                 First::Spent(decision) => return decision,
                 First::Fetch(own) => fetch = Some(own),
                 First::Ask => {}
-                First::Failed(failure) => return self.failed(failure, backend, arrival, outcome),
+                First::Failed(failure) => return self.failed(failure, arrival, outcome),
             }
         }
         if let Some(left) = self.remembered(zone_now) {
@@ -291,20 +291,18 @@ impl ZoneCall<'_> {
         }
         // Only the key's one fetch asks for a lease: units others took beyond what the
         // table can hold would be charged and dropped.
-        let call = self.call(fetch.as_ref().map_or(0, Fetch::want));
+        let want = fetch.as_ref().map_or(0, Fetch::want);
+        let call = self.remote.call(self.key, self.params, want);
         let answer = match &self.rule.ban {
             // The penalty box's path (`policy/ban.rs`): the script reads the ban key too.
             Some(ban) => {
-                let banned = self.decide_banned(backend, &call, ban, arrival, outcome);
+                let banned = self.decide_banned(&call, ban, arrival, outcome);
                 banned.await.map(|decision| Reply {
                     decision,
                     granted: 0,
                 })
             }
-            None => {
-                let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
-                answer.await
-            }
+            None => self.remote.decide(&call, arrival.now, arrival.worker).await,
         };
         match answer {
             Ok(Reply {
@@ -331,21 +329,15 @@ impl ZoneCall<'_> {
                 if let Some(fetch) = fetch.as_mut() {
                     fetch.failed(failure);
                 }
-                self.failed(failure, backend, arrival, outcome)
+                self.failed(failure, arrival, outcome)
             }
         }
     }
 
     /// Redis could not answer (this request's call, or the fetch it waited for).
-    fn failed(
-        &self,
-        failure: Failure,
-        backend: &Backend,
-        arrival: &Arrival,
-        outcome: &mut Outcome,
-    ) -> Decision {
+    fn failed(&self, failure: Failure, arrival: &Arrival, outcome: &mut Outcome) -> Decision {
         outcome.redis_failures.push((self.index, failure));
-        self.on_error(backend, arrival, outcome)
+        self.on_error(arrival, outcome)
     }
 
     /// A leased zone's first step: spend leased units, or fetch a lease (the key's one
@@ -356,38 +348,26 @@ impl ZoneCall<'_> {
     async fn leased<'z>(
         &self,
         leases: &'z Leases,
-        backend: &Backend,
         zone_now: u64,
         charged: &mut Vec<(usize, Call)>,
     ) -> First<'z> {
-        let wait = backend.settings().timeout;
+        let wait = self.remote.timeout();
         let first = leases.first(self.key, &self.params, zone_now, wait).await;
         if let First::Spent(_) = first {
-            charged.push((self.index, self.call(0)));
+            charged.push((self.index, self.remote.call(self.key, self.params, 0)));
         }
         first
     }
 
-    /// The script call that decides this request, taking a lease of `want` units.
-    fn call(&self, want: u64) -> Call {
-        let zone = &self.rule.zone;
-        Call {
-            algorithm: zone.algorithm,
-            key: redis_key(&zone.name, self.key),
-            params: self.params,
-            want,
-        }
-    }
-
     /// The decision when Redis could not answer, as the zone's `on_error` says.
-    fn on_error(&self, backend: &Backend, arrival: &Arrival, outcome: &mut Outcome) -> Decision {
+    fn on_error(&self, arrival: &Arrival, outcome: &mut Outcome) -> Decision {
         let zone = on_error::Zone {
             index: self.index,
             rule: self.rule,
             key: self.key,
             params: self.params,
         };
-        let live = backend.fleet().live(&self.rule.zone.name);
+        let live = self.remote.instances();
         on_error::decide(&zone, self.settings, live, arrival.now, outcome)
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::limit::decision::LimitRule;
 use crate::limit::remote::Call;
 use crate::limit::settle::{self, Answer, Change, Pending};
-use crate::shared::{Backend, Mode};
+use crate::shared::{in_background, Backend, Settle};
 
 /// Settles `pending` (charges of a list of `rules`) by `answer` at `now`: local zones at
 /// once, Redis ones in the background through `backend` on `worker`'s connection.
@@ -23,47 +23,19 @@ pub(crate) fn settle(
     let remote = settle::settle(rules, pending, answer, now);
     if let (false, Some((backend, worker))) = (remote.is_empty(), backend) {
         let calls = remote.into_iter().map(|(call, change)| {
-            let mode = match change {
-                Change::Refund(_) => Mode::Refund,
-                Change::Charge(_) => Mode::Charge,
+            let settle = match change {
+                Change::Refund(_) => Settle::Refund,
+                Change::Charge(_) => Settle::Charge,
             };
-            (call, mode)
+            (call, settle)
         });
-        in_background(
-            backend,
-            calls.collect(),
-            now,
-            worker,
-            "Redis settlement failed",
-        );
+        in_background(backend, calls.collect(), now, worker);
     }
 }
 
 /// Gives back the Redis charges of a request a later zone rejected, in the background:
 /// the answer does not wait for it.
 pub(crate) fn refund(backend: &Arc<Backend>, charged: Vec<Call>, now: Instant, worker: usize) {
-    let calls = charged
-        .into_iter()
-        .map(|call| (call, Mode::Refund))
-        .collect();
-    in_background(backend, calls, now, worker, "Redis refund failed");
-}
-
-/// Makes `calls` one after the other on a task of their own; a failure is logged at
-/// debug level (the request they belong to is answered already).
-fn in_background(
-    backend: &Arc<Backend>,
-    calls: Vec<(Call, Mode)>,
-    now: Instant,
-    worker: usize,
-    failed: &'static str,
-) {
-    let backend = Arc::clone(backend);
-    tokio::spawn(async move {
-        for (call, mode) in calls {
-            if let Err(failure) = backend.call(&call, mode, now, worker).await {
-                tracing::debug!(failure = failure.label(), "{failed}");
-            }
-        }
-    });
+    let calls = charged.into_iter().map(|call| (call, Settle::Refund));
+    in_background(backend, calls.collect(), now, worker);
 }

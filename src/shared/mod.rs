@@ -1,9 +1,10 @@
 //! Zones kept in Redis ("Zones in Redis" in docs/config.md), so that every instance
 //! pointing at one Redis shares one limit. The admission layer (`crate::admission`) asks
-//! through [`Backend`] alone: a decision, a refund or charge, a lane's call, a ban's
-//! read and write (`Backend::call`, `Backend::decide_banned`, [`share_ban`]), and the
-//! instance count of a zone (`Backend::fleet`). What these calls mean to the limiter is
-//! in `limit::remote`, as values.
+//! through one interface, `RemoteZone` (`zone.rs`): a key's decision, its lane's, its
+//! ban's, a ban shared, the zone's instances; what answered requests owe or give back
+//! goes through `in_background`, and leased units through `Leases`. Key names, script
+//! modes and connections stay in here. What these calls mean to the limiter is in
+//! `limit::remote`, as values.
 //!
 //! A decision is one atomic Lua script on one Redis key, `tollgate:<zone>:<key>`: it
 //! reads the key's state, decides with the same integer arithmetic as the local
@@ -18,16 +19,21 @@ mod connection;
 pub mod heartbeat;
 mod lease;
 mod scripts;
+mod zone;
 
 pub use backend::{Backend, SetBan};
 pub(crate) use backend::StoredBan;
 pub use bans::{ban_key, zone_ban_prefix};
-pub(crate) use bans::{ban_key_of, parse_ban_key, share_ban};
+pub(crate) use bans::parse_ban_key;
 pub(crate) use heartbeat::Announcement;
 pub use heartbeat::Fleet;
 pub(crate) use lease::{Fetch, First, Leases};
 pub(crate) use scripts::BanOr;
-pub use scripts::{Mode, Reply};
+pub(crate) use zone::{in_background, RemoteZone, Settle};
+pub use scripts::Reply;
+// Only the tests run a script in a mode of their choice (tests/it/redis_*.rs).
+#[cfg(feature = "testing")]
+pub use scripts::Mode;
 // Only the tests run a script with a time of their own (tests/it/redis_scripts.rs).
 #[cfg(feature = "testing")]
 pub use scripts::{Scripts, TimeSource};

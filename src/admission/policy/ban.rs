@@ -7,7 +7,7 @@ use crate::limit::bans::Ban;
 use crate::limit::outcome::{Banned, Outcome};
 use crate::limit::remote::{Call, Failure};
 use crate::limit::{Arrival, Decision, Verdict};
-use crate::shared::{ban_key_of, Backend, BanOr};
+use crate::shared::BanOr;
 
 /// [`RECHECK`] in nanoseconds.
 const RECHECK_NS: u64 = RECHECK.as_nanos() as u64;
@@ -33,17 +33,14 @@ impl ZoneCall<'_> {
     /// answer, a ban held here still holds, trusted for `RECHECK` from the failure.
     pub(super) async fn decide_banned(
         &self,
-        backend: &Backend,
         call: &Call,
         ban: &Ban,
         arrival: &Arrival,
         outcome: &mut Outcome,
     ) -> Result<Decision, Failure> {
         let bans = &self.rule.zone.bans;
-        let ban_key = ban_key_of(&call.key, &self.rule.zone.name, self.key);
-        let answer = backend
-            .decide_banned(call, &ban_key, arrival.now, arrival.worker)
-            .await;
+        let answer = self.remote.decide_banned(call, self.key, arrival.now, arrival.worker);
+        let answer = answer.await;
         let left = match answer {
             Ok(BanOr::Decided(decision)) => {
                 bans.unlearn(self.key, arrival.now);
@@ -52,7 +49,7 @@ impl ZoneCall<'_> {
             Ok(BanOr::Banned(left)) => {
                 let left = std::time::Duration::from_nanos(left);
                 // Trusted from the answer: a slow one leaves the copy its whole while.
-                bans.learn(self.key, backend.now(), left, RECHECK);
+                bans.learn(self.key, self.remote.now(), left, RECHECK);
                 left
             }
             Err(failure) => {
@@ -62,7 +59,7 @@ impl ZoneCall<'_> {
                 // Answered alone again for a while, counted from the failure: the key's
                 // next requests do not each wait for Redis's timeout, however long, nor
                 // however many Redis zones before this one waited too.
-                bans.trust_again(self.key, backend.now(), RECHECK);
+                bans.trust_again(self.key, self.remote.now(), RECHECK);
                 outcome.redis_failures.push((self.index, failure));
                 entry.until - arrival.now
             }

@@ -13,7 +13,7 @@ use crate::limit::outcome::Outcome;
 use crate::limit::remote::{Call, Failure};
 use crate::limit::soft::{self, soft_pass, still_rejected, Share};
 use crate::limit::{Arrival, Decision, Verdict};
-use crate::shared::{soft_key, Backend, Mode, Reply};
+use crate::shared::Reply;
 
 /// What the lane said of a rejected request.
 pub(super) enum Lane {
@@ -63,7 +63,6 @@ impl ZoneCall<'_> {
     pub(super) async fn soft(
         &self,
         share: Share,
-        backend: &Backend,
         arrival: &Arrival,
         rejected: Decision,
     ) -> Lane {
@@ -78,13 +77,9 @@ impl ZoneCall<'_> {
             };
             return Lane::Rejected(still_rejected(&rejected, Some(lane)));
         }
-        let call = Call {
-            algorithm: zone.algorithm,
-            key: soft_key(&zone.name, self.key),
-            params: soft::lane_params(&self.params, share, zone.algorithm),
-            want: 0,
-        };
-        let answer = backend.call(&call, Mode::Decide, arrival.now, arrival.worker);
+        let params = soft::lane_params(&self.params, share, zone.algorithm);
+        let call = self.remote.lane_call(self.key, params);
+        let answer = self.remote.decide(&call, arrival.now, arrival.worker);
         match answer.await {
             Ok(Reply { decision, .. }) if decision.admitted() => {
                 Lane::Covered(soft_pass(&rejected), call)
