@@ -8,7 +8,8 @@
 //! with [`Diagnostics::required`](super::diag::Diagnostics::required), which says nothing
 //! about a key left out for a problem already reported.
 //!
-//! `either` deserializes the keys that take a value or a table.
+//! `location` has the tables that say how requests are answered (`[[site]]`,
+//! `[[location]]`). `either` deserializes the keys that take a value or a table.
 //!
 //! The model can be written too: every struct is `Serialize` (`ser` has the parts a
 //! derive cannot say), so `toml::to_string` of a [`RawConfig`] reads back the same, and
@@ -18,13 +19,13 @@
 
 use std::ops::Range;
 
-use serde::de;
 use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
 use super::{Algorithm, OnError, RequestBuffering};
 
 mod either;
+mod location;
 mod read;
 mod ser;
 #[cfg_attr(
@@ -36,6 +37,9 @@ mod ser;
 )]
 mod write;
 
+pub(crate) use location::{
+    RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry,
+};
 pub(crate) use read::parse;
 #[cfg_attr(
     not(test),
@@ -97,46 +101,6 @@ pub(crate) struct RawConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub sites: Option<(Span, Vec<Option<RawSiteEntry>>)>,
-}
-
-/// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
-#[derive(Serialize)]
-pub(crate) struct RawSiteEntry {
-    /// The site's table.
-    #[serde(skip)]
-    pub span: Span,
-    #[serde(flatten)]
-    pub site: RawSite,
-    #[serde(
-        rename = "location",
-        serialize_with = "ser::present",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub locations: Vec<Option<Spanned<RawLocation>>>,
-}
-
-/// A `[[site]]`'s own keys (its locations are read apart, see [`RawSiteEntry`]).
-#[derive(Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, expecting = "a site table")]
-pub(crate) struct RawSite {
-    pub names: Option<Spanned<Vec<Spanned<String>>>>,
-    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
-    pub default: Option<Spanned<bool>>,
-    pub acme: Option<Spanned<bool>>,
-    /// What its locations inherit: as in [`RawLocation`].
-    pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
-    pub access: Option<Spanned<Vec<Spanned<String>>>>,
-    pub limit_status: Option<Spanned<i64>>,
-    pub request_headers: Option<Spanned<HeaderTable>>,
-    pub response_headers: Option<Spanned<HeaderTable>>,
-    pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
-    pub client_max_body_size: Option<Loose>,
-    pub request_buffering: Option<RequestBuffering>,
-    /// Taken out before the rest is read; named here so that "unknown key" lists it.
-    /// Written from [`RawSiteEntry::locations`].
-    #[allow(dead_code)]
-    #[serde(skip_serializing)]
-    pub location: Option<de::IgnoredAny>,
 }
 
 #[derive(Default, Deserialize, Serialize)]
@@ -414,134 +378,4 @@ pub(crate) struct RawUpstreamTlsTable {
     pub ca: Option<Spanned<String>>,
     pub cert: Option<Spanned<String>>,
     pub key: Option<Spanned<String>>,
-}
-
-/// One `[[location]]`.
-#[derive(Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, expecting = "a location table")]
-pub(crate) struct RawLocation {
-    /// Required.
-    #[serde(rename = "match")]
-    pub pattern: Option<Spanned<String>>,
-    pub upstream: Option<Spanned<String>>,
-    #[serde(rename = "return")]
-    pub ret: Option<Spanned<RawReturn>>,
-    pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
-    /// nginx allow/deny rules, in order: `"allow CIDR"`, `"deny CIDR"`, `"deny all"`.
-    pub access: Option<Spanned<Vec<Spanned<String>>>>,
-    pub cost: Option<Spanned<i64>>,
-    /// The upstream response header that says what the request cost.
-    pub cost_from: Option<Spanned<String>>,
-    /// Whether the client sees `cost_from`'s header too.
-    pub keep_cost_header: Option<Spanned<bool>>,
-    pub limit_status: Option<Spanned<i64>>,
-    /// Header name to value (`""` removes) on the request to the upstream.
-    pub request_headers: Option<Spanned<HeaderTable>>,
-    /// Header name to value on the responses the location serves.
-    pub response_headers: Option<Spanned<HeaderTable>>,
-    /// Upstream response headers the client never sees.
-    pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
-    /// The path the upstream gets instead of the client's.
-    pub upstream_path: Option<Spanned<String>>,
-    pub client_max_body_size: Option<Loose>,
-    pub request_buffering: Option<RequestBuffering>,
-}
-
-/// The keys a site and a location both take, as written.
-pub(crate) struct RawRules<'a> {
-    pub limit: Option<&'a Spanned<Vec<Spanned<RawLimit>>>>,
-    pub access: Option<&'a Spanned<Vec<Spanned<String>>>>,
-    pub limit_status: Option<&'a Spanned<i64>>,
-    pub request_headers: Option<&'a Spanned<HeaderTable>>,
-    pub response_headers: Option<&'a Spanned<HeaderTable>>,
-    pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
-    pub client_max_body_size: Option<&'a Loose>,
-    pub request_buffering: Option<RequestBuffering>,
-}
-
-impl RawLocation {
-    pub(crate) fn rules(&self) -> RawRules<'_> {
-        RawRules {
-            limit: self.limit.as_ref(),
-            access: self.access.as_ref(),
-            limit_status: self.limit_status.as_ref(),
-            request_headers: self.request_headers.as_ref(),
-            response_headers: self.response_headers.as_ref(),
-            hide_headers: self.hide_headers.as_ref(),
-            client_max_body_size: self.client_max_body_size.as_ref(),
-            request_buffering: self.request_buffering,
-        }
-    }
-}
-
-impl RawSite {
-    pub(crate) fn rules(&self) -> RawRules<'_> {
-        RawRules {
-            limit: self.limit.as_ref(),
-            access: self.access.as_ref(),
-            limit_status: self.limit_status.as_ref(),
-            request_headers: self.request_headers.as_ref(),
-            response_headers: self.response_headers.as_ref(),
-            hide_headers: self.hide_headers.as_ref(),
-            client_max_body_size: self.client_max_body_size.as_ref(),
-            request_buffering: self.request_buffering,
-        }
-    }
-}
-
-/// Header rules as written: name to value.
-pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
-
-/// One item of a location's `limit` list.
-#[derive(Default, Deserialize, Serialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table like { zone = \"per_ip\", burst = 5, nodelay = true }"
-)]
-pub(crate) struct RawLimit {
-    /// Required.
-    pub zone: Option<Spanned<String>>,
-    pub burst: Option<Spanned<i64>>,
-    pub nodelay: Option<Spanned<bool>>,
-    pub delay: Option<Spanned<i64>>,
-    pub dry_run: Option<bool>,
-    /// Statuses (`401`) and classes (`"4xx"`) of the answers that are charged.
-    pub count_status: Option<Spanned<Vec<Loose>>>,
-    /// The penalty box (`config/bans.rs`).
-    pub ban: Option<Spanned<RawBan>>,
-    /// `"3x"` or a rate (`config/adaptive.rs`).
-    pub elastic: Option<Spanned<String>>,
-    /// A share over the limit let through, marked: `"10%"`.
-    pub soft: Option<Loose>,
-}
-
-/// A limit item's `ban`, as written.
-#[derive(Default, Deserialize, Serialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table like { after = 5, within = \"1m\", for = \"15m\" }"
-)]
-pub(crate) struct RawBan {
-    /// Required.
-    pub after: Option<Spanned<i64>>,
-    /// Required.
-    pub within: Option<Loose>,
-    /// Required.
-    #[serde(rename = "for")]
-    pub duration: Option<Loose>,
-    pub status: Option<Spanned<i64>>,
-    /// The zone's ban table, in bytes (`config/bans.rs`).
-    pub size: Option<Loose>,
-}
-
-#[derive(Default, Deserialize, Serialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table like { status = 200, body = \"...\" }"
-)]
-pub(crate) struct RawReturn {
-    /// Required.
-    pub status: Option<Spanned<i64>>,
-    pub body: Option<Spanned<String>>,
-    pub location: Option<Spanned<String>>,
 }
