@@ -213,7 +213,7 @@ impl Body {
                 }
                 Remaining::Eof => {}
             }
-            match ready!(conn.poll_read(cx)) {
+            match ready!(conn.poll_read_more(cx)) {
                 Ok(0) if matches!(self.remaining, Remaining::Eof) => {
                     self.remaining = Remaining::Done;
                     return Poll::Ready(Ok(None));

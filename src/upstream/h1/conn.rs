@@ -173,6 +173,18 @@ impl UpstreamConn {
         let read = std::pin::pin!(parts.stream.read_buf(&mut parts.buf));
         read.poll(cx)
     }
+
+    /// [`UpstreamConn::poll_read`] in the middle of a response (part of its head, or its
+    /// body, still to come): before waiting, what has come is acknowledged at once
+    /// ([`Stream::ack_now`]), so a server whose next write waits for that ACK need not.
+    /// A response read whole in one go never gets here, and costs no syscall more.
+    pub(super) fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let read = self.poll_read(cx);
+        if read.is_pending() {
+            self.0.stream.ack_now();
+        }
+        read
+    }
 }
 
 /// Why no connection could be had. No byte of the request has been sent.

@@ -168,7 +168,13 @@ impl UpstreamConn {
                     Poll::Ready(Err(UploadError::Io(err))) => *write_failed = Some(err),
                 }
             }
-            match self.poll_read(cx) {
+            // Part of the head has come: the rest may wait for its ACK.
+            let read = if self.0.buf.is_empty() {
+                self.poll_read(cx)
+            } else {
+                self.poll_read_more(cx)
+            };
+            match read {
                 Poll::Ready(Ok(0)) => {
                     let err = match write_failed.take() {
                         Some(err) => Error::Io(err),

@@ -62,6 +62,26 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Acknowledges at once what has arrived (`TCP_QUICKACK`), instead of after the
+    /// kernel's delayed-ACK timer (up to 40 ms on Linux). A server that writes a response
+    /// in two small writes with Nagle's algorithm on holds the second until the first is
+    /// acknowledged, and on a kept-alive connection nothing else would carry that ACK
+    /// soon: without this, such a response takes ~40 ms more (nginx's upstream keepalive
+    /// waits so too). Elsewhere than Linux, nothing.
+    pub(super) fn ack_now(&self) {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            let tcp = match self {
+                Stream::Plain(tcp) => tcp,
+                Stream::Tls(tls) => tls.get_ref().0,
+            };
+            // Best effort: the worst a failure costs is the delay.
+            let _ = socket2::SockRef::from(tcp).set_tcp_quickack(true);
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     #[inline]
     fn poll_read(
