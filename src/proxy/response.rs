@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Response, StatusCode, Version};
 
+use crate::config::ReturnStatus;
 use crate::upstream::ResponseBody;
 use crate::vars::{self, VarText};
 
@@ -12,7 +13,7 @@ const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=ut
 /// A `return` location, prepared once per snapshot.
 #[derive(Clone, Debug)]
 pub struct Fixed {
-    pub status: StatusCode,
+    pub status: ReturnStatus,
     pub body: Filled<Bytes>,
     pub location: Option<Filled<HeaderValue>>,
 }
@@ -29,6 +30,12 @@ impl Fixed {
     /// The answer; `req` fills in the variables (the pipeline gathers them only for
     /// locations whose texts have some).
     pub(crate) fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
+        let status = match (&self.status, req) {
+            (ReturnStatus::Fixed(status), _) => *status,
+            (ReturnStatus::Map(map), Some(req)) => map.status(req),
+            // Not met: a status map makes the pipeline gather the variables.
+            (ReturnStatus::Map(map), None) => map.default_status(),
+        };
         let body = match (&self.body, req) {
             (Filled::Once(body), _) => body.clone(),
             (Filled::PerRequest(text), Some(req)) => {
@@ -48,7 +55,7 @@ impl Fixed {
             _ => None,
         };
         let mut response = Response::new(ResponseBody::full(body.clone()));
-        *response.status_mut() = self.status;
+        *response.status_mut() = status;
         let headers = response.headers_mut();
         if !body.is_empty() {
             headers.insert(CONTENT_TYPE, TEXT_PLAIN);
@@ -56,7 +63,7 @@ impl Fixed {
         if let Some(location) = location {
             headers.insert(LOCATION, location);
         }
-        if self.status.as_u16() == UNANSWERED {
+        if status.as_u16() == UNANSWERED {
             response.extensions_mut().insert(Unanswered);
         }
         response

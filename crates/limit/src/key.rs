@@ -39,9 +39,9 @@ impl Template {
         self.render_append(req, out)
     }
 
-    /// Whether the key reads the request's host (`$host`).
+    /// Whether the key reads the request's host (`$host`), itself or through a map.
     pub fn reads_host(&self) -> bool {
-        self.text.pieces().contains(&Piece::Var(Var::Host))
+        self.text.uses(|var| *var == Var::Host)
     }
 
     /// Renders the key at the end of `out`; what it wrote is the key. `false` as

@@ -26,7 +26,6 @@ pub enum Key {
 
 /// One map: the variable `$NAME`. Two maps are the same when their names are (a
 /// configuration defines each name once).
-#[derive(Debug)]
 pub struct Map {
     name: Box<str>,
     source: VarText,
@@ -37,6 +36,33 @@ pub struct Map {
     regexes: Box<[(Regex, usize, bool)]>,
     values: Box<[VarText]>,
     default: VarText,
+}
+
+/// The entries in their order (the exact keys lower case), whatever the hash's order.
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<(usize, String)> = self
+            .exact
+            .iter()
+            .map(|(key, &i)| (i, format!("{:?}", String::from_utf8_lossy(key))))
+            .chain(
+                self.regexes
+                    .iter()
+                    .map(|(regex, i, _)| (*i, format!("~{:?}", regex.as_str()))),
+            )
+            .collect();
+        keys.sort();
+        let entries: Vec<(&str, &VarText)> = keys
+            .iter()
+            .filter_map(|(i, key)| Some((key.as_str(), self.values.get(*i)?)))
+            .collect();
+        f.debug_struct("Map")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("entries", &entries)
+            .field("default", &self.default)
+            .finish()
+    }
 }
 
 impl PartialEq for Map {
