@@ -8,6 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits;
+use super::values;
 use super::maps::{self, Maps};
 use super::raw::{RawLocation, RawReturn, RawStatus, Span};
 use super::rules::{self, Rules};
@@ -201,17 +202,7 @@ fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern,
         ));
     }
     Pattern::regex(source, case_insensitive)
-        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))
-}
-
-/// The regex crate renders a syntax error over several lines (pattern, caret, then
-/// `error: ...`); one line per problem needs only the last part.
-pub(super) fn regex_reason(err: &regex::Error) -> String {
-    let text = err.to_string();
-    match text.rsplit_once("error: ") {
-        Some((_, reason)) => reason.trim().to_owned(),
-        None => text.lines().next().unwrap_or_default().to_owned(),
-    }
+        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, values::regex_reason(&err)))
 }
 
 /// Exact and prefix locations of one path may not repeat (nginx: "duplicate location").
@@ -332,7 +323,7 @@ fn returned(
         return None;
     }
     if let (Some(ReturnStatus::Map(_)), None) = (&status, &written.location) {
-        if let Some(redirect) = statuses.iter().find(|s| s.is_redirection()) {
+        if let Some(redirect) = statuses.iter().find(|s| ReturnStatus::redirects(**s)) {
             let message = format!(
                 "the status may be {}, a redirect: `return` needs a `location`",
                 redirect.as_u16()

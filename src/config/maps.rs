@@ -248,7 +248,7 @@ fn entry(
             return None;
         }
         Err(err) => {
-            let reason = super::location::regex_reason(&err);
+            let reason = super::values::regex_reason(&err);
             diag.error(key.span(), format!(r#"invalid regex "{source}": {reason}"#));
             return None;
         }

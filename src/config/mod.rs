@@ -599,5 +599,14 @@ pub(crate) struct Return {
 #[derive(Debug, Clone)]
 pub(crate) enum ReturnStatus {
     Fixed(http::StatusCode),
+    /// Its `location` is sent only with a redirect ([`ReturnStatus::redirects`]), as
+    /// nginx's `return CODE URL` takes the URL as `Location` only then.
     Map(maps::StatusMap),
+}
+
+impl ReturnStatus {
+    /// The statuses nginx's `return` sends a `Location` with.
+    pub(crate) fn redirects(status: http::StatusCode) -> bool {
+        matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+    }
 }

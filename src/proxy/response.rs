@@ -30,11 +30,17 @@ impl Fixed {
     /// The answer; `req` fills in the variables (the pipeline gathers them only for
     /// locations whose texts have some).
     pub(crate) fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
-        let status = match (&self.status, req) {
-            (ReturnStatus::Fixed(status), _) => *status,
-            (ReturnStatus::Map(map), Some(req)) => map.status(req),
+        let (status, with_location) = match (&self.status, req) {
+            (ReturnStatus::Fixed(status), _) => (*status, true),
+            (ReturnStatus::Map(map), Some(req)) => {
+                let status = map.status(req);
+                (status, ReturnStatus::redirects(status))
+            }
             // Not met: a status map makes the pipeline gather the variables.
-            (ReturnStatus::Map(map), None) => map.default_status(),
+            (ReturnStatus::Map(map), None) => {
+                let status = map.default_status();
+                (status, ReturnStatus::redirects(status))
+            }
         };
         let body = match (&self.body, req) {
             (Filled::Once(body), _) => body.clone(),
@@ -46,6 +52,7 @@ impl Fixed {
             (Filled::PerRequest(_), None) => Bytes::new(),
         };
         let location = match (&self.location, req) {
+            _ if !with_location => None,
             (Some(Filled::Once(location)), _) => Some(location.clone()),
             (Some(Filled::PerRequest(text)), Some(req)) => {
                 let mut target = Vec::new();
