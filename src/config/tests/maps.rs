@@ -184,3 +184,16 @@ fn an_unknown_variable_names_maps_as_an_option() {
     let found = messages("[[location]]\nmatch = \"/\"\nreturn = { status = 200, body = \"$nomap\" }\n");
     assert!(found[0].contains("or a `[maps.NAME]`"), "{found:#?}");
 }
+
+#[test]
+fn the_example_of_the_docs_loads() {
+    let doc = include_str!("../../../docs/config.md");
+    let section = doc.find("## `[maps.NAME]`").expect("the maps section");
+    let start = section + doc[section..].find("```toml\n").expect("an example") + 8;
+    let end = start + doc[start..].find("```").expect("its end");
+    let config = parse(&format!("{SERVER}{}", &doc[start..end]));
+    let Action::Return(ret) = &config.sites[0].locations[0].action else {
+        panic!("a return");
+    };
+    assert!(matches!(ret.status, ReturnStatus::Map(_)));
+}
