@@ -218,6 +218,14 @@ mod tests {
         let without = template("$binary_remote_addr", 32, 128);
         assert!(with.reads_host());
         assert!(!without.reads_host());
+        let map = vars::Map::new(
+            "by_host",
+            VarText::parse("$host").expect("a source"),
+            Vec::new(),
+            VarText::default(),
+        );
+        let through_a_map = VarText::from_pieces(vec![Piece::Var(Var::Map(map.into()))]);
+        assert!(Template::new(through_a_map, 32, 128).reads_host());
     }
 
     #[test]
