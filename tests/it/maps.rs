@@ -254,3 +254,49 @@ async fn a_huge_header_under_a_map_is_bounded_work() {
         started.elapsed()
     );
 }
+
+/// A map in `request_headers` and `upstream_path`, its source reading the location's
+/// capture: the upstream sees what the map chose.
+#[tokio::test]
+async fn a_map_fills_in_a_request_header_and_the_upstream_path() {
+    let _shared = support::shared();
+    let up = support::Upstream::named("app").await;
+    let up_addr = up.addr;
+    let gw = gateway(&format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{up_addr}"]
+[maps.version]
+source = "$1"
+values = {{ "~^v(?<n>\\d+)$" = "$n", latest = "3" }}
+default = "1"
+[[location]]
+match = "~ ^/api/([^/]+)/(.*)$"
+upstream = "app"
+upstream_path = "/v$version/$2"
+request_headers = {{ "X-Api-Version" = "$version" }}
+[[location]]
+match = "~ ^/only/([^/]+)$"
+upstream = "app"
+request_headers = {{ "X-Api-Version" = "$version" }}
+"#
+    ));
+    for (path, version, upstream) in [
+        ("/api/v2/users", "2", "/v2/users"),
+        ("/api/LATEST/users", "3", "/v3/users"),
+        ("/api/old/x?y=1", "1", "/v1/x?y=1"),
+        // Only the map reads the capture here.
+        ("/only/v7", "7", "/only/v7"),
+    ] {
+        let reply = within(5, send(addr(&gw), support::get(path))).await;
+        assert_eq!(reply.status, 200, "{path}");
+        let seen = up.last();
+        assert_eq!(seen.headers["x-api-version"], version, "{path}");
+        assert_eq!(seen.uri, upstream, "{path}");
+    }
+}
