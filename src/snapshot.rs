@@ -27,6 +27,7 @@ use crate::routing::{Pattern, Router};
 use crate::shared;
 use crate::tls;
 use crate::upstream::Group;
+use crate::vars::Var;
 
 mod groups;
 mod redis;
@@ -371,7 +372,7 @@ fn route(
     Ok(match action {
         config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
         config::Action::Return(ret) => Route::Return(Fixed {
-            status: ret.status,
+            status: ret.status.clone(),
             body: match ret.body.as_literal() {
                 Some(body) => Filled::Once(Bytes::from(body.to_owned())),
                 None => Filled::PerRequest(ret.body.clone()),
@@ -395,7 +396,13 @@ fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> 
     let request = headers.request.iter().filter_map(|(_, v)| v.as_ref());
     let response = headers.response.iter().map(|(_, v)| v);
     let answer = match &location.action {
-        config::Action::Return(ret) => vec![Some(&ret.body), ret.location.as_ref()],
+        config::Action::Return(ret) => {
+            let status = match &ret.status {
+                config::ReturnStatus::Map(map) => Some(map.text()),
+                config::ReturnStatus::Fixed(_) => None,
+            };
+            vec![Some(&ret.body), ret.location.as_ref(), status]
+        }
         config::Action::Proxy { .. } => vec![location.upstream_path.as_ref()],
     };
     request.chain(response).chain(answer.into_iter().flatten())
@@ -406,7 +413,8 @@ fn captures(location: &config::Location) -> Option<regex::bytes::Regex> {
     let Pattern::Regex { regex, .. } = &location.pattern else {
         return None;
     };
-    let used = texts(location).any(|text| text.max_capture() > 0);
+    // A map's source may read them too.
+    let used = texts(location).any(|text| text.uses(|var| matches!(var, Var::Capture(_))));
     used.then(|| regex.clone())
 }
 

@@ -8,6 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::RawRules;
+use super::maps::Maps;
 use super::var_text::var_text;
 use super::{HeaderRules, Pattern, VarText};
 
@@ -44,10 +45,11 @@ const RESERVED_DOWN: [&str; 7] = [
 pub(super) fn header_rules(
     location: &RawRules<'_>,
     pattern: Option<&Pattern>,
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<HeaderRules> {
-    let request = set_rules(location.request_headers, Up, pattern, diag);
-    let response = set_rules(location.response_headers, Down, pattern, diag);
+    let request = set_rules(location.request_headers, Up, pattern, maps, diag);
+    let response = set_rules(location.response_headers, Down, pattern, maps, diag);
     let mut hide = Some(Vec::new());
     for written in location.hide_headers.iter().flat_map(|list| list.get_ref()) {
         let name = header_name(written, &RESERVED_DOWN, diag);
@@ -81,6 +83,7 @@ fn set_rules(
     table: Option<&Spanned<BTreeMap<Spanned<String>, Spanned<String>>>>,
     way: Way,
     pattern: Option<&Pattern>,
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<(HeaderName, Option<VarText>)>> {
     let reserved: &[&str] = match way {
@@ -106,7 +109,7 @@ fn set_rules(
                 );
                 None
             }
-            _ => var_text(value, pattern, diag).map(Some),
+            _ => var_text(value, pattern, maps, diag).map(Some),
         };
         match (&mut rules, name, value) {
             (Some(rules), Some(name), Some(value)) => rules.push((name, value)),

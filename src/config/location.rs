@@ -8,10 +8,12 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits;
-use super::raw::{RawLocation, RawReturn, Span};
+use super::values;
+use super::maps::{self, Maps};
+use super::raw::{RawLocation, RawReturn, RawStatus, Span};
 use super::rules::{self, Rules};
 use super::var_text::var_text;
-use super::{Action, CostFrom, Location, Pattern, Return, VarText};
+use super::{Action, CostFrom, Location, Pattern, Return, ReturnStatus, VarText};
 
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
@@ -23,6 +25,7 @@ pub(super) fn locations(
     site: &Rules,
     upstreams: &[String],
     zones: &[limits::ZoneInfo],
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
     // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).
@@ -31,6 +34,7 @@ pub(super) fn locations(
         site,
         upstreams,
         zones,
+        maps,
     };
     raw.into_iter()
         .map(|raw| raw.and_then(|raw| location(raw, &mut seen, &context, diag)))
@@ -44,6 +48,7 @@ struct Context<'a> {
     site: &'a Rules,
     upstreams: &'a [String],
     zones: &'a [limits::ZoneInfo],
+    maps: &'a Maps,
 }
 
 /// One location; `seen` maps the exact and prefix paths before it to their lines.
@@ -73,13 +78,13 @@ fn location(
             }
             Some(pattern)
         });
-    let action = action(&location, &table, context.upstreams, pattern.as_ref(), diag);
-    let upstream_path = upstream_path(&location, pattern.as_ref(), diag);
+    let action = action(&location, &table, context, pattern.as_ref(), diag);
+    let upstream_path = upstream_path(&location, pattern.as_ref(), context.maps, diag);
     let cost = limits::cost(location.cost.as_ref(), diag);
     let cost_from = cost_from(&location, action.as_ref(), diag);
     let zones = context.zones;
     let rules = cost.and_then(|cost| {
-        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, diag)?;
+        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, context.maps, diag)?;
         if let (None, Some(site), Some(written)) =
             (&own.limits, &context.site.limits, &location.cost)
         {
@@ -197,17 +202,7 @@ fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern,
         ));
     }
     Pattern::regex(source, case_insensitive)
-        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))
-}
-
-/// The regex crate renders a syntax error over several lines (pattern, caret, then
-/// `error: ...`); one line per problem needs only the last part.
-fn regex_reason(err: &regex::Error) -> String {
-    let text = err.to_string();
-    match text.rsplit_once("error: ") {
-        Some((_, reason)) => reason.trim().to_owned(),
-        None => text.lines().next().unwrap_or_default().to_owned(),
-    }
+        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, values::regex_reason(&err)))
 }
 
 /// Exact and prefix locations of one path may not repeat (nginx: "duplicate location").
@@ -224,10 +219,11 @@ fn tree_key(pattern: &Pattern) -> Option<(bool, String)> {
 fn action(
     location: &RawLocation,
     table: &Span,
-    upstreams: &[String],
+    context: &Context<'_>,
     pattern: Option<&Pattern>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Action> {
+    let upstreams = context.upstreams;
     // Problems with the action are reported at `match`, or at the table without it.
     let span = location
         .pattern
@@ -241,7 +237,7 @@ fn action(
             }
             Some(Action::Proxy { upstream: found? })
         }
-        (None, Some(ret)) => returned(ret, pattern, diag).map(Action::Return),
+        (None, Some(ret)) => returned(ret, pattern, context.maps, diag).map(Action::Return),
         (Some(_), Some(_)) => {
             diag.error(span, "a location takes `upstream` or `return`, not both");
             None
@@ -274,6 +270,7 @@ fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
 fn upstream_path(
     location: &RawLocation,
     pattern: Option<&Pattern>,
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Option<VarText>> {
     let Some(written) = &location.upstream_path else {
@@ -288,7 +285,7 @@ fn upstream_path(
         diag.error(written.span(), message);
         return None;
     }
-    var_text(written, pattern, diag).map(Some)
+    var_text(written, pattern, maps, diag).map(Some)
 }
 
 /// `return`; `pattern` is the location's (captures need a regex), `None` when it is
@@ -296,23 +293,28 @@ fn upstream_path(
 fn returned(
     ret: &Spanned<RawReturn>,
     pattern: Option<&Pattern>,
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Return> {
-    let status = diag
-        .required(ret.get_ref().status.as_ref(), &ret.span(), "status")
-        .and_then(|written| {
-            let status = u16::try_from(*written.get_ref())
-                .ok()
-                .filter(|code| (200..=599).contains(code))
-                .and_then(|code| StatusCode::from_u16(code).ok());
-            if status.is_none() {
-                let message = format!("invalid status {}: expected 200 to 599", written.get_ref());
-                diag.error(written.span(), message);
-            }
-            status
-        });
     let written = ret.get_ref();
-    if status.is_some_and(|s| s.as_u16() == 444)
+    let status = diag
+        .required(written.status.as_ref(), &ret.span(), "status")
+        .and_then(|status| match status.get_ref() {
+            RawStatus::Code(code) => {
+                let status = diag.check(status.span(), literal_status(&code.to_string()));
+                status.map(ReturnStatus::Fixed)
+            }
+            RawStatus::Var(text) => {
+                let map = maps::status_map(text, status.span(), maps, literal_status, diag);
+                map.map(ReturnStatus::Map)
+            }
+        });
+    let statuses: Vec<StatusCode> = match &status {
+        Some(ReturnStatus::Fixed(status)) => vec![*status],
+        Some(ReturnStatus::Map(map)) => map.statuses().collect(),
+        None => Vec::new(),
+    };
+    if statuses.iter().any(|s| s.as_u16() == 444)
         && (written.body.is_some() || written.location.is_some())
     {
         let message =
@@ -320,8 +322,17 @@ fn returned(
         diag.error(ret.span(), message);
         return None;
     }
-    let ret = written;
-    let location = match &ret.location {
+    if let (Some(ReturnStatus::Map(_)), None) = (&status, &written.location) {
+        if let Some(redirect) = statuses.iter().find(|s| ReturnStatus::redirects(**s)) {
+            let message = format!(
+                "the status may be {}, a redirect: `return` needs a `location`",
+                redirect.as_u16()
+            );
+            diag.error(ret.span(), message);
+            return None;
+        }
+    }
+    let location = match &written.location {
         None => Some(None),
         Some(location) => {
             let value = location.get_ref();
@@ -332,7 +343,7 @@ fn returned(
                 );
                 diag.error(location.span(), message);
             }
-            let text = var_text(location, pattern, diag);
+            let text = var_text(location, pattern, maps, diag);
             if valid {
                 text.map(Some)
             } else {
@@ -340,15 +351,25 @@ fn returned(
             }
         }
     };
-    let body = match &ret.body {
+    let body = match &written.body {
         None => Some(VarText::default()),
-        Some(body) => var_text(body, pattern, diag),
+        Some(body) => var_text(body, pattern, maps, diag),
     };
     Some(Return {
         status: status?,
         body: body?,
         location: location?,
     })
+}
+
+/// A status `return` answers with: 200 to 599, written as a number.
+fn literal_status(written: &str) -> Result<StatusCode, String> {
+    written
+        .parse::<u16>()
+        .ok()
+        .filter(|code| (200..=599).contains(code))
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| format!("invalid status {written}: expected 200 to 599"))
 }
 
 #[cfg(test)]

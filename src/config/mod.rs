@@ -16,6 +16,7 @@ pub(crate) mod dirs;
 mod headers;
 mod limits;
 mod location;
+mod maps;
 pub(crate) mod raw;
 mod redis;
 mod rules;
@@ -586,10 +587,26 @@ pub(crate) enum Action {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Return {
-    pub status: http::StatusCode,
+    pub status: ReturnStatus,
     /// May hold variables ("Variables" in docs/config.md).
     pub body: VarText,
     /// `Location` header, for redirects (`return = { status = 301, location = "..." }`);
     /// may hold variables.
     pub location: Option<VarText>,
+}
+
+/// A `return`'s status: written, or chosen by a map (`status = "$redirect_status"`).
+#[derive(Debug, Clone)]
+pub(crate) enum ReturnStatus {
+    Fixed(http::StatusCode),
+    /// Its `location` is sent only with a redirect ([`ReturnStatus::redirects`]), as
+    /// nginx's `return CODE URL` takes the URL as `Location` only then.
+    Map(maps::StatusMap),
+}
+
+impl ReturnStatus {
+    /// The statuses nginx's `return` sends a `Location` with.
+    pub(crate) fn redirects(status: http::StatusCode) -> bool {
+        matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+    }
 }

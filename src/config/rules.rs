@@ -12,6 +12,7 @@ use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::diag::Diagnostics;
+use super::maps::Maps;
 use super::raw::RawRules;
 use super::{access, headers, limits, values};
 use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
@@ -48,9 +49,10 @@ pub(super) fn rules(
     cost: u64,
     pattern: Option<&Pattern>,
     zones: &[limits::ZoneInfo],
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Rules> {
-    let headers = headers::header_rules(raw, pattern, diag);
+    let headers = headers::header_rules(raw, pattern, maps, diag);
     let limits = match raw.limit {
         None => Some(None),
         Some(list) => limits::limits(list, zones, cost, diag).map(Some),

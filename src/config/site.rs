@@ -12,23 +12,29 @@ use super::diag::Diagnostics;
 use super::limits::ZoneInfo;
 use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
+use super::maps::Maps;
 use super::rules::{self, Rules};
 use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
 /// `None` when `[server]` itself had one (the addresses are then not checked);
 /// `acme_section` tells whether the file has `[acme]`, which `acme = true` needs.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "what the sites may name, each from its own section"
+)]
 pub(super) fn sites(
     raw_sites: Option<(Span, Vec<Option<RawSiteEntry>>)>,
     raw_locations: Vec<Option<Spanned<RawLocation>>>,
     server: Option<&Server>,
     upstreams: &[String],
     zones: &[ZoneInfo],
+    maps: &Maps,
     acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Site>> {
     let Some((key, raw_sites)) = raw_sites else {
-        let locations = locations(raw_locations, &Rules::default(), upstreams, zones, diag)?;
+        let locations = locations(raw_locations, &Rules::default(), upstreams, zones, maps, diag)?;
         return Some(vec![Site {
             names: Vec::new(),
             server_name: String::new(),
@@ -52,7 +58,7 @@ pub(super) fn sites(
     let mut checked = Vec::with_capacity(raw_sites.len());
     for entry in raw_sites {
         let site =
-            entry.and_then(|entry| site(entry, server, upstreams, zones, acme_section, diag));
+            entry.and_then(|entry| site(entry, server, upstreams, zones, maps, acme_section, diag));
         valid &= site.is_some();
         checked.extend(site);
     }
@@ -105,6 +111,7 @@ fn site(
     server: Option<&Server>,
     upstreams: &[String],
     zones: &[ZoneInfo],
+    maps: &Maps,
     acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Checked> {
@@ -128,10 +135,10 @@ fn site(
     // Site-wide header values may use variables but no captures: those belong to a
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
-    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, diag);
+    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, maps, diag);
     let locations = rules
         .as_ref()
-        .and_then(|rules| locations(raw_locations, rules, upstreams, zones, diag));
+        .and_then(|rules| locations(raw_locations, rules, upstreams, zones, maps, diag));
     let (names, written, name_spans) = names?;
     // nginx's `$server_name`: the first name in lower case (a regex as written).
     let server_name = match (names.first(), written.first()) {

@@ -156,7 +156,7 @@ fn design_example_parses_into_typed_values() {
     let Action::Return(ret) = &locations[3].action else {
         panic!("return")
     };
-    assert_eq!(ret.status, http::StatusCode::OK);
+    assert!(matches!(ret.status, ReturnStatus::Fixed(http::StatusCode::OK)));
     assert_eq!(ret.body.as_literal(), Some("hello from tollgate\n"));
     assert_eq!(ret.location, None);
 }
@@ -286,7 +286,10 @@ return = { status = 301, location = "https://example.com/" }
     let Action::Return(ret) = &config.sites[0].locations[1].action else {
         panic!("return")
     };
-    assert_eq!(ret.status, http::StatusCode::MOVED_PERMANENTLY);
+    assert!(matches!(
+        ret.status,
+        ReturnStatus::Fixed(http::StatusCode::MOVED_PERMANENTLY)
+    ));
     assert_eq!(
         ret.location.as_ref().and_then(|l| l.as_literal()),
         Some("https://example.com/")
@@ -377,6 +380,7 @@ mod body;
 mod concurrency;
 mod errors;
 mod limits;
+mod maps;
 mod props;
 mod redis;
 mod settle;

@@ -14,7 +14,7 @@ use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
 use super::raw::{self, RawConfig, RawLog, RawLogFormat, RawRealIp, Section, Span};
-use super::{access, acme, api_keys, limits, redis, server, site, upstreams, values, zones};
+use super::{access, acme, api_keys, limits, maps, redis, server, site, upstreams, values, zones};
 use super::{Access, AccessLog, Acme, Admin, ApiKeys, Config, Log, LogFormat, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
 
@@ -82,12 +82,17 @@ struct Checked {
     tls: Option<Option<Tls>>,
     redis: Option<Option<Redis>>,
     acme: Option<Option<Acme>>,
+    /// Whether the maps are valid (the texts that use a map hold it).
+    maps: bool,
 }
 
 impl Checked {
     /// The whole configuration, when every section is valid. Its `sha256` is left empty
     /// for the caller, which has the text.
     fn into_config(self) -> Option<Config> {
+        if !self.maps {
+            return None;
+        }
         Some(Config {
             sha256: String::new(),
             server: self.server?,
@@ -144,7 +149,10 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         .iter()
         .map(|u| u.name.get_ref().clone())
         .collect();
-    let zones = zones::zones(raw.zones, on_error, &names, diag);
+    // Every text below may use the maps; a map whose own texts fail is left out
+    // (reported), and so are the problems of texts that would use it.
+    let (known_maps, maps_valid) = maps::maps(raw.maps, diag);
+    let zones = zones::zones(raw.zones, on_error, &names, &known_maps, diag);
     let plans: Vec<&str> = zones
         .iter()
         .flatten()
@@ -166,6 +174,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         server.as_ref(),
         &names,
         &zone_limits,
+        &known_maps,
         acme_section,
         diag,
     );
@@ -186,6 +195,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         tls,
         redis,
         acme,
+        maps: maps_valid,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Scalar values of the file: durations, sizes, worker counts, addresses. Each parser
+//! Scalar values of the file: durations, sizes, worker counts, addresses (and a regex's
+//! error, told in one line). Each parser
 //! returns the typed value or a message saying what was expected; [`duration_or`] also
 //! reports it, for the many keys that are a duration with a default.
 
@@ -200,6 +201,16 @@ pub(crate) fn table_name(kind: &str, name: &str) -> Result<(), String> {
     Err(format!(
         r#"invalid {kind} name "{name}": use letters, digits, "_" and "-""#
     ))
+}
+
+/// The regex crate renders a syntax error over several lines (pattern, caret, then
+/// `error: ...`); one line per problem needs only the last part.
+pub(super) fn regex_reason(err: &regex::Error) -> String {
+    let text = err.to_string();
+    match text.rsplit_once("error: ") {
+        Some((_, reason)) => reason.trim().to_owned(),
+        None => text.lines().next().unwrap_or_default().to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! A value with variables (`return`'s `body` and `location`, header rule values,
 //! `upstream_path`), checked against the location it is written in: its regex must have
-//! the captures the value uses. Used by `location` and `headers` alike.
+//! the captures the value uses (itself: a map's source reads the location's captures as
+//! nginx's does, empty where there are none). Used by `location` and `headers` alike;
+//! the file's maps are variables there too.
 
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::maps::Maps;
 use super::{Pattern, VarText};
 
 /// A value with variables, each problem reported where it is: an unknown variable, or a
@@ -12,9 +15,10 @@ use super::{Pattern, VarText};
 pub(super) fn var_text(
     value: &Spanned<String>,
     pattern: Option<&Pattern>,
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<VarText> {
-    let text = match VarText::parse(value.get_ref()) {
+    let text = match maps.parse(value.get_ref(), |_| None) {
         Ok(text) => text,
         Err(err) => {
             diag.error_in_string(value.span(), value.get_ref(), err.at, err.message);

@@ -4,6 +4,7 @@ use serde_spanned::Spanned;
 
 use super::adaptive;
 use super::diag::Diagnostics;
+use super::maps::Maps;
 use super::raw::{Loose, Named, Plans, RawBackend, RawZone, Span};
 use super::values::MAX_BURST;
 use super::{values, Algorithm, OnError, Period, Rate, VarText, Zone, ZoneSettings};
@@ -20,11 +21,12 @@ pub(super) fn zones(
     raw: Vec<Named<RawZone>>,
     on_error: OnError,
     upstreams: &[String],
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Zone>> {
     let zones: Vec<_> = raw
         .into_iter()
-        .map(|entry| zone(entry, on_error, upstreams, diag))
+        .map(|entry| zone(entry, on_error, upstreams, maps, diag))
         .collect();
     zones.into_iter().collect()
 }
@@ -33,6 +35,7 @@ fn zone(
     entry: Named<RawZone>,
     on_error: OnError,
     upstreams: &[String],
+    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Zone> {
     let name = entry.name.get_ref().clone();
@@ -44,7 +47,7 @@ fn zone(
     let raw = body.into_inner();
     let key = diag
         .required(raw.key.as_ref(), &table, "key")
-        .and_then(|key| zone_key(key, diag));
+        .and_then(|key| zone_key(key, maps, diag));
     let algorithm = raw
         .algorithm
         .as_ref()
@@ -338,8 +341,8 @@ pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
 }
 
 /// A zone's `key`, a problem reported at its `$` (`file:line:col`).
-fn zone_key(value: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<VarText> {
-    match parse_key(value.get_ref()) {
+fn zone_key(value: &Spanned<String>, maps: &Maps, diag: &mut Diagnostics<'_>) -> Option<VarText> {
+    match parse_key(value.get_ref(), maps) {
         Ok(key) => Some(key),
         Err(err) => {
             diag.error_in_string(value.span(), value.get_ref(), err.at, err.message);
@@ -350,7 +353,7 @@ fn zone_key(value: &Spanned<String>, diag: &mut Diagnostics<'_>) -> Option<VarTe
 
 /// A key template: literal text and variables, in the language of every other place
 /// (docs/config.md's "Variables"), but for the two that make no key ([`refused_in_key`]).
-pub(super) fn parse_key(text: &str) -> Result<VarText, UnknownVar> {
+pub(super) fn parse_key(text: &str, maps: &Maps) -> Result<VarText, UnknownVar> {
     if text.is_empty() {
         let message =
             r#"invalid key "": expected a variable such as "$binary_remote_addr" or literal text"#;
@@ -359,7 +362,7 @@ pub(super) fn parse_key(text: &str) -> Result<VarText, UnknownVar> {
             message: message.to_owned(),
         });
     }
-    VarText::parse_refusing(text, refused_in_key)
+    maps.parse(text, refused_in_key)
 }
 
 /// Why a variable has no place in a zone key: `$request_id` is new for every request, so
@@ -406,7 +409,7 @@ mod tests {
 
     #[test]
     fn key_templates_split_into_literals_and_variables() {
-        let key = parse_key("$http_x_api_key:$uri").expect("valid");
+        let key = parse_key("$http_x_api_key:$uri", &Maps::default()).expect("valid");
         assert_eq!(
             key.pieces(),
             [
@@ -415,7 +418,7 @@ mod tests {
                 Piece::Var(Var::Uri)
             ]
         );
-        let key = parse_key("ip-${binary_remote_addr}x").expect("valid");
+        let key = parse_key("ip-${binary_remote_addr}x", &Maps::default()).expect("valid");
         assert_eq!(
             key.pieces(),
             [
@@ -425,16 +428,16 @@ mod tests {
             ]
         );
         assert_eq!(
-            parse_key("global").expect("valid").pieces(),
+            parse_key("global", &Maps::default()).expect("valid").pieces(),
             [Piece::Text("global".into())]
         );
-        assert!(parse_key("$remote_adr")
+        assert!(parse_key("$remote_adr", &Maps::default())
             .unwrap_err()
             .message
             .contains("unknown variable"));
-        assert!(parse_key("$").is_err());
-        assert!(parse_key("${uri").is_err());
-        assert!(parse_key("").is_err());
+        assert!(parse_key("$", &Maps::default()).is_err());
+        assert!(parse_key("${uri", &Maps::default()).is_err());
+        assert!(parse_key("", &Maps::default()).is_err());
     }
 
     #[test]
@@ -442,13 +445,13 @@ mod tests {
         let every = "$scheme $host $server_name $server_port $request_method $request_uri \
                      $uri $args $arg_k $remote_addr $binary_remote_addr $remote_port \
                      $http_x_a $cookie_s";
-        assert!(parse_key(every).is_ok());
-        let id = parse_key("k:$request_id").unwrap_err();
+        assert!(parse_key(every, &Maps::default()).is_ok());
+        let id = parse_key("k:$request_id", &Maps::default()).unwrap_err();
         assert_eq!(id.at, 2);
         assert!(id
             .message
             .starts_with("`$request_id` cannot be part of a key"));
-        let capture = parse_key("${uri}$1").unwrap_err();
+        let capture = parse_key("${uri}$1", &Maps::default()).unwrap_err();
         assert_eq!(capture.at, 6);
         assert!(capture.message.starts_with("captures ($1 to $9) cannot"));
     }

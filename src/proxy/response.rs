@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Response, StatusCode, Version};
 
+use crate::config::ReturnStatus;
 use crate::upstream::ResponseBody;
 use crate::vars::{self, VarText};
 
@@ -12,7 +13,7 @@ const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=ut
 /// A `return` location, prepared once per snapshot.
 #[derive(Clone, Debug)]
 pub struct Fixed {
-    pub status: StatusCode,
+    pub status: ReturnStatus,
     pub body: Filled<Bytes>,
     pub location: Option<Filled<HeaderValue>>,
 }
@@ -29,6 +30,18 @@ impl Fixed {
     /// The answer; `req` fills in the variables (the pipeline gathers them only for
     /// locations whose texts have some).
     pub(crate) fn respond(&self, req: Option<&vars::Request<'_>>) -> Response<ResponseBody> {
+        let (status, with_location) = match (&self.status, req) {
+            (ReturnStatus::Fixed(status), _) => (*status, true),
+            (ReturnStatus::Map(map), Some(req)) => {
+                let status = map.status(req);
+                (status, ReturnStatus::redirects(status))
+            }
+            // Not met: a status map makes the pipeline gather the variables.
+            (ReturnStatus::Map(map), None) => {
+                let status = map.default_status();
+                (status, ReturnStatus::redirects(status))
+            }
+        };
         let body = match (&self.body, req) {
             (Filled::Once(body), _) => body.clone(),
             (Filled::PerRequest(text), Some(req)) => {
@@ -39,6 +52,7 @@ impl Fixed {
             (Filled::PerRequest(_), None) => Bytes::new(),
         };
         let location = match (&self.location, req) {
+            _ if !with_location => None,
             (Some(Filled::Once(location)), _) => Some(location.clone()),
             (Some(Filled::PerRequest(text)), Some(req)) => {
                 let mut target = Vec::new();
@@ -48,7 +62,7 @@ impl Fixed {
             _ => None,
         };
         let mut response = Response::new(ResponseBody::full(body.clone()));
-        *response.status_mut() = self.status;
+        *response.status_mut() = status;
         let headers = response.headers_mut();
         if !body.is_empty() {
             headers.insert(CONTENT_TYPE, TEXT_PLAIN);
@@ -56,7 +70,7 @@ impl Fixed {
         if let Some(location) = location {
             headers.insert(LOCATION, location);
         }
-        if self.status.as_u16() == UNANSWERED {
+        if status.as_u16() == UNANSWERED {
             response.extensions_mut().insert(Unanswered);
         }
         response

@@ -30,6 +30,7 @@ mod limit_memory;
 mod limit_properties;
 mod limits;
 mod logs;
+mod maps;
 mod metrics;
 mod nginx_conformance;
 mod path_properties;

@@ -39,9 +39,9 @@ impl Template {
         self.render_append(req, out)
     }
 
-    /// Whether the key reads the request's host (`$host`).
+    /// Whether the key reads the request's host (`$host`), itself or through a map.
     pub fn reads_host(&self) -> bool {
-        self.text.pieces().contains(&Piece::Var(Var::Host))
+        self.text.uses(|var| *var == Var::Host)
     }
 
     /// Renders the key at the end of `out`; what it wrote is the key. `false` as
@@ -218,6 +218,14 @@ mod tests {
         let without = template("$binary_remote_addr", 32, 128);
         assert!(with.reads_host());
         assert!(!without.reads_host());
+        let map = vars::Map::new(
+            "by_host",
+            VarText::parse("$host").expect("a source"),
+            Vec::new(),
+            VarText::default(),
+        );
+        let through_a_map = VarText::from_pieces(vec![Piece::Var(Var::Map(map.into()))]);
+        assert!(Template::new(through_a_map, 32, 128).reads_host());
     }
 
     #[test]

@@ -11,15 +11,20 @@
 //!
 //! Layout: this file is the language (the variables, the parser, the text and its
 //! printing, and the percent-encoding callers apply to values); `request.rs` is the
-//! request view and the meaning of each variable.
+//! request view and the meaning of each variable; `map.rs` is nginx's `map`, the
+//! variables a configuration defines.
 
 #![forbid(unsafe_code)]
 // clippy.toml's clock reads (found from the workspace root): the caller passes the time.
 #![deny(clippy::disallowed_methods)]
 
+mod map;
 mod request;
 
+pub use map::{Key, Map};
 pub use request::{binary_addr, host_key, Request};
+
+use std::sync::Arc;
 
 use http::HeaderName;
 
@@ -59,8 +64,11 @@ pub enum Var {
     Header(HeaderName),
     /// `$cookie_NAME`: the value of the first cookie called `NAME` (any case).
     Cookie(Box<str>),
-    /// `$1` to `$9`: a capture of the location's regex.
+    /// `$1` to `$9`: a capture of the location's regex (in a map's value: of its regex
+    /// key, whose named groups are captures too).
     Capture(usize),
+    /// `$NAME` of a `[maps.NAME]`: the value it selects.
+    Map(Arc<Map>),
 }
 
 /// The variables, as `docs/config.md` lists them (for error messages).
@@ -94,13 +102,25 @@ impl VarText {
     /// Parses `text`: `$name` or `${name}` is a variable, `$$` is no escape (nginx has
     /// none either), every other byte is literal.
     pub fn parse(text: &str) -> Result<VarText, UnknownVar> {
-        VarText::parse_refusing(text, |_| None)
+        VarText::parse_with(text, |_| None, |_| None)
     }
 
     /// [`VarText::parse`], where `refuse` says why a variable has no place in this text
     /// (`$request_id` in a zone key): that variable is then an error at its `$`.
     pub fn parse_refusing(
         text: &str,
+        refuse: impl Fn(&Var) -> Option<String>,
+    ) -> Result<VarText, UnknownVar> {
+        VarText::parse_with(text, |_| None, refuse)
+    }
+
+    /// [`VarText::parse_refusing`], where `defined` gives the variables a configuration
+    /// defines ([`Var::Map`], a regex key's named groups) by name: a name that is no
+    /// built-in variable is looked up there. `refuse` sees every variable a map reads
+    /// too, so a map cannot bring in what the place refuses.
+    pub fn parse_with(
+        text: &str,
+        defined: impl Fn(&str) -> Option<Var>,
         refuse: impl Fn(&Var) -> Option<String>,
     ) -> Result<VarText, UnknownVar> {
         let mut pieces = Vec::new();
@@ -113,11 +133,15 @@ impl VarText {
                 at,
                 message: format!("a variable needs a name after `$`: expected one of {NAMES}"),
             })?;
-            let var = var(name).ok_or_else(|| UnknownVar {
-                at,
-                message: format!("unknown variable `${name}`: expected one of {NAMES}"),
-            })?;
-            if let Some(message) = refuse(&var) {
+            let var = var(name)
+                .or_else(|| defined(name))
+                .ok_or_else(|| UnknownVar {
+                    at,
+                    message: format!(
+                        "unknown variable `${name}`: expected one of {NAMES}, or a `[maps.NAME]`"
+                    ),
+                })?;
+            if let Some(message) = refused(&var, &refuse) {
                 return Err(UnknownVar { at, message });
             }
             if !literal.is_empty() {
@@ -151,7 +175,21 @@ impl VarText {
         }
     }
 
-    /// The highest capture it uses (`$2`: 2), 0 for none.
+    /// Whether `f` holds for a variable it uses, or one a map it uses reads (a regex key's
+    /// own captures aside): `$host` in a map's source is read by every text that uses it.
+    pub fn uses(&self, f: impl Fn(&Var) -> bool) -> bool {
+        let mut found = false;
+        for var in self.vars() {
+            match var {
+                Var::Map(map) => map.visit_outer(&mut |var| found |= f(var)),
+                var => found |= f(var),
+            }
+        }
+        found
+    }
+
+    /// The highest capture it uses itself (`$2`: 2), 0 for none; a map's source may use
+    /// the location's too ([`VarText::uses`]).
     pub fn max_capture(&self) -> usize {
         self.vars()
             .filter_map(|var| match var {
@@ -232,6 +270,7 @@ impl std::fmt::Display for VarText {
                 Piece::Var(Var::Arg(name)) => write!(f, "${{arg_{name}}}")?,
                 Piece::Var(Var::Cookie(name)) => write!(f, "${{cookie_{name}}}")?,
                 Piece::Var(Var::Capture(n)) => write!(f, "${n}")?,
+                Piece::Var(Var::Map(map)) => write!(f, "${{{}}}", map.name())?,
                 Piece::Var(var) => write!(f, "${{{}}}", simple_name(var))?,
             }
         }
@@ -269,6 +308,25 @@ const SIMPLE: [(&str, Var); 12] = [
     ("remote_port", Var::RemotePort),
     ("request_id", Var::RequestId),
 ];
+
+/// Why `var` (or a variable a map `var` reads) is refused, as `refuse` says.
+fn refused(var: &Var, refuse: &impl Fn(&Var) -> Option<String>) -> Option<String> {
+    let Var::Map(map) = var else {
+        return refuse(var);
+    };
+    let mut why = refuse(var);
+    map.visit_outer(&mut |inner| {
+        if why.is_none() {
+            why = refuse(inner).map(|why| format!("`${}` is a map that reads: {why}", map.name()));
+        }
+    });
+    why
+}
+
+/// Whether `name` (without `$`) is a variable of this crate: a map may not take it.
+pub fn is_builtin(name: &str) -> bool {
+    var(name).is_some()
+}
 
 fn var(name: &str) -> Option<Var> {
     if let Some((_, var)) = SIMPLE.iter().find(|(known, _)| *known == name) {

@@ -94,6 +94,7 @@ impl<'a> Request<'a> {
                 let group = self.captures.and_then(|c| c.get(*n));
                 out.extend_from_slice(group.map_or(&[][..], |m| m.as_bytes()));
             }
+            Var::Map(map) => map.append(self, out),
         }
     }
 

@@ -173,7 +173,15 @@ pub(crate) struct RawBan {
 )]
 pub(crate) struct RawReturn {
     /// Required.
-    pub status: Option<Spanned<i64>>,
+    pub status: Option<Spanned<RawStatus>>,
     pub body: Option<Spanned<String>>,
     pub location: Option<Spanned<String>>,
+}
+
+/// A `return`'s `status`: a number, or a map variable (`"$redirect_status"`).
+#[derive(Deserialize, Serialize)]
+#[serde(untagged, expecting = r#"a status such as 301, or a map variable such as "$redirect_status""#)]
+pub(crate) enum RawStatus {
+    Code(i64),
+    Var(String),
 }

@@ -9,7 +9,8 @@
 //! about a key left out for a problem already reported.
 //!
 //! `location` has the tables that say how requests are answered (`[[site]]`,
-//! `[[location]]`). `either` deserializes the keys that take a value or a table.
+//! `[[location]]`). `either` deserializes the keys that take a value or a table. `maps`
+//! has `[maps.NAME]`, whose `values` keep their written order.
 //!
 //! The model can be written too: every struct is `Serialize` (`ser` has the parts a
 //! derive cannot say), so `toml::to_string` of a [`RawConfig`] reads back the same, and
@@ -26,6 +27,7 @@ use super::{Algorithm, OnError, RequestBuffering};
 
 mod either;
 mod location;
+mod maps;
 mod read;
 mod ser;
 #[cfg_attr(
@@ -38,8 +40,9 @@ mod ser;
 mod write;
 
 pub(crate) use location::{
-    RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry,
+    RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus,
 };
+pub(crate) use maps::RawMap;
 pub(crate) use read::parse;
 #[cfg_attr(
     not(test),
@@ -81,6 +84,9 @@ pub(crate) struct RawConfig {
     /// In file order.
     #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<RawUpstreamEntry>,
+    /// In file order.
+    #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
+    pub maps: Vec<Named<RawMap>>,
     /// In file order.
     #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<Named<RawZone>>,

@@ -19,6 +19,7 @@ const SECTIONS: &[&str] = &[
     "access",
     "log",
     "upstreams",
+    "maps",
     "zones",
     "api_keys",
     "location",
@@ -49,6 +50,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "redis" => raw.redis = section(value, diag),
             "acme" => raw.acme = section(value, diag),
             "upstreams" => raw.upstreams = named(value, UPSTREAMS_HINT, diag),
+            "maps" => raw.maps = named(value, MAPS_HINT, diag),
             "zones" => raw.zones = named(value, ZONES_HINT, diag),
             "api_keys" => raw.api_keys = section(value, diag),
             "location" => raw.locations = locations(value, diag),
@@ -145,6 +147,7 @@ fn holds(span: &Span, offset: usize) -> bool {
 
 const UPSTREAMS_HINT: &str =
     "`upstreams` must be a table of upstream groups, e.g. `[upstreams.app]`";
+const MAPS_HINT: &str = "`maps` must be a table of maps, e.g. `[maps.redirect_status]`";
 const ZONES_HINT: &str = "`zones` must be a table of zones, e.g. `[zones.per_ip]`";
 
 /// `[upstreams.NAME]` or `[zones.NAME]` tables, one at a time, in file order.
@@ -328,7 +331,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`"
         );
     }
 

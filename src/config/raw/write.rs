@@ -38,6 +38,7 @@ pub(crate) fn write(raw: &RawConfig) -> Result<String, Error> {
     doc.section("redis", &raw.redis)?;
     doc.section("acme", &raw.acme)?;
     doc.named("upstreams", &raw.upstreams)?;
+    doc.named("maps", &raw.maps)?;
     doc.named("zones", &raw.zones)?;
     doc.section("api_keys", &raw.api_keys)?;
     for location in raw.locations.iter().flatten() {

@@ -253,7 +253,7 @@ fn duplicate_exact_and_prefix_locations_name_the_first() {
 fn future_and_unknown_sections_are_reported_at_their_name() {
     let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`";
+    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
 }
 
@@ -386,7 +386,10 @@ fn every_problem_in_one_location_is_reported() {
         messages[2],
         r#"unknown upstream "nope", expected one of "app""#
     );
-    assert_eq!(messages[3], r#"invalid type: string "200", expected i64"#);
+    assert_eq!(
+        messages[3],
+        r#"invalid status "200": expected a number, or a map variable alone such as "$redirect_status""#
+    );
     assert_eq!(messages[4], "invalid type: integer `2`, expected a string");
     assert!(
         messages[5].starts_with("invalid location"),

@@ -8,6 +8,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
+use super::super::maps::Maps;
 use super::super::zones::parse_key;
 use super::super::{from_str, VarText};
 use crate::props::{apply, mutations};
@@ -58,8 +59,22 @@ servers = ["127.0.0.1:3000", { addr = "127.0.0.1:3001", weight = 2 }]
 balance = "least_conn"
 keepalive = 8
 
+[maps.tier]
+source = "$http_x_tier"
+values = { "~^(gold|silver)$" = "$1", GOLD = "gold", "~*^b" = "$tier_default" }
+default = "free"
+
+[maps.tier_default]
+source = "$request_method"
+values = { POST = "writer" }
+
+[maps.redirect_status]
+source = "$request_method"
+values = { GET = "301", "~^P" = "308" }
+default = "302"
+
 [zones.win]
-key = "${http_x_api_key}:$arg_user|$cookie_session"
+key = "${http_x_api_key}:$arg_user|$cookie_session|$tier"
 rate = "100r/m"
 algorithm = "sliding_window"
 backend = "redis"
@@ -96,6 +111,10 @@ match = "= /x"
 access = ["allow 10.0.0.0/8", "deny all"]
 limit = [{ zone = "fixed", nodelay = true }]
 return = { status = 302, location = "/y", body = "moved" }
+
+[[location]]
+match = "/r"
+return = { status = "$redirect_status", location = "https://$host$request_uri" }
 "#;
 
 fn origin() -> &'static Path {
@@ -318,12 +337,12 @@ proptest! {
 
     #[test]
     fn zone_keys_parse_as_they_print(text in key_text()) {
-        let Ok(template) = parse_key(&text) else {
+        let Ok(template) = parse_key(&text, &Maps::default()) else {
             return Ok(());
         };
         prop_assert!(!template.pieces().is_empty());
         let printed = print_key(&template);
-        prop_assert_eq!(parse_key(&printed), Ok(template), "printed as {:?}", printed);
+        prop_assert_eq!(parse_key(&printed, &Maps::default()), Ok(template), "printed as {:?}", printed);
         // Through the whole loader too, as a zone's key.
         let file = format!(
             "{}\n[zones.k]\nkey = {}\nrate = \"1r/s\"\n",

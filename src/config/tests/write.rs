@@ -297,7 +297,7 @@ fn a_model_built_in_code_is_written_as_a_valid_file() {
     model.locations.push(Some(at(RawLocation {
         pattern: Some(at("= /hello".to_owned())),
         ret: Some(at(RawReturn {
-            status: Some(at(200)),
+            status: Some(at(raw::RawStatus::Code(200))),
             body: Some(at("hello \"you\"\n".to_owned())),
             location: None,
         })),

@@ -63,6 +63,8 @@ impl Request {
             Var::RequestUri => view.request_uri.len(),
             // Refused in keys (config), and unset in the limit phase.
             Var::RequestId | Var::Capture(_) => 0,
+            // The generated templates hold no map.
+            Var::Map(_) => 0,
         }
     }
 }
