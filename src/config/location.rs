@@ -8,6 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits;
+use super::redirects;
 use super::raw::{RawLocation, RawReturn, Span};
 use super::rules::{self, Rules};
 use super::var_text::var_text;
@@ -88,6 +89,15 @@ fn location(
         Some(own.inherit(context.site))
     });
     let rules = rules?;
+    let cookies = rules.cookies();
+    let redirects = redirects::resolve(
+        rules.redirect_rewrite,
+        &location,
+        action.as_ref(),
+        pattern.as_ref(),
+        upstream_path.as_ref(),
+        diag,
+    );
     Some(Location {
         pattern: pattern?,
         action: action?,
@@ -100,6 +110,8 @@ fn location(
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
         request_buffering: rules.request_buffering,
+        redirects: redirects?,
+        cookies,
     })
 }
 
@@ -202,7 +214,7 @@ fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern,
 
 /// The regex crate renders a syntax error over several lines (pattern, caret, then
 /// `error: ...`); one line per problem needs only the last part.
-fn regex_reason(err: &regex::Error) -> String {
+pub(super) fn regex_reason(err: &regex::Error) -> String {
     let text = err.to_string();
     match text.rsplit_once("error: ") {
         Some((_, reason)) => reason.trim().to_owned(),

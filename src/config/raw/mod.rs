@@ -27,6 +27,7 @@ use super::{Algorithm, OnError, RequestBuffering};
 mod either;
 mod location;
 mod read;
+mod rewrites;
 mod ser;
 #[cfg_attr(
     not(test),
@@ -41,6 +42,7 @@ pub(crate) use location::{
     RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry,
 };
 pub(crate) use read::parse;
+pub(crate) use rewrites::{RawCookieRewrites, RawRedirectRewrite, RawRewriteRule};
 #[cfg_attr(
     not(test),
     expect(
