@@ -379,6 +379,7 @@ mod errors;
 mod limits;
 mod props;
 mod redis;
+mod rewrites;
 mod settle;
 mod sites;
 mod soft;

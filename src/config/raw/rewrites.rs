@@ -1,7 +1,7 @@
 //! The keys that rewrite what an upstream's answer says about URLs, as written:
 //! `redirect_rewrite` (a word or a list of `{ from, to }` tables) and `cookie_path` /
 //! `cookie_domain` (a table from → to whose order is kept: the first rule that matches
-//! wins, as in nginx).
+//! wins, as in nginx; the order of a table's keys is read from their places in the file).
 
 use std::fmt;
 
@@ -78,10 +78,13 @@ impl<'de> Deserialize<'de> for RawCookieRewrites {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut rules = Vec::new();
+                let mut rules: Vec<(Spanned<String>, Spanned<String>)> = Vec::new();
                 while let Some(rule) = map.next_entry()? {
                     rules.push(rule);
                 }
+                // A table reaches us with its keys sorted; their places in the file
+                // give back the order written (a model built in code keeps its own).
+                rules.sort_by_key(|(from, _)| from.span().start);
                 Ok(RawCookieRewrites(rules))
             }
         }
