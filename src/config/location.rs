@@ -214,7 +214,7 @@ fn regex(written: &str, source: &str, case_insensitive: bool) -> Result<Pattern,
 
 /// The regex crate renders a syntax error over several lines (pattern, caret, then
 /// `error: ...`); one line per problem needs only the last part.
-pub(super) fn regex_reason(err: &regex::Error) -> String {
+fn regex_reason(err: &regex::Error) -> String {
     let text = err.to_string();
     match text.rsplit_once("error: ") {
         Some((_, reason)) => reason.trim().to_owned(),

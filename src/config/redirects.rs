@@ -10,7 +10,6 @@
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::location::regex_reason;
 use super::raw::{RawLocation, RawRedirectRewrite, RawRewriteRule};
 use super::var_text::var_text;
 use super::{Action, Pattern, VarText};
@@ -148,7 +147,12 @@ fn compile(source: &str, case_insensitive: bool) -> Result<regex::bytes::Regex, 
     regex::bytes::RegexBuilder::new(source)
         .case_insensitive(case_insensitive)
         .build()
-        .map_err(|err| format!(r#"invalid regex "{source}": {}"#, regex_reason(&err)))
+        .map_err(|err| {
+            // The regex crate's message is several lines (pattern, caret, `error: …`).
+            let text = err.to_string();
+            let reason = text.rsplit_once("error: ").map_or(&*text, |(_, r)| r.trim());
+            format!(r#"invalid regex "{source}": {reason}"#)
+        })
 }
 
 /// A location's rewrites once it has inherited its site's (`written`): `"default"` made
