@@ -180,3 +180,77 @@ async fn a_sites_rules_reach_its_locations_and_a_location_can_turn_them_off() {
         "{two}"
     );
 }
+
+/// Raw bytes from the upstream: cookies without `=`, of nothing but `;`, of thousands of
+/// attributes or huge values, with bytes beyond ASCII, and odd `Refresh` and `Location`
+/// lines. Each is rewritten or left alone, and the gateway answers and goes on.
+#[tokio::test]
+async fn hostile_cookies_and_redirects_from_the_upstream_are_handled_in_bounded_work() {
+    use crate::support::raw::{read_response, RawUpstream};
+    use tokio::io::AsyncWriteExt;
+    let _shared = support::shared();
+    let many = "; path=/v2/x".repeat(2_000);
+    let huge_value = "v".repeat(20_000);
+    let huge_path = "p".repeat(20_000);
+    let mut head = b"HTTP/1.1 302 Found\r\nContent-Length: 0\r\n".to_vec();
+    let lines: Vec<Vec<u8>> = vec![
+        b"Set-Cookie: =".to_vec(),
+        b"Set-Cookie: ;;;;".to_vec(),
+        b"Set-Cookie: noequals; path=/v2/".to_vec(),
+        format!("Set-Cookie: many=1{many}").into_bytes(),
+        format!("Set-Cookie: huge={huge_value}; path=/v2/{huge_path}").into_bytes(),
+        b"Set-Cookie: a=b;path;domain; path = /v2/spaced ; =/v2/".to_vec(),
+        b"Set-Cookie: obs=\xff; Path=/v2/\xfe".to_vec(),
+        b"Refresh: url=url=http://app/v2/x".to_vec(),
+        b"Refresh: 0; URL=".to_vec(),
+        b"Location: http://app/v2/\xff\t?x".to_vec(),
+    ];
+    for line in &lines {
+        head.extend_from_slice(line);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    let up = RawUpstream::start(move |_| head.clone()).await;
+    let config = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [upstreams.app]\nservers = [\"{}\"]\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\n\
+         redirect_rewrite = [{{ from = \"http://app/v2/\", to = \"/api/\" }}]\n\
+         cookie_path = {{ \"/v2/\" = \"/api/\" }}\ncookie_domain = {{ \"~(.*)\" = \"$1$1\" }}\n",
+        up.addr
+    );
+    let gw = gateway(&config);
+    let mut stream = tokio::net::TcpStream::connect(addr(&gw)).await.unwrap();
+    for _ in 0..2 {
+        let request = b"GET /x HTTP/1.1\r\nHost: gate.test\r\n\r\n";
+        stream.write_all(request).await.unwrap();
+        let reply = within(10, read_response(&mut stream))
+            .await
+            .expect("an answer");
+        assert_eq!(reply.status, 302);
+        let head = reply.head;
+        for kept in [
+            "set-cookie: =\r\n",
+            "set-cookie: ;;;;\r\n",
+            "set-cookie: noequals; path=/v2/\r\n",
+            "refresh: 0; url=\r\n",
+            "refresh: url=url=http://app/v2/x\r\n",
+        ] {
+            assert!(
+                head.to_ascii_lowercase().contains(kept),
+                "{kept:?} is missing"
+            );
+        }
+        assert_eq!(head.matches("path=/api/x").count(), 2_000);
+        assert!(head.contains(&format!("huge={huge_value}; path=/api/{huge_path}")));
+        assert!(head.contains("a=b; path; domain; path=/api/spaced; =/v2/"));
+        assert!(
+            head.contains("http://gate.test:"),
+            "the Location made absolute"
+        );
+        assert!(
+            head.contains("/api/\u{fffd}\t?x"),
+            "bytes beyond ASCII kept"
+        );
+    }
+}
