@@ -143,3 +143,25 @@ fn the_origin_leaves_out_the_schemes_own_port() {
     assert_eq!(origin(false, None, "site.test", 8080), "http://site.test:8080");
     assert_eq!(origin(false, Some("[::1]:8080"), "", 8080), "http://[::1]:8080");
 }
+
+#[test]
+fn default_is_from_the_groups_scheme_and_name_to_the_locations_path() {
+    let text = "[server]\nlisten = [\"127.0.0.1:8080\"]\n\
+        [upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
+        [upstreams.secure]\nservers = [\"127.0.0.1:3001\"]\ntls = true\n\
+        [[site]]\nredirect_rewrite = \"default\"\n\
+        [[site.location]]\nmatch = \"/one/\"\nupstream = \"secure\"\nupstream_path = \"/two/\"\n\
+        [[site.location]]\nmatch = \"/plain/\"\nupstream = \"app\"\n";
+    let config = crate::config::from_str(text, std::path::Path::new("/t.toml")).unwrap();
+    let locations = &config.sites[0].locations;
+    let one = UpstreamUrls::new(&locations[0], config.upstreams.get(1));
+    let map = rewritten(
+        &one,
+        &[(LOCATION, "https://secure/two/x"), (REFRESH, "1;url=http://secure/two/")],
+    );
+    assert_eq!(values(&map, LOCATION), ["http://gate.example:8080/one/x"]);
+    assert_eq!(values(&map, REFRESH), ["1;url=http://secure/two/"]);
+    let plain = UpstreamUrls::new(&locations[1], config.upstreams.first());
+    let map = rewritten(&plain, &[(LOCATION, "http://app/plain/y")]);
+    assert_eq!(values(&map, LOCATION), ["http://gate.example:8080/plain/y"]);
+}
