@@ -97,13 +97,18 @@ impl UpstreamUrls {
     }
 
     /// Whether a rule's text reads the request (then the pipeline gathers its variables).
+    /// A regex `from`'s captures in `to` do not: its match fills them in.
     pub(crate) fn per_request(&self) -> bool {
-        self.rules.iter().any(|rule| {
-            let from = match &rule.from {
-                RewriteFrom::Text(text) => text.as_literal().is_none(),
-                RewriteFrom::Regex(_) => false,
-            };
-            from || rule.to.as_literal().is_none()
+        let reads = |text: &VarText, slots: bool| {
+            text.pieces().iter().any(|piece| match piece {
+                Piece::Var(Var::Capture(_)) => !slots,
+                Piece::Var(_) => true,
+                Piece::Text(_) => false,
+            })
+        };
+        self.rules.iter().any(|rule| match &rule.from {
+            RewriteFrom::Text(from) => reads(from, false) || reads(&rule.to, false),
+            RewriteFrom::Regex(_) => reads(&rule.to, true),
         })
     }
 

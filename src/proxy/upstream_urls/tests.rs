@@ -89,6 +89,17 @@ fn a_regex_replaces_the_whole_value_with_its_captures() {
 }
 
 #[test]
+fn a_regex_whose_to_holds_only_its_captures_needs_no_request() {
+    let urls = UpstreamUrls::of(rules(&[("~^http://app(/.*)$", "$1")]), vec![], vec![]);
+    assert!(!urls.per_request());
+    let prepared = urls.prepare(None, false, Some("gate.test"), "", 80);
+    let mut map = HeaderMap::new();
+    map.insert(LOCATION, HeaderValue::from_static("http://app/a?b"));
+    urls.rewrite(&mut map, &prepared);
+    assert_eq!(values(&map, LOCATION), ["http://gate.test/a?b"]);
+}
+
+#[test]
 fn cookie_paths_are_prefixes_and_domains_whole_names_in_any_case() {
     let urls = UpstreamUrls::of(
         vec![],
