@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
+use crate::proxy::upstream_urls::UpstreamUrls;
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
@@ -267,8 +268,12 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
             index += 1;
         }
         let patterns = site.locations.iter().map(|l| l.pattern.clone()).collect();
+        let proxies = |i: usize| {
+            let action = site.locations.get(i).map(|l| &l.action);
+            matches!(action, Some(config::Action::Proxy { .. }))
+        };
         sites.push(Site {
-            router: Router::new(patterns),
+            router: Router::new(patterns).redirect_slashless(proxies),
             locations,
         });
     }
@@ -331,6 +336,11 @@ fn location(
         })
         .collect();
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
+    let upstream = match location.action {
+        config::Action::Proxy { upstream } => config.upstreams.get(upstream),
+        config::Action::Return(_) => None,
+    };
+    let upstream_urls = UpstreamUrls::new(location, upstream);
     Ok(Location {
         route,
         prewritten: limit_response::Prewritten::new(
@@ -350,9 +360,10 @@ fn location(
         access: access::Rules::new(location.access.clone()),
         limit_status,
         headers: HeaderRules::new(&location.headers),
-        captures: captures(location),
+        captures: captures(location, upstream_urls.location_captures()),
         rewrite: rewrite(location),
-        needs_vars: texts(location).any(|text| text.as_literal().is_none()),
+        needs_vars: texts(location).any(|text| text.as_literal().is_none())
+            || upstream_urls.per_request(),
         client_max_body_size: location
             .client_max_body_size
             .unwrap_or(config.server.client_max_body_size),
@@ -360,6 +371,7 @@ fn location(
             .request_buffering
             .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
+        upstream_urls,
     })
 }
 
@@ -408,13 +420,14 @@ fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> 
     request.chain(response).chain(answer.into_iter().flatten())
 }
 
-/// The location's regex, when a text of it uses its captures.
-fn captures(location: &config::Location) -> Option<regex::bytes::Regex> {
+/// The location's regex, when a text of it uses its captures (`rewrites`: a rewrite
+/// rule of its upstream's answers does).
+fn captures(location: &config::Location, rewrites: bool) -> Option<regex::bytes::Regex> {
     let Pattern::Regex { regex, .. } = &location.pattern else {
         return None;
     };
     // A map's source may read them too.
-    let used = texts(location).any(|text| text.uses(|var| matches!(var, Var::Capture(_))));
+    let used = rewrites || texts(location).any(|text| text.uses(|var| matches!(var, Var::Capture(_))));
     used.then(|| regex.clone())
 }
 

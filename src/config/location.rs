@@ -10,6 +10,7 @@ use super::diag::Diagnostics;
 use super::limits;
 use super::values;
 use super::maps::{self, Maps};
+use super::redirects;
 use super::raw::{RawLocation, RawReturn, RawStatus, Span};
 use super::rules::{self, Rules};
 use super::var_text::var_text;
@@ -93,6 +94,15 @@ fn location(
         Some(own.inherit(context.site))
     });
     let rules = rules?;
+    let cookies = rules.cookies();
+    let redirects = redirects::resolve(
+        rules.redirect_rewrite,
+        &location,
+        action.as_ref(),
+        pattern.as_ref(),
+        upstream_path.as_ref(),
+        diag,
+    );
     Some(Location {
         pattern: pattern?,
         action: action?,
@@ -105,6 +115,8 @@ fn location(
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
         request_buffering: rules.request_buffering,
+        redirects: redirects?,
+        cookies,
     })
 }
 

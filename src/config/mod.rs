@@ -11,6 +11,7 @@ mod admin;
 mod api_keys;
 mod bans;
 mod concurrency;
+mod cookies;
 mod diag;
 pub(crate) mod dirs;
 mod headers;
@@ -18,6 +19,7 @@ mod limits;
 mod location;
 mod maps;
 pub(crate) mod raw;
+mod redirects;
 mod redis;
 mod rules;
 mod server;
@@ -32,6 +34,8 @@ mod var_text;
 mod zones;
 
 pub use self::redis::RedisSettings;
+pub(crate) use cookies::CookieRewrites;
+pub(crate) use redirects::{Redirects, RewriteFrom, RewriteRule};
 pub(crate) use crate::access::RealIp;
 pub(crate) use crate::access::Rule as AccessRule;
 pub(crate) use crate::limit::adaptive::gradient::Settings as AutoSettings;
@@ -536,6 +540,10 @@ pub(crate) struct Location {
     pub client_max_body_size: Option<MaxBodySize>,
     /// Overrides `[server] request_buffering`.
     pub request_buffering: Option<RequestBuffering>,
+    /// `redirect_rewrite`: how the upstream's `Location` and `Refresh` are rewritten.
+    pub redirects: Redirects,
+    /// `cookie_path` and `cookie_domain`: how its `Set-Cookie`s are rewritten.
+    pub cookies: CookieRewrites,
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).

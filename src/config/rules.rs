@@ -1,9 +1,10 @@
 //! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
-//! `client_max_body_size`, `request_buffering` and the header rules), and how a location
-//! inherits its site's.
+//! `client_max_body_size`, `request_buffering`, the header rules, `redirect_rewrite`,
+//! `cookie_path` and `cookie_domain`), and how a location inherits its site's.
 //!
-//! A location's `limit`, `access`, `limit_status`, `client_max_body_size` or
-//! `request_buffering` replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
+//! A location's `limit`, `access`, `limit_status`, `client_max_body_size`,
+//! `request_buffering`, `redirect_rewrite`, `cookie_path` or `cookie_domain` replaces the
+//! site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` is the union of both lists.
@@ -11,11 +12,13 @@
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
+use super::cookies::{self, Attribute};
 use super::diag::Diagnostics;
 use super::maps::Maps;
 use super::raw::RawRules;
+use super::redirects::{self, RedirectRewrite};
 use super::{access, headers, limits, values};
-use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
+use super::{AccessRule, CookieRewrites, HeaderRules, Limit, MaxBodySize, Pattern};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -39,6 +42,9 @@ pub(super) struct Rules {
     pub client_max_body_size: Option<MaxBodySize>,
     pub request_buffering: Option<RequestBuffering>,
     pub headers: HeaderRules,
+    pub redirect_rewrite: Option<RedirectRewrite>,
+    pub cookie_path: Option<Vec<redirects::RewriteRule>>,
+    pub cookie_domain: Option<Vec<redirects::RewriteRule>>,
 }
 
 /// The rules written in `raw`, each problem reported. `cost` is what each request of the
@@ -71,6 +77,16 @@ pub(super) fn rules(
             .check(value.span(), values::max_body_size(value.get_ref()))
             .map(Some),
     };
+    let redirect_rewrite = match raw.redirect_rewrite {
+        None => Some(None),
+        Some(written) => redirects::redirect_rewrite(written, pattern, maps, diag).map(Some),
+    };
+    let mut cookie = |raw, attribute| match raw {
+        None => Some(None),
+        Some(written) => cookies::cookie_rewrites(written, attribute, pattern, maps, diag).map(Some),
+    };
+    let cookie_path = cookie(raw.cookie_path, Attribute::Path);
+    let cookie_domain = cookie(raw.cookie_domain, Attribute::Domain);
     Some(Rules {
         limits: limits?,
         access: access?,
@@ -78,6 +94,9 @@ pub(super) fn rules(
         client_max_body_size: client_max_body_size?,
         request_buffering: raw.request_buffering,
         headers: headers?,
+        redirect_rewrite: redirect_rewrite?,
+        cookie_path: cookie_path?,
+        cookie_domain: cookie_domain?,
     })
 }
 
@@ -91,6 +110,17 @@ impl Rules {
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
             request_buffering: self.request_buffering.or(site.request_buffering),
             headers: merged(&site.headers, self.headers),
+            redirect_rewrite: self.redirect_rewrite.or_else(|| site.redirect_rewrite.clone()),
+            cookie_path: self.cookie_path.or_else(|| site.cookie_path.clone()),
+            cookie_domain: self.cookie_domain.or_else(|| site.cookie_domain.clone()),
+        }
+    }
+
+    /// The cookie rules in force.
+    pub(super) fn cookies(&self) -> CookieRewrites {
+        CookieRewrites {
+            paths: self.cookie_path.clone().unwrap_or_default(),
+            domains: self.cookie_domain.clone().unwrap_or_default(),
         }
     }
 }
@@ -199,6 +229,7 @@ mod tests {
             client_max_body_size: Some(MaxBodySize::Unlimited),
             request_buffering: Some(RequestBuffering::Off),
             headers: HeaderRules::default(),
+            ..Rules::default()
         };
         let inherited = Rules::default().inherit(&site);
         assert_eq!(inherited.limits, site.limits);

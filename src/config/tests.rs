@@ -383,6 +383,7 @@ mod limits;
 mod maps;
 mod props;
 mod redis;
+mod rewrites;
 mod settle;
 mod sites;
 mod soft;

@@ -16,8 +16,10 @@ pub(crate) mod response;
 pub(crate) mod rewrite;
 mod settle;
 pub(crate) mod site;
+mod slash_redirect;
 mod text;
 pub(crate) mod tunnel;
+pub(crate) mod upstream_urls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -109,6 +111,8 @@ pub(crate) struct Location {
     pub request_buffering: RequestBuffering,
     /// `$server_name`: its site's first name.
     pub server_name: Arc<str>,
+    /// `redirect_rewrite`, `cookie_path` and `cookie_domain`.
+    pub upstream_urls: upstream_urls::UpstreamUrls,
 }
 
 impl Location {
@@ -239,7 +243,7 @@ impl Pipeline {
         // The path borrows a copy of the target (a reference count), not the request,
         // whose header map a rejection takes over.
         let target = req.uri().clone();
-        let (location, path) = match self.route(&target, &req, conn) {
+        let (location, path, slashless) = match self.route(&target, &req, conn) {
             Ok(found) => found,
             Err(StatusCode::NOT_FOUND) => {
                 return log.finish(response::error(StatusCode::NOT_FOUND), None)
@@ -247,6 +251,11 @@ impl Pipeline {
             Err(status) => return log.finish(response::refusal(status, req.version()), None),
         };
         log.route(&location.stats);
+        if slashless {
+            let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
+            let answer = slash_redirect::answer(location, &req, conn, client, &path, id);
+            return log.finish(answer, None);
+        }
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
             return log.finish(refusal, None);
         }
@@ -268,7 +277,7 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
-        let (rendered, action) = fill(location, &req, conn, client, path, id);
+        let (rendered, urls, action) = fill(location, &req, conn, client, path, id);
         let (mut response, lease) = match action {
             Action::Answer(response) => (response, None),
             Action::Forward(group, target) => {
@@ -287,7 +296,12 @@ impl Pipeline {
                     max_body: location.client_max_body_size,
                     buffering: location.request_buffering,
                 };
-                self.proxy(req, &to, &mut limited.in_flight, &mut log).await
+                let (mut response, lease) =
+                    self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
+                if lease.is_some() {
+                    location.upstream_urls.rewrite(response.headers_mut(), &urls);
+                }
+                (response, lease)
             }
         };
         let from_upstream = lease.is_some();
@@ -419,14 +433,15 @@ impl Pipeline {
             .is_some_and(|real_ip| real_ip.trusts(peer))
     }
 
-    /// The location for this request (in the site its address and host pick) and its
-    /// normalized path, or the 400/404 that ends it.
+    /// The location for this request (in the site its address and host pick), its
+    /// normalized path, and whether nginx's trailing-slash 301 answers it
+    /// (`slash_redirect`); or the 400/404 that ends it.
     fn route<'p>(
         &self,
         target: &'p http::Uri,
         req: &Request<ClientBody>,
         conn: &Conn,
-    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>), StatusCode> {
+    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>, bool), StatusCode> {
         let path = routing::normalize_path(target.path()).map_err(|_| StatusCode::BAD_REQUEST)?;
         // A connection left on a listener a reload removed: 421 and close, so that
         // the client asks again on an address that is configured.
@@ -434,12 +449,13 @@ impl Pipeline {
             .sites
             .select(conn, || host_of(req))
             .ok_or(StatusCode::MISDIRECTED_REQUEST)?;
-        let location = site
-            .router
-            .find(&path)
-            .and_then(|index| site.locations.get(index))
-            .ok_or(StatusCode::NOT_FOUND)?;
-        Ok((location, path))
+        let (index, slashless) = match site.router.route(&path) {
+            Some(routing::Routed::Location(index)) => (index, false),
+            Some(routing::Routed::AddSlash(index)) => (index, true),
+            None => return Err(StatusCode::NOT_FOUND),
+        };
+        let location = site.locations.get(index).ok_or(StatusCode::NOT_FOUND)?;
+        Ok((location, path, slashless))
     }
 }
 
@@ -451,9 +467,10 @@ enum Action<'l> {
     Forward(&'l Arc<Group>, Option<Option<PathAndQuery>>),
 }
 
-/// Fills in the location's texts: its header values, and its answer or upstream path.
-/// Everything that reads the variables happens here, so none of it (nor `path`) stays
-/// alive in the request's future across the wait for the upstream.
+/// Fills in the location's texts: its header values, what its upstream's answer is
+/// rewritten with, and its answer or upstream path. Everything that reads the variables
+/// happens here, so none of it (nor `path`) stays alive in the request's future across
+/// the wait for the upstream.
 fn fill<'l>(
     location: &'l Location,
     req: &Request<ClientBody>,
@@ -461,7 +478,7 @@ fn fill<'l>(
     client: IpAddr,
     path: std::borrow::Cow<'_, [u8]>,
     id: Option<RequestId>,
-) -> (header_rules::Rendered, Action<'l>) {
+) -> (header_rules::Rendered, upstream_urls::Prepared, Action<'l>) {
     let captures = location.captures_of(&path);
     let vars = (id.as_ref()).map(|id| vars::Request {
         request_id: Some(id.as_str()),
@@ -469,6 +486,13 @@ fn fill<'l>(
         ..vars_of(req, conn, client, &path, host_of(req), location)
     });
     let rendered = location.headers.render(vars.as_ref());
+    let urls = location.upstream_urls.prepare(
+        vars.as_ref(),
+        conn.https,
+        host_of(req),
+        &location.server_name,
+        conn.server_port,
+    );
     let action = match &location.route {
         Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
         Route::Proxy(group) => Action::Forward(
@@ -476,7 +500,7 @@ fn fill<'l>(
             location.target(req.uri().path(), req.uri().query(), vars.as_ref()),
         ),
     };
-    (rendered, action)
+    (rendered, urls, action)
 }
 
 /// Points the request at the rewritten path and query; `false` when the rewrite would

@@ -14,8 +14,10 @@ use std::fmt;
 
 mod normalize;
 pub mod sites;
+mod slash;
 
 pub use normalize::normalize_path;
+pub use slash::slashed_target;
 pub(crate) use normalize::{normalize_marked, percent_decode, PathByte};
 // Only the tests name the error (tests/it/path_properties.rs).
 #[cfg(feature = "testing")]
@@ -161,6 +163,19 @@ pub struct Router {
     prefixes: Vec<PrefixEntry>,
     /// Regex locations in file order.
     regexes: Vec<(regex::bytes::Regex, usize)>,
+    /// Paths answered with nginx's trailing-slash 301, sorted, with the location that
+    /// answers (`slash.rs`); empty unless [`Router::redirect_slashless`] filled it.
+    slashless: Vec<(Box<[u8]>, usize)>,
+}
+
+/// Where a request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// The location at this index answers.
+    Location(usize),
+    /// nginx's 301 to the path with `/` added ([`slashed_target`]), answered in the
+    /// name of the location at this index.
+    AddSlash(usize),
 }
 
 impl Router {
@@ -194,23 +209,46 @@ impl Router {
             exact,
             prefixes,
             regexes,
+            slashless: Vec::new(),
         }
     }
 
-    /// The location for an already-normalized path (see [`normalize_path`]), or `None` (404).
+    /// Where a request for an already-normalized path goes: [`find`](Self::find), with
+    /// nginx's trailing-slash redirect before the prefixes and regexes are looked at.
+    #[inline]
+    pub fn route(&self, path: &[u8]) -> Option<Routed> {
+        if let Some(m) = self.exact_match(path) {
+            return Some(Routed::Location(m.location));
+        }
+        if let Some(location) = self.slashless(path) {
+            return Some(Routed::AddSlash(location));
+        }
+        self.inexact_match(path).map(|m| Routed::Location(m.location))
+    }
+
+    /// The location for an already-normalized path (see [`normalize_path`]), or `None`
+    /// (404), by nginx's precedence alone: no trailing-slash redirect. The tests' and
+    /// benches' view; requests are routed by [`route`](Self::route).
+    #[cfg(any(test, feature = "testing"))]
     #[inline]
     pub fn find(&self, path: &[u8]) -> Option<usize> {
-        self.find_match(path).map(|m| m.location)
+        self.exact_match(path)
+            .or_else(|| self.inexact_match(path))
+            .map(|m| m.location)
     }
 
-    /// Like [`find`](Self::find), with how the location matched (for logs and debugging).
-    pub(crate) fn find_match(&self, path: &[u8]) -> Option<Match> {
-        if let Ok(i) = self.exact.binary_search_by(|(p, _)| (**p).cmp(path)) {
-            return Some(Match {
-                precedence: Precedence::Exact,
-                location: self.exact[i].1,
-            });
-        }
+    #[inline]
+    fn exact_match(&self, path: &[u8]) -> Option<Match> {
+        let i = self.exact.binary_search_by(|(p, _)| (**p).cmp(path)).ok()?;
+        Some(Match {
+            precedence: Precedence::Exact,
+            location: self.exact[i].1,
+        })
+    }
+
+    /// The best match among prefixes and regexes.
+    #[inline]
+    fn inexact_match(&self, path: &[u8]) -> Option<Match> {
         let prefix = self.longest_prefix(path);
         if let Some(m) = prefix {
             if m.precedence == Precedence::PriorityPrefix {

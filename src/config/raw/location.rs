@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
 use super::super::RequestBuffering;
-use super::{ser, Loose, Span};
+use super::{ser, Loose, RawCookieRewrites, RawRedirectRewrite, Span};
 
 /// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
 #[derive(Serialize)]
@@ -41,6 +41,11 @@ pub(crate) struct RawSite {
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    /// nginx `proxy_redirect`, `proxy_cookie_path`, `proxy_cookie_domain`
+    /// (`config/redirects.rs`, `config/cookies.rs`).
+    pub redirect_rewrite: Option<Spanned<RawRedirectRewrite>>,
+    pub cookie_path: Option<Spanned<RawCookieRewrites>>,
+    pub cookie_domain: Option<Spanned<RawCookieRewrites>>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -77,6 +82,11 @@ pub(crate) struct RawLocation {
     pub upstream_path: Option<Spanned<String>>,
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    /// nginx `proxy_redirect`, `proxy_cookie_path`, `proxy_cookie_domain`
+    /// (`config/redirects.rs`, `config/cookies.rs`).
+    pub redirect_rewrite: Option<Spanned<RawRedirectRewrite>>,
+    pub cookie_path: Option<Spanned<RawCookieRewrites>>,
+    pub cookie_domain: Option<Spanned<RawCookieRewrites>>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -89,6 +99,9 @@ pub(crate) struct RawRules<'a> {
     pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<&'a Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    pub redirect_rewrite: Option<&'a Spanned<RawRedirectRewrite>>,
+    pub cookie_path: Option<&'a Spanned<RawCookieRewrites>>,
+    pub cookie_domain: Option<&'a Spanned<RawCookieRewrites>>,
 }
 
 impl RawLocation {
@@ -102,6 +115,9 @@ impl RawLocation {
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
             request_buffering: self.request_buffering,
+            redirect_rewrite: self.redirect_rewrite.as_ref(),
+            cookie_path: self.cookie_path.as_ref(),
+            cookie_domain: self.cookie_domain.as_ref(),
         }
     }
 }
@@ -117,6 +133,9 @@ impl RawSite {
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
             request_buffering: self.request_buffering,
+            redirect_rewrite: self.redirect_rewrite.as_ref(),
+            cookie_path: self.cookie_path.as_ref(),
+            cookie_domain: self.cookie_domain.as_ref(),
         }
     }
 }

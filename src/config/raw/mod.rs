@@ -29,6 +29,7 @@ mod either;
 mod location;
 mod maps;
 mod read;
+mod rewrites;
 mod ser;
 #[cfg_attr(
     not(test),
@@ -44,6 +45,7 @@ pub(crate) use location::{
 };
 pub(crate) use maps::RawMap;
 pub(crate) use read::parse;
+pub(crate) use rewrites::{RawCookieRewrites, RawRedirectRewrite, RawRewriteRule};
 #[cfg_attr(
     not(test),
     expect(

@@ -105,6 +105,9 @@ limit = [{ zone = "win", burst = 5, delay = 2, dry_run = true }, { zone = "log" 
 cost = 2
 limit_status = 429
 upstream = "app"
+redirect_rewrite = [{ from = "~^http://app(/.*)$", to = "$1" }, { from = "http://$host/", to = "/" }]
+cookie_path = { "/v2/" = "/", "~^/(a)$" = "/b/$1" }
+cookie_domain = { "app.internal" = "$host" }
 
 [[location]]
 match = "= /x"
