@@ -79,7 +79,8 @@ fn location(
     let cost_from = cost_from(&location, action.as_ref(), diag);
     let zones = context.zones;
     let rules = cost.and_then(|cost| {
-        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, diag)?;
+        let inherited = context.site.inherited();
+        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, inherited, diag)?;
         if let (None, Some(site), Some(written)) =
             (&own.limits, &context.site.limits, &location.cost)
         {
@@ -100,6 +101,7 @@ fn location(
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
         request_buffering: rules.request_buffering,
+        forwarded: rules.forwarded,
     })
 }
 

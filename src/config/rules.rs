@@ -6,7 +6,8 @@
 //! `request_buffering` replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
-//! known trap). `hide_headers` is the union of both lists.
+//! known trap). `hide_headers` and `pass_headers` are the union of both lists.
+//! `forwarded_headers` is replaced: the location's, else the site's, else `[server]`'s.
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::diag::Diagnostics;
 use super::raw::RawRules;
 use super::{access, headers, limits, values};
-use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
+use super::raw::Span;
+use super::{AccessRule, Forwarded, HeaderRules, Limit, MaxBodySize, Pattern};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -30,7 +32,7 @@ pub enum RequestBuffering {
 }
 
 /// The rules as set; `None` where the key is not written.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct Rules {
     pub limits: Option<Vec<Limit>>,
     pub access: Option<Vec<AccessRule>>,
@@ -38,19 +40,64 @@ pub(super) struct Rules {
     pub client_max_body_size: Option<MaxBodySize>,
     pub request_buffering: Option<RequestBuffering>,
     pub headers: HeaderRules,
+    /// `forwarded_headers` in effect: its own, else what it inherits.
+    pub forwarded: Forwarded,
+    /// The forwarding headers its `request_headers` set or remove.
+    pub sets: Forwarded,
+}
+
+/// What a table's rules are checked against from above: the `forwarded_headers` in
+/// effect there, and the forwarding headers the site's `request_headers` set.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Inherited {
+    pub forwarded: Forwarded,
+    pub sets: Forwarded,
+}
+
+impl Inherited {
+    /// What `[server]` hands its sites: its `forwarded_headers` (all four when it is
+    /// itself wrong) and no rules.
+    pub(super) fn server(forwarded: Option<Forwarded>) -> Inherited {
+        Inherited {
+            forwarded: forwarded.unwrap_or(Forwarded::ALL),
+            sets: Forwarded::NONE,
+        }
+    }
+}
+
+impl Default for Rules {
+    /// No rule written, every forwarding header written.
+    fn default() -> Rules {
+        Rules {
+            limits: None,
+            access: None,
+            limit_status: None,
+            client_max_body_size: None,
+            request_buffering: None,
+            headers: HeaderRules::default(),
+            forwarded: Forwarded::ALL,
+            sets: Forwarded::NONE,
+        }
+    }
 }
 
 /// The rules written in `raw`, each problem reported. `cost` is what each request of the
 /// location takes (1 for a site); `pattern` the location's (`None` when it is itself
-/// wrong), which header values' captures refer to.
+/// wrong), which header values' captures refer to; `inherited` what the table above
+/// (`[server]` for a site, the site for a location) has in effect.
 pub(super) fn rules(
     raw: &RawRules<'_>,
     cost: u64,
     pattern: Option<&Pattern>,
     zones: &[limits::ZoneInfo],
+    inherited: Inherited,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Rules> {
-    let headers = headers::header_rules(raw, pattern, diag);
+    let forwarded = forwarded(raw, inherited, diag);
+    let headers = forwarded.and_then(|forwarded| {
+        headers::header_rules(raw, pattern, forwarded, diag)
+            .map(|(headers, sets)| (headers, forwarded, sets))
+    });
     let limits = match raw.limit {
         None => Some(None),
         Some(list) => limits::limits(list, zones, cost, diag).map(Some),
@@ -69,14 +116,32 @@ pub(super) fn rules(
             .check(value.span(), values::max_body_size(value.get_ref()))
             .map(Some),
     };
+    let (headers, forwarded, sets) = headers?;
     Some(Rules {
         limits: limits?,
         access: access?,
         limit_status: limit_status?,
         client_max_body_size: client_max_body_size?,
         request_buffering: raw.request_buffering,
-        headers: headers?,
+        headers,
+        forwarded,
+        sets,
     })
+}
+
+/// The table's `forwarded_headers`, else the one it inherits; an own list that has
+/// tollgate write a header the site's `request_headers` set is refused.
+fn forwarded(
+    raw: &RawRules<'_>,
+    inherited: Inherited,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Forwarded> {
+    let Some(written) = raw.forwarded_headers else {
+        return Some(inherited.forwarded);
+    };
+    let own = headers::forwarded_headers(written, diag)?;
+    let span: Span = written.span();
+    (!headers::clash(own, inherited.sets, span, diag)).then_some(own)
 }
 
 impl Rules {
@@ -89,6 +154,16 @@ impl Rules {
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
             request_buffering: self.request_buffering.or(site.request_buffering),
             headers: merged(&site.headers, self.headers),
+            forwarded: self.forwarded,
+            sets: self.sets,
+        }
+    }
+
+    /// What the site's locations are checked against.
+    pub(super) fn inherited(&self) -> Inherited {
+        Inherited {
+            forwarded: self.forwarded,
+            sets: self.sets,
         }
     }
 }
@@ -118,6 +193,7 @@ fn merged(site: &HeaderRules, own: HeaderRules) -> HeaderRules {
         request: over(&site.request, own.request),
         response: over(&site.response, own.response),
         hide,
+        pass: site.pass.with(own.pass),
     }
 }
 
@@ -127,15 +203,18 @@ mod tests {
     use crate::config::VarText;
     use http::HeaderName;
 
-    fn text(value: &str) -> VarText {
-        VarText::parse(value).unwrap()
+    fn text(value: &str) -> crate::config::ResponseValue {
+        crate::config::ResponseValue {
+            value: VarText::parse(value).unwrap(),
+            when: crate::config::When::Served,
+        }
     }
 
-    fn rendered(rules: &[(HeaderName, VarText)]) -> Vec<(String, String)> {
+    fn rendered(rules: &[(HeaderName, crate::config::ResponseValue)]) -> Vec<(String, String)> {
         rules
             .iter()
-            .map(|(name, value)| {
-                let value = value.as_literal().unwrap_or_default().to_owned();
+            .map(|(name, rule)| {
+                let value = rule.value.as_literal().unwrap_or_default().to_owned();
                 (name.as_str().to_owned(), value)
             })
             .collect()
@@ -153,6 +232,7 @@ mod tests {
                     (frame.clone(), text("DENY")),
                 ],
                 hide: vec![HeaderName::from_static("server")],
+                pass: crate::config::Passed::default(),
             },
             ..Rules::default()
         };
@@ -164,6 +244,7 @@ mod tests {
                     HeaderName::from_static("server"),
                     HeaderName::from_static("x-powered-by"),
                 ],
+                pass: crate::config::Passed::default(),
             },
             ..Rules::default()
         };
@@ -197,6 +278,7 @@ mod tests {
             client_max_body_size: Some(MaxBodySize::Unlimited),
             request_buffering: Some(RequestBuffering::Off),
             headers: HeaderRules::default(),
+            ..Rules::default()
         };
         let inherited = Rules::default().inherit(&site);
         assert_eq!(inherited.limits, site.limits);

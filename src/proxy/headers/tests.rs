@@ -45,6 +45,7 @@ fn untrusted(client: &str) -> Forwarding<'static> {
         https: false,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     }
 }
 
@@ -71,6 +72,7 @@ fn trusted_chain_is_joined_and_the_peer_appended() {
         https: false,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     };
     to_upstream(&mut h, &fwd, false);
     assert_eq!(
@@ -109,6 +111,7 @@ fn ipv6_addresses_are_written_plain_and_mapped_ones_as_ipv4() {
         https: true,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     };
     to_upstream(&mut h, &fwd, false);
     assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
@@ -166,7 +169,7 @@ fn fixed_hop_by_hop_headers_are_removed_both_ways() {
     let mut req = map(&pairs);
     to_upstream(&mut req, &untrusted("1.2.3.4"), false);
     let mut resp = map(&pairs);
-    to_client(&mut resp, false);
+    to_client(&mut resp, false, Passed::default());
     for h in [&req, &resp] {
         for (name, _) in &pairs[..7] {
             assert!(h.get(*name).is_none(), "{name} kept");
@@ -185,7 +188,7 @@ fn headers_named_in_connection_are_removed() {
         ("x-bar", "2"),
         ("x-baz", "3"),
     ]);
-    to_client(&mut h, false);
+    to_client(&mut h, false, Passed::default());
     assert!(h.get("connection").is_none());
     assert!(h.get("x-foo").is_none());
     assert!(h.get("x-bar").is_none());
@@ -235,7 +238,7 @@ fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
 
     let mut resp = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
     assert!(is_websocket_accept(&resp));
-    to_client(&mut resp, true);
+    to_client(&mut resp, true, Passed::default());
     assert_eq!(all(&resp, "connection"), ["upgrade"]);
     assert_eq!(all(&resp, "upgrade"), ["websocket"]);
 }
@@ -306,7 +309,7 @@ fn a_101_must_switch_to_websocket() {
 #[test]
 fn response_to_a_non_upgrade_strips_upgrade() {
     let mut resp = map(&[("connection", "upgrade"), ("upgrade", "websocket")]);
-    to_client(&mut resp, false);
+    to_client(&mut resp, false, Passed::default());
     assert!(resp.get("connection").is_none());
     assert!(resp.get("upgrade").is_none());
 }

@@ -4,8 +4,8 @@
 //! 1xx, 204 or 304) are not.
 
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use http::{HeaderMap, Method, StatusCode, Version};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, SERVER, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
 
 use super::date;
 use crate::wire::h1::{has_token, push_decimal, push_hex};
@@ -50,14 +50,15 @@ pub(super) struct Written {
 
 /// Writes the head of an answer with `status`, `lines` (header lines written out
 /// already, copied as they are) and `headers` to `out`; `length` is the body's exact
-/// length when known.
+/// length when known. `server` (`server_header`) and the `Date` are written unless the
+/// answer has its own (an upstream's, passed with `pass_headers`).
 pub(super) fn write_head(
     out: &mut Vec<u8>,
-    status: StatusCode,
-    lines: [&[u8]; 2],
+    (status, lines): (StatusCode, [&[u8]; 2]),
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
+    server: Option<&HeaderValue>,
 ) -> Written {
     write_status_line(out, status, asked.http10);
     for part in lines {
@@ -68,6 +69,11 @@ pub(super) fn write_head(
     // An HTTP/1.0 body without a length ends with the connection.
     let keep_alive = asked.keep_alive && !said.close && framing != Framing::Close;
     write_connection(out, status, keep_alive, &said, asked.http10);
+    if let (false, Some(server)) = (said.server, server) {
+        out.extend_from_slice(b"server: ");
+        out.extend_from_slice(server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     if !said.date {
         date::write_header(out);
     }
@@ -78,12 +84,32 @@ pub(super) fn write_head(
     }
 }
 
+/// An answer written out beforehand (a malformed head's 400, 414, 431, 501), with
+/// `server` and the `Date` after its status line.
+pub(super) fn with_server(answer: &[u8], server: Option<&HeaderValue>) -> Vec<u8> {
+    let line = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map_or(answer.len(), |at| at + 2);
+    let mut out = Vec::with_capacity(answer.len() + 64);
+    out.extend_from_slice(&answer[..line]);
+    if let Some(server) = server {
+        out.extend_from_slice(b"server: ");
+        out.extend_from_slice(server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    date::write_header(&mut out);
+    out.extend_from_slice(&answer[line..]);
+    out
+}
+
 /// What an answer's own header fields said that its head depends on.
 #[derive(Default)]
 struct Said {
     /// A `Content-Length` that was passed on.
     length: Option<u64>,
     date: bool,
+    server: bool,
     /// `Connection: close`.
     close: bool,
     /// `Connection: keep-alive`.
@@ -134,6 +160,8 @@ fn copy_headers(
             said.keep_alive |= has_token(value.as_bytes(), b"keep-alive");
         } else if name == DATE {
             said.date = true;
+        } else if name == SERVER {
+            said.server = true;
         }
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
@@ -277,7 +305,7 @@ mod tests {
         }
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let written = write_head(&mut out, status, [&[], &[]], &map, length, asked);
+        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, None);
         let text = String::from_utf8(out).unwrap();
         let cut = text.find("date: ").map_or(text.clone(), |at| {
             let end = text[at..].find("\r\n").unwrap() + at + 2;
