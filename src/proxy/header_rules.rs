@@ -42,6 +42,17 @@ pub(crate) enum Source {
     Own,
 }
 
+impl Source {
+    /// An answer from the upstream, else from the `return` (`returned`), else tollgate's.
+    pub(crate) fn of(from_upstream: bool, returned: bool) -> Source {
+        match (from_upstream, returned) {
+            (true, _) => Source::Upstream,
+            (false, true) => Source::Return,
+            (false, false) => Source::Own,
+        }
+    }
+}
+
 impl HeaderRules {
     pub(crate) fn new(rules: &config::HeaderRules) -> HeaderRules {
         let response: Vec<_> = rules

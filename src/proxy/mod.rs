@@ -22,7 +22,6 @@ pub(crate) mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::wire::body::ClientBody;
 use http::{Request, Response, StatusCode};
@@ -253,12 +252,7 @@ impl Pipeline {
         let (location, path) = match self.route(&target, &req, conn) {
             Ok(found) => found,
             Err(Unrouted::NotFound(site, path)) => {
-                let asked = own::Asked {
-                    req: &req,
-                    conn,
-                    client,
-                    path: &path,
-                };
+                let asked = own::Asked::new(&req, conn, client, &path);
                 let answer = response::error(StatusCode::NOT_FOUND);
                 let answer = own::add(own::Place::site(site), answer, &asked, &log);
                 return log.finish(answer, None);
@@ -269,12 +263,7 @@ impl Pipeline {
         };
         log.route(&location.stats);
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
-            let asked = own::Asked {
-                req: &req,
-                conn,
-                client,
-                path: &path,
-            };
+            let asked = own::Asked::new(&req, conn, client, &path);
             let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
             return log.finish(refusal, None);
         }
@@ -296,12 +285,7 @@ impl Pipeline {
             false => req.headers_mut(),
         };
         if let Some(refusal) = self.refusal(location, &limited, scratch) {
-            let asked = own::Asked {
-                req: &req,
-                conn,
-                client,
-                path: &path,
-            };
+            let asked = own::Asked::new(&req, conn, client, &path);
             let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
             return log.finish(refusal, None);
         }
@@ -389,11 +373,8 @@ impl Pipeline {
     ) {
         let pending = std::mem::take(&mut limited.settle);
         settle::settle(location, response, pending, from_upstream, worker);
-        let source = match (from_upstream, &location.route) {
-            (true, _) => header_rules::Source::Upstream,
-            (false, Route::Return(_)) => header_rules::Source::Return,
-            (false, Route::Proxy(_)) => header_rules::Source::Own,
-        };
+        let returned = matches!(location.route, Route::Return(_));
+        let source = header_rules::Source::of(from_upstream, returned);
         let status = response.status();
         let headers = response.headers_mut();
         location
@@ -449,7 +430,7 @@ impl Pipeline {
                 (answer, None)
             }
             Err(forward::Stopped::Failed(err)) => {
-                report(&err, to.group);
+                error::report(&err, to.group);
                 forward::record_failure(&err, to.group, to.conn.worker);
                 let response = match err.party() {
                     // A broken or stalled body (or one whose file failed) leaves nothing
@@ -613,32 +594,4 @@ fn declared_body(location: &Location, req: &Request<ClientBody>) -> Result<(), S
         return Err(ProxyError::BodyTooLarge.status());
     }
     Ok(())
-}
-
-/// One error-log line per failed request, at a level that matches who failed, unless
-/// the same kind of failure at the same place was logged less than
-/// [`crate::log::repeats::INTERVAL`] ago (then it is counted, and the next line says so).
-fn report(err: &ProxyError, group: &Group) {
-    let server = err
-        .server()
-        .and_then(|addr| group.servers.iter().find(|s| s.addr == addr));
-    let repeats = server.map_or(&group.log, |server| &server.log);
-    let Some(left_out) = repeats.admit(err.kind(), Instant::now()) else {
-        return;
-    };
-    let kind = err.kind();
-    match (err.party(), left_out) {
-        (error::Party::Client, 0) => tracing::info!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Client, n) => {
-            tracing::info!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-        (error::Party::Upstream, 0) => tracing::warn!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Upstream, n) => {
-            tracing::warn!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-        (error::Party::Gateway, 0) => tracing::error!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Gateway, n) => {
-            tracing::error!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-    }
 }

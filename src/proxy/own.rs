@@ -24,6 +24,22 @@ pub(super) struct Asked<'a> {
     pub path: &'a [u8],
 }
 
+impl<'a> Asked<'a> {
+    pub(super) fn new(
+        req: &'a Request<ClientBody>,
+        conn: &'a Conn,
+        client: IpAddr,
+        path: &'a [u8],
+    ) -> Asked<'a> {
+        Asked {
+            req,
+            conn,
+            client,
+            path,
+        }
+    }
+}
+
 /// Where the answer is given: the rules that apply there, its `$server_name`, and the
 /// regex whose captures the values may read.
 pub(super) struct Place<'a> {

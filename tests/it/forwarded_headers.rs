@@ -53,8 +53,9 @@ async fn x_forwarded_host_is_the_http2_authority_whatever_host_a_rule_sets() {
     let up = Upstream::start(|_req| async { text(200, "ok") }).await;
     let rules = "request_headers = { Host = \"slack.com\" }";
     let gw = gateway(&config(up.addr, "", rules));
-    let uri = format!("http://evil.example:8443/x");
-    let request = http::Request::get(uri).body(empty()).unwrap();
+    let request = http::Request::get("http://evil.example:8443/x")
+        .body(empty())
+        .unwrap();
     let reply = within(5, send_h2(addr(&gw), request)).await;
     assert_eq!(reply.status, 200);
     let seen = up.last();
