@@ -45,6 +45,7 @@ mod redis_zones;
 mod rejections;
 mod reload;
 mod request_buffering;
+mod response_when;
 mod return_vars;
 mod rewrite;
 mod server_header;
