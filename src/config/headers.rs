@@ -92,6 +92,13 @@ impl Passed {
     pub(super) fn with(self, other: Passed) -> Passed {
         Passed(self.0 | other.0)
     }
+
+    /// The set of `names` (lowercase) that are dropped by default.
+    #[cfg(test)]
+    pub(crate) fn of(names: &[&str]) -> Passed {
+        let index = |name| Passed::DROPPED.iter().position(|d| d == name);
+        Passed(names.iter().filter_map(index).fold(0, |set, i| set | 1 << i))
+    }
 }
 
 /// When a `response_headers` rule applies.

@@ -26,6 +26,8 @@ workers = 2
 max_header_bytes = "16k"
 limit_status = 503
 ratelimit_headers = "both"
+server_header = "edge"
+forwarded_headers = ["X-Forwarded-For", "X-Real-IP"]
 
 [tls]
 certificates = [{ cert = "certs/a.pem", key = "certs/a.key" }]
@@ -90,6 +92,9 @@ limit = [{ zone = "win", burst = 5, delay = 2, dry_run = true }, { zone = "log" 
 cost = 2
 limit_status = 429
 upstream = "app"
+response_headers = { "X-Frame-Options" = { value = "DENY", when = "success" }, "X-A" = "a" }
+pass_headers = ["Server"]
+forwarded_headers = []
 
 [[location]]
 match = "= /x"

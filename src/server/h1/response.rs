@@ -305,13 +305,16 @@ mod tests {
         }
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, None);
+        let server = HeaderValue::from_static("tollgate");
+        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, Some(&server));
         let text = String::from_utf8(out).unwrap();
-        let cut = text.find("date: ").map_or(text.clone(), |at| {
-            let end = text[at..].find("\r\n").unwrap() + at + 2;
-            format!("{}{}", &text[..at], &text[end..])
-        });
-        (cut, written)
+        let cut = |text: String, line: &str| {
+            text.find(line).map_or(text.clone(), |at| {
+                let end = text[at..].find("\r\n").unwrap() + at + 2;
+                format!("{}{}", &text[..at], &text[end..])
+            })
+        };
+        (cut(cut(text, "date: "), "server: tollgate\r\n"), written)
     }
 
     const GET11: Asked = Asked {
@@ -407,6 +410,36 @@ mod tests {
         let (text, written) = head(200, &[], Some(0), asked);
         assert!(text.contains("connection: keep-alive\r\n"), "{text}");
         assert!(written.keep_alive);
+    }
+
+    #[test]
+    fn tollgates_server_goes_out_unless_the_answer_has_one() {
+        let server = HeaderValue::from_static("tollgate");
+        let mut out = Vec::new();
+        let status = (StatusCode::OK, [&b""[..], &b""[..]]);
+        write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, Some(&server));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("server: tollgate\r\n").count(), 1, "{text}");
+        let mut map = HeaderMap::new();
+        map.insert(SERVER, HeaderValue::from_static("Apache"));
+        let mut out = Vec::new();
+        write_head(&mut out, status, &map, Some(0), GET11, Some(&server));
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("tollgate"), "{text}");
+        let mut out = Vec::new();
+        write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, None);
+        assert!(!String::from_utf8(out).unwrap().contains("server"));
+    }
+
+    #[test]
+    fn an_answer_written_beforehand_gets_the_server_and_date_after_its_status_line() {
+        let answer = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n";
+        let server = HeaderValue::from_static("edge");
+        let text = String::from_utf8(with_server(answer, Some(&server))).unwrap();
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\nserver: edge\r\ndate: "), "{text}");
+        assert!(text.ends_with("\r\nconnection: close\r\n\r\n"), "{text}");
+        let text = String::from_utf8(with_server(answer, None)).unwrap();
+        assert!(!text.contains("server"), "{text}");
     }
 
     #[test]
