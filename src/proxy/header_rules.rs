@@ -73,7 +73,12 @@ impl HeaderRules {
             own: own_rules.count() > 0,
             own_per_request,
             response,
-            hide: rules.hide.clone(),
+            // A header the site hides and the location passes (or the other way round)
+            // is passed, as nginx's `proxy_pass_header` wins over `proxy_hide_header`.
+            hide: (rules.hide.iter())
+                .filter(|name| !passes(rules.pass, name))
+                .cloned()
+                .collect(),
             pass: rules.pass,
         }
     }
@@ -200,6 +205,12 @@ fn set<'a>(
     if let Some(value) = value {
         headers.insert(name.clone(), value.clone());
     }
+}
+
+/// Whether `pass` lets `name` through.
+fn passes(pass: Passed, name: &HeaderName) -> bool {
+    let dropped = Passed::DROPPED.iter().position(|d| *d == name.as_str());
+    dropped.is_some_and(|index| pass.has(index))
 }
 
 /// A value made once when it has no variable.

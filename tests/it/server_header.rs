@@ -194,6 +194,23 @@ async fn an_empty_server_header_sends_none_and_a_custom_one_is_sent_as_written()
     assert_eq!(servers(&reply), ["Edge/1"]);
 }
 
+#[tokio::test]
+async fn a_location_passing_what_its_site_hides_passes_it_as_nginx_does() {
+    let _shared = support::shared();
+    let up = chatty().await;
+    let toml = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [upstreams.app]\nservers = [\"{}\"]\n\
+         [[site]]\nnames = [\"a.example\"]\nhide_headers = [\"Server\", \"X-Powered-By\"]\n\
+         [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\npass_headers = [\"Server\"]\n",
+        up.addr
+    );
+    let gw = gateway(&toml);
+    let reply = ask(&gw, false, http::Request::get("/"), "/", empty()).await;
+    assert_eq!(servers(&reply), ["Apache/2.4.1 (Unix)"]);
+    assert!(reply.headers.get("x-powered-by").is_none());
+}
+
 #[test]
 fn pass_headers_takes_only_headers_dropped_by_default_and_none_also_hidden() {
     let up = support::closed_port();
