@@ -56,12 +56,17 @@ impl Forwarded {
             .map(|&(_, one)| one)
     }
 
-    /// The names in the set, for messages.
+    /// The names in the set, as the docs write them, for messages.
     fn names(self) -> impl Iterator<Item = &'static str> {
-        Forwarded::NAMES
-            .into_iter()
-            .filter(move |&(_, one)| self.has(one))
-            .map(|(name, _)| name)
+        const WRITTEN: [&str; 4] = [
+            "X-Forwarded-For",
+            "X-Real-IP",
+            "X-Forwarded-Proto",
+            "X-Forwarded-Host",
+        ];
+        (Forwarded::NAMES.into_iter().zip(WRITTEN))
+            .filter(move |&((_, one), _)| self.has(one))
+            .map(|(_, written)| written)
     }
 }
 

@@ -94,10 +94,10 @@ pub(super) fn rules(
     diag: &mut Diagnostics<'_>,
 ) -> Option<Rules> {
     let forwarded = forwarded(raw, inherited, diag);
-    let headers = forwarded.and_then(|forwarded| {
-        headers::header_rules(raw, pattern, forwarded, diag)
-            .map(|(headers, sets)| (headers, forwarded, sets))
-    });
+    // Checked against what is inherited when the table's own list is itself wrong, so
+    // that the rules' problems are reported too.
+    let checked = forwarded.unwrap_or(inherited.forwarded);
+    let headers = headers::header_rules(raw, pattern, checked, diag);
     let limits = match raw.limit {
         None => Some(None),
         Some(list) => limits::limits(list, zones, cost, diag).map(Some),
@@ -116,7 +116,8 @@ pub(super) fn rules(
             .check(value.span(), values::max_body_size(value.get_ref()))
             .map(Some),
     };
-    let (headers, forwarded, sets) = headers?;
+    let (headers, sets) = headers?;
+    let forwarded = forwarded?;
     Some(Rules {
         limits: limits?,
         access: access?,

@@ -202,7 +202,7 @@ fn a_rule_for_a_header_tollgate_writes_there_is_refused_where_it_is_written() {
          forwarded_headers = [\"X-Real-IP\"]\n"
     );
     let message = refused(&toml);
-    assert!(message.contains("x-real-ip set by the site"), "{message}");
+    assert!(message.contains("X-Real-IP set by the site"), "{message}");
     let message = refused(&config(up, "forwarded_headers = [\"Forwarded\"]", ""));
     assert!(
         message.contains("not a header tollgate forwards"),
