@@ -209,3 +209,30 @@ fn a_rule_for_a_header_tollgate_writes_there_is_refused_where_it_is_written() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn repeated_and_oddly_cased_copies_are_all_replaced_or_all_passed() {
+    let _shared = support::shared();
+    let up = RawUpstream::ok().await;
+    let gw = gateway(&config(
+        up.addr,
+        "",
+        "forwarded_headers = [\"X-Forwarded-Host\"]",
+    ));
+    let raw = b"GET / HTTP/1.1\r\nHost: a.example\r\nx-FORWARDED-host: one.example\r\n\
+                X-Forwarded-Host: two.example\r\nX-Forwarded-For: 6.6.6.6\r\n\
+                X-FORWARDED-FOR: 7.7.7.7\r\n\r\n";
+    let (status, seen) = through(&gw, &up, raw).await;
+    assert_eq!(status, 200);
+    assert_eq!(seen.matches("x-forwarded-host:").count(), 1, "{seen}");
+    assert!(seen.contains("x-forwarded-host: a.example\r\n"), "{seen}");
+    assert!(
+        !seen.contains("one.example") && !seen.contains("two.example"),
+        "{seen}"
+    );
+    // Not written: both of the client's lines go on as sent.
+    assert!(
+        seen.contains("6.6.6.6") && seen.contains("7.7.7.7"),
+        "{seen}"
+    );
+}
