@@ -42,20 +42,20 @@ const IDLE: u8 = 3;
 const REQUEST_TIMEOUT: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 
-/// The 408, with `server` as its `Server` header.
-fn request_timeout(server: Option<&http::HeaderValue>) -> std::borrow::Cow<'static, [u8]> {
-    let Some(server) = server else {
-        return REQUEST_TIMEOUT.into();
-    };
+/// The 408, with `server` as its `Server` header, and a `Date`.
+fn request_timeout(server: Option<&http::HeaderValue>) -> Vec<u8> {
     let line = REQUEST_TIMEOUT.windows(2).position(|w| w == b"\r\n").unwrap_or(0) + 2;
     let (status, rest) = REQUEST_TIMEOUT.split_at(line);
-    let mut answer = Vec::with_capacity(REQUEST_TIMEOUT.len() + 10 + server.len());
+    let mut answer = Vec::with_capacity(REQUEST_TIMEOUT.len() + 64);
     answer.extend_from_slice(status);
-    answer.extend_from_slice(b"Server: ");
-    answer.extend_from_slice(server.as_bytes());
-    answer.extend_from_slice(b"\r\n");
+    if let Some(server) = server {
+        answer.extend_from_slice(b"Server: ");
+        answer.extend_from_slice(server.as_bytes());
+        answer.extend_from_slice(b"\r\n");
+    }
+    super::h1::date::write_header(&mut answer);
     answer.extend_from_slice(rest);
-    answer.into()
+    answer
 }
 
 /// The limits a connection is held to.

@@ -176,6 +176,7 @@ async fn the_answers_to_malformed_and_slow_heads_carry_it_too() {
     let head = reply.head.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 408 "), "{head}");
     assert!(head.contains("\r\nserver: edge\r\n"), "{head}");
+    assert!(head.contains("\r\ndate: "), "{head}");
 }
 
 #[tokio::test]

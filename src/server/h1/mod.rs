@@ -10,7 +10,7 @@
 //! buffer and the header map are the connection's, reused by each request in turn. When
 //! the worker drains, the answer under way is finished and no further request taken.
 
-mod date;
+pub(super) mod date;
 mod head;
 mod outbox;
 #[cfg(test)]
