@@ -275,6 +275,8 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
         sites.push(Site {
             router: Router::new(patterns).redirect_slashless(proxies),
             locations,
+            headers: HeaderRules::new(&site.headers),
+            server_name,
         });
     }
     let one_everywhere = config.sites.len() == 1 && config.sites[0].listen.is_none();
@@ -341,12 +343,14 @@ fn location(
         config::Action::Return(_) => None,
     };
     let upstream_urls = UpstreamUrls::new(location, upstream);
+    let headers = HeaderRules::new(&location.headers);
     Ok(Location {
         route,
         prewritten: limit_response::Prewritten::new(
             &rules,
             limit_status,
             config.server.ratelimit_headers,
+            &headers.own_lines(limit_status),
         ),
         limits: Policy::new(rules, location.cost, built.redis, built.leases),
         cost_from: location.cost_from.clone(),
@@ -359,7 +363,8 @@ fn location(
         denied: denied_counters(&location.access, label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status,
-        headers: HeaderRules::new(&location.headers),
+        headers,
+        forwarded: location.forwarded,
         captures: captures(location, upstream_urls.location_captures()),
         rewrite: rewrite(location),
         needs_vars: texts(location).any(|text| text.as_literal().is_none())
@@ -406,7 +411,7 @@ fn route(
 fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> {
     let headers = &location.headers;
     let request = headers.request.iter().filter_map(|(_, v)| v.as_ref());
-    let response = headers.response.iter().map(|(_, v)| v);
+    let response = headers.response.iter().map(|(_, v)| &v.value);
     let answer = match &location.action {
         config::Action::Return(ret) => {
             let status = match &ret.status {
@@ -477,6 +482,7 @@ fn pipeline(
         exempt: config.access.exempt.clone(),
         api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
         ratelimit_headers: server.ratelimit_headers,
+        server_header: server.server_header.clone(),
         body: crate::wire::body::BodyLimits {
             timeout: server.client_body_timeout,
             min_rate: server.client_body_min_rate,

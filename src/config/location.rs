@@ -85,7 +85,8 @@ fn location(
     let cost_from = cost_from(&location, action.as_ref(), diag);
     let zones = context.zones;
     let rules = cost.and_then(|cost| {
-        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, context.maps, diag)?;
+        let inherited = context.site.inherited();
+        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, inherited, context.maps, diag)?;
         if let (None, Some(site), Some(written)) =
             (&own.limits, &context.site.limits, &location.cost)
         {
@@ -117,6 +118,7 @@ fn location(
         request_buffering: rules.request_buffering,
         redirects: redirects?,
         cookies,
+        forwarded: rules.forwarded,
     })
 }
 

@@ -56,6 +56,7 @@ use std::time::Duration;
 pub(crate) use acme::StorageError;
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
+pub(crate) use headers::{Forwarded, Passed, ResponseValue, When};
 pub(crate) use rules::RequestBuffering;
 pub use validate::{from_str, load};
 
@@ -267,6 +268,11 @@ pub(crate) struct Server {
     /// Status of a rate-limit rejection (ours: 429; nginx's default is 503).
     pub limit_status: http::StatusCode,
     pub ratelimit_headers: RateLimitHeaders,
+    /// tollgate's own `Server` header on every answer (nginx `server_tokens`); `None`
+    /// (`server_header = ""`): none.
+    pub server_header: Option<http::HeaderValue>,
+    /// The forwarding headers written upstream, unless a site or location says otherwise.
+    pub forwarded_headers: Forwarded,
 }
 
 /// `client_max_body_size`: how many bytes of body a request may carry (nginx's).
@@ -469,6 +475,9 @@ pub(crate) struct Site {
     /// In file order (regex locations are tried in this order), with what they inherit
     /// from the site already in them.
     pub locations: Vec<Location>,
+    /// The site's own header rules: its `response_headers` with `when = "always"` go on
+    /// its answers that no location makes (a 404).
+    pub headers: HeaderRules,
 }
 
 impl Site {
@@ -544,6 +553,8 @@ pub(crate) struct Location {
     pub redirects: Redirects,
     /// `cookie_path` and `cookie_domain`: how its `Set-Cookie`s are rewritten.
     pub cookies: CookieRewrites,
+    /// `forwarded_headers`: the location's, else its site's, else `[server]`'s.
+    pub forwarded: Forwarded,
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).
@@ -551,10 +562,12 @@ pub(crate) struct Location {
 pub(crate) struct HeaderRules {
     /// Set on the request to the upstream; `None` removes.
     pub request: Vec<(http::HeaderName, Option<VarText>)>,
-    /// Set on every response the location serves (its upstream's or its `return`'s).
-    pub response: Vec<(http::HeaderName, VarText)>,
+    /// Set on the responses the location serves, each when its `when` says.
+    pub response: Vec<(http::HeaderName, ResponseValue)>,
     /// Removed from the upstream's responses.
     pub hide: Vec<http::HeaderName>,
+    /// `pass_headers`: which of the upstream's headers dropped by default reach the client.
+    pub pass: Passed,
 }
 
 /// `cost_from` and `keep_cost_header`.

@@ -7,7 +7,8 @@
 //! site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
-//! known trap). `hide_headers` is the union of both lists.
+//! known trap). `hide_headers` and `pass_headers` are the union of both lists.
+//! `forwarded_headers` is replaced: the location's, else the site's, else `[server]`'s.
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,8 @@ use super::maps::Maps;
 use super::raw::RawRules;
 use super::redirects::{self, RedirectRewrite};
 use super::{access, headers, limits, values};
-use super::{AccessRule, CookieRewrites, HeaderRules, Limit, MaxBodySize, Pattern};
+use super::raw::Span;
+use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, MaxBodySize, Pattern};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -34,7 +36,7 @@ pub enum RequestBuffering {
 }
 
 /// The rules as set; `None` where the key is not written.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct Rules {
     pub limits: Option<Vec<Limit>>,
     pub access: Option<Vec<AccessRule>>,
@@ -45,20 +47,68 @@ pub(super) struct Rules {
     pub redirect_rewrite: Option<RedirectRewrite>,
     pub cookie_path: Option<Vec<redirects::RewriteRule>>,
     pub cookie_domain: Option<Vec<redirects::RewriteRule>>,
+    /// `forwarded_headers` in effect: its own, else what it inherits.
+    pub forwarded: Forwarded,
+    /// The forwarding headers its `request_headers` set or remove.
+    pub sets: Forwarded,
+}
+
+/// What a table's rules are checked against from above: the `forwarded_headers` in
+/// effect there, and the forwarding headers the site's `request_headers` set.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Inherited {
+    pub forwarded: Forwarded,
+    pub sets: Forwarded,
+}
+
+impl Inherited {
+    /// What `[server]` hands its sites: its `forwarded_headers` (all four when it is
+    /// itself wrong) and no rules.
+    pub(super) fn server(forwarded: Option<Forwarded>) -> Inherited {
+        Inherited {
+            forwarded: forwarded.unwrap_or(Forwarded::ALL),
+            sets: Forwarded::NONE,
+        }
+    }
+}
+
+impl Default for Rules {
+    /// No rule written, every forwarding header written.
+    fn default() -> Rules {
+        Rules {
+            limits: None,
+            access: None,
+            limit_status: None,
+            client_max_body_size: None,
+            request_buffering: None,
+            headers: HeaderRules::default(),
+            redirect_rewrite: None,
+            cookie_path: None,
+            cookie_domain: None,
+            forwarded: Forwarded::ALL,
+            sets: Forwarded::NONE,
+        }
+    }
 }
 
 /// The rules written in `raw`, each problem reported. `cost` is what each request of the
 /// location takes (1 for a site); `pattern` the location's (`None` when it is itself
-/// wrong), which header values' captures refer to.
+/// wrong), which header values' captures refer to; `inherited` what the table above
+/// (`[server]` for a site, the site for a location) has in effect.
 pub(super) fn rules(
     raw: &RawRules<'_>,
     cost: u64,
     pattern: Option<&Pattern>,
     zones: &[limits::ZoneInfo],
+    inherited: Inherited,
     maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Rules> {
-    let headers = headers::header_rules(raw, pattern, maps, diag);
+    let forwarded = forwarded(raw, inherited, diag);
+    // Checked against what is inherited when the table's own list is itself wrong, so
+    // that the rules' problems are reported too.
+    let checked = forwarded.unwrap_or(inherited.forwarded);
+    let headers = headers::header_rules(raw, pattern, checked, maps, diag);
     let limits = match raw.limit {
         None => Some(None),
         Some(list) => limits::limits(list, zones, cost, diag).map(Some),
@@ -87,17 +137,36 @@ pub(super) fn rules(
     };
     let cookie_path = cookie(raw.cookie_path, Attribute::Path);
     let cookie_domain = cookie(raw.cookie_domain, Attribute::Domain);
+    let (headers, sets) = headers?;
+    let forwarded = forwarded?;
     Some(Rules {
         limits: limits?,
         access: access?,
         limit_status: limit_status?,
         client_max_body_size: client_max_body_size?,
         request_buffering: raw.request_buffering,
-        headers: headers?,
+        headers,
         redirect_rewrite: redirect_rewrite?,
         cookie_path: cookie_path?,
         cookie_domain: cookie_domain?,
+        forwarded,
+        sets,
     })
+}
+
+/// The table's `forwarded_headers`, else the one it inherits; an own list that has
+/// tollgate write a header the site's `request_headers` set is refused.
+fn forwarded(
+    raw: &RawRules<'_>,
+    inherited: Inherited,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Forwarded> {
+    let Some(written) = raw.forwarded_headers else {
+        return Some(inherited.forwarded);
+    };
+    let own = headers::forwarded_headers(written, diag)?;
+    let span: Span = written.span();
+    (!headers::clash(own, inherited.sets, span, diag)).then_some(own)
 }
 
 impl Rules {
@@ -113,6 +182,8 @@ impl Rules {
             redirect_rewrite: self.redirect_rewrite.or_else(|| site.redirect_rewrite.clone()),
             cookie_path: self.cookie_path.or_else(|| site.cookie_path.clone()),
             cookie_domain: self.cookie_domain.or_else(|| site.cookie_domain.clone()),
+            forwarded: self.forwarded,
+            sets: self.sets,
         }
     }
 
@@ -121,6 +192,14 @@ impl Rules {
         CookieRewrites {
             paths: self.cookie_path.clone().unwrap_or_default(),
             domains: self.cookie_domain.clone().unwrap_or_default(),
+        }
+    }
+
+    /// What the site's locations are checked against.
+    pub(super) fn inherited(&self) -> Inherited {
+        Inherited {
+            forwarded: self.forwarded,
+            sets: self.sets,
         }
     }
 }
@@ -150,6 +229,7 @@ fn merged(site: &HeaderRules, own: HeaderRules) -> HeaderRules {
         request: over(&site.request, own.request),
         response: over(&site.response, own.response),
         hide,
+        pass: site.pass.with(own.pass),
     }
 }
 
@@ -159,15 +239,18 @@ mod tests {
     use crate::config::VarText;
     use http::HeaderName;
 
-    fn text(value: &str) -> VarText {
-        VarText::parse(value).unwrap()
+    fn text(value: &str) -> crate::config::ResponseValue {
+        crate::config::ResponseValue {
+            value: VarText::parse(value).unwrap(),
+            when: crate::config::When::Served,
+        }
     }
 
-    fn rendered(rules: &[(HeaderName, VarText)]) -> Vec<(String, String)> {
+    fn rendered(rules: &[(HeaderName, crate::config::ResponseValue)]) -> Vec<(String, String)> {
         rules
             .iter()
-            .map(|(name, value)| {
-                let value = value.as_literal().unwrap_or_default().to_owned();
+            .map(|(name, rule)| {
+                let value = rule.value.as_literal().unwrap_or_default().to_owned();
                 (name.as_str().to_owned(), value)
             })
             .collect()
@@ -185,6 +268,7 @@ mod tests {
                     (frame.clone(), text("DENY")),
                 ],
                 hide: vec![HeaderName::from_static("server")],
+                pass: crate::config::Passed::default(),
             },
             ..Rules::default()
         };
@@ -196,6 +280,7 @@ mod tests {
                     HeaderName::from_static("server"),
                     HeaderName::from_static("x-powered-by"),
                 ],
+                pass: crate::config::Passed::default(),
             },
             ..Rules::default()
         };

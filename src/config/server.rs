@@ -10,8 +10,8 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::values::duration_or;
-use super::{limits, values};
-use super::{MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
+use super::{headers, limits, values};
+use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
@@ -104,6 +104,11 @@ pub(super) fn server(
         Some(value) => limits::limit_status(value, diag),
         None => Some(StatusCode::TOO_MANY_REQUESTS),
     };
+    let server_header = server_header(raw.server_header.as_ref(), diag);
+    let forwarded_headers = match &raw.forwarded_headers {
+        Some(list) => headers::forwarded_headers(list, diag),
+        None => Some(Forwarded::ALL),
+    };
     // Every key above has been checked (and its errors reported) before any `?`.
     let Listeners { listen, listen_tls } = listeners?;
     Some(Server {
@@ -127,7 +132,32 @@ pub(super) fn server(
         shutdown_timeout: shutdown_timeout?,
         limit_status: limit_status?,
         ratelimit_headers: ratelimit_headers(raw.ratelimit_headers),
+        server_header: server_header?,
+        forwarded_headers: forwarded_headers?,
     })
+}
+
+/// `server_header`: tollgate's `Server` value, `"tollgate"` by default (no version, as
+/// nginx with `server_tokens off` names only itself); `""` sends none.
+fn server_header(
+    written: Option<&Spanned<String>>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<http::HeaderValue>> {
+    let Some(written) = written else {
+        return Some(Some(http::HeaderValue::from_static("tollgate")));
+    };
+    let text = written.get_ref().trim();
+    if text.is_empty() {
+        return Some(None);
+    }
+    match http::HeaderValue::from_str(text) {
+        Ok(value) if !text.bytes().any(|b| b.is_ascii_control()) => Some(Some(value)),
+        _ => {
+            let message = "`server_header` must be visible ASCII text (or \"\" for none)";
+            diag.error(written.span(), message);
+            None
+        }
+    }
 }
 
 /// `client_body_temp_path`, relative to `base`; by default `tollgate-body` in the

@@ -13,7 +13,7 @@ use super::limits::ZoneInfo;
 use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::maps::Maps;
-use super::rules::{self, Rules};
+use super::rules::{self, Inherited, Rules};
 use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
@@ -33,8 +33,13 @@ pub(super) fn sites(
     acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Site>> {
+    let from_server = Inherited::server(server.map(|s| s.forwarded_headers));
     let Some((key, raw_sites)) = raw_sites else {
-        let locations = locations(raw_locations, &Rules::default(), upstreams, zones, maps, diag)?;
+        let top = Rules {
+            forwarded: from_server.forwarded,
+            ..Rules::default()
+        };
+        let locations = locations(raw_locations, &top, upstreams, zones, maps, diag)?;
         return Some(vec![Site {
             names: Vec::new(),
             server_name: String::new(),
@@ -43,6 +48,7 @@ pub(super) fn sites(
             default: false,
             acme: false,
             locations,
+            headers: Default::default(),
         }]);
     };
     let mut valid = true;
@@ -135,7 +141,8 @@ fn site(
     // Site-wide header values may use variables but no captures: those belong to a
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
-    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, maps, diag);
+    let inherited = Inherited::server(server.map(|s| s.forwarded_headers));
+    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, inherited, maps, diag);
     let locations = rules
         .as_ref()
         .and_then(|rules| locations(raw_locations, rules, upstreams, zones, maps, diag));
@@ -157,6 +164,7 @@ fn site(
             default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
             acme: acme?,
             locations: locations?,
+            headers: rules?.headers,
         },
         table: span,
         name_spans,

@@ -1,10 +1,13 @@
-//! What went wrong while handling a request, who is to blame, and the status it maps to.
+//! What went wrong while handling a request, who is to blame, the status it maps to, and
+//! its error-log line ([`report`]).
 
 use std::fmt;
+use std::time::Instant;
 
 use http::StatusCode;
 
 use crate::upstream::h1::ConnectError;
+use crate::upstream::Group;
 use crate::wire::body::BodyError;
 
 /// Who failed, which sets the error log's level and whether the client connection can
@@ -134,5 +137,33 @@ impl fmt::Display for Party {
             Party::Upstream => "upstream",
             Party::Gateway => "gateway",
         })
+    }
+}
+
+/// One error-log line per failed request, at a level that matches who failed, unless
+/// the same kind of failure at the same place was logged less than
+/// [`crate::log::repeats::INTERVAL`] ago (then it is counted, and the next line says so).
+pub(super) fn report(err: &ProxyError, group: &Group) {
+    let server = err
+        .server()
+        .and_then(|addr| group.servers.iter().find(|s| s.addr == addr));
+    let repeats = server.map_or(&group.log, |server| &server.log);
+    let Some(left_out) = repeats.admit(err.kind(), Instant::now()) else {
+        return;
+    };
+    let kind = err.kind();
+    match (err.party(), left_out) {
+        (Party::Client, 0) => tracing::info!(upstream = %group.name, kind, "{err}"),
+        (Party::Client, n) => {
+            tracing::info!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
+        (Party::Upstream, 0) => tracing::warn!(upstream = %group.name, kind, "{err}"),
+        (Party::Upstream, n) => {
+            tracing::warn!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
+        (Party::Gateway, 0) => tracing::error!(upstream = %group.name, kind, "{err}"),
+        (Party::Gateway, n) => {
+            tracing::error!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
+        }
     }
 }

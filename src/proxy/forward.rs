@@ -16,7 +16,7 @@ use http_body::Body;
 
 use super::error::ProxyError;
 use super::{headers, tunnel, Conn};
-use crate::config::MaxBodySize;
+use crate::config::{Forwarded, MaxBodySize, Passed};
 use crate::limit::outcome::InFlight;
 use crate::metrics::load::Failure;
 use crate::upstream::h1::{ConnectError, Exchange};
@@ -39,6 +39,10 @@ pub(super) struct Ctx<'a> {
     /// With `request_buffering` on: where a body larger than `body_buffer` is read
     /// whole into a file before an upstream is chosen. `None`: it streams.
     pub spool: Option<&'a std::path::Path>,
+    /// The location's `forwarded_headers`.
+    pub forwarded: Forwarded,
+    /// The location's `pass_headers`.
+    pub pass: Passed,
 }
 
 /// A response head from upstream, ready for the client.
@@ -63,6 +67,7 @@ pub(super) fn prepare<B>(req: &mut Request<B>, ctx: &Ctx<'_>) -> Prepared {
         https: ctx.conn.https,
         host: host.as_ref(),
         client_value: (ctx.client == ctx.peer).then_some(&ctx.conn.peer_value),
+        set: ctx.forwarded,
     };
     let version = req.version();
     let upgrade = headers::is_websocket_handshake(req.method(), version, req.headers(), present);
@@ -210,7 +215,7 @@ pub(super) async fn forward(
         let worker = ctx.conn.worker;
         let (status, upstream_time) =
             answered(&exchange, group, server, now, progress.as_deref(), worker);
-        let response = respond(exchange, client_upgrade, group, server, held)?;
+        let response = respond(exchange, client_upgrade, (group, server), ctx.pass, held)?;
         let mut lease = Lease::new(active, ctx.conn.worker);
         // A tunnel would hold its slot for as long as it stays open: a WebSocket
         // handshake waits at the gate like any request (anyone can send its headers),
@@ -323,12 +328,12 @@ async fn upstream_body(
     Ok((body, progress))
 }
 
-/// Turns the upstream's response head into the client's.
+/// Turns the upstream's response head (of `server` of `group`) into the client's.
 fn respond(
     exchange: Exchange,
     client_upgrade: Option<tunnel::ClientUpgrade>,
-    group: &Arc<Group>,
-    server: usize,
+    (group, server): (&Arc<Group>, usize),
+    pass: Passed,
     held: &mut Vec<InFlight>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
@@ -348,13 +353,13 @@ fn respond(
                 drop(held);
             });
             let (mut parts, ()) = head.into_parts();
-            headers::to_client(&mut parts.headers, true);
+            headers::to_client(&mut parts.headers, true, pass);
             parts.version = Version::HTTP_11;
             Ok(Response::from_parts(parts, ResponseBody::Empty))
         }
         Exchange::Response(response) => {
             let (mut parts, body) = response.into_parts();
-            headers::to_client(&mut parts.headers, false);
+            headers::to_client(&mut parts.headers, false, pass);
             // The client's protocol is the client connection's business, whatever the
             // upstream spoke (it may be HTTP/1.0).
             parts.version = Version::HTTP_11;

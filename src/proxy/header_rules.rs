@@ -1,20 +1,27 @@
 //! A location's header rules at run time ("Header rules" in docs/config.md): headers set
-//! or removed on the request to the upstream, set on the responses the location serves,
-//! and hidden from its upstream's responses. Values without variables are made once;
-//! the others are filled in per request by [`HeaderRules::render`].
+//! or removed on the request to the upstream, set on the answers the location gives (each
+//! as its `when` says), hidden from its upstream's answers, and which of the headers
+//! dropped by default it passes. Values without variables are made once; the others are
+//! filled in per request by [`HeaderRules::render`].
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::response::Filled;
-use crate::config;
+use crate::config::{self, Passed, When};
 use crate::vars::{self, VarText};
 
 #[derive(Default)]
 pub struct HeaderRules {
     /// `None` removes the header.
     request: Vec<(HeaderName, Option<Filled<HeaderValue>>)>,
-    response: Vec<(HeaderName, Filled<HeaderValue>)>,
+    response: Vec<(HeaderName, Filled<HeaderValue>, When)>,
     hide: Vec<HeaderName>,
+    pass: Passed,
+    /// Some response rule may go on an answer of tollgate's own (`success` or `always`).
+    own: bool,
+    /// One of those has variables.
+    own_per_request: bool,
 }
 
 /// The values with variables of one request, in rule order.
@@ -24,21 +31,71 @@ pub(crate) struct Rendered {
     response: Vec<HeaderValue>,
 }
 
+/// Who made an answer, which says which response rules it gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The upstream: every rule by its `when`, and `hide_headers`.
+    Upstream,
+    /// The location's `return`: every rule by its `when`.
+    Return,
+    /// tollgate itself (403, 404, 413, 429, 5xx…): `success` and `always` rules only.
+    Own,
+}
+
+impl Source {
+    /// An answer from the upstream, else from the `return` (`returned`), else tollgate's.
+    pub(crate) fn of(from_upstream: bool, returned: bool) -> Source {
+        match (from_upstream, returned) {
+            (true, _) => Source::Upstream,
+            (false, true) => Source::Return,
+            (false, false) => Source::Own,
+        }
+    }
+}
+
 impl HeaderRules {
     pub(crate) fn new(rules: &config::HeaderRules) -> HeaderRules {
+        let response: Vec<_> = rules
+            .response
+            .iter()
+            .map(|(name, rule)| (name.clone(), filled(&rule.value), rule.when))
+            .collect();
+        let own_rules = response.iter().filter(|(_, _, when)| *when != When::Served);
+        let own_per_request = own_rules
+            .clone()
+            .any(|(_, value, _)| matches!(value, Filled::PerRequest(_)));
         HeaderRules {
             request: rules
                 .request
                 .iter()
                 .map(|(name, value)| (name.clone(), value.as_ref().map(filled)))
                 .collect(),
-            response: rules
-                .response
-                .iter()
-                .map(|(name, value)| (name.clone(), filled(value)))
+            own: own_rules.count() > 0,
+            own_per_request,
+            response,
+            // A header the site hides and the location passes (or the other way round)
+            // is passed, as nginx's `proxy_pass_header` wins over `proxy_hide_header`.
+            hide: (rules.hide.iter())
+                .filter(|name| !passes(rules.pass, name))
+                .cloned()
                 .collect(),
-            hide: rules.hide.clone(),
+            pass: rules.pass,
         }
+    }
+
+    /// Which of the upstream's headers dropped by default reach the client.
+    pub(crate) fn pass(&self) -> Passed {
+        self.pass
+    }
+
+    /// Whether an answer of tollgate's own may get a rule's header.
+    pub(crate) fn touches_own(&self) -> bool {
+        self.own
+    }
+
+    /// Whether one of those rules needs the request's variables.
+    pub(crate) fn own_per_request(&self) -> bool {
+        self.own_per_request
     }
 
     /// The values with variables, filled in from `req` (nothing without `req`).
@@ -62,7 +119,7 @@ impl HeaderRules {
                 .filter_map(|(_, value)| per_request(value.as_ref()?))
                 .collect(),
             response: (self.response.iter())
-                .filter_map(|(_, value)| per_request(value))
+                .filter_map(|(_, value, _)| per_request(value))
                 .collect(),
         }
     }
@@ -80,16 +137,58 @@ impl HeaderRules {
         }
     }
 
-    /// Hides the hidden headers, then sets the response rules' headers, on a response
-    /// the location serves.
-    pub(crate) fn to_response(&self, headers: &mut HeaderMap, rendered: &Rendered) {
-        for name in &self.hide {
-            headers.remove(name);
+    /// On an answer with `status` from `source`: hides the hidden headers (the
+    /// upstream's), then sets the response rules' headers whose `when` takes it. With
+    /// `lines_written`, the rules without variables are left out: the answer's header
+    /// lines have them already ([`HeaderRules::own_lines`]).
+    pub(crate) fn to_response(
+        &self,
+        headers: &mut HeaderMap,
+        rendered: &Rendered,
+        status: StatusCode,
+        source: Source,
+        lines_written: bool,
+    ) {
+        if source == Source::Upstream {
+            for name in &self.hide {
+                headers.remove(name);
+            }
         }
         let mut filled = rendered.response.iter();
-        for (name, value) in &self.response {
-            set(headers, name, value, &mut filled);
+        for (name, value, when) in &self.response {
+            let applies = match when {
+                When::Served => source != Source::Own,
+                When::Success => When::is_success(status),
+                When::Always => true,
+            };
+            let value = match value {
+                Filled::Once(value) => (!lines_written).then_some(value),
+                Filled::PerRequest(_) => filled.next(),
+            };
+            if let (true, Some(value)) = (applies, value) {
+                headers.insert(name.clone(), value.clone());
+            }
         }
+    }
+
+    /// The rules without variables that an answer of tollgate's own with `status` gets,
+    /// as header lines (`name: value\r\n`), for answers written beforehand.
+    pub(crate) fn own_lines(&self, status: StatusCode) -> Bytes {
+        let mut lines = Vec::new();
+        for (name, value, when) in &self.response {
+            let applies = match when {
+                When::Served => false,
+                When::Success => When::is_success(status),
+                When::Always => true,
+            };
+            if let (true, Filled::Once(value)) = (applies, value) {
+                lines.extend_from_slice(name.as_str().as_bytes());
+                lines.extend_from_slice(b": ");
+                lines.extend_from_slice(value.as_bytes());
+                lines.extend_from_slice(b"\r\n");
+            }
+        }
+        Bytes::from(lines)
     }
 }
 
@@ -106,6 +205,12 @@ fn set<'a>(
     if let Some(value) = value {
         headers.insert(name.clone(), value.clone());
     }
+}
+
+/// Whether `pass` lets `name` through.
+fn passes(pass: Passed, name: &HeaderName) -> bool {
+    let dropped = Passed::DROPPED.iter().position(|d| *d == name.as_str());
+    dropped.is_some_and(|index| pass.has(index))
 }
 
 /// A value made once when it has no variable.

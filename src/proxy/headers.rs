@@ -1,5 +1,7 @@
 //! What is forwarded upstream and back (docs/architecture.md, the request's path): X-Forwarded-*,
-//! X-Real-IP, and hop-by-hop headers (their rules in `hop_by_hop`).
+//! X-Real-IP (those `forwarded_headers` names), hop-by-hop headers (their rules in
+//! `hop_by_hop`), and the headers dropped from an upstream's answer by default (nginx's
+//! proxy list: `Date`, `Server`, `X-Pad`, `X-Accel-*`) unless `pass_headers` names them.
 //!
 //! Everything is rewritten in place on the request's own `HeaderMap`. Per request this costs one
 //! allocation for the client address (shared by `X-Real-IP` and an untrusted `X-Forwarded-For`)
@@ -12,6 +14,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::access::canonical;
+use crate::config::{Forwarded, Passed};
 
 mod hop_by_hop;
 mod present;
@@ -41,6 +44,8 @@ pub(crate) struct Forwarding<'a> {
     /// `client` already written as a header value, when one is at hand (the connection
     /// keeps its peer's), saving an allocation per request.
     pub client_value: Option<&'a HeaderValue>,
+    /// Which of the headers tollgate writes (`forwarded_headers`).
+    pub set: Forwarded,
 }
 
 /// The forwarding headers tollgate adds, kept beside the request rather than inserted
@@ -69,6 +74,9 @@ pub(crate) fn for_upstream(
     websocket: bool,
 ) -> Added {
     hop_by_hop::strip_request(headers, present, websocket);
+    if fwd.set != Forwarded::ALL {
+        return some(headers, present, fwd);
+    }
 
     let client = match fwd.client_value {
         Some(value) => value.clone(),
@@ -108,10 +116,76 @@ pub(crate) fn for_upstream(
     Added { pairs, len }
 }
 
+/// The forwarding headers of a `forwarded_headers` list that leaves some out: only the
+/// client's copies of those written are removed, so the others pass as the client sent
+/// them.
+fn some(headers: &mut HeaderMap, present: Present, fwd: &Forwarding<'_>) -> Added {
+    let mut added = Added {
+        pairs: std::array::from_fn(|_| (X_FORWARDED_FOR, HeaderValue::from_static(""))),
+        len: 0,
+    };
+    let mut push = |name: HeaderName, value: HeaderValue| {
+        added.pairs[added.len] = (name, value);
+        added.len += 1;
+    };
+    let client = || match fwd.client_value {
+        Some(value) => value.clone(),
+        None => ip_value(fwd.client),
+    };
+    if fwd.set.has(Forwarded::FOR) {
+        let xff = match fwd.peer_trusted {
+            true => extended_xff(headers, fwd.peer).unwrap_or_else(client),
+            false => client(),
+        };
+        if present.has(Watched::XForwardedFor) {
+            headers.remove(X_FORWARDED_FOR);
+        }
+        push(X_FORWARDED_FOR, xff);
+    }
+    let written = [
+        (Forwarded::REAL_IP, Watched::XRealIp),
+        (Forwarded::PROTO, Watched::XForwardedProto),
+        (Forwarded::HOST, Watched::XForwardedHost),
+    ];
+    for (one, watched) in written {
+        if !fwd.set.has(one) {
+            continue;
+        }
+        if present.has(watched) {
+            headers.remove(watched.name());
+        }
+        let value = match one {
+            Forwarded::REAL_IP => Some(client()),
+            Forwarded::PROTO => Some(HeaderValue::from_static(if fwd.https {
+                "https"
+            } else {
+                "http"
+            })),
+            _ => fwd.host.cloned(),
+        };
+        if let Some(value) = value {
+            push(watched.name(), value);
+        }
+    }
+    added
+}
+
 /// Rewrites a response's headers in place for the client; `upgraded` (a 101 to a WebSocket
-/// handshake) keeps `Connection: upgrade` and `Upgrade`.
-pub(crate) fn to_client(headers: &mut HeaderMap, upgraded: bool) {
-    hop_by_hop::strip(headers, Present::of(headers), upgraded);
+/// handshake) keeps `Connection: upgrade` and `Upgrade`. The headers dropped by default
+/// (`config::Passed::DROPPED`) go unless `pass` names them: tollgate writes its own
+/// `Date` and `Server`.
+pub(crate) fn to_client(headers: &mut HeaderMap, upgraded: bool, pass: Passed) {
+    let present = Present::of_answer(headers);
+    hop_by_hop::strip(headers, present, upgraded);
+    let dropped = present.dropped();
+    if dropped == 0 {
+        return;
+    }
+    for (index, name) in Passed::DROPPED.iter().enumerate() {
+        if dropped & (1 << index) != 0 && !pass.has(index) {
+            headers.remove(*name);
+        }
+    }
 }
 
 /// Every incoming `X-Forwarded-For` line joined with ", ", then the peer appended — nginx's

@@ -125,7 +125,7 @@ fn view_of<'r, B>(
     let host = (location.limits.reads_host())
         .then(|| super::host_of(req))
         .flatten();
-    super::vars_of(req, conn, client, path, host, location)
+    super::vars_of(req, conn, client, path, host, &location.server_name)
 }
 
 /// Counts each zone's decision, each rejected key in the zone's sketch, and each Redis

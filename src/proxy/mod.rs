@@ -11,6 +11,7 @@ pub(crate) mod headers;
 mod limit_phase;
 pub(crate) mod limit_response;
 mod logged;
+mod own;
 mod request_id;
 pub(crate) mod response;
 pub(crate) mod rewrite;
@@ -23,14 +24,13 @@ pub(crate) mod upstream_urls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::wire::body::ClientBody;
 use http::{Request, Response, StatusCode};
 
 use crate::access;
 use crate::admission::Policy;
-use crate::config::{Address, MaxBodySize, RequestBuffering};
+use crate::config::{Address, Forwarded, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
@@ -62,6 +62,9 @@ pub(crate) struct Pipeline {
     pub unrouted: LocationStats,
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: crate::config::RateLimitHeaders,
+    /// tollgate's `Server` header (`server_header`), which the connection writes on
+    /// every answer that has none; `None`: no `Server` header.
+    pub server_header: Option<http::HeaderValue>,
     /// How long a client may take over its request body.
     pub body: crate::wire::body::BodyLimits,
     /// Bodies up to this size are read whole into memory before an upstream is chosen.
@@ -97,6 +100,8 @@ pub(crate) struct Location {
     pub prewritten: limit_response::Prewritten,
     /// Headers set on the request upstream and on the responses served here.
     pub headers: HeaderRules,
+    /// `forwarded_headers`: which forwarding headers are written upstream.
+    pub forwarded: Forwarded,
     /// The location's regex, when its `return`, header rules or `upstream_path` use
     /// captures (`$1`…).
     pub captures: Option<regex::bytes::Regex>,
@@ -170,6 +175,11 @@ struct Destination<'a> {
     peer: IpAddr,
     max_body: MaxBodySize,
     buffering: RequestBuffering,
+    /// The location's header rules and their values for this request: the request
+    /// rules are applied once forwarding has read the headers the client sent.
+    headers: &'a HeaderRules,
+    rendered: &'a header_rules::Rendered,
+    forwarded: Forwarded,
 }
 
 /// The connection a request arrived on.
@@ -245,10 +255,15 @@ impl Pipeline {
         let target = req.uri().clone();
         let (location, path, slashless) = match self.route(&target, &req, conn) {
             Ok(found) => found,
-            Err(StatusCode::NOT_FOUND) => {
-                return log.finish(response::error(StatusCode::NOT_FOUND), None)
+            Err(Unrouted::NotFound(site, path)) => {
+                let asked = own::Asked::new(&req, conn, client, &path);
+                let answer = response::error(StatusCode::NOT_FOUND);
+                let answer = own::add(own::Place::site(site), answer, &asked, &log);
+                return log.finish(answer, None);
             }
-            Err(status) => return log.finish(response::refusal(status, req.version()), None),
+            Err(Unrouted::Refused(status)) => {
+                return log.finish(response::refusal(status, req.version()), None)
+            }
         };
         log.route(&location.stats);
         if slashless {
@@ -257,6 +272,8 @@ impl Pipeline {
             return log.finish(answer, None);
         }
         if let Some(refusal) = location.refusal(&req, client, conn.worker) {
+            let asked = own::Asked::new(&req, conn, client, &path);
+            let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
             return log.finish(refusal, None);
         }
         let arrival = self.arrival(location, &req, client, &path, now, conn);
@@ -269,7 +286,16 @@ impl Pipeline {
         if let Some(arrival) = arrival {
             conn.return_key_buffer(arrival.keys.into_buffer());
         }
-        if let Some(refusal) = self.refusal(location, &limited, req.headers_mut()) {
+        // A rejection takes the request's header map for its own, unless its header
+        // values read the request.
+        let mut spare = http::HeaderMap::new();
+        let scratch = match location.headers.own_per_request() {
+            true => &mut spare,
+            false => req.headers_mut(),
+        };
+        if let Some(refusal) = self.refusal(location, &limited, scratch) {
+            let asked = own::Asked::new(&req, conn, client, &path);
+            let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
             return log.finish(refusal, None);
         }
         if let Some(delay) = limit_response::delay(&limited) {
@@ -285,9 +311,13 @@ impl Pipeline {
                     let mut response = response::refusal(StatusCode::BAD_REQUEST, req.version());
                     let pending = std::mem::take(&mut limited.settle);
                     settle::settle(location, &mut response, pending, false, conn.worker);
+                    let (status, headers) = (response.status(), response.headers_mut());
+                    let own = header_rules::Source::Own;
+                    location
+                        .headers
+                        .to_response(headers, &rendered, status, own, false);
                     return log.finish(response, None);
                 }
-                location.headers.to_request(req.headers_mut(), &rendered);
                 let to = Destination {
                     group,
                     conn,
@@ -295,6 +325,9 @@ impl Pipeline {
                     peer,
                     max_body: location.client_max_body_size,
                     buffering: location.request_buffering,
+                    headers: &location.headers,
+                    rendered: &rendered,
+                    forwarded: location.forwarded,
                 };
                 let (mut response, lease) =
                     self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
@@ -341,8 +374,8 @@ impl Pipeline {
     }
 
     /// What every answer of the location gets: its charges settled by it, its
-    /// `response_headers` (when it was served here: the upstream answered, or the `return`
-    /// did, not a 502 of ours) and the rate-limit headers.
+    /// `response_headers` (each as its `when` says: a plain one when it was served here,
+    /// by the upstream or the `return`, not on a 502 of ours) and the rate-limit headers.
     fn respond(
         &self,
         location: &Location,
@@ -354,11 +387,13 @@ impl Pipeline {
     ) {
         let pending = std::mem::take(&mut limited.settle);
         settle::settle(location, response, pending, from_upstream, worker);
-        if from_upstream || matches!(location.route, Route::Return(_)) {
-            location
-                .headers
-                .to_response(response.headers_mut(), rendered);
-        }
+        let returned = matches!(location.route, Route::Return(_));
+        let source = header_rules::Source::of(from_upstream, returned);
+        let status = response.status();
+        let headers = response.headers_mut();
+        location
+            .headers
+            .to_response(headers, rendered, status, source, false);
         let headers = response.headers_mut();
         limit_response::add_headers(headers, location, limited, self.ratelimit_headers);
     }
@@ -382,9 +417,14 @@ impl Pipeline {
             max_body: to.max_body,
             spool: (to.buffering == RequestBuffering::On)
                 .then_some(self.client_body_temp_path.as_path()),
+            forwarded: to.forwarded,
+            pass: to.headers.pass(),
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);
+        // After forwarding read the client's headers: `X-Forwarded-Host` is the host the
+        // client sent, whatever a rule sets `Host` to.
+        to.headers.to_request(req.headers_mut(), to.rendered);
         let api_keys = self.api_keys.as_ref();
         let priority =
             |headers: &http::HeaderMap| api_keys.map_or(0, |keys| keys.priority(headers));
@@ -404,7 +444,7 @@ impl Pipeline {
                 (answer, None)
             }
             Err(forward::Stopped::Failed(err)) => {
-                report(&err, to.group);
+                error::report(&err, to.group);
                 forward::record_failure(&err, to.group, to.conn.worker);
                 let response = match err.party() {
                     // A broken or stalled body (or one whose file failed) leaves nothing
@@ -441,22 +481,32 @@ impl Pipeline {
         target: &'p http::Uri,
         req: &Request<ClientBody>,
         conn: &Conn,
-    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>, bool), StatusCode> {
-        let path = routing::normalize_path(target.path()).map_err(|_| StatusCode::BAD_REQUEST)?;
+    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>, bool), Unrouted<'_, 'p>> {
+        let path = routing::normalize_path(target.path())
+            .map_err(|_| Unrouted::Refused(StatusCode::BAD_REQUEST))?;
         // A connection left on a listener a reload removed: 421 and close, so that
         // the client asks again on an address that is configured.
         let site = self
             .sites
             .select(conn, || host_of(req))
-            .ok_or(StatusCode::MISDIRECTED_REQUEST)?;
+            .ok_or(Unrouted::Refused(StatusCode::MISDIRECTED_REQUEST))?;
         let (index, slashless) = match site.router.route(&path) {
             Some(routing::Routed::Location(index)) => (index, false),
             Some(routing::Routed::AddSlash(index)) => (index, true),
-            None => return Err(StatusCode::NOT_FOUND),
+            None => return Err(Unrouted::NotFound(site, path)),
         };
-        let location = site.locations.get(index).ok_or(StatusCode::NOT_FOUND)?;
-        Ok((location, path, slashless))
+        match site.locations.get(index) {
+            Some(location) => Ok((location, path, slashless)),
+            None => Err(Unrouted::NotFound(site, path)),
+        }
     }
+}
+
+/// Why a request has no location: a refusal (400, 421), or no location of its site
+/// matches its path (404).
+enum Unrouted<'s, 'p> {
+    Refused(StatusCode),
+    NotFound(&'s Site, std::borrow::Cow<'p, [u8]>),
 }
 
 /// What the location does with the request once its variables are filled in.
@@ -483,7 +533,7 @@ fn fill<'l>(
     let vars = (id.as_ref()).map(|id| vars::Request {
         request_id: Some(id.as_str()),
         captures: captures.as_ref(),
-        ..vars_of(req, conn, client, &path, host_of(req), location)
+        ..vars_of(req, conn, client, &path, host_of(req), &location.server_name)
     });
     let rendered = location.headers.render(vars.as_ref());
     let urls = location.upstream_urls.prepare(
@@ -525,20 +575,21 @@ fn retarget<B>(req: &mut Request<B>, target: Option<Option<PathAndQuery>>) -> bo
 
 /// What the request says, for filling in variables (the limit phase's keys and the
 /// answer's texts): `path` is the normalized path, `host` the host sent ([`host_of`]) when
-/// the texts read it. No id and no captures: the answer adds its own.
+/// the texts read it, `server_name` its site's. No id and no captures: the answer adds
+/// its own.
 fn vars_of<'a, B>(
     req: &'a Request<B>,
     conn: &Conn,
     client: IpAddr,
     path: &'a [u8],
     host: Option<&'a str>,
-    location: &'a Location,
+    server_name: &'a str,
 ) -> vars::Request<'a> {
     vars::Request {
         https: conn.https,
         method: req.method(),
         host,
-        server_name: &location.server_name,
+        server_name,
         server_port: conn.server_port,
         request_uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
         uri: path,
@@ -571,32 +622,4 @@ fn declared_body(location: &Location, req: &Request<ClientBody>) -> Result<(), S
         return Err(ProxyError::BodyTooLarge.status());
     }
     Ok(())
-}
-
-/// One error-log line per failed request, at a level that matches who failed, unless
-/// the same kind of failure at the same place was logged less than
-/// [`crate::log::repeats::INTERVAL`] ago (then it is counted, and the next line says so).
-fn report(err: &ProxyError, group: &Group) {
-    let server = err
-        .server()
-        .and_then(|addr| group.servers.iter().find(|s| s.addr == addr));
-    let repeats = server.map_or(&group.log, |server| &server.log);
-    let Some(left_out) = repeats.admit(err.kind(), Instant::now()) else {
-        return;
-    };
-    let kind = err.kind();
-    match (err.party(), left_out) {
-        (error::Party::Client, 0) => tracing::info!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Client, n) => {
-            tracing::info!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-        (error::Party::Upstream, 0) => tracing::warn!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Upstream, n) => {
-            tracing::warn!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-        (error::Party::Gateway, 0) => tracing::error!(upstream = %group.name, kind, "{err}"),
-        (error::Party::Gateway, n) => {
-            tracing::error!(upstream = %group.name, kind, "{err} (and {n} more like it since the last report)")
-        }
-    }
 }

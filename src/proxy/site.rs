@@ -5,13 +5,17 @@ use crate::config::Address;
 use crate::routing::sites::Selector;
 use crate::routing::Router;
 
-use super::{Conn, Location};
+use super::{Conn, HeaderRules, Location};
 
 /// One site, ready to route within.
 pub struct Site {
     pub router: Router,
     /// Indexed by the router's location index.
     pub locations: Vec<Location>,
+    /// The site's own header rules, for the answers no location gives (a 404).
+    pub headers: HeaderRules,
+    /// `$server_name`: its first name.
+    pub server_name: std::sync::Arc<str>,
 }
 
 /// Every site, and how to pick one.

@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use http::header::LOCATION;
 use http::{HeaderValue, Request, Response, StatusCode};
 
+use super::header_rules::Source;
 use super::request_id::RequestId;
 use super::{declared_body, host_of, response, upstream_urls, vars_of, Conn, Location};
 use crate::routing;
@@ -43,9 +44,13 @@ pub(super) fn answer(
     }
     let vars = (id.as_ref()).map(|id| vars::Request {
         request_id: Some(id.as_str()),
-        ..vars_of(req, conn, client, path, host, location)
+        ..vars_of(req, conn, client, path, host, &location.server_name)
     });
     let rendered = location.headers.render(vars.as_ref());
-    location.headers.to_response(headers, &rendered);
+    // An implicit `return 301`: every rule as on a `return` (nginx's add_header puts its
+    // headers on this redirect too, 301 being one of its success statuses).
+    location
+        .headers
+        .to_response(headers, &rendered, StatusCode::MOVED_PERMANENTLY, Source::Return, false);
     answer
 }

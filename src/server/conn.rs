@@ -31,13 +31,16 @@ pub(super) async fn serve<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let settings = state.snapshot.load().conn;
+    let snapshot = state.snapshot.load();
+    let settings = snapshot.conn;
     let limits = ConnLimits {
         header: settings.client_header_timeout,
         keepalive: settings.keepalive_timeout,
         send: settings.send_timeout,
     };
     let mut io = TimedIo::new(stream, conn_state.clone(), limits);
+    io.set_server(snapshot.pipeline.server_header.clone());
+    drop(snapshot);
     let (protocol, read) = match sniff(&mut io, alpn).await {
         Ok(Some(sniffed)) => sniffed,
         Ok(None) => return,

@@ -25,6 +25,7 @@ mod answer;
 mod beside;
 mod check;
 mod conn;
+mod date;
 mod descriptors;
 mod h1;
 mod h2;

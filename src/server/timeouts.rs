@@ -42,6 +42,22 @@ const IDLE: u8 = 3;
 const REQUEST_TIMEOUT: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 
+/// The 408, with `server` as its `Server` header, and a `Date`.
+fn request_timeout(server: Option<&http::HeaderValue>) -> Vec<u8> {
+    let line = REQUEST_TIMEOUT.windows(2).position(|w| w == b"\r\n").unwrap_or(0) + 2;
+    let (status, rest) = REQUEST_TIMEOUT.split_at(line);
+    let mut answer = Vec::with_capacity(REQUEST_TIMEOUT.len() + 64);
+    answer.extend_from_slice(status);
+    if let Some(server) = server {
+        answer.extend_from_slice(b"Server: ");
+        answer.extend_from_slice(server.as_bytes());
+        answer.extend_from_slice(b"\r\n");
+    }
+    super::date::write_header(&mut answer);
+    answer.extend_from_slice(rest);
+    answer
+}
+
 /// The limits a connection is held to.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ConnLimits {
@@ -195,6 +211,8 @@ pub(super) struct TimedIo<T> {
     draining: bool,
     /// While draining: the write side has been shut.
     drain_shut: bool,
+    /// `server_header`, for the 408 (`None`: none is sent).
+    server: Option<http::HeaderValue>,
 }
 
 /// How long what a client still sends after an answer that closed the connection before
@@ -217,7 +235,13 @@ impl<T> TimedIo<T> {
             write_waiting: false,
             draining: false,
             drain_shut: false,
+            server: None,
         }
+    }
+
+    /// The `Server` header the 408 of an unfinished head carries (`server_header`).
+    pub(super) fn set_server(&mut self, server: Option<http::HeaderValue>) {
+        self.server = server;
     }
 
     /// Bytes already read (while sniffing the protocol, or past an upgrade's head) to
@@ -311,7 +335,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
         let phase = self.state.phase.load(Ordering::Acquire);
         if phase == HEAD && self.protocol == Protocol::Http1 {
             // Best effort: the client gets a status before the close, as nginx's 408.
-            let _ = Pin::new(&mut self.inner).poll_write(cx, REQUEST_TIMEOUT);
+            let answer = request_timeout(self.server.as_ref());
+            let _ = Pin::new(&mut self.inner).poll_write(cx, &answer);
             let _ = Pin::new(&mut self.inner).poll_flush(cx);
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,

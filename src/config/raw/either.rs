@@ -1,5 +1,6 @@
 //! How the model deserializes where a derive alone cannot say it: the keys that take
-//! either a plain value or a table (`servers` items, an upstream group's `tls`), with an
+//! either a plain value or a table (`servers` items, an upstream group's `tls`, a
+//! `response_headers` value), with an
 //! `expecting` message that names both forms.
 
 use std::fmt;
@@ -7,7 +8,10 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::{RawServerItem, RawServerTable, RawUpstreamTls, RawUpstreamTlsTable};
+use super::{
+    RawResponseHeader, RawResponseHeaderTable, RawServerItem, RawServerTable, RawUpstreamTls,
+    RawUpstreamTlsTable,
+};
 
 impl<'de> Deserialize<'de> for RawServerItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -62,5 +66,33 @@ impl<'de> Deserialize<'de> for RawUpstreamTls {
         }
 
         deserializer.deserialize_any(TlsVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawResponseHeader {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct HeaderVisitor;
+
+        impl<'de> Visitor<'de> for HeaderVisitor {
+            type Value = RawResponseHeader;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"a string or a table like { value = "DENY", when = "always" }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawResponseHeader::Value(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawResponseHeaderTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawResponseHeader::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(HeaderVisitor)
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct RawSite {
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
     pub limit_status: Option<Spanned<i64>>,
     pub request_headers: Option<Spanned<HeaderTable>>,
-    pub response_headers: Option<Spanned<HeaderTable>>,
+    pub response_headers: Option<Spanned<ResponseHeaderTable>>,
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
@@ -46,6 +46,8 @@ pub(crate) struct RawSite {
     pub redirect_rewrite: Option<Spanned<RawRedirectRewrite>>,
     pub cookie_path: Option<Spanned<RawCookieRewrites>>,
     pub cookie_domain: Option<Spanned<RawCookieRewrites>>,
+    pub pass_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -74,8 +76,8 @@ pub(crate) struct RawLocation {
     pub limit_status: Option<Spanned<i64>>,
     /// Header name to value (`""` removes) on the request to the upstream.
     pub request_headers: Option<Spanned<HeaderTable>>,
-    /// Header name to value on the responses the location serves.
-    pub response_headers: Option<Spanned<HeaderTable>>,
+    /// Header name to value (or `{ value, when }`) on the responses the location serves.
+    pub response_headers: Option<Spanned<ResponseHeaderTable>>,
     /// Upstream response headers the client never sees.
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     /// The path the upstream gets instead of the client's.
@@ -87,6 +89,10 @@ pub(crate) struct RawLocation {
     pub redirect_rewrite: Option<Spanned<RawRedirectRewrite>>,
     pub cookie_path: Option<Spanned<RawCookieRewrites>>,
     pub cookie_domain: Option<Spanned<RawCookieRewrites>>,
+    /// Upstream response headers dropped by default that the client sees (`Server`…).
+    pub pass_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Which forwarding headers tollgate writes upstream.
+    pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -95,13 +101,15 @@ pub(crate) struct RawRules<'a> {
     pub access: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub limit_status: Option<&'a Spanned<i64>>,
     pub request_headers: Option<&'a Spanned<HeaderTable>>,
-    pub response_headers: Option<&'a Spanned<HeaderTable>>,
+    pub response_headers: Option<&'a Spanned<ResponseHeaderTable>>,
     pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<&'a Loose>,
     pub request_buffering: Option<RequestBuffering>,
     pub redirect_rewrite: Option<&'a Spanned<RawRedirectRewrite>>,
     pub cookie_path: Option<&'a Spanned<RawCookieRewrites>>,
     pub cookie_domain: Option<&'a Spanned<RawCookieRewrites>>,
+    pub pass_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    pub forwarded_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
 }
 
 impl RawLocation {
@@ -118,6 +126,8 @@ impl RawLocation {
             redirect_rewrite: self.redirect_rewrite.as_ref(),
             cookie_path: self.cookie_path.as_ref(),
             cookie_domain: self.cookie_domain.as_ref(),
+            pass_headers: self.pass_headers.as_ref(),
+            forwarded_headers: self.forwarded_headers.as_ref(),
         }
     }
 }
@@ -136,12 +146,35 @@ impl RawSite {
             redirect_rewrite: self.redirect_rewrite.as_ref(),
             cookie_path: self.cookie_path.as_ref(),
             cookie_domain: self.cookie_domain.as_ref(),
+            pass_headers: self.pass_headers.as_ref(),
+            forwarded_headers: self.forwarded_headers.as_ref(),
         }
     }
 }
 
 /// Header rules as written: name to value.
 pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
+
+/// `response_headers` as written: name to a value or a `{ value, when }` table.
+pub(crate) type ResponseHeaderTable =
+    std::collections::BTreeMap<Spanned<String>, Spanned<RawResponseHeader>>;
+
+/// A `response_headers` value: `"text"`, or `{ value = "text", when = "always" }`
+/// (deserialized in `either`).
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum RawResponseHeader {
+    Value(String),
+    Table(RawResponseHeaderTable),
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResponseHeaderTable {
+    /// Required.
+    pub value: Option<Spanned<String>>,
+    pub when: Option<Spanned<super::super::When>>,
+}
 
 /// One item of a location's `limit` list.
 #[derive(Default, Deserialize, Serialize)]

@@ -41,7 +41,8 @@ mod ser;
 mod write;
 
 pub(crate) use location::{
-    RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus,
+    RawBan, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable, RawReturn, RawRules,
+    RawSite, RawSiteEntry, RawStatus,
 };
 pub(crate) use maps::RawMap;
 pub(crate) use read::parse;
@@ -134,6 +135,9 @@ pub(crate) struct RawServer {
     pub shutdown_timeout: Option<Loose>,
     pub limit_status: Option<Spanned<i64>>,
     pub ratelimit_headers: Option<RawRateLimitHeaders>,
+    /// `""`: no `Server` header.
+    pub server_header: Option<Spanned<String>>,
+    pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy)]

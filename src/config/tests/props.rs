@@ -27,6 +27,8 @@ workers = 2
 max_header_bytes = "16k"
 limit_status = 503
 ratelimit_headers = "both"
+server_header = "edge"
+forwarded_headers = ["X-Forwarded-For", "X-Real-IP"]
 
 [tls]
 certificates = [{ cert = "certs/a.pem", key = "certs/a.key" }]
@@ -108,6 +110,9 @@ upstream = "app"
 redirect_rewrite = [{ from = "~^http://app(/.*)$", to = "$1" }, { from = "http://$host/", to = "/" }]
 cookie_path = { "/v2/" = "/", "~^/(a)$" = "/b/$1" }
 cookie_domain = { "app.internal" = "$host" }
+response_headers = { "X-Frame-Options" = { value = "DENY", when = "success" }, "X-A" = "a" }
+pass_headers = ["Server"]
+forwarded_headers = []
 
 [[location]]
 match = "= /x"

@@ -85,7 +85,7 @@ fn locations_inherit_the_sites_rules() {
         .headers
         .response
         .iter()
-        .map(|(name, value)| (name.as_str(), value.as_literal()))
+        .map(|(name, rule)| (name.as_str(), rule.value.as_literal()))
         .collect();
     assert_eq!(values, [("x-a", Some("site")), ("x-b", Some("own"))]);
 }

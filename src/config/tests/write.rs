@@ -189,6 +189,17 @@ const INTEGRATION: &[&str] = &[
      \"X-Tail\" = \"$1\", \"Cookie\" = \"\" }\n\
      response_headers = { \"Strict-Transport-Security\" = \"max-age=63072000\", \"X-Uri\" = \"$uri\" }\n\
      hide_headers = [\"X-Powered-By\", \"Server\"]\n",
+    // response_when.rs, forwarded_headers.rs and server_header.rs
+    "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nserver_header = \"edge\"\n\
+     forwarded_headers = [\"X-Real-IP\"]\n[log]\naccess = \"off\"\n\
+     [upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
+     [[site]]\nnames = [\"a.example\"]\nforwarded_headers = [\"X-Forwarded-Proto\"]\n\
+     response_headers = { \"X-Frame-Options\" = { value = \"DENY\", when = \"success\" }, \
+     \"Strict-Transport-Security\" = { value = \"max-age=1\", when = \"always\" }, \
+     \"X-Plain\" = \"p\", \"X-Uri\" = { value = \"$uri\" } }\n\
+     pass_headers = [\"Server\"]\n\
+     [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nforwarded_headers = []\n\
+     request_headers = { \"X-Forwarded-For\" = \"$remote_addr\" }\npass_headers = [\"Date\"]\n",
     // sites/rules.rs (TWO_SITES)
     "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
      [[site]]\nnames = [\"a.test\"]\n[[site.location]]\nmatch = \"/\"\n\

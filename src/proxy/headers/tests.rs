@@ -45,6 +45,7 @@ fn untrusted(client: &str) -> Forwarding<'static> {
         https: false,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     }
 }
 
@@ -71,6 +72,7 @@ fn trusted_chain_is_joined_and_the_peer_appended() {
         https: false,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     };
     to_upstream(&mut h, &fwd, false);
     assert_eq!(
@@ -109,6 +111,7 @@ fn ipv6_addresses_are_written_plain_and_mapped_ones_as_ipv4() {
         https: true,
         host: None,
         client_value: None,
+        set: Forwarded::ALL,
     };
     to_upstream(&mut h, &fwd, false);
     assert_eq!(all(&h, "x-forwarded-for"), ["10.0.0.1"]);
@@ -166,7 +169,7 @@ fn fixed_hop_by_hop_headers_are_removed_both_ways() {
     let mut req = map(&pairs);
     to_upstream(&mut req, &untrusted("1.2.3.4"), false);
     let mut resp = map(&pairs);
-    to_client(&mut resp, false);
+    to_client(&mut resp, false, Passed::default());
     for h in [&req, &resp] {
         for (name, _) in &pairs[..7] {
             assert!(h.get(*name).is_none(), "{name} kept");
@@ -185,7 +188,7 @@ fn headers_named_in_connection_are_removed() {
         ("x-bar", "2"),
         ("x-baz", "3"),
     ]);
-    to_client(&mut h, false);
+    to_client(&mut h, false, Passed::default());
     assert!(h.get("connection").is_none());
     assert!(h.get("x-foo").is_none());
     assert!(h.get("x-bar").is_none());
@@ -235,7 +238,7 @@ fn websocket_handshake_keeps_connection_upgrade_and_upgrade() {
 
     let mut resp = map(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
     assert!(is_websocket_accept(&resp));
-    to_client(&mut resp, true);
+    to_client(&mut resp, true, Passed::default());
     assert_eq!(all(&resp, "connection"), ["upgrade"]);
     assert_eq!(all(&resp, "upgrade"), ["websocket"]);
 }
@@ -306,7 +309,7 @@ fn a_101_must_switch_to_websocket() {
 #[test]
 fn response_to_a_non_upgrade_strips_upgrade() {
     let mut resp = map(&[("connection", "upgrade"), ("upgrade", "websocket")]);
-    to_client(&mut resp, false);
+    to_client(&mut resp, false, Passed::default());
     assert!(resp.get("connection").is_none());
     assert!(resp.get("upgrade").is_none());
 }
@@ -330,5 +333,72 @@ fn each_forwarding_header_a_client_sends_is_taken_out() {
         assert!(h.get(name).is_none(), "{name} kept");
         assert_eq!(all(&h, "host"), ["app.example"]);
         assert!(added.as_slice().iter().any(|(n, _)| n == name), "{name} not added");
+    }
+}
+
+#[test]
+fn an_answers_date_server_x_pad_and_x_accel_headers_go_unless_passed() {
+    let pairs = [
+        ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ("server", "Apache"),
+        ("x-pad", "avoid browser bug"),
+        ("x-accel-expires", "0"),
+        ("x-accel-redirect", "/x"),
+        ("x-accel-limit-rate", "1"),
+        ("x-accel-buffering", "no"),
+        ("x-accel-charset", "utf-8"),
+        ("x-accel-other", "kept"),
+        ("x-powered-by", "PHP"),
+    ];
+    let mut h = map(&pairs);
+    to_client(&mut h, false, Passed::default());
+    let mut left: Vec<&str> = h.keys().map(|name| name.as_str()).collect();
+    left.sort_unstable();
+    assert_eq!(left, ["x-accel-other", "x-powered-by"]);
+    let mut h = map(&pairs);
+    to_client(&mut h, false, Passed::of(&["server", "x-accel-buffering"]));
+    assert_eq!(all(&h, "server"), ["Apache"]);
+    assert_eq!(all(&h, "x-accel-buffering"), ["no"]);
+    assert!(h.get("date").is_none());
+    assert!(h.get("x-accel-redirect").is_none());
+}
+
+#[test]
+fn only_the_forwarding_headers_in_the_set_are_written_and_the_others_pass() {
+    let sent = [
+        ("host", "a.example"),
+        ("x-forwarded-for", "6.6.6.6"),
+        ("x-real-ip", "6.6.6.6"),
+        ("x-forwarded-proto", "gopher"),
+        ("x-forwarded-host", "spoof.example"),
+    ];
+    let host = HeaderValue::from_static("a.example");
+    let base = Forwarding {
+        host: Some(&host),
+        https: true,
+        ..untrusted("1.2.3.4")
+    };
+    let mut h = map(&sent);
+    to_upstream(&mut h, &Forwarding { set: Forwarded::NONE, ..base }, false);
+    for (name, value) in &sent {
+        assert_eq!(all(&h, name), [*value], "{name}");
+    }
+    let mut h = map(&sent);
+    let set = Forwarded::PROTO;
+    to_upstream(&mut h, &Forwarding { set, ..base }, false);
+    assert_eq!(all(&h, "x-forwarded-proto"), ["https"]);
+    assert_eq!(all(&h, "x-forwarded-for"), ["6.6.6.6"]);
+    assert_eq!(all(&h, "x-forwarded-host"), ["spoof.example"]);
+    // Each subset writes what all four would, for the headers it names.
+    let mut every = map(&sent);
+    to_upstream(&mut every, &base, false);
+    for set in [Forwarded::FOR, Forwarded::REAL_IP, Forwarded::HOST] {
+        let mut h = map(&sent);
+        to_upstream(&mut h, &Forwarding { set, ..base }, false);
+        let differs: Vec<&str> = ["x-forwarded-for", "x-real-ip", "x-forwarded-proto", "x-forwarded-host"]
+            .into_iter()
+            .filter(|name| all(&h, name) != all(&every, name))
+            .collect();
+        assert_eq!(differs.len(), 3, "{set:?}: {differs:?}");
     }
 }

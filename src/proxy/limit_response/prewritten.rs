@@ -33,8 +33,15 @@ pub struct Prewritten {
 }
 
 impl Prewritten {
-    /// The texts of a location whose rejections answer `status` with `style`'s headers.
-    pub(crate) fn new(rules: &[LimitRule], status: StatusCode, style: RateLimitHeaders) -> Prewritten {
+    /// The texts of a location whose rejections answer `status` with `style`'s headers;
+    /// `own` are the location's `response_headers` lines that such an answer gets and
+    /// that have no variable.
+    pub(crate) fn new(
+        rules: &[LimitRule],
+        status: StatusCode,
+        style: RateLimitHeaders,
+        own: &[u8],
+    ) -> Prewritten {
         let mut policy = Text::<96>::new();
         let mut announced = Vec::new();
         for (index, rule) in rules.iter().enumerate().filter(|(_, r)| !r.dry_run) {
@@ -67,6 +74,7 @@ impl Prewritten {
             lines.push_bytes(policy.as_bytes());
             lines.push("\r\n");
         }
+        lines.push_bytes(own);
         Prewritten {
             policy,
             announced,
@@ -172,6 +180,7 @@ mod tests {
             &rules,
             StatusCode::TOO_MANY_REQUESTS,
             RateLimitHeaders::Draft,
+            b"",
         );
         let both = [applied(&rules, 0, None), applied(&rules, 1, None)];
         let mut written = Text::<96>::new();
@@ -203,6 +212,7 @@ mod tests {
             &rules,
             StatusCode::TOO_MANY_REQUESTS,
             RateLimitHeaders::Legacy,
+            b"",
         );
         let lines = legacy
             .lines(RateLimitHeaders::Legacy)
@@ -222,6 +232,7 @@ mod tests {
             &rules,
             StatusCode::TOO_MANY_REQUESTS,
             RateLimitHeaders::Draft,
+            b"",
         );
         let configured = [applied(&rules, 0, None), applied(&rules, 1, None)];
         assert!(texts.policy(configured.iter()).is_some());

@@ -10,7 +10,6 @@
 //! buffer and the header map are the connection's, reused by each request in turn. When
 //! the worker drains, the answer under way is finished and no further request taken.
 
-mod date;
 mod head;
 mod outbox;
 #[cfg(test)]
@@ -163,7 +162,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             Err(NoHead::Malformed(malformed)) => {
                 tracing::debug!(peer = %setup.conn.peer, ?malformed, "malformed request head");
                 setup.conn_state.linger_on_close();
-                let _ = self.io.write_all(malformed.response()).await;
+                let snapshot = setup.state.snapshot.load();
+                let server = snapshot.pipeline.server_header.as_ref();
+                let answer = response::with_server(malformed.response(), server);
+                drop(snapshot);
+                let _ = self.io.write_all(&answer).await;
                 return Next::Close;
             }
         }
@@ -199,7 +202,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             keep_alive: asked.keep_alive && !draining.load(Ordering::Relaxed) && upload.is_done(),
             ..asked
         };
-        let kept = self.send(response, asked, &mut upload).await;
+        let server = snapshot.pipeline.server_header.as_ref();
+        let kept = self.send(response, asked, &mut upload, server).await;
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it
             // reads the answer rather than a reset.
@@ -316,15 +320,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         response: &mut Response<Logged>,
         asked: Asked,
         upload: &mut Upload,
+        server: Option<&http::HeaderValue>,
     ) -> Result<bool, ()> {
         let length = response.body().size_hint().exact();
         let written = response::write_head(
             self.out.small(),
-            response.status(),
-            response.body().lines(),
+            (response.status(), response.body().lines()),
             response.headers(),
             length,
             asked,
+            server,
         );
         let headers = response.headers_mut();
         // An empty map (a 429's) has nothing to clear, and clearing walks its whole index.

@@ -4,10 +4,10 @@
 //! 1xx, 204 or 304) are not.
 
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use http::{HeaderMap, Method, StatusCode, Version};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, SERVER, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
 
-use super::date;
+use super::super::date;
 use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// What the request asked that shapes its answer.
@@ -50,14 +50,15 @@ pub(super) struct Written {
 
 /// Writes the head of an answer with `status`, `lines` (header lines written out
 /// already, copied as they are) and `headers` to `out`; `length` is the body's exact
-/// length when known.
+/// length when known. `server` (`server_header`) and the `Date` are written unless the
+/// answer has its own (an upstream's, passed with `pass_headers`).
 pub(super) fn write_head(
     out: &mut Vec<u8>,
-    status: StatusCode,
-    lines: [&[u8]; 2],
+    (status, lines): (StatusCode, [&[u8]; 2]),
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
+    server: Option<&HeaderValue>,
 ) -> Written {
     write_status_line(out, status, asked.http10);
     for part in lines {
@@ -68,6 +69,11 @@ pub(super) fn write_head(
     // An HTTP/1.0 body without a length ends with the connection.
     let keep_alive = asked.keep_alive && !said.close && framing != Framing::Close;
     write_connection(out, status, keep_alive, &said, asked.http10);
+    if let (false, Some(server)) = (said.server, server) {
+        out.extend_from_slice(b"server: ");
+        out.extend_from_slice(server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     if !said.date {
         date::write_header(out);
     }
@@ -78,12 +84,32 @@ pub(super) fn write_head(
     }
 }
 
+/// An answer written out beforehand (a malformed head's 400, 414, 431, 501), with
+/// `server` and the `Date` after its status line.
+pub(super) fn with_server(answer: &[u8], server: Option<&HeaderValue>) -> Vec<u8> {
+    let line = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map_or(answer.len(), |at| at + 2);
+    let mut out = Vec::with_capacity(answer.len() + 64);
+    out.extend_from_slice(&answer[..line]);
+    if let Some(server) = server {
+        out.extend_from_slice(b"server: ");
+        out.extend_from_slice(server.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    date::write_header(&mut out);
+    out.extend_from_slice(&answer[line..]);
+    out
+}
+
 /// What an answer's own header fields said that its head depends on.
 #[derive(Default)]
 struct Said {
     /// A `Content-Length` that was passed on.
     length: Option<u64>,
     date: bool,
+    server: bool,
     /// `Connection: close`.
     close: bool,
     /// `Connection: keep-alive`.
@@ -134,6 +160,8 @@ fn copy_headers(
             said.keep_alive |= has_token(value.as_bytes(), b"keep-alive");
         } else if name == DATE {
             said.date = true;
+        } else if name == SERVER {
+            said.server = true;
         }
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
@@ -277,13 +305,16 @@ mod tests {
         }
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let written = write_head(&mut out, status, [&[], &[]], &map, length, asked);
+        let server = HeaderValue::from_static("tollgate");
+        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, Some(&server));
         let text = String::from_utf8(out).unwrap();
-        let cut = text.find("date: ").map_or(text.clone(), |at| {
-            let end = text[at..].find("\r\n").unwrap() + at + 2;
-            format!("{}{}", &text[..at], &text[end..])
-        });
-        (cut, written)
+        let cut = |text: String, line: &str| {
+            text.find(line).map_or(text.clone(), |at| {
+                let end = text[at..].find("\r\n").unwrap() + at + 2;
+                format!("{}{}", &text[..at], &text[end..])
+            })
+        };
+        (cut(cut(text, "date: "), "server: tollgate\r\n"), written)
     }
 
     const GET11: Asked = Asked {
@@ -379,6 +410,36 @@ mod tests {
         let (text, written) = head(200, &[], Some(0), asked);
         assert!(text.contains("connection: keep-alive\r\n"), "{text}");
         assert!(written.keep_alive);
+    }
+
+    #[test]
+    fn tollgates_server_goes_out_unless_the_answer_has_one() {
+        let server = HeaderValue::from_static("tollgate");
+        let mut out = Vec::new();
+        let status = (StatusCode::OK, [&b""[..], &b""[..]]);
+        write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, Some(&server));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("server: tollgate\r\n").count(), 1, "{text}");
+        let mut map = HeaderMap::new();
+        map.insert(SERVER, HeaderValue::from_static("Apache"));
+        let mut out = Vec::new();
+        write_head(&mut out, status, &map, Some(0), GET11, Some(&server));
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("tollgate"), "{text}");
+        let mut out = Vec::new();
+        write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, None);
+        assert!(!String::from_utf8(out).unwrap().contains("server"));
+    }
+
+    #[test]
+    fn an_answer_written_beforehand_gets_the_server_and_date_after_its_status_line() {
+        let answer = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n";
+        let server = HeaderValue::from_static("edge");
+        let text = String::from_utf8(with_server(answer, Some(&server))).unwrap();
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\nserver: edge\r\ndate: "), "{text}");
+        assert!(text.ends_with("\r\nconnection: close\r\n\r\n"), "{text}");
+        let text = String::from_utf8(with_server(answer, None)).unwrap();
+        assert!(!text.contains("server"), "{text}");
     }
 
     #[test]

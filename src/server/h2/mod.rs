@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use http::header::{Entry, SERVER};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -73,6 +74,12 @@ pub(super) async fn serve<T>(
             settle(&response, &conn_state, Protocol::Http2)?;
             let (mut parts, mut body) = response.into_parts();
             body.lines_into(&mut parts.headers);
+            // `server_header`, unless the answer has its own (hyper adds the `Date`).
+            if let Some(server) = &snapshot.pipeline.server_header {
+                if let Entry::Vacant(entry) = parts.headers.entry(SERVER) {
+                    entry.insert(server.clone());
+                }
+            }
             let response = Response::from_parts(parts, body);
             Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,

@@ -114,7 +114,8 @@ hide_headers = ["Server"]
         "{:?}",
         reply.headers
     );
-    assert!(reply.headers.get("server").is_none(), "{:?}", reply.headers);
+    // Hidden, and tollgate's own goes out instead (`server_header`).
+    assert_eq!(reply.headers["server"], "tollgate", "{:?}", reply.headers);
 }
 
 #[tokio::test]

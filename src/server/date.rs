@@ -21,7 +21,7 @@ thread_local! {
 }
 
 /// Appends `date: <now>\r\n`.
-pub(super) fn write_header(out: &mut Vec<u8>) {
+pub(in crate::server) fn write_header(out: &mut Vec<u8>) {
     write_header_at(out, clock::now(), SystemTime::now);
 }
 
