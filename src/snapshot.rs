@@ -58,6 +58,8 @@ pub(crate) struct Snapshot {
 #[derive(Clone)]
 pub(crate) struct TlsServer {
     pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The same without ALPN `h2`, for listeners with `http2 = false` (when any).
+    pub acceptor_http1: Option<tokio_rustls::TlsAcceptor>,
     pub handshake_timeout: Duration,
     /// Each name of the static certificates and the end of its validity (the first
     /// certificate with a name is the one served), for `/metrics`.
@@ -514,7 +516,14 @@ fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer
         return Ok(None);
     }
     crate::certs::warn_expired(&settings.certificates);
-    let server = tls::server_config(&settings.certificates, acme, lasting.sessions)?;
+    let server = tls::server_config(&settings.certificates, acme, lasting.sessions, true)?;
+    let acceptor_http1 = match config.server.listen_tls.iter().any(|l| !l.http2) {
+        true => {
+            let server = tls::server_config(&settings.certificates, acme, lasting.sessions, false)?;
+            Some(tokio_rustls::TlsAcceptor::from(server))
+        }
+        false => None,
+    };
     let mut expiries: Vec<(String, i64)> = Vec::new();
     for certificate in &settings.certificates {
         for name in &certificate.names {
@@ -525,6 +534,7 @@ fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer
     }
     Ok(Some(TlsServer {
         acceptor: tokio_rustls::TlsAcceptor::from(server),
+        acceptor_http1,
         handshake_timeout: settings.handshake_timeout,
         expiries,
     }))

@@ -15,6 +15,7 @@ mod diag;
 pub(crate) mod dirs;
 mod headers;
 mod limits;
+mod listeners;
 mod location;
 pub(crate) mod raw;
 mod redis;
@@ -214,10 +215,11 @@ impl std::fmt::Debug for AdminToken {
 /// `[server]`.
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
-    /// Plain-text listeners (HTTP/1.1 and h2c prior knowledge).
-    pub listen: Vec<SocketAddr>,
-    /// TLS listeners (ALPN `h2` and `http/1.1`). This or `listen` is never empty.
-    pub listen_tls: Vec<SocketAddr>,
+    /// Plain-text listeners (HTTP/1.1, and h2c prior knowledge unless `http2 = false`).
+    pub listen: Vec<Listener>,
+    /// TLS listeners (ALPN `h2`, unless `http2 = false`, and `http/1.1`). This or
+    /// `listen` is never empty.
+    pub listen_tls: Vec<Listener>,
     /// Worker threads, each with its own runtime and `SO_REUSEPORT` listeners (ours,
     /// like nginx's `worker_processes`). `"auto"` = one per CPU.
     pub workers: usize,
@@ -480,6 +482,17 @@ impl Site {
 pub struct Address {
     pub addr: SocketAddr,
     pub transport: Transport,
+    /// Whether HTTP/2 is served here (`http2`, true unless a listener table says
+    /// `false`): ALPN `h2` over TLS, prior knowledge over plain TCP.
+    pub http2: bool,
+}
+
+/// An item of `listen` or `listen_tls`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Listener {
+    pub addr: SocketAddr,
+    /// `http2`: HTTP/2 is served (the default).
+    pub http2: bool,
 }
 
 /// What a listener's connections arrive over, below HTTP: one variant per kind of
@@ -505,7 +518,13 @@ impl Transport {
 impl Server {
     /// Every address of `listen` and `listen_tls`, in that order.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
-        let at = |transport| move |&addr| Address { addr, transport };
+        let at = |transport| {
+            move |listener: &Listener| Address {
+                addr: listener.addr,
+                transport,
+                http2: listener.http2,
+            }
+        };
         let tcp = self.listen.iter().map(at(Transport::Tcp));
         let tls = self.listen_tls.iter().map(at(Transport::Tls));
         tcp.chain(tls)

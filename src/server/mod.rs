@@ -60,6 +60,7 @@ fn listeners_of(listening: &[Listening]) -> Listeners {
     let actual = |l: &Listening| Address {
         addr: l.actual,
         transport: l.configured.transport,
+        http2: l.configured.http2,
     };
     Listeners {
         addresses: listening.iter().map(actual).collect(),

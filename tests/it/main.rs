@@ -29,6 +29,7 @@ mod limit_concurrency;
 mod limit_memory;
 mod limit_properties;
 mod limits;
+mod listen_tables;
 mod logs;
 mod metrics;
 mod nginx_conformance;

@@ -1,13 +1,16 @@
 //! How the model deserializes where a derive alone cannot say it: the keys that take
-//! either a plain value or a table (`servers` items, an upstream group's `tls`), with an
-//! `expecting` message that names both forms.
+//! either a plain value or a table (`listen` and `servers` items, an upstream group's
+//! `tls`), with an `expecting` message that names both forms.
 
 use std::fmt;
 
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::{RawServerItem, RawServerTable, RawUpstreamTls, RawUpstreamTlsTable};
+use super::{
+    RawListenItem, RawListenTable, RawServerItem, RawServerTable, RawUpstreamTls,
+    RawUpstreamTlsTable,
+};
 
 impl<'de> Deserialize<'de> for RawServerItem {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -62,5 +65,33 @@ impl<'de> Deserialize<'de> for RawUpstreamTls {
         }
 
         deserializer.deserialize_any(TlsVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawListenItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawListenItem;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawListenItem::Addr(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawListenTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawListenItem::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(ItemVisitor)
     }
 }

@@ -260,7 +260,7 @@ mod tests {
     fn wrong_type_is_reported_at_the_value() {
         let got = problems("[server]\nlisten = [\"80\", 81]\n");
         assert_eq!((got[0].0, got[0].1), (2, 17));
-        assert_eq!(got[0].2, "invalid type: integer `81`, expected a string");
+        assert_eq!(got[0].2, r#"invalid type: integer `81`, expected an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#);
     }
 
     #[test]

@@ -342,7 +342,7 @@ fn a_bad_listen_item_does_not_hide_other_server_problems() {
     let text = "[server]\nlisten = [\"80\", 81]\nkeepalive_timeout = \"0s\"\nbogus = 1\n";
     let found = errors(text);
     assert_eq!(at(&found), [(2, 17), (3, 21), (4, 1)], "{found:#?}");
-    assert_eq!(found[0].2, "invalid type: integer `81`, expected a string");
+    assert_eq!(found[0].2, r#"invalid type: integer `81`, expected an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#);
 }
 
 #[test]

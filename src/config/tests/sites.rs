@@ -38,6 +38,7 @@ fn sites_keep_their_names_addresses_and_locations() {
     let only = Address {
         addr: addr("127.0.0.1:8081"),
         transport: Transport::Tcp,
+        http2: true,
     };
     assert_eq!(second.listen.as_deref(), Some(&[only][..]));
     assert!(second.default && second.names.is_empty());

@@ -280,7 +280,9 @@ fn a_model_built_in_code_is_written_as_a_valid_file() {
         server: Section::Present(
             0..0,
             RawServer {
-                listen: Some(at(vec![at("127.0.0.1:8080".to_owned())])),
+                listen: Some(at(vec![at(raw::RawListenItem::Addr(
+                    "127.0.0.1:8080".to_owned(),
+                ))])),
                 ..Default::default()
             },
         ),
@@ -321,7 +323,8 @@ fn a_model_built_in_code_is_written_as_a_valid_file() {
 /// Pieces of valid files for [`valid_files`]: any choice of them loads.
 const SERVERS: &[&str] = &[
     "[server]\nlisten = [\"127.0.0.1:8080\"]\n",
-    "[server]\nlisten = [\"127.0.0.1:8080\", \"[::1]:8080\"]\nworkers = 2\nlimit_status = 503\n\
+    "[server]\nlisten = [\"127.0.0.1:8080\", { addr = \"[::1]:8080\", http2 = false }]\nworkers = 2\n\
+     limit_status = 503\n\
      ratelimit_headers = \"both\"\n",
     "[server]\nlisten = [\"0.0.0.0:80\"]\nclient_max_body_size = \"0\"\nrequest_buffering = \"off\"\n\
      keepalive_timeout = \"5s\"\nmax_header_bytes = \"8k\"\n",
