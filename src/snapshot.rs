@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
+use crate::proxy::timeouts::Timeouts;
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
@@ -332,6 +333,7 @@ fn location(
         })
         .collect();
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
+    let timeouts = timeouts(&config.server, &location.timeouts, &route);
     Ok(Location {
         route,
         prewritten: limit_response::Prewritten::new(
@@ -361,7 +363,25 @@ fn location(
             .request_buffering
             .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
+        timeouts,
     })
+}
+
+/// A location's timeouts: its own (or its site's), else the server's and its group's.
+fn timeouts(server: &config::Server, own: &config::Timeouts, route: &Route) -> Timeouts {
+    let (read, connect) = match route {
+        Route::Proxy(group) => (group.read_timeout, group.connect_timeout),
+        Route::Return(_) => (Duration::ZERO, Duration::ZERO),
+    };
+    Timeouts {
+        body: crate::wire::body::BodyLimits {
+            timeout: own.client_body.unwrap_or(server.client_body_timeout),
+            min_rate: server.client_body_min_rate,
+        },
+        send: own.send,
+        read: own.read.unwrap_or(read),
+        connect: own.connect.unwrap_or(connect),
+    }
 }
 
 /// What location `index` does with a request: forward it to a group, or answer itself.
@@ -458,10 +478,6 @@ fn pipeline(
         exempt: config.access.exempt.clone(),
         api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
         ratelimit_headers: server.ratelimit_headers,
-        body: crate::wire::body::BodyLimits {
-            timeout: server.client_body_timeout,
-            min_rate: server.client_body_min_rate,
-        },
         client_body_buffer_size: server.client_body_buffer_size,
         client_body_temp_path: server.client_body_temp_path.clone(),
         underscores_in_headers: server.underscores_in_headers,

@@ -100,6 +100,7 @@ fn location(
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,
         request_buffering: rules.request_buffering,
+        timeouts: rules.timeouts,
     })
 }
 

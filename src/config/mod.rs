@@ -554,6 +554,31 @@ pub(crate) struct Location {
     pub client_max_body_size: Option<MaxBodySize>,
     /// Overrides `[server] request_buffering`.
     pub request_buffering: Option<RequestBuffering>,
+    /// Its own timeouts, else its site's.
+    pub timeouts: Timeouts,
+}
+
+/// The timeouts a site or location may set; `None` where neither sets one: the
+/// server's (`client_body_timeout`, `send_timeout`) or the upstream group's
+/// (`read_timeout`, `connect_timeout`) apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    pub client_body: Option<Duration>,
+    pub send: Option<Duration>,
+    pub read: Option<Duration>,
+    pub connect: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A location's (`self`) over its site's.
+    pub(crate) fn over(self, site: Timeouts) -> Timeouts {
+        Timeouts {
+            client_body: self.client_body.or(site.client_body),
+            send: self.send.or(site.send),
+            read: self.read.or(site.read),
+            connect: self.connect.or(site.connect),
+        }
+    }
 }
 
 /// A location's header rules ("Header rules" in docs/config.md).

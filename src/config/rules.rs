@@ -1,9 +1,9 @@
 //! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
-//! `client_max_body_size`, `request_buffering` and the header rules), and how a location
-//! inherits its site's.
+//! `client_max_body_size`, `request_buffering`, the timeouts and the header rules), and
+//! how a location inherits its site's.
 //!
-//! A location's `limit`, `access`, `limit_status`, `client_max_body_size` or
-//! `request_buffering` replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
+//! A location's `limit`, `access`, `limit_status`, `client_max_body_size`,
+//! `request_buffering` or timeout replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` is the union of both lists.
@@ -12,9 +12,9 @@ use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::diag::Diagnostics;
-use super::raw::RawRules;
+use super::raw::{Loose, RawRules};
 use super::{access, headers, limits, values};
-use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
+use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern, Timeouts};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -37,6 +37,7 @@ pub(super) struct Rules {
     pub limit_status: Option<StatusCode>,
     pub client_max_body_size: Option<MaxBodySize>,
     pub request_buffering: Option<RequestBuffering>,
+    pub timeouts: Timeouts,
     pub headers: HeaderRules,
 }
 
@@ -69,7 +70,9 @@ pub(super) fn rules(
             .check(value.span(), values::max_body_size(value.get_ref()))
             .map(Some),
     };
+    let timeouts = timeouts(raw, diag);
     Some(Rules {
+        timeouts: timeouts?,
         limits: limits?,
         access: access?,
         limit_status: limit_status?,
@@ -88,9 +91,29 @@ impl Rules {
             limit_status: self.limit_status.or(site.limit_status),
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
             request_buffering: self.request_buffering.or(site.request_buffering),
+            timeouts: self.timeouts.over(site.timeouts),
             headers: merged(&site.headers, self.headers),
         }
     }
+}
+
+/// `client_body_timeout`, `send_timeout`, `read_timeout` and `connect_timeout` as
+/// written on a site or location.
+fn timeouts(raw: &RawRules<'_>, diag: &mut Diagnostics<'_>) -> Option<Timeouts> {
+    let mut valid = true;
+    let mut one = |written: Option<&Loose>| {
+        let value = written?;
+        let duration = diag.check(value.span(), values::duration(value.get_ref()));
+        valid &= duration.is_some();
+        duration
+    };
+    let timeouts = Timeouts {
+        client_body: one(raw.client_body_timeout),
+        send: one(raw.send_timeout),
+        read: one(raw.read_timeout),
+        connect: one(raw.connect_timeout),
+    };
+    valid.then_some(timeouts)
 }
 
 /// The site's header rules with the location's added: a location rule replaces the
@@ -196,6 +219,10 @@ mod tests {
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),
             client_max_body_size: Some(MaxBodySize::Unlimited),
             request_buffering: Some(RequestBuffering::Off),
+            timeouts: Timeouts {
+                read: Some(std::time::Duration::from_secs(5)),
+                ..Timeouts::default()
+            },
             headers: HeaderRules::default(),
         };
         let inherited = Rules::default().inherit(&site);
@@ -203,6 +230,7 @@ mod tests {
         assert_eq!(inherited.limit_status, site.limit_status);
         assert_eq!(inherited.client_max_body_size, site.client_max_body_size);
         assert_eq!(inherited.request_buffering, Some(RequestBuffering::Off));
+        assert_eq!(inherited.timeouts, site.timeouts);
         let own = Rules {
             limits: Some(Vec::new()),
             limit_status: Some(StatusCode::TOO_MANY_REQUESTS),

@@ -17,6 +17,7 @@ pub(crate) mod rewrite;
 mod settle;
 pub(crate) mod site;
 mod text;
+pub(crate) mod timeouts;
 pub(crate) mod tunnel;
 
 use std::net::{IpAddr, SocketAddr};
@@ -60,8 +61,6 @@ pub(crate) struct Pipeline {
     pub unrouted: LocationStats,
     pub api_keys: Option<ApiKeys>,
     pub ratelimit_headers: crate::config::RateLimitHeaders,
-    /// How long a client may take over its request body.
-    pub body: crate::wire::body::BodyLimits,
     /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub client_body_buffer_size: usize,
     /// Where larger bodies are read into a file, in locations with `request_buffering`
@@ -109,6 +108,7 @@ pub(crate) struct Location {
     pub request_buffering: RequestBuffering,
     /// `$server_name`: its site's first name.
     pub server_name: Arc<str>,
+    pub timeouts: timeouts::Timeouts,
 }
 
 impl Location {
@@ -166,6 +166,7 @@ struct Destination<'a> {
     peer: IpAddr,
     max_body: MaxBodySize,
     buffering: RequestBuffering,
+    timeouts: timeouts::Timeouts,
 }
 
 /// The connection a request arrived on.
@@ -286,6 +287,7 @@ impl Pipeline {
                     peer,
                     max_body: location.client_max_body_size,
                     buffering: location.request_buffering,
+                    timeouts: location.timeouts,
                 };
                 self.proxy(req, &to, &mut limited.in_flight, &mut log).await
             }
@@ -340,6 +342,7 @@ impl Pipeline {
     ) {
         let pending = std::mem::take(&mut limited.settle);
         settle::settle(location, response, pending, from_upstream, worker);
+        location.timeouts.mark(response);
         if from_upstream || matches!(location.route, Route::Return(_)) {
             location
                 .headers
@@ -363,7 +366,7 @@ impl Pipeline {
             peer: to.peer,
             peer_trusted: self.is_trusted(to.peer),
             conn: to.conn,
-            body: self.body,
+            timeouts: to.timeouts,
             body_buffer: self.client_body_buffer_size,
             max_body: to.max_body,
             spool: (to.buffering == RequestBuffering::On)

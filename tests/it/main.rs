@@ -30,6 +30,7 @@ mod limit_memory;
 mod limit_properties;
 mod limits;
 mod listen_tables;
+mod location_timeouts;
 mod logs;
 mod metrics;
 mod nginx_conformance;

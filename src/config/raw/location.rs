@@ -41,6 +41,10 @@ pub(crate) struct RawSite {
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    pub client_body_timeout: Option<Loose>,
+    pub send_timeout: Option<Loose>,
+    pub read_timeout: Option<Loose>,
+    pub connect_timeout: Option<Loose>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -77,6 +81,12 @@ pub(crate) struct RawLocation {
     pub upstream_path: Option<Spanned<String>>,
     pub client_max_body_size: Option<Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    /// Override `[server]`'s.
+    pub client_body_timeout: Option<Loose>,
+    pub send_timeout: Option<Loose>,
+    /// Override the upstream group's.
+    pub read_timeout: Option<Loose>,
+    pub connect_timeout: Option<Loose>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -89,6 +99,10 @@ pub(crate) struct RawRules<'a> {
     pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub client_max_body_size: Option<&'a Loose>,
     pub request_buffering: Option<RequestBuffering>,
+    pub client_body_timeout: Option<&'a Loose>,
+    pub send_timeout: Option<&'a Loose>,
+    pub read_timeout: Option<&'a Loose>,
+    pub connect_timeout: Option<&'a Loose>,
 }
 
 impl RawLocation {
@@ -102,6 +116,10 @@ impl RawLocation {
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
             request_buffering: self.request_buffering,
+            client_body_timeout: self.client_body_timeout.as_ref(),
+            send_timeout: self.send_timeout.as_ref(),
+            read_timeout: self.read_timeout.as_ref(),
+            connect_timeout: self.connect_timeout.as_ref(),
         }
     }
 }
@@ -117,6 +135,10 @@ impl RawSite {
             hide_headers: self.hide_headers.as_ref(),
             client_max_body_size: self.client_max_body_size.as_ref(),
             request_buffering: self.request_buffering,
+            client_body_timeout: self.client_body_timeout.as_ref(),
+            send_timeout: self.send_timeout.as_ref(),
+            read_timeout: self.read_timeout.as_ref(),
+            connect_timeout: self.connect_timeout.as_ref(),
         }
     }
 }

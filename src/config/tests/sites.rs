@@ -207,3 +207,35 @@ fn sites_that_share_a_first_name_get_labels_apart() {
         ]
     );
 }
+
+#[test]
+fn timeouts_of_a_location_replace_its_sites_one_by_one() {
+    let config = parse(
+        "[server]\nlisten = [\"8080\"]\n[upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
+         [[site]]\nread_timeout = \"5s\"\nsend_timeout = \"7s\"\n\
+         [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nread_timeout = \"1s\"\n\
+         client_body_timeout = \"2s\"\nconnect_timeout = \"300ms\"\n\
+         [[site.location]]\nmatch = \"/b\"\nupstream = \"app\"\n",
+    );
+    let secs = Duration::from_secs;
+    let own = config.sites[0].locations[0].timeouts;
+    assert_eq!(
+        (own.client_body, own.send, own.read, own.connect),
+        (Some(secs(2)), Some(secs(7)), Some(secs(1)), Some(Duration::from_millis(300)))
+    );
+    let inherited = config.sites[0].locations[1].timeouts;
+    assert_eq!(
+        (inherited.client_body, inherited.send, inherited.read, inherited.connect),
+        (None, Some(secs(7)), Some(secs(5)), None)
+    );
+}
+
+#[test]
+fn a_bad_location_timeout_is_reported_at_its_value() {
+    let found = errors(
+        "[server]\nlisten = [\"8080\"]\n[[location]]\nmatch = \"/\"\nreturn = { status = 204 }\n\
+         send_timeout = 10\n",
+    );
+    assert_eq!((found[0].0, found[0].1), (6, 16), "{found:?}");
+    assert!(found[0].2.starts_with("invalid duration 10"), "{}", found[0].2);
+}

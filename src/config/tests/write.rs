@@ -384,6 +384,7 @@ const EXTRAS: &[&str] = &[
     "access = [\"allow 10.0.0.0/8\", \"deny all\"]\n",
     "request_headers = { \"X-Uri\" = \"$uri\", \"Cookie\" = \"\" }\nhide_headers = [\"Server\"]\n",
     "client_max_body_size = \"1m\"\nrequest_buffering = \"on\"\n",
+    "client_body_timeout = \"5s\"\nsend_timeout = \"10s\"\nread_timeout = \"2m\"\nconnect_timeout = \"500ms\"\n",
 ];
 const ITEMS: &[&str] = &[
     "",

@@ -35,6 +35,7 @@ pub(super) use head::HeadLimits;
 use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, TimedIo};
+use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
@@ -199,6 +200,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             keep_alive: asked.keep_alive && !draining.load(Ordering::Relaxed) && upload.is_done(),
             ..asked
         };
+        let own_send = response.extensions().get::<SendTimeout>().map(|s| s.0);
+        self.io.answer_send_timeout(own_send);
         let kept = self.send(response, asked, &mut upload).await;
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it

@@ -24,6 +24,7 @@ use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, RequestGuard, TimedIo};
 use crate::proxy::response::Unanswered;
+use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::{Conn, Logged};
 use crate::snapshot::ConnSettings;
 use crate::state::GatewayState;
@@ -71,12 +72,16 @@ pub(super) async fn serve<T>(
                 .handle(req.map(ClientBody::Http2), &conn)
                 .await;
             settle(&response, &conn_state, Protocol::Http2)?;
+            let watch = SendWatch::current();
+            if let (Some(watch), Some(own)) = (&watch, response.extensions().get::<SendTimeout>()) {
+                watch.own_timeout(own.0);
+            }
             let (mut parts, mut body) = response.into_parts();
             body.lines_into(&mut parts.headers);
             let response = Response::from_parts(parts, body);
             Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,
-                watch: SendWatch::current(),
+                watch,
                 _guard: guard,
             }))
         }
