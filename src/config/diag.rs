@@ -122,13 +122,17 @@ impl<'t> Diagnostics<'t> {
     }
 
     /// A serde error from deserializing the value at `fallback` (used when serde did
-    /// not say where). serde says "field"; a TOML user writes keys.
+    /// not say where). serde says "field"; a TOML user writes keys. An unknown key that
+    /// is an nginx directive says what does its job here (`nginx_names`).
     pub(crate) fn serde(&mut self, err: &toml::de::Error, fallback: Range<usize>) {
         let offset = err.span().map_or(fallback.start, |span| span.start);
         let message = err
             .message()
             .replacen("unknown field ", "unknown key ", 1)
             .replacen("missing field ", "missing key ", 1);
+        let message = unknown_key(&message)
+            .and_then(super::nginx_names::unknown_key)
+            .unwrap_or(message);
         self.push(Some(offset), message, false);
     }
 
@@ -209,6 +213,12 @@ impl<'t> Diagnostics<'t> {
             syntax,
         });
     }
+}
+
+/// The key an "unknown key `NAME`, expected …" message is about.
+fn unknown_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown key `")?;
+    rest.split('`').next()
 }
 
 /// 1-based line and character column of a byte offset (clamped to the text).

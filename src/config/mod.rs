@@ -16,6 +16,7 @@ pub(crate) mod dirs;
 mod headers;
 mod limits;
 mod listeners;
+mod nginx_names;
 mod location;
 pub(crate) mod raw;
 mod redis;
