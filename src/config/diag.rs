@@ -74,6 +74,8 @@ pub(crate) struct Diagnostics<'t> {
     /// Keys left out of a table because a problem with them is already reported: the
     /// span of the table, the key.
     left_out: Vec<(Range<usize>, String)>,
+    /// What is worth telling but not wrong: byte offset, message.
+    warnings: Vec<(usize, String)>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -82,6 +84,7 @@ impl<'t> Diagnostics<'t> {
             text,
             found: Vec::new(),
             left_out: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -107,6 +110,31 @@ impl<'t> Diagnostics<'t> {
             span.start
         };
         self.push(Some(offset), message.into(), false);
+    }
+
+    /// Something worth telling about the value at `span` that is not wrong: the file
+    /// loads, and `tollgate -t` and the start print it.
+    pub(crate) fn warn(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.warnings.push((span.start, message.into()));
+    }
+
+    /// The warnings, sorted by position, each `FILE:LINE:COL: message`.
+    pub(crate) fn warnings(&self, origin: &Path) -> Vec<String> {
+        let mut positioned: Vec<(usize, usize, &str)> = self
+            .warnings
+            .iter()
+            .map(|(offset, message)| {
+                let (line, col) = line_col(self.text, *offset);
+                (line, col, message.as_str())
+            })
+            .collect();
+        positioned.sort();
+        positioned.dedup();
+        let origin = origin.display();
+        positioned
+            .into_iter()
+            .map(|(line, col, message)| format!("{origin}:{line}:{col}: {message}"))
+            .collect()
     }
 
     /// A problem that belongs to no place in the file (e.g. a missing section).

@@ -22,6 +22,7 @@ pub(crate) mod raw;
 mod redis;
 mod rules;
 mod server;
+mod server_name;
 mod site;
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,8 @@ pub use validate::{from_str, load};
 pub struct Config {
     /// SHA-256 of the text, lowercase hex (`/status` tells which file is in force).
     pub(crate) sha256: String,
+    /// What `tollgate -t` and the start print as warnings: `FILE:LINE:COL: message`.
+    pub(crate) warnings: Vec<String>,
     pub(crate) server: Server,
     pub(crate) real_ip: Option<RealIp>,
     pub(crate) access: Access,
@@ -88,6 +91,14 @@ pub struct Config {
     pub(crate) redis: Option<Redis>,
     /// `[acme]`: certificates obtained and renewed for the names of `acme = true` sites.
     pub(crate) acme: Option<Acme>,
+}
+
+impl Config {
+    /// What is worth telling but not wrong, each `FILE:LINE:COL: message`: `tollgate -t`
+    /// and the start print them as `warning: …`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
 }
 
 /// `[acme]`, with the names it manages.

@@ -13,6 +13,7 @@ use super::limits::ZoneInfo;
 use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::rules::{self, Rules};
+use super::server_name;
 use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
@@ -129,6 +130,10 @@ fn site(
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
     let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, diag);
+    if let Some((names, written, _)) = &names {
+        let first = names.first().zip(written.first().map(String::as_str));
+        server_name::warn(first, &raw, &raw_locations, diag);
+    }
     let locations = rules
         .as_ref()
         .and_then(|rules| locations(raw_locations, rules, upstreams, zones, diag));

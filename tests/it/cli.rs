@@ -62,6 +62,26 @@ fn check_says_which_key_does_an_nginx_directives_job() {
 }
 
 #[test]
+fn check_warns_of_server_name_in_a_redirect_of_a_wildcard_site_and_passes() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "wildcard.toml",
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\n[[site]]\nnames = [\"*.example.com\"]\n\
+         [[site.location]]\nmatch = \"/\"\n\
+         return = { status = 301, location = \"https://$server_name$request_uri\" }\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let file = path.display().to_string();
+    let warning = format!("warning: {file}:7:37: `$server_name` is this site's first name as written, \"*.example.com\"");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
+}
+
+#[test]
 fn check_reports_an_unknown_variable_where_its_dollar_is() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();

@@ -239,3 +239,25 @@ fn a_bad_location_timeout_is_reported_at_its_value() {
     assert_eq!((found[0].0, found[0].1), (6, 16), "{found:?}");
     assert!(found[0].2.starts_with("invalid duration 10"), "{}", found[0].2);
 }
+
+#[test]
+fn server_name_of_a_wildcard_site_in_a_redirect_is_a_warning() {
+    let text = "[server]\nlisten = [\"8080\"]\n\
+                [[site]]\nnames = [\"*.example.com\", \"example.com\"]\n\
+                response_headers = { \"X-Site\" = \"$server_name\" }\n\
+                [[site.location]]\nmatch = \"/\"\n\
+                return = { status = 301, location = \"https://$server_name$request_uri\" }\n\
+                [[site]]\nnames = [\"example.org\"]\n[[site.location]]\nmatch = \"/\"\n\
+                return = { status = 301, location = \"https://${server_name}/\" }\n";
+    let config = parse(text);
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(&format!("{ORIGIN}:5:33: `$server_name` is this site's first name as written, \"*.example.com\"")),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings[1].starts_with(&format!("{ORIGIN}:8:37: ")), "{}", warnings[1]);
+    let exact = parse(&format!("{SERVER}[[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"$server_name\" }}\n"));
+    assert!(exact.warnings().is_empty());
+}

@@ -24,6 +24,7 @@ const SHIPPED: &str = include_str!("../../../gateway.toml");
 fn meaning(config: &Config) -> String {
     let mut config = config.clone();
     config.sha256.clear();
+    config.warnings.clear();
     let mut keys: Vec<(String, String)> = config
         .api_keys
         .as_mut()
