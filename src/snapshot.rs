@@ -333,7 +333,7 @@ fn location(
         })
         .collect();
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
-    let timeouts = timeouts(&config.server, &location.timeouts, &route);
+    let timeouts = Timeouts::resolve(&config.server, &location.timeouts, &route);
     Ok(Location {
         route,
         prewritten: limit_response::Prewritten::new(
@@ -367,22 +367,6 @@ fn location(
     })
 }
 
-/// A location's timeouts: its own (or its site's), else the server's and its group's.
-fn timeouts(server: &config::Server, own: &config::Timeouts, route: &Route) -> Timeouts {
-    let (read, connect) = match route {
-        Route::Proxy(group) => (group.read_timeout, group.connect_timeout),
-        Route::Return(_) => (Duration::ZERO, Duration::ZERO),
-    };
-    Timeouts {
-        body: crate::wire::body::BodyLimits {
-            timeout: own.client_body.unwrap_or(server.client_body_timeout),
-            min_rate: server.client_body_min_rate,
-        },
-        send: own.send,
-        read: own.read.unwrap_or(read),
-        connect: own.connect.unwrap_or(connect),
-    }
-}
 
 /// What location `index` does with a request: forward it to a group, or answer itself.
 fn route(

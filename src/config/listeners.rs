@@ -7,9 +7,17 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawListenItem, RawServer, Span};
-use super::{values, Listener};
+use super::values;
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
+
+/// An item of `listen` or `listen_tls`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Listener {
+    pub addr: SocketAddr,
+    /// `http2`: HTTP/2 is served (the default).
+    pub http2: bool,
+}
 
 /// The listeners of `listen` and `listen_tls`.
 pub(super) struct Listeners {

@@ -54,7 +54,8 @@ use std::time::Duration;
 pub(crate) use acme::StorageError;
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
-pub(crate) use rules::RequestBuffering;
+pub(crate) use listeners::Listener;
+pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use validate::{from_str, load};
 
 /// A whole, valid configuration.
@@ -499,13 +500,6 @@ pub struct Address {
     pub http2: bool,
 }
 
-/// An item of `listen` or `listen_tls`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Listener {
-    pub addr: SocketAddr,
-    /// `http2`: HTTP/2 is served (the default).
-    pub http2: bool,
-}
 
 /// What a listener's connections arrive over, below HTTP: one variant per kind of
 /// listener, each with its key in `[server]`.
@@ -570,28 +564,6 @@ pub(crate) struct Location {
     pub timeouts: Timeouts,
 }
 
-/// The timeouts a site or location may set; `None` where neither sets one: the
-/// server's (`client_body_timeout`, `send_timeout`) or the upstream group's
-/// (`read_timeout`, `connect_timeout`) apply.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Timeouts {
-    pub client_body: Option<Duration>,
-    pub send: Option<Duration>,
-    pub read: Option<Duration>,
-    pub connect: Option<Duration>,
-}
-
-impl Timeouts {
-    /// A location's (`self`) over its site's.
-    pub(crate) fn over(self, site: Timeouts) -> Timeouts {
-        Timeouts {
-            client_body: self.client_body.or(site.client_body),
-            send: self.send.or(site.send),
-            read: self.read.or(site.read),
-            connect: self.connect.or(site.connect),
-        }
-    }
-}
 
 /// A location's header rules ("Header rules" in docs/config.md).
 #[derive(Debug, Clone, Default)]

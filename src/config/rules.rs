@@ -8,13 +8,15 @@
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` is the union of both lists.
 
+use std::time::Duration;
+
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRules};
 use super::{access, headers, limits, values};
-use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern, Timeouts};
+use super::{AccessRule, HeaderRules, Limit, MaxBodySize, Pattern};
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -27,6 +29,29 @@ pub enum RequestBuffering {
     /// Only up to `client_body_buffer_size` is read first; a longer body streams to
     /// the upstream as it arrives.
     Off,
+}
+
+/// The timeouts a site or location may set; `None` where neither sets one: the
+/// server's (`client_body_timeout`, `send_timeout`) or the upstream group's
+/// (`read_timeout`, `connect_timeout`) apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    pub client_body: Option<Duration>,
+    pub send: Option<Duration>,
+    pub read: Option<Duration>,
+    pub connect: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A location's (`self`) over its site's.
+    pub(crate) fn over(self, site: Timeouts) -> Timeouts {
+        Timeouts {
+            client_body: self.client_body.or(site.client_body),
+            send: self.send.or(site.send),
+            read: self.read.or(site.read),
+            connect: self.connect.or(site.connect),
+        }
+    }
 }
 
 /// The rules as set; `None` where the key is not written.

@@ -7,7 +7,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{RawLocation, RawSite};
-use crate::routing::sites::SiteName;
+use super::SiteName;
 
 const VARIABLE: &str = "server_name";
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use http::Response;
 
+use super::Route;
+use crate::config;
 use crate::wire::body::BodyLimits;
 
 /// A location's timeouts, resolved.
@@ -27,6 +29,23 @@ pub(crate) struct Timeouts {
 pub(crate) struct SendTimeout(pub Duration);
 
 impl Timeouts {
+    /// A location's: its own (or its site's), else the server's and its group's.
+    pub(crate) fn resolve(server: &config::Server, own: &config::Timeouts, route: &Route) -> Timeouts {
+        let (read, connect) = match route {
+            Route::Proxy(group) => (group.read_timeout, group.connect_timeout),
+            Route::Return(_) => (Duration::ZERO, Duration::ZERO),
+        };
+        Timeouts {
+            body: BodyLimits {
+                timeout: own.client_body.unwrap_or(server.client_body_timeout),
+                min_rate: server.client_body_min_rate,
+            },
+            send: own.send,
+            read: own.read.unwrap_or(read),
+            connect: own.connect.unwrap_or(connect),
+        }
+    }
+
     /// Marks `response` with the location's `send_timeout`, if it sets one.
     pub(super) fn mark<B>(&self, response: &mut Response<B>) {
         if let Some(send) = self.send {
