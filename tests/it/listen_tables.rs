@@ -134,3 +134,32 @@ async fn an_http2_preface_on_a_listener_without_http2_is_answered_as_nginx_does(
         );
     }
 }
+
+/// A fixed port, so that a reload that turns `http2` on has the same address listen anew.
+#[tokio::test]
+async fn a_reload_turns_http2_on_for_a_listener() {
+    let _shared = support::shared();
+    let port = free_port();
+    let plain = |item: &str| {
+        format!(
+            "[server]\nlisten = [{item}]\nworkers = 1\n[log]\naccess = \"off\"\n\
+             [[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"ok\" }}\n"
+        )
+    };
+    let off = plain(&format!("{{ addr = \"127.0.0.1:{port}\", http2 = false }}"));
+    let gw = gateway(&off);
+    let at = gw.local_addrs()[0];
+    let prior_knowledge = || async {
+        let mut client = TcpStream::connect(at).await.unwrap();
+        client.write_all(PREFACE).await.unwrap();
+        within(5, read_response(&mut client))
+            .await
+            .map(|a| a.status)
+    };
+    assert_eq!(prior_knowledge().await, Some(400));
+    gw.reload(&parse(&plain(&format!("\"127.0.0.1:{port}\""))))
+        .unwrap();
+    assert_eq!(gw.local_addrs(), [at]);
+    let reply = within(5, send_h2(at, get("/"))).await;
+    assert_eq!(reply.status, 200);
+}

@@ -201,8 +201,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             ..asked
         };
         let own_send = response.extensions().get::<SendTimeout>().map(|s| s.0);
-        self.io.answer_send_timeout(own_send);
+        if own_send.is_some() {
+            self.io.answer_send_timeout(own_send);
+        }
         let kept = self.send(response, asked, &mut upload).await;
+        if own_send.is_some() {
+            // The connection's again for what it writes next (a refusal of the next head).
+            self.io.answer_send_timeout(None);
+        }
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it
             // reads the answer rather than a reset.
