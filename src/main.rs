@@ -32,7 +32,12 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let config = match tollgate::load(&cli.config) {
-        Ok(config) => config,
+        Ok(config) => {
+            for warning in config.warnings() {
+                eprintln!("warning: {warning}");
+            }
+            config
+        }
         Err(errors) => {
             eprintln!("{errors}");
             if cli.test {

@@ -22,6 +22,7 @@ use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
 use crate::proxy::upstream_urls::UpstreamUrls;
+use crate::proxy::timeouts::Timeouts;
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
@@ -60,6 +61,8 @@ pub(crate) struct Snapshot {
 #[derive(Clone)]
 pub(crate) struct TlsServer {
     pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The same without ALPN `h2`, for listeners with `http2 = false` (when any).
+    pub acceptor_http1: Option<tokio_rustls::TlsAcceptor>,
     pub handshake_timeout: Duration,
     /// Each name of the static certificates and the end of its validity (the first
     /// certificate with a name is the one served), for `/metrics`.
@@ -344,6 +347,7 @@ fn location(
     };
     let upstream_urls = UpstreamUrls::new(location, upstream);
     let headers = HeaderRules::new(&location.headers);
+    let timeouts = Timeouts::resolve(&config.server, &location.timeouts, &route);
     Ok(Location {
         route,
         prewritten: limit_response::Prewritten::new(
@@ -377,8 +381,10 @@ fn location(
             .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
         upstream_urls,
+        timeouts,
     })
 }
+
 
 /// What location `index` does with a request: forward it to a group, or answer itself.
 fn route(
@@ -483,10 +489,6 @@ fn pipeline(
         api_keys: config.api_keys.as_ref().map(|keys| api_keys(keys, plans)),
         ratelimit_headers: server.ratelimit_headers,
         server_header: server.server_header.clone(),
-        body: crate::wire::body::BodyLimits {
-            timeout: server.client_body_timeout,
-            min_rate: server.client_body_min_rate,
-        },
         client_body_buffer_size: server.client_body_buffer_size,
         client_body_temp_path: server.client_body_temp_path.clone(),
         underscores_in_headers: server.underscores_in_headers,
@@ -541,7 +543,14 @@ fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer
         return Ok(None);
     }
     crate::certs::warn_expired(&settings.certificates);
-    let server = tls::server_config(&settings.certificates, acme, lasting.sessions)?;
+    let server = tls::server_config(&settings.certificates, acme, lasting.sessions, true)?;
+    let acceptor_http1 = match config.server.listen_tls.iter().any(|l| !l.http2) {
+        true => {
+            let server = tls::server_config(&settings.certificates, acme, lasting.sessions, false)?;
+            Some(tokio_rustls::TlsAcceptor::from(server))
+        }
+        false => None,
+    };
     let mut expiries: Vec<(String, i64)> = Vec::new();
     for certificate in &settings.certificates {
         for name in &certificate.names {
@@ -552,6 +561,7 @@ fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer
     }
     Ok(Some(TlsServer {
         acceptor: tokio_rustls::TlsAcceptor::from(server),
+        acceptor_http1,
         handshake_timeout: settings.handshake_timeout,
         expiries,
     }))

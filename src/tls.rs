@@ -1,6 +1,7 @@
 //! TLS at the edge, with rustls: SNI choosing among the certificates [`crate::certs`]
 //! loaded (the first is the default) and those ACME keeps ([`crate::acme::Published`]),
-//! ALPN `h2` and `http/1.1` (and `acme-tls/1` for tls-alpn-01 validation), TLS 1.2 and
+//! ALPN `h2` (unless a listener says `http2 = false`) and `http/1.1` (and `acme-tls/1`
+//! for tls-alpn-01 validation), TLS 1.2 and
 //! 1.3 only, the server's cipher order, and session resumption that survives reloads.
 //!
 //! [`server_config`] runs when a snapshot is built, with the [`Sessions`] the gateway
@@ -43,12 +44,13 @@ impl fmt::Debug for Sessions {
 }
 
 /// A server config serving `certificates` (SNI; the first is the default) and, with
-/// `acme`, the managed names' certificates, with ALPN `h2` then `http/1.1`, TLS 1.3 and
-/// 1.2, the server's cipher order, and `sessions`.
+/// `acme`, the managed names' certificates, with ALPN `h2` (when `http2`) then
+/// `http/1.1`, TLS 1.3 and 1.2, the server's cipher order, and `sessions`.
 pub(crate) fn server_config(
     certificates: &[Certificate],
     acme: Option<&Arc<Published>>,
     sessions: &Sessions,
+    http2: bool,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let resolver = Resolver {
         certificates: certificates
@@ -62,8 +64,12 @@ pub(crate) fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     // `http/1.0` too, as nginx: a client offering only that (`curl --http1.0`) would
-    // otherwise fail the handshake.
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()];
+    // otherwise fail the handshake. Without `h2`, a client offering only `h2` fails it,
+    // as with nginx's listener without `http2`.
+    config.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
+    if http2 {
+        config.alpn_protocols.insert(0, b"h2".to_vec());
+    }
     if acme.is_some() {
         // Last: only a validator, which offers nothing else, gets it.
         config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());

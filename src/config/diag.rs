@@ -74,6 +74,8 @@ pub(crate) struct Diagnostics<'t> {
     /// Keys left out of a table because a problem with them is already reported: the
     /// span of the table, the key.
     left_out: Vec<(Range<usize>, String)>,
+    /// What is worth telling but not wrong: byte offset, message.
+    warnings: Vec<(usize, String)>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -82,6 +84,7 @@ impl<'t> Diagnostics<'t> {
             text,
             found: Vec::new(),
             left_out: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -109,6 +112,31 @@ impl<'t> Diagnostics<'t> {
         self.push(Some(offset), message.into(), false);
     }
 
+    /// Something worth telling about the value at `span` that is not wrong: the file
+    /// loads, and `tollgate -t` and the start print it.
+    pub(crate) fn warn(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.warnings.push((span.start, message.into()));
+    }
+
+    /// The warnings, sorted by position, each `FILE:LINE:COL: message`.
+    pub(crate) fn warnings(&self, origin: &Path) -> Vec<String> {
+        let mut positioned: Vec<(usize, usize, &str)> = self
+            .warnings
+            .iter()
+            .map(|(offset, message)| {
+                let (line, col) = line_col(self.text, *offset);
+                (line, col, message.as_str())
+            })
+            .collect();
+        positioned.sort();
+        positioned.dedup();
+        let origin = origin.display();
+        positioned
+            .into_iter()
+            .map(|(line, col, message)| format!("{origin}:{line}:{col}: {message}"))
+            .collect()
+    }
+
     /// A problem that belongs to no place in the file (e.g. a missing section).
     pub(crate) fn error_nowhere(&mut self, message: impl Into<String>) {
         self.push(None, message.into(), false);
@@ -122,13 +150,17 @@ impl<'t> Diagnostics<'t> {
     }
 
     /// A serde error from deserializing the value at `fallback` (used when serde did
-    /// not say where). serde says "field"; a TOML user writes keys.
+    /// not say where). serde says "field"; a TOML user writes keys. An unknown key that
+    /// is an nginx directive says what does its job here (`nginx_names`).
     pub(crate) fn serde(&mut self, err: &toml::de::Error, fallback: Range<usize>) {
         let offset = err.span().map_or(fallback.start, |span| span.start);
         let message = err
             .message()
             .replacen("unknown field ", "unknown key ", 1)
             .replacen("missing field ", "missing key ", 1);
+        let message = unknown_key(&message)
+            .and_then(super::nginx_names::unknown_key)
+            .unwrap_or(message);
         self.push(Some(offset), message, false);
     }
 
@@ -209,6 +241,12 @@ impl<'t> Diagnostics<'t> {
             syntax,
         });
     }
+}
+
+/// The key an "unknown key `NAME`, expected …" message is about.
+fn unknown_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown key `")?;
+    rest.split('`').next()
 }
 
 /// 1-based line and character column of a byte offset (clamped to the text).

@@ -119,6 +119,7 @@ fn location(
         redirects: redirects?,
         cookies,
         forwarded: rules.forwarded,
+        timeouts: rules.timeouts,
     })
 }
 

@@ -16,6 +16,8 @@ mod diag;
 pub(crate) mod dirs;
 mod headers;
 mod limits;
+mod listeners;
+mod nginx_names;
 mod location;
 mod maps;
 pub(crate) mod raw;
@@ -23,6 +25,7 @@ mod redirects;
 mod redis;
 mod rules;
 mod server;
+mod server_name;
 mod site;
 #[cfg(test)]
 mod tests;
@@ -57,7 +60,8 @@ pub(crate) use acme::StorageError;
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When};
-pub(crate) use rules::RequestBuffering;
+pub(crate) use listeners::Listener;
+pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use validate::{from_str, load};
 
 /// A whole, valid configuration.
@@ -65,6 +69,8 @@ pub use validate::{from_str, load};
 pub struct Config {
     /// SHA-256 of the text, lowercase hex (`/status` tells which file is in force).
     pub(crate) sha256: String,
+    /// What `tollgate -t` and the start print as warnings: `FILE:LINE:COL: message`.
+    pub(crate) warnings: Vec<String>,
     pub(crate) server: Server,
     pub(crate) real_ip: Option<RealIp>,
     pub(crate) access: Access,
@@ -92,6 +98,14 @@ pub struct Config {
     pub(crate) redis: Option<Redis>,
     /// `[acme]`: certificates obtained and renewed for the names of `acme = true` sites.
     pub(crate) acme: Option<Acme>,
+}
+
+impl Config {
+    /// What is worth telling but not wrong, each `FILE:LINE:COL: message`: `tollgate -t`
+    /// and the start print them as `warning: …`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
 }
 
 /// `[acme]`, with the names it manages.
@@ -220,10 +234,11 @@ impl std::fmt::Debug for AdminToken {
 /// `[server]`.
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
-    /// Plain-text listeners (HTTP/1.1 and h2c prior knowledge).
-    pub listen: Vec<SocketAddr>,
-    /// TLS listeners (ALPN `h2` and `http/1.1`). This or `listen` is never empty.
-    pub listen_tls: Vec<SocketAddr>,
+    /// Plain-text listeners (HTTP/1.1, and h2c prior knowledge unless `http2 = false`).
+    pub listen: Vec<Listener>,
+    /// TLS listeners (ALPN `h2`, unless `http2 = false`, and `http/1.1`). This or
+    /// `listen` is never empty.
+    pub listen_tls: Vec<Listener>,
     /// Worker threads, each with its own runtime and `SO_REUSEPORT` listeners (ours,
     /// like nginx's `worker_processes`). `"auto"` = one per CPU.
     pub workers: usize,
@@ -494,7 +509,11 @@ impl Site {
 pub struct Address {
     pub addr: SocketAddr,
     pub transport: Transport,
+    /// Whether HTTP/2 is served here (`http2`, true unless a listener table says
+    /// `false`): ALPN `h2` over TLS, prior knowledge over plain TCP.
+    pub http2: bool,
 }
+
 
 /// What a listener's connections arrive over, below HTTP: one variant per kind of
 /// listener, each with its key in `[server]`.
@@ -519,7 +538,13 @@ impl Transport {
 impl Server {
     /// Every address of `listen` and `listen_tls`, in that order.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
-        let at = |transport| move |&addr| Address { addr, transport };
+        let at = |transport| {
+            move |listener: &Listener| Address {
+                addr: listener.addr,
+                transport,
+                http2: listener.http2,
+            }
+        };
         let tcp = self.listen.iter().map(at(Transport::Tcp));
         let tls = self.listen_tls.iter().map(at(Transport::Tls));
         tcp.chain(tls)
@@ -555,7 +580,10 @@ pub(crate) struct Location {
     pub cookies: CookieRewrites,
     /// `forwarded_headers`: the location's, else its site's, else `[server]`'s.
     pub forwarded: Forwarded,
+    /// Its own timeouts, else its site's.
+    pub timeouts: Timeouts,
 }
+
 
 /// A location's header rules ("Header rules" in docs/config.md).
 #[derive(Debug, Clone, Default)]

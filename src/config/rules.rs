@@ -1,14 +1,17 @@
 //! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
-//! `client_max_body_size`, `request_buffering`, the header rules, `redirect_rewrite`,
-//! `cookie_path` and `cookie_domain`), and how a location inherits its site's.
+//! `client_max_body_size`, `request_buffering`, the timeouts, the header rules,
+//! `redirect_rewrite`, `cookie_path` and `cookie_domain`), and how a location inherits its
+//! site's.
 //!
 //! A location's `limit`, `access`, `limit_status`, `client_max_body_size`,
-//! `request_buffering`, `redirect_rewrite`, `cookie_path` or `cookie_domain` replaces the
-//! site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
+//! `request_buffering`, timeout, `redirect_rewrite`, `cookie_path` or `cookie_domain`
+//! replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` and `pass_headers` are the union of both lists.
 //! `forwarded_headers` is replaced: the location's, else the site's, else `[server]`'s.
+
+use std::time::Duration;
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -16,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::cookies::{self, Attribute};
 use super::diag::Diagnostics;
 use super::maps::Maps;
-use super::raw::RawRules;
+use super::raw::{Loose, RawRules};
 use super::redirects::{self, RedirectRewrite};
 use super::{access, headers, limits, values};
 use super::raw::Span;
@@ -35,6 +38,29 @@ pub enum RequestBuffering {
     Off,
 }
 
+/// The timeouts a site or location may set; `None` where neither sets one: the
+/// server's (`client_body_timeout`, `send_timeout`) or the upstream group's
+/// (`read_timeout`, `connect_timeout`) apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    pub client_body: Option<Duration>,
+    pub send: Option<Duration>,
+    pub read: Option<Duration>,
+    pub connect: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A location's (`self`) over its site's.
+    pub(crate) fn over(self, site: Timeouts) -> Timeouts {
+        Timeouts {
+            client_body: self.client_body.or(site.client_body),
+            send: self.send.or(site.send),
+            read: self.read.or(site.read),
+            connect: self.connect.or(site.connect),
+        }
+    }
+}
+
 /// The rules as set; `None` where the key is not written.
 #[derive(Clone, Debug)]
 pub(super) struct Rules {
@@ -43,6 +69,7 @@ pub(super) struct Rules {
     pub limit_status: Option<StatusCode>,
     pub client_max_body_size: Option<MaxBodySize>,
     pub request_buffering: Option<RequestBuffering>,
+    pub timeouts: Timeouts,
     pub headers: HeaderRules,
     pub redirect_rewrite: Option<RedirectRewrite>,
     pub cookie_path: Option<Vec<redirects::RewriteRule>>,
@@ -81,6 +108,7 @@ impl Default for Rules {
             limit_status: None,
             client_max_body_size: None,
             request_buffering: None,
+            timeouts: Timeouts::default(),
             headers: HeaderRules::default(),
             redirect_rewrite: None,
             cookie_path: None,
@@ -137,9 +165,11 @@ pub(super) fn rules(
     };
     let cookie_path = cookie(raw.cookie_path, Attribute::Path);
     let cookie_domain = cookie(raw.cookie_domain, Attribute::Domain);
+    let timeouts = timeouts(raw, diag);
     let (headers, sets) = headers?;
     let forwarded = forwarded?;
     Some(Rules {
+        timeouts: timeouts?,
         limits: limits?,
         access: access?,
         limit_status: limit_status?,
@@ -178,6 +208,7 @@ impl Rules {
             limit_status: self.limit_status.or(site.limit_status),
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
             request_buffering: self.request_buffering.or(site.request_buffering),
+            timeouts: self.timeouts.over(site.timeouts),
             headers: merged(&site.headers, self.headers),
             redirect_rewrite: self.redirect_rewrite.or_else(|| site.redirect_rewrite.clone()),
             cookie_path: self.cookie_path.or_else(|| site.cookie_path.clone()),
@@ -202,6 +233,25 @@ impl Rules {
             sets: self.sets,
         }
     }
+}
+
+/// `client_body_timeout`, `send_timeout`, `read_timeout` and `connect_timeout` as
+/// written on a site or location.
+fn timeouts(raw: &RawRules<'_>, diag: &mut Diagnostics<'_>) -> Option<Timeouts> {
+    let mut valid = true;
+    let mut one = |written: Option<&Loose>| {
+        let value = written?;
+        let duration = diag.check(value.span(), values::duration(value.get_ref()));
+        valid &= duration.is_some();
+        duration
+    };
+    let timeouts = Timeouts {
+        client_body: one(raw.client_body_timeout),
+        send: one(raw.send_timeout),
+        read: one(raw.read_timeout),
+        connect: one(raw.connect_timeout),
+    };
+    valid.then_some(timeouts)
 }
 
 /// The site's header rules with the location's added: a location rule replaces the
@@ -313,6 +363,10 @@ mod tests {
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),
             client_max_body_size: Some(MaxBodySize::Unlimited),
             request_buffering: Some(RequestBuffering::Off),
+            timeouts: Timeouts {
+                read: Some(std::time::Duration::from_secs(5)),
+                ..Timeouts::default()
+            },
             headers: HeaderRules::default(),
             ..Rules::default()
         };
@@ -321,6 +375,7 @@ mod tests {
         assert_eq!(inherited.limit_status, site.limit_status);
         assert_eq!(inherited.client_max_body_size, site.client_max_body_size);
         assert_eq!(inherited.request_buffering, Some(RequestBuffering::Off));
+        assert_eq!(inherited.timeouts, site.timeouts);
         let own = Rules {
             limits: Some(Vec::new()),
             limit_status: Some(StatusCode::TOO_MANY_REQUESTS),

@@ -1,6 +1,6 @@
-//! `[server]`: listeners, client timeouts and the limits a client is held to.
+//! `[server]`: listeners (`listeners`), client timeouts and the limits a client is held
+//! to.
 
-use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
@@ -8,12 +8,11 @@ use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
+use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section};
 use super::values::duration_or;
-use super::{headers, limits, values};
+use super::{headers, limits, listeners, values};
 use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
 
-const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 const MIN_HEADER_BYTES: u64 = 1 << 10;
 const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// Bodies buffered before forwarding are held in memory, one per request in flight.
@@ -70,13 +69,13 @@ pub(super) fn server(
 ) -> Option<Server> {
     let (span, raw) = match section {
         Section::Absent => {
-            diag.error_nowhere(NO_LISTENER);
+            listeners::none(diag);
             return None;
         }
         Section::Invalid => return None,
         Section::Present(span, raw) => (span, raw),
     };
-    let listeners = listeners(&raw, &span, certificates, diag);
+    let listeners = listeners::listeners(&raw, &span, certificates, diag);
     let workers = match &raw.workers {
         Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
         None => Some(values::auto_workers()),
@@ -110,10 +109,10 @@ pub(super) fn server(
         None => Some(Forwarded::ALL),
     };
     // Every key above has been checked (and its errors reported) before any `?`.
-    let Listeners { listen, listen_tls } = listeners?;
+    let listeners = listeners?;
     Some(Server {
-        listen,
-        listen_tls,
+        listen: listeners.listen,
+        listen_tls: listeners.listen_tls,
         workers: workers?,
         client_header_timeout: client_header_timeout?,
         client_body_timeout: client_body_timeout?,
@@ -187,75 +186,6 @@ fn ratelimit_headers(written: Option<RawRateLimitHeaders>) -> RateLimitHeaders {
         RawRateLimitHeaders::Both => RateLimitHeaders::Both,
         RawRateLimitHeaders::None => RateLimitHeaders::None,
     }
-}
-
-/// The addresses of `listen` and `listen_tls`.
-struct Listeners {
-    listen: Vec<SocketAddr>,
-    listen_tls: Vec<SocketAddr>,
-}
-
-/// `listen` and `listen_tls`: at least one address in all, each address once.
-fn listeners(
-    raw: &RawServer,
-    span: &Span,
-    certificates: Option<bool>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Listeners> {
-    let mut seen = Vec::new();
-    let listen_span = raw.listen.as_ref().map(|l| l.span());
-    let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
-    let listen = addresses(raw.listen.as_ref(), &mut seen, diag);
-    let listen_tls = addresses(raw.listen_tls.as_ref(), &mut seen, diag);
-    let left_out = |diag: &Diagnostics<'_>| {
-        diag.was_left_out(span, "listen") || diag.was_left_out(span, "listen_tls")
-    };
-    if let (Some(plain), Some(tls)) = (&listen, &listen_tls) {
-        if plain.is_empty() && tls.is_empty() && !left_out(diag) {
-            diag.error(
-                listen_span.or(tls_span.clone()).unwrap_or(span.clone()),
-                NO_LISTENER,
-            );
-        }
-        if let (false, Some(false), Some(at)) = (tls.is_empty(), certificates, tls_span) {
-            diag.error(
-                at,
-                "`listen_tls` needs a certificate: add a [[tls.certificates]] table with `cert` and `key`, or set `acme = true` on a site to order one",
-            );
-        }
-    }
-    Some(Listeners {
-        listen: listen?,
-        listen_tls: listen_tls?,
-    })
-}
-
-/// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
-/// lists before, so an address is listened on once, plain or TLS.
-fn addresses(
-    raw: Option<&Spanned<Vec<Spanned<String>>>>,
-    seen: &mut Vec<SocketAddr>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<Vec<SocketAddr>> {
-    let mut addrs: Vec<SocketAddr> = Vec::new();
-    let mut valid = true;
-    for item in raw
-        .map(|list| list.get_ref().as_slice())
-        .unwrap_or_default()
-    {
-        let Some(addr) = diag.check(item.span(), values::listen_addr(item.get_ref())) else {
-            valid = false;
-            continue;
-        };
-        // Port 0 asks for any free port, so two of them do not collide.
-        if addr.port() != 0 && seen.contains(&addr) {
-            diag.error(item.span(), format!("duplicate listen address {addr}"));
-            valid = false;
-        }
-        seen.push(addr);
-        addrs.push(addr);
-    }
-    valid.then_some(addrs)
 }
 
 /// A size key within its bounds, or its default when absent.

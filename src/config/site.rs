@@ -14,6 +14,7 @@ use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::maps::Maps;
 use super::rules::{self, Inherited, Rules};
+use super::server_name;
 use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
@@ -143,6 +144,10 @@ fn site(
     let no_captures = Pattern::Prefix("/".to_owned());
     let inherited = Inherited::server(server.map(|s| s.forwarded_headers));
     let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, inherited, maps, diag);
+    if let Some((names, written, _)) = &names {
+        let first = names.first().zip(written.first().map(String::as_str));
+        server_name::warn(first, &raw, &raw_locations, diag);
+    }
     let locations = rules
         .as_ref()
         .and_then(|rules| locations(raw_locations, rules, upstreams, zones, maps, diag));

@@ -48,6 +48,11 @@ fn addr(text: &str) -> SocketAddr {
     text.parse().unwrap()
 }
 
+/// The addresses of a `listen` list.
+fn addrs(listeners: &[Listener]) -> Vec<SocketAddr> {
+    listeners.iter().map(|l| l.addr).collect()
+}
+
 const EXAMPLE: &str = r#"
 [server]
 listen = ["127.0.0.1:8080"]
@@ -95,7 +100,7 @@ return = { status = 200, body = "hello from tollgate\n" }
 #[test]
 fn design_example_parses_into_typed_values() {
     let config = parse(EXAMPLE);
-    assert_eq!(config.server.listen, [addr("127.0.0.1:8080")]);
+    assert_eq!(addrs(&config.server.listen), [addr("127.0.0.1:8080")]);
     assert_eq!(config.server.client_header_timeout, Duration::from_secs(10));
     assert_eq!(config.server.client_body_timeout, Duration::from_secs(60));
     assert_eq!(config.server.keepalive_timeout, Duration::from_secs(75));
@@ -167,7 +172,7 @@ fn omitted_keys_take_their_defaults() {
         "{SERVER}[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n"
     ));
     let server = &config.server;
-    assert_eq!(server.listen, [addr("0.0.0.0:8080")]);
+    assert_eq!(addrs(&server.listen), [addr("0.0.0.0:8080")]);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(server.workers, cpus.min(256));
     assert_eq!(server.client_header_timeout, Duration::from_secs(10));
@@ -247,7 +252,10 @@ match = "= /old"
 return = { status = 301, location = "https://example.com/" }
 "#;
     let config = parse(text);
-    assert_eq!(config.server.listen, [addr("0.0.0.0:80"), addr("[::1]:81")]);
+    assert_eq!(
+        addrs(&config.server.listen),
+        [addr("0.0.0.0:80"), addr("[::1]:81")]
+    );
     assert_eq!(
         (config.server.workers, config.server.max_header_bytes),
         (3, 2048)
@@ -381,6 +389,7 @@ mod concurrency;
 mod errors;
 mod limits;
 mod maps;
+mod listeners;
 mod props;
 mod redis;
 mod rewrites;

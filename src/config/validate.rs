@@ -54,7 +54,10 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     let base = origin.parent().unwrap_or(Path::new(""));
     let checked = check(raw, base, &mut diag);
     match checked.into_config() {
-        Some(config) if !diag.has_errors() => Ok(config),
+        Some(mut config) if !diag.has_errors() => {
+            config.warnings = diag.warnings(origin);
+            Ok(config)
+        }
         _ => {
             if !diag.has_errors() {
                 // A check returned nothing without saying why: a bug here, not in the file.
@@ -95,6 +98,7 @@ impl Checked {
         }
         Some(Config {
             sha256: String::new(),
+            warnings: Vec::new(),
             server: self.server?,
             real_ip: self.real_ip?,
             access: self.access?,

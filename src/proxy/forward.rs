@@ -22,7 +22,8 @@ use crate::metrics::load::Failure;
 use crate::upstream::h1::{ConnectError, Exchange};
 use crate::upstream::pool::Checkout;
 use crate::upstream::{ActiveRequest, Group, Lease, ResponseBody};
-use crate::wire::body::{BodyLimits, Progress, RequestBody, Timed};
+use super::timeouts::Timeouts;
+use crate::wire::body::{Progress, RequestBody, Timed};
 use retry::Attempts;
 
 /// What the forwarder knows about the request's origin.
@@ -31,7 +32,8 @@ pub(super) struct Ctx<'a> {
     pub peer: IpAddr,
     pub peer_trusted: bool,
     pub conn: &'a Conn,
-    pub body: BodyLimits,
+    /// The location's: its `client_body_timeout`, and towards the upstream.
+    pub timeouts: Timeouts,
     /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub body_buffer: usize,
     /// The location's `client_max_body_size`: a body growing past it is cut off.
@@ -190,7 +192,9 @@ pub(super) async fn forward(
         };
         // Counted from the pick, so that concurrent picks see each other (least_conn).
         let active = ActiveRequest::new(group.clone(), server);
-        let checkout = attempts.checkout(group, server, ctx.conn.worker).await;
+        let checkout = attempts
+            .checkout(group, server, ctx.conn.worker, ctx.timeouts.connect)
+            .await;
         let Some(Checkout { conn, pooled }) = checkout else {
             continue;
         };
@@ -201,7 +205,7 @@ pub(super) async fn forward(
             .send_with(
                 request,
                 prepared.added.as_slice(),
-                group.read_timeout,
+                ctx.timeouts.read,
                 progress.as_deref(),
             )
             .await;
@@ -215,7 +219,8 @@ pub(super) async fn forward(
         let worker = ctx.conn.worker;
         let (status, upstream_time) =
             answered(&exchange, group, server, now, progress.as_deref(), worker);
-        let response = respond(exchange, client_upgrade, (group, server), ctx.pass, held)?;
+        let idle = ctx.timeouts.read;
+        let response = respond(exchange, client_upgrade, (group, server), ctx.pass, idle, held)?;
         let mut lease = Lease::new(active, ctx.conn.worker);
         // A tunnel would hold its slot for as long as it stays open: a WebSocket
         // handshake waits at the gate like any request (anyone can send its headers),
@@ -313,7 +318,7 @@ async fn upstream_body(
         return Ok((RequestBody::Empty, None));
     }
     let progress = Progress::new();
-    let body = Timed::watched(body, ctx.body, ctx.max_body, progress.clone());
+    let body = Timed::watched(body, ctx.timeouts.body, ctx.max_body, progress.clone());
     let mut body = RequestBody::read_ahead(body, ctx.body_buffer)
         .await
         .map_err(ProxyError::client_body)?;
@@ -334,6 +339,7 @@ fn respond(
     client_upgrade: Option<tunnel::ClientUpgrade>,
     (group, server): (&Arc<Group>, usize),
     pass: Passed,
+    idle: Duration,
     held: &mut Vec<InFlight>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     match exchange {
@@ -347,7 +353,6 @@ fn respond(
             // A tunnel is a request in flight until it closes (nginx's limit_conn counts
             // it until the request is freed), so it holds the in-flight counts.
             let held = std::mem::take(held);
-            let idle = group.read_timeout;
             tokio::spawn(async move {
                 tunnel::run(client_upgrade, upgraded, idle).await;
                 drop(held);

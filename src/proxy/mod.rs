@@ -19,6 +19,7 @@ mod settle;
 pub(crate) mod site;
 mod slash_redirect;
 mod text;
+pub(crate) mod timeouts;
 pub(crate) mod tunnel;
 pub(crate) mod upstream_urls;
 
@@ -65,8 +66,6 @@ pub(crate) struct Pipeline {
     /// tollgate's `Server` header (`server_header`), which the connection writes on
     /// every answer that has none; `None`: no `Server` header.
     pub server_header: Option<http::HeaderValue>,
-    /// How long a client may take over its request body.
-    pub body: crate::wire::body::BodyLimits,
     /// Bodies up to this size are read whole into memory before an upstream is chosen.
     pub client_body_buffer_size: usize,
     /// Where larger bodies are read into a file, in locations with `request_buffering`
@@ -118,6 +117,7 @@ pub(crate) struct Location {
     pub server_name: Arc<str>,
     /// `redirect_rewrite`, `cookie_path` and `cookie_domain`.
     pub upstream_urls: upstream_urls::UpstreamUrls,
+    pub timeouts: timeouts::Timeouts,
 }
 
 impl Location {
@@ -180,6 +180,7 @@ struct Destination<'a> {
     headers: &'a HeaderRules,
     rendered: &'a header_rules::Rendered,
     forwarded: Forwarded,
+    timeouts: timeouts::Timeouts,
 }
 
 /// The connection a request arrived on.
@@ -328,6 +329,7 @@ impl Pipeline {
                     headers: &location.headers,
                     rendered: &rendered,
                     forwarded: location.forwarded,
+                    timeouts: location.timeouts,
                 };
                 let (mut response, lease) =
                     self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
@@ -387,6 +389,7 @@ impl Pipeline {
     ) {
         let pending = std::mem::take(&mut limited.settle);
         settle::settle(location, response, pending, from_upstream, worker);
+        location.timeouts.mark(response);
         let returned = matches!(location.route, Route::Return(_));
         let source = header_rules::Source::of(from_upstream, returned);
         let status = response.status();
@@ -412,7 +415,7 @@ impl Pipeline {
             peer: to.peer,
             peer_trusted: self.is_trusted(to.peer),
             conn: to.conn,
-            body: self.body,
+            timeouts: to.timeouts,
             body_buffer: self.client_body_buffer_size,
             max_body: to.max_body,
             spool: (to.buffering == RequestBuffering::On)

@@ -20,7 +20,8 @@ use crate::wire::Protocol;
 /// `conn_state` is new, made as the connection's first byte may arrive (after the TLS
 /// handshake), and the worker may shed it ([`ConnState::shed`]).
 /// `alpn`: what TLS's ALPN agreed on, when that binds: after `h2`, only HTTP/2 may
-/// follow (RFC 9113 §3.3).
+/// follow (RFC 9113 §3.3). `http2`: the listener serves HTTP/2 (else every connection
+/// is HTTP/1.x, and an HTTP/2 preface an HTTP/1.1 request line like any other).
 pub(super) async fn serve<T>(
     stream: T,
     conn: Conn,
@@ -28,6 +29,7 @@ pub(super) async fn serve<T>(
     state: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
     alpn: Option<Protocol>,
+    http2: bool,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -41,7 +43,7 @@ pub(super) async fn serve<T>(
     let mut io = TimedIo::new(stream, conn_state.clone(), limits);
     io.set_server(snapshot.pipeline.server_header.clone());
     drop(snapshot);
-    let (protocol, read) = match sniff(&mut io, alpn).await {
+    let (protocol, read) = match sniff(&mut io, alpn, http2).await {
         Ok(Some(sniffed)) => sniffed,
         Ok(None) => return,
         Err(err) => {
@@ -79,10 +81,12 @@ pub(super) async fn serve<T>(
 /// `Ok(None)`: the client closed (or timed out) before sending anything, or sent a
 /// broken HTTP/2 preface, which has been answered with GOAWAY. After ALPN agreed on
 /// `h2`, anything but the HTTP/2 preface is a broken one: RFC 9113 §3.3 lets only
-/// HTTP/2 follow, so HTTP/1.1 bytes get GOAWAY PROTOCOL_ERROR, not an answer.
+/// HTTP/2 follow, so HTTP/1.1 bytes get GOAWAY PROTOCOL_ERROR, not an answer. Without
+/// `http2`, the first bytes are HTTP/1.x whatever they are.
 async fn sniff<T>(
     io: &mut TimedIo<T>,
     alpn: Option<Protocol>,
+    http2: bool,
 ) -> std::io::Result<Option<(Protocol, BytesMut)>>
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -91,6 +95,9 @@ where
     loop {
         if io.read_buf(&mut buf).await? == 0 {
             return Ok(None);
+        }
+        if !http2 {
+            return Ok(Some((Protocol::Http1, buf)));
         }
         let protocol = match preface::sniff(&buf) {
             Sniffed::More => continue,

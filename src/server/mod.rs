@@ -61,6 +61,7 @@ fn listeners_of(listening: &[Listening]) -> Listeners {
     let actual = |l: &Listening| Address {
         addr: l.actual,
         transport: l.configured.transport,
+        http2: l.configured.http2,
     };
     Listeners {
         addresses: listening.iter().map(actual).collect(),
@@ -223,7 +224,12 @@ impl Gateway {
     /// validate changes nothing either, and counts as a failed reload.
     pub fn reload_file(&self, path: &Path) -> Result<u64, ReloadError> {
         match config::load(path) {
-            Ok(config) => Ok(self.reload(&config)?),
+            Ok(config) => {
+                for warning in config.warnings() {
+                    tracing::warn!("reload: {warning}");
+                }
+                Ok(self.reload(&config)?)
+            }
             Err(errors) => {
                 self.state.reload_failed(&errors);
                 Err(errors.into())

@@ -205,6 +205,8 @@ pub(super) struct TimedIo<T> {
     armed: Option<Instant>,
     /// `send_timeout`: armed (lazily made) while a write waits for the client.
     write_sleep: Option<Pin<Box<Sleep>>>,
+    /// The `send_timeout` of the answer being sent: its location's, else `limits.send`.
+    send: Duration,
     write_waiting: bool,
     /// Lingering on a close ([`ConnState::linger_on_close`]) has begun: `sleep` is armed
     /// for its end.
@@ -232,6 +234,7 @@ impl<T> TimedIo<T> {
             sleep: Box::pin(tokio::time::sleep_until(first)),
             armed: Some(first),
             write_sleep: None,
+            send: limits.send,
             write_waiting: false,
             draining: false,
             drain_shut: false,
@@ -380,6 +383,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
 }
 
 impl<T> TimedIo<T> {
+    /// The `send_timeout` of the next answer: its location's (`own`), else the
+    /// connection's.
+    pub(super) fn answer_send_timeout(&mut self, own: Option<Duration>) {
+        self.send = own.unwrap_or(self.limits.send);
+    }
+
     /// `send_timeout` (nginx's meaning: between two successful writes, not for the whole
     /// response): a write that has waited that long for the client to read fails, and
     /// the connection with it, so a client that stops reading cannot hold its response,
@@ -393,7 +402,7 @@ impl<T> TimedIo<T> {
             self.write_waiting = false;
             return result;
         }
-        let deadline = Instant::now() + self.limits.send;
+        let deadline = Instant::now() + self.send;
         let sleep = self
             .write_sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));

@@ -118,10 +118,11 @@ async fn heartbeat() {
 
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
-/// The TLS handshake (within the snapshot's `handshake_timeout`, with its certificates),
-/// then the connection as any other.
+/// The TLS handshake (within the snapshot's `handshake_timeout`, with its certificates,
+/// offering ALPN `h2` when `http2`), then the connection as any other.
 async fn serve_tls(
     stream: tokio::net::TcpStream,
+    http2: bool,
     conn: Conn,
     state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
@@ -132,7 +133,11 @@ async fn serve_tls(
         tracing::error!(peer = %conn.peer, "TLS connection without certificates");
         return;
     };
-    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(stream)).await {
+    let acceptor = match (http2, &tls.acceptor_http1) {
+        (false, Some(acceptor)) => acceptor,
+        _ => &tls.acceptor,
+    };
+    match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
         Ok(Ok(mut stream)) => {
             let alpn = stream.get_ref().1.alpn_protocol();
             if alpn == Some(crate::acme::ACME_TLS_ALPN) {
@@ -144,7 +149,7 @@ async fn serve_tls(
             let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
             let conn_state = ConnState::new();
             sheddable.add(&conn_state);
-            conn::serve(stream, conn, conn_state, state, stop, alpn).await
+            conn::serve(stream, conn, conn_state, state, stop, alpn, http2).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
         Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
@@ -203,13 +208,15 @@ impl Accepting {
                         Transport::Tls => None,
                     };
                     let sheddable = self.sheddable.clone();
+                    let http2 = self.address.http2;
                     // Its polls read the clock once each (`clock`).
                     tokio::spawn(crate::clock::Polled::new(async move {
                         match conn_state {
                             Some(conn_state) => {
-                                conn::serve(stream, conn, conn_state, state, stop, None).await;
+                                conn::serve(stream, conn, conn_state, state, stop, None, http2)
+                                    .await;
                             }
-                            None => serve_tls(stream, conn, state, stop, sheddable).await,
+                            None => serve_tls(stream, http2, conn, state, stop, sheddable).await,
                         }
                         open.add(-1);
                         drop((slot, alive));

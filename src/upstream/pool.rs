@@ -7,6 +7,7 @@
 //! ([`super::h1::Body::take_reusable`]).
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::h1::{ConnectError, UpstreamConn};
 use super::Group;
@@ -60,12 +61,13 @@ pub(crate) struct Checkout {
 }
 
 /// A connection to `server`: an idle pooled one if `reuse` allows and one is left,
-/// else a new one.
+/// else a new one, within `connect_timeout` (the location's, else the group's).
 pub(crate) async fn checkout(
     group: &Group,
     server: usize,
     worker: usize,
     reuse: bool,
+    connect_timeout: Duration,
 ) -> Result<Checkout, ConnectError> {
     let srv = &group.servers[server];
     if reuse {
@@ -73,7 +75,7 @@ pub(crate) async fn checkout(
             return Ok(Checkout { conn, pooled: true });
         }
     }
-    let conn = UpstreamConn::connect(srv.addr, srv.tls.as_ref(), group.connect_timeout).await?;
+    let conn = UpstreamConn::connect(srv.addr, srv.tls.as_ref(), connect_timeout).await?;
     Ok(Checkout {
         conn,
         pooled: false,

@@ -40,6 +40,48 @@ fn check_reports_every_error_with_line_and_column() {
 }
 
 #[test]
+fn check_says_which_key_does_an_nginx_directives_job() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "nginx.toml",
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\n[[location]]\nmatch = \"/\"\n\
+         proxy_pass = \"http://app\"\ntry_files = \"$uri\"\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = path.display().to_string();
+    let pass = format!(
+        "{file}:5:1: unknown key `proxy_pass`: in nginx a directive; here a location's `upstream = \"NAME\"`"
+    );
+    assert!(stderr.contains(&pass), "{stderr}");
+    let files = format!("{file}:6:1: unknown key `try_files`: in nginx a directive; here serving files is not supported yet");
+    assert!(stderr.contains(&files), "{stderr}");
+}
+
+#[test]
+fn check_warns_of_server_name_in_a_redirect_of_a_wildcard_site_and_passes() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "wildcard.toml",
+        "[server]\nlisten = [\"127.0.0.1:8080\"]\n[[site]]\nnames = [\"*.example.com\"]\n\
+         [[site.location]]\nmatch = \"/\"\n\
+         return = { status = 301, location = \"https://$server_name$request_uri\" }\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let file = path.display().to_string();
+    let warning = format!("warning: {file}:7:37: `$server_name` is this site's first name as written, \"*.example.com\"");
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
+}
+
+#[test]
 fn check_reports_an_unknown_variable_where_its_dollar_is() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();

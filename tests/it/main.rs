@@ -30,6 +30,8 @@ mod limit_concurrency;
 mod limit_memory;
 mod limit_properties;
 mod limits;
+mod listen_tables;
+mod location_timeouts;
 mod logs;
 mod maps;
 mod metrics;

@@ -1,7 +1,6 @@
 //! How the model deserializes where a derive alone cannot say it: the keys that take
-//! either a plain value or a table (`servers` items, an upstream group's `tls`, a
-//! `response_headers` value), with an
-//! `expecting` message that names both forms.
+//! either a plain value or a table (`listen` and `servers` items, an upstream group's
+//! `tls`, a `response_headers` value), with an `expecting` message that names both forms.
 
 use std::fmt;
 
@@ -9,7 +8,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    RawResponseHeader, RawResponseHeaderTable, RawServerItem, RawServerTable, RawUpstreamTls,
+    RawListenItem, RawListenTable, RawResponseHeader, RawResponseHeaderTable, RawServerItem, RawServerTable, RawUpstreamTls,
     RawUpstreamTlsTable,
 };
 
@@ -94,5 +93,33 @@ impl<'de> Deserialize<'de> for RawResponseHeader {
         }
 
         deserializer.deserialize_any(HeaderVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawListenItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawListenItem;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawListenItem::Addr(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table =
+                    RawListenTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawListenItem::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(ItemVisitor)
     }
 }

@@ -48,6 +48,10 @@ pub(crate) struct RawSite {
     pub cookie_domain: Option<Spanned<RawCookieRewrites>>,
     pub pass_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub client_body_timeout: Option<Loose>,
+    pub send_timeout: Option<Loose>,
+    pub read_timeout: Option<Loose>,
+    pub connect_timeout: Option<Loose>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -93,6 +97,12 @@ pub(crate) struct RawLocation {
     pub pass_headers: Option<Spanned<Vec<Spanned<String>>>>,
     /// Which forwarding headers tollgate writes upstream.
     pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Override `[server]`'s.
+    pub client_body_timeout: Option<Loose>,
+    pub send_timeout: Option<Loose>,
+    /// Override the upstream group's.
+    pub read_timeout: Option<Loose>,
+    pub connect_timeout: Option<Loose>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -110,6 +120,10 @@ pub(crate) struct RawRules<'a> {
     pub cookie_domain: Option<&'a Spanned<RawCookieRewrites>>,
     pub pass_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub forwarded_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    pub client_body_timeout: Option<&'a Loose>,
+    pub send_timeout: Option<&'a Loose>,
+    pub read_timeout: Option<&'a Loose>,
+    pub connect_timeout: Option<&'a Loose>,
 }
 
 impl RawLocation {
@@ -128,6 +142,10 @@ impl RawLocation {
             cookie_domain: self.cookie_domain.as_ref(),
             pass_headers: self.pass_headers.as_ref(),
             forwarded_headers: self.forwarded_headers.as_ref(),
+            client_body_timeout: self.client_body_timeout.as_ref(),
+            send_timeout: self.send_timeout.as_ref(),
+            read_timeout: self.read_timeout.as_ref(),
+            connect_timeout: self.connect_timeout.as_ref(),
         }
     }
 }
@@ -148,6 +166,10 @@ impl RawSite {
             cookie_domain: self.cookie_domain.as_ref(),
             pass_headers: self.pass_headers.as_ref(),
             forwarded_headers: self.forwarded_headers.as_ref(),
+            client_body_timeout: self.client_body_timeout.as_ref(),
+            send_timeout: self.send_timeout.as_ref(),
+            read_timeout: self.read_timeout.as_ref(),
+            connect_timeout: self.connect_timeout.as_ref(),
         }
     }
 }

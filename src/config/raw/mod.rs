@@ -41,8 +41,8 @@ mod ser;
 mod write;
 
 pub(crate) use location::{
-    RawBan, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable, RawReturn, RawRules,
-    RawSite, RawSiteEntry, RawStatus,
+    HeaderTable, RawBan, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
+    RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus, ResponseHeaderTable,
 };
 pub(crate) use maps::RawMap;
 pub(crate) use read::parse;
@@ -115,8 +115,8 @@ pub(crate) struct RawConfig {
 #[derive(Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawServer {
-    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
-    pub listen_tls: Option<Spanned<Vec<Spanned<String>>>>,
+    pub listen: Option<Spanned<Vec<Spanned<RawListenItem>>>>,
+    pub listen_tls: Option<Spanned<Vec<Spanned<RawListenItem>>>>,
     pub workers: Option<Loose>,
     pub client_header_timeout: Option<Loose>,
     pub client_body_timeout: Option<Loose>,
@@ -147,6 +147,26 @@ pub(crate) enum RawRateLimitHeaders {
     Legacy,
     Both,
     None,
+}
+
+/// An item of `listen` / `listen_tls`: `"IP:PORT"` or `{ addr = "IP:PORT", http2 = false }`.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum RawListenItem {
+    Addr(String),
+    Table(RawListenTable),
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawListenTable {
+    /// Required.
+    pub addr: Option<Spanned<String>>,
+    pub http2: Option<bool>,
+    /// Named so that it is refused as not supported yet, not as unknown.
+    pub proxy_protocol: Option<Loose>,
+    /// Named so that it is refused as not supported yet, not as unknown.
+    pub quic: Option<Loose>,
 }
 
 /// A list of address or network strings, each with its span.

@@ -56,6 +56,11 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "location" => raw.locations = locations(value, diag),
             "site" => raw.sites = Some((key.span(), sites(value, diag))),
             _ => {
+                if let Some(hint) = crate::config::nginx_names::hint(name) {
+                    let message = format!("unknown section `{name}`: in nginx a directive; here {hint}");
+                    diag.error(key.span(), message);
+                    continue;
+                }
                 let known = SECTIONS
                     .iter()
                     .map(|s| format!("`{s}`"))
@@ -260,10 +265,37 @@ mod tests {
     }
 
     #[test]
+    fn an_nginx_directive_as_a_key_says_what_does_its_job_here() {
+        let got = problems("[[location]]\nmatch = \"/\"\nproxy_pass = \"http://app\"\ngzip = true\n");
+        assert_eq!((got[0].0, got[0].1), (3, 1));
+        assert!(
+            got[0].2.starts_with("unknown key `proxy_pass`: in nginx a directive; here a location's `upstream = \"NAME\"`"),
+            "{}",
+            got[0].2
+        );
+        assert_eq!((got[1].0, got[1].1), (4, 1));
+        assert!(got[1].2.contains("compression is not supported yet"), "{}", got[1].2);
+        let got = problems("[server]\nlisten = [\"80\"]\nserver_name = \"a.test\"\n");
+        assert!(got[0].2.contains("a `[[site]]`'s `names = ["), "{}", got[0].2);
+        let got = problems("[[site]]\nserver_name = \"a.test\"\n");
+        assert!(got[0].2.contains("`names = ["), "{}", got[0].2);
+        let got = problems("[upstreams.app]\nservers = [{ addr = \"a:1\", wieght = 2 }]\n");
+        assert!(got[0].2.starts_with("unknown key `wieght`, expected"), "{}", got[0].2);
+    }
+
+    #[test]
+    fn an_nginx_block_as_a_section_says_what_does_its_job_here() {
+        let got = problems("[http]\n[upstream.app]\n");
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].2.starts_with("unknown section `http`: in nginx"), "{}", got[0].2);
+        assert!(got[1].2.contains("`[upstreams.NAME]`"), "{}", got[1].2);
+    }
+
+    #[test]
     fn wrong_type_is_reported_at_the_value() {
         let got = problems("[server]\nlisten = [\"80\", 81]\n");
         assert_eq!((got[0].0, got[0].1), (2, 17));
-        assert_eq!(got[0].2, "invalid type: integer `81`, expected a string");
+        assert_eq!(got[0].2, r#"invalid type: integer `81`, expected an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#);
     }
 
     #[test]

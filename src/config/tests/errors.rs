@@ -253,8 +253,10 @@ fn duplicate_exact_and_prefix_locations_name_the_first() {
 fn future_and_unknown_sections_are_reported_at_their_name() {
     let found = error("[[location]]\nmatch = \"/\"\ncost = 0\nreturn = { status = 204 }\n");
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
-    let want = "unknown section `upstream`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`";
+    let want = "unknown section `upstream`: in nginx a directive; here nginx's `upstream NAME {}` is an `[upstreams.NAME]` table with `servers = [\"HOST:PORT\"]`; a location forwards with `upstream = \"NAME\"`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
+    let want = "unknown section `upstreamz`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`";
+    assert_eq!(error("[upstreamz.app]\nservers = []\n"), owned(3, 2, want));
 }
 
 #[test]
@@ -342,7 +344,7 @@ fn a_bad_listen_item_does_not_hide_other_server_problems() {
     let text = "[server]\nlisten = [\"80\", 81]\nkeepalive_timeout = \"0s\"\nbogus = 1\n";
     let found = errors(text);
     assert_eq!(at(&found), [(2, 17), (3, 21), (4, 1)], "{found:#?}");
-    assert_eq!(found[0].2, "invalid type: integer `81`, expected a string");
+    assert_eq!(found[0].2, r#"invalid type: integer `81`, expected an "IP:PORT" string or a table like { addr = "IP:PORT", http2 = false }"#);
 }
 
 #[test]

@@ -38,6 +38,7 @@ fn sites_keep_their_names_addresses_and_locations() {
     let only = Address {
         addr: addr("127.0.0.1:8081"),
         transport: Transport::Tcp,
+        http2: true,
     };
     assert_eq!(second.listen.as_deref(), Some(&[only][..]));
     assert!(second.default && second.names.is_empty());
@@ -205,4 +206,58 @@ fn sites_that_share_a_first_name_get_labels_apart() {
             "b.test"
         ]
     );
+}
+
+#[test]
+fn timeouts_of_a_location_replace_its_sites_one_by_one() {
+    let config = parse(
+        "[server]\nlisten = [\"8080\"]\n[upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
+         [[site]]\nread_timeout = \"5s\"\nsend_timeout = \"7s\"\n\
+         [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nread_timeout = \"1s\"\n\
+         client_body_timeout = \"2s\"\nconnect_timeout = \"300ms\"\n\
+         [[site.location]]\nmatch = \"/b\"\nupstream = \"app\"\n",
+    );
+    let secs = Duration::from_secs;
+    let own = config.sites[0].locations[0].timeouts;
+    assert_eq!(
+        (own.client_body, own.send, own.read, own.connect),
+        (Some(secs(2)), Some(secs(7)), Some(secs(1)), Some(Duration::from_millis(300)))
+    );
+    let inherited = config.sites[0].locations[1].timeouts;
+    assert_eq!(
+        (inherited.client_body, inherited.send, inherited.read, inherited.connect),
+        (None, Some(secs(7)), Some(secs(5)), None)
+    );
+}
+
+#[test]
+fn a_bad_location_timeout_is_reported_at_its_value() {
+    let found = errors(
+        "[server]\nlisten = [\"8080\"]\n[[location]]\nmatch = \"/\"\nreturn = { status = 204 }\n\
+         send_timeout = 10\n",
+    );
+    assert_eq!((found[0].0, found[0].1), (6, 16), "{found:?}");
+    assert!(found[0].2.starts_with("invalid duration 10"), "{}", found[0].2);
+}
+
+#[test]
+fn server_name_of_a_wildcard_site_in_a_redirect_is_a_warning() {
+    let text = "[server]\nlisten = [\"8080\"]\n\
+                [[site]]\nnames = [\"*.example.com\", \"example.com\"]\n\
+                response_headers = { \"X-Site\" = \"$server_name\" }\n\
+                [[site.location]]\nmatch = \"/\"\n\
+                return = { status = 301, location = \"https://$server_name$request_uri\" }\n\
+                [[site]]\nnames = [\"example.org\"]\n[[site.location]]\nmatch = \"/\"\n\
+                return = { status = 301, location = \"https://${server_name}/\" }\n";
+    let config = parse(text);
+    let warnings = config.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(&format!("{ORIGIN}:5:33: `$server_name` is this site's first name as written, \"*.example.com\"")),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings[1].starts_with(&format!("{ORIGIN}:8:37: ")), "{}", warnings[1]);
+    let exact = parse(&format!("{SERVER}[[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"$server_name\" }}\n"));
+    assert!(exact.warnings().is_empty());
 }

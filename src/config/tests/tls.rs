@@ -51,7 +51,7 @@ fn certificates_load_with_their_names_relative_to_the_file() {
     );
     let config = config_in(dir.path(), &text).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.server.listen.is_empty());
-    assert_eq!(config.server.listen_tls, [addr("127.0.0.1:8443")]);
+    assert_eq!(addrs(&config.server.listen_tls), [addr("127.0.0.1:8443")]);
     let tls = config.tls.expect("[tls]");
     assert_eq!(tls.handshake_timeout, Duration::from_secs(3));
     let names: Vec<_> = tls.certificates.iter().map(|c| c.names.clone()).collect();

@@ -24,6 +24,7 @@ const SHIPPED: &str = include_str!("../../../gateway.toml");
 fn meaning(config: &Config) -> String {
     let mut config = config.clone();
     config.sha256.clear();
+    config.warnings.clear();
     let mut keys: Vec<(String, String)> = config
         .api_keys
         .as_mut()
@@ -291,7 +292,9 @@ fn a_model_built_in_code_is_written_as_a_valid_file() {
         server: Section::Present(
             0..0,
             RawServer {
-                listen: Some(at(vec![at("127.0.0.1:8080".to_owned())])),
+                listen: Some(at(vec![at(raw::RawListenItem::Addr(
+                    "127.0.0.1:8080".to_owned(),
+                ))])),
                 ..Default::default()
             },
         ),
@@ -332,7 +335,8 @@ fn a_model_built_in_code_is_written_as_a_valid_file() {
 /// Pieces of valid files for [`valid_files`]: any choice of them loads.
 const SERVERS: &[&str] = &[
     "[server]\nlisten = [\"127.0.0.1:8080\"]\n",
-    "[server]\nlisten = [\"127.0.0.1:8080\", \"[::1]:8080\"]\nworkers = 2\nlimit_status = 503\n\
+    "[server]\nlisten = [\"127.0.0.1:8080\", { addr = \"[::1]:8080\", http2 = false }]\nworkers = 2\n\
+     limit_status = 503\n\
      ratelimit_headers = \"both\"\n",
     "[server]\nlisten = [\"0.0.0.0:80\"]\nclient_max_body_size = \"0\"\nrequest_buffering = \"off\"\n\
      keepalive_timeout = \"5s\"\nmax_header_bytes = \"8k\"\n",
@@ -392,6 +396,7 @@ const EXTRAS: &[&str] = &[
     "access = [\"allow 10.0.0.0/8\", \"deny all\"]\n",
     "request_headers = { \"X-Uri\" = \"$uri\", \"Cookie\" = \"\" }\nhide_headers = [\"Server\"]\n",
     "client_max_body_size = \"1m\"\nrequest_buffering = \"on\"\n",
+    "client_body_timeout = \"5s\"\nsend_timeout = \"10s\"\nread_timeout = \"2m\"\nconnect_timeout = \"500ms\"\n",
 ];
 const ITEMS: &[&str] = &[
     "",

@@ -8,7 +8,7 @@
 //! connection to the same server, without counting against the server's health.
 
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::Request;
 
@@ -62,7 +62,8 @@ impl Attempts {
         Some(server)
     }
 
-    /// A connection to `server`: a pooled one unless the free retry has been used.
+    /// A connection to `server`: a pooled one unless the free retry has been used (a
+    /// new one within `connect_timeout`).
     /// `None` when connecting failed, which counts against the server; no byte of the
     /// request was sent, so it goes on to the next try.
     pub(super) async fn checkout(
@@ -70,8 +71,10 @@ impl Attempts {
         group: &Group,
         server: usize,
         worker: usize,
+        connect_timeout: Duration,
     ) -> Option<Checkout> {
-        match pool::checkout(group, server, worker, self.fresh_retry).await {
+        let reuse = self.fresh_retry;
+        match pool::checkout(group, server, worker, reuse, connect_timeout).await {
             Ok(checkout) => Some(checkout),
             Err(err) => {
                 group.servers[server].failed(match err {

@@ -34,6 +34,7 @@ pub(super) use head::HeadLimits;
 use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, TimedIo};
+use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
 use crate::state::GatewayState;
@@ -203,7 +204,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             ..asked
         };
         let server = snapshot.pipeline.server_header.as_ref();
+        let own_send = response.extensions().get::<SendTimeout>().map(|s| s.0);
+        if own_send.is_some() {
+            self.io.answer_send_timeout(own_send);
+        }
         let kept = self.send(response, asked, &mut upload, server).await;
+        if own_send.is_some() {
+            // The connection's again for what it writes next (a refusal of the next head).
+            self.io.answer_send_timeout(None);
+        }
         if !upload.is_done() {
             // The client may still be sending the body: the close lingers, so that it
             // reads the answer rather than a reset.

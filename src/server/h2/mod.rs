@@ -25,6 +25,7 @@ use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, RequestGuard, TimedIo};
 use crate::proxy::response::Unanswered;
+use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::{Conn, Logged};
 use crate::snapshot::ConnSettings;
 use crate::state::GatewayState;
@@ -72,6 +73,10 @@ pub(super) async fn serve<T>(
                 .handle(req.map(ClientBody::Http2), &conn)
                 .await;
             settle(&response, &conn_state, Protocol::Http2)?;
+            let watch = SendWatch::current();
+            if let (Some(watch), Some(own)) = (&watch, response.extensions().get::<SendTimeout>()) {
+                watch.own_timeout(own.0);
+            }
             let (mut parts, mut body) = response.into_parts();
             body.lines_into(&mut parts.headers);
             // `server_header`, unless the answer has its own (hyper adds the `Date`).
@@ -83,7 +88,7 @@ pub(super) async fn serve<T>(
             let response = Response::from_parts(parts, body);
             Ok::<_, Unanswered>(response.map(|inner| Guarded {
                 inner,
-                watch: SendWatch::current(),
+                watch,
                 _guard: guard,
             }))
         }

@@ -43,6 +43,9 @@ pub(super) struct SendWatch {
     frames: AtomicU64,
     /// The body's last poll returned `Pending`: it waits on the upstream.
     pending: AtomicBool,
+    /// The answer's own `send_timeout` (its location's) in milliseconds; 0: the
+    /// connection's.
+    own_ms: AtomicU64,
 }
 
 impl SendWatch {
@@ -52,6 +55,12 @@ impl SendWatch {
         let watch = STREAM.try_with(Arc::clone).ok()?;
         watch.attached.store(true, Ordering::Relaxed);
         Some(watch)
+    }
+
+    /// The answer's location sets its own `send_timeout`.
+    pub(super) fn own_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.own_ms.store(ms, Ordering::Relaxed);
     }
 
     /// The body was polled: `pending` if it had nothing to give.
@@ -116,16 +125,20 @@ impl<F: Future<Output = ()>> Future for Watched<F> {
         }
         let frames = watch.frames.load(Ordering::Relaxed);
         let progressed = std::mem::replace(this.frames, frames) != frames;
+        let timeout = match watch.own_ms.load(Ordering::Relaxed) {
+            0 => *this.timeout,
+            ms => Duration::from_millis(ms),
+        };
         let sleep = match this.sleep {
             Some(sleep) => {
                 if progressed {
-                    sleep.as_mut().reset(Instant::now() + *this.timeout);
+                    sleep.as_mut().reset(Instant::now() + timeout);
                 }
                 sleep
             }
             None => this
                 .sleep
-                .insert(Box::pin(tokio::time::sleep(*this.timeout))),
+                .insert(Box::pin(tokio::time::sleep(timeout))),
         };
         if sleep.as_mut().poll(cx).is_ready() {
             tracing::debug!("send_timeout: the client took none of a response for too long");

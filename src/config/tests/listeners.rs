@@ -1,0 +1,76 @@
+//! `listen` and `listen_tls` items: a string or a table with `http2`.
+
+use super::*;
+
+#[test]
+fn a_listen_item_may_be_a_table_and_http2_is_on_by_default() {
+    let config = parse(
+        "[server]\nlisten = [\"127.0.0.1:8080\", { addr = \"127.0.0.1:8081\", http2 = false }, \
+         { addr = \"127.0.0.1:8082\" }]\n[[location]]\nmatch = \"/\"\nreturn = { status = 204 }\n",
+    );
+    let http2: Vec<_> = config.server.listen.iter().map(|l| l.http2).collect();
+    assert_eq!(http2, [true, false, true]);
+    assert_eq!(addrs(&config.server.listen)[1], addr("127.0.0.1:8081"));
+    let offered: Vec<_> = config.server.addresses().map(|a| a.http2).collect();
+    assert_eq!(offered, [true, false, true]);
+}
+
+#[test]
+fn port_zero_listeners_keep_their_own_http2() {
+    let config = parse(
+        "[server]\nlisten = [\"127.0.0.1:0\", { addr = \"127.0.0.1:0\", http2 = false }]\n\
+         [[location]]\nmatch = \"/\"\nreturn = { status = 204 }\n",
+    );
+    let http2: Vec<_> = config.server.addresses().map(|a| a.http2).collect();
+    assert_eq!(http2, [true, false]);
+}
+
+#[test]
+fn a_site_names_a_table_listener_by_its_address() {
+    let config = parse(
+        "[server]\nlisten = [\"127.0.0.1:8080\", { addr = \"127.0.0.1:8081\", http2 = false }]\n\
+         [[site]]\nlisten = [\"127.0.0.1:8081\"]\n[[site.location]]\nmatch = \"/\"\nreturn = { status = 204 }\n\
+         [[site]]\nlisten = [\"127.0.0.1:8080\"]\n[[site.location]]\nmatch = \"/\"\nreturn = { status = 204 }\n",
+    );
+    let listen = config.sites[0].listen.as_deref().unwrap();
+    assert_eq!((listen[0].addr, listen[0].http2), (addr("127.0.0.1:8081"), false));
+}
+
+#[test]
+fn table_problems_are_reported_where_they_are() {
+    let found = errors(
+        "[server]\nlisten = [{ addr = \"nowhere\" }, { http2 = false }, { addr = \"1\", htp2 = true }]\n",
+    );
+    let at: Vec<_> = found.iter().map(|(l, c, _)| (*l, *c)).collect();
+    assert_eq!(at, [(2, 20), (2, 33), (2, 66)], "{found:#?}");
+    assert!(found[0].2.starts_with("invalid listen address \"nowhere\""));
+    assert_eq!(found[1].2, "missing key `addr`");
+    assert!(found[2].2.starts_with("unknown key `htp2`"), "{}", found[2].2);
+}
+
+#[test]
+fn later_listener_keys_are_not_yet_supported() {
+    let found = errors(
+        "[server]\nlisten = [{ addr = \"1\", proxy_protocol = true },\n\
+         { addr = \"2\", quic = true }]\n",
+    );
+    let messages: Vec<_> = found.iter().map(|(l, _, m)| (*l, m.as_str())).collect();
+    assert_eq!(
+        messages,
+        [
+            (2, "`proxy_protocol` on a listener is not yet supported"),
+            (3, "`quic` on a listener is not yet supported"),
+        ],
+    );
+}
+
+#[test]
+fn a_listen_item_of_another_type_says_both_forms() {
+    let found = errors("[server]\nlisten = [8080]\n");
+    assert!(
+        found[0].2.contains(r#"expected an "IP:PORT" string or a table"#),
+        "{}",
+        found[0].2
+    );
+}
+
