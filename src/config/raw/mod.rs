@@ -28,27 +28,15 @@ mod either;
 mod location;
 mod read;
 mod ser;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "`tollgate import` (the next issue) is its first caller"
-    )
-)]
 mod write;
 
 pub(crate) use location::{
     RawBan, RawLimit, RawLocation, RawReturn, RawRules, RawSite, RawSiteEntry,
 };
 pub(crate) use read::parse;
-#[cfg_attr(
-    not(test),
-    expect(
-        unused_imports,
-        reason = "`tollgate import` (the next issue) is its first caller"
-    )
-)]
+#[cfg(test)]
 pub(crate) use write::write;
+pub(crate) use write::{write_noted, Notes, SiteNotes};
 
 pub(crate) type Span = Range<usize>;
 

@@ -33,6 +33,10 @@ use super::{Named, RawConfig, RawSiteEntry, RawTls, Section};
 /// `Section::Invalid`, a `None` entry) is left out: the text of a model read from a file
 /// with errors is not that file. Fails only where toml cannot write a value, which none
 /// of the model's types asks for.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the tests write models without notes")
+)]
 pub(crate) fn write(raw: &RawConfig) -> Result<String, Error> {
     write_noted(raw, &Notes::default())
 }
