@@ -8,7 +8,7 @@ use super::build::{sp, Zone};
 use super::level::{Level, Limit};
 use super::report::Status;
 use super::values;
-use super::walk::Walk;
+use super::state::Walk;
 use crate::config::raw::{RawLimit, RawLocation};
 
 /// tollgate's smallest zone.

@@ -7,7 +7,7 @@ use tollgate_nginx::Directive;
 
 use super::build::Site;
 use super::report::Status;
-use super::walk::Walk;
+use super::state::Walk;
 use crate::routing::sites::SiteName;
 
 /// nginx's address when a server has no `listen` (`*:80`, as root).

@@ -1,155 +1,18 @@
-//! `location`: its pattern as tollgate's `match`, its content (`proxy_pass`, `return`,
-//! `rewrite`), and the `[[site.location]]` it becomes, with every setting it inherits
-//! written on it. Nested locations are flattened into the site, after their parent.
+//! The `[[site.location]]` a `location` becomes, with every setting it inherits
+//! written on it, and what the report says of it.
 
 use std::collections::BTreeMap;
 
-use tollgate_nginx::Directive;
-
 use super::build::{loose, sp, Site};
-use super::level::{Context, Level};
-use super::proxy::{self, Target};
+use super::level::Level;
+use super::limits;
+use super::pattern::{Content, Kind, Pattern};
+use super::proxy;
 use super::report::Status;
-use super::walk::{setting, Walk};
-use super::{limits, rewrite};
+use super::state::Walk;
 use crate::config::raw::{RawLocation, RawReturn};
 
-/// A location's pattern.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Pattern {
-    /// As tollgate's `match` writes it: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
-    pub text: String,
-    pub kind: Kind,
-    /// The path or the regex.
-    pub path: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    Exact,
-    Prefix,
-    /// `^~`
-    PrefixStop,
-    Regex,
-}
-
-impl Pattern {
-    /// `location`'s arguments (`= /x`, `=/x`, `~* \.php$`, `/x`); why not when it
-    /// cannot be written.
-    pub(super) fn parse(args: &[String]) -> Result<Pattern, String> {
-        let (modifier, path) = match args {
-            [m, p] => (m.as_str(), p.as_str()),
-            [one] => ["^~", "~*", "=", "~"]
-                .iter()
-                .find_map(|m| Some((*m, one.strip_prefix(m)?)))
-                .filter(|(_, rest)| !rest.is_empty())
-                .unwrap_or(("", one.as_str())),
-            _ => return Err("`location` takes a modifier and a path".to_owned()),
-        };
-        if path.starts_with('@') {
-            return Err("a named location serves try_files and error_page, which tollgate has not yet (DESIGN §17): write the fallback as a location of its own".to_owned());
-        }
-        let kind = match modifier {
-            "" => Kind::Prefix,
-            "=" => Kind::Exact,
-            "^~" => Kind::PrefixStop,
-            "~" | "~*" => Kind::Regex,
-            other => return Err(format!("unknown location modifier `{other}`")),
-        };
-        if kind == Kind::Regex {
-            let source = match modifier {
-                "~*" => format!("(?i){path}"),
-                _ => path.to_owned(),
-            };
-            if let Err(err) = regex::Regex::new(&source) {
-                let first = err.to_string();
-                let first = first.lines().last().unwrap_or_default().trim().to_owned();
-                return Err(format!("a regex tollgate's engine does not take ({first}): lookaround and backreferences have no equivalent; write it without them"));
-            }
-        } else if !path.starts_with('/') {
-            return Err(format!("`{path}` does not start with `/`: no request path matches it"));
-        }
-        let text = match modifier {
-            "" => path.to_owned(),
-            m => format!("{m} {path}"),
-        };
-        Ok(Pattern {
-            text,
-            kind,
-            path: path.to_owned(),
-        })
-    }
-}
-
-/// What a location answers with.
-#[derive(Default)]
-pub(super) struct Content<'d> {
-    pub proxy: Option<(Target, &'d Directive)>,
-    pub ret: Option<Ret>,
-    /// A `rewrite … break` that maps to a path for the upstream.
-    pub upstream_path: Option<String>,
-}
-
-/// A `return`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Ret {
-    pub status: i64,
-    pub body: Option<String>,
-    pub location: Option<String>,
-}
-
-pub(super) fn location(
-    w: &mut Walk<'_>,
-    d: &Directive,
-    parent: &Level,
-    site: &mut Site,
-    outer: Option<&Pattern>,
-) {
-    let pattern = match Pattern::parse(&d.args) {
-        Ok(pattern) => pattern,
-        Err(why) => {
-            let status = Status::Unsupported(why);
-            w.record(d, status, &mut site.note);
-            let inside = Status::Unsupported(format!("inside the location at line {}, which is not translated", d.place.line));
-            w.record_inside(d, &inside);
-            return;
-        }
-    };
-    let mut note = vec![w.source(d.place)];
-    let mut own = Level::default();
-    let mut content = Content::default();
-    let mut nested = Vec::new();
-    for c in d.block.iter().flatten() {
-        match c.name.as_str() {
-            "location" => nested.push(c),
-            "proxy_pass" => match proxy::pass(w, c) {
-                Ok(target) => content.proxy = Some((target, c)),
-                Err(status) => w.record(c, status, &mut note),
-            },
-            "return" | "rewrite" => {
-                let status = rewrite::at_location(w, c, &pattern, &mut content);
-                w.record(c, status, &mut note);
-            }
-            _ => setting(w, c, &mut own, Context::Location, &mut note),
-        }
-    }
-    let level = own.under(parent);
-    let (raw, proxy_status) = assemble(w, &pattern, &level, &content);
-    if let (Some((_, pass)), Some(status)) = (&content.proxy, proxy_status) {
-        w.record(pass, status, &mut note);
-    }
-    let status = location_status(&pattern, outer, &content, site, &raw);
-    let keep = !matches!(status, Status::Approx(ref why) if why.starts_with("left out"));
-    w.record(d, status, &mut note);
-    if keep {
-        site.locations.push((raw, note));
-    }
-    for inner in nested {
-        location(w, inner, &level, site, Some(&pattern));
-    }
-}
-
-fn location_status(
+pub(super) fn location_status(
     pattern: &Pattern,
     outer: Option<&Pattern>,
     content: &Content<'_>,

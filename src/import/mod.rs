@@ -18,10 +18,12 @@ mod limits;
 mod listen;
 mod location;
 mod other;
+mod pattern;
 mod proxy;
 mod report;
 mod rewrite;
 mod server_wide;
+mod state;
 mod tls;
 mod upstream;
 mod values;
@@ -71,7 +73,7 @@ pub fn import(path: &Path) -> Result<Imported, ImportError> {
 /// [`import`] with the files read from `files` (tests read them from memory).
 pub fn import_from(files: &dyn Files, path: &Path) -> Result<Imported, ImportError> {
     let config = tollgate_nginx::read(files, path).map_err(ImportError::Nginx)?;
-    let mut walk = walk::Walk::new(&config);
+    let mut walk = state::Walk::new(&config);
     walk::main(&mut walk, &config.directives);
     let mut report = Report {
         lines: std::mem::take(&mut walk.report),

@@ -9,7 +9,7 @@ use super::build::{sp, Group};
 use super::level::{Context, Level};
 use super::report::Status;
 use super::values;
-use super::walk::Walk;
+use super::state::Walk;
 use crate::config::raw::RawLocation;
 use crate::config::RequestBuffering;
 

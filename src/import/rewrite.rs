@@ -4,10 +4,10 @@
 
 use tollgate_nginx::Directive;
 
-use super::location::{Content, Kind, Pattern, Ret};
+use super::pattern::{Content, Kind, Pattern, Ret};
 use super::report::Status;
 use super::values;
-use super::walk::Walk;
+use super::state::Walk;
 
 /// `return` or `rewrite` in a server block, before any location.
 pub(super) fn at_server(w: &mut Walk<'_>, d: &Directive, content: &mut Content<'_>) -> Status {

@@ -6,7 +6,7 @@ use tollgate_nginx::Directive;
 use super::level::{Context, Level};
 use super::report::Status;
 use super::values;
-use super::walk::Walk;
+use super::state::Walk;
 
 pub(super) fn setting(
     w: &mut Walk<'_>,

@@ -5,7 +5,7 @@ use tollgate_nginx::Directive;
 
 use super::level::Context;
 use super::report::Status;
-use super::walk::Walk;
+use super::state::Walk;
 
 pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Option<Status> {
     let _ = context;

@@ -5,7 +5,7 @@ use tollgate_nginx::Directive;
 use super::build::Group;
 use super::report::Status;
 use super::values;
-use super::walk::Walk;
+use super::state::Walk;
 use crate::config::raw::RawBalance;
 
 pub(super) fn block(w: &mut Walk<'_>, d: &Directive, sink: &mut Vec<String>) {

@@ -1,98 +1,15 @@
 //! The walk over nginx's blocks: main → http → server → location (nested ones
 //! flattened), each directive handed to its family and reported exactly once.
 
-use std::path::PathBuf;
+use tollgate_nginx::Directive;
 
-use tollgate_nginx::{Config, Directive, Place};
-
-use super::build::{Build, Site};
+use super::build::Site;
 use super::level::{Context, Level};
-use super::location::{self, Content};
-use super::report::{Line, Status};
+use super::location;
+use super::pattern::{Content, Pattern};
+use super::report::Status;
+use super::state::Walk;
 use super::{access, headers, limits, listen, other, proxy, rewrite, server_wide, tls, upstream};
-
-/// The walk's state: the configuration read, what is built, what is reported.
-pub(super) struct Walk<'c> {
-    pub config: &'c Config,
-    /// The main file's directory: paths are shown relative to it, and nginx reads
-    /// relative paths (certificates) from it.
-    pub dir: PathBuf,
-    pub build: Build,
-    pub report: Vec<Line>,
-}
-
-impl<'c> Walk<'c> {
-    pub(super) fn new(config: &'c Config) -> Walk<'c> {
-        let dir = config
-            .files
-            .first()
-            .and_then(|f| f.path.parent())
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        Walk {
-            config,
-            dir,
-            build: Build::default(),
-            report: Vec::new(),
-        }
-    }
-
-    /// `nginx.conf:41`: the file relative to the main file's directory.
-    pub(super) fn source(&self, place: Place) -> String {
-        format!("{}:{}", self.shown(place), place.line)
-    }
-
-    fn shown(&self, place: Place) -> String {
-        let path = self.config.path(place);
-        path.strip_prefix(&self.dir)
-            .unwrap_or(path)
-            .display()
-            .to_string()
-    }
-
-    /// Reports `d`; an unsupported one is also kept in `sink` as a comment of the
-    /// block it was in.
-    pub(super) fn record(&mut self, d: &Directive, status: Status, sink: &mut Vec<String>) {
-        if let Status::Unsupported(why) = &status {
-            let mut text = d.text();
-            if d.block.is_some() {
-                text.push_str(" { … }");
-            }
-            sink.push(format!("{}: {text}; (unsupported: {why})", self.source(d.place)));
-        }
-        let order = (d.place.file, d.place.line, self.report.len());
-        self.report.push(Line {
-            file: self.shown(d.place),
-            line: d.place.line,
-            name: d.name.clone(),
-            status,
-            order,
-        });
-    }
-
-    /// Reports every directive inside `d`'s block, with `status` (a block that is not
-    /// translated: nothing in it is either).
-    pub(super) fn record_inside(&mut self, d: &Directive, status: &Status) {
-        for inner in d.block.iter().flatten() {
-            let mut ignored = Vec::new();
-            self.record(inner, status.clone(), &mut ignored);
-            self.record_inside(inner, status);
-        }
-    }
-
-    /// `include`: what it read, or why not.
-    fn include(&mut self, d: &Directive, sink: &mut Vec<String>) {
-        let found = self.config.includes.iter().find(|i| i.at == d.place);
-        let status = match found {
-            Some(include) if !include.problems.is_empty() => {
-                Status::Unsupported(format!("{} (copy the file beside the main one, or leave the include out)", include.problems.join("; ")))
-            }
-            Some(include) => Status::Exact(Some(format!("{} file(s) read", include.files.len()))),
-            None => Status::Unsupported("`include` takes one file or pattern".to_owned()),
-        };
-        self.record(d, status, sink);
-    }
-}
 
 /// The whole configuration.
 pub(super) fn main(w: &mut Walk<'_>, directives: &[Directive]) {
@@ -222,14 +139,14 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
             w.record(loc, why.clone(), &mut Vec::new());
             w.record_inside(loc, &why);
         }
-        let pattern = location::Pattern::parse(&["/".to_owned()]).ok();
+        let pattern = Pattern::parse(&["/".to_owned()]).ok();
         if let Some(pattern) = pattern {
             let (raw, _) = location::assemble(w, &pattern, &level, &content);
             site.locations.push((raw, vec![w.source(at)]));
         }
     } else {
         for loc in locations {
-            location::location(w, loc, &level, &mut site, None);
+            location(w, loc, &level, &mut site, None);
         }
         if !site.locations.iter().any(|(l, _)| location::is_root(l)) {
             status = Status::Approx(
@@ -244,4 +161,57 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     let mut ignored = Vec::new();
     w.record(d, status, &mut ignored);
     w.build.sites.push(site);
+}
+
+/// A `location` and, after it, its nested ones (flattened into the site).
+pub(super) fn location(
+    w: &mut Walk<'_>,
+    d: &Directive,
+    parent: &Level,
+    site: &mut Site,
+    outer: Option<&Pattern>,
+) {
+    let pattern = match Pattern::parse(&d.args) {
+        Ok(pattern) => pattern,
+        Err(why) => {
+            let status = Status::Unsupported(why);
+            w.record(d, status, &mut site.note);
+            let inside = Status::Unsupported(format!("inside the location at line {}, which is not translated", d.place.line));
+            w.record_inside(d, &inside);
+            return;
+        }
+    };
+    let mut note = vec![w.source(d.place)];
+    let mut own = Level::default();
+    let mut content = Content::default();
+    let mut nested = Vec::new();
+    for c in d.block.iter().flatten() {
+        match c.name.as_str() {
+            "location" => nested.push(c),
+            "include" => w.include(c, &mut note),
+            "proxy_pass" => match proxy::pass(w, c) {
+                Ok(target) => content.proxy = Some((target, c)),
+                Err(status) => w.record(c, status, &mut note),
+            },
+            "return" | "rewrite" => {
+                let status = rewrite::at_location(w, c, &pattern, &mut content);
+                w.record(c, status, &mut note);
+            }
+            _ => setting(w, c, &mut own, Context::Location, &mut note),
+        }
+    }
+    let level = own.under(parent);
+    let (raw, proxy_status) = location::assemble(w, &pattern, &level, &content);
+    if let (Some((_, pass)), Some(status)) = (&content.proxy, proxy_status) {
+        w.record(pass, status, &mut note);
+    }
+    let status = location::location_status(&pattern, outer, &content, site, &raw);
+    let keep = !matches!(status, Status::Approx(ref why) if why.starts_with("left out"));
+    w.record(d, status, &mut note);
+    if keep {
+        site.locations.push((raw, note));
+    }
+    for inner in nested {
+        location(w, inner, &level, site, Some(&pattern));
+    }
 }
