@@ -23,7 +23,17 @@ proptest! {
         let files = Memory::new().with(MAIN, config.clone());
         let imported = import_from(&files, Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}\n{config}"));
         loads(&imported);
+        // Exactly one report line per directive, nested ones included.
+        let read = tollgate_nginx::read(&files, Path::new(MAIN)).unwrap();
+        prop_assert_eq!(imported.report.lines.len(), count(&read.directives), "{}", imported.report);
     }
+}
+
+fn count(directives: &[tollgate_nginx::Directive]) -> usize {
+    directives
+        .iter()
+        .map(|d| 1 + d.block.as_deref().map_or(0, count))
+        .sum()
 }
 
 /// A word an nginx directive might take, hostile ones among them.
@@ -77,8 +87,14 @@ fn directive() -> impl Strategy<Value = String> {
         Just("gzip"),
         Just("frob"),
     ];
-    (names, proptest::collection::vec(word(), 0..4))
-        .prop_map(|(name, args)| format!("{name} {};", args.join(" ")))
+    let plain = (names, proptest::collection::vec(word(), 0..4))
+        .prop_map(|(name, args)| format!("{name} {};", args.join(" ")));
+    prop_oneof![
+        8 => plain,
+        1 => Just("if ($request_method = POST) { return 405; }".to_owned()),
+        1 => Just("include missing/*.conf;".to_owned()),
+        1 => Just("limit_except GET { deny all; }".to_owned()),
+    ]
 }
 
 fn location() -> impl Strategy<Value = String> {
