@@ -191,7 +191,7 @@ fn returns_and_the_rewrites_that_map() {
         location /x { rewrite ^/x/(\\d+)$ /y/$1 last; return 404; }
         location = /teapot { return 418 \"short and stout\"; }
         location /go { return https://example.org/; }
-        location /drop { return 444; }
+        location /drop { proxy_pass http://127.0.0.1:3000; return 444; proxy_pass http://127.0.0.1:3001; }
     }
 }
 ",
@@ -207,6 +207,20 @@ fn returns_and_the_rewrites_that_map() {
     approx(&imported, 11, "rewrite", "$request_uri");
     exact(&imported, 17, "rewrite");
     unsupported(&imported, 20, "rewrite", "internal rewrite");
+    let passes: Vec<String> = imported
+        .report
+        .lines
+        .iter()
+        .filter(|l| l.line == 23 && l.name == "proxy_pass")
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        passes,
+        [
+            "nginx.conf:23: proxy_pass: unsupported: a second proxy_pass (nginx refuses it)",
+            "nginx.conf:23: proxy_pass: exact (never reached: the location's return answers first)"
+        ]
+    );
     assert_eq!(imported.report.exit_code(), 2);
 }
 

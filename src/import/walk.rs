@@ -189,6 +189,10 @@ pub(super) fn location(
         match c.name.as_str() {
             "location" => nested.push(c),
             "include" => w.include(c, &mut note),
+            "proxy_pass" if content.proxy.is_some() => {
+                let status = Status::Unsupported("a second proxy_pass (nginx refuses it)".to_owned());
+                w.record(c, status, &mut note);
+            }
             "proxy_pass" => match proxy::pass(w, c) {
                 Ok(target) => content.proxy = Some((target, c)),
                 Err(status) => w.record(c, status, &mut note),
@@ -202,7 +206,10 @@ pub(super) fn location(
     }
     let level = own.under(parent);
     let (raw, proxy_status) = location::assemble(w, &pattern, &level, &content);
-    if let (Some((_, pass)), Some(status)) = (&content.proxy, proxy_status) {
+    if let Some((_, pass)) = &content.proxy {
+        let status = proxy_status.unwrap_or_else(|| {
+            Status::Exact(Some("never reached: the location's return answers first".to_owned()))
+        });
         w.record(pass, status, &mut note);
     }
     let status = location::location_status(&pattern, outer, &content, site, &raw);
