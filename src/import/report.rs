@@ -29,7 +29,11 @@ pub struct Line {
 
 impl fmt::Display for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}: ", self.file, self.line, self.name)?;
+        let name = match self.name.as_str() {
+            "" => "\"\"",
+            name => name,
+        };
+        write!(f, "{}:{}: {name}: ", self.file, self.line)?;
         match &self.status {
             Status::Exact(None) => write!(f, "exact"),
             Status::Exact(Some(how)) => write!(f, "exact ({how})"),

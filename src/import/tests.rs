@@ -75,6 +75,7 @@ fn a_proxy_site_becomes_a_site_with_its_groups_and_nginx_defaults() {
         server 127.0.0.1:3002 backup;
         keepalive 16;
     }
+    upstream health_off { server 127.0.0.1:3005 fail_timeout=0; }
     server {
         listen 8080;
         server_name example.com www.example.com;
@@ -91,17 +92,19 @@ fn a_proxy_site_becomes_a_site_with_its_groups_and_nginx_defaults() {
     has(&imported, "# nginx.conf:2\n[upstreams.app]");
     has(&imported, "[upstreams.127_0_0_1_4000]\nservers = [\"127.0.0.1:4000\"]");
     has(&imported, "[[site]]\nnames = [\"example.com\", \"www.example.com\"]\nlisten = [\"0.0.0.0:8080\"]\n");
-    has(&imported, "# nginx.conf:11\n[[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nrequest_headers = { Host = \"app\" }\nhide_headers = [\"Server\"]\n");
+    has(&imported, "[upstreams.health_off]\nservers = [\"127.0.0.1:3005\"]\nconnect_timeout = \"60s\"\nmax_fails = 0\n");
+    has(&imported, "# nginx.conf:12\n[[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nrequest_headers = { Host = \"app\" }\nhide_headers = [\"Server\"]\n");
     has(&imported, "upstream_path = \"/v2/\"");
     has(&imported, "request_headers = { Host = \"127.0.0.1:4000\" }");
     exact(&imported, 3, "server");
     approx(&imported, 5, "server", "no backup servers");
+    exact(&imported, 8, "server");
     approx(&imported, 6, "keepalive", "per server and worker");
-    approx(&imported, 11, "proxy_pass", "Host: \"app\" written, nginx's default $proxy_host");
-    approx(&imported, 11, "proxy_pass", "X-Forwarded-For, X-Real-IP");
-    approx(&imported, 13, "proxy_pass", "redirects to its own URL are not rewritten");
-    exact(&imported, 14, "proxy_set_header");
-    one_line_each(&imported, 14);
+    approx(&imported, 12, "proxy_pass", "Host: \"app\" written, nginx's default $proxy_host");
+    approx(&imported, 12, "proxy_pass", "X-Forwarded-For, X-Real-IP");
+    approx(&imported, 14, "proxy_pass", "redirects to its own URL are not rewritten");
+    exact(&imported, 15, "proxy_set_header");
+    one_line_each(&imported, 16);
     assert_eq!(imported.report.exit_code(), 0);
 }
 

@@ -85,6 +85,11 @@ fn server(addr: &str, params: &[String], group: &mut Group) -> Status {
                 Ok(n) if group.max_fails.is_none_or(|m| m == n) => group.max_fails = Some(n),
                 _ => differences.push(format!("`{param}`: tollgate's max_fails is the group's ({:?})", group.max_fails)),
             },
+            // fail_timeout=0: nginx never marks the server failed; tollgate's max_fails = 0.
+            "fail_timeout" if values::time_ms(value) == Some(0) => match group.max_fails {
+                None | Some(0) => group.max_fails = Some(0),
+                Some(_) => differences.push(format!("`{param}`: tollgate's passive health is the group's")),
+            },
             "fail_timeout" => match values::duration(value) {
                 Some(t) if group.fail_timeout.as_ref().is_none_or(|f| *f == t) => group.fail_timeout = Some(t),
                 _ => differences.push(format!("`{param}`: tollgate's fail_timeout is the group's, above zero")),
