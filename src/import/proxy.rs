@@ -29,7 +29,8 @@ const FORWARDED: [(&str, &str); 4] = [
     ("X-Forwarded-For", "$proxy_add_x_forwarded_for"),
     ("X-Real-IP", "$remote_addr"),
     ("X-Forwarded-Proto", "$scheme"),
-    ("X-Forwarded-Host", "$host"),
+    // The Host the client sent, port and case as sent.
+    ("X-Forwarded-Host", "$http_host"),
 ];
 
 /// Headers that frame a request: tollgate writes them, a rule may not.

@@ -258,6 +258,35 @@ fn nested_locations_flatten_with_nginx_inheritance() {
 }
 
 #[test]
+fn forwarding_and_framing_headers_stay_tollgates() {
+    let imported = import(
+        "http {
+    server {
+        listen 80;
+        location / {
+            proxy_set_header X-Forwarded-Host $host;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Real-IP $http_x_client;
+            proxy_set_header Content-Length \"\";
+            proxy_set_header Host $proxy_host:8080;
+            proxy_hide_header X-Powered-By;
+            proxy_pass_header Server;
+            proxy_pass http://127.0.0.1:3000;
+        }
+    }
+}
+",
+    );
+    approx(&imported, 5, "proxy_set_header", "the Host the client sent");
+    exact(&imported, 6, "proxy_set_header");
+    approx(&imported, 7, "proxy_set_header", "tollgate writes X-Real-IP itself");
+    approx(&imported, 8, "proxy_set_header", "frames the request");
+    exact(&imported, 9, "proxy_set_header");
+    has(&imported, "request_headers = { Host = \"127.0.0.1:3000:8080\" }\nhide_headers = [\"X-Powered-By\"]\n");
+    approx(&imported, 12, "proxy_pass", "tollgate also sends X-Forwarded-For upstream");
+}
+
+#[test]
 fn listen_and_server_name_in_their_forms() {
     let imported = import(
         "http {
