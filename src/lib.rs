@@ -17,6 +17,9 @@
 //! - [`config`]: TOML text to a validated, immutable `Config` made of the core's own
 //!   value types, with `file:line:col` errors.
 //! - [`certs`]: certificates read and checked while the file is validated.
+//! - [`import`]: `tollgate import`: an nginx configuration (read by `crates/nginx`,
+//!   `tollgate-nginx`) as the config's raw model, written with a report of every
+//!   directive. It sees [`config`]'s raw model and the core's variables.
 //!
 //! The pipeline, handed one generation per request:
 //! - [`admission`]: what the limit phase calls: a location's zones across local and
@@ -82,6 +85,7 @@ macro_rules! inside {
 // The public face: what the `tollgate` binary uses (src/main.rs). Everything else is the
 // crate's own, public only to its tests and benches (`inside!`).
 pub use config::{from_str, load, Config, ConfigErrors};
+pub use import::{import, ImportError, Imported, Line, Report, Status};
 pub use log::errors::directives as error_log_directives;
 pub use server::{check, Checked, Gateway, ReloadError, StartError};
 pub use signals::{Intent, Signals};
@@ -95,6 +99,7 @@ inside! {
     mod certs;
     mod clock;
     mod config;
+    mod import;
     mod log;
     mod metrics;
     mod proxy;

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use tollgate::{Config, Gateway, Intent, Signals};
 
 /// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
@@ -22,10 +22,31 @@ struct Cli {
     /// Without it, an address another process listens on fails the start.
     #[arg(long = "upgrade")]
     upgrade: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Translate an nginx configuration (includes followed) into a gateway.toml, and
+    /// report each directive on stderr: exact, approx (the difference) or unsupported
+    /// (what to do instead). Exit status 0 when nothing is unsupported, 2 when something
+    /// is (the file is still written, those directives as comments), 1 when nginx would
+    /// refuse the file too.
+    Import {
+        /// The main nginx configuration file (nginx.conf).
+        nginx_conf: PathBuf,
+        /// Where to write the gateway.toml (default: stdout).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Import { nginx_conf, output }) = &cli.command {
+        return import(nginx_conf, output.as_deref());
+    }
     tracing_subscriber::fmt()
         .with_env_filter(error_log_filter())
         .with_writer(std::io::stderr)
@@ -75,6 +96,39 @@ fn test(config: &Config, path: &Path) -> ExitCode {
     }
     println!("configuration ok");
     ExitCode::SUCCESS
+}
+
+/// `tollgate import`: the gateway.toml to `output` (or stdout), the report to stderr,
+/// then what `-t` would say of the file written, if anything.
+fn import(nginx_conf: &Path, output: Option<&Path>) -> ExitCode {
+    let imported = match tollgate::import(nginx_conf) {
+        Ok(imported) => imported,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = match output {
+        Some(path) => std::fs::write(path, &imported.toml),
+        None => std::io::Write::write_all(&mut std::io::stdout(), imported.toml.as_bytes()),
+    };
+    if let Err(err) = written {
+        let to = output.map_or("stdout".into(), |p| p.display().to_string());
+        eprintln!("tollgate import: cannot write {to}: {err}");
+        return ExitCode::FAILURE;
+    }
+    eprintln!("{}", imported.report);
+    let mut code = imported.report.exit_code();
+    // Relative paths in the file are read from its directory, as `-t` would.
+    let origin = output.map_or_else(
+        || Path::new("gateway.toml").to_path_buf(),
+        Path::to_path_buf,
+    );
+    if let Err(errors) = tollgate::from_str(&imported.toml, &origin) {
+        eprintln!("the gateway.toml written does not pass `tollgate -t` yet:\n{errors}");
+        code = 2;
+    }
+    ExitCode::from(code)
 }
 
 fn run(config: Config, path: &Path, upgrade: bool) -> ExitCode {

@@ -31,13 +31,6 @@ mod maps;
 mod read;
 mod rewrites;
 mod ser;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "`tollgate import` (the next issue) is its first caller"
-    )
-)]
 mod write;
 
 pub(crate) use location::{
@@ -47,14 +40,9 @@ pub(crate) use location::{
 pub(crate) use maps::RawMap;
 pub(crate) use read::parse;
 pub(crate) use rewrites::{RawCookieRewrites, RawRedirectRewrite, RawRewriteRule};
-#[cfg_attr(
-    not(test),
-    expect(
-        unused_imports,
-        reason = "`tollgate import` (the next issue) is its first caller"
-    )
-)]
+#[cfg(test)]
 pub(crate) use write::write;
+pub(crate) use write::{write_noted, Notes, SiteNotes};
 
 pub(crate) type Span = Range<usize>;
 

@@ -8,7 +8,13 @@
 //! (`limit = [{ zone = "per_ip", burst = 5 }]`). Each value is written by toml's own
 //! [`ValueSerializer`] from the model's `Serialize`, so quoting and escaping are toml's,
 //! and a key added to a raw struct is written with no change here.
+//!
+//! [`write_noted`] adds comments: [`Notes`] holds lines for the top of the file, above a
+//! section's, named table's, site's or location's header, and for the end (what
+//! `tollgate import` says of each block's source, `# nginx.conf:41`). They are kept
+//! beside the model, not in it: the model stays what the file means.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::ser::{self, Impossible, Serialize, SerializeStruct};
@@ -27,29 +33,79 @@ use super::{Named, RawConfig, RawSiteEntry, RawTls, Section};
 /// `Section::Invalid`, a `None` entry) is left out: the text of a model read from a file
 /// with errors is not that file. Fails only where toml cannot write a value, which none
 /// of the model's types asks for.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the tests write models without notes")
+)]
 pub(crate) fn write(raw: &RawConfig) -> Result<String, Error> {
+    write_noted(raw, &Notes::default())
+}
+
+/// Comment lines (without their `#`) for [`write_noted`]. A line may hold anything:
+/// line breaks start a new comment line, and control characters are written escaped,
+/// so no note can end its comment.
+#[derive(Default, Debug, Clone)]
+pub(crate) struct Notes {
+    /// At the top of the file.
+    pub head: Vec<String>,
+    /// Above a section's header, by its name (`"server"`, `"real_ip"`, `"tls"`…).
+    pub sections: BTreeMap<&'static str, Vec<String>>,
+    /// Above `[upstreams.NAME]`, by name.
+    pub upstreams: BTreeMap<String, Vec<String>>,
+    /// Above `[maps.NAME]`, by name.
+    pub maps: BTreeMap<String, Vec<String>>,
+    /// Above `[zones.NAME]`, by name.
+    pub zones: BTreeMap<String, Vec<String>>,
+    /// Above each top-level `[[location]]`, by its index in [`RawConfig::locations`].
+    pub locations: BTreeMap<usize, Vec<String>>,
+    /// Above each `[[site]]` and its locations, by the site's index.
+    pub sites: BTreeMap<usize, SiteNotes>,
+    /// At the end of the file.
+    pub tail: Vec<String>,
+}
+
+/// The notes of one site: above its `[[site]]`, and above each `[[site.location]]` by
+/// its index in [`RawSiteEntry::locations`].
+#[derive(Default, Debug, Clone)]
+pub(crate) struct SiteNotes {
+    pub site: Vec<String>,
+    pub locations: BTreeMap<usize, Vec<String>>,
+}
+
+/// [`write()`] with `notes` as comments where they say. The text reads back as the
+/// same model: comments are no part of it.
+pub(crate) fn write_noted(raw: &RawConfig, notes: &Notes) -> Result<String, Error> {
     let mut doc = Doc::default();
-    doc.section("server", &raw.server)?;
-    doc.section("real_ip", &raw.real_ip)?;
-    doc.section("access", &raw.access)?;
-    doc.section("log", &raw.log)?;
-    doc.section("admin", &raw.admin)?;
-    doc.tls(&raw.tls)?;
-    doc.section("redis", &raw.redis)?;
-    doc.section("acme", &raw.acme)?;
-    doc.named("upstreams", &raw.upstreams)?;
-    doc.named("maps", &raw.maps)?;
-    doc.named("zones", &raw.zones)?;
-    doc.section("api_keys", &raw.api_keys)?;
-    for location in raw.locations.iter().flatten() {
-        doc.table("[[location]]", location.get_ref(), &[])?;
+    doc.comment(&notes.head);
+    let none = Vec::new();
+    let above = |name: &str| notes.sections.get(name).unwrap_or(&none);
+    doc.section("server", &raw.server, above("server"))?;
+    doc.section("real_ip", &raw.real_ip, above("real_ip"))?;
+    doc.section("access", &raw.access, above("access"))?;
+    doc.section("log", &raw.log, above("log"))?;
+    doc.section("admin", &raw.admin, above("admin"))?;
+    doc.tls(&raw.tls, above("tls"))?;
+    doc.section("redis", &raw.redis, above("redis"))?;
+    doc.section("acme", &raw.acme, above("acme"))?;
+    doc.named("upstreams", &raw.upstreams, &notes.upstreams)?;
+    doc.named("maps", &raw.maps, &notes.maps)?;
+    doc.named("zones", &raw.zones, &notes.zones)?;
+    doc.section("api_keys", &raw.api_keys, above("api_keys"))?;
+    for (i, location) in raw.locations.iter().enumerate() {
+        if let Some(location) = location {
+            let note = notes.locations.get(&i).unwrap_or(&none);
+            doc.table("[[location]]", location.get_ref(), &[], note)?;
+        }
     }
-    for site in raw
-        .sites
-        .iter()
-        .flat_map(|(_, sites)| sites.iter().flatten())
-    {
-        doc.site(site)?;
+    let sites = raw.sites.iter().flat_map(|(_, sites)| sites.iter());
+    for (i, site) in sites.enumerate() {
+        if let Some(site) = site {
+            doc.site(site, notes.sites.get(&i))?;
+        }
+    }
+    if !notes.tail.is_empty() {
+        doc.out.push('\n');
+        doc.comment(&notes.tail);
     }
     Ok(doc.out)
 }
@@ -61,16 +117,37 @@ struct Doc {
 }
 
 impl Doc {
-    /// `header`, then the keys of `table` but those in `leave`; a blank line before.
+    /// `# line` for each line of `lines`.
+    fn comment(&mut self, lines: &[String]) {
+        for line in lines.iter().flat_map(|line| line.split(['\n', '\r'])) {
+            self.out.push('#');
+            if !line.is_empty() {
+                self.out.push(' ');
+            }
+            for c in line.chars() {
+                match c {
+                    '\t' => self.out.push(c),
+                    c if c.is_control() => self.out.extend(c.escape_default()),
+                    c => self.out.push(c),
+                }
+            }
+            self.out.push('\n');
+        }
+    }
+
+    /// `note`, `header`, then the keys of `table` but those in `leave`; a blank line
+    /// before.
     fn table<T: Serialize>(
         &mut self,
         header: &str,
         table: &T,
         leave: &[&str],
+        note: &[String],
     ) -> Result<(), Error> {
         if !self.out.is_empty() {
             self.out.push('\n');
         }
+        self.comment(note);
         writeln!(self.out, "{header}")?;
         table.serialize(Keys {
             out: &mut self.out,
@@ -78,19 +155,31 @@ impl Doc {
         })
     }
 
-    fn section<T: Serialize>(&mut self, name: &str, section: &Section<T>) -> Result<(), Error> {
+    fn section<T: Serialize>(
+        &mut self,
+        name: &str,
+        section: &Section<T>,
+        note: &[String],
+    ) -> Result<(), Error> {
         match section {
-            Section::Present(_, table) => self.table(&format!("[{name}]"), table, &[]),
+            Section::Present(_, table) => self.table(&format!("[{name}]"), table, &[], note),
             Section::Absent | Section::Invalid => Ok(()),
         }
     }
 
     /// `[FAMILY.NAME]` for each table of the family that was read.
-    fn named<T: Serialize>(&mut self, family: &str, tables: &[Named<T>]) -> Result<(), Error> {
+    fn named<T: Serialize>(
+        &mut self,
+        family: &str,
+        tables: &[Named<T>],
+        notes: &BTreeMap<String, Vec<String>>,
+    ) -> Result<(), Error> {
         for entry in tables {
             if let Some(body) = &entry.body {
-                let header = format!("[{family}.{}]", key(entry.name.get_ref()));
-                self.table(&header, body.get_ref(), &[])?;
+                let name = entry.name.get_ref();
+                let header = format!("[{family}.{}]", key(name));
+                let note = notes.get(name).map_or(&[][..], Vec::as_slice);
+                self.table(&header, body.get_ref(), &[], note)?;
             }
         }
         Ok(())
@@ -98,11 +187,11 @@ impl Doc {
 
     /// `[tls]`, with each certificate as a `[[tls.certificates]]` of its own (as the
     /// examples write them); an empty list stays `certificates = []`.
-    fn tls(&mut self, tls: &Section<RawTls>) -> Result<(), Error> {
+    fn tls(&mut self, tls: &Section<RawTls>, note: &[String]) -> Result<(), Error> {
         let Section::Present(_, tls) = tls else {
             return Ok(());
         };
-        self.table("[tls]", tls, &["certificates"])?;
+        self.table("[tls]", tls, &["certificates"], note)?;
         let Some(certificates) = &tls.certificates else {
             return Ok(());
         };
@@ -110,16 +199,21 @@ impl Doc {
             writeln!(self.out, "certificates = []")?;
         }
         for certificate in certificates.get_ref() {
-            self.table("[[tls.certificates]]", certificate.get_ref(), &[])?;
+            self.table("[[tls.certificates]]", certificate.get_ref(), &[], &[])?;
         }
         Ok(())
     }
 
     /// `[[site]]` and its `[[site.location]]`s.
-    fn site(&mut self, entry: &RawSiteEntry) -> Result<(), Error> {
-        self.table("[[site]]", &entry.site, &[])?;
-        for location in entry.locations.iter().flatten() {
-            self.table("[[site.location]]", location.get_ref(), &[])?;
+    fn site(&mut self, entry: &RawSiteEntry, notes: Option<&SiteNotes>) -> Result<(), Error> {
+        let none = Vec::new();
+        let site_note = notes.map_or(&none, |n| &n.site);
+        self.table("[[site]]", &entry.site, &[], site_note)?;
+        for (i, location) in entry.locations.iter().enumerate() {
+            if let Some(location) = location {
+                let note = notes.and_then(|n| n.locations.get(&i)).unwrap_or(&none);
+                self.table("[[site.location]]", location.get_ref(), &[], note)?;
+            }
         }
         Ok(())
     }
@@ -277,6 +371,42 @@ mod tests {
     use super::super::{parse, RawUpstream};
     use super::*;
     use crate::config::diag::Diagnostics;
+
+    #[test]
+    fn notes_are_comments_above_their_headers_and_read_back_as_nothing() {
+        let mut model = RawConfig::default();
+        model.upstreams.push(Named {
+            name: Spanned::new(0..0, "app".to_owned()),
+            body: Some(Spanned::new(0..0, RawUpstream::default())),
+        });
+        let site = RawSiteEntry {
+            span: 0..0,
+            site: Default::default(),
+            locations: vec![None, Some(Spanned::new(0..0, Default::default()))],
+        };
+        model.sites = Some((0..0, vec![Some(site)]));
+        let mut notes = Notes {
+            head: vec!["imported".to_owned()],
+            tail: vec!["unsupported: gzip on;".to_owned()],
+            ..Notes::default()
+        };
+        notes.upstreams.insert("app".to_owned(), vec!["nginx.conf:3".to_owned()]);
+        let mut site_notes = SiteNotes {
+            site: vec!["nginx.conf:7\nsecond line\u{1b}".to_owned()],
+            ..SiteNotes::default()
+        };
+        site_notes.locations.insert(1, vec!["nginx.conf:9".to_owned()]);
+        notes.sites.insert(0, site_notes);
+        let text = write_noted(&model, &notes).unwrap();
+        assert_eq!(
+            text,
+            "# imported\n\n# nginx.conf:3\n[upstreams.app]\n\n# nginx.conf:7\n# second line\\u{1b}\n[[site]]\n\n# nginx.conf:9\n[[site.location]]\n\n# unsupported: gzip on;\n"
+        );
+        let mut diag = Diagnostics::new(&text);
+        let read = parse(&text, &mut diag);
+        assert!(!diag.has_errors(), "{text}");
+        assert_eq!(write(&read).unwrap(), write(&model).unwrap());
+    }
 
     #[test]
     fn keys_are_bare_where_toml_allows_and_quoted_elsewhere() {

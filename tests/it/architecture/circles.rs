@@ -16,7 +16,12 @@ use std::path::Path;
 use super::{module_path, relative, rust_files, tokens, Token};
 
 /// The source roots checked: the gateway's and each pure crate's.
-const ROOTS: &[&str] = &["src", "crates/limit/src", "crates/vars/src"];
+const ROOTS: &[&str] = &[
+    "src",
+    "crates/limit/src",
+    "crates/vars/src",
+    "crates/nginx/src",
+];
 
 /// Files that only tests compile.
 const TEST_FILES: &[&str] = &["tests.rs", "props.rs", "loom.rs"];

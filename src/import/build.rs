@@ -1,0 +1,244 @@
+//! The gateway.toml being built from the directives, and how it becomes the config's
+//! raw model with its notes ([`Build::finish`]).
+
+use std::collections::BTreeMap;
+
+use serde_spanned::Spanned;
+
+use crate::config::raw::{
+    Named, RawBalance, RawCertificate, RawConfig, RawLocation, RawRateLimitHeaders, RawRealIp,
+    RawServer, RawServerItem, RawServerTable, RawSite, RawSiteEntry, RawTls, RawUpstream,
+    RawZone, Section,
+};
+use crate::config::raw::{Notes, RawListenItem, RawStatus, SiteNotes};
+use crate::config::Algorithm;
+
+/// A value with no place in a file (the model is written, not read).
+pub(super) fn sp<T>(value: T) -> Spanned<T> {
+    Spanned::new(0..0, value)
+}
+
+/// A duration or size, as the raw model keeps them.
+pub(super) fn loose(text: &str) -> Spanned<toml::Value> {
+    sp(toml::Value::String(text.to_owned()))
+}
+
+/// One upstream group.
+#[derive(Default)]
+pub(super) struct Group {
+    pub name: String,
+    /// `HOST:PORT` (or `https://HOST:PORT`) and weight.
+    pub servers: Vec<(String, i64)>,
+    pub balance: Option<RawBalance>,
+    pub keepalive: Option<usize>,
+    pub max_fails: Option<u32>,
+    pub fail_timeout: Option<String>,
+    pub connect_timeout: Option<String>,
+    pub read_timeout: Option<String>,
+    pub note: Vec<String>,
+}
+
+/// One zone.
+#[derive(Default)]
+pub(super) struct Zone {
+    pub name: String,
+    pub key: String,
+    pub rate: Option<String>,
+    pub size: Option<String>,
+    /// `limit_conn_zone`: tollgate's `concurrency`, its `max` from the first
+    /// `limit_conn`.
+    pub concurrency: bool,
+    pub max: Option<i64>,
+    pub note: Vec<String>,
+}
+
+/// One site (nginx `server {}`).
+#[derive(Default)]
+pub(super) struct Site {
+    pub names: Vec<String>,
+    pub listen: Vec<String>,
+    pub default: bool,
+    /// The report line of the `listen … default_server` that made it the default.
+    pub default_line: Option<usize>,
+    pub note: Vec<String>,
+    pub locations: Vec<(RawLocation, Vec<String>)>,
+}
+
+/// What the gateway-wide sections get.
+#[derive(Default)]
+pub(super) struct Build {
+    pub listen: Vec<String>,
+    pub listen_tls: Vec<String>,
+    /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
+    pub server_durations: BTreeMap<&'static str, String>,
+    pub underscores_in_headers: Option<bool>,
+    pub real_ip_trusted: Vec<String>,
+    pub real_ip_header: Option<String>,
+    pub real_ip_recursive: Option<bool>,
+    pub certificates: Vec<(String, String)>,
+    pub groups: Vec<Group>,
+    pub zones: Vec<Zone>,
+    pub sites: Vec<Site>,
+    pub notes: Notes,
+    /// Some location limits: nginx's status (503) and no rate-limit headers.
+    pub limits_used: bool,
+}
+
+impl Build {
+    pub(super) fn group(&mut self, name: &str) -> Option<&mut Group> {
+        self.groups.iter_mut().find(|g| g.name == name)
+    }
+
+    pub(super) fn zone(&mut self, name: &str) -> Option<&mut Zone> {
+        self.zones.iter_mut().find(|z| z.name == name)
+    }
+
+    /// The model and its notes.
+    pub(super) fn finish(mut self) -> (RawConfig, Notes) {
+        let mut raw = RawConfig::default();
+        if self.listen.is_empty() && self.listen_tls.is_empty() {
+            // nginx with no `server {}` listens nowhere; tollgate needs an address.
+            self.listen.push("0.0.0.0:80".to_owned());
+        }
+        raw.server = Section::Present(0..0, self.server());
+        if !self.real_ip_trusted.is_empty() {
+            raw.real_ip = Section::Present(
+                0..0,
+                RawRealIp {
+                    trusted: Some(sp(self.real_ip_trusted.iter().cloned().map(sp).collect())),
+                    // nginx's default header is X-Real-IP; tollgate's X-Forwarded-For.
+                    header: Some(sp(self
+                        .real_ip_header
+                        .clone()
+                        .unwrap_or_else(|| "X-Real-IP".to_owned()))),
+                    recursive: self.real_ip_recursive,
+                },
+            );
+        }
+        if !self.certificates.is_empty() {
+            let certificates = self.certificates.iter().map(|(cert, key)| {
+                sp(RawCertificate {
+                    cert: Some(sp(cert.clone())),
+                    key: Some(sp(key.clone())),
+                })
+            });
+            let tls = RawTls {
+                certificates: Some(sp(certificates.collect())),
+                handshake_timeout: None,
+            };
+            raw.tls = Section::Present(0..0, tls);
+        }
+        for group in std::mem::take(&mut self.groups) {
+            self.notes.upstreams.insert(group.name.clone(), group.note.clone());
+            raw.upstreams.push(Named {
+                name: sp(group.name.clone()),
+                body: Some(sp(upstream(group))),
+            });
+        }
+        // A `limit_conn_zone` no `limit_conn` uses has no `max`: nothing limits by it.
+        let zones = std::mem::take(&mut self.zones);
+        for zone in zones.into_iter().filter(|z| !z.concurrency || z.max.is_some()) {
+            self.notes.zones.insert(zone.name.clone(), zone.note.clone());
+            raw.zones.push(Named {
+                name: sp(zone.name.clone()),
+                body: Some(sp(zone_table(zone))),
+            });
+        }
+        let mut sites = Vec::new();
+        for (i, site) in std::mem::take(&mut self.sites).into_iter().enumerate() {
+            let mut notes = SiteNotes {
+                site: site.note,
+                ..SiteNotes::default()
+            };
+            let mut locations = Vec::new();
+            for (j, (location, note)) in site.locations.into_iter().enumerate() {
+                notes.locations.insert(j, note);
+                locations.push(Some(sp(location)));
+            }
+            self.notes.sites.insert(i, notes);
+            let raw_site = RawSite {
+                names: (!site.names.is_empty()).then(|| sp(site.names.into_iter().map(sp).collect())),
+                listen: Some(sp(site.listen.into_iter().map(sp).collect())),
+                default: site.default.then(|| sp(true)),
+                ..RawSite::default()
+            };
+            sites.push(Some(RawSiteEntry {
+                span: 0..0,
+                site: raw_site,
+                locations,
+            }));
+        }
+        if sites.is_empty() {
+            // Every address needs a site: one answering 404, as nginx with no server.
+            let location = RawLocation {
+                pattern: Some(sp("/".to_owned())),
+                ret: Some(sp(crate::config::raw::RawReturn {
+                    status: Some(sp(RawStatus::Code(404))),
+                    ..Default::default()
+                })),
+                ..RawLocation::default()
+            };
+            sites.push(Some(RawSiteEntry {
+                span: 0..0,
+                site: RawSite::default(),
+                locations: vec![Some(sp(location))],
+            }));
+        }
+        raw.sites = Some((0..0, sites));
+        (raw, self.notes)
+    }
+
+    fn server(&self) -> RawServer {
+        let list = |addrs: &[String]| {
+            (!addrs.is_empty())
+                .then(|| sp(addrs.iter().map(|a| sp(RawListenItem::Addr(a.clone()))).collect()))
+        };
+        let duration = |key: &str| self.server_durations.get(key).map(|d| loose(d));
+        RawServer {
+            listen: list(&self.listen),
+            listen_tls: list(&self.listen_tls),
+            client_header_timeout: duration("client_header_timeout"),
+            client_body_timeout: duration("client_body_timeout"),
+            send_timeout: duration("send_timeout"),
+            keepalive_timeout: duration("keepalive_timeout"),
+            underscores_in_headers: self.underscores_in_headers,
+            limit_status: self.limits_used.then(|| sp(503)),
+            ratelimit_headers: self.limits_used.then_some(RawRateLimitHeaders::None),
+            ..RawServer::default()
+        }
+    }
+}
+
+fn upstream(group: Group) -> RawUpstream {
+    let servers = group.servers.into_iter().map(|(addr, weight)| {
+        sp(match weight {
+            1 => RawServerItem::Addr(addr),
+            weight => RawServerItem::Table(RawServerTable {
+                addr: Some(sp(addr)),
+                weight: Some(sp(weight)),
+            }),
+        })
+    });
+    RawUpstream {
+        servers: Some(sp(servers.collect())),
+        balance: group.balance,
+        // nginx's proxy_connect_timeout is 60s; tollgate's connect_timeout 2s.
+        connect_timeout: Some(loose(group.connect_timeout.as_deref().unwrap_or("60s"))),
+        read_timeout: group.read_timeout.as_deref().map(loose),
+        keepalive: group.keepalive,
+        max_fails: group.max_fails,
+        fail_timeout: group.fail_timeout.as_deref().map(loose),
+        ..RawUpstream::default()
+    }
+}
+
+fn zone_table(zone: Zone) -> RawZone {
+    RawZone {
+        key: Some(sp(zone.key)),
+        rate: zone.rate.map(sp),
+        size: zone.size.as_deref().map(loose),
+        algorithm: zone.concurrency.then(|| sp(Algorithm::Concurrency)),
+        max: zone.max.map(sp),
+        ..RawZone::default()
+    }
+}

@@ -1,0 +1,75 @@
+//! What a block's directives set, inherited as nginx inherits it: http → server →
+//! location → nested location. A list directive (`proxy_set_header`, `add_header`,
+//! `allow`/`deny`, `limit_req`…) set at a level replaces the whole list of the level
+//! above, which it inherits only when it sets none; a single value replaces the one
+//! above. tollgate's own site rules merge instead (docs/config.md), so the importer
+//! writes each location's settings whole and leaves the site's empty.
+
+use crate::config::RequestBuffering;
+
+/// One `limit_req` or `limit_conn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Limit {
+    pub zone: String,
+    pub burst: Option<i64>,
+    pub nodelay: bool,
+    pub delay: Option<i64>,
+    /// `limit_conn`'s number.
+    pub conn: Option<i64>,
+}
+
+/// What one level sets, each `None` where it sets nothing.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Level {
+    /// `proxy_set_header`: name and value as nginx has them.
+    pub set_headers: Option<Vec<(String, String)>>,
+    /// `add_header`: name, value, `always`.
+    pub add_headers: Option<Vec<(String, String, bool)>>,
+    pub hide_headers: Option<Vec<String>>,
+    pub pass_headers: Option<Vec<String>>,
+    /// `allow` / `deny` as tollgate writes them: `"allow 10.0.0.0/8"`.
+    pub access: Option<Vec<String>>,
+    pub limit_req: Option<Vec<Limit>>,
+    pub limit_conn: Option<Vec<Limit>>,
+    pub limit_req_status: Option<i64>,
+    pub limit_conn_status: Option<i64>,
+    pub limit_req_dry_run: Option<bool>,
+    pub client_max_body_size: Option<String>,
+    pub request_buffering: Option<RequestBuffering>,
+    pub connect_timeout: Option<String>,
+    pub read_timeout: Option<String>,
+    /// `proxy_redirect off` (or explicit rules) rather than nginx's `default`.
+    pub redirect_off: Option<bool>,
+}
+
+impl Level {
+    /// This level's settings over `parent`'s.
+    pub(super) fn under(self, parent: &Level) -> Level {
+        let p = parent.clone();
+        Level {
+            set_headers: self.set_headers.or(p.set_headers),
+            add_headers: self.add_headers.or(p.add_headers),
+            hide_headers: self.hide_headers.or(p.hide_headers),
+            pass_headers: self.pass_headers.or(p.pass_headers),
+            access: self.access.or(p.access),
+            limit_req: self.limit_req.or(p.limit_req),
+            limit_conn: self.limit_conn.or(p.limit_conn),
+            limit_req_status: self.limit_req_status.or(p.limit_req_status),
+            limit_conn_status: self.limit_conn_status.or(p.limit_conn_status),
+            limit_req_dry_run: self.limit_req_dry_run.or(p.limit_req_dry_run),
+            client_max_body_size: self.client_max_body_size.or(p.client_max_body_size),
+            request_buffering: self.request_buffering.or(p.request_buffering),
+            connect_timeout: self.connect_timeout.or(p.connect_timeout),
+            read_timeout: self.read_timeout.or(p.read_timeout),
+            redirect_off: self.redirect_off.or(p.redirect_off),
+        }
+    }
+}
+
+/// Which block a directive is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Context {
+    Http,
+    Server,
+    Location,
+}

@@ -1,0 +1,90 @@
+//! A location's pattern as tollgate's `match`, and what a location answers with
+//! (`proxy_pass`, `return`, a `rewrite` that maps).
+
+use tollgate_nginx::Directive;
+
+use super::proxy::Target;
+
+/// A location's pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Pattern {
+    /// As tollgate's `match` writes it: `= /x`, `^~ /x`, `/x`, `~ re`, `~* re`.
+    pub text: String,
+    pub kind: Kind,
+    /// The path or the regex.
+    pub path: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Exact,
+    Prefix,
+    /// `^~`
+    PrefixStop,
+    Regex,
+}
+
+impl Pattern {
+    /// `location`'s arguments (`= /x`, `=/x`, `~* \.php$`, `/x`); why not when it
+    /// cannot be written.
+    pub(super) fn parse(args: &[String]) -> Result<Pattern, String> {
+        let (modifier, path) = match args {
+            [m, p] => (m.as_str(), p.as_str()),
+            [one] => ["^~", "~*", "=", "~"]
+                .iter()
+                .find_map(|m| Some((*m, one.strip_prefix(m)?)))
+                .filter(|(_, rest)| !rest.is_empty())
+                .unwrap_or(("", one.as_str())),
+            _ => return Err("`location` takes a modifier and a path".to_owned()),
+        };
+        if path.starts_with('@') {
+            return Err("a named location serves try_files and error_page, which tollgate has not yet (DESIGN §17): write the fallback as a location of its own".to_owned());
+        }
+        let kind = match modifier {
+            "" => Kind::Prefix,
+            "=" => Kind::Exact,
+            "^~" => Kind::PrefixStop,
+            "~" | "~*" => Kind::Regex,
+            other => return Err(format!("unknown location modifier `{other}`")),
+        };
+        if kind == Kind::Regex {
+            let source = match modifier {
+                "~*" => format!("(?i){path}"),
+                _ => path.to_owned(),
+            };
+            if let Err(err) = regex::Regex::new(&source) {
+                let first = err.to_string();
+                let first = first.lines().last().unwrap_or_default().trim().to_owned();
+                return Err(format!("a regex tollgate's engine does not take ({first}): lookaround and backreferences have no equivalent; write it without them"));
+            }
+        } else if !path.starts_with('/') {
+            return Err(format!("`{path}` does not start with `/`: no request path matches it"));
+        }
+        let text = match modifier {
+            "" => path.to_owned(),
+            m => format!("{m} {path}"),
+        };
+        Ok(Pattern {
+            text,
+            kind,
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// What a location answers with.
+#[derive(Default)]
+pub(super) struct Content<'d> {
+    pub proxy: Option<(Target, &'d Directive)>,
+    pub ret: Option<Ret>,
+    /// A `rewrite … break` that maps to a path for the upstream.
+    pub upstream_path: Option<String>,
+}
+
+/// A `return`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Ret {
+    pub status: i64,
+    pub body: Option<String>,
+    pub location: Option<String>,
+}

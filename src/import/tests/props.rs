@@ -1,0 +1,158 @@
+//! Property tests: any bytes import without a panic (an error or a file); generated
+//! nginx configurations of the translated directives import to a file that loads.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use tollgate_nginx::Memory;
+
+use super::super::import_from;
+use super::{loads, MAIN};
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_bytes_import_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let files = Memory::new().with(MAIN, bytes);
+        let _ = import_from(&files, Path::new(MAIN));
+    }
+
+    #[test]
+    fn any_directives_import_to_a_file_that_loads(config in nginx_config()) {
+        let files = Memory::new().with(MAIN, config.clone());
+        let imported = import_from(&files, Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}\n{config}"));
+        loads(&imported);
+        // Exactly one report line per directive, nested ones included.
+        let read = tollgate_nginx::read(&files, Path::new(MAIN)).unwrap();
+        prop_assert_eq!(imported.report.lines.len(), count(&read.directives), "{}", imported.report);
+    }
+}
+
+fn count(directives: &[tollgate_nginx::Directive]) -> usize {
+    directives
+        .iter()
+        .map(|d| 1 + d.block.as_deref().map_or(0, count))
+        .sum()
+}
+
+/// A word an nginx directive might take, hostile ones among them.
+fn word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("on".to_owned()),
+        Just("off".to_owned()),
+        Just("10m".to_owned()),
+        Just("0".to_owned()),
+        Just("30s".to_owned()),
+        Just("127.0.0.1:3000".to_owned()),
+        Just("all".to_owned()),
+        Just("10.0.0.0/8".to_owned()),
+        Just("zone=z:10m".to_owned()),
+        Just("zone=z".to_owned()),
+        Just("rate=5r/s".to_owned()),
+        Just("burst=5".to_owned()),
+        Just("nodelay".to_owned()),
+        Just("delay=2".to_owned()),
+        Just("always".to_owned()),
+        Just("$host".to_owned()),
+        Just("$nope".to_owned()),
+        Just("\"a b\"".to_owned()),
+        Just("http://127.0.0.1:3000/v2/".to_owned()),
+        Just("https://$host$request_uri".to_owned()),
+        Just("X-A".to_owned()),
+        Just("301".to_owned()),
+        "[a-z/._~^*$-]{1,8}",
+    ]
+}
+
+/// A location-level or server-level directive.
+fn directive() -> impl Strategy<Value = String> {
+    let names = prop_oneof![
+        Just("proxy_pass"),
+        Just("proxy_set_header"),
+        Just("proxy_hide_header"),
+        Just("add_header"),
+        Just("allow"),
+        Just("deny"),
+        Just("limit_req"),
+        Just("limit_conn"),
+        Just("limit_req_status"),
+        Just("client_max_body_size"),
+        Just("return"),
+        Just("rewrite"),
+        Just("keepalive_timeout"),
+        Just("send_timeout"),
+        Just("proxy_read_timeout"),
+        Just("server_tokens"),
+        Just("gzip"),
+        Just("frob"),
+    ];
+    let plain = (names, proptest::collection::vec(word(), 0..4))
+        .prop_map(|(name, args)| format!("{name} {};", args.join(" ")));
+    prop_oneof![
+        8 => plain,
+        1 => Just("if ($request_method = POST) { return 405; }".to_owned()),
+        1 => Just("include missing/*.conf;".to_owned()),
+        1 => Just("limit_except GET { deny all; }".to_owned()),
+    ]
+}
+
+fn location() -> impl Strategy<Value = String> {
+    let pattern = prop_oneof![
+        Just("/".to_owned()),
+        Just("/api/".to_owned()),
+        Just("= /x".to_owned()),
+        Just("^~ /s/".to_owned()),
+        Just("~ \\.php$".to_owned()),
+        Just("~* ^/(a|b)/(\\d+)$".to_owned()),
+        Just("@named".to_owned()),
+        Just("~ (?=x)".to_owned()),
+        "/[a-z]{1,4}/",
+    ];
+    (pattern, proptest::collection::vec(directive(), 0..5), proptest::option::of((Just("/api/v/"), proptest::collection::vec(directive(), 0..3))))
+        .prop_map(|(pattern, body, nested)| {
+            let nested = nested.map_or(String::new(), |(p, b)| format!("location {p} {{ {} }}", b.join(" ")));
+            format!("location {pattern} {{ {} {nested} }}", body.join(" "))
+        })
+}
+
+fn server() -> impl Strategy<Value = String> {
+    let listen = prop_oneof![
+        Just("listen 80;"),
+        Just("listen 8080 default_server;"),
+        Just("listen [::]:80;"),
+        Just("listen 127.0.0.1:81 reuseport;"),
+        Just(""),
+    ];
+    let names = prop_oneof![
+        Just("server_name example.com www.example.com;"),
+        Just("server_name _;"),
+        Just("server_name .example.org;"),
+        Just("server_name ~^(?<sub>.+)\\.example\\.net$;"),
+        Just("server_name *.example.com mail.*;"),
+        Just(""),
+    ];
+    (listen, names, proptest::collection::vec(directive(), 0..3), proptest::collection::vec(location(), 0..4))
+        .prop_map(|(listen, names, settings, locations)| {
+            format!("server {{ {listen} {names} {} {} }}", settings.join(" "), locations.join(" "))
+        })
+}
+
+fn nginx_config() -> impl Strategy<Value = String> {
+    let http_settings = proptest::collection::vec(directive(), 0..3);
+    let zones = prop_oneof![
+        Just("limit_req_zone $binary_remote_addr zone=z:10m rate=5r/s; limit_conn_zone $binary_remote_addr zone=c:1m;"),
+        Just("limit_req_zone $nope zone=z:10m rate=5r/s;"),
+        Just(""),
+    ];
+    let upstream = prop_oneof![
+        Just("upstream app { server 127.0.0.1:3000 weight=3 max_fails=2; server 127.0.0.1:3001 backup; keepalive 8; }"),
+        Just("upstream app { server unix:/tmp/x.sock; }"),
+        Just(""),
+    ];
+    (zones, upstream, http_settings, proptest::collection::vec(server(), 0..4)).prop_map(
+        |(zones, upstream, settings, servers)| {
+            format!("events {{}}\nhttp {{\n{zones}\n{upstream}\n{}\n{}\n}}\n", settings.join("\n"), servers.join("\n"))
+        },
+    )
+}

@@ -1,0 +1,224 @@
+//! The walk over nginx's blocks: main → http → server → location (nested ones
+//! flattened), each directive handed to its family and reported exactly once.
+
+use tollgate_nginx::Directive;
+
+use super::build::Site;
+use super::level::{Context, Level};
+use super::location;
+use super::pattern::{Content, Pattern};
+use super::report::Status;
+use super::state::Walk;
+use super::{access, headers, limits, listen, other, proxy, rewrite, server_wide, tls, upstream};
+
+/// The whole configuration.
+pub(super) fn main(w: &mut Walk<'_>, directives: &[Directive]) {
+    let mut tail = Vec::new();
+    for d in directives {
+        match d.name.as_str() {
+            "http" => {
+                w.record(d, Status::Exact(None), &mut tail);
+                http(w, d.block.as_deref().unwrap_or_default(), &mut tail);
+            }
+            "include" => w.include(d, &mut tail),
+            _ => unknown(w, d, &mut tail),
+        }
+    }
+    w.build.notes.tail.extend(tail);
+}
+
+/// A directive no family took: [`other::status`] says what it is.
+fn unknown(w: &mut Walk<'_>, d: &Directive, sink: &mut Vec<String>) {
+    let status = other::status(d);
+    w.record(d, status.clone(), sink);
+    for inner in d.block.iter().flatten() {
+        let status = other::inside(d, inner);
+        w.record(inner, status, &mut Vec::new());
+        w.record_inside(inner, &other::inside(d, inner));
+    }
+}
+
+fn http(w: &mut Walk<'_>, block: &[Directive], tail: &mut Vec<String>) {
+    // Groups and zones first: servers may name them before they are defined.
+    for d in block {
+        match d.name.as_str() {
+            "upstream" => upstream::block(w, d, tail),
+            "limit_req_zone" | "limit_conn_zone" => {
+                let status = limits::zone(w, d);
+                w.record(d, status, tail);
+            }
+            _ => {}
+        }
+    }
+    let mut own = Level::default();
+    let mut servers = Vec::new();
+    for d in block {
+        match d.name.as_str() {
+            "upstream" | "limit_req_zone" | "limit_conn_zone" => {}
+            "server" => servers.push(d),
+            "include" => w.include(d, tail),
+            _ => setting(w, d, &mut own, Context::Http, tail),
+        }
+    }
+    for d in servers {
+        server(w, d, &own);
+    }
+}
+
+/// A directive that sets something a level passes down, or one of the gateway's.
+pub(super) fn setting(
+    w: &mut Walk<'_>,
+    d: &Directive,
+    own: &mut Level,
+    context: Context,
+    sink: &mut Vec<String>,
+) {
+    let status = proxy::setting(w, d, own, context)
+        .or_else(|| headers::setting(d, own))
+        .or_else(|| access::setting(w, d, own, context))
+        .or_else(|| limits::setting(w, d, own))
+        .or_else(|| server_wide::setting(w, d, own, context))
+        .or_else(|| tls::setting(w, d, context));
+    match status {
+        Some(status) => w.record(d, status, sink),
+        None => unknown(w, d, sink),
+    }
+}
+
+fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
+    let mut site = Site {
+        note: vec![w.source(d.place)],
+        ..Site::default()
+    };
+    let mut own = Level::default();
+    let mut locations = Vec::new();
+    let mut answers_all = None;
+    let mut listens = 0;
+    let mut server_names = Vec::new();
+    for c in d.block.iter().flatten() {
+        let mut sink = std::mem::take(&mut site.note);
+        match c.name.as_str() {
+            "listen" => {
+                listens += 1;
+                let was_default = site.default;
+                let status = listen::listen(w, c, &mut site);
+                if site.default && !was_default {
+                    site.default_line = Some(w.report.len());
+                }
+                w.record(c, status, &mut sink);
+            }
+            "server_name" => server_names.push(c),
+            "location" => locations.push(c),
+            "return" | "rewrite" => {
+                let mut content = Content::default();
+                let status = rewrite::at_server(w, c, &mut content);
+                if content.ret.is_some() && answers_all.is_none() {
+                    answers_all = Some((content, c.place));
+                }
+                w.record(c, status, &mut sink);
+            }
+            "include" => w.include(c, &mut sink),
+            _ => setting(w, c, &mut own, Context::Server, &mut sink),
+        }
+        site.note = sink;
+    }
+    let level = own.under(http);
+    listen::default_once(w, &mut site);
+    if listens == 0 {
+        listen::default_listen(w, &mut site);
+    }
+    listen::server_names(w, &server_names, &mut site);
+    let mut status = Status::Exact(None);
+    if let Some((content, at)) = answers_all {
+        // The server's `return` answers in its rewrite phase, before any location.
+        let line = at.line;
+        let why = Status::Exact(Some(format!(
+            "never reached: the server's `return` (line {line}) answers every request first"
+        )));
+        for loc in locations {
+            w.record(loc, why.clone(), &mut Vec::new());
+            w.record_inside(loc, &why);
+        }
+        let pattern = Pattern::parse(&["/".to_owned()]).ok();
+        if let Some(pattern) = pattern {
+            let (raw, _) = location::assemble(w, &pattern, &level, &content);
+            site.locations.push((raw, vec![w.source(at)]));
+        }
+    } else {
+        for loc in locations {
+            location(w, loc, &level, &mut site, None);
+        }
+        if !site.locations.iter().any(|(l, _)| location::is_root(l)) {
+            status = Status::Approx(
+                "requests no location matches get 404 (nginx would serve files from `root`)"
+                    .to_owned(),
+            );
+        }
+        if site.locations.is_empty() {
+            location::add_root_404(&mut site);
+        }
+    }
+    let mut ignored = Vec::new();
+    w.record(d, status, &mut ignored);
+    w.build.sites.push(site);
+}
+
+/// A `location` and, after it, its nested ones (flattened into the site).
+pub(super) fn location(
+    w: &mut Walk<'_>,
+    d: &Directive,
+    parent: &Level,
+    site: &mut Site,
+    outer: Option<&Pattern>,
+) {
+    let pattern = match Pattern::parse(&d.args) {
+        Ok(pattern) => pattern,
+        Err(why) => {
+            let status = Status::Unsupported(why);
+            w.record(d, status, &mut site.note);
+            let inside = Status::Unsupported(format!("inside the location at line {}, which is not translated", d.place.line));
+            w.record_inside(d, &inside);
+            return;
+        }
+    };
+    let mut note = vec![w.source(d.place)];
+    let mut own = Level::default();
+    let mut content = Content::default();
+    let mut nested = Vec::new();
+    for c in d.block.iter().flatten() {
+        match c.name.as_str() {
+            "location" => nested.push(c),
+            "include" => w.include(c, &mut note),
+            "proxy_pass" if content.proxy.is_some() => {
+                let status = Status::Unsupported("a second proxy_pass (nginx refuses it)".to_owned());
+                w.record(c, status, &mut note);
+            }
+            "proxy_pass" => match proxy::pass(w, c) {
+                Ok(target) => content.proxy = Some((target, c)),
+                Err(status) => w.record(c, status, &mut note),
+            },
+            "return" | "rewrite" => {
+                let status = rewrite::at_location(w, c, &pattern, &mut content);
+                w.record(c, status, &mut note);
+            }
+            _ => setting(w, c, &mut own, Context::Location, &mut note),
+        }
+    }
+    let level = own.under(parent);
+    let (raw, proxy_status) = location::assemble(w, &pattern, &level, &content);
+    if let Some((_, pass)) = &content.proxy {
+        let status = proxy_status.unwrap_or_else(|| {
+            Status::Exact(Some("never reached: the location's return answers first".to_owned()))
+        });
+        w.record(pass, status, &mut note);
+    }
+    let status = location::location_status(&pattern, outer, &content, site, &raw);
+    let keep = !matches!(status, Status::Approx(ref why) if why.starts_with("left out"));
+    w.record(d, status, &mut note);
+    if keep {
+        site.locations.push((raw, note));
+    }
+    for inner in nested {
+        location(w, inner, &level, site, Some(&pattern));
+    }
+}
