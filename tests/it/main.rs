@@ -23,6 +23,7 @@ mod framing_corpus;
 mod h1_codec;
 mod hardening;
 mod header_rules;
+mod import_conformance;
 mod large_body;
 mod limit_by_answer;
 mod limit_concurrency;
