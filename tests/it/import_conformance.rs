@@ -8,7 +8,8 @@
 //! with the case's `report.txt`.
 //!
 //! `TOLLGATE_BLESS=1` writes the reports found instead of comparing them (review the
-//! diff). `cargo test --test it import_conformance -- --nocapture` prints every row and
+//! diff); `TOLLGATE_CASE=NAME` runs one case; `TOLLGATE_SHOW_NGINX=1` prints nginx's rows
+//! before the import (to write a case). `cargo test --test it import_conformance -- --nocapture` prints every row and
 //! the corpus's figures.
 
 use crate::support;
@@ -45,7 +46,11 @@ async fn every_corpus_config_imported_answers_as_nginx_answers() {
     let mut problems = String::new();
     let mut total = Figures::default();
     let mut table = String::new();
+    let only = std::env::var("TOLLGATE_CASE").ok();
     for name in corpus::cases() {
+        if only.as_ref().is_some_and(|only| *only != name) {
+            continue;
+        }
         let figures = run_case(&name, &mut problems).await;
         let _ = writeln!(
             table,
@@ -91,7 +96,7 @@ async fn run_case(name: &str, problems: &mut String) -> Figures {
     let mut nginx_rows = Vec::new();
     for request in &requests {
         let addr = addr_of(&case, request);
-        nginx_rows.push(exchange::exchange(addr, &request.bytes, &stub.seen).await);
+        nginx_rows.push(exchange::exchange(addr, request, &stub.seen).await);
     }
     drop(nginx);
     if std::env::var_os("TOLLGATE_SHOW_NGINX").is_some() {
@@ -121,7 +126,7 @@ async fn run_case(name: &str, problems: &mut String) -> Figures {
     let gateway = tollgate::Gateway::start(config).expect("the imported config starts");
     for (request, nginx_row) in requests.iter().zip(&nginx_rows) {
         let addr = addr_of(&case, request);
-        let row = exchange::exchange(addr, &request.bytes, &stub.seen).await;
+        let row = exchange::exchange(addr, request, &stub.seen).await;
         compare(&case, request, nginx_row, &row, &mut figures, problems);
     }
     gateway.stop().await;

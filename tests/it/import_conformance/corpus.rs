@@ -60,6 +60,7 @@ impl Case {
         };
         case.copy_tree(&root().join(name), case.dir.path());
         std::fs::create_dir_all(case.dir.path().join("tmp")).unwrap();
+        certificate(&case.dir.path().join("certs"));
         case
     }
 
@@ -107,6 +108,24 @@ impl Case {
     }
 }
 
+/// `certs/site.pem` and `certs/site.key` under a case's prefix, for its TLS servers: one
+/// self-signed certificate for every name the corpus uses (the client accepts any).
+fn certificate(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let names = vec![
+        "localhost".to_owned(),
+        "*.example".to_owned(),
+        "secure.example".to_owned(),
+    ];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join("site.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("site.key"), key.serialize_pem()).unwrap();
+}
+
 /// Whether a file under `dir` holds `text`.
 fn tree_mentions(dir: &Path, text: &str) -> bool {
     std::fs::read_dir(dir).unwrap().any(|entry| {
@@ -127,6 +146,10 @@ pub struct Request {
     /// Whether nginx and tollgate are known to answer it differently, and why (the
     /// report says so too); such a request is shown, not counted as a match.
     pub differs: Option<String>,
+    /// Over TLS (`@tls`), with SNI the Host's name.
+    pub tls: bool,
+    /// Only a TLS handshake offering `h2` and `http/1.1` (`@alpn`): what is chosen.
+    pub alpn: bool,
     /// The bytes sent (CRLF line ends, `Connection: close` added).
     pub bytes: Vec<u8>,
     /// Its first line, to name it.
@@ -134,12 +157,14 @@ pub struct Request {
 }
 
 /// `requests.txt`: requests separated by lines `---`; `#` lines are comments. A request
-/// may start with `@port2` and `@differs: why`; then its head as written, and after an
-/// empty line its body.
+/// may start with `@port2`, `@tls`, `@alpn` and `@differs: why`; then its head as written,
+/// and after an empty line its body.
 pub fn parse_requests(text: &str) -> Vec<Request> {
     let mut requests = Vec::new();
     for block in text.split("\n---\n") {
         let mut port = 0;
+        let mut tls = false;
+        let mut alpn = false;
         let mut differs = None;
         let mut lines: Vec<&str> = Vec::new();
         for line in block.lines() {
@@ -148,6 +173,10 @@ pub fn parse_requests(text: &str) -> Vec<Request> {
             }
             if lines.is_empty() && line == "@port2" {
                 port = 1;
+            } else if lines.is_empty() && line == "@tls" {
+                tls = true;
+            } else if lines.is_empty() && line == "@alpn" {
+                (tls, alpn) = (true, true);
             } else if let Some(why) = line.strip_prefix("@differs:").filter(|_| lines.is_empty()) {
                 differs = Some(why.trim().to_owned());
             } else {
@@ -178,6 +207,8 @@ pub fn parse_requests(text: &str) -> Vec<Request> {
         bytes.extend_from_slice(body.as_bytes());
         requests.push(Request {
             port,
+            tls,
+            alpn,
             differs,
             bytes,
             line: head[0].to_owned(),

@@ -10,7 +10,13 @@ use http::{HeaderMap, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use rustls::pki_types::ServerName;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use super::super::support::accept_any::AcceptAny;
 use super::super::support::{self, Seen, Upstream};
+use super::corpus::Request;
 
 /// The recording upstream's own `Server`, which neither server may show by default.
 pub const STUB_SERVER: &str = "stub/1.0";
@@ -78,16 +84,29 @@ pub struct Row {
     pub upstream: String,
 }
 
-/// Sends `bytes` to `addr` and reads the answer to the end (the request asks the
+/// Sends `request` to `addr` and reads the answer to the end (the request asks the
 /// server to close); `seen` is the upstream's record, drained of what this request
 /// made it see.
-pub async fn exchange(addr: SocketAddr, bytes: &[u8], seen: &Arc<Mutex<Vec<Seen>>>) -> Row {
+pub async fn exchange(addr: SocketAddr, request: &Request, seen: &Arc<Mutex<Vec<Seen>>>) -> Row {
     seen.lock().unwrap().clear();
+    if request.alpn {
+        return Row {
+            answer: format!("alpn {}", alpn(addr, &request.bytes).await),
+            upstream: String::new(),
+        };
+    }
     let raw = support::within(10, async {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(bytes).await.unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
         let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw).await;
+        if request.tls {
+            let mut stream = tls(tcp, &request.bytes, &[b"http/1.1"]).await;
+            stream.write_all(&request.bytes).await.unwrap();
+            let _ = stream.read_to_end(&mut raw).await;
+        } else {
+            let mut stream = tcp;
+            stream.write_all(&request.bytes).await.unwrap();
+            let _ = stream.read_to_end(&mut raw).await;
+        }
         raw
     })
     .await;
@@ -102,6 +121,50 @@ pub async fn exchange(addr: SocketAddr, bytes: &[u8], seen: &Arc<Mutex<Vec<Seen>
             .collect::<Vec<_>>()
             .join(" | "),
     }
+}
+
+/// A TLS client on `tcp` that accepts any certificate, offering `alpn`, with the request's
+/// Host as SNI.
+async fn tls(tcp: TcpStream, request: &[u8], alpn: &[&[u8]]) -> TlsStream<TcpStream> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny))
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let name = host_of(request).unwrap_or_else(|| "localhost".to_owned());
+    let name = ServerName::try_from(name).unwrap();
+    TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake")
+}
+
+/// What a handshake offering `h2` and `http/1.1` chooses.
+async fn alpn(addr: SocketAddr, request: &[u8]) -> String {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let stream = tls(tcp, request, &[b"h2", b"http/1.1"]).await;
+    let chosen = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    chosen.map_or("none".to_owned(), |p| {
+        String::from_utf8_lossy(&p).into_owned()
+    })
+}
+
+/// The name of the request's `Host`, without a port.
+fn host_of(request: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(request);
+    let host = text.lines().find_map(|line| {
+        line.strip_prefix("Host:")
+            .or_else(|| line.strip_prefix("host:"))
+    })?;
+    let host = host.trim();
+    Some(
+        host.rsplit_once(':')
+            .map_or(host, |(name, _)| name)
+            .to_owned(),
+    )
 }
 
 /// `STATUS; name: value; …` with the compared headers in name order (values of one name in
