@@ -25,6 +25,7 @@ mod h1_codec;
 mod hardening;
 mod header_rules;
 mod import;
+mod import_conformance;
 mod large_body;
 mod limit_by_answer;
 mod limit_concurrency;

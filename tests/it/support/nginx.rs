@@ -2,7 +2,7 @@
 //! prefix, one worker, no master, no daemon, on free loopback ports; killed when dropped.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,7 +18,10 @@ pub struct Nginx {
     pub addr: SocketAddr,
     /// Every port it listens on, in the order the configuration was given them.
     pub addrs: Vec<SocketAddr>,
-    dir: tempfile::TempDir,
+    /// Its prefix: where its error log is.
+    prefix: PathBuf,
+    /// The prefix's directory when nginx made it (removed when dropped).
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Nginx {
@@ -68,14 +71,22 @@ impl Nginx {
         }
         let conf = root.join("nginx.conf");
         std::fs::write(&conf, config(root, &ports)).unwrap();
+        let mut nginx = Nginx::run(root, &conf, &ports)?;
+        nginx._dir = Some(dir);
+        Ok(nginx)
+    }
+
+    /// Runs nginx with the configuration file `conf` under the prefix `prefix` (which the
+    /// caller keeps), and waits until it listens on every one of `ports` on loopback.
+    pub fn run(prefix: &Path, conf: &Path, ports: &[u16]) -> Result<Nginx, String> {
         let child = Command::new(NGINX)
             .arg("-p")
-            .arg(root)
+            .arg(prefix)
             .arg("-c")
-            .arg(&conf)
+            .arg(conf)
             // Errors before the config is read would go to the package's log path otherwise.
             .arg("-e")
-            .arg(root.join("error.log"))
+            .arg(prefix.join("error.log"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -89,7 +100,8 @@ impl Nginx {
             child,
             addr: addrs[0],
             addrs,
-            dir,
+            prefix: prefix.to_path_buf(),
+            _dir: None,
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
@@ -112,7 +124,7 @@ impl Nginx {
     }
 
     pub fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+        std::fs::read_to_string(self.prefix.join("error.log")).unwrap_or_default()
     }
 
     /// The error log without the line nginx writes for every rejected or delayed request.
