@@ -99,7 +99,7 @@ pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level) -> Optio
                 }
             }
             list.push(limit);
-            Status::Exact(None)
+            Status::Approx("a refusal carries `Retry-After` (when the next request would pass), which nginx's does not".to_owned())
         }
         ("limit_conn", [zone, n]) => {
             let list = own.limit_conn.get_or_insert_with(Vec::new);
