@@ -46,7 +46,7 @@ fn import_writes_a_file_that_passes_the_check_and_reports_each_directive() {
         "{stderr}"
     );
     assert!(
-        stderr.ends_with("11 directives: 10 exact, 1 approx, 0 unsupported\n"),
+        stderr.ends_with("11 directives: 9 exact, 2 approx, 0 unsupported\n"),
         "{stderr}"
     );
     let written = std::fs::read_to_string(&output).unwrap();
