@@ -10,7 +10,7 @@ use crate::config::raw::{
     RawServer, RawServerItem, RawServerTable, RawSite, RawSiteEntry, RawTls, RawUpstream,
     RawZone, Section,
 };
-use crate::config::raw::{Notes, RawListenItem, RawStatus, SiteNotes};
+use crate::config::raw::{Notes, RawListenItem, RawListenTable, RawStatus, SiteNotes};
 use crate::config::Algorithm;
 
 /// A value with no place in a file (the model is written, not read).
@@ -33,8 +33,6 @@ pub(super) struct Group {
     pub keepalive: Option<usize>,
     pub max_fails: Option<u32>,
     pub fail_timeout: Option<String>,
-    pub connect_timeout: Option<String>,
-    pub read_timeout: Option<String>,
     pub note: Vec<String>,
 }
 
@@ -69,6 +67,12 @@ pub(super) struct Site {
 pub(super) struct Build {
     pub listen: Vec<String>,
     pub listen_tls: Vec<String>,
+    /// The addresses nginx serves HTTP/2 on (`listen … http2`, `http2 on`): the others
+    /// are written `{ addr, http2 = false }`.
+    pub http2: Vec<String>,
+    /// `http2 on|off` in `http {}`, and in the `server {}` being walked.
+    pub http2_http: Option<bool>,
+    pub http2_server: Option<bool>,
     /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
     pub server_durations: BTreeMap<&'static str, String>,
     pub underscores_in_headers: Option<bool>,
@@ -189,9 +193,17 @@ impl Build {
     }
 
     fn server(&self) -> RawServer {
+        let item = |addr: &String| match self.http2.contains(addr) {
+            true => RawListenItem::Addr(addr.clone()),
+            // nginx serves no HTTP/2 on an address without `http2`.
+            false => RawListenItem::Table(RawListenTable {
+                addr: Some(sp(addr.clone())),
+                http2: Some(false),
+                ..RawListenTable::default()
+            }),
+        };
         let list = |addrs: &[String]| {
-            (!addrs.is_empty())
-                .then(|| sp(addrs.iter().map(|a| sp(RawListenItem::Addr(a.clone()))).collect()))
+            (!addrs.is_empty()).then(|| sp(addrs.iter().map(|a| sp(item(a))).collect()))
         };
         let duration = |key: &str| self.server_durations.get(key).map(|d| loose(d));
         RawServer {
@@ -222,9 +234,9 @@ fn upstream(group: Group) -> RawUpstream {
     RawUpstream {
         servers: Some(sp(servers.collect())),
         balance: group.balance,
-        // nginx's proxy_connect_timeout is 60s; tollgate's connect_timeout 2s.
-        connect_timeout: Some(loose(group.connect_timeout.as_deref().unwrap_or("60s"))),
-        read_timeout: group.read_timeout.as_deref().map(loose),
+        // nginx's proxy_connect_timeout is 60s; tollgate's connect_timeout 2s. A
+        // location's own `proxy_connect_timeout` is written on the location.
+        connect_timeout: Some(loose("60s")),
         keepalive: group.keepalive,
         max_fails: group.max_fails,
         fail_timeout: group.fail_timeout.as_deref().map(loose),

@@ -45,10 +45,6 @@ pub(super) fn setting(d: &Directive, own: &mut Level) -> Option<Status> {
         differences.push("a second value for the same name replaces the first (nginx sends both)".to_owned());
         list.retain(|(n, _, _)| !n.eq_ignore_ascii_case(name));
     }
-    differences.push(match always {
-        true => "not on tollgate's own answers (403, 413, 429, 5xx…): `when = \"always\"` is coming".to_owned(),
-        false => "also on 4xx and 5xx answers (nginx: 2xx and 3xx only; `when = \"success\"` is coming)".to_owned(),
-    });
     list.push((name.clone(), value.clone(), always));
     Some(Status::Approx(differences.join("; ")))
 }

@@ -38,6 +38,9 @@ pub(super) struct Level {
     pub request_buffering: Option<RequestBuffering>,
     pub connect_timeout: Option<String>,
     pub read_timeout: Option<String>,
+    /// Set in a `server {}` or `location` (the `http {}` one is `[server]`'s).
+    pub client_body_timeout: Option<String>,
+    pub send_timeout: Option<String>,
     /// `proxy_redirect off` (or explicit rules) rather than nginx's `default`.
     pub redirect_off: Option<bool>,
 }
@@ -61,6 +64,8 @@ impl Level {
             request_buffering: self.request_buffering.or(p.request_buffering),
             connect_timeout: self.connect_timeout.or(p.connect_timeout),
             read_timeout: self.read_timeout.or(p.read_timeout),
+            client_body_timeout: self.client_body_timeout.or(p.client_body_timeout),
+            send_timeout: self.send_timeout.or(p.send_timeout),
             redirect_off: self.redirect_off.or(p.redirect_off),
         }
     }

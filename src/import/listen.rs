@@ -55,8 +55,10 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
     } else if !build.listen_tls.contains(&addr) && !build.listen.contains(&addr) {
         build.listen.push(addr.clone());
     }
-    if tls && !http2 {
-        differences.push("tollgate offers HTTP/2 on this TLS address too (nginx only with `http2`; `http2 = false` on a listen table is coming)".to_owned());
+    // nginx serves HTTP/2 on an address one of whose `listen`s says `http2`; the
+    // others are written `http2 = false`.
+    if http2 && !build.http2.contains(&addr) {
+        build.http2.push(addr.clone());
     }
     if !site.listen.contains(&addr) {
         site.listen.push(addr);
@@ -64,6 +66,19 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
     match differences.is_empty() {
         true => Status::Exact(None),
         false => Status::Approx(differences.join("; ")),
+    }
+}
+
+/// `http2 on` in `http {}` or in this server: HTTP/2 on each of the site's addresses.
+pub(super) fn http2_directive(w: &mut Walk<'_>, site: &Site) {
+    let server = w.build.http2_server.take();
+    if server.or(w.build.http2_http) != Some(true) {
+        return;
+    }
+    for addr in &site.listen {
+        if !w.build.http2.contains(addr) {
+            w.build.http2.push(addr.clone());
+        }
     }
 }
 

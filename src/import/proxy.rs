@@ -9,9 +9,10 @@ use super::build::{sp, Group};
 use super::level::{Context, Level};
 use super::report::Status;
 use super::values;
+use super::server_wide;
 use super::state::Walk;
 use crate::config::raw::RawLocation;
-use crate::config::RequestBuffering;
+use crate::config::{Passed, RequestBuffering};
 
 /// Where a location forwards.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,14 +25,36 @@ pub(super) struct Target {
     pub proxy_host: String,
 }
 
-/// The forwarding headers tollgate writes itself, as nginx would with these values.
+/// The forwarding headers tollgate writes itself (`forwarded_headers`), each with the
+/// nginx value that means what tollgate writes. Another value is a `request_headers` rule.
 const FORWARDED: [(&str, &str); 4] = [
     ("X-Forwarded-For", "$proxy_add_x_forwarded_for"),
     ("X-Real-IP", "$remote_addr"),
     ("X-Forwarded-Proto", "$scheme"),
-    // The Host the client sent, port and case as sent.
+    // The Host the client sent, port and case as sent (`$host` is a rule: lower case,
+    // without the port).
     ("X-Forwarded-Host", "$http_host"),
 ];
+
+/// The `forwarded_headers` name `proxy_set_header NAME VALUE` stands for, if any.
+fn forwarding(name: &str, value: &str) -> Option<&'static str> {
+    // `${scheme}` is `$scheme`.
+    let braced = value.strip_prefix("${").and_then(|v| v.strip_suffix('}'));
+    let value = braced.map_or_else(|| value.to_owned(), |v| format!("${v}"));
+    FORWARDED
+        .iter()
+        .find(|(h, v)| h.eq_ignore_ascii_case(name) && *v == value)
+        .map(|(h, _)| *h)
+}
+
+/// What differs in tollgate's `X-Forwarded-For` from nginx's `$proxy_add_x_forwarded_for`.
+fn xff_difference(real_ip: bool) -> String {
+    let mut why = "a client's own X-Forwarded-For is replaced by its address unless it comes from a `[real_ip] trusted` peer (nginx appends to any)".to_owned();
+    if real_ip {
+        why.push_str("; from a trusted peer tollgate appends that peer's address (nginx the client's, as realip found it)");
+    }
+    why
+}
 
 /// Headers that frame a request: tollgate writes them, a rule may not.
 const FRAMING: [&str; 8] = [
@@ -157,7 +180,9 @@ pub(super) fn setting(
 ) -> Option<Status> {
     let args = d.args.as_slice();
     Some(match (d.name.as_str(), args) {
-        ("proxy_set_header", [name, value]) => set_header(own, name, value),
+        ("proxy_set_header", [name, value]) => {
+            set_header(own, name, value, !w.build.real_ip_trusted.is_empty())
+        }
         ("proxy_hide_header", [name]) => {
             let list = own.hide_headers.get_or_insert_with(Vec::new);
             match FRAMING_DOWN.contains(&name.to_ascii_lowercase().as_str()) {
@@ -169,8 +194,15 @@ pub(super) fn setting(
             }
         }
         ("proxy_pass_header", [name]) => {
-            own.pass_headers.get_or_insert_with(Vec::new).push(name.clone());
-            Status::Exact(Some("tollgate passes the upstream's headers; `Server` is then not hidden".to_owned()))
+            let list = own.pass_headers.get_or_insert_with(Vec::new);
+            match Passed::DROPPED.contains(&name.to_ascii_lowercase().as_str()) {
+                true => {
+                    list.push(name.clone());
+                    Status::Exact(None)
+                }
+                // nginx's list still replaces the level above's.
+                false => Status::Exact(Some(format!("tollgate passes `{name}` anyway: nothing written"))),
+            }
         }
         ("proxy_redirect", [word]) if word == "default" => Status::Exact(Some("nginx's default; see the proxy_pass lines".to_owned())),
         ("proxy_redirect", [word]) if word == "off" => {
@@ -185,20 +217,13 @@ pub(super) fn setting(
             let Some(duration) = values::duration(time) else {
                 return Some(Status::Unsupported(format!("`{time}` is not a duration above zero")));
             };
-            let key = match d.name.as_str() {
-                "proxy_connect_timeout" => {
-                    own.connect_timeout = Some(duration);
-                    "connect_timeout"
-                }
-                _ => {
-                    own.read_timeout = Some(duration);
-                    "read_timeout"
-                }
-            };
-            match context {
-                Context::Http => Status::Exact(Some(format!("`{key}` of the groups it applies to"))),
-                _ => Status::Approx(format!("tollgate sets it per upstream group (`{key}`): written on the group this location uses (the first such location's value, when several share a group; per-location timeouts are coming)")),
+            // Written on each proxying location that inherits it (http → server → location).
+            match d.name.as_str() {
+                "proxy_connect_timeout" => own.connect_timeout = Some(duration),
+                _ => own.read_timeout = Some(duration),
             }
+            let _ = context;
+            Status::Exact(None)
         }
         ("proxy_send_timeout", _) => Status::Approx("no timeout of its own for sending to the upstream: tollgate's read_timeout counts from the last byte sent".to_owned()),
         ("proxy_http_version", [v]) if v == "1.1" => Status::Exact(None),
@@ -230,17 +255,16 @@ pub(super) fn setting(
     })
 }
 
-/// `proxy_set_header NAME VALUE` at this level.
-fn set_header(own: &mut Level, name: &str, value: &str) -> Status {
+/// `proxy_set_header NAME VALUE` at this level; `real_ip`: `[real_ip]` is configured.
+fn set_header(own: &mut Level, name: &str, value: &str, real_ip: bool) -> Status {
     let list = own.set_headers.get_or_insert_with(Vec::new);
     let lower = name.to_ascii_lowercase();
     list.push((name.to_owned(), value.to_owned()));
-    if let Some((header, same)) = FORWARDED.iter().find(|(h, _)| h.eq_ignore_ascii_case(name)) {
-        return match value == *same {
-            true => Status::Exact(Some("tollgate writes it so itself".to_owned())),
-            false if lower == "x-forwarded-host" => Status::Approx("tollgate writes X-Forwarded-Host itself: the Host the client sent".to_owned()),
-            false => Status::Approx(format!("tollgate writes {header} itself, as `{same}` (`forwarded_headers`, coming, chooses which)")),
-        };
+    match forwarding(name, value) {
+        Some("X-Forwarded-For") => return Status::Approx(xff_difference(real_ip)),
+        Some(_) => return Status::Exact(Some("in `forwarded_headers`: tollgate writes it so".to_owned())),
+        // Another value: a `request_headers` rule, below.
+        None => {}
     }
     if lower == "upgrade" || (lower == "connection" && value != "close") {
         return Status::Exact(Some("tollgate carries WebSocket upgrades and keeps upstream connections alive itself".to_owned()));
@@ -261,10 +285,10 @@ fn set_header(own: &mut Level, name: &str, value: &str) -> Status {
     }
 }
 
-/// The location forwards to `target`: its group, path, headers up and hidden, and
-/// the group's timeouts. The report of its `proxy_pass`.
+/// The location forwards to `target`: its group, path, forwarding headers, headers up,
+/// hidden and passed, and its timeouts. The report of its `proxy_pass`.
 pub(super) fn forward(
-    w: &mut Walk<'_>,
+    _w: &mut Walk<'_>,
     raw: &mut RawLocation,
     level: &Level,
     target: &Target,
@@ -275,10 +299,17 @@ pub(super) fn forward(
     let set = level.set_headers.clone().unwrap_or_default();
     let mut headers = BTreeMap::new();
     let is_set = |h: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(h));
+    // nginx writes none of the four unless `proxy_set_header` does.
+    let mut forwarded: Vec<&str> = set.iter().filter_map(|(n, v)| forwarding(n, v)).collect();
+    forwarded.sort_by_key(|h| FORWARDED.iter().position(|(f, _)| f == h));
+    forwarded.dedup();
     for (name, value) in &set {
         let lower = name.to_ascii_lowercase();
-        let forwarded = FORWARDED.iter().any(|(h, _)| h.eq_ignore_ascii_case(name));
-        if forwarded || lower == "upgrade" || FRAMING.contains(&lower.as_str()) {
+        let is_forwarding = FORWARDED.iter().any(|(h, _)| h.eq_ignore_ascii_case(name));
+        if forwarded.iter().any(|h| h.eq_ignore_ascii_case(name))
+            || lower == "upgrade"
+            || FRAMING.contains(&lower.as_str())
+        {
             continue;
         }
         let value = value
@@ -289,46 +320,37 @@ pub(super) fn forward(
             && values::vars(&value).is_ok()
         {
             headers.insert(sp(name.clone()), sp(value));
+        } else if is_forwarding {
+            // Not translated (reported): the client's own copy must not pass instead.
+            headers.insert(sp(name.clone()), sp(String::new()));
         }
     }
+    raw.forwarded_headers = Some(sp(forwarded.iter().map(|h| sp((*h).to_owned())).collect()));
     let mut notes = Vec::new();
     if !is_set("Host") {
         headers.insert(sp("Host".to_owned()), sp(target.proxy_host.clone()));
         notes.push(format!("Host: \"{}\" written, nginx's default $proxy_host", target.proxy_host));
     }
     raw.request_headers = (!headers.is_empty()).then(|| sp(headers));
-    let passes_server = level
-        .pass_headers
-        .iter()
-        .flatten()
-        .any(|h| h.eq_ignore_ascii_case("server"));
-    let mut hide: Vec<String> = level.hide_headers.clone().unwrap_or_default();
-    if !passes_server && !hide.iter().any(|h| h.eq_ignore_ascii_case("server")) {
-        // nginx never passes the upstream's Server (it sends its own).
-        hide.push("Server".to_owned());
-    }
-    raw.hide_headers = Some(sp(hide.into_iter().map(sp).collect()));
-    if let Some(group) = w.build.group(&target.group) {
-        if group.connect_timeout.is_none() {
-            group.connect_timeout.clone_from(&level.connect_timeout);
-        }
-        if group.read_timeout.is_none() {
-            group.read_timeout.clone_from(&level.read_timeout);
+    // nginx's proxy_pass_header wins over its proxy_hide_header.
+    let mut pass: Vec<String> = Vec::new();
+    for name in level.pass_headers.iter().flatten() {
+        if !pass.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+            pass.push(name.clone());
         }
     }
+    let passed = |h: &String| pass.iter().any(|p| p.eq_ignore_ascii_case(h));
+    let hide: Vec<String> = level.hide_headers.iter().flatten().filter(|h| !passed(h)).cloned().collect();
+    raw.hide_headers = (!hide.is_empty()).then(|| sp(hide.into_iter().map(sp).collect()));
+    raw.pass_headers = (!pass.is_empty()).then(|| sp(pass.into_iter().map(sp).collect()));
+    server_wide::write_timeouts(raw, level);
     let mut differences = Vec::new();
-    let unset: Vec<&str> = FORWARDED
-        .iter()
-        .map(|(h, _)| *h)
-        .filter(|h| !is_set(h))
-        .collect();
-    if !unset.is_empty() {
-        differences.push(format!("tollgate also sends {} upstream, which nginx sends only when proxy_set_header says so (`forwarded_headers`, coming, chooses)", unset.join(", ")));
-    }
     if target.path.is_some() && level.redirect_off != Some(true) {
         differences.push("the upstream's redirects to its own URL are not rewritten to this location's (nginx's proxy_redirect default; `redirect_rewrite = \"default\"`, coming)".to_owned());
     }
-    differences.push("the upstream's Server header is hidden, and tollgate sends none of its own (nginx sends its own)".to_owned());
+    if differences.is_empty() {
+        return Status::Exact((!notes.is_empty()).then(|| notes.join("; ")));
+    }
     differences.extend(notes);
     Status::Approx(differences.join("; "))
 }

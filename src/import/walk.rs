@@ -128,6 +128,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
         listen::default_listen(w, &mut site);
     }
     listen::server_names(w, &server_names, &mut site);
+    listen::http2_directive(w, &site);
     let mut status = Status::Exact(None);
     if let Some((content, at)) = answers_all {
         // The server's `return` answers in its rewrite phase, before any location.

@@ -42,16 +42,25 @@ fn import_writes_a_file_that_passes_the_check_and_reports_each_directive() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("nginx.conf:10: proxy_pass: approx: "),
+        stderr.contains("nginx.conf:10: proxy_pass: exact (Host: \"app\" written, nginx's default $proxy_host)\n"),
         "{stderr}"
     );
     assert!(
-        stderr.ends_with("11 directives: 9 exact, 2 approx, 0 unsupported\n"),
+        stderr.ends_with("11 directives: 10 exact, 1 approx, 0 unsupported\n"),
         "{stderr}"
     );
     let written = std::fs::read_to_string(&output).unwrap();
     assert!(
         written.contains("# nginx.conf:3\n[upstreams.app]\n"),
+        "{written}"
+    );
+    // Only the forwarding header nginx writes, and no HTTP/2 where nginx has none.
+    assert!(
+        written.contains("forwarded_headers = [\"X-Real-IP\"]\n"),
+        "{written}"
+    );
+    assert!(
+        written.contains("listen = [{ addr = \"127.0.0.1:8080\", http2 = false }]\n"),
         "{written}"
     );
     let check = tollgate()

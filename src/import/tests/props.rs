@@ -83,7 +83,10 @@ fn directive() -> impl Strategy<Value = String> {
         Just("keepalive_timeout"),
         Just("send_timeout"),
         Just("proxy_read_timeout"),
+        Just("proxy_connect_timeout"),
+        Just("client_body_timeout"),
         Just("server_tokens"),
+        Just("http2"),
         Just("gzip"),
         Just("frob"),
     ];
@@ -91,10 +94,42 @@ fn directive() -> impl Strategy<Value = String> {
         .prop_map(|(name, args)| format!("{name} {};", args.join(" ")));
     prop_oneof![
         8 => plain,
+        4 => header_directive(),
         1 => Just("if ($request_method = POST) { return 405; }".to_owned()),
         1 => Just("include missing/*.conf;".to_owned()),
         1 => Just("limit_except GET { deny all; }".to_owned()),
     ]
+}
+
+/// A forwarding, hiding or passing header directive: the names and values whose
+/// translation must not conflict (a forwarding header both written and a rule, a header
+/// both hidden and passed).
+fn header_directive() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        Just("X-Forwarded-For"),
+        Just("x-real-ip"),
+        Just("X-Forwarded-Proto"),
+        Just("X-Forwarded-Host"),
+        Just("Server"),
+        Just("Date"),
+        Just("X-Accel-Buffering"),
+        Just("X-Custom"),
+    ];
+    let value = prop_oneof![
+        Just("$proxy_add_x_forwarded_for"),
+        Just("$remote_addr"),
+        Just("${scheme}"),
+        Just("$http_host"),
+        Just("$host"),
+        Just("\"\""),
+        Just("https"),
+        Just("$realip_remote_addr"),
+    ];
+    let verb = prop_oneof![Just("proxy_set_header"), Just("proxy_hide_header"), Just("proxy_pass_header")];
+    (verb, name, value).prop_map(|(verb, name, value)| match verb {
+        "proxy_set_header" => format!("{verb} {name} {value};"),
+        _ => format!("{verb} {name};"),
+    })
 }
 
 fn location() -> impl Strategy<Value = String> {
@@ -122,6 +157,8 @@ fn server() -> impl Strategy<Value = String> {
         Just("listen 8080 default_server;"),
         Just("listen [::]:80;"),
         Just("listen 127.0.0.1:81 reuseport;"),
+        Just("listen 82 http2;"),
+        Just("listen 80; http2 on;"),
         Just(""),
     ];
     let names = prop_oneof![
