@@ -181,12 +181,25 @@ pub(crate) fn to_client(headers: &mut HeaderMap, upgraded: bool, pass: Passed) {
     if dropped == 0 {
         return;
     }
-    for (index, name) in Passed::DROPPED.iter().enumerate() {
+    for (index, name) in DROPPED.iter().enumerate() {
         if dropped & (1 << index) != 0 && !pass.has(index) {
-            headers.remove(*name);
+            headers.remove(name);
         }
     }
 }
+
+/// [`Passed::DROPPED`] as header names, made at compile time: a removal by a `&str` would
+/// parse the name again on every answer.
+const DROPPED: [HeaderName; 8] = [
+    http::header::DATE,
+    http::header::SERVER,
+    HeaderName::from_static("x-pad"),
+    HeaderName::from_static("x-accel-expires"),
+    HeaderName::from_static("x-accel-redirect"),
+    HeaderName::from_static("x-accel-limit-rate"),
+    HeaderName::from_static("x-accel-buffering"),
+    HeaderName::from_static("x-accel-charset"),
+];
 
 /// Every incoming `X-Forwarded-For` line joined with ", ", then the peer appended — nginx's
 /// `$proxy_add_x_forwarded_for` with the hop's own address. Blank lines are skipped. `None` only if

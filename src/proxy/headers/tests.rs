@@ -402,3 +402,10 @@ fn only_the_forwarding_headers_in_the_set_are_written_and_the_others_pass() {
         assert_eq!(differs.len(), 3, "{set:?}: {differs:?}");
     }
 }
+
+#[test]
+fn the_dropped_names_are_the_configs_list_in_its_order() {
+    let dropped = super::DROPPED;
+    let names: Vec<&str> = dropped.iter().map(|n| n.as_str()).collect();
+    assert_eq!(names, crate::config::Passed::DROPPED);
+}
