@@ -38,8 +38,20 @@ pub(super) struct Level {
     pub request_buffering: Option<RequestBuffering>,
     pub connect_timeout: Option<String>,
     pub read_timeout: Option<String>,
-    /// `proxy_redirect off` (or explicit rules) rather than nginx's `default`.
-    pub redirect_off: Option<bool>,
+    /// `proxy_redirect`: `Some(empty)` for `off`, else the rules in order.
+    pub redirect: Option<Vec<Redirect>>,
+    /// `proxy_cookie_path` / `proxy_cookie_domain`: from and to (`Some(empty)`: `off`).
+    pub cookie_paths: Option<Vec<(String, String)>>,
+    pub cookie_domains: Option<Vec<(String, String)>>,
+}
+
+/// One `proxy_redirect` rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Redirect {
+    /// `proxy_redirect default`: made from the location's proxy_pass.
+    Default,
+    /// `proxy_redirect FROM TO` (`~regex` / `~*regex` kept as written).
+    Rule(String, String),
 }
 
 impl Level {
@@ -61,7 +73,9 @@ impl Level {
             request_buffering: self.request_buffering.or(p.request_buffering),
             connect_timeout: self.connect_timeout.or(p.connect_timeout),
             read_timeout: self.read_timeout.or(p.read_timeout),
-            redirect_off: self.redirect_off.or(p.redirect_off),
+            redirect: self.redirect.or(p.redirect),
+            cookie_paths: self.cookie_paths.or(p.cookie_paths),
+            cookie_domains: self.cookie_domains.or(p.cookie_domains),
         }
     }
 }

@@ -7,6 +7,7 @@ use tollgate_nginx::Directive;
 
 use super::build::{sp, Group};
 use super::level::{Context, Level};
+use super::redirects;
 use super::report::Status;
 use super::values;
 use super::state::Walk;
@@ -22,6 +23,8 @@ pub(super) struct Target {
     /// nginx's `$proxy_host`: the group's name, or `host[:port]` (a port other than
     /// the scheme's).
     pub proxy_host: String,
+    /// The `proxy_pass` URL as written (nginx's `proxy_redirect default` starts with it).
+    pub url: String,
 }
 
 /// The forwarding headers tollgate writes itself, as nginx would with these values.
@@ -89,6 +92,7 @@ pub(super) fn pass(w: &mut Walk<'_>, d: &Directive) -> Result<Target, Status> {
             group: authority.to_owned(),
             path,
             proxy_host: authority.to_owned(),
+            url: url.clone(),
         });
     }
     let (host, port) = host_port(authority, if tls { 443 } else { 80 })
@@ -116,6 +120,7 @@ pub(super) fn pass(w: &mut Walk<'_>, d: &Directive) -> Result<Target, Status> {
         group: name,
         path,
         proxy_host,
+        url: url.clone(),
     })
 }
 
@@ -172,15 +177,8 @@ pub(super) fn setting(
             own.pass_headers.get_or_insert_with(Vec::new).push(name.clone());
             Status::Exact(Some("tollgate passes the upstream's headers; `Server` is then not hidden".to_owned()))
         }
-        ("proxy_redirect", [word]) if word == "default" => Status::Exact(Some("nginx's default; see the proxy_pass lines".to_owned())),
-        ("proxy_redirect", [word]) if word == "off" => {
-            own.redirect_off = Some(true);
-            Status::Exact(None)
-        }
-        ("proxy_redirect", _) => Status::Unsupported("rewriting the upstream's Location: `redirect_rewrite = [{ from = \"…\", to = \"…\" }]` on the location (coming, DESIGN §16)".to_owned()),
-        ("proxy_cookie_path" | "proxy_cookie_domain", [word]) if word == "off" => Status::Exact(None),
-        ("proxy_cookie_path", _) => Status::Unsupported("`cookie_path = { \"/from/\" = \"/to/\" }` on the location (coming, DESIGN §16)".to_owned()),
-        ("proxy_cookie_domain", _) => Status::Unsupported("`cookie_domain = { \"from\" = \"to\" }` on the location (coming, DESIGN §16)".to_owned()),
+        ("proxy_redirect", _) => redirects::redirect(own, args),
+        ("proxy_cookie_path" | "proxy_cookie_domain", _) => redirects::cookie(own, &d.name, args),
         ("proxy_connect_timeout" | "proxy_read_timeout", [time]) => {
             let Some(duration) = values::duration(time) else {
                 return Some(Status::Unsupported(format!("`{time}` is not a duration above zero")));
@@ -324,9 +322,6 @@ pub(super) fn forward(
         .collect();
     if !unset.is_empty() {
         differences.push(format!("tollgate also sends {} upstream, which nginx sends only when proxy_set_header says so (`forwarded_headers`, coming, chooses)", unset.join(", ")));
-    }
-    if target.path.is_some() && level.redirect_off != Some(true) {
-        differences.push("the upstream's redirects to its own URL are not rewritten to this location's (nginx's proxy_redirect default; `redirect_rewrite = \"default\"`, coming)".to_owned());
     }
     differences.push("the upstream's Server header is hidden, and tollgate sends none of its own (nginx sends its own)".to_owned());
     differences.extend(notes);

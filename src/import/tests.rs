@@ -102,7 +102,9 @@ fn a_proxy_site_becomes_a_site_with_its_groups_and_nginx_defaults() {
     approx(&imported, 6, "keepalive", "per server and worker");
     approx(&imported, 12, "proxy_pass", "Host: \"app\" written, nginx's default $proxy_host");
     approx(&imported, 12, "proxy_pass", "X-Forwarded-For, X-Real-IP");
-    approx(&imported, 14, "proxy_pass", "redirects to its own URL are not rewritten");
+    // nginx's implicit `proxy_redirect default`, from the proxy_pass text.
+    has(&imported, "hide_headers = [\"Server\"]\nredirect_rewrite = \"default\"\n\n# nginx.conf:13");
+    has(&imported, "redirect_rewrite = [{ from = \"http://127.0.0.1:4000/v2/\", to = \"/api/\" }]\n");
     exact(&imported, 15, "proxy_set_header");
     one_line_each(&imported, 16);
     assert_eq!(imported.report.exit_code(), 0);
@@ -343,10 +345,11 @@ http {
     approx(&imported, 3, "worker_connections", "connection handling");
     unsupported(&imported, 5, "include", "cannot read /etc/nginx/mime.types");
     unsupported(&imported, 6, "gzip", "DESIGN §17");
-    unsupported(&imported, 7, "map", "[maps.NAME]");
-    unsupported(&imported, 7, "default", "inside `map`");
+    exact(&imported, 7, "map");
+    exact(&imported, 7, "default");
+    has(&imported, "[maps.connection_upgrade]\nsource = \"$http_upgrade\"\nvalues = { \"\" = \"close\" }\ndefault = \"upgrade\"\n");
     unsupported(&imported, 10, "root", "DESIGN §17");
-    unsupported(&imported, 13, "if", "`if` has no equivalent");
+    unsupported(&imported, 13, "if", "no `return` after it");
     unsupported(&imported, 13, "return", "inside `if`");
     unsupported(&imported, 14, "frobnicate", "not known");
     unsupported(&imported, 16, "location", "named location");
