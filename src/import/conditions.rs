@@ -129,7 +129,8 @@ fn fold(w: &mut Walk<'_>, d: &Directive, rest: &[Directive], content: &mut Conte
 /// The `if`'s variable and case; why not, when it is not `if ($var OP value) { return
 /// CODE TEXT; }` with the text of `fallback`.
 fn case(d: &Directive, fallback: &Ret) -> Result<(String, Case), String> {
-    let (var, op, value) = match d.args.as_slice() {
+    let args = condition(&d.args);
+    let (var, op, value) = match args.as_slice() {
         [var, op, value] => (var, op.as_str(), value.as_str()),
         _ => return Err(format!("a test other than `($variable OP value)`; {INSTEAD}")),
     };
@@ -171,10 +172,34 @@ fn case(d: &Directive, fallback: &Ret) -> Result<(String, Case), String> {
     if answer.location != fallback.location || answer.body != fallback.body {
         return Err(format!("its `return` answers with another text than the `return` after it ({:?} and {:?}): a map chooses the status only; write a location per case", text(&answer).unwrap_or_default(), text(fallback).unwrap_or_default()));
     }
+    let redirect = |s: i64| matches!(s, 301 | 302 | 303 | 307 | 308);
+    if fallback.location.is_none() && (redirect(answer.status) || redirect(fallback.status)) {
+        return Err(format!("a redirect without a URL; {INSTEAD}"));
+    }
     if [answer.status, fallback.status].contains(&444) {
         return Err(format!("a 444 (the connection closed) has no status a map can choose; {INSTEAD}"));
     }
     Ok((var.clone(), Case { key, status: answer.status, negated }))
+}
+
+/// The condition's words, its parentheses taken off as nginx takes them: a `(` that
+/// starts the first, a `)` that ends the last.
+fn condition(args: &[String]) -> Vec<String> {
+    let mut words = args.to_vec();
+    match words.first().map(String::as_str) {
+        Some("(") => drop(words.remove(0)),
+        Some(first) if first.starts_with('(') => words[0] = first[1..].to_owned(),
+        _ => {}
+    }
+    match words.last().map(String::as_str) {
+        Some(")") => drop(words.pop()),
+        Some(last) if last.ends_with(')') => {
+            let at = words.len() - 1;
+            words[at] = last[..last.len() - 1].to_owned();
+        }
+        _ => {}
+    }
+    words
 }
 
 /// A name for the map over `$var`'s statuses that no other map has.

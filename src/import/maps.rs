@@ -9,13 +9,28 @@ use super::state::Walk;
 use super::values;
 use crate::config::raw::{MapValues, RawMap};
 
-/// The names of the `map`s in `block` (`$NAME` without its `$`), for [`values::MapsInScope`].
+/// The names of the `map`s in `block` that are written (`$NAME` without its `$`), for
+/// [`values::MapsInScope`]: a map whose source uses one that is not, is not either.
 pub(super) fn names(block: &[Directive]) -> Vec<String> {
-    block
+    let mut maps: Vec<(String, &String)> = block
         .iter()
         .filter(|d| d.name == "map")
-        .filter_map(|d| d.args.get(1)?.strip_prefix('$').map(str::to_owned))
-        .collect()
+        .filter_map(|d| match d.args.as_slice() {
+            [source, name] => Some((name.strip_prefix('$')?.to_owned(), source)),
+            _ => None,
+        })
+        .filter(|(name, _)| bad_name(name).is_none())
+        .collect();
+    loop {
+        let names: Vec<String> = maps.iter().map(|(n, _)| n.clone()).collect();
+        let scope = values::MapsInScope::set(names);
+        let before = maps.len();
+        maps.retain(|(_, source)| values::vars(source).is_ok());
+        drop(scope);
+        if maps.len() == before {
+            return maps.into_iter().map(|(n, _)| n).collect();
+        }
+    }
 }
 
 /// A `map` block: the map written (with what of it can be), each line reported.

@@ -98,7 +98,9 @@ fn with_proxy_host(text: &str, target: &Target) -> String {
 /// has variables (nginx has no rule then).
 fn nginx_default(target: &Target, pattern: &Pattern) -> Option<(String, String)> {
     match &target.path {
-        Some(path) if path.contains('$') => None,
+        // nginx refuses a path in a regex location's proxy_pass, unless it has variables,
+        // and has no default rule then.
+        Some(path) if path.contains('$') || pattern.kind == Kind::Regex => None,
         Some(_) => Some((target.url.clone(), pattern.path.clone())),
         None => Some((format!("{}/", target.url), "/".to_owned())),
     }

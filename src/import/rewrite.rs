@@ -152,9 +152,14 @@ fn redirect(d: &Directive, content: &mut Content<'_>) -> Option<Status> {
         return Some(Status::Unsupported(why));
     }
     content.ret = Some(Ret { status, status_map: None, body: None, location: Some(location) });
-    Some(match difference {
-        "" => Status::Exact(Some(format!("a `return` {status}"))),
-        why => Status::Approx(format!("a `return` {status}, {why}")),
+    let mut differences: Vec<&str> = vec![difference];
+    if !absolute {
+        differences.push("`Location` is sent as written (nginx makes a relative one absolute, with the server's name and port)");
+    }
+    differences.retain(|d| !d.is_empty());
+    Some(match differences.is_empty() {
+        true => Status::Exact(Some(format!("a `return` {status}"))),
+        false => Status::Approx(format!("a `return` {status}, {}", differences.join("; "))),
     })
 }
 

@@ -11,7 +11,7 @@ use crate::config;
 const MAIN: &str = "/etc/nginx/nginx.conf";
 
 /// `text` as /etc/nginx/nginx.conf, imported; the file it writes must load.
-fn import(text: &str) -> Imported {
+pub(super) fn import(text: &str) -> Imported {
     import_files(Memory::new().with(MAIN, text))
 }
 
@@ -37,31 +37,31 @@ fn status(imported: &Imported, line: usize, name: &str) -> Status {
         .clone()
 }
 
-fn exact(imported: &Imported, line: usize, name: &str) {
+pub(super) fn exact(imported: &Imported, line: usize, name: &str) {
     let found = status(imported, line, name);
     assert!(matches!(found, Status::Exact(_)), "{line} {name}: {found:?}\n{}", imported.report);
 }
 
-fn approx(imported: &Imported, line: usize, name: &str, part: &str) {
+pub(super) fn approx(imported: &Imported, line: usize, name: &str, part: &str) {
     match status(imported, line, name) {
         Status::Approx(why) => assert!(why.contains(part), "{line} {name}: {why}"),
         other => panic!("{line} {name}: {other:?}\n{}", imported.report),
     }
 }
 
-fn unsupported(imported: &Imported, line: usize, name: &str, part: &str) {
+pub(super) fn unsupported(imported: &Imported, line: usize, name: &str, part: &str) {
     match status(imported, line, name) {
         Status::Unsupported(why) => assert!(why.contains(part), "{line} {name}: {why}"),
         other => panic!("{line} {name}: {other:?}\n{}", imported.report),
     }
 }
 
-fn has(imported: &Imported, text: &str) {
+pub(super) fn has(imported: &Imported, text: &str) {
     assert!(imported.toml.contains(text), "no {text:?} in:\n{}", imported.toml);
 }
 
 /// Every directive has exactly one line in the report.
-fn one_line_each(imported: &Imported, directives: usize) {
+pub(super) fn one_line_each(imported: &Imported, directives: usize) {
     assert_eq!(imported.report.lines.len(), directives, "{}", imported.report);
 }
 
@@ -445,3 +445,5 @@ fn certificates_and_tls_listeners_load() {
 }
 
 mod props;
+
+mod rewrites;
