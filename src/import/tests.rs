@@ -8,14 +8,14 @@ use tollgate_nginx::Memory;
 use super::{import_from, Imported, ImportError, Status};
 use crate::config;
 
-const MAIN: &str = "/etc/nginx/nginx.conf";
+pub(super) const MAIN: &str = "/etc/nginx/nginx.conf";
 
 /// `text` as /etc/nginx/nginx.conf, imported; the file it writes must load.
 pub(super) fn import(text: &str) -> Imported {
     import_files(Memory::new().with(MAIN, text))
 }
 
-fn import_files(files: Memory) -> Imported {
+pub(super) fn import_files(files: Memory) -> Imported {
     let imported = import_from(&files, Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}"));
     loads(&imported);
     imported

@@ -185,3 +185,18 @@ fn a_redirecting_rewrite_to_a_path_says_its_location_is_relative() {
     approx(&imported, 4, "rewrite", "nginx makes a relative one absolute");
     approx(&imported, 5, "rewrite", "$request_uri");
 }
+
+#[test]
+fn a_map_s_include_is_read_into_it() {
+    let files = tollgate_nginx::Memory::new()
+        .with(
+            super::MAIN,
+            "http {\n    map $uri $old {\n        include redirects.map;\n        default \"\";\n    }\n    server { listen 80; location / { return 200 \"$old\"; } }\n}\n",
+        )
+        .with("/etc/nginx/redirects.map", "/a /b;\n~^/c/ /d;\n");
+    let imported = super::import_files(files);
+    has(&imported, "[maps.old]\nsource = \"$uri\"\nvalues = { \"/a\" = \"/b\", \"~^/c/\" = \"/d\" }\ndefault = \"\"\n");
+    exact(&imported, 2, "map");
+    exact(&imported, 3, "include");
+    assert_eq!(imported.report.exit_code(), 0, "{}", imported.report);
+}
