@@ -10,7 +10,7 @@ use crate::config::raw::{
     RawServer, RawServerItem, RawServerTable, RawSite, RawSiteEntry, RawTls, RawUpstream,
     RawZone, Section,
 };
-use crate::config::raw::{Notes, RawListenItem, RawListenTable, RawStatus, SiteNotes};
+use crate::config::raw::{Notes, RawListenItem, RawListenTable, RawMap, RawStatus, SiteNotes};
 use crate::config::Algorithm;
 
 /// A value with no place in a file (the model is written, not read).
@@ -86,6 +86,8 @@ pub(super) struct Build {
     pub notes: Notes,
     /// Some location limits: nginx's status (503) and no rate-limit headers.
     pub limits_used: bool,
+    /// `[maps.NAME]`: name, table, note (nginx's `map`s and those an `if` became).
+    pub maps: Vec<(String, RawMap, Vec<String>)>,
 }
 
 impl Build {
@@ -137,6 +139,13 @@ impl Build {
             raw.upstreams.push(Named {
                 name: sp(group.name.clone()),
                 body: Some(sp(upstream(group))),
+            });
+        }
+        for (name, map, note) in std::mem::take(&mut self.maps) {
+            self.notes.maps.insert(name.clone(), note);
+            raw.maps.push(Named {
+                name: sp(name),
+                body: Some(sp(map)),
             });
         }
         // A `limit_conn_zone` no `limit_conn` uses has no `max`: nothing limits by it.

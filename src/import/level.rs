@@ -41,8 +41,20 @@ pub(super) struct Level {
     /// Set in a `server {}` or `location` (the `http {}` one is `[server]`'s).
     pub client_body_timeout: Option<String>,
     pub send_timeout: Option<String>,
-    /// `proxy_redirect off` (or explicit rules) rather than nginx's `default`.
-    pub redirect_off: Option<bool>,
+    /// `proxy_redirect`: `Some(empty)` for `off`, else the rules in order.
+    pub redirect: Option<Vec<Redirect>>,
+    /// `proxy_cookie_path` / `proxy_cookie_domain`: from and to (`Some(empty)`: `off`).
+    pub cookie_paths: Option<Vec<(String, String)>>,
+    pub cookie_domains: Option<Vec<(String, String)>>,
+}
+
+/// One `proxy_redirect` rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Redirect {
+    /// `proxy_redirect default`: made from the location's proxy_pass.
+    Default,
+    /// `proxy_redirect FROM TO` (`~regex` / `~*regex` kept as written).
+    Rule(String, String),
 }
 
 impl Level {
@@ -66,7 +78,9 @@ impl Level {
             read_timeout: self.read_timeout.or(p.read_timeout),
             client_body_timeout: self.client_body_timeout.or(p.client_body_timeout),
             send_timeout: self.send_timeout.or(p.send_timeout),
-            redirect_off: self.redirect_off.or(p.redirect_off),
+            redirect: self.redirect.or(p.redirect),
+            cookie_paths: self.cookie_paths.or(p.cookie_paths),
+            cookie_domains: self.cookie_domains.or(p.cookie_domains),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::level::Level;
 use super::limits;
 use super::pattern::{Content, Kind, Pattern};
 use super::proxy;
+use super::redirects;
 use super::report::Status;
 use super::state::Walk;
 use crate::config::raw::{
@@ -70,7 +71,10 @@ pub(super) fn assemble(
         // nginx answers `return` in its rewrite phase, before allow/deny and limits:
         // none are written on this location.
         raw.ret = Some(sp(RawReturn {
-            status: Some(sp(RawStatus::Code(ret.status))),
+            status: Some(sp(match &ret.status_map {
+                Some(name) => RawStatus::Var(format!("${name}")),
+                None => RawStatus::Code(ret.status),
+            })),
             body: ret.body.clone().map(sp),
             location: ret.location.clone().map(sp),
         }));
@@ -78,6 +82,10 @@ pub(super) fn assemble(
         match &content.proxy {
             Some((target, _)) => {
                 let path = content.upstream_path.clone().or_else(|| target.path.clone());
+                let tls = w.build.group(&target.group).is_some_and(|g| {
+                    g.servers.iter().all(|(addr, _)| addr.starts_with("https://"))
+                });
+                redirects::write(&mut raw, level, pattern, target, path.as_deref(), tls);
                 proxy_status = Some(proxy::forward(w, &mut raw, level, target, path));
             }
             None => raw.ret = Some(sp(RawReturn {

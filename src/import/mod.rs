@@ -12,14 +12,17 @@
 
 mod access;
 mod build;
+mod conditions;
 mod headers;
 mod level;
 mod limits;
 mod listen;
 mod location;
+mod maps;
 mod other;
 mod pattern;
 mod proxy;
+mod redirects;
 mod report;
 mod rewrite;
 mod server_wide;

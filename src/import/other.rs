@@ -96,10 +96,10 @@ fn instead(name: &str) -> Option<&'static str> {
         | "zstd" | "zstd_types" => "compression comes with DESIGN §17 (`compress`, `precompressed`); the upstream may compress meanwhile",
         "auth_basic" | "auth_basic_user_file" | "auth_request" | "auth_request_set"
         | "auth_jwt" | "auth_jwt_key_file" => "authentication comes with DESIGN §18 (`auth`)",
-        "map" => "`[maps.NAME]` (coming, DESIGN §16): source, values, default",
+        "map" => "`map` is translated in `http {}` (a `[maps.NAME]`), where nginx takes it",
         "geo" | "split_clients" => "no equivalent: write the addresses as `access` rules, or `[access] exempt`",
-        "if" => "`if` has no equivalent: a `return` per location, or `[maps.*]` (coming) for a value chosen per request",
-        "set" => "no variables of one's own: `[maps.*]` (coming) computes one",
+        "if" => "only an `if` holding a `return` before the block's own `return` with the same text is translated (a `[maps.NAME]` choosing the status): write a location per case (`match`), or a `[maps.NAME]` for a value chosen per request",
+        "set" => "no variables of one's own: a `[maps.NAME]` computes one (`default` alone for a constant)",
         "limit_except" => "no per-method rules: a `return` or `access` per location",
         "break" => "no rewrite phase: nothing to stop",
         "stream" => "TCP/UDP proxying: tollgate forwards HTTP",

@@ -1,7 +1,7 @@
 //! A location's pattern as tollgate's `match`, and what a location answers with
 //! (`proxy_pass`, `return`, a `rewrite` that maps).
 
-use tollgate_nginx::Directive;
+use tollgate_nginx::{Directive, Place};
 
 use super::proxy::Target;
 
@@ -79,12 +79,19 @@ pub(super) struct Content<'d> {
     pub ret: Option<Ret>,
     /// A `rewrite … break` that maps to a path for the upstream.
     pub upstream_path: Option<String>,
+    /// `if`s and the `return` after them made into one `return` with a map's status:
+    /// where each is, and the line of the first `if`.
+    pub folded: Vec<(Place, usize)>,
+    /// An `if` above was not translated: the ones after it are not either.
+    pub if_failed: bool,
 }
 
 /// A `return`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Ret {
     pub status: i64,
+    /// `$NAME` of the map that chooses the status instead (an `if` made into one).
+    pub status_map: Option<String>,
     pub body: Option<String>,
     pub location: Option<String>,
 }

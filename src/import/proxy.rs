@@ -7,6 +7,7 @@ use tollgate_nginx::Directive;
 
 use super::build::{sp, Group};
 use super::level::{Context, Level};
+use super::redirects;
 use super::report::Status;
 use super::values;
 use super::server_wide;
@@ -23,6 +24,8 @@ pub(super) struct Target {
     /// nginx's `$proxy_host`: the group's name, or `host[:port]` (a port other than
     /// the scheme's).
     pub proxy_host: String,
+    /// The `proxy_pass` URL as written (nginx's `proxy_redirect default` starts with it).
+    pub url: String,
 }
 
 /// The forwarding headers tollgate writes itself (`forwarded_headers`), each with the
@@ -112,6 +115,7 @@ pub(super) fn pass(w: &mut Walk<'_>, d: &Directive) -> Result<Target, Status> {
             group: authority.to_owned(),
             path,
             proxy_host: authority.to_owned(),
+            url: url.clone(),
         });
     }
     let (host, port) = host_port(authority, if tls { 443 } else { 80 })
@@ -139,6 +143,7 @@ pub(super) fn pass(w: &mut Walk<'_>, d: &Directive) -> Result<Target, Status> {
         group: name,
         path,
         proxy_host,
+        url: url.clone(),
     })
 }
 
@@ -204,15 +209,8 @@ pub(super) fn setting(
                 false => Status::Exact(Some(format!("tollgate passes `{name}` anyway: nothing written"))),
             }
         }
-        ("proxy_redirect", [word]) if word == "default" => Status::Exact(Some("nginx's default; see the proxy_pass lines".to_owned())),
-        ("proxy_redirect", [word]) if word == "off" => {
-            own.redirect_off = Some(true);
-            Status::Exact(None)
-        }
-        ("proxy_redirect", _) => Status::Unsupported("rewriting the upstream's Location: `redirect_rewrite = [{ from = \"…\", to = \"…\" }]` on the location (coming, DESIGN §16)".to_owned()),
-        ("proxy_cookie_path" | "proxy_cookie_domain", [word]) if word == "off" => Status::Exact(None),
-        ("proxy_cookie_path", _) => Status::Unsupported("`cookie_path = { \"/from/\" = \"/to/\" }` on the location (coming, DESIGN §16)".to_owned()),
-        ("proxy_cookie_domain", _) => Status::Unsupported("`cookie_domain = { \"from\" = \"to\" }` on the location (coming, DESIGN §16)".to_owned()),
+        ("proxy_redirect", _) => redirects::redirect(own, args),
+        ("proxy_cookie_path" | "proxy_cookie_domain", _) => redirects::cookie(own, &d.name, args),
         ("proxy_connect_timeout" | "proxy_read_timeout", [time]) => {
             let Some(duration) = values::duration(time) else {
                 return Some(Status::Unsupported(format!("`{time}` is not a duration above zero")));
@@ -345,9 +343,6 @@ pub(super) fn forward(
     raw.pass_headers = (!pass.is_empty()).then(|| sp(pass.into_iter().map(sp).collect()));
     server_wide::write_timeouts(raw, level);
     let mut differences = Vec::new();
-    if target.path.is_some() && level.redirect_off != Some(true) {
-        differences.push("the upstream's redirects to its own URL are not rewritten to this location's (nginx's proxy_redirect default; `redirect_rewrite = \"default\"`, coming)".to_owned());
-    }
     if differences.is_empty() {
         return Status::Exact((!notes.is_empty()).then(|| notes.join("; ")));
     }

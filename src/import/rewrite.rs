@@ -12,6 +12,9 @@ use super::state::Walk;
 /// `return` or `rewrite` in a server block, before any location.
 pub(super) fn at_server(w: &mut Walk<'_>, d: &Directive, content: &mut Content<'_>) -> Status {
     let _ = w;
+    if let Some(status) = folded(d, content) {
+        return status;
+    }
     if content.ret.is_some() {
         return Status::Exact(Some("never reached: a return above answers first".to_owned()));
     }
@@ -31,6 +34,9 @@ pub(super) fn at_location(
     content: &mut Content<'_>,
 ) -> Status {
     let _ = w;
+    if let Some(status) = folded(d, content) {
+        return status;
+    }
     if content.ret.is_some() {
         return Status::Exact(Some("never reached: a return above answers first".to_owned()));
     }
@@ -49,8 +55,14 @@ pub(super) fn at_location(
     }
 }
 
+/// The `return` an `if` above was folded into.
+fn folded(d: &Directive, content: &Content<'_>) -> Option<Status> {
+    let (_, first) = content.folded.iter().find(|(p, _)| *p == d.place)?;
+    Some(Status::Exact(Some(format!("with the `if` at line {first}: one `return` whose status a map chooses"))))
+}
+
 /// `return CODE [TEXT|URL]` or `return URL`.
-fn ret(d: &Directive, content: &mut Content<'_>) -> Status {
+pub(super) fn ret(d: &Directive, content: &mut Content<'_>) -> Status {
     let (status, text) = match d.args.as_slice() {
         [url] if url.starts_with("http://") || url.starts_with("https://") || url.starts_with("$scheme") => (302, Some(url.clone())),
         [code] => match code.parse::<i64>() {
@@ -86,7 +98,7 @@ fn ret(d: &Directive, content: &mut Content<'_>) -> Status {
         }
         (_, text) => (text, None),
     };
-    content.ret = Some(Ret { status, body, location });
+    content.ret = Some(Ret { status, status_map: None, body, location });
     match differences.is_empty() {
         true => Status::Exact(None),
         false => Status::Approx(differences.join("; ")),
@@ -139,10 +151,15 @@ fn redirect(d: &Directive, content: &mut Content<'_>) -> Option<Status> {
     if let Err(why) = values::vars(&location) {
         return Some(Status::Unsupported(why));
     }
-    content.ret = Some(Ret { status, body: None, location: Some(location) });
-    Some(match difference {
-        "" => Status::Exact(Some(format!("a `return` {status}"))),
-        why => Status::Approx(format!("a `return` {status}, {why}")),
+    content.ret = Some(Ret { status, status_map: None, body: None, location: Some(location) });
+    let mut differences: Vec<&str> = vec![difference];
+    if !absolute {
+        differences.push("`Location` is sent as written (nginx makes a relative one absolute, with the server's name and port)");
+    }
+    differences.retain(|d| !d.is_empty());
+    Some(match differences.is_empty() {
+        true => Status::Exact(Some(format!("a `return` {status}"))),
+        false => Status::Approx(format!("a `return` {status}, {}", differences.join("; "))),
     })
 }
 

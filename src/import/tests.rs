@@ -8,14 +8,14 @@ use tollgate_nginx::Memory;
 use super::{import_from, Imported, ImportError, Status};
 use crate::config;
 
-const MAIN: &str = "/etc/nginx/nginx.conf";
+pub(super) const MAIN: &str = "/etc/nginx/nginx.conf";
 
 /// `text` as /etc/nginx/nginx.conf, imported; the file it writes must load.
-fn import(text: &str) -> Imported {
+pub(super) fn import(text: &str) -> Imported {
     import_files(Memory::new().with(MAIN, text))
 }
 
-fn import_files(files: Memory) -> Imported {
+pub(super) fn import_files(files: Memory) -> Imported {
     let imported = import_from(&files, Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}"));
     loads(&imported);
     imported
@@ -37,31 +37,31 @@ fn status(imported: &Imported, line: usize, name: &str) -> Status {
         .clone()
 }
 
-fn exact(imported: &Imported, line: usize, name: &str) {
+pub(super) fn exact(imported: &Imported, line: usize, name: &str) {
     let found = status(imported, line, name);
     assert!(matches!(found, Status::Exact(_)), "{line} {name}: {found:?}\n{}", imported.report);
 }
 
-fn approx(imported: &Imported, line: usize, name: &str, part: &str) {
+pub(super) fn approx(imported: &Imported, line: usize, name: &str, part: &str) {
     match status(imported, line, name) {
         Status::Approx(why) => assert!(why.contains(part), "{line} {name}: {why}"),
         other => panic!("{line} {name}: {other:?}\n{}", imported.report),
     }
 }
 
-fn unsupported(imported: &Imported, line: usize, name: &str, part: &str) {
+pub(super) fn unsupported(imported: &Imported, line: usize, name: &str, part: &str) {
     match status(imported, line, name) {
         Status::Unsupported(why) => assert!(why.contains(part), "{line} {name}: {why}"),
         other => panic!("{line} {name}: {other:?}\n{}", imported.report),
     }
 }
 
-fn has(imported: &Imported, text: &str) {
+pub(super) fn has(imported: &Imported, text: &str) {
     assert!(imported.toml.contains(text), "no {text:?} in:\n{}", imported.toml);
 }
 
 /// Every directive has exactly one line in the report.
-fn one_line_each(imported: &Imported, directives: usize) {
+pub(super) fn one_line_each(imported: &Imported, directives: usize) {
     assert_eq!(imported.report.lines.len(), directives, "{}", imported.report);
 }
 
@@ -94,8 +94,8 @@ fn a_proxy_site_becomes_a_site_with_its_groups_and_nginx_defaults() {
     has(&imported, "[[site]]\nnames = [\"example.com\", \"www.example.com\"]\nlisten = [\"0.0.0.0:8080\"]\n");
     has(&imported, "[upstreams.health_off]\nservers = [\"127.0.0.1:3005\"]\nconnect_timeout = \"60s\"\nmax_fails = 0\n");
     has(&imported, "[server]\nlisten = [{ addr = \"0.0.0.0:8080\", http2 = false }]\n");
-    has(&imported, "# nginx.conf:12\n[[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nrequest_headers = { Host = \"app\" }\nforwarded_headers = []\n");
-    has(&imported, "upstream_path = \"/v2/\"\nforwarded_headers = [\"X-Forwarded-For\"]\n");
+    has(&imported, "# nginx.conf:12\n[[site.location]]\nmatch = \"/\"\nupstream = \"app\"\nrequest_headers = { Host = \"app\" }\nredirect_rewrite = \"default\"\nforwarded_headers = []\n");
+    has(&imported, "upstream_path = \"/v2/\"\nredirect_rewrite = [{ from = \"http://127.0.0.1:4000/v2/\", to = \"/api/\" }]\nforwarded_headers = [\"X-Forwarded-For\"]\n");
     has(&imported, "upstream_path = \"/v2/\"");
     has(&imported, "request_headers = { Host = \"127.0.0.1:4000\" }");
     exact(&imported, 3, "server");
@@ -106,7 +106,9 @@ fn a_proxy_site_becomes_a_site_with_its_groups_and_nginx_defaults() {
         status(&imported, 12, "proxy_pass"),
         Status::Exact(Some("Host: \"app\" written, nginx's default $proxy_host".to_owned()))
     );
-    approx(&imported, 14, "proxy_pass", "redirects to its own URL are not rewritten");
+    // nginx's implicit `proxy_redirect default`, from the proxy_pass text.
+    has(&imported, "redirect_rewrite = \"default\"\n");
+    has(&imported, "redirect_rewrite = [{ from = \"http://127.0.0.1:4000/v2/\", to = \"/api/\" }]\n");
     approx(&imported, 15, "proxy_set_header", "replaced by its address unless it comes from a `[real_ip] trusted` peer");
     one_line_each(&imported, 16);
     assert_eq!(imported.report.exit_code(), 0);
@@ -205,7 +207,7 @@ fn returns_and_the_rewrites_that_map() {
     );
     has(&imported, "match = \"/\"\nreturn = { status = 301, location = \"https://$host$request_uri\" }\n");
     has(&imported, "return = { status = 301, location = \"https://example.com$request_uri\" }");
-    has(&imported, "upstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nupstream_path = \"/v1/\"\nforwarded_headers = []\n");
+    has(&imported, "upstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nupstream_path = \"/v1/\"\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = []\n");
     has(&imported, "return = { status = 418, body = \"short and stout\" }");
     has(&imported, "return = { status = 302, location = \"https://example.org/\" }");
     has(&imported, "return = { status = 444 }");
@@ -253,7 +255,7 @@ fn nested_locations_flatten_with_nginx_inheritance() {
     );
     // A level with its own proxy_set_header replaces the whole list above it.
     has(&imported, "match = \"/a/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\", X-Own = \"a\" }");
-    has(&imported, "match = \"/a/b/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\", X-Own = \"a\" }\nresponse_headers = { X-Frame-Options = { value = \"DENY\", when = \"always\" } }\nclient_max_body_size = \"0\"\nforwarded_headers = []\n");
+    has(&imported, "match = \"/a/b/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\", X-Own = \"a\" }\nresponse_headers = { X-Frame-Options = { value = \"DENY\", when = \"always\" } }\nclient_max_body_size = \"0\"\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = []\n");
     has(&imported, "match = \"/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\", X-App = \"outer\" }");
     has(&imported, "client_max_body_size = \"5m\"");
     exact(&imported, 10, "location");
@@ -297,7 +299,7 @@ fn forwarding_and_framing_headers_stay_tollgates() {
         Status::Exact(Some("tollgate passes `X-Custom` anyway: nothing written".to_owned()))
     );
     // proxy_pass_header wins over proxy_hide_header, as in nginx; Server is no longer hidden.
-    has(&imported, "request_headers = { Host = \"127.0.0.1:3000:8080\", X-Forwarded-Host = \"$host\", X-Real-IP = \"$http_x_client\" }\nhide_headers = [\"X-Powered-By\"]\npass_headers = [\"Server\", \"Date\"]\nforwarded_headers = [\"X-Forwarded-Proto\"]\n");
+    has(&imported, "request_headers = { Host = \"127.0.0.1:3000:8080\", X-Forwarded-Host = \"$host\", X-Real-IP = \"$http_x_client\" }\nhide_headers = [\"X-Powered-By\"]\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\npass_headers = [\"Server\", \"Date\"]\nforwarded_headers = [\"X-Forwarded-Proto\"]\n");
     exact(&imported, 12, "proxy_pass");
 }
 
@@ -325,13 +327,13 @@ fn forwarding_headers_are_those_nginx_sets() {
     approx(&imported, 3, "proxy_set_header", "from a trusted peer tollgate appends that peer's address");
     exact(&imported, 4, "proxy_set_header");
     exact(&imported, 5, "proxy_set_header");
-    has(&imported, "match = \"/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nforwarded_headers = [\"X-Forwarded-For\", \"X-Real-IP\", \"X-Forwarded-Host\"]\n");
+    has(&imported, "match = \"/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = [\"X-Forwarded-For\", \"X-Real-IP\", \"X-Forwarded-Host\"]\n");
     // The location's list replaces http's: nginx writes none of the three there. A
     // constant and an empty value are rules; a value not translated removes the client's
     // copy rather than pass it.
     exact(&imported, 10, "proxy_set_header");
     exact(&imported, 11, "proxy_set_header");
-    has(&imported, "request_headers = { Host = \"127.0.0.1:3000\", X-Forwarded-For = \"\", X-Forwarded-Proto = \"https\", X-Real-IP = \"\" }\nforwarded_headers = []\n");
+    has(&imported, "request_headers = { Host = \"127.0.0.1:3000\", X-Forwarded-For = \"\", X-Forwarded-Proto = \"https\", X-Real-IP = \"\" }\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = []\n");
     unsupported(&imported, 12, "proxy_set_header", "`$realip_remote_addr` is not a tollgate variable");
 }
 
@@ -392,10 +394,11 @@ http {
     approx(&imported, 3, "worker_connections", "connection handling");
     unsupported(&imported, 5, "include", "cannot read /etc/nginx/mime.types");
     unsupported(&imported, 6, "gzip", "DESIGN §17");
-    unsupported(&imported, 7, "map", "[maps.NAME]");
-    unsupported(&imported, 7, "default", "inside `map`");
+    exact(&imported, 7, "map");
+    exact(&imported, 7, "default");
+    has(&imported, "[maps.connection_upgrade]\nsource = \"$http_upgrade\"\nvalues = { \"\" = \"close\" }\ndefault = \"upgrade\"\n");
     unsupported(&imported, 10, "root", "DESIGN §17");
-    unsupported(&imported, 13, "if", "`if` has no equivalent");
+    unsupported(&imported, 13, "if", "no `return` after it");
     unsupported(&imported, 13, "return", "inside `if`");
     unsupported(&imported, 14, "frobnicate", "not known");
     unsupported(&imported, 16, "location", "named location");
@@ -460,11 +463,11 @@ fn timeouts_and_other_server_wide_values() {
 ",
     );
     has(&imported, "client_header_timeout = \"20s\"\nclient_body_timeout = \"90s\"\nsend_timeout = \"30s\"\nkeepalive_timeout = \"65s\"\nunderscores_in_headers = true\n");
-    has(&imported, "# nginx.conf:12\n[[site.location]]\nmatch = \"/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nforwarded_headers = []\nread_timeout = \"2m\"\nconnect_timeout = \"5s\"\n");
+    has(&imported, "# nginx.conf:12\n[[site.location]]\nmatch = \"/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = []\nread_timeout = \"2m\"\nconnect_timeout = \"5s\"\n");
     // nginx's inheritance: http → server → location → nested location.
     has(&imported, "forwarded_headers = []\nclient_body_timeout = \"10s\"\nsend_timeout = \"5s\"\nread_timeout = \"7s\"\n\n");
     has(&imported, "forwarded_headers = []\nclient_body_timeout = \"1s\"\nsend_timeout = \"5s\"\nread_timeout = \"7s\"\n\n");
-    has(&imported, "match = \"/other/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nforwarded_headers = []\nclient_body_timeout = \"10s\"\nread_timeout = \"7s\"\n");
+    has(&imported, "match = \"/other/\"\nupstream = \"127_0_0_1_3000\"\nrequest_headers = { Host = \"127.0.0.1:3000\" }\nredirect_rewrite = [{ from = \"http://127.0.0.1:3000/\", to = \"/\" }]\nforwarded_headers = []\nclient_body_timeout = \"10s\"\nread_timeout = \"7s\"\n");
     // The group keeps nginx's connect timeout.
     has(&imported, "servers = [\"127.0.0.1:3000\"]\nconnect_timeout = \"60s\"\n");
     exact(&imported, 2, "keepalive_timeout");
@@ -511,3 +514,5 @@ fn certificates_and_tls_listeners_load() {
 }
 
 mod props;
+
+mod rewrites;

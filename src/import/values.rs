@@ -1,7 +1,38 @@
 //! nginx's values as tollgate writes them: times (`1m30s`, `60`), sizes (`10m`),
 //! variables (each checked against tollgate's), names of zones and groups.
 
-use crate::vars::VarText;
+use std::cell::RefCell;
+
+use crate::vars::{Var, VarText};
+
+thread_local! {
+    /// The `map` names of the configuration being imported: `$NAME` is then a variable.
+    static MAPS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While it lives, [`vars`] takes `$NAME` of these maps (the http block's `map`s).
+pub(super) struct MapsInScope {
+    before: Vec<String>,
+}
+
+impl MapsInScope {
+    pub(super) fn set(names: Vec<String>) -> MapsInScope {
+        let before = MAPS.with(|m| std::mem::replace(&mut *m.borrow_mut(), names));
+        MapsInScope { before }
+    }
+}
+
+impl Drop for MapsInScope {
+    fn drop(&mut self) {
+        let before = std::mem::take(&mut self.before);
+        MAPS.with(|m| *m.borrow_mut() = before);
+    }
+}
+
+/// Whether `$name` is a map of the configuration being imported.
+pub(super) fn is_map(name: &str) -> bool {
+    MAPS.with(|m| m.borrow().iter().any(|n| n == name))
+}
 
 /// An nginx time (`ngx_parse_time`: `500ms`, `30s`, `1m30s`, `2h`, `1d`, a bare number
 /// of seconds) in milliseconds; `None` when it does not parse.
@@ -75,7 +106,9 @@ pub(super) fn size_bytes(text: &str) -> Option<u64> {
 /// `text` when every variable in it is one of tollgate's; else the first that is not,
 /// named (`$request_body`), for the report.
 pub(super) fn vars(text: &str) -> Result<&str, String> {
-    match VarText::parse(text) {
+    // A map stands in as any variable: only whether the name is known matters here.
+    let defined = |name: &str| is_map(name).then_some(Var::Scheme);
+    match VarText::parse_with(text, defined, |_| None) {
         Ok(_) => Ok(text),
         Err(err) => {
             let after = &text[err.at + 1..];

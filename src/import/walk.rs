@@ -9,7 +9,8 @@ use super::location;
 use super::pattern::{Content, Pattern};
 use super::report::Status;
 use super::state::Walk;
-use super::{access, headers, limits, listen, other, proxy, rewrite, server_wide, tls, upstream};
+use super::{access, conditions, headers, limits, listen, maps, other, proxy, rewrite, server_wide, tls};
+use super::{upstream, values};
 
 /// The whole configuration.
 pub(super) fn main(w: &mut Walk<'_>, directives: &[Directive]) {
@@ -39,10 +40,12 @@ fn unknown(w: &mut Walk<'_>, d: &Directive, sink: &mut Vec<String>) {
 }
 
 fn http(w: &mut Walk<'_>, block: &[Directive], tail: &mut Vec<String>) {
-    // Groups and zones first: servers may name them before they are defined.
+    let _maps = values::MapsInScope::set(maps::names(block));
+    // Groups, zones and maps first: servers may name them before they are defined.
     for d in block {
         match d.name.as_str() {
             "upstream" => upstream::block(w, d, tail),
+            "map" => maps::block(w, d, tail),
             "limit_req_zone" | "limit_conn_zone" => {
                 let status = limits::zone(w, d);
                 w.record(d, status, tail);
@@ -54,7 +57,7 @@ fn http(w: &mut Walk<'_>, block: &[Directive], tail: &mut Vec<String>) {
     let mut servers = Vec::new();
     for d in block {
         match d.name.as_str() {
-            "upstream" | "limit_req_zone" | "limit_conn_zone" => {}
+            "upstream" | "limit_req_zone" | "limit_conn_zone" | "map" => {}
             "server" => servers.push(d),
             "include" => w.include(d, tail),
             _ => setting(w, d, &mut own, Context::Http, tail),
@@ -95,7 +98,9 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     let mut answers_all = None;
     let mut listens = 0;
     let mut server_names = Vec::new();
-    for c in d.block.iter().flatten() {
+    let mut content = Content::default();
+    let block = d.block.as_deref().unwrap_or_default();
+    for (i, c) in block.iter().enumerate() {
         let mut sink = std::mem::take(&mut site.note);
         match c.name.as_str() {
             "listen" => {
@@ -110,12 +115,17 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
             "server_name" => server_names.push(c),
             "location" => locations.push(c),
             "return" | "rewrite" => {
-                let mut content = Content::default();
                 let status = rewrite::at_server(w, c, &mut content);
                 if content.ret.is_some() && answers_all.is_none() {
-                    answers_all = Some((content, c.place));
+                    answers_all = Some(c.place);
                 }
                 w.record(c, status, &mut sink);
+            }
+            "if" => {
+                conditions::at_if(w, c, &block[i + 1..], &mut content, &mut sink);
+                if content.ret.is_some() && answers_all.is_none() {
+                    answers_all = Some(c.place);
+                }
             }
             "include" => w.include(c, &mut sink),
             _ => setting(w, c, &mut own, Context::Server, &mut sink),
@@ -130,7 +140,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     listen::server_names(w, &server_names, &mut site);
     listen::http2_directive(w, &site);
     let mut status = Status::Exact(None);
-    if let Some((content, at)) = answers_all {
+    if let Some(at) = answers_all {
         // The server's `return` answers in its rewrite phase, before any location.
         let line = at.line;
         let why = Status::Exact(Some(format!(
@@ -186,7 +196,8 @@ pub(super) fn location(
     let mut own = Level::default();
     let mut content = Content::default();
     let mut nested = Vec::new();
-    for c in d.block.iter().flatten() {
+    let block = d.block.as_deref().unwrap_or_default();
+    for (i, c) in block.iter().enumerate() {
         match c.name.as_str() {
             "location" => nested.push(c),
             "include" => w.include(c, &mut note),
@@ -202,6 +213,7 @@ pub(super) fn location(
                 let status = rewrite::at_location(w, c, &pattern, &mut content);
                 w.record(c, status, &mut note);
             }
+            "if" => conditions::at_if(w, c, &block[i + 1..], &mut content, &mut note),
             _ => setting(w, c, &mut own, Context::Location, &mut note),
         }
     }

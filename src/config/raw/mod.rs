@@ -37,7 +37,7 @@ pub(crate) use location::{
     HeaderTable, RawBan, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
     RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus, ResponseHeaderTable,
 };
-pub(crate) use maps::RawMap;
+pub(crate) use maps::{MapValues, RawMap};
 pub(crate) use read::parse;
 pub(crate) use rewrites::{RawCookieRewrites, RawRedirectRewrite, RawRewriteRule};
 #[cfg(test)]

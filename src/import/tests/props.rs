@@ -61,6 +61,10 @@ fn word() -> impl Strategy<Value = String> {
         Just("https://$host$request_uri".to_owned()),
         Just("X-A".to_owned()),
         Just("301".to_owned()),
+        Just("default".to_owned()),
+        Just("~^http://[^/]+/(.*)$".to_owned()),
+        Just("$proxy_host".to_owned()),
+        Just("$m".to_owned()),
         "[a-z/._~^*$-]{1,8}",
     ]
 }
@@ -89,6 +93,9 @@ fn directive() -> impl Strategy<Value = String> {
         Just("http2"),
         Just("gzip"),
         Just("frob"),
+        Just("proxy_redirect"),
+        Just("proxy_cookie_path"),
+        Just("proxy_cookie_domain"),
     ];
     let plain = (names, proptest::collection::vec(word(), 0..4))
         .prop_map(|(name, args)| format!("{name} {};", args.join(" ")));
@@ -96,6 +103,10 @@ fn directive() -> impl Strategy<Value = String> {
         8 => plain,
         4 => header_directive(),
         1 => Just("if ($request_method = POST) { return 405; }".to_owned()),
+        1 => Just("if ($request_method = GET) { return 301 https://$host$request_uri; }".to_owned()),
+        1 => Just("if ($http_x !~* \"^a\" ) { return 302 /x; }".to_owned()),
+        1 => Just("return 308 https://$host$request_uri;".to_owned()),
+        1 => Just("add_header X-M $m;".to_owned()),
         1 => Just("include missing/*.conf;".to_owned()),
         1 => Just("limit_except GET { deny all; }".to_owned()),
     ]
@@ -187,9 +198,15 @@ fn nginx_config() -> impl Strategy<Value = String> {
         Just("upstream app { server unix:/tmp/x.sock; }"),
         Just(""),
     ];
-    (zones, upstream, http_settings, proptest::collection::vec(server(), 0..4)).prop_map(
-        |(zones, upstream, settings, servers)| {
-            format!("events {{}}\nhttp {{\n{zones}\n{upstream}\n{}\n{}\n}}\n", settings.join("\n"), servers.join("\n"))
+    let maps = prop_oneof![
+        Just("map $request_method $m { default 308; GET 301; ~^P 307; }"),
+        Just("map $http_x $m { hostnames; *.a b; default $nope; ~(?<n>x) $n; volatile; }"),
+        Just("map $m $n { default $m; } map $nope $m { default 1; }"),
+        Just(""),
+    ];
+    (zones, upstream, maps, http_settings, proptest::collection::vec(server(), 0..4)).prop_map(
+        |(zones, upstream, maps, settings, servers)| {
+            format!("events {{}}\nhttp {{\n{zones}\n{upstream}\n{maps}\n{}\n{}\n}}\n", settings.join("\n"), servers.join("\n"))
         },
     )
 }
