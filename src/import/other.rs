@@ -66,6 +66,7 @@ fn no_effect(name: &str) -> Option<&'static str> {
         | "types_hash_max_size" | "types_hash_bucket_size" | "variables_hash_max_size"
         | "variables_hash_bucket_size" | "map_hash_bucket_size" | "map_hash_max_size"
         | "proxy_headers_hash_max_size" | "proxy_headers_hash_bucket_size" => "hash table sizes: tollgate needs none",
+        "fastcgi_temp_path" | "uwsgi_temp_path" | "scgi_temp_path" => "temporary files of protocols tollgate does not proxy: nothing to write",
         "client_body_buffer_size" | "client_header_buffer_size" | "large_client_header_buffers"
         | "client_body_in_file_only" | "client_body_in_single_buffer" | "client_body_temp_path"
         | "connection_pool_size" | "request_pool_size" => "buffers are tollgate's own ([server] client_body_buffer_size, max_header_bytes)",

@@ -343,6 +343,11 @@ pub(super) fn forward(
     raw.pass_headers = (!pass.is_empty()).then(|| sp(pass.into_iter().map(sp).collect()));
     server_wide::write_timeouts(raw, level);
     let mut differences = Vec::new();
+    if target.path.is_some() {
+        // nginx sends its decoded, normalised URI when proxy_pass has a path; tollgate
+        // keeps the bytes the client sent in the path (routing/normalize.rs).
+        differences.push("an encoded delimiter in the client's path (`%2F`) goes upstream encoded; nginx decodes it when proxy_pass has a path".to_owned());
+    }
     if differences.is_empty() {
         return Status::Exact((!notes.is_empty()).then(|| notes.join("; ")));
     }
