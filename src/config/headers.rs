@@ -153,8 +153,9 @@ const RESERVED_UP: [&str; 9] = [
     "expect",
 ];
 
-/// Headers that frame a response: a rule may not set or hide them.
-const RESERVED_DOWN: [&str; 7] = [
+/// Headers that frame a response: a rule may not set or hide them (`tollgate import`
+/// leaves them out too).
+pub(crate) const RESERVED_DOWN: [&str; 7] = [
     "connection",
     "keep-alive",
     "proxy-connection",

@@ -59,7 +59,7 @@ use std::time::Duration;
 pub(crate) use acme::StorageError;
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
-pub(crate) use headers::{Forwarded, Passed, ResponseValue, When};
+pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
 pub(crate) use listeners::Listener;
 pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use validate::{from_str, load};

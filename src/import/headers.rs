@@ -5,17 +5,8 @@ use tollgate_nginx::Directive;
 use super::level::Level;
 use super::report::Status;
 use super::values;
+use crate::config::RESERVED_DOWN;
 
-/// Response headers tollgate frames itself.
-const FRAMING: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-];
 
 pub(super) fn setting(d: &Directive, own: &mut Level) -> Option<Status> {
     if d.name != "add_header" {
@@ -27,7 +18,7 @@ pub(super) fn setting(d: &Directive, own: &mut Level) -> Option<Status> {
         [name, value, always] if always == "always" => (name, value, true),
         _ => return Some(Status::Unsupported("`add_header` takes a name, a value and `always`".to_owned())),
     };
-    if http::HeaderName::from_bytes(name.as_bytes()).is_err() || FRAMING.contains(&name.to_ascii_lowercase().as_str()) {
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() || RESERVED_DOWN.contains(&name.to_ascii_lowercase().as_str()) {
         return Some(Status::Unsupported(format!("`{name}` cannot be set on an answer")));
     }
     if value.is_empty() {

@@ -3,7 +3,18 @@
 
 use tollgate_nginx::{Directive, Place};
 
-use super::proxy::Target;
+/// Where a location forwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    pub group: String,
+    /// The URI part of `proxy_pass` (`/v2/`), when it has one.
+    pub path: Option<String>,
+    /// nginx's `$proxy_host`: the group's name, or `host[:port]` (a port other than
+    /// the scheme's).
+    pub proxy_host: String,
+    /// The `proxy_pass` URL as written (nginx's `proxy_redirect default` starts with it).
+    pub url: String,
+}
 
 /// A location's pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]

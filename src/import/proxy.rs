@@ -7,26 +7,15 @@ use tollgate_nginx::Directive;
 
 use super::build::{sp, Group};
 use super::level::{Context, Level};
+use super::pattern::Target;
 use super::redirects;
 use super::report::Status;
 use super::values;
 use super::server_wide;
 use super::state::Walk;
+use crate::config::RESERVED_DOWN;
 use crate::config::raw::RawLocation;
 use crate::config::{Passed, RequestBuffering};
-
-/// Where a location forwards.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Target {
-    pub group: String,
-    /// The URI part of `proxy_pass` (`/v2/`), when it has one.
-    pub path: Option<String>,
-    /// nginx's `$proxy_host`: the group's name, or `host[:port]` (a port other than
-    /// the scheme's).
-    pub proxy_host: String,
-    /// The `proxy_pass` URL as written (nginx's `proxy_redirect default` starts with it).
-    pub url: String,
-}
 
 /// The forwarding headers tollgate writes itself (`forwarded_headers`), each with the
 /// nginx value that means what tollgate writes. Another value is a `request_headers` rule.
@@ -71,16 +60,6 @@ const FRAMING: [&str; 8] = [
     "connection",
 ];
 
-/// Headers that frame a response: not hidden by a rule.
-const FRAMING_DOWN: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-];
 
 /// `proxy_pass URL`: the group it names (made for a host of its own), and its path.
 pub(super) fn pass(w: &mut Walk<'_>, d: &Directive) -> Result<Target, Status> {
@@ -190,7 +169,7 @@ pub(super) fn setting(
         }
         ("proxy_hide_header", [name]) => {
             let list = own.hide_headers.get_or_insert_with(Vec::new);
-            match FRAMING_DOWN.contains(&name.to_ascii_lowercase().as_str()) {
+            match RESERVED_DOWN.contains(&name.to_ascii_lowercase().as_str()) {
                 true => Status::Approx(format!("`{name}` frames the answer: tollgate keeps it its own")),
                 false => {
                     list.push(name.clone());

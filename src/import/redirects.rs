@@ -8,8 +8,7 @@ use serde_spanned::Spanned;
 
 use super::build::sp;
 use super::level::{Level, Redirect};
-use super::pattern::{Kind, Pattern};
-use super::proxy::Target;
+use super::pattern::{Kind, Pattern, Target};
 use super::report::Status;
 use super::values;
 use crate::config::raw::{RawCookieRewrites, RawLocation, RawRedirectRewrite, RawRewriteRule};
