@@ -53,7 +53,6 @@ pub(crate) use crate::routing::Pattern;
 pub(crate) use crate::vars::VarText;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use acme::StorageError;
@@ -62,6 +61,9 @@ pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
 pub(crate) use listeners::Listener;
 pub(crate) use rules::{RequestBuffering, Timeouts};
+pub use upstreams::{Balance, Concurrency, MaxInFlight, Upstream};
+#[cfg(test)]
+use upstreams::UpstreamServer;
 pub use validate::{from_str, load};
 
 /// A whole, valid configuration.
@@ -405,69 +407,6 @@ pub(crate) enum LogFormat {
     /// nginx `combined` plus the limit status and upstream time.
     Combined,
     Json,
-}
-
-/// `[upstreams.NAME]`.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub name: String,
-    /// Never empty. A host name in the file is resolved when the file is loaded and
-    /// each of its addresses becomes a server of the same weight (as nginx does).
-    pub servers: Vec<UpstreamServer>,
-    pub balance: Balance,
-    pub connect_timeout: Duration,
-    /// No response bytes for this long (head or between body chunks): 504.
-    pub read_timeout: Duration,
-    /// Idle connections kept per server (per worker).
-    pub keepalive: usize,
-    /// Passive health: `max_fails` failures within `fail_timeout` take a server out for
-    /// `fail_timeout`. 0 turns passive health off (nginx).
-    pub max_fails: u32,
-    pub fail_timeout: Duration,
-    /// TLS to every server of the group (`tls`, or servers written `https://`); `None`
-    /// speaks plain HTTP. Its roots are the system's or the `ca` file's, it may carry a
-    /// client certificate, and it offers ALPN `http/1.1` only. Certificates are always
-    /// verified: there is no setting that turns verification off.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
-    /// `max_in_flight` and its queue; `None`: no gate.
-    pub concurrency: Option<Concurrency>,
-}
-
-/// `max_in_flight` with `queue` and `queue_timeout`: at most the limit in flight on the
-/// group, up to `queue` more waiting at most `queue_timeout`, the rest answered 503.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Concurrency {
-    pub max_in_flight: MaxInFlight,
-    pub queue: u32,
-    pub queue_timeout: Duration,
-}
-
-/// `max_in_flight`: a number, or `"auto"` with its keys (`in_flight_min`, `in_flight_max`,
-/// `probe_interval`): the limit is then found from the group's latency by
-/// `limit::adaptive::gradient`, starting at `in_flight_min`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MaxInFlight {
-    Fixed(u32),
-    Auto(AutoSettings),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamServer {
-    pub addr: SocketAddr,
-    /// At least 1.
-    pub weight: u32,
-    /// In a TLS group, the name the server's certificate must carry: `tls.server_name`,
-    /// else the host as written in `servers`. It is sent as SNI unless it is an IP
-    /// address (then the certificate must carry that address). `None` in a plain group.
-    pub tls_name: Option<rustls::pki_types::ServerName<'static>>,
-}
-
-/// How an upstream group spreads requests (`balance` in `[upstreams.NAME]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Balance {
-    RoundRobin,
-    LeastConn,
-    IpHash,
 }
 
 /// One site (nginx `server {}`): the names it answers to, where, and its locations.

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use serde_spanned::Spanned;
@@ -14,7 +15,70 @@ use super::diag::Diagnostics;
 use super::raw::{RawBalance, RawServerItem, RawUpstream, RawUpstreamEntry, Span};
 use super::upstream_tls::{self, TlsKey};
 use super::values::duration_or;
-use super::{values, Balance, Upstream, UpstreamServer};
+use super::{values, AutoSettings};
+
+/// `[upstreams.NAME]`.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub name: String,
+    /// Never empty. A host name in the file is resolved when the file is loaded and
+    /// each of its addresses becomes a server of the same weight (as nginx does).
+    pub servers: Vec<UpstreamServer>,
+    pub balance: Balance,
+    pub connect_timeout: Duration,
+    /// No response bytes for this long (head or between body chunks): 504.
+    pub read_timeout: Duration,
+    /// Idle connections kept per server (per worker).
+    pub keepalive: usize,
+    /// Passive health: `max_fails` failures within `fail_timeout` take a server out for
+    /// `fail_timeout`. 0 turns passive health off (nginx).
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+    /// TLS to every server of the group (`tls`, or servers written `https://`); `None`
+    /// speaks plain HTTP. Its roots are the system's or the `ca` file's, it may carry a
+    /// client certificate, and it offers ALPN `http/1.1` only. Certificates are always
+    /// verified: there is no setting that turns verification off.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `max_in_flight` and its queue; `None`: no gate.
+    pub concurrency: Option<Concurrency>,
+}
+
+/// `max_in_flight` with `queue` and `queue_timeout`: at most the limit in flight on the
+/// group, up to `queue` more waiting at most `queue_timeout`, the rest answered 503.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Concurrency {
+    pub max_in_flight: MaxInFlight,
+    pub queue: u32,
+    pub queue_timeout: Duration,
+}
+
+/// `max_in_flight`: a number, or `"auto"` with its keys (`in_flight_min`, `in_flight_max`,
+/// `probe_interval`): the limit is then found from the group's latency by
+/// `limit::adaptive::gradient`, starting at `in_flight_min`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxInFlight {
+    Fixed(u32),
+    Auto(AutoSettings),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    pub addr: SocketAddr,
+    /// At least 1.
+    pub weight: u32,
+    /// In a TLS group, the name the server's certificate must carry: `tls.server_name`,
+    /// else the host as written in `servers`. It is sent as SNI unless it is an IP
+    /// address (then the certificate must carry that address). `None` in a plain group.
+    pub tls_name: Option<rustls::pki_types::ServerName<'static>>,
+}
+
+/// How an upstream group spreads requests (`balance` in `[upstreams.NAME]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    LeastConn,
+    IpHash,
+}
 
 const MAX_WEIGHT: i64 = 1000;
 
