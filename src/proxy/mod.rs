@@ -4,6 +4,7 @@
 
 mod acme_challenge;
 mod checks;
+mod fill;
 pub(crate) mod error;
 mod forward;
 mod header_rules;
@@ -40,8 +41,10 @@ use crate::routing;
 use crate::upstream::{Group, Lease, ResponseBody};
 use crate::vars;
 pub(crate) use header_rules::HeaderRules;
-use http::uri::{PathAndQuery, Uri};
+use http::uri::PathAndQuery;
+use fill::{fill, retarget, Action};
 use request_id::RequestId;
+use fill::{host_of, vars_of};
 use rewrite::Rewrite;
 
 pub(crate) use error::ProxyError;
@@ -254,29 +257,10 @@ impl Pipeline {
         // The path borrows a copy of the target (a reference count), not the request,
         // whose header map a rejection takes over.
         let target = req.uri().clone();
-        let (location, path, slashless) = match self.route(&target, &req, conn) {
-            Ok(found) => found,
-            Err(Unrouted::NotFound(site, path)) => {
-                let asked = own::Asked::new(&req, conn, client, &path);
-                let answer = response::error(StatusCode::NOT_FOUND);
-                let answer = own::add(own::Place::site(site), answer, &asked, &log);
-                return log.finish(answer, None);
-            }
-            Err(Unrouted::Refused(status)) => {
-                return log.finish(response::refusal(status, req.version()), None)
-            }
+        let (location, path) = match self.locate(&target, &req, conn, client, &mut log) {
+            Located::Found(location, path) => (location, path),
+            Located::Answered(answer) => return log.finish(answer, None),
         };
-        log.route(&location.stats);
-        if slashless {
-            let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
-            let answer = slash_redirect::answer(location, &req, conn, client, &path, id);
-            return log.finish(answer, None);
-        }
-        if let Some(refusal) = location.refusal(&req, client, conn.worker) {
-            let asked = own::Asked::new(&req, conn, client, &path);
-            let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
-            return log.finish(refusal, None);
-        }
         let arrival = self.arrival(location, &req, client, &path, now, conn);
         let mut limited = match &arrival {
             None => Outcome::default(),
@@ -309,15 +293,9 @@ impl Pipeline {
             Action::Answer(response) => (response, None),
             Action::Forward(group, target) => {
                 if !retarget(&mut req, target) {
-                    let mut response = response::refusal(StatusCode::BAD_REQUEST, req.version());
                     let pending = std::mem::take(&mut limited.settle);
-                    settle::settle(location, &mut response, pending, false, conn.worker);
-                    let (status, headers) = (response.status(), response.headers_mut());
-                    let own = header_rules::Source::Own;
-                    location
-                        .headers
-                        .to_response(headers, &rendered, status, own, false);
-                    return log.finish(response, None);
+                    let answer = bad_target(location, req.version(), pending, &rendered, conn);
+                    return log.finish(answer, None);
                 }
                 let to = Destination {
                     group,
@@ -350,6 +328,40 @@ impl Pipeline {
         );
         log.hold(limited.in_flight);
         log.finish(response, lease)
+    }
+
+    /// The request's location (counted there in `log`), or the answer it gets before any
+    /// limit: no site (421) or location (404), a malformed path (400), nginx's
+    /// trailing-slash 301, or the location's refusal (`access`, a body too large).
+    fn locate<'s, 'p>(
+        &'s self,
+        target: &'p http::Uri,
+        req: &Request<ClientBody>,
+        conn: &Conn,
+        client: IpAddr,
+        log: &mut logged::Pending<'s>,
+    ) -> Located<'s, 'p> {
+        let (location, path, slashless) = match self.route(target, req, conn) {
+            Ok(found) => found,
+            Err(Unrouted::NotFound(site, path)) => {
+                let asked = own::Asked::new(req, conn, client, &path);
+                let answer = response::error(StatusCode::NOT_FOUND);
+                return Located::Answered(own::add(own::Place::site(site), answer, &asked, log));
+            }
+            Err(Unrouted::Refused(status)) => {
+                return Located::Answered(response::refusal(status, req.version()))
+            }
+        };
+        log.route(&location.stats);
+        if slashless {
+            let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
+            return Located::Answered(slash_redirect::answer(location, req, conn, client, &path, id));
+        }
+        if let Some(refusal) = location.refusal(req, client, conn.worker) {
+            let asked = own::Asked::new(req, conn, client, &path);
+            return Located::Answered(own::add(own::Place::location(location), refusal, &asked, log));
+        }
+        Located::Found(location, path)
     }
 
     /// The answers given before routing: a refusal of what nginx refuses outright
@@ -507,111 +519,35 @@ impl Pipeline {
 
 /// Why a request has no location: a refusal (400, 421), or no location of its site
 /// matches its path (404).
+/// The 400 of a request whose path `upstream_path` would take out of the root, settled
+/// with the zones (`pending`) and carrying the location's rules for its own answers.
+fn bad_target(
+    location: &Location,
+    version: http::Version,
+    pending: Vec<crate::limit::settle::Pending>,
+    rendered: &header_rules::Rendered,
+    conn: &Conn,
+) -> Response<ResponseBody> {
+    let mut response = response::refusal(StatusCode::BAD_REQUEST, version);
+    settle::settle(location, &mut response, pending, false, conn.worker);
+    let (status, headers) = (response.status(), response.headers_mut());
+    let own = header_rules::Source::Own;
+    location
+        .headers
+        .to_response(headers, rendered, status, own, false);
+    response
+}
+
+/// Where [`Pipeline::locate`] got a request: to its location, with its normalized path, or
+/// to an answer before any limit.
+enum Located<'s, 'p> {
+    Found(&'s Location, std::borrow::Cow<'p, [u8]>),
+    Answered(Response<ResponseBody>),
+}
+
 enum Unrouted<'s, 'p> {
     Refused(StatusCode),
     NotFound(&'s Site, std::borrow::Cow<'p, [u8]>),
-}
-
-/// What the location does with the request once its variables are filled in.
-enum Action<'l> {
-    /// Its `return`, made.
-    Answer(Response<ResponseBody>),
-    /// Forward to the group, at the path `upstream_path` makes (see [`Location::target`]).
-    Forward(&'l Arc<Group>, Option<Option<PathAndQuery>>),
-}
-
-/// Fills in the location's texts: its header values, what its upstream's answer is
-/// rewritten with, and its answer or upstream path. Everything that reads the variables
-/// happens here, so none of it (nor `path`) stays alive in the request's future across
-/// the wait for the upstream.
-fn fill<'l>(
-    location: &'l Location,
-    req: &Request<ClientBody>,
-    conn: &Conn,
-    client: IpAddr,
-    path: std::borrow::Cow<'_, [u8]>,
-    id: Option<RequestId>,
-) -> (header_rules::Rendered, upstream_urls::Prepared, Action<'l>) {
-    let captures = location.captures_of(&path);
-    let vars = (id.as_ref()).map(|id| vars::Request {
-        request_id: Some(id.as_str()),
-        captures: captures.as_ref(),
-        ..vars_of(req, conn, client, &path, host_of(req), &location.server_name)
-    });
-    let rendered = location.headers.render(vars.as_ref());
-    let urls = location.upstream_urls.prepare(
-        vars.as_ref(),
-        conn.https,
-        host_of(req),
-        &location.server_name,
-        conn.server_port,
-    );
-    let action = match &location.route {
-        Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
-        Route::Proxy(group) => Action::Forward(
-            group,
-            location.target(req.uri().path(), req.uri().query(), vars.as_ref()),
-        ),
-    };
-    (rendered, urls, action)
-}
-
-/// Points the request at the rewritten path and query; `false` when the rewrite would
-/// leave the root (a 400).
-fn retarget<B>(req: &mut Request<B>, target: Option<Option<PathAndQuery>>) -> bool {
-    let Some(target) = target else {
-        return true;
-    };
-    let Some(target) = target else {
-        return false;
-    };
-    let mut parts = req.uri().clone().into_parts();
-    parts.path_and_query = Some(target);
-    match Uri::from_parts(parts) {
-        Ok(uri) => {
-            *req.uri_mut() = uri;
-            true
-        }
-        Err(_) => false,
-    }
-}
-
-/// What the request says, for filling in variables (the limit phase's keys and the
-/// answer's texts): `path` is the normalized path, `host` the host sent ([`host_of`]) when
-/// the texts read it, `server_name` its site's. No id and no captures: the answer adds
-/// its own.
-fn vars_of<'a, B>(
-    req: &'a Request<B>,
-    conn: &Conn,
-    client: IpAddr,
-    path: &'a [u8],
-    host: Option<&'a str>,
-    server_name: &'a str,
-) -> vars::Request<'a> {
-    vars::Request {
-        https: conn.https,
-        method: req.method(),
-        host,
-        server_name,
-        server_port: conn.server_port,
-        request_uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
-        uri: path,
-        args: req.uri().query(),
-        remote_addr: client,
-        remote_port: conn.peer.port(),
-        request_id: None,
-        headers: req.headers(),
-        captures: None,
-    }
-}
-
-/// The request's host as sent: the absolute-form target's authority (an HTTP/2
-/// `:authority`), else the `Host` header.
-fn host_of<B>(req: &Request<B>) -> Option<&str> {
-    req.uri()
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
 }
 
 /// nginx's `client_max_body_size` check, made for every request of the location (a
