@@ -126,53 +126,38 @@ pub(crate) struct RawRules<'a> {
     pub connect_timeout: Option<&'a Loose>,
 }
 
-impl RawLocation {
-    pub(crate) fn rules(&self) -> RawRules<'_> {
-        RawRules {
-            limit: self.limit.as_ref(),
-            access: self.access.as_ref(),
-            limit_status: self.limit_status.as_ref(),
-            request_headers: self.request_headers.as_ref(),
-            response_headers: self.response_headers.as_ref(),
-            hide_headers: self.hide_headers.as_ref(),
-            client_max_body_size: self.client_max_body_size.as_ref(),
-            request_buffering: self.request_buffering,
-            redirect_rewrite: self.redirect_rewrite.as_ref(),
-            cookie_path: self.cookie_path.as_ref(),
-            cookie_domain: self.cookie_domain.as_ref(),
-            pass_headers: self.pass_headers.as_ref(),
-            forwarded_headers: self.forwarded_headers.as_ref(),
-            client_body_timeout: self.client_body_timeout.as_ref(),
-            send_timeout: self.send_timeout.as_ref(),
-            read_timeout: self.read_timeout.as_ref(),
-            connect_timeout: self.connect_timeout.as_ref(),
+/// `rules()` for a table that has every key of [`RawRules`] (a site and a location): one
+/// list of the shared keys, so that a key added to both is borrowed by both.
+macro_rules! rules_of {
+    ($table:ty) => {
+        impl $table {
+            pub(crate) fn rules(&self) -> RawRules<'_> {
+                RawRules {
+                    limit: self.limit.as_ref(),
+                    access: self.access.as_ref(),
+                    limit_status: self.limit_status.as_ref(),
+                    request_headers: self.request_headers.as_ref(),
+                    response_headers: self.response_headers.as_ref(),
+                    hide_headers: self.hide_headers.as_ref(),
+                    client_max_body_size: self.client_max_body_size.as_ref(),
+                    request_buffering: self.request_buffering,
+                    redirect_rewrite: self.redirect_rewrite.as_ref(),
+                    cookie_path: self.cookie_path.as_ref(),
+                    cookie_domain: self.cookie_domain.as_ref(),
+                    pass_headers: self.pass_headers.as_ref(),
+                    forwarded_headers: self.forwarded_headers.as_ref(),
+                    client_body_timeout: self.client_body_timeout.as_ref(),
+                    send_timeout: self.send_timeout.as_ref(),
+                    read_timeout: self.read_timeout.as_ref(),
+                    connect_timeout: self.connect_timeout.as_ref(),
+                }
+            }
         }
-    }
+    };
 }
 
-impl RawSite {
-    pub(crate) fn rules(&self) -> RawRules<'_> {
-        RawRules {
-            limit: self.limit.as_ref(),
-            access: self.access.as_ref(),
-            limit_status: self.limit_status.as_ref(),
-            request_headers: self.request_headers.as_ref(),
-            response_headers: self.response_headers.as_ref(),
-            hide_headers: self.hide_headers.as_ref(),
-            client_max_body_size: self.client_max_body_size.as_ref(),
-            request_buffering: self.request_buffering,
-            redirect_rewrite: self.redirect_rewrite.as_ref(),
-            cookie_path: self.cookie_path.as_ref(),
-            cookie_domain: self.cookie_domain.as_ref(),
-            pass_headers: self.pass_headers.as_ref(),
-            forwarded_headers: self.forwarded_headers.as_ref(),
-            client_body_timeout: self.client_body_timeout.as_ref(),
-            send_timeout: self.send_timeout.as_ref(),
-            read_timeout: self.read_timeout.as_ref(),
-            connect_timeout: self.connect_timeout.as_ref(),
-        }
-    }
-}
+rules_of!(RawLocation);
+rules_of!(RawSite);
 
 /// Header rules as written: name to value.
 pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
