@@ -9,7 +9,12 @@
 # Scenarios (SCENARIOS, default all three):
 #   plain         proxied to a keep-alive upstream (the bench_upstream example);
 #   limit_pass    through a zone keyed by X-API-Key, every request admitted (1,000 keys round robin);
-#   limit_reject  one client at 1r/s nodelay: every request but the first answered 429 by the proxy.
+#   limit_reject  one client at 1r/s nodelay: every request but the first answered 429 by the proxy;
+#   https         plain over TLS 1.3 with keep-alive, one self-signed ECDSA P-256 certificate (made with
+#                 openssl) for both, both with TLS_AES_128_GCM_SHA256 (tollgate's first choice; nginx
+#                 is told with ssl_conf_command, as python's client would pick AES-256 from nginx): the
+#                 user-space cost of TLS on a request. The handshakes are in FEW and MANY alike (CONNS
+#                 connections each) and cancel out.
 # Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
 # nginx sends none (as in proxy_vs_nginx.sh). The client (python3, CONNS keep-alive connections,
 # requests in turn) is not measured.
@@ -26,7 +31,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-SCENARIOS="${SCENARIOS:-plain limit_pass limit_reject}"
+SCENARIOS="${SCENARIOS:-plain limit_pass limit_reject https}"
 FEW="${FEW:-500}"
 MANY="${MANY:-2500}"
 CONNS="${CONNS:-4}"
@@ -78,9 +83,15 @@ wait_port() {
 }
 
 cat >"$WORK/client.py" <<'EOF'
-import http.client, sys
+import http.client, ssl, sys
 port, requests, conns, scenario = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-pool = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(conns)]
+if scenario == "https":
+    tls = ssl.create_default_context()
+    tls.check_hostname = False
+    tls.verify_mode = ssl.CERT_NONE
+    pool = [http.client.HTTPSConnection("127.0.0.1", port, context=tls) for _ in range(conns)]
+else:
+    pool = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(conns)]
 statuses = {}
 for i in range(requests):
     headers = {"Host": "bench"}
@@ -91,8 +102,16 @@ for i in range(requests):
     response = conn.getresponse()
     response.read()
     statuses[response.status] = statuses.get(response.status, 0) + 1
-print(" ".join("%d:%d" % kv for kv in sorted(statuses.items())))
+suites = sorted({conn.sock.cipher()[0] for conn in pool if scenario == "https"})
+print(" ".join(["%d:%d" % kv for kv in sorted(statuses.items())] + suites))
 EOF
+
+# One self-signed ECDSA P-256 certificate for 127.0.0.1, for the https scenario.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 2 -subj /CN=localhost \
+    -addext subjectAltName=IP:127.0.0.1 >"$WORK/openssl.log" 2>&1 ||
+    { cat "$WORK/openssl.log" >&2; die "openssl could not make the test certificate"; }
+chmod 644 "$WORK/key.pem"
 
 UP_PORT="$(port)"
 "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" >"$WORK/upstream.log" 2>&1 &
@@ -102,10 +121,11 @@ wait_port "$UP_PORT"
 tollgate_conf() { # scenario port
     cat <<EOF
 [server]
-listen = ["127.0.0.1:$2"]
+$(if [ "$1" = https ]; then echo "listen_tls = [\"127.0.0.1:$2\"]"; else echo "listen = [\"127.0.0.1:$2\"]"; fi)
 workers = 1
 [log]
 access = "off"
+$(if [ "$1" = https ]; then printf '[[tls.certificates]]\ncert = "%s"\nkey = "%s"\n' "$WORK/cert.pem" "$WORK/key.pem"; fi)
 [upstreams.app]
 servers = ["127.0.0.1:$UP_PORT"]
 keepalive = 64
@@ -122,7 +142,11 @@ EOF
 }
 
 nginx_conf() { # scenario port dir
-    local zone="" limit=""
+    local zone="" limit="" listen="listen 127.0.0.1:$2;"
+    if [ "$1" = https ]; then
+        listen="listen 127.0.0.1:$2 ssl; ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;"
+    fi
     case "$1" in
         limit_pass)
             zone="limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s;"
@@ -141,7 +165,7 @@ http {
     $zone
     upstream app { server 127.0.0.1:$UP_PORT; keepalive 64; }
     server {
-        listen 127.0.0.1:$2;
+        $listen
         location / {
             $limit
             proxy_http_version 1.1;
