@@ -5,9 +5,11 @@
 
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, SERVER, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Version};
+use http_body::Body;
 
 use super::super::date;
+use crate::proxy::Logged;
 use crate::wire::h1::{has_token, push_decimal, push_hex};
 
 /// What the request asked that shapes its answer.
@@ -48,22 +50,42 @@ pub(super) struct Written {
     pub keep_alive: bool,
 }
 
-/// Writes the head of an answer with `status`, `lines` (header lines written out
-/// already, copied as they are) and `headers` to `out`; `length` is the body's exact
+/// Writes the answer's head to `out` ([`write_head`]) and, when its body is tollgate's
+/// own and small, the body after it: the answer then goes out in one write, and its body
+/// is not read again ([`Framing::Nothing`] is returned).
+pub(super) fn write_answer(
+    out: &mut Vec<u8>,
+    response: &mut Response<Logged>,
+    asked: Asked,
+    server: Option<&HeaderValue>,
+) -> Written {
+    let length = response.body().size_hint().exact();
+    let body = response.body();
+    let lines = |out: &mut Vec<u8>| body.write_lines(out);
+    let status = (response.status(), lines);
+    let mut written = write_head(out, status, response.headers(), length, asked, server);
+    if let Framing::Length(n @ 1..) = written.framing {
+        if response.body_mut().write_whole(out, n.min(COPY_UP_TO as u64)) {
+            written.framing = Framing::Nothing;
+        }
+    }
+    written
+}
+
+/// Writes the head of an answer with `status`, `lines` (which appends the header lines
+/// written beforehand, as they are) and `headers` to `out`; `length` is the body's exact
 /// length when known. `server` (`server_header`) and the `Date` are written unless the
 /// answer has its own (an upstream's, passed with `pass_headers`).
 pub(super) fn write_head(
     out: &mut Vec<u8>,
-    (status, lines): (StatusCode, [&[u8]; 2]),
+    (status, lines): (StatusCode, impl FnOnce(&mut Vec<u8>)),
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
     server: Option<&HeaderValue>,
 ) -> Written {
     write_status_line(out, status, asked.http10);
-    for part in lines {
-        out.extend_from_slice(part);
-    }
+    lines(out);
     let said = copy_headers(out, headers, status, length, asked);
     let framing = write_framing(out, status, length, said.length, asked);
     // An HTTP/1.0 body without a length ends with the connection.
@@ -306,7 +328,7 @@ mod tests {
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
         let server = HeaderValue::from_static("tollgate");
-        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, Some(&server));
+        let written = write_head(&mut out, (status, |_: &mut Vec<u8>| {}), &map, length, asked, Some(&server));
         let text = String::from_utf8(out).unwrap();
         let cut = |text: String, line: &str| {
             text.find(line).map_or(text.clone(), |at| {
@@ -416,7 +438,7 @@ mod tests {
     fn tollgates_server_goes_out_unless_the_answer_has_one() {
         let server = HeaderValue::from_static("tollgate");
         let mut out = Vec::new();
-        let status = (StatusCode::OK, [&b""[..], &b""[..]]);
+        let status = (StatusCode::OK, |_: &mut Vec<u8>| {});
         write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, Some(&server));
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("server: tollgate\r\n").count(), 1, "{text}");

@@ -2,6 +2,11 @@
 
 /// Appends `n` in decimal (a `Content-Length`).
 pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    // One digit (a `Retry-After: 1`, a `r=0`) takes no loop.
+    if n < 10 {
+        out.push(b'0' + n as u8);
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
