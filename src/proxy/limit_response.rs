@@ -13,7 +13,7 @@ use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::zone::Zone;
 use crate::limit::{Algorithm, Period, Rate, NANOS_PER_SEC};
 use crate::upstream::ResponseBody;
-use crate::wire::body::Rendered;
+use crate::wire::body::{Rendered, MOST_NUMBERS};
 
 use super::text::{self, number_value, Text};
 use super::Location;
@@ -74,7 +74,7 @@ pub(super) fn overloaded(upstream: &str, queue_timeout: Duration) -> Response<Re
 /// The answer to a rejected request: the location's `limit_status`, `Retry-After`
 /// (whole seconds, rounded up, so never earlier than the truth) and a problem+json body.
 /// Its headers go into `headers`, an empty map (a used one has its room already); where
-/// the location wrote its texts beforehand, they come as header lines instead
+/// the location wrote the answer beforehand ([`Form`]), only its numbers are kept
 /// ([`Rendered`]) and the map stays empty.
 pub(super) fn rejection(
     location: &Location,
@@ -88,84 +88,77 @@ pub(super) fn rejection(
         let applied = outcome.applied.iter().find(|a| a.rule == rule)?;
         Some((&location.limits.rules().get(rule)?.zone, applied))
     });
-    let prewritten = rejected.and_then(|(_, applied)| location.prewritten.problem(applied));
-    let body = match prewritten {
-        Some(start) => match rendered(location, outcome, style, start, retry_after) {
-            Some(rendered) => ResponseBody::Rendered(rendered),
-            None => ResponseBody::full(problem_end(start, retry_after)),
-        },
+    let body = match rejected.and_then(|(_, applied)| rendered(location, outcome, style, applied, retry_after)) {
+        Some(rendered) => ResponseBody::Rendered(rendered),
         None => {
-            let (zone, detail) = match rejected {
-                Some((zone, _)) if zone.algorithm == Algorithm::Concurrency => {
-                    (&*zone.name, Detail::InFlight(zone.max()))
+            let prewritten = rejected.and_then(|(_, applied)| location.prewritten.problem(applied));
+            let body = match (prewritten, rejected) {
+                (Some(start), _) => problem_end(start, retry_after),
+                (None, Some((zone, _))) if zone.algorithm == Algorithm::Concurrency => {
+                    problem(status, Detail::InFlight(zone.max()), &zone.name, retry_after)
                 }
-                Some((zone, applied)) => (&*zone.name, Detail::Rate(applied.rate)),
-                None => ("", Detail::Unknown),
+                (None, Some((zone, applied))) => {
+                    problem(status, Detail::Rate(applied.rate), &zone.name, retry_after)
+                }
+                (None, None) => problem(status, Detail::Unknown, "", retry_after),
             };
-            ResponseBody::full(problem(status, detail, zone, retry_after))
+            // Room for every header it gets, so that adding them never regrows the map.
+            headers.reserve(2 + style.count());
+            headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+            headers.insert(RETRY_AFTER, number_value(retry_after));
+            add_headers(&mut headers, location, outcome, style);
+            ResponseBody::full(body)
         }
     };
-    if !matches!(body, ResponseBody::Rendered(_)) {
-        // Room for every header it gets, so that adding them never regrows the map.
-        headers.reserve(2 + style.count());
-        headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-        headers.insert(RETRY_AFTER, number_value(retry_after));
-        add_headers(&mut headers, location, outcome, style);
-    }
     let mut response = Response::new(body);
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
 }
 
-/// A rejection as header lines and body, when the location wrote beforehand all that
-/// this one says the same way (its `RateLimit-Policy` among it): the lines of the numbers,
-/// then the body (its start copied, its end written here), go into one slice of the
-/// worker's arena.
+/// A rejection by `rejected`'s zone as the numbers of the location's [`Form`] for it,
+/// when it has one for this answer: `Retry-After`, then for each announced zone its
+/// requests left and, but for a `concurrency` zone, its seconds to reset (draft), the
+/// legacy three (limit, remaining, reset), and the body's `retry_after`.
 fn rendered(
     location: &Location,
     outcome: &Outcome,
     style: RateLimitHeaders,
-    body_start: &[u8],
+    rejected: &Applied,
     retry_after: u64,
 ) -> Option<Rendered> {
-    let fixed = location.prewritten.lines(style)?;
     let announced = announced(location, outcome);
+    let form = location
+        .prewritten
+        .form(rejected, announced.clone().map(|(_, a)| a), style)?;
+    let mut numbers = [0; MOST_NUMBERS];
+    let mut count = 0;
+    let mut push = |n: u64| {
+        if let Some(slot) = numbers.get_mut(count) {
+            *slot = n;
+        }
+        count += 1;
+    };
+    push(retry_after);
     let limited = style.count() > 0 && announced.clone().next().is_some();
     if limited && style.draft() {
-        location
-            .prewritten
-            .policy(announced.clone().map(|(_, a)| a))?;
+        for (zone, a) in announced.clone() {
+            push(a.decision.remaining);
+            if zone.algorithm != Algorithm::Concurrency {
+                push(reset_secs(a));
+            }
+        }
     }
-    let mut text = Text::<192>::new();
-    text.push("retry-after: ")
-        .push_u64(retry_after)
-        .push("\r\n");
-    if limited && style.draft() {
-        text.push("ratelimit: ");
-        write_state(&mut text, announced.clone());
-        text.push("\r\n");
+    if limited && style.legacy() {
+        legacy(announced).into_iter().flatten().for_each(&mut push);
     }
-    let legacy = (limited && style.legacy())
-        .then(|| legacy(announced))
-        .flatten();
-    if let Some([limit, remaining, reset]) = legacy {
-        text.push("x-ratelimit-limit: ")
-            .push_u64(limit)
-            .push("\r\n");
-        text.push("x-ratelimit-remaining: ")
-            .push_u64(remaining)
-            .push("\r\n");
-        text.push("x-ratelimit-reset: ")
-            .push_u64(reset)
-            .push("\r\n");
-    }
-    let lines_len = text.as_bytes().len();
-    text.push_u64(retry_after).push("}\n");
-    let (lines, end) = text.as_bytes().split_at(lines_len);
-    let own = text::shared(&[lines, body_start, end]);
-    Some(Rendered::new(fixed.clone(), own, lines_len))
+    push(retry_after);
+    // The form was written for these very zones: its holes are these numbers.
+    (count == form.numbers()).then(|| Rendered::new(form.clone(), numbers))
 }
+
+#[cfg(doc)]
+use crate::wire::body::Form;
 
 /// The answer to a banned key (the penalty box): the ban's status, `Retry-After` (the
 /// ban's time left, whole seconds rounded up) and a problem+json body. No rate-limit

@@ -191,12 +191,25 @@ pub struct Logged {
 }
 
 impl Logged {
-    /// The header lines its answer wrote out already ([`Rendered`]), which HTTP/1.1
-    /// sends as they are.
+    /// Appends the header lines its answer has written beforehand ([`Rendered`]), which
+    /// HTTP/1.1 sends as they are.
     ///
     /// [`Rendered`]: crate::wire::body::Rendered
-    pub(crate) fn lines(&self) -> [&[u8]; 2] {
-        self.inner.lines()
+    pub(crate) fn write_lines(&self, out: &mut Vec<u8>) {
+        self.inner.write_lines(out);
+    }
+
+    /// Appends the whole body when it is tollgate's own and at most `most` bytes long,
+    /// counted as sent, as if it had been read to its end; `false` (nothing written) for
+    /// any other.
+    pub(crate) fn write_whole(&mut self, out: &mut Vec<u8>, most: u64) -> bool {
+        let Some(written) = self.inner.write_whole(out, most) else {
+            return false;
+        };
+        self.sent += written;
+        self.ended = true;
+        self.in_flight.clear();
+        true
     }
 
     /// Moves those lines into `headers`, for a connection that sends a map (HTTP/2).

@@ -278,9 +278,9 @@ impl Pipeline {
             true => &mut spare,
             false => req.headers_mut(),
         };
-        if let Some(refusal) = self.refusal(location, &limited, scratch) {
+        if let Some(mut refusal) = self.refusal(location, &limited, scratch) {
             let asked = own::Asked::new(&req, conn, client, &path);
-            let refusal = own::add(own::Place::location(location), refusal, &asked, &log);
+            own::add(own::Place::location(location), &mut refusal, &asked, &log);
             return log.finish(refusal, None);
         }
         if let Some(delay) = limit_response::delay(&limited) {
@@ -345,8 +345,9 @@ impl Pipeline {
             Ok(found) => found,
             Err(Unrouted::NotFound(site, path)) => {
                 let asked = own::Asked::new(req, conn, client, &path);
-                let answer = response::error(StatusCode::NOT_FOUND);
-                return Located::Answered(own::add(own::Place::site(site), answer, &asked, log));
+                let mut answer = response::error(StatusCode::NOT_FOUND);
+                own::add(own::Place::site(site), &mut answer, &asked, log);
+                return Located::Answered(answer);
             }
             Err(Unrouted::Refused(status)) => {
                 return Located::Answered(response::refusal(status, req.version()))
@@ -357,9 +358,10 @@ impl Pipeline {
             let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
             return Located::Answered(slash_redirect::answer(location, req, conn, client, &path, id));
         }
-        if let Some(refusal) = location.refusal(req, client, conn.worker) {
+        if let Some(mut refusal) = location.refusal(req, client, conn.worker) {
             let asked = own::Asked::new(req, conn, client, &path);
-            return Located::Answered(own::add(own::Place::location(location), refusal, &asked, log));
+            own::add(own::Place::location(location), &mut refusal, &asked, log);
+            return Located::Answered(refusal);
         }
         Located::Found(location, path)
     }

@@ -69,13 +69,13 @@ impl<'a> Place<'a> {
 /// Adds to `response`, an answer of tollgate's own, the rules of `place` that go on it.
 pub(super) fn add(
     place: Place<'_>,
-    mut response: Response<ResponseBody>,
+    response: &mut Response<ResponseBody>,
     asked: &Asked<'_>,
     log: &Pending<'_>,
-) -> Response<ResponseBody> {
+) {
     let rules = place.rules;
     if !rules.touches_own() {
-        return response;
+        return;
     }
     let rendered = if rules.own_per_request() {
         let id = log.request_id().unwrap_or_else(RequestId::new);
@@ -95,5 +95,4 @@ pub(super) fn add(
     let status = response.status();
     let headers = response.headers_mut();
     rules.to_response(headers, &rendered, status, Source::Own, written);
-    response
 }

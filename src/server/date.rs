@@ -8,16 +8,33 @@ use crate::clock;
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT`
 const LEN: usize = 29;
+/// `date: `, the date and CRLF.
+const LINE: usize = 6 + LEN + 2;
+
+/// The line before a date is known: `date: `, blanks and CRLF.
+const BLANK: [u8; LINE] = {
+    let mut line = [b' '; LINE];
+    let name = b"date:";
+    let mut i = 0;
+    while i < name.len() {
+        line[i] = name[i];
+        i += 1;
+    }
+    line[LINE - 2] = b'\r';
+    line[LINE - 1] = b'\n';
+    line
+};
 
 struct Cached {
-    /// When the second `text` names is over, on the monotonic clock (the poll's time
+    /// When the second `line` names is over, on the monotonic clock (the poll's time
     /// tells it without a read of the wall clock).
     until: Option<Instant>,
-    text: [u8; LEN],
+    /// The whole header line, copied at once.
+    line: [u8; LINE],
 }
 
 thread_local! {
-    static CACHED: RefCell<Cached> = const { RefCell::new(Cached { until: None, text: [b' '; LEN] }) };
+    static CACHED: RefCell<Cached> = const { RefCell::new(Cached { until: None, line: BLANK }) };
 }
 
 /// Appends `date: <now>\r\n`.
@@ -38,13 +55,11 @@ fn write_header_at(out: &mut Vec<u8>, now: Instant, wall: impl FnOnce() -> Syste
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.subsec_nanos());
                 let left = Duration::from_nanos(u64::from(1_000_000_000 - into));
-                cached.text.copy_from_slice(text.as_bytes());
+                cached.line[6..6 + LEN].copy_from_slice(text.as_bytes());
                 cached.until = Some(now + left);
             }
         }
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(&cached.text);
-        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&cached.line);
     });
 }
 

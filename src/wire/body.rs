@@ -27,7 +27,7 @@ mod response;
 mod spool;
 
 pub(crate) use client::{ClientBody, ClientBodyError};
-pub(crate) use rendered::Rendered;
+pub(crate) use rendered::{Form, Rendered, MOST_NUMBERS};
 pub(crate) use response::ResponseBody;
 use spool::Spool;
 pub(crate) use spool::Unspool;

@@ -190,3 +190,89 @@ async fn pipelined_rejections_are_framed_one_after_another() {
     assert_eq!(headed.0, get.0);
     assert_eq!(last, get);
 }
+
+/// Zones `a` (1r/m), `b` (5r/m, burst 5) and, with `three`, `c` (10r/m, burst 5), all
+/// by client address, `both` header styles: a client's second request is refused by `a`
+/// alone. Two zones' 429 is written from the location's form (nine
+/// numbers), three zones' through a header map (too many numbers for a form): each says
+/// what `ratelimit_headers` documents.
+fn zones(three: bool) -> String {
+    let (c, limit) = match three {
+        true => (
+            "[zones.c]\nkey = \"$binary_remote_addr\"\nrate = \"10r/m\"\n",
+            r#", { zone = "c", burst = 5, nodelay = true }"#,
+        ),
+        false => ("", ""),
+    };
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+ratelimit_headers = "both"
+[real_ip]
+trusted = ["127.0.0.1/32"]
+[log]
+access = "off"
+[zones.a]
+key = "$binary_remote_addr"
+rate = "1r/m"
+[zones.b]
+key = "$binary_remote_addr"
+rate = "5r/m"
+{c}
+[[location]]
+match = "/"
+limit = [{{ zone = "a", nodelay = true }}, {{ zone = "b", burst = 5, nodelay = true }}{limit}]
+return = {{ status = 200, body = "ok\n" }}
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_rejection_by_one_of_several_zones_announces_each_of_them() {
+    let _shared = support::shared();
+    for three in [false, true] {
+        let gw = gateway(&zones(three));
+        let addr = addr(&gw);
+        let (h1, h2) = within(10, async {
+            assert_eq!(
+                send(addr, request(Method::GET, "10.0.0.3")).await.status,
+                200
+            );
+            let h1 = send(addr, request(Method::GET, "10.0.0.3")).await;
+            let h2 = send_h2(addr, request(Method::GET, "10.0.0.3")).await;
+            (h1, h2)
+        })
+        .await;
+        assert_eq!((h1.status.as_u16(), h2.status.as_u16()), (429, 429));
+        let headers = said(&h1.headers);
+        assert_eq!(headers, said(&h2.headers), "three: {three}");
+        assert_eq!(h1.body, h2.body);
+        assert_eq!(h1.headers["content-length"], h1.body.len().to_string());
+        let retry: u64 = headers["retry-after"].parse().expect("seconds");
+        let mut policy = r#""a";q=1;w=60, "b";q=5;w=60"#.to_owned();
+        if three {
+            policy.push_str(r#", "c";q=10;w=60"#);
+        }
+        assert_eq!(headers["ratelimit-policy"], policy);
+        // Each zone's item: its name, requests left and seconds to reset, in list order.
+        let items: Vec<&str> = headers["ratelimit"].split(", ").collect();
+        assert_eq!(items.len(), 2 + usize::from(three), "{items:?}");
+        assert_eq!(items[0], format!(r#""a";r=0;t={retry}"#));
+        assert!(items[1].starts_with(r#""b";r="#), "{items:?}");
+        assert!(!items[1].starts_with(r#""b";r=0;"#), "{items:?}");
+        // The most restrictive zone: `a`, none left and the longest wait.
+        assert_eq!(headers["x-ratelimit-limit"], "1");
+        assert_eq!(headers["x-ratelimit-remaining"], "0");
+        assert_eq!(headers["x-ratelimit-reset"], retry.to_string());
+        assert!(
+            h1.body.ends_with(&format!(
+                r#""detail":"rate limit of 1r/m exceeded","zone":"a","retry_after":{retry}}}{}"#,
+                "\n"
+            )),
+            "{}",
+            h1.body
+        );
+    }
+}

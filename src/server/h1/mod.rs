@@ -331,15 +331,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         upload: &mut Upload,
         server: Option<&http::HeaderValue>,
     ) -> Result<bool, ()> {
-        let length = response.body().size_hint().exact();
-        let written = response::write_head(
-            self.out.small(),
-            (response.status(), response.body().lines()),
-            response.headers(),
-            length,
-            asked,
-            server,
-        );
+        let written = response::write_answer(self.out.small(), response, asked, server);
         let headers = response.headers_mut();
         // An empty map (a 429's) has nothing to clear, and clearing walks its whole index.
         if !headers.is_empty() {

@@ -5,10 +5,12 @@
 
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, SERVER, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Version};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Version};
+use http_body::Body;
 
 use super::super::date;
-use crate::wire::h1::{has_token, push_decimal, push_hex};
+use crate::proxy::Logged;
+use crate::wire::h1::{has_token, push_hex, write_decimal};
 
 /// What the request asked that shapes its answer.
 #[derive(Clone, Copy, Debug)]
@@ -48,22 +50,42 @@ pub(super) struct Written {
     pub keep_alive: bool,
 }
 
-/// Writes the head of an answer with `status`, `lines` (header lines written out
-/// already, copied as they are) and `headers` to `out`; `length` is the body's exact
+/// Writes the answer's head to `out` ([`write_head`]) and, when its body is tollgate's
+/// own and small, the body after it: the answer then goes out in one write, and its body
+/// is not read again ([`Framing::Nothing`] is returned).
+pub(super) fn write_answer(
+    out: &mut Vec<u8>,
+    response: &mut Response<Logged>,
+    asked: Asked,
+    server: Option<&HeaderValue>,
+) -> Written {
+    let length = response.body().size_hint().exact();
+    let body = response.body();
+    let lines = |out: &mut Vec<u8>| body.write_lines(out);
+    let status = (response.status(), lines);
+    let mut written = write_head(out, status, response.headers(), length, asked, server);
+    if let Framing::Length(n @ 1..) = written.framing {
+        if response.body_mut().write_whole(out, n.min(COPY_UP_TO as u64)) {
+            written.framing = Framing::Nothing;
+        }
+    }
+    written
+}
+
+/// Writes the head of an answer with `status`, `lines` (which appends the header lines
+/// written beforehand, as they are) and `headers` to `out`; `length` is the body's exact
 /// length when known. `server` (`server_header`) and the `Date` are written unless the
 /// answer has its own (an upstream's, passed with `pass_headers`).
 pub(super) fn write_head(
     out: &mut Vec<u8>,
-    (status, lines): (StatusCode, [&[u8]; 2]),
+    (status, lines): (StatusCode, impl FnOnce(&mut Vec<u8>)),
     headers: &HeaderMap,
     length: Option<u64>,
     asked: Asked,
     server: Option<&HeaderValue>,
 ) -> Written {
     write_status_line(out, status, asked.http10);
-    for part in lines {
-        out.extend_from_slice(part);
-    }
+    lines(out);
     let said = copy_headers(out, headers, status, length, asked);
     let framing = write_framing(out, status, length, said.length, asked);
     // An HTTP/1.0 body without a length ends with the connection.
@@ -117,11 +139,28 @@ struct Said {
 }
 
 fn write_status_line(out: &mut Vec<u8>, status: StatusCode, http10: bool) {
+    if let (false, Some(line)) = (http10, common_status_line(status)) {
+        out.extend_from_slice(line);
+        return;
+    }
     out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
     out.extend_from_slice(b"\r\n");
+}
+
+/// The HTTP/1.1 status lines of the answers most given (a proxied 200, a 429 under a
+/// flood), whole: one copy rather than five pieces.
+fn common_status_line(status: StatusCode) -> Option<&'static [u8]> {
+    Some(match status.as_u16() {
+        200 => b"HTTP/1.1 200 OK\r\n",
+        429 => b"HTTP/1.1 429 Too Many Requests\r\n",
+        503 => b"HTTP/1.1 503 Service Unavailable\r\n",
+        404 => b"HTTP/1.1 404 Not Found\r\n",
+        304 => b"HTTP/1.1 304 Not Modified\r\n",
+        _ => return None,
+    })
 }
 
 /// Copies the answer's header fields to `out`, but for those the connection decides:
@@ -223,10 +262,14 @@ fn write_connection(
     }
 }
 
+/// `content-length: N`, put together on the stack and copied once.
 fn write_length(out: &mut Vec<u8>, length: u64) {
-    out.extend_from_slice(b"content-length: ");
-    push_decimal(out, length);
-    out.extend_from_slice(b"\r\n");
+    const NAME: &[u8] = b"content-length: ";
+    let mut line = [0u8; NAME.len() + 20 + 2];
+    line[..NAME.len()].copy_from_slice(NAME);
+    let end = NAME.len() + write_decimal(&mut line[NAME.len()..], length);
+    line[end..end + 2].copy_from_slice(b"\r\n");
+    out.extend_from_slice(&line[..end + 2]);
 }
 
 /// A body piece too large to be copied into the write buffer is written from its own
@@ -306,7 +349,7 @@ mod tests {
         let mut out = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
         let server = HeaderValue::from_static("tollgate");
-        let written = write_head(&mut out, (status, [&[], &[]]), &map, length, asked, Some(&server));
+        let written = write_head(&mut out, (status, |_: &mut Vec<u8>| {}), &map, length, asked, Some(&server));
         let text = String::from_utf8(out).unwrap();
         let cut = |text: String, line: &str| {
             text.find(line).map_or(text.clone(), |at| {
@@ -416,7 +459,7 @@ mod tests {
     fn tollgates_server_goes_out_unless_the_answer_has_one() {
         let server = HeaderValue::from_static("tollgate");
         let mut out = Vec::new();
-        let status = (StatusCode::OK, [&b""[..], &b""[..]]);
+        let status = (StatusCode::OK, |_: &mut Vec<u8>| {});
         write_head(&mut out, status, &HeaderMap::new(), Some(0), GET11, Some(&server));
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("server: tollgate\r\n").count(), 1, "{text}");
@@ -440,6 +483,25 @@ mod tests {
         assert!(text.ends_with("\r\nconnection: close\r\n\r\n"), "{text}");
         let text = String::from_utf8(with_server(answer, None)).unwrap();
         assert!(!text.contains("server"), "{text}");
+    }
+
+    #[test]
+    fn the_common_status_lines_are_the_ones_written_piece_by_piece() {
+        for code in [200, 204, 304, 404, 429, 503, 599] {
+            let status = StatusCode::from_u16(code).unwrap();
+            let mut out = Vec::new();
+            write_status_line(&mut out, status, false);
+            let reason = status.canonical_reason().unwrap_or("<none>");
+            assert_eq!(out, format!("HTTP/1.1 {code} {reason}\r\n").as_bytes());
+            out.clear();
+            write_status_line(&mut out, status, true);
+            assert_eq!(out, format!("HTTP/1.0 {code} {reason}\r\n").as_bytes());
+        }
+        for length in [0, 7, 10, 12345, u64::MAX] {
+            let mut out = Vec::new();
+            write_length(&mut out, length);
+            assert_eq!(out, format!("content-length: {length}\r\n").as_bytes());
+        }
     }
 
     #[test]

@@ -27,11 +27,28 @@ pub(crate) enum ResponseBody<U> {
 }
 
 impl<U> ResponseBody<U> {
-    /// The header lines of a [`Rendered`] answer (none for any other).
-    pub(crate) fn lines(&self) -> [&[u8]; 2] {
+    /// Appends the header lines of a [`Rendered`] answer (none for any other).
+    pub(crate) fn write_lines(&self, out: &mut Vec<u8>) {
+        if let ResponseBody::Rendered(rendered) = self {
+            rendered.write_lines(out);
+        }
+    }
+
+    /// Appends the whole body, if it is tollgate's own and not yet taken, and at most
+    /// `most` bytes long: its length, or `None` (nothing written) for any other.
+    pub(crate) fn write_whole(&mut self, out: &mut Vec<u8>, most: u64) -> Option<u64> {
         match self {
-            ResponseBody::Rendered(rendered) => rendered.lines(),
-            _ => [&[], &[]],
+            ResponseBody::Rendered(rendered) if rendered.len() <= most => {
+                Some(rendered.write_body(out))
+            }
+            ResponseBody::Full(Some(bytes)) if bytes.len() as u64 <= most => {
+                out.extend_from_slice(bytes);
+                let written = bytes.len() as u64;
+                *self = ResponseBody::Empty;
+                Some(written)
+            }
+            ResponseBody::Empty | ResponseBody::Full(None) => Some(0),
+            _ => None,
         }
     }
 

@@ -2,6 +2,11 @@
 
 /// Appends `n` in decimal (a `Content-Length`).
 pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    // One digit (a `Retry-After: 1`, a `r=0`) takes no loop.
+    if n < 10 {
+        out.push(b'0' + n as u8);
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -13,6 +18,26 @@ pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
         }
     }
     out.extend_from_slice(&digits[i..]);
+}
+
+/// Writes `n` in decimal at the start of `into` (which has room for 20 digits);
+/// how many digits it took.
+pub(crate) fn write_decimal(into: &mut [u8], mut n: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    if let Some(room) = into.get_mut(..len) {
+        room.copy_from_slice(&digits[i..]);
+    }
+    len
 }
 
 /// Appends `n` in lower-case hex (a chunk size).

@@ -12,6 +12,6 @@ mod digits;
 mod names;
 mod tokens;
 
-pub(crate) use digits::{push_decimal, push_hex};
+pub(crate) use digits::{push_decimal, push_hex, write_decimal};
 pub(crate) use names::Names;
 pub(crate) use tokens::{has_token, is_tchar, is_token, tokens};
