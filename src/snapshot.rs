@@ -149,8 +149,8 @@ pub(crate) fn build(
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     make_temp_path(&config.server.client_body_temp_path)?;
     let tls = tls_server(config, lasting)?;
-    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
-    pipeline.tarpit.held = lasting.held.cloned().unwrap_or_default();
+    let held = lasting.held.cloned().unwrap_or_default();
+    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics, held);
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
     // Last, once nothing can fail: a kept table is the generation in force's too.
     zones::size_bans(config, &zones);
@@ -412,6 +412,7 @@ fn pipeline(
     plans: &[&str],
     access_log: Option<Arc<AccessLog>>,
     metrics: &Metrics,
+    held: Arc<Held>,
 ) -> Pipeline {
     let server = &config.server;
     Pipeline {
@@ -432,7 +433,7 @@ fn pipeline(
         tarpit: Tarpit {
             hold: server.tarpit.hold,
             max: server.tarpit.max,
-            held: Arc::default(),
+            held,
         },
     }
 }

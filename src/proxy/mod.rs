@@ -292,7 +292,7 @@ impl Pipeline {
             _ => self.act(location, &mut limited, conn).await,
         };
         if acted == Acted::Close {
-            return log.finish(response::unanswered(), None);
+            return log.unanswered();
         }
         // A rejection takes the request's header map for its own, unless its header
         // values read the request.

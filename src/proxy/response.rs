@@ -80,15 +80,6 @@ impl Fixed {
 /// nginx's `return 444`: no answer at all (scanners hitting an unknown host get nothing).
 const UNANSWERED: u16 = 444;
 
-/// No answer at all (`limit_action = "close"`): logged as 444, the connection closed
-/// (HTTP/2: the stream reset) unanswered.
-pub(crate) fn unanswered() -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody::Empty);
-    *response.status_mut() = StatusCode::from_u16(UNANSWERED).unwrap_or(StatusCode::BAD_REQUEST);
-    response.extensions_mut().insert(Unanswered);
-    response
-}
-
 /// Marks the response of a `return = { status = 444 }`: the connection serving it drops
 /// it and closes unanswered (an upstream's 444 is passed on like any status).
 #[derive(Clone, Copy, Debug)]

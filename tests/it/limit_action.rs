@@ -208,14 +208,15 @@ async fn an_http2_stream_is_held_then_answered_and_its_connection_goes_on() {
 }
 
 #[tokio::test]
-async fn past_tarpit_max_a_refusal_is_closed_and_a_drain_ends_the_hold_at_once() {
+async fn past_tarpit_max_a_refusal_is_closed_across_a_reload_and_a_drain_ends_the_hold_at_once() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let server = "tarpit_max = 1\ntarpit_hold = \"1m\"\nshutdown_timeout = \"1m\"";
     let gw = gateway(&config("tarpit", server, &log));
-    spend(&gw, "10.0.0.4").await;
-    spend(&gw, "10.0.0.5").await;
+    for client in ["10.0.0.4", "10.0.0.5", "10.0.0.11"] {
+        spend(&gw, client).await;
+    }
     let mut a = sent(&gw, &request("/", "10.0.0.4")).await;
     let mut b = sent(&gw, &request("/", "10.0.0.5")).await;
     // One is held, the other is over the count: closed at once, without a byte.
@@ -227,15 +228,21 @@ async fn past_tarpit_max_a_refusal_is_closed_and_a_drain_ends_the_hold_at_once()
     let closed = closed.expect("one closed at once");
     assert!(closed.is_empty(), "{:?}", String::from_utf8_lossy(&closed));
     let holding = tokio::spawn(async move { until_closed(&mut held, 10).await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The count outlives a reload: the held request still fills tarpit_max.
+    gw.reload(&parse(&config("tarpit", server, &log))).unwrap();
+    let mut after = sent(&gw, &request("/", "10.0.0.11")).await;
+    let closed = until_closed(&mut after, 5)
+        .await
+        .expect("still over the count: closed");
+    assert!(closed.is_empty(), "{:?}", String::from_utf8_lossy(&closed));
     assert!(!holding.is_finished(), "the other is held");
     // The drain does not wait out the minute's hold (nor the minute's shutdown_timeout).
     within(10, gw.stop()).await;
     let ended = within(10, holding).await.unwrap();
     let ended = ended.expect("the held connection closed by the drain");
     assert!(ended.is_empty(), "{:?}", String::from_utf8_lossy(&ended));
-    let lines = log_lines(&log, 4).await;
-    assert_eq!(lines_with(&lines, "\" 444 0 ").count(), 2, "{lines:#?}");
+    let lines = log_lines(&log, 6).await;
+    assert_eq!(lines_with(&lines, "\" 444 0 ").count(), 3, "{lines:#?}");
 }
 
 #[tokio::test]
