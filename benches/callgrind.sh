@@ -6,7 +6,7 @@
 # request are counted the same way: calls into malloc, calloc, realloc, posix_memalign and
 # aligned_alloc (nginx takes its per-request pools from posix_memalign).
 #
-# Scenarios (SCENARIOS, default all three):
+# Scenarios (SCENARIOS, default the first four):
 #   plain         proxied to a keep-alive upstream (the bench_upstream example);
 #   limit_pass    through a zone keyed by X-API-Key, every request admitted (1,000 keys round robin);
 #   limit_reject  one client at 1r/s nodelay: every request but the first answered 429 by the proxy;
@@ -14,7 +14,12 @@
 #                 openssl) for both, both with TLS_AES_128_GCM_SHA256 (tollgate's first choice; nginx
 #                 is told with ssl_conf_command, as python's client would pick AES-256 from nginx): the
 #                 user-space cost of TLS on a request. The handshakes are in FEW and MANY alike (CONNS
-#                 connections each) and cancel out.
+#                 connections each) and cancel out;
+#   limit_close   as limit_reject, refused with no answer (tollgate's `limit_action = "close"`,
+#                 nginx's `limit_req_status 444`): each refusal costs a new connection, whose
+#                 accept is counted too (the client reconnects);
+#   limit_tarpit  as limit_reject, each refusal held 1 ms then answered 429 and closed
+#                 (`limit_action = "tarpit"`; nginx has no such thing and is left out).
 # Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
 # nginx sends none (as in proxy_vs_nginx.sh). The client (python3, CONNS keep-alive connections,
 # requests in turn) is not measured.
@@ -98,11 +103,17 @@ for i in range(requests):
     if scenario == "limit_pass":
         headers["X-API-Key"] = "key-%028d" % (i % 1000)
     conn = pool[i % conns]
-    conn.request("GET", "/", headers=headers)
-    response = conn.getresponse()
-    response.read()
-    statuses[response.status] = statuses.get(response.status, 0) + 1
-suites = sorted({conn.sock.cipher()[0] for conn in pool if scenario == "https"})
+    try:
+        conn.request("GET", "/", headers=headers)
+        response = conn.getresponse()
+        response.read()
+        status = response.status
+    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        # Closed unanswered (a 444): the next request on it connects again.
+        conn.close()
+        status = 444
+    statuses[status] = statuses.get(status, 0) + 1
+suites = sorted({conn.sock.cipher()[0] for conn in pool if scenario == "https" and conn.sock})
 print(" ".join(["%d:%d" % kv for kv in sorted(statuses.items())] + suites))
 EOF
 
@@ -119,10 +130,13 @@ PIDS+=($!)
 wait_port "$UP_PORT"
 
 tollgate_conf() { # scenario port
+    local hold=""
+    [ "$1" != limit_tarpit ] || hold='tarpit_hold = "1ms"'
     cat <<EOF
 [server]
 $(if [ "$1" = https ]; then echo "listen_tls = [\"127.0.0.1:$2\"]"; else echo "listen = [\"127.0.0.1:$2\"]"; fi)
 workers = 1
+$hold
 [log]
 access = "off"
 $(if [ "$1" = https ]; then printf '[[tls.certificates]]\ncert = "%s"\nkey = "%s"\n' "$WORK/cert.pem" "$WORK/key.pem"; fi)
@@ -132,12 +146,15 @@ keepalive = 64
 EOF
     case "$1" in
         limit_pass) printf '[zones.k]\nkey = "$http_x_api_key"\nrate = "1000000r/s"\n' ;;
-        limit_reject) printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\n' ;;
+        limit_reject | limit_close | limit_tarpit)
+            printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\n' ;;
     esac
     printf '[[location]]\nmatch = "/"\nupstream = "app"\n'
     case "$1" in
         limit_pass) printf 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]\n' ;;
         limit_reject) printf 'limit = [{ zone = "r", nodelay = true }]\n' ;;
+        limit_close) printf 'limit = [{ zone = "r", nodelay = true }]\nlimit_action = "close"\n' ;;
+        limit_tarpit) printf 'limit = [{ zone = "r", nodelay = true }]\nlimit_action = "tarpit"\n' ;;
     esac
 }
 
@@ -154,6 +171,9 @@ nginx_conf() { # scenario port dir
         limit_reject)
             zone="limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s;"
             limit="limit_req zone=r nodelay; limit_req_status 429; limit_req_log_level info;" ;;
+        limit_close)
+            zone="limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s;"
+            limit="limit_req zone=r nodelay; limit_req_status 444; limit_req_log_level info;" ;;
     esac
     cat <<EOF
 worker_processes 1;
@@ -232,6 +252,7 @@ for scen in $SCENARIOS; do
     declare -A per=()
     for proxy in $proxies; do
         if [ "$proxy" = floor ] && [ "$scen" != plain ]; then continue; fi
+        if [ "$proxy" = nginx ] && [ "$scen" = limit_tarpit ]; then continue; fi
         read -r few few_allocs <<<"$(run "$proxy" "$scen" "$FEW")"
         read -r many many_allocs <<<"$(run "$proxy" "$scen" "$MANY")"
         per[$proxy]="$(awk -v a="$many" -v b="$few" -v n="$((MANY - FEW))" 'BEGIN { printf "%.0f", (a - b) / n }')"

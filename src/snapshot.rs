@@ -21,6 +21,7 @@ use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
 use crate::proxy::upstream_urls::UpstreamUrls;
+use crate::proxy::tarpit::{Held, Tarpit};
 use crate::proxy::timeouts::Timeouts;
 use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site, Sites};
 use crate::routing::sites::Selector;
@@ -85,6 +86,8 @@ pub(crate) struct Lasting<'a> {
     /// The upstream groups in force (empty at start): a group whose gate keys are
     /// unchanged keeps its gate, so both generations count against one limit.
     pub upstreams: &'a [Arc<Group>],
+    /// The requests the tarpit holds (`None` at start): the count goes on.
+    pub held: Option<&'a Arc<Held>>,
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -146,7 +149,8 @@ pub(crate) fn build(
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     make_temp_path(&config.server.client_body_temp_path)?;
     let tls = tls_server(config, lasting)?;
-    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics);
+    let held = lasting.held.cloned().unwrap_or_default();
+    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics, held);
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
     // Last, once nothing can fail: a kept table is the generation in force's too.
     zones::size_bans(config, &zones);
@@ -295,6 +299,9 @@ fn location(
         denied: denied_counters(&location.access, label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status,
+        limit_action: location
+            .limit_action
+            .unwrap_or(config.server.limit_action),
         headers,
         forwarded: location.forwarded,
         captures: captures(location, upstream_urls.location_captures()),
@@ -405,6 +412,7 @@ fn pipeline(
     plans: &[&str],
     access_log: Option<Arc<AccessLog>>,
     metrics: &Metrics,
+    held: Arc<Held>,
 ) -> Pipeline {
     let server = &config.server;
     Pipeline {
@@ -422,6 +430,11 @@ fn pipeline(
         underscores_in_headers: server.underscores_in_headers,
         access_log,
         acme: None,
+        tarpit: Tarpit {
+            hold: server.tarpit.hold,
+            max: server.tarpit.max,
+            held,
+        },
     }
 }
 

@@ -102,11 +102,16 @@ fn size(value: Option<&Loose>, diag: &mut Diagnostics<'_>) -> Option<usize> {
     Some(bytes)
 }
 
-/// `status`: 403 unless set; any of 400 to 599 (429 makes a ban look like the limit).
+/// `status`: 403 unless set; any of 400 to 599 but 444 (429 makes a ban look like the
+/// limit; 444, no answer, is the location's `limit_action = "close"`).
 fn status(value: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<StatusCode> {
     let Some(value) = value else {
         return Some(StatusCode::FORBIDDEN);
     };
+    if *value.get_ref() == i64::from(super::limit_action::UNANSWERED) {
+        diag.error(value.span(), super::limit_action::NOT_A_STATUS);
+        return None;
+    }
     let status = u16::try_from(*value.get_ref())
         .ok()
         .filter(|code| (400..=599).contains(code))

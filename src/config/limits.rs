@@ -522,8 +522,14 @@ fn too_big(zone: &ZoneInfo, burst: u64, cost: u64) -> Option<String> {
     }
 }
 
-/// A status for `limit_status`: 400 to 599, as nginx's `limit_req_status`.
+/// A status for `limit_status`: 400 to 599, as nginx's `limit_req_status`, but not 444:
+/// nginx's 444 is no answer at all, which `limit_action = "close"` says here (a 444
+/// status would be sent as one).
 pub(super) fn limit_status(value: &Spanned<i64>, diag: &mut Diagnostics<'_>) -> Option<StatusCode> {
+    if *value.get_ref() == i64::from(super::limit_action::UNANSWERED) {
+        diag.error(value.span(), super::limit_action::NOT_A_STATUS);
+        return None;
+    }
     let status = u16::try_from(*value.get_ref())
         .ok()
         .filter(|code| (400..=599).contains(code))

@@ -112,6 +112,7 @@ fn location(
         cost: cost?,
         cost_from: cost_from?,
         limit_status: rules.limit_status,
+        limit_action: rules.limit_action,
         headers: rules.headers,
         upstream_path: upstream_path?,
         client_max_body_size: rules.client_max_body_size,

@@ -15,6 +15,7 @@ mod cookies;
 mod diag;
 pub(crate) mod dirs;
 mod headers;
+mod limit_action;
 mod limits;
 mod listeners;
 mod nginx_names;
@@ -59,6 +60,7 @@ pub(crate) use acme::StorageError;
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
+pub(crate) use limit_action::{LimitAction, Tarpit};
 pub(crate) use listeners::Listener;
 pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use upstreams::{Balance, Concurrency, MaxInFlight, Upstream};
@@ -284,6 +286,8 @@ pub(crate) struct Server {
     pub shutdown_timeout: Duration,
     /// Status of a rate-limit rejection (ours: 429; nginx's default is 503).
     pub limit_status: http::StatusCode,
+    pub limit_action: LimitAction,
+    pub tarpit: Tarpit,
     pub ratelimit_headers: RateLimitHeaders,
     /// tollgate's own `Server` header on every answer (nginx `server_tokens`); `None`
     /// (`server_header = ""`): none.
@@ -503,8 +507,9 @@ pub(crate) struct Location {
     pub cost: u64,
     /// `cost_from`: the upstream's answer says what the request cost.
     pub cost_from: Option<CostFrom>,
-    /// Overrides `[server] limit_status`.
+    /// Override `[server]`'s.
     pub limit_status: Option<http::StatusCode>,
+    pub limit_action: Option<LimitAction>,
     pub headers: HeaderRules,
     /// `upstream_path`: what replaces the matched prefix (or the whole path of an exact or
     /// regex location, or when it has variables) on the way upstream.

@@ -1,9 +1,9 @@
-//! The rules a site and its locations both set (`limit`, `access`, `limit_status`,
+//! The rules a site and its locations both set (`limit`, `access`, `limit_status`, `limit_action`,
 //! `client_max_body_size`, `request_buffering`, the timeouts, the header rules,
 //! `redirect_rewrite`, `cookie_path` and `cookie_domain`), and how a location inherits its
 //! site's.
 //!
-//! A location's `limit`, `access`, `limit_status`, `client_max_body_size`,
+//! A location's `limit`, `access`, `limit_status`, `limit_action`, `client_max_body_size`,
 //! `request_buffering`, timeout, `redirect_rewrite`, `cookie_path` or `cookie_domain`
 //! replaces the site's, as in nginx (`limit = []` turns the site's limits off). Header rules add up
 //! instead: the site's rules apply unless the location has a rule for the same header
@@ -23,7 +23,8 @@ use super::raw::{Loose, RawRules};
 use super::redirects::{self, RedirectRewrite};
 use super::{access, headers, limits, values};
 use super::raw::Span;
-use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, MaxBodySize, Pattern};
+use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, LimitAction, MaxBodySize};
+use super::Pattern;
 
 /// `request_buffering` (nginx `proxy_request_buffering`, on by default as there): whether
 /// a request's body is read whole before an upstream server is chosen and connected.
@@ -67,6 +68,7 @@ pub(super) struct Rules {
     pub limits: Option<Vec<Limit>>,
     pub access: Option<Vec<AccessRule>>,
     pub limit_status: Option<StatusCode>,
+    pub limit_action: Option<LimitAction>,
     pub client_max_body_size: Option<MaxBodySize>,
     pub request_buffering: Option<RequestBuffering>,
     pub timeouts: Timeouts,
@@ -106,6 +108,7 @@ impl Default for Rules {
             limits: None,
             access: None,
             limit_status: None,
+            limit_action: None,
             client_max_body_size: None,
             request_buffering: None,
             timeouts: Timeouts::default(),
@@ -173,6 +176,7 @@ pub(super) fn rules(
         limits: limits?,
         access: access?,
         limit_status: limit_status?,
+        limit_action: raw.limit_action,
         client_max_body_size: client_max_body_size?,
         request_buffering: raw.request_buffering,
         headers,
@@ -206,6 +210,7 @@ impl Rules {
             limits: self.limits.or_else(|| site.limits.clone()),
             access: self.access.or_else(|| site.access.clone()),
             limit_status: self.limit_status.or(site.limit_status),
+            limit_action: self.limit_action.or(site.limit_action),
             client_max_body_size: self.client_max_body_size.or(site.client_max_body_size),
             request_buffering: self.request_buffering.or(site.request_buffering),
             timeouts: self.timeouts.over(site.timeouts),
@@ -361,6 +366,7 @@ mod tests {
             }]),
             access: Some(Vec::new()),
             limit_status: Some(StatusCode::SERVICE_UNAVAILABLE),
+            limit_action: Some(LimitAction::Tarpit),
             client_max_body_size: Some(MaxBodySize::Unlimited),
             request_buffering: Some(RequestBuffering::Off),
             timeouts: Timeouts {
@@ -373,18 +379,21 @@ mod tests {
         let inherited = Rules::default().inherit(&site);
         assert_eq!(inherited.limits, site.limits);
         assert_eq!(inherited.limit_status, site.limit_status);
+        assert_eq!(inherited.limit_action, Some(LimitAction::Tarpit));
         assert_eq!(inherited.client_max_body_size, site.client_max_body_size);
         assert_eq!(inherited.request_buffering, Some(RequestBuffering::Off));
         assert_eq!(inherited.timeouts, site.timeouts);
         let own = Rules {
             limits: Some(Vec::new()),
             limit_status: Some(StatusCode::TOO_MANY_REQUESTS),
+            limit_action: Some(LimitAction::Close),
             request_buffering: Some(RequestBuffering::On),
             ..Rules::default()
         };
         let replaced = own.inherit(&site);
         assert_eq!(replaced.limits, Some(Vec::new()));
         assert_eq!(replaced.limit_status, Some(StatusCode::TOO_MANY_REQUESTS));
+        assert_eq!(replaced.limit_action, Some(LimitAction::Close));
         assert_eq!(replaced.request_buffering, Some(RequestBuffering::On));
     }
 }

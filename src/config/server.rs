@@ -11,7 +11,8 @@ use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section};
 use super::values::duration_or;
 use super::{headers, limits, listeners, values};
-use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server};
+use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server, Tarpit};
+use super::limit_action::DEFAULT_HOLD_SECS;
 
 const MIN_HEADER_BYTES: u64 = 1 << 10;
 const MAX_HEADER_BYTES: u64 = 1 << 20;
@@ -51,6 +52,11 @@ const HEADERS: Bounded<i64> = Bounded {
     key: "max_headers",
     default: 256,
     range: 1..=MAX_HEADERS,
+};
+const TARPIT_MAX: Bounded<i64> = Bounded {
+    key: "tarpit_max",
+    default: 1024,
+    range: 1..=1 << 20,
 };
 const STREAMS: Bounded<i64> = Bounded {
     key: "http2_max_concurrent_streams",
@@ -103,6 +109,8 @@ pub(super) fn server(
         Some(value) => limits::limit_status(value, diag),
         None => Some(StatusCode::TOO_MANY_REQUESTS),
     };
+    let tarpit_hold = duration_or(&raw.tarpit_hold, DEFAULT_HOLD_SECS, diag);
+    let tarpit_max = count(&raw.tarpit_max, &TARPIT_MAX, diag);
     let server_header = server_header(raw.server_header.as_ref(), diag);
     let forwarded_headers = match &raw.forwarded_headers {
         Some(list) => headers::forwarded_headers(list, diag),
@@ -130,6 +138,11 @@ pub(super) fn server(
         http2_max_concurrent_streams: u32::try_from(streams?).ok()?,
         shutdown_timeout: shutdown_timeout?,
         limit_status: limit_status?,
+        limit_action: raw.limit_action.unwrap_or_default(),
+        tarpit: Tarpit {
+            hold: tarpit_hold?,
+            max: tarpit_max?,
+        },
         ratelimit_headers: ratelimit_headers(raw.ratelimit_headers),
         server_header: server_header?,
         forwarded_headers: forwarded_headers?,

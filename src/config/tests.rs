@@ -387,6 +387,7 @@ mod bans;
 mod body;
 mod concurrency;
 mod errors;
+mod limit_action;
 mod limits;
 mod maps;
 mod listeners;

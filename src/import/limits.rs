@@ -1,6 +1,7 @@
 //! `limit_req_zone` / `limit_req` and `limit_conn_zone` / `limit_conn`: tollgate's zones
 //! (leaky bucket, nginx's own algorithm; `concurrency` for `limit_conn`) and each
-//! location's `limit` list, with nginx's status (503) and no rate-limit headers.
+//! location's `limit` list, with nginx's status (503; 444, no answer, is
+//! `limit_action = "close"`) and no rate-limit headers.
 
 use tollgate_nginx::Directive;
 
@@ -10,9 +11,12 @@ use super::report::Status;
 use super::values;
 use super::state::Walk;
 use crate::config::raw::{RawLimit, RawLocation};
+use crate::config::LimitAction;
 
 /// tollgate's smallest zone.
 const MIN_SIZE: u64 = 32 * 1024;
+/// `limit_req_status 444`: no answer, the connection closed (`NGX_HTTP_CLOSE`).
+const CLOSE: i64 = 444;
 
 /// `limit_req_zone KEY zone=NAME:SIZE rate=R` or `limit_conn_zone KEY zone=NAME:SIZE`.
 pub(super) fn zone(w: &mut Walk<'_>, d: &Directive) -> Status {
@@ -123,7 +127,10 @@ pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level) -> Optio
                     "limit_req_status" => own.limit_req_status = Some(code),
                     _ => own.limit_conn_status = Some(code),
                 }
-                Status::Exact(None)
+                match code == CLOSE {
+                    true => Status::Exact(Some("no answer, the connection closed: `limit_action = \"close\"`".to_owned())),
+                    false => Status::Exact(None),
+                }
             }
             _ => Status::Unsupported(format!("`{code}`: 400 to 599")),
         },
@@ -170,6 +177,10 @@ pub(super) fn write(w: &mut Walk<'_>, raw: &mut RawLocation, level: &Level) {
     if !items.is_empty() {
         w.build.limits_used = true;
     }
-    raw.limit_status = status.filter(|s| *s != 503).map(sp);
+    // nginx's 444 answers nothing and closes the connection: tollgate's `"close"`.
+    if status == Some(CLOSE) {
+        raw.limit_action = Some(LimitAction::Close);
+    }
+    raw.limit_status = status.filter(|s| *s != 503 && *s != CLOSE).map(sp);
     raw.limit = Some(sp(items.into_iter().map(sp).collect()));
 }

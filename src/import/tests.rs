@@ -149,6 +149,27 @@ fn limits_become_zones_and_limit_lists_with_nginx_status() {
 }
 
 #[test]
+fn limit_req_status_444_closes_unanswered_as_limit_action_close() {
+    let imported = import(
+        "http {
+    limit_req_zone $binary_remote_addr zone=per_ip:10m rate=10r/s;
+    server {
+        listen 80;
+        location / {
+            limit_req zone=per_ip;
+            limit_req_status 444;
+            proxy_pass http://127.0.0.1:3000;
+        }
+    }
+}
+",
+    );
+    has(&imported, "limit = [{ zone = \"per_ip\" }]\nlimit_action = \"close\"\n");
+    assert!(!imported.toml.contains("limit_status = 444"), "{}", imported.toml);
+    exact(&imported, 7, "limit_req_status");
+}
+
+#[test]
 fn access_rules_and_real_ip() {
     let imported = import(
         "http {

@@ -24,6 +24,9 @@ use crate::wire::body::BodyError;
 /// nginx's status for "client closed the connection before the response".
 const CLIENT_CLOSED: u16 = 499;
 
+/// nginx's status for "closed without an answer" (`return 444`).
+const UNANSWERED: u16 = 444;
+
 /// A log line being filled in. Boxed so the request future stays small.
 struct Entry {
     log: Arc<AccessLog>,
@@ -151,12 +154,24 @@ impl<'a> Pending<'a> {
             entry,
             sent: 0,
             ended: false,
+            unanswered: false,
             lease,
             in_flight,
             counted,
             status,
             start: self.start,
         })
+    }
+
+    /// No answer at all (`limit_action = "close"`): logged and counted as 444 with no
+    /// bytes, as nginx logs it; the connection closes (HTTP/2: resets the stream) instead
+    /// of sending it. A flag rather than an extension: a refusal allocates nothing for it.
+    pub(super) fn unanswered(self) -> Response<Logged> {
+        let mut response = Response::new(ResponseBody::Empty);
+        *response.status_mut() = StatusCode::from_u16(UNANSWERED).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut response = self.finish(response, None);
+        response.body_mut().unanswered = true;
+        response
     }
 }
 
@@ -180,6 +195,8 @@ pub struct Logged {
     sent: u64,
     /// The body has been read to its end.
     ended: bool,
+    /// Not to be sent: the connection closes unanswered ([`Pending::unanswered`]).
+    unanswered: bool,
     /// The upstream server's load count and connection, released when the body ends.
     lease: Option<Lease>,
     /// Released when the body ends (dropped with it).
@@ -191,6 +208,11 @@ pub struct Logged {
 }
 
 impl Logged {
+    /// The answer is not to be sent ([`Pending::unanswered`]).
+    pub(crate) fn is_unanswered(&self) -> bool {
+        self.unanswered
+    }
+
     /// Appends the header lines its answer has written beforehand ([`Rendered`]), which
     /// HTTP/1.1 sends as they are.
     ///

@@ -19,6 +19,7 @@ pub(crate) mod rewrite;
 mod settle;
 pub(crate) mod site;
 mod slash_redirect;
+pub(crate) mod tarpit;
 mod text;
 pub(crate) mod timeouts;
 pub(crate) mod tunnel;
@@ -32,7 +33,7 @@ use http::{Request, Response, StatusCode};
 
 use crate::access;
 use crate::admission::Policy;
-use crate::config::{Address, Forwarded, MaxBodySize, RequestBuffering};
+use crate::config::{Address, Forwarded, LimitAction, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
@@ -46,6 +47,7 @@ use fill::{fill, retarget, Action};
 use request_id::RequestId;
 use fill::{host_of, vars_of};
 use rewrite::Rewrite;
+use tarpit::Acted;
 
 pub(crate) use error::ProxyError;
 pub(crate) use limit_phase::ApiKeys;
@@ -79,6 +81,8 @@ pub(crate) struct Pipeline {
     pub access_log: Option<Arc<AccessLog>>,
     /// With `[acme]`: the http-01 answers under way, given on plain listeners first.
     pub acme: Option<Arc<crate::acme::Published>>,
+    /// `limit_action = "tarpit"`: how long, and how many at once.
+    pub tarpit: tarpit::Tarpit,
 }
 
 /// One `[[location]]`, ready to use.
@@ -98,6 +102,8 @@ pub(crate) struct Location {
     pub denied: Vec<Option<Arc<PerWorker<Counter>>>>,
     /// The status of a rejection here.
     pub limit_status: StatusCode,
+    /// What a request refused by a limit gets here (`tarpit`).
+    pub limit_action: LimitAction,
     /// The texts of its limited answers that are the same every time.
     pub prewritten: limit_response::Prewritten,
     /// Headers set on the request upstream and on the responses served here.
@@ -202,10 +208,18 @@ pub(crate) struct Conn {
     /// The buffer its requests render their zone keys into (`limit::keys::Keys`), lent
     /// to one request at a time: a keep-alive connection's requests allocate none.
     keys: std::sync::Mutex<Vec<u8>>,
+    /// Turns true when the connection's worker drains: a held request ends then.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Conn {
-    pub(crate) fn new(peer: SocketAddr, worker: usize, address: Address, server_port: u16) -> Conn {
+    pub(crate) fn new(
+        peer: SocketAddr,
+        worker: usize,
+        address: Address,
+        server_port: u16,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Conn {
         Conn {
             peer,
             worker,
@@ -214,6 +228,7 @@ impl Conn {
             server_port,
             peer_value: headers::ip_value(access::canonical(peer.ip())),
             keys: std::sync::Mutex::default(),
+            stop,
         }
     }
 
@@ -271,6 +286,14 @@ impl Pipeline {
         if let Some(arrival) = arrival {
             conn.return_key_buffer(arrival.keys.into_buffer());
         }
+        // `limit_action`: a refusal closed unanswered, or held before its answer.
+        let acted = match location.limit_action {
+            LimitAction::Answer => Acted::Answer,
+            _ => self.act(location, &mut limited, conn).await,
+        };
+        if acted == Acted::Close {
+            return log.unanswered();
+        }
         // A rejection takes the request's header map for its own, unless its header
         // values read the request.
         let mut spare = http::HeaderMap::new();
@@ -281,6 +304,9 @@ impl Pipeline {
         if let Some(mut refusal) = self.refusal(location, &limited, scratch) {
             let asked = own::Asked::new(&req, conn, client, &path);
             own::add(own::Place::location(location), &mut refusal, &asked, &log);
+            if acted == Acted::Held {
+                tarpit::closing(&mut refusal, req.version());
+            }
             return log.finish(refusal, None);
         }
         if let Some(delay) = limit_response::delay(&limited) {

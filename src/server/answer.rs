@@ -27,9 +27,10 @@ pub(super) fn settle(
     if ends_connection {
         state.linger_on_close();
     }
-    match response.extensions().get::<Unanswered>() {
-        Some(_) => Err(Unanswered),
-        None => Ok(()),
+    // `return 444` marks its answer; a limited request's 444 is a flag of its body.
+    match response.body().is_unanswered() || response.extensions().get::<Unanswered>().is_some() {
+        true => Err(Unanswered),
+        false => Ok(()),
     }
 }
 

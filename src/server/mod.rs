@@ -147,6 +147,7 @@ impl Gateway {
             redis: None,
             acme: acme.published(),
             upstreams: &[],
+            held: None,
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers, |_| sharing)?;
@@ -276,6 +277,7 @@ impl Gateway {
             redis: current.redis.as_ref(),
             acme: self.state.acme.published(),
             upstreams: &current.upstreams,
+            held: Some(&current.pipeline.tarpit.held),
         };
         let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
         // After the snapshot built (else nothing changes), before it is in force: the

@@ -193,7 +193,8 @@ impl Accepting {
                         }
                     }
                     let _ = stream.set_nodelay(true);
-                    let conn = Conn::new(peer, self.worker, self.address, server_port);
+                    let stop = self.stop.clone();
+                    let conn = Conn::new(peer, self.worker, self.address, server_port, stop);
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();

@@ -27,6 +27,7 @@ mod header_rules;
 mod import;
 mod import_conformance;
 mod large_body;
+mod limit_action;
 mod limit_by_answer;
 mod limit_concurrency;
 mod limit_memory;

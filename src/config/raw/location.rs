@@ -5,7 +5,7 @@ use serde::de;
 use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
-use super::super::RequestBuffering;
+use super::super::{LimitAction, RequestBuffering};
 use super::{ser, Loose, RawCookieRewrites, RawRedirectRewrite, Span};
 
 /// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
@@ -36,6 +36,7 @@ pub(crate) struct RawSite {
     pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
     pub limit_status: Option<Spanned<i64>>,
+    pub limit_action: Option<LimitAction>,
     pub request_headers: Option<Spanned<HeaderTable>>,
     pub response_headers: Option<Spanned<ResponseHeaderTable>>,
     pub hide_headers: Option<Spanned<Vec<Spanned<String>>>>,
@@ -78,6 +79,8 @@ pub(crate) struct RawLocation {
     /// Whether the client sees `cost_from`'s header too.
     pub keep_cost_header: Option<Spanned<bool>>,
     pub limit_status: Option<Spanned<i64>>,
+    /// What a refused request gets (`config/limit_action.rs`).
+    pub limit_action: Option<LimitAction>,
     /// Header name to value (`""` removes) on the request to the upstream.
     pub request_headers: Option<Spanned<HeaderTable>>,
     /// Header name to value (or `{ value, when }`) on the responses the location serves.
@@ -110,6 +113,7 @@ pub(crate) struct RawRules<'a> {
     pub limit: Option<&'a Spanned<Vec<Spanned<RawLimit>>>>,
     pub access: Option<&'a Spanned<Vec<Spanned<String>>>>,
     pub limit_status: Option<&'a Spanned<i64>>,
+    pub limit_action: Option<LimitAction>,
     pub request_headers: Option<&'a Spanned<HeaderTable>>,
     pub response_headers: Option<&'a Spanned<ResponseHeaderTable>>,
     pub hide_headers: Option<&'a Spanned<Vec<Spanned<String>>>>,
@@ -136,6 +140,7 @@ macro_rules! rules_of {
                     limit: self.limit.as_ref(),
                     access: self.access.as_ref(),
                     limit_status: self.limit_status.as_ref(),
+                    limit_action: self.limit_action,
                     request_headers: self.request_headers.as_ref(),
                     response_headers: self.response_headers.as_ref(),
                     hide_headers: self.hide_headers.as_ref(),

@@ -23,7 +23,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
-use super::{Algorithm, OnError, RequestBuffering};
+use super::{Algorithm, LimitAction, OnError, RequestBuffering};
 
 mod either;
 mod location;
@@ -122,6 +122,9 @@ pub(crate) struct RawServer {
     pub http2_max_concurrent_streams: Option<Spanned<i64>>,
     pub shutdown_timeout: Option<Loose>,
     pub limit_status: Option<Spanned<i64>>,
+    pub limit_action: Option<LimitAction>,
+    pub tarpit_hold: Option<Loose>,
+    pub tarpit_max: Option<Spanned<i64>>,
     pub ratelimit_headers: Option<RawRateLimitHeaders>,
     /// `""`: no `Server` header.
     pub server_header: Option<Spanned<String>>,

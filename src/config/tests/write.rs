@@ -241,7 +241,8 @@ fn the_integration_tests_files_read_the_same_once_written() {
 fn every_word_and_form_reads_the_same_once_written() {
     let mut text = String::from(
         "[server]\nlisten = [\"127.0.0.1:8080\"]\nratelimit_headers = \"legacy\"\n\
-         request_buffering = \"off\"\n[log]\nformat = \"json\"\n\
+         request_buffering = \"off\"\nlimit_action = \"tarpit\"\ntarpit_hold = \"3s\"\n\
+         tarpit_max = 16\n[log]\nformat = \"json\"\n\
          [redis]\nurl = \"redis://127.0.0.1:6379\"\non_error = \"allow\"\n\
          [upstreams.a]\nservers = [\"127.0.0.1:3000\", { addr = \"127.0.0.1:3001\", weight = 2 }]\n\
          balance = \"least_conn\"\nmax_in_flight = 10\nqueue = 5\n\
@@ -267,10 +268,13 @@ fn every_word_and_form_reads_the_same_once_written() {
     text += "[zones.local]\nkey = \"$uri\"\nrate = \"1r/s\"\nbackend = \"local\"\n\
              [zones.conns]\nkey = \"$remote_addr\"\nalgorithm = \"concurrency\"\nmax = 3\n\
              [[location]]\nmatch = \"/\"\nupstream = \"a\"\nrequest_buffering = \"on\"\n\
+             limit_action = \"close\"\n\
              limit = [{ zone = \"conns\" }, { zone = \"local\", soft = \"10%\" }]\n";
     let written = round_trip(&text, Path::new(ORIGIN));
     for word in [
         "\"deny\"",
+        "\"tarpit\"",
+        "\"close\"",
         "\"sliding_log\"",
         "\"auto\"",
         "\"ip_hash\"",

@@ -24,7 +24,6 @@ use tokio::sync::watch;
 use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, RequestGuard, TimedIo};
-use crate::proxy::response::Unanswered;
 use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::{Conn, Logged};
 use crate::snapshot::ConnSettings;
@@ -72,7 +71,10 @@ pub(super) async fn serve<T>(
                 .pipeline
                 .handle(req.map(ClientBody::Http2), &conn)
                 .await;
-            settle(&response, &conn_state, Protocol::Http2)?;
+            // An unanswered stream is reset as nginx resets it (`NGX_HTTP_CLOSE` marks its
+            // stream timed out, so its RST_STREAM says PROTOCOL_ERROR).
+            settle(&response, &conn_state, Protocol::Http2)
+                .map_err(|_| h2::Error::from(h2::Reason::PROTOCOL_ERROR))?;
             let watch = SendWatch::current();
             if let (Some(watch), Some(own)) = (&watch, response.extensions().get::<SendTimeout>()) {
                 watch.own_timeout(own.0);
@@ -86,7 +88,7 @@ pub(super) async fn serve<T>(
                 }
             }
             let response = Response::from_parts(parts, body);
-            Ok::<_, Unanswered>(response.map(|inner| Guarded {
+            Ok::<_, h2::Error>(response.map(|inner| Guarded {
                 inner,
                 watch,
                 _guard: guard,
