@@ -3,10 +3,11 @@
 //! which hands every request to the pipeline of the snapshot in force and closes
 //! gracefully when the worker drains.
 
+use std::future::poll_fn;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::preface::{self, Sniffed};
@@ -24,7 +25,7 @@ use crate::wire::Protocol;
 /// is HTTP/1.x, and an HTTP/2 preface an HTTP/1.1 request line like any other).
 pub(super) async fn serve<T>(
     stream: T,
-    conn: Conn,
+    conn: Arc<Conn>,
     conn_state: Arc<ConnState>,
     state: Arc<GatewayState>,
     mut shutdown: watch::Receiver<bool>,
@@ -40,7 +41,9 @@ pub(super) async fn serve<T>(
         keepalive: settings.keepalive_timeout,
         send: settings.send_timeout,
     };
-    let mut io = TimedIo::new(stream, conn_state.clone(), limits);
+    // Boxed: passed down by value through the protocol's layers of futures, each of which
+    // would otherwise keep a copy of it for the connection's life.
+    let mut io = Box::new(TimedIo::new(stream, conn_state.clone(), limits));
     io.set_server(snapshot.pipeline.server_header.clone());
     drop(snapshot);
     let (protocol, read) = match sniff(&mut io, alpn, http2).await {
@@ -72,7 +75,8 @@ pub(super) async fn serve<T>(
                 conn_state,
                 settings,
             };
-            h2::serve(io, read, setup, &mut shutdown).await;
+            // Boxed: an HTTP/1.1 connection's task does not carry hyper's connection.
+            Box::pin(h2::serve(io, read, setup, &mut shutdown)).await;
         }
     }
 }
@@ -91,9 +95,10 @@ async fn sniff<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(1024);
+    // No buffer until the first bytes come (`poll_read_waiting`).
+    let mut buf = BytesMut::new();
     loop {
-        if io.read_buf(&mut buf).await? == 0 {
+        if poll_fn(|cx| h1::poll_read_waiting(io, &mut buf, cx)).await? == 0 {
             return Ok(None);
         }
         if !http2 {

@@ -363,6 +363,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<T> {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
             this.prefix.advance(n);
+            if !this.prefix.has_remaining() {
+                // Its buffer is let go rather than held for the connection's life.
+                this.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();

@@ -123,7 +123,7 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 async fn serve_tls(
     stream: tokio::net::TcpStream,
     http2: bool,
-    conn: Conn,
+    conn: Arc<Conn>,
     state: Arc<GatewayState>,
     stop: watch::Receiver<bool>,
     sheddable: Arc<Sheddable>,
@@ -137,7 +137,9 @@ async fn serve_tls(
         (false, Some(acceptor)) => acceptor,
         _ => &tls.acceptor,
     };
-    match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
+    // The handshake's state is boxed, and let go once it is over.
+    let handshake = Box::pin(acceptor.accept(stream));
+    match tokio::time::timeout(tls.handshake_timeout, handshake).await {
         Ok(Ok(mut stream)) => {
             let alpn = stream.get_ref().1.alpn_protocol();
             if alpn == Some(crate::acme::ACME_TLS_ALPN) {
@@ -149,6 +151,9 @@ async fn serve_tls(
             let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
             let conn_state = ConnState::new();
             sheddable.add(&conn_state);
+            // Boxed: rustls's connection is large, and each layer of futures below
+            // would keep a copy of it.
+            let stream = Box::new(stream);
             conn::serve(stream, conn, conn_state, state, stop, alpn, http2).await
         }
         Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
@@ -194,7 +199,9 @@ impl Accepting {
                     }
                     let _ = stream.set_nodelay(true);
                     let stop = self.stop.clone();
-                    let conn = Conn::new(peer, self.worker, self.address, server_port, stop);
+                    // Shared (and HTTP/2's streams share it): the task's layers of futures
+                    // each keep a pointer, not a copy.
+                    let conn = Arc::new(Conn::new(peer, self.worker, self.address, server_port, stop));
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
@@ -217,7 +224,12 @@ impl Accepting {
                                 conn::serve(stream, conn, conn_state, state, stop, None, http2)
                                     .await;
                             }
-                            None => serve_tls(stream, http2, conn, state, stop, sheddable).await,
+                            // Boxed: a plain connection's task does not carry a TLS
+                            // connection's state.
+                            None => {
+                                Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable))
+                                    .await
+                            }
                         }
                         open.add(-1);
                         drop((slot, alive));

@@ -7,14 +7,17 @@
 //! One task owns the socket: while the pipeline works on a request, the connection feeds
 //! it the body it asks for, and otherwise watches for the client going away (which drops
 //! the request, as nginx ends a request whose client closed). The read buffer, the write
-//! buffer and the header map are the connection's, reused by each request in turn. When
-//! the worker drains, the answer under way is finished and no further request taken.
+//! buffer and the header map are the connection's, reused by pipelined requests; between
+//! requests a keep-alive connection lets them go, as nginx does, and waits for the next
+//! request holding no buffer ([`Connection::let_go`]). When the worker drains, the answer
+//! under way is finished and no further request taken.
 
 mod head;
 mod outbox;
 #[cfg(test)]
 mod props;
 mod response;
+mod spare;
 mod upload;
 
 use std::future::{poll_fn, Future};
@@ -30,6 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 pub(super) use head::HeadLimits;
+pub(super) use upload::poll_read_waiting;
 
 use super::answer::settle;
 use super::beside::Beside;
@@ -44,9 +48,9 @@ use crate::wire::Protocol;
 use head::{Head, Malformed};
 use outbox::Outbox;
 use response::{frame_end, frame_piece, Asked, Framing};
-use upload::{poll_read, Pumped, Upload};
+use upload::{Pumped, Upload};
 
-/// Most bytes of buffer room an idle connection keeps.
+/// Most bytes of buffer room a connection keeps between two requests.
 const KEPT_IDLE: usize = 16 * 1024;
 
 /// What a connection serves with.
@@ -60,7 +64,7 @@ pub(super) struct Setup<'a> {
 /// Serves requests on `io` until the client closes, a limit ends it, the worker drains
 /// (`shutdown`), or an upgrade hands it over. `read` holds bytes already read from it.
 pub(super) async fn serve<T>(
-    io: TimedIo<T>,
+    io: Box<TimedIo<T>>,
     read: BytesMut,
     setup: Setup<'_>,
     shutdown: &mut watch::Receiver<bool>,
@@ -70,17 +74,17 @@ pub(super) async fn serve<T>(
     // Set when the worker drains: the connection finishes the answer under way and
     // takes no further request.
     let draining = AtomicBool::new(false);
-    let served = serve_requests(io, read, &setup, &draining);
+    // Pinned here and lent, not moved: a future moved into another async fn is kept twice.
+    let served = pin!(serve_requests(io, read, &setup, &draining));
     drive(served, &draining, shutdown).await;
 }
 
 /// Polls the connection; when the drain starts, sets `draining` and polls on.
 async fn drive(
-    served: impl Future<Output = ()>,
+    mut served: Pin<&mut impl Future<Output = ()>>,
     draining: &AtomicBool,
     shutdown: &mut watch::Receiver<bool>,
 ) {
-    let mut served = pin!(served);
     let drain = pin!(shutdown.wait_for(|stop| *stop));
     let mut drain = Beside::new(drain);
     poll_fn(|cx| loop {
@@ -95,7 +99,12 @@ async fn drive(
     .await;
 }
 
-async fn serve_requests<T>(io: TimedIo<T>, read: BytesMut, setup: &Setup<'_>, draining: &AtomicBool)
+async fn serve_requests<T>(
+    io: Box<TimedIo<T>>,
+    read: BytesMut,
+    setup: &Setup<'_>,
+    draining: &AtomicBool,
+)
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -115,7 +124,7 @@ where
                 let mut io = conn.io;
                 // What the client sent after its handshake is the tunnel's.
                 io.replay(conn.read.split().freeze(), Protocol::Http1);
-                handover.hand_over(Box::new(io));
+                handover.hand_over(io);
                 return;
             }
         }
@@ -125,7 +134,7 @@ where
 }
 
 struct Connection<T> {
-    io: TimedIo<T>,
+    io: Box<TimedIo<T>>,
     read: BytesMut,
     out: Outbox,
     /// An empty map for the next head (the last answer's, cleared).
@@ -150,7 +159,7 @@ enum NoHead {
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
-    /// One request and its answer.
+    /// One request and its answer: the head is waited for here, the rest in [`Self::answer`].
     async fn exchange(&mut self, setup: &Setup<'_>, draining: &AtomicBool) -> Next {
         if !self.read.is_empty() {
             setup.conn_state.head_begun();
@@ -174,6 +183,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         let Some(head) = &mut head else {
             return Next::Close;
         };
+        // Boxed: held in this future, the pipeline's state would make every connection's
+        // task as large as the largest request's, idle or not. One allocation per request.
+        Box::pin(self.answer(head, setup, draining)).await
+    }
+
+    /// The request of a head read, answered.
+    async fn answer(&mut self, head: &mut Head, setup: &Setup<'_>, draining: &AtomicBool) -> Next {
         let _guard = setup.conn_state.begin();
         let asked = Asked::of(&head.method, head.version, head.keep_alive);
         let (body, mut upload) = Upload::new(head.framing, head.expect_continue);
@@ -235,13 +251,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
     }
 
-    /// Between requests: a buffer that a large answer or upload grew is let go, so that an
-    /// idle connection holds little.
+    /// Between requests. Unless the next head is here already (pipelining), the read and
+    /// write buffers and the header map go to the worker's spares ([`spare`]): a
+    /// keep-alive connection waits holding none of them, as nginx's, and takes them back
+    /// once its next request's bytes come ([`poll_read_waiting`]). Otherwise only a
+    /// buffer that a large answer grew is let go.
     fn let_go(&mut self) {
-        self.out.shrink_to(KEPT_IDLE);
-        if self.read.is_empty() && self.read.capacity() > KEPT_IDLE {
-            self.read = BytesMut::new();
+        if !self.read.is_empty() {
+            self.out.shrink_to(KEPT_IDLE);
+            return;
         }
+        spare::give_read(std::mem::take(&mut self.read));
+        if let Some(small) = self.out.take_small() {
+            spare::give_write(small);
+        }
+        spare::give_map(std::mem::take(&mut self.headers));
     }
 
     /// Reads until a whole head is in the buffer, parsed into `slot`; `slot` is left
@@ -259,6 +283,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                 return Poll::Ready(Ok(()));
             }
             if !self.read.is_empty() {
+                if self.headers.capacity() == 0 {
+                    self.headers = spare::header_map();
+                }
                 let parsed = head::parse(
                     &mut self.read,
                     self.limits,
@@ -274,7 +301,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
                     Err(malformed) => return Poll::Ready(Err(NoHead::Malformed(malformed))),
                 }
             }
-            match std::task::ready!(poll_read(&mut self.io, &mut self.read, cx)) {
+            match std::task::ready!(poll_read_waiting(&mut self.io, &mut self.read, cx)) {
                 Ok(0) => return Poll::Ready(Ok(())),
                 Ok(_) => {}
                 Err(_) => return Poll::Ready(Err(NoHead::Failed)),
@@ -309,17 +336,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     }
 
     /// Whether the client closed (or broke) the connection while its request is under
-    /// way. Reads only into room the buffer has (it is not grown for this); bytes that
-    /// come are the next request's, kept, and then nothing more is watched.
+    /// way. Bytes that come are the next request's, kept, and then nothing more is
+    /// watched.
     fn gone(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.read.is_empty() || self.read.capacity() == self.read.len() {
+        if !self.read.is_empty() {
             return false;
         }
-        let read = pin!(tokio::io::AsyncReadExt::read_buf(
-            &mut self.io,
-            &mut self.read
-        ));
-        matches!(read.poll(cx), Poll::Ready(Ok(0) | Err(_)))
+        let read = poll_read_waiting(&mut self.io, &mut self.read, cx);
+        matches!(read, Poll::Ready(Ok(0) | Err(_)))
     }
 
     /// Writes the answer; `Ok(true)` if the connection can carry another request. Its

@@ -23,9 +23,22 @@ pub(super) struct Outbox {
 }
 
 impl Outbox {
-    /// Where small bytes are gathered.
+    /// Where small bytes are gathered; let go ([`Outbox::take_small`]), it is a spare
+    /// again (`spare`), with room for a usual head.
     pub(super) fn small(&mut self) -> &mut Vec<u8> {
+        if self.small.capacity() == 0 {
+            self.small = super::spare::write_buffer();
+        }
         &mut self.small
+    }
+
+    /// The gathering buffer, if all of it has been written: the box keeps none.
+    pub(super) fn take_small(&mut self) -> Option<Vec<u8>> {
+        if !self.is_empty() {
+            return None;
+        }
+        self.small_at = 0;
+        Some(std::mem::take(&mut self.small))
     }
 
     /// Queues a large piece (and its suffix) after the small bytes gathered so far.
@@ -124,7 +137,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_grown_buffer_is_let_go_once_empty() {
+    async fn a_grown_buffer_is_let_go_once_empty_and_taken_only_once_written() {
         let mut out = Outbox::default();
         out.small().extend_from_slice(&[b'x'; FLUSH_AT]);
         out.shrink_to(16 * 1024);
@@ -135,6 +148,11 @@ mod tests {
         };
         poll_fn(|cx| out.poll_drain(&mut io, cx)).await.unwrap();
         out.shrink_to(16 * 1024);
+        assert_eq!(out.small.capacity(), 0);
+        out.small().extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        assert!(out.take_small().is_none(), "not while it holds bytes");
+        poll_fn(|cx| out.poll_drain(&mut io, cx)).await.unwrap();
+        assert!(out.take_small().is_some_and(|small| small.capacity() > 0));
         assert_eq!(out.small.capacity(), 0);
     }
 

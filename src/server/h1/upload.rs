@@ -293,6 +293,28 @@ pub(super) fn poll_read<T: AsyncRead + Unpin>(
     std::pin::pin!(io.read_buf(read)).poll(cx)
 }
 
+/// Reads as [`poll_read`], but a connection waiting for a request with no buffer (a new
+/// one, or one that let its buffer go: `Connection::let_go`) takes one of the worker's
+/// spares (`spare`) for the read, and gives it back if nothing came: waiting costs no
+/// buffer, as nginx's keep-alive connections wait without one.
+pub(in crate::server) fn poll_read_waiting<T: AsyncRead + Unpin>(
+    io: &mut T,
+    read: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    if !read.is_empty() || read.capacity() >= MIN_SPARE {
+        return poll_read(io, read, cx);
+    }
+    let mut buffer = super::spare::read_buffer();
+    let polled = poll_read(io, &mut buffer, cx);
+    if buffer.is_empty() {
+        super::spare::give_read(buffer);
+    } else {
+        *read = buffer;
+    }
+    polled
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

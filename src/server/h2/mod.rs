@@ -6,7 +6,7 @@
 mod send_timeout;
 
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -34,7 +34,7 @@ use send_timeout::{SendWatch, StreamExec};
 
 /// What a connection serves with.
 pub(super) struct Setup {
-    pub conn: Conn,
+    pub conn: Arc<Conn>,
     pub state: Arc<GatewayState>,
     pub conn_state: Arc<ConnState>,
     /// The connection settings of the snapshot in force when it was accepted.
@@ -44,7 +44,7 @@ pub(super) struct Setup {
 /// Serves streams on `io` until the client closes, the connection fails, or the worker's
 /// drain ends it. `read` holds bytes already read from it (the preface, at least).
 pub(super) async fn serve<T>(
-    mut io: TimedIo<T>,
+    mut io: Box<TimedIo<T>>,
     read: BytesMut,
     setup: Setup,
     shutdown: &mut watch::Receiver<bool>,
@@ -58,7 +58,6 @@ pub(super) async fn serve<T>(
         conn_state,
         settings,
     } = setup;
-    let conn = Arc::new(conn);
     let peer = conn.peer;
     let service = service_fn(move |req: Request<Incoming>| {
         let guard = conn_state.begin();
@@ -104,7 +103,9 @@ pub(super) async fn serve<T>(
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.http2_max_concurrent_streams)
         .max_header_list_size(settings.max_header_bytes as u32);
-    let result = drive(builder.serve_connection(io, service), shutdown).await;
+    // Pinned here and lent, not moved: a future moved into another async fn is kept twice.
+    let conn = pin!(builder.serve_connection(io, service));
+    let result = drive(conn, shutdown).await;
     if let Err(err) = result {
         tracing::debug!(%peer, error = %err, "connection ended with an error");
     }
@@ -113,10 +114,9 @@ pub(super) async fn serve<T>(
 /// Polls the connection; when the drain starts, asks it to finish what it is doing
 /// (GOAWAY) and polls on.
 async fn drive<C: Graceful>(
-    conn: C,
+    mut conn: Pin<&mut C>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
-    tokio::pin!(conn);
     let drain = shutdown.wait_for(|stop| *stop);
     tokio::pin!(drain);
     let mut drain = Beside::new(drain);
