@@ -24,7 +24,8 @@
 #   3. ROUNDS rounds (default 4), each: open the connections BATCH at a time (default 100; all
 #      of a batch answered before the next opens), each making one real request, GET / proxied to
 #      the upstream, its 200 read fully, then left open and idle; IDLE_WAIT s later (default 2)
-#      PSS again; then close them all (client side, FIN), wait CLOSE_WAIT s (default 5), read RSS.
+#      PSS again; then close them all (client side, FIN), wait CLOSE_WAIT s (default 5; longer
+#      than tollgate's allocator takes to purge freed pages, jemalloc's dirty_decay_ms of 1 s), read RSS.
 #      Per idle connection = (PSS held - PSS before opening) / connections, of round 1. Memory not
 #      given back shows as RSS after close / RSS at start, per round (goal: within 1.2).
 # The client is python3 (non-blocking sockets, selectors, the ssl module; HTTP/2 frames and HPACK
