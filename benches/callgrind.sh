@@ -4,7 +4,10 @@
 # twice per scenario, once for FEW and once for MANY requests, and (total(MANY) - total(FEW)) /
 # (MANY - FEW) is what one request costs, start-up and shut-down cancelled out. Allocations per
 # request are counted the same way: calls into malloc, calloc, realloc, posix_memalign and
-# aligned_alloc (nginx takes its per-request pools from posix_memalign).
+# aligned_alloc (nginx takes its per-request pools from posix_memalign), and into the entry points
+# Rust's global allocator calls when it is jemalloc (tikv-jemallocator: _rjem_malloc, _rjem_mallocx,
+# _rjem_calloc, _rjem_realloc, _rjem_rallocx) or mimalloc (mi_malloc_aligned, mi_zalloc_aligned,
+# mi_realloc_aligned), so that the count means the same whichever allocator the binary has.
 #
 # Scenarios (SCENARIOS, default the first four):
 #   plain         proxied to a keep-alive upstream (the bench_upstream example);
@@ -208,7 +211,7 @@ cat >"$WORK/allocs.awk" <<'EOF'
     names[id] = name
 }
 /^cfn=/ { id = $1; sub(/^cfn=/, "", id); callee = names[id] }
-/^calls=/ && callee ~ /^(malloc|calloc|realloc|posix_memalign|aligned_alloc)$/ {
+/^calls=/ && callee ~ /^((_rjem_)?(malloc|calloc|realloc|posix_memalign|aligned_alloc)|_rjem_(mallocx|rallocx)|mi_(malloc|zalloc|realloc)_aligned)$/ {
     n = $1; sub(/^calls=/, "", n); total += n
 }
 END { print total + 0 }

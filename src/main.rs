@@ -5,6 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// jemalloc, so that the memory of connections gone goes back to the system: its background
+/// thread purges freed pages after `dirty_decay_ms` (set in .cargo/config.toml), where glibc's
+/// malloc kept a fragmented heap at many times its start (see Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use tollgate::{Config, Gateway, Intent, Signals};
 
 /// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
