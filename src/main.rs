@@ -6,12 +6,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use tollgate::{Config, Gateway, Intent, Signals};
+
 /// jemalloc, so that the memory of connections gone goes back to the system: its background
 /// thread purges freed pages after `dirty_decay_ms` (set in .cargo/config.toml), where glibc's
 /// malloc kept a fragmented heap at many times its start (see Cargo.toml).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use tollgate::{Config, Gateway, Intent, Signals};
 
 /// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
 #[derive(Parser)]
