@@ -8,14 +8,24 @@ use http::{HeaderMap, HeaderName, Request, Response};
 
 use crate::access;
 use crate::admission::penalty;
+use crate::config::LimitAction;
 use crate::limit::keys::Keys;
 use crate::limit::outcome::{Applied, Banned, Outcome};
 use crate::limit::{Arrival, Verdict};
 use crate::metrics;
 use crate::upstream::ResponseBody;
+use crate::wire::body::ClientBody;
 use crate::vars;
 
-use super::{limit_response, Conn, Location, Pipeline};
+use super::tarpit::{self, Acted};
+use super::{limit_response, logged, own, Conn, Location, Pipeline};
+
+/// What a refused request gets ([`Pipeline::refused`]).
+pub(super) enum Refused {
+    /// No answer: the connection closes (HTTP/1.x) or the stream is reset (HTTP/2).
+    Unanswered,
+    Answer(Response<ResponseBody>),
+}
 
 /// `[api_keys]`, ready to use: API key → plan id, and each plan's `priority`.
 pub(crate) struct ApiKeys {
@@ -88,6 +98,41 @@ impl Pipeline {
         let outcome = location.limits.decide_at_once(arrival);
         count(location, &outcome, arrival);
         outcome
+    }
+
+    /// What a request the limits refused gets (`None`: they did not): by `limit_action`,
+    /// nothing (closed unanswered), or its refusal — at once, or after the tarpit's hold —
+    /// with the location's own headers. `asked` is the request, its connection, client and
+    /// path.
+    pub(super) async fn refused(
+        &self,
+        location: &Location,
+        limited: &mut Outcome,
+        asked: (&mut Request<ClientBody>, &Conn, IpAddr, &[u8]),
+        log: &logged::Pending<'_>,
+    ) -> Option<Refused> {
+        let (req, conn, client, path) = asked;
+        let acted = match location.limit_action {
+            LimitAction::Answer => Acted::Answer,
+            _ => self.act(location, limited, conn).await,
+        };
+        if acted == Acted::Close {
+            return Some(Refused::Unanswered);
+        }
+        // A rejection takes the request's header map for its own, unless its header
+        // values read the request.
+        let mut spare = HeaderMap::new();
+        let scratch = match location.headers.own_per_request() {
+            true => &mut spare,
+            false => req.headers_mut(),
+        };
+        let mut refusal = self.refusal(location, limited, scratch)?;
+        let asked = own::Asked::new(req, conn, client, path);
+        own::add(own::Place::location(location), &mut refusal, &asked, log);
+        if acted == Acted::Held {
+            tarpit::closing(&mut refusal, req.version());
+        }
+        Some(Refused::Answer(refusal))
     }
 
     /// The answer when the limits refuse the request: 503 when Redis could not decide

@@ -47,7 +47,7 @@ use fill::{fill, retarget, Action};
 use request_id::RequestId;
 use fill::{host_of, vars_of};
 use rewrite::Rewrite;
-use tarpit::Acted;
+use limit_phase::Refused;
 
 pub(crate) use error::ProxyError;
 pub(crate) use limit_phase::ApiKeys;
@@ -286,28 +286,11 @@ impl Pipeline {
         if let Some(arrival) = arrival {
             conn.return_key_buffer(arrival.keys.into_buffer());
         }
-        // `limit_action`: a refusal closed unanswered, or held before its answer.
-        let acted = match location.limit_action {
-            LimitAction::Answer => Acted::Answer,
-            _ => self.act(location, &mut limited, conn).await,
-        };
-        if acted == Acted::Close {
-            return log.unanswered();
-        }
-        // A rejection takes the request's header map for its own, unless its header
-        // values read the request.
-        let mut spare = http::HeaderMap::new();
-        let scratch = match location.headers.own_per_request() {
-            true => &mut spare,
-            false => req.headers_mut(),
-        };
-        if let Some(mut refusal) = self.refusal(location, &limited, scratch) {
-            let asked = own::Asked::new(&req, conn, client, &path);
-            own::add(own::Place::location(location), &mut refusal, &asked, &log);
-            if acted == Acted::Held {
-                tarpit::closing(&mut refusal, req.version());
-            }
-            return log.finish(refusal, None);
+        let asked = (&mut req, conn, client, &*path);
+        match self.refused(location, &mut limited, asked, &log).await {
+            Some(Refused::Unanswered) => return log.unanswered(),
+            Some(Refused::Answer(refusal)) => return log.finish(refusal, None),
+            None => {}
         }
         if let Some(delay) = limit_response::delay(&limited) {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
