@@ -13,6 +13,8 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
@@ -103,6 +105,8 @@ pub(super) struct Listening {
     pub configured: Address,
     pub actual: SocketAddr,
     stop: watch::Sender<bool>,
+    /// `configured.http2`, as its workers read it for each connection they accept.
+    http2: Arc<AtomicBool>,
 }
 
 impl Bound {
@@ -121,6 +125,7 @@ impl Bound {
     /// in `metrics` under the actual address.
     pub(super) fn serve(self, workers: &[mpsc::UnboundedSender<Listen>], metrics: &Metrics) -> Listening {
         let (stop, _) = watch::channel(false);
+        let http2 = Arc::new(AtomicBool::new(self.configured.http2));
         let open = metrics.connections(&self.actual.to_string());
         for (worker, listener) in workers.iter().zip(self.sockets) {
             // A worker that has ended (shutting down) no longer needs it.
@@ -129,6 +134,7 @@ impl Bound {
                 stop: stop.subscribe(),
                 open: open.clone(),
                 address: self.configured,
+                http2: http2.clone(),
             });
         }
         tracing::info!(addr = %self.actual, tls = self.configured.transport == Transport::Tls, "listening");
@@ -136,6 +142,7 @@ impl Bound {
             configured: self.configured,
             actual: self.actual,
             stop,
+            http2,
         }
     }
 }
@@ -145,6 +152,19 @@ impl Listening {
     /// and close.
     pub(super) fn close(&self) {
         self.stop.send_replace(true);
+    }
+
+    /// Whether `wanted` can be served on this listener's sockets: the same address and
+    /// transport (what else a listener table says is a setting, changed in place).
+    pub(super) fn serves(&self, wanted: &Address) -> bool {
+        self.configured.addr == wanted.addr && self.configured.transport == wanted.transport
+    }
+
+    /// Takes `wanted`'s settings ([`Listening::serves`] it): its connections accepted
+    /// from now on are served by them.
+    pub(super) fn retune(&mut self, wanted: Address) {
+        self.configured = wanted;
+        self.http2.store(wanted.http2, Ordering::Relaxed);
     }
 }
 

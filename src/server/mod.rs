@@ -256,7 +256,7 @@ impl Gateway {
         let wanted = addresses(config);
         let added: Vec<Address> = wanted
             .iter()
-            .filter(|addr| !listening.iter().any(|l| l.configured == **addr))
+            .filter(|addr| !listening.iter().any(|l| l.serves(addr)))
             .copied()
             .collect();
         // An added address that one of ours covers (`0.0.0.0:80` for `127.0.0.1:80`)
@@ -291,11 +291,17 @@ impl Gateway {
             tracing::info!(zone = %zone.name, kept_state = kept, generation, "reload");
         }
         self.state.snapshot.store(Arc::new(next));
-        for gone in listening.iter().filter(|l| !wanted.contains(&l.configured)) {
+        let serves = |l: &Listening| wanted.iter().find(|addr| l.serves(addr)).copied();
+        for gone in listening.iter().filter(|l| serves(l).is_none()) {
             tracing::info!(addr = %gone.actual, "no longer listening; draining its connections");
             gone.close();
         }
-        listening.retain(|l| wanted.contains(&l.configured));
+        listening.retain(|l| serves(l).is_some());
+        for kept in listening.iter_mut() {
+            if let Some(addr) = serves(kept) {
+                kept.retune(addr);
+            }
+        }
         listening.extend(
             bound
                 .into_iter()

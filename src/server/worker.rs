@@ -11,6 +11,7 @@
 
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,10 @@ pub(super) struct Listen {
     /// The address as configured; over [`Transport::Tls`] (`listen_tls`), connections
     /// start with a TLS handshake.
     pub address: Address,
+    /// Whether HTTP/2 is served here: the address's `http2`, which a reload may turn
+    /// on or off without a new socket (one that took its place would reset the
+    /// connections waiting in this one's accept queue).
+    pub http2: Arc<AtomicBool>,
 }
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
@@ -65,6 +70,7 @@ pub(super) fn run(
                 stop,
                 open,
                 address,
+                http2,
             } = tokio::select! {
                 Some(next) = listen.recv() => next,
                 _ = stop.wait_for(|stop| *stop) => break,
@@ -82,6 +88,7 @@ pub(super) fn run(
                         alive: alive.clone(),
                         open,
                         address,
+                        http2,
                         descriptors: descriptors.clone(),
                         sheddable: sheddable.clone(),
                     };
@@ -170,6 +177,7 @@ struct Accepting {
     alive: mpsc::Sender<()>,
     open: Arc<PerWorker<Gauge>>,
     address: Address,
+    http2: Arc<AtomicBool>,
     descriptors: Arc<Descriptors>,
     /// The worker's connections, every listener's.
     sheddable: Arc<Sheddable>,
@@ -199,9 +207,11 @@ impl Accepting {
                     }
                     let _ = stream.set_nodelay(true);
                     let stop = self.stop.clone();
+                    let http2 = self.http2.load(Ordering::Relaxed);
+                    let address = Address { http2, ..self.address };
                     // Shared (and HTTP/2's streams share it): the task's layers of futures
                     // each keep a pointer, not a copy.
-                    let conn = Arc::new(Conn::new(peer, self.worker, self.address, server_port, stop));
+                    let conn = Arc::new(Conn::new(peer, self.worker, address, server_port, stop));
                     let (state, stop, alive) =
                         (self.state.clone(), self.stop.clone(), self.alive.clone());
                     let open = self.open.get(self.worker).clone();
@@ -216,7 +226,6 @@ impl Accepting {
                         Transport::Tls => None,
                     };
                     let sheddable = self.sheddable.clone();
-                    let http2 = self.address.http2;
                     // Its polls read the clock once each (`clock`).
                     tokio::spawn(crate::clock::Polled::new(async move {
                         match conn_state {

@@ -11,8 +11,8 @@ use std::thread::LocalKey;
 use bytes::BytesMut;
 use http::HeaderMap;
 
-use super::upload::READ_BUF;
-
+/// A read buffer's room: a read makes room for this much when less is free.
+pub(super) const READ_BUF: usize = 8 * 1024;
 /// Most spares of each kind a worker keeps: about as many as its connections busy at once
 /// need; a burst beyond allocates, and frees when it is over.
 const KEPT: usize = 64;

@@ -12,12 +12,11 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::head::Framing;
 use super::outbox::Outbox;
+use super::spare::READ_BUF;
 use crate::wire::body::client::{feed, Feed};
 use crate::wire::body::{ClientBody, ClientBodyError};
 use crate::wire::h1::chunked::{Decoder, Malformed, Step};
 
-/// A read makes room for this much when less is free.
-pub(super) const READ_BUF: usize = 8 * 1024;
 /// Less free room than this in the read buffer is made more of before a read.
 pub(super) const MIN_SPARE: usize = 1024;
 
