@@ -20,7 +20,9 @@ use crate::vars;
 use super::tarpit::{self, Acted};
 use super::{limit_response, logged, own, Conn, Location, Pipeline};
 
-/// What a refused request gets ([`Pipeline::refused`]).
+/// What a refused request gets ([`Pipeline::refused`]). Returned and taken apart at
+/// once, never kept: boxing the answer would cost a 429 an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Refused {
     /// No answer: the connection closes (HTTP/1.x) or the stream is reset (HTTP/2).
     Unanswered,
