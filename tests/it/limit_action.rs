@@ -114,18 +114,8 @@ async fn close_resets_only_the_http2_stream_with_protocol_error_as_nginx() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let gw = gateway(&config("close", "", &dir.path().join("access.log")));
-    let stream = TcpStream::connect(addr(&gw)).await.unwrap();
-    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.unwrap();
-    let get = |path: &str| {
-        http::Request::get(format!("http://example.test{path}"))
-            .header("x-forwarded-for", "10.0.0.2")
-            .body(())
-            .unwrap()
-    };
+    let mut client = h2_client(&gw).await;
+    let get = |path: &str| h2_get(path, "10.0.0.2");
     let (first, _) = client.send_request(get("/"), true).unwrap();
     assert_eq!(within(5, first).await.unwrap().status(), 200);
     let (limited, _) = client.send_request(get("/"), true).unwrap();
@@ -176,18 +166,8 @@ async fn an_http2_stream_is_held_then_answered_and_its_connection_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let gw = gateway(&config("tarpit", "tarpit_hold = \"300ms\"", &log));
-    let stream = TcpStream::connect(addr(&gw)).await.unwrap();
-    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await.unwrap();
-    let get = |path: &str| {
-        http::Request::get(format!("http://example.test{path}"))
-            .header("x-forwarded-for", "10.0.0.8")
-            .body(())
-            .unwrap()
-    };
+    let mut client = h2_client(&gw).await;
+    let get = |path: &str| h2_get(path, "10.0.0.8");
     let (first, _) = client.send_request(get("/"), true).unwrap();
     assert_eq!(within(5, first).await.unwrap().status(), 200);
     let start = Instant::now();
@@ -340,4 +320,22 @@ fn a_bad_limit_action_fails_the_check_at_its_place() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// An HTTP/2 client (prior knowledge) on `gw`'s listener.
+async fn h2_client(gw: &tollgate::Gateway) -> h2::client::SendRequest<bytes::Bytes> {
+    let stream = TcpStream::connect(addr(gw)).await.unwrap();
+    let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client.ready().await.unwrap()
+}
+
+/// A GET of `path` from the client `ip` (as the proxy in front says).
+fn h2_get(path: &str, ip: &str) -> http::Request<()> {
+    http::Request::get(format!("http://example.test{path}"))
+        .header("x-forwarded-for", ip)
+        .body(())
+        .unwrap()
 }

@@ -1,23 +1,15 @@
 //! Numbers in a head or a chunk-size line, written without `fmt`'s machinery.
 
 /// Appends `n` in decimal (a `Content-Length`).
-pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_decimal(out: &mut Vec<u8>, n: u64) {
     // One digit (a `Retry-After: 1`, a `r=0`) takes no loop.
     if n < 10 {
         out.push(b'0' + n as u8);
         return;
     }
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+    let len = write_decimal(&mut digits, n);
+    out.extend_from_slice(&digits[..len]);
 }
 
 /// Writes `n` in decimal at the start of `into` (which has room for 20 digits);
