@@ -3,7 +3,7 @@
 # plain and with rate limiting on.
 #
 # Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|https|https_handshake|all;
-# default proxy, the figure README quotes):
+# default proxy, the figure docs/benchmarks.md quotes):
 #   proxy         plain reverse proxy, no limiting;
 #   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
 #                 sends one of API_KEYS distinct keys per request, round robin. nginx:
