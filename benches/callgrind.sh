@@ -32,6 +32,7 @@
 #   SCENARIOS=plain FEW=200 MANY=1200 benches/callgrind.sh
 #   ONLY=tollgate TOLLGATE_BIN=/path/to/other/tollgate benches/callgrind.sh   # e.g. a baseline build
 #   SCENARIOS=plain ONLY="tollgate nginx floor" benches/callgrind.sh
+#   KEEP=1 ... benches/callgrind.sh   # keeps the callgrind outputs for callgrind_annotate
 # The floor (examples/bench_floor.rs, plain only) is the least a tokio proxy does per request: the
 # runtime and four socket calls, each head passed on as it came, unparsed; it is what no tokio-based
 # proxy can go under.
@@ -76,7 +77,7 @@ PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    rm -rf "$WORK"
+    if [ "${KEEP:-0}" = 1 ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 

@@ -22,6 +22,9 @@ const QUIET: Duration = Duration::from_millis(100);
 /// ended is dropped from the list at the next prune. The list is pruned whenever it has
 /// doubled since the last prune, so it holds at most twice the connections alive when it
 /// was last pruned, plus [`SLACK`]: bounded by the connections open, whatever the churn.
+/// The worker prunes it every few seconds too ([`Sheddable::prune`]): an ended
+/// connection's entry keeps its state's memory allocated, which a quiet spell after a busy
+/// one would otherwise hold.
 #[derive(Default)]
 pub(super) struct Sheddable {
     inner: Mutex<Inner>,
@@ -50,6 +53,15 @@ impl Sheddable {
             inner.kept = inner.conns.len();
         }
         inner.conns.push(Arc::downgrade(conn));
+    }
+
+    /// Drops the entries of connections that ended, and the room the list no longer needs.
+    pub(super) fn prune(&self) {
+        let mut inner = self.lock();
+        inner.conns.retain(|conn| conn.strong_count() > 0);
+        inner.kept = inner.conns.len();
+        let room = 2 * inner.kept + SLACK;
+        inner.conns.shrink_to(room);
     }
 
     /// Room for one connection beyond the share: the descriptor of one shed earlier
@@ -138,6 +150,21 @@ mod tests {
             "{} entries for 100 connections",
             sheddable.len()
         );
+    }
+
+    #[test]
+    fn a_prune_lets_go_of_the_connections_that_ended() {
+        let sheddable = Sheddable::default();
+        let alive = ConnState::new();
+        sheddable.add(&alive);
+        let ended: Vec<_> = (0..1000).map(|_| ConnState::new()).collect();
+        for conn in &ended {
+            sheddable.add(conn);
+        }
+        drop(ended);
+        sheddable.prune();
+        assert_eq!(sheddable.len(), 1);
+        assert!(sheddable.lock().conns.capacity() <= 2 + SLACK);
     }
 
     #[test]

@@ -91,6 +91,14 @@ pub(crate) struct GroupSpec {
 }
 
 impl Group {
+    /// Lets `worker`'s idle connections that stayed unused since the last trim go of
+    /// their buffers ([`IdlePool::trim`]).
+    pub(crate) fn trim_idle(&self, worker: usize) {
+        for server in &self.servers {
+            server.pool.trim(worker);
+        }
+    }
+
     /// `workers` is the number of worker threads; each gets its own idle pool per
     /// server, so a connection is only ever driven by the runtime that opened it.
     pub(crate) fn new(spec: GroupSpec, workers: usize) -> Group {

@@ -20,6 +20,8 @@ mod response;
 mod spare;
 mod upload;
 
+pub(super) use spare::trim as trim_spares;
+
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,9 @@
 //! holding no read buffer, no write buffer and no header map, as nginx's hold none, while
 //! connections under load take them from here and give them back: no allocation per
 //! request. At most [`KEPT`] of each kind per worker thread, none larger than a usual
-//! request needs; the rest are freed.
+//! request needs; the rest are freed. Spares no connection took between two [`trim`]s
+//! (the worker calls it every few seconds) are freed too, so that memory goes back to
+//! the system once a busy spell is over, as nginx's does when its connections close.
 
 use std::cell::RefCell;
 use std::thread::LocalKey;
@@ -24,15 +26,60 @@ const WRITE_KEPT: usize = 16 * 1024;
 const MAP_KEPT: usize = 32;
 
 thread_local! {
-    static READS: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-    static WRITES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    static MAPS: RefCell<Vec<HeaderMap>> = const { RefCell::new(Vec::new()) };
+    static READS: RefCell<Kept<BytesMut>> = const { RefCell::new(Kept::new()) };
+    static WRITES: RefCell<Kept<Vec<u8>>> = const { RefCell::new(Kept::new()) };
+    static MAPS: RefCell<Kept<HeaderMap>> = const { RefCell::new(Kept::new()) };
+}
+
+/// The spares of one kind, and how many of them no connection has needed since the last
+/// trim: the fewest there were at any moment since.
+struct Kept<T> {
+    spares: Vec<T>,
+    unused: usize,
+}
+
+impl<T> Kept<T> {
+    const fn new() -> Self {
+        Kept {
+            spares: Vec::new(),
+            unused: 0,
+        }
+    }
+
+    fn take(&mut self) -> Option<T> {
+        let spare = self.spares.pop();
+        self.unused = self.unused.min(self.spares.len());
+        spare
+    }
+
+    fn give(&mut self, spare: T) {
+        if self.spares.len() < KEPT {
+            self.spares.push(spare);
+        }
+    }
+
+    /// Frees the spares that stayed unused since the last trim: the oldest ones, as
+    /// [`Kept::take`] takes the newest.
+    fn trim(&mut self) {
+        self.spares.drain(..self.unused);
+        if self.spares.is_empty() {
+            self.spares = Vec::new();
+        }
+        self.unused = self.spares.len();
+    }
+}
+
+/// Frees this worker's spares that no connection took since the last call.
+pub(in crate::server) fn trim() {
+    READS.with_borrow_mut(Kept::trim);
+    WRITES.with_borrow_mut(Kept::trim);
+    MAPS.with_borrow_mut(Kept::trim);
 }
 
 /// An empty read buffer: a spare, else a new one of [`READ_BUF`].
 pub(super) fn read_buffer() -> BytesMut {
     READS
-        .with_borrow_mut(Vec::pop)
+        .with_borrow_mut(Kept::take)
         .unwrap_or_else(|| BytesMut::with_capacity(READ_BUF))
 }
 
@@ -47,7 +94,7 @@ pub(super) fn give_read(buffer: BytesMut) {
 /// An empty write buffer: a spare, else a new one of [`WRITE_ROOM`].
 pub(super) fn write_buffer() -> Vec<u8> {
     WRITES
-        .with_borrow_mut(Vec::pop)
+        .with_borrow_mut(Kept::take)
         .unwrap_or_else(|| Vec::with_capacity(WRITE_ROOM))
 }
 
@@ -61,7 +108,7 @@ pub(super) fn give_write(mut buffer: Vec<u8>) {
 
 /// An empty header map: a spare, else a new one (it allocates as fields come).
 pub(super) fn header_map() -> HeaderMap {
-    MAPS.with_borrow_mut(Vec::pop).unwrap_or_default()
+    MAPS.with_borrow_mut(Kept::take).unwrap_or_default()
 }
 
 /// Keeps a header map, emptied, for another connection.
@@ -74,12 +121,8 @@ pub(super) fn give_map(mut map: HeaderMap) {
     }
 }
 
-fn give<T: 'static>(spares: &'static LocalKey<RefCell<Vec<T>>>, spare: T) {
-    spares.with_borrow_mut(|spares| {
-        if spares.len() < KEPT {
-            spares.push(spare);
-        }
-    });
+fn give<T: 'static>(kept: &'static LocalKey<RefCell<Kept<T>>>, spare: T) {
+    kept.with_borrow_mut(|kept| kept.give(spare));
 }
 
 #[cfg(test)]
@@ -102,15 +145,34 @@ mod tests {
             give_write(Vec::with_capacity(WRITE_ROOM));
         }
         give_write(Vec::with_capacity(2 * WRITE_KEPT));
-        assert_eq!(WRITES.with_borrow(Vec::len), KEPT);
-        assert!(WRITES.with_borrow(|spares| spares.iter().all(|s| s.capacity() <= WRITE_KEPT)));
+        assert_eq!(WRITES.with_borrow(|kept| kept.spares.len()), KEPT);
+        assert!(WRITES.with_borrow(|kept| kept.spares.iter().all(|s| s.capacity() <= WRITE_KEPT)));
         let mut large = HeaderMap::with_capacity(4 * MAP_KEPT);
         large.insert(http::header::HOST, http::HeaderValue::from_static("a"));
         give_map(large);
-        assert_eq!(MAPS.with_borrow(Vec::len), 0);
+        assert_eq!(MAPS.with_borrow(|kept| kept.spares.len()), 0);
         let mut small = HeaderMap::with_capacity(4);
         small.insert(http::header::HOST, http::HeaderValue::from_static("a"));
         give_map(small);
         assert!(header_map().is_empty());
+    }
+
+    #[test]
+    fn spares_no_connection_took_between_two_trims_are_freed() {
+        let mut kept = Kept::new();
+        for size in 1..=4 {
+            kept.give(Vec::<u8>::with_capacity(size));
+        }
+        kept.trim();
+        assert_eq!(kept.spares.len(), 4, "the first trim only starts counting");
+        // A busy spell: at most two are taken at once.
+        let (a, b) = (kept.take().unwrap(), kept.take().unwrap());
+        kept.give(a);
+        kept.give(b);
+        kept.trim();
+        assert_eq!(kept.spares.len(), 2, "the two never taken are freed");
+        kept.trim();
+        assert!(kept.spares.is_empty(), "a quiet spell frees the rest");
+        assert_eq!(kept.spares.capacity(), 0);
     }
 }

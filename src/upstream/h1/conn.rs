@@ -149,6 +149,21 @@ impl UpstreamConn {
         self.0.buf.is_empty() && self.0.out.is_empty() && self.0.stream.probe().is_none()
     }
 
+    /// Frees the read buffer (unless it holds bytes) and the spare header map of a
+    /// connection left idle; the next exchange allocates them again.
+    pub(crate) fn shed_buffers(&mut self) {
+        if self.0.buf.is_empty() {
+            self.0.buf = BytesMut::new();
+        }
+        self.0.spare = HeaderMap::new();
+    }
+
+    /// The read buffer's room (tests of the pool's trim).
+    #[cfg(test)]
+    pub(crate) fn read_room(&self) -> usize {
+        self.0.buf.capacity()
+    }
+
     /// Why this connection must not carry a request, if it must not.
     pub(super) fn stale(&mut self) -> Option<io::Error> {
         if !self.0.buf.is_empty() {
