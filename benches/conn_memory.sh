@@ -24,8 +24,9 @@
 #      "warm", the server with the code that serves a request paged in and one connection open;
 #   3. ROUNDS rounds (default 4), each: open the connections BATCH at a time (default 100; all
 #      of a batch answered before the next opens), each making one real request, GET / proxied to
-#      the upstream, its 200 read fully, then left open and idle; IDLE_WAIT s later (default 2)
-#      PSS again; then close them all (client side, FIN), wait CLOSE_WAIT s (default 5; longer
+#      the upstream, its 200 read fully, then left open and idle; IDLE_WAIT s later (default 3:
+#      tollgate's idle HTTP/1.1 connections let their buffers go after 0.5 to 1 s, and jemalloc
+#      gives the pages back within 1 s more; nginx frees them at once) PSS again; then close them all (client side, FIN), wait CLOSE_WAIT s (default 5; longer
 #      than tollgate's allocator takes to purge freed pages, jemalloc's dirty_decay_ms of 1 s), read RSS.
 #      Per idle connection = (PSS held - PSS before opening) / connections, of round 1. Memory not
 #      given back shows as RSS after close / RSS when warm, per round (goal: within 1.2). Warm,
@@ -373,7 +374,7 @@ def run(port, proto, tls, conns, pid):
             for s in drive(fresh):
                 result["statuses"][str(s)] = result["statuses"].get(str(s), 0) + 1
         open_s = time.monotonic() - t0
-        time.sleep(env("IDLE_WAIT", 2))
+        time.sleep(env("IDLE_WAIT", 3))
         held = memory(pid)
         for c in opened:
             c.close()

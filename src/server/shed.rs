@@ -55,6 +55,15 @@ impl Sheddable {
         inner.conns.push(Arc::downgrade(conn));
     }
 
+    /// Asks the connections that have waited for a request since `before` or longer to
+    /// let their buffers go ([`ConnState::ask_let_go`]).
+    pub(super) fn let_go_idle(&self, before: Instant) {
+        let inner = self.lock();
+        for conn in inner.conns.iter().filter_map(Weak::upgrade) {
+            conn.ask_let_go(before);
+        }
+    }
+
     /// Drops the entries of connections that ended, and the room the list no longer needs.
     pub(super) fn prune(&self) {
         let mut inner = self.lock();

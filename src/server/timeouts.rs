@@ -82,9 +82,22 @@ pub(super) struct ConnState {
     reader: Mutex<Option<Waker>>,
     /// The connection is to end at its next wait for a request ([`ConnState::shed`]).
     shed: AtomicBool,
-    /// The reader while it waits for a request, to be woken when the connection is shed.
+    /// The reader while it waits for a request, to be woken when the connection is shed
+    /// or asked to let its buffers go.
     waiting: AtomicWaker,
+    /// Whether an idle HTTP/1.1 connection holds its buffers ([`BARE`], [`HOLDS`],
+    /// [`ASKED`]): it keeps them when it goes idle, so that a busy connection's next
+    /// request finds them, and lets them go when the worker asks, once it has waited a
+    /// while (`server/h1/spare.rs`).
+    buffers: AtomicU8,
 }
+
+/// The connection holds no buffers (or the worker has not asked it to let them go).
+const BARE: u8 = 0;
+/// The connection went idle holding its buffers.
+const HOLDS: u8 = 1;
+/// The worker asked the idle connection to let its buffers go.
+const ASKED: u8 = 2;
 
 impl ConnState {
     pub(super) fn new() -> Arc<ConnState> {
@@ -98,7 +111,34 @@ impl ConnState {
             reader: Mutex::new(None),
             shed: AtomicBool::new(false),
             waiting: AtomicWaker::new(),
+            buffers: AtomicU8::new(BARE),
         })
+    }
+
+    /// The connection goes idle holding its buffers.
+    pub(super) fn holds_buffers(&self) {
+        self.buffers.store(HOLDS, Ordering::Relaxed);
+    }
+
+    /// Asks the connection to let its buffers go if it has waited for a request since
+    /// `before` or longer holding them; wakes it to do so.
+    pub(super) fn ask_let_go(&self, before: Instant) {
+        let long_idle = self.idle_since().is_some_and(|since| since <= before);
+        if long_idle
+            && self
+                .buffers
+                .compare_exchange(HOLDS, ASKED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.waiting.wake();
+        }
+    }
+
+    /// Whether the worker asked the connection to let its buffers go (the answer is
+    /// given once).
+    pub(super) fn let_go_asked(&self) -> bool {
+        self.buffers.load(Ordering::Relaxed) == ASKED
+            && self.buffers.swap(BARE, Ordering::Relaxed) == ASKED
     }
 
     /// Since when the connection has waited for a request, fresh or idle between two;
@@ -523,5 +563,23 @@ mod tests {
         let read = tokio::time::timeout(Duration::from_secs(3), io.read(&mut buf)).await;
         assert!(matches!(read, Ok(Ok(0))), "{read:?}");
         drop(client);
+    }
+
+    #[test]
+    fn an_idle_connection_is_asked_once_to_let_its_buffers_go_and_a_busy_one_never() {
+        let state = ConnState::new();
+        let later = Instant::now() + Duration::from_secs(60);
+        state.ask_let_go(later);
+        assert!(!state.let_go_asked(), "it holds no buffers");
+        let busy = state.begin();
+        state.holds_buffers();
+        state.ask_let_go(later);
+        assert!(!state.let_go_asked(), "a request is under way");
+        drop(busy);
+        state.ask_let_go(Instant::now() - Duration::from_secs(1));
+        assert!(!state.let_go_asked(), "it has not waited that long");
+        state.ask_let_go(later);
+        assert!(state.let_go_asked());
+        assert!(!state.let_go_asked(), "asked once");
     }
 }

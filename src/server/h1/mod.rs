@@ -117,6 +117,7 @@ where
         headers: HeaderMap::new(),
         names: Names::default(),
         limits: setup.limits,
+        answered: 0,
     };
     loop {
         match conn.exchange(setup, draining).await {
@@ -144,6 +145,9 @@ struct Connection<T> {
     /// The last heads' header names, which the next ones likely repeat.
     names: Names,
     limits: HeadLimits,
+    /// Requests answered on this connection (up to two: whether it has carried more
+    /// than one is all that is asked of it).
+    answered: u8,
 }
 
 /// After one exchange.
@@ -168,7 +172,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         }
         // The head, like the answer below, stays in its slot (moving it costs copies).
         let mut head = None;
-        match poll_fn(|cx| self.poll_head(cx, draining, &mut head)).await {
+        match poll_fn(|cx| self.poll_head(cx, draining, setup.conn_state, &mut head)).await {
             Ok(()) => {}
             Err(NoHead::Failed) => return Next::Close,
             Err(NoHead::Malformed(malformed)) => {
@@ -246,28 +250,41 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             // Only a request that asked for an upgrade gets one.
             _ if status == StatusCode::SWITCHING_PROTOCOLS => Next::Close,
             (Ok(true), _) if upload.is_done() => {
-                self.let_go();
+                self.go_idle(setup.conn_state);
                 Next::Request
             }
             _ => Next::Close,
         }
     }
 
-    /// Between requests. Unless the next head is here already (pipelining), the read and
-    /// write buffers and the header map go to the worker's spares ([`spare`]): a
-    /// keep-alive connection waits holding none of them, as nginx's, and takes them back
-    /// once its next request's bytes come ([`poll_read_waiting`]). Otherwise only a
-    /// buffer that a large answer grew is let go.
-    fn let_go(&mut self) {
+    /// Between requests: a buffer that a large answer grew is let go. Unless the next
+    /// head is here already (pipelining), a connection that has carried one request lets
+    /// its buffers go at once ([`Connection::let_go`]): most that wait after one request
+    /// wait long (an API client's one call, a browser's spare connection), and an idle
+    /// connection, as nginx's, holds none. One that has carried more keeps them for the
+    /// next request and tells the worker that it waits holding them; the worker asks it
+    /// to let them go once it has waited half a second ([`ConnState::ask_let_go`]). A
+    /// busy keep-alive connection thus takes and gives nothing between two requests.
+    fn go_idle(&mut self, state: &ConnState) {
+        self.answered = self.answered.saturating_add(1).min(2);
+        self.out.shrink_to(KEPT_IDLE);
         if !self.read.is_empty() {
-            self.out.shrink_to(KEPT_IDLE);
             return;
         }
-        spare::give_read(std::mem::take(&mut self.read));
-        if let Some(small) = self.out.take_small() {
-            spare::give_write(small);
+        if self.answered == 1 {
+            self.let_go();
+        } else {
+            state.holds_buffers();
         }
-        spare::give_map(std::mem::take(&mut self.headers));
+    }
+
+    /// Lets the read and write buffers and the header map go: the read buffer to the
+    /// worker's spares, which the next read takes from ([`poll_read_waiting`]), the
+    /// others freed (the next request makes them again).
+    fn let_go(&mut self) {
+        spare::give_read(std::mem::take(&mut self.read));
+        self.out.let_go();
+        self.headers = HeaderMap::new();
     }
 
     /// Reads until a whole head is in the buffer, parsed into `slot`; `slot` is left
@@ -278,16 +295,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         &mut self,
         cx: &mut Context<'_>,
         draining: &AtomicBool,
+        state: &ConnState,
         slot: &mut Option<Head>,
     ) -> Poll<Result<(), NoHead>> {
         loop {
             if self.read.is_empty() && draining.load(Ordering::Relaxed) {
                 return Poll::Ready(Ok(()));
             }
+            if self.read.is_empty() && state.let_go_asked() {
+                self.let_go();
+            }
             if !self.read.is_empty() {
-                if self.headers.capacity() == 0 {
-                    self.headers = spare::header_map();
-                }
                 let parsed = head::parse(
                     &mut self.read,
                     self.limits,

@@ -12,6 +12,8 @@ use tokio::io::AsyncWrite;
 
 /// Gathered bytes past this are written before more are taken.
 pub(super) const FLUSH_AT: usize = 64 * 1024;
+/// The gathering buffer's room when it is made: a proxied answer's head and a small body.
+const WRITE_ROOM: usize = 512;
 
 #[derive(Default)]
 pub(super) struct Outbox {
@@ -23,22 +25,21 @@ pub(super) struct Outbox {
 }
 
 impl Outbox {
-    /// Where small bytes are gathered; let go ([`Outbox::take_small`]), it is a spare
-    /// again (`spare`), with room for a usual head.
+    /// Where small bytes are gathered; made again, with room for a usual head, once let
+    /// go ([`Outbox::let_go`]).
     pub(super) fn small(&mut self) -> &mut Vec<u8> {
         if self.small.capacity() == 0 {
-            self.small = super::spare::write_buffer();
+            self.small = Vec::with_capacity(WRITE_ROOM);
         }
         &mut self.small
     }
 
-    /// The gathering buffer, if all of it has been written: the box keeps none.
-    pub(super) fn take_small(&mut self) -> Option<Vec<u8>> {
-        if !self.is_empty() {
-            return None;
+    /// Frees the gathering buffer if all of it has been written.
+    pub(super) fn let_go(&mut self) {
+        if self.is_empty() {
+            self.small = Vec::new();
+            self.small_at = 0;
         }
-        self.small_at = 0;
-        Some(std::mem::take(&mut self.small))
     }
 
     /// Queues a large piece (and its suffix) after the small bytes gathered so far.
@@ -137,7 +138,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_grown_buffer_is_let_go_once_empty_and_taken_only_once_written() {
+    async fn a_grown_buffer_is_let_go_once_empty_and_freed_only_once_written() {
         let mut out = Outbox::default();
         out.small().extend_from_slice(&[b'x'; FLUSH_AT]);
         out.shrink_to(16 * 1024);
@@ -150,9 +151,10 @@ mod tests {
         out.shrink_to(16 * 1024);
         assert_eq!(out.small.capacity(), 0);
         out.small().extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-        assert!(out.take_small().is_none(), "not while it holds bytes");
+        out.let_go();
+        assert!(out.small.capacity() > 0, "not while it holds bytes");
         poll_fn(|cx| out.poll_drain(&mut io, cx)).await.unwrap();
-        assert!(out.take_small().is_some_and(|small| small.capacity() > 0));
+        out.let_go();
         assert_eq!(out.small.capacity(), 0);
     }
 

@@ -1,38 +1,30 @@
-//! Buffers that this worker's HTTP/1.1 connections let go while they wait for their next
-//! request, kept for the next connection that gets one. A keep-alive connection then waits
-//! holding no read buffer, no write buffer and no header map, as nginx's hold none, while
-//! connections under load take them from here and give them back: no allocation per
-//! request. At most [`KEPT`] of each kind per worker thread, none larger than a usual
-//! request needs; the rest are freed. Spares no connection took between two [`trim`]s
-//! (the worker calls it every few seconds) are freed too, so that memory goes back to
-//! the system once a busy spell is over, as nginx's does when its connections close.
+//! Read buffers for HTTP/1.1 connections that wait with none: a new connection, or a
+//! keep-alive one that let its buffers go after waiting half a second (the worker asks it
+//! then: `ConnState::ask_let_go`), as nginx's idle connections hold none. Such a
+//! connection reads with one of its worker's spares and gives it back when nothing came,
+//! so waiting costs no buffer and no allocation (`upload::poll_read_waiting`); it keeps
+//! the one its request's bytes came in. At most [`KEPT`] per worker thread, none larger
+//! than a usual head needs; the rest are freed. Spares no connection took between two
+//! [`trim`]s (the worker calls it every few seconds) are freed too, so that memory goes
+//! back to the system once a busy spell is over, as nginx's does when its connections
+//! close.
 
 use std::cell::RefCell;
-use std::thread::LocalKey;
 
 use bytes::BytesMut;
-use http::HeaderMap;
 
 /// A read buffer's room: a read makes room for this much when less is free.
 pub(super) const READ_BUF: usize = 8 * 1024;
-/// Most spares of each kind a worker keeps: about as many as its connections busy at once
-/// need; a burst beyond allocates, and frees when it is over.
+/// Most spares a worker keeps: about as many as its connections that wait at once with
+/// none need; a burst beyond allocates, and frees when it is over.
 const KEPT: usize = 64;
-/// A write buffer's room when none is spare: a proxied answer's head and a small body.
-const WRITE_ROOM: usize = 512;
-/// Larger write buffers are freed, not kept (a large answer's pieces grew them).
-const WRITE_KEPT: usize = 16 * 1024;
-/// Header maps with room for more fields are freed, not kept.
-const MAP_KEPT: usize = 32;
 
 thread_local! {
     static READS: RefCell<Kept<BytesMut>> = const { RefCell::new(Kept::new()) };
-    static WRITES: RefCell<Kept<Vec<u8>>> = const { RefCell::new(Kept::new()) };
-    static MAPS: RefCell<Kept<HeaderMap>> = const { RefCell::new(Kept::new()) };
 }
 
-/// The spares of one kind, and how many of them no connection has needed since the last
-/// trim: the fewest there were at any moment since.
+/// The spares, and how many of them no connection has needed since the last trim: the
+/// fewest there were at any moment since.
 struct Kept<T> {
     spares: Vec<T>,
     unused: usize,
@@ -72,8 +64,6 @@ impl<T> Kept<T> {
 /// Frees this worker's spares that no connection took since the last call.
 pub(in crate::server) fn trim() {
     READS.with_borrow_mut(Kept::trim);
-    WRITES.with_borrow_mut(Kept::trim);
-    MAPS.with_borrow_mut(Kept::trim);
 }
 
 /// An empty read buffer: a spare, else a new one of [`READ_BUF`].
@@ -87,42 +77,8 @@ pub(super) fn read_buffer() -> BytesMut {
 /// is freed).
 pub(super) fn give_read(buffer: BytesMut) {
     if buffer.is_empty() && buffer.capacity() <= 2 * READ_BUF {
-        give(&READS, buffer);
+        READS.with_borrow_mut(|kept| kept.give(buffer));
     }
-}
-
-/// An empty write buffer: a spare, else a new one of [`WRITE_ROOM`].
-pub(super) fn write_buffer() -> Vec<u8> {
-    WRITES
-        .with_borrow_mut(Kept::take)
-        .unwrap_or_else(|| Vec::with_capacity(WRITE_ROOM))
-}
-
-/// Keeps a write buffer, emptied, for another connection.
-pub(super) fn give_write(mut buffer: Vec<u8>) {
-    if buffer.capacity() > 0 && buffer.capacity() <= WRITE_KEPT {
-        buffer.clear();
-        give(&WRITES, buffer);
-    }
-}
-
-/// An empty header map: a spare, else a new one (it allocates as fields come).
-pub(super) fn header_map() -> HeaderMap {
-    MAPS.with_borrow_mut(Kept::take).unwrap_or_default()
-}
-
-/// Keeps a header map, emptied, for another connection.
-pub(super) fn give_map(mut map: HeaderMap) {
-    if map.capacity() > 0 && map.capacity() <= MAP_KEPT {
-        if !map.is_empty() {
-            map.clear();
-        }
-        give(&MAPS, map);
-    }
-}
-
-fn give<T: 'static>(kept: &'static LocalKey<RefCell<Kept<T>>>, spare: T) {
-    kept.with_borrow_mut(|kept| kept.give(spare));
 }
 
 #[cfg(test)]
@@ -142,19 +98,14 @@ mod tests {
     #[test]
     fn only_so_many_spares_and_none_too_large_are_kept() {
         for _ in 0..2 * KEPT {
-            give_write(Vec::with_capacity(WRITE_ROOM));
+            give_read(BytesMut::with_capacity(READ_BUF));
         }
-        give_write(Vec::with_capacity(2 * WRITE_KEPT));
-        assert_eq!(WRITES.with_borrow(|kept| kept.spares.len()), KEPT);
-        assert!(WRITES.with_borrow(|kept| kept.spares.iter().all(|s| s.capacity() <= WRITE_KEPT)));
-        let mut large = HeaderMap::with_capacity(4 * MAP_KEPT);
-        large.insert(http::header::HOST, http::HeaderValue::from_static("a"));
-        give_map(large);
-        assert_eq!(MAPS.with_borrow(|kept| kept.spares.len()), 0);
-        let mut small = HeaderMap::with_capacity(4);
-        small.insert(http::header::HOST, http::HeaderValue::from_static("a"));
-        give_map(small);
-        assert!(header_map().is_empty());
+        give_read(BytesMut::with_capacity(4 * READ_BUF));
+        assert_eq!(READS.with_borrow(|kept| kept.spares.len()), KEPT);
+        assert!(READS.with_borrow(|kept| kept
+            .spares
+            .iter()
+            .all(|s| s.capacity() <= 2 * READ_BUF)));
     }
 
     #[test]
