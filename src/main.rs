@@ -14,9 +14,20 @@ use tollgate::{Config, Gateway, Intent, Signals};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// What `--version` prints: the release, the commit it was built from and the build's
+/// date (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("TOLLGATE_COMMIT"),
+    ", built ",
+    env!("TOLLGATE_BUILD_DATE"),
+    ")"
+);
+
 /// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
 #[derive(Parser)]
-#[command(name = "tollgate", version, about)]
+#[command(name = "tollgate", version = VERSION, about)]
 struct Cli {
     /// Configuration file.
     #[arg(short = 'c', long = "config", default_value = "gateway.toml")]

@@ -102,6 +102,34 @@ fn check_reports_an_unknown_variable_where_its_dollar_is() {
 }
 
 #[test]
+fn the_version_names_the_commit_and_the_build_date() {
+    let _shared = support::shared();
+    let out = tollgate().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let version = String::from_utf8(out.stdout).unwrap();
+    let rest = version
+        .trim_end()
+        .strip_prefix(concat!("tollgate ", env!("CARGO_PKG_VERSION"), " ("))
+        .unwrap_or_else(|| panic!("{version}"));
+    let (commit, date) = rest
+        .strip_suffix(')')
+        .and_then(|rest| rest.split_once(", built "))
+        .unwrap_or_else(|| panic!("{version}"));
+    assert!(
+        commit == "unknown" || commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{version}"
+    );
+    let date: Vec<&str> = date.split('-').collect();
+    assert!(
+        date.len() == 3
+            && date
+                .iter()
+                .all(|part| part.bytes().all(|b| b.is_ascii_digit())),
+        "{version}"
+    );
+}
+
+#[test]
 fn check_accepts_the_shipped_gateway_toml() {
     let _shared = support::shared();
     let out = tollgate()
@@ -301,17 +329,6 @@ fn missing_file_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/nonexistent/gateway.toml"), "{stderr}");
-}
-
-#[test]
-fn version_is_printed() {
-    let _shared = support::shared();
-    let out = tollgate().arg("--version").output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("tollgate {}", env!("CARGO_PKG_VERSION"))
-    );
 }
 
 /// A running `tollgate` process, killed if the test fails midway.
