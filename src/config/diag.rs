@@ -151,17 +151,35 @@ impl<'t> Diagnostics<'t> {
 
     /// A serde error from deserializing the value at `fallback` (used when serde did
     /// not say where). serde says "field"; a TOML user writes keys. An unknown key that
-    /// is an nginx directive says what does its job here (`nginx_names`).
-    pub(crate) fn serde(&mut self, err: &toml::de::Error, fallback: Range<usize>) {
+    /// is an nginx directive says what does its job here (`nginx_names`); one that looks
+    /// like a misspelt known key says which, and that key is returned: the caller
+    /// counts it as given, so that its absence is no further problem.
+    pub(crate) fn serde(&mut self, err: &toml::de::Error, fallback: Range<usize>) -> Option<String> {
         let offset = err.span().map_or(fallback.start, |span| span.start);
         let message = err
             .message()
             .replacen("unknown field ", "unknown key ", 1)
             .replacen("missing field ", "missing key ", 1);
-        let message = unknown_key(&message)
-            .and_then(super::nginx_names::unknown_key)
-            .unwrap_or(message);
-        self.push(Some(offset), message, false);
+        if let Some(hint) = unknown_key(&message).and_then(super::nginx_names::unknown_key) {
+            self.push(Some(offset), hint, false);
+            return None;
+        }
+        let meant = unknown_key(&message).and_then(|key| {
+            let (_, expected) = message.split_once(", expected ")?;
+            let known = expected.split('`').skip(1).step_by(2);
+            super::suggest::closest(key, known).map(|meant| (key.to_owned(), meant.to_owned()))
+        });
+        match meant {
+            Some((key, meant)) => {
+                let message = format!("unknown key `{key}`: did you mean `{meant}`?");
+                self.push(Some(offset), message, false);
+                Some(meant)
+            }
+            None => {
+                self.push(Some(offset), message, false);
+                None
+            }
+        }
     }
 
     /// `result`'s value, or its message reported at `span`.

@@ -28,6 +28,7 @@ mod rules;
 mod server;
 mod server_name;
 mod site;
+mod suggest;
 #[cfg(test)]
 mod tests;
 mod upstream_tls;

@@ -102,6 +102,29 @@ fn check_reports_an_unknown_variable_where_its_dollar_is() {
 }
 
 #[test]
+fn check_suggests_the_key_a_misspelling_meant_and_stops_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        &dir,
+        "gateway.toml",
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[upstreams.app]\nservers = [\"127.0.0.1:1\"]\n\
+         [[location]]\nmatch = \"/\"\nupstrem = \"app\"\n",
+    );
+    let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = path.display();
+    assert_eq!(
+        stderr,
+        format!(
+            "{file}:7:1: unknown key `upstrem`: did you mean `upstream`?\n\
+             configuration test failed\n"
+        ),
+        "one error, not the location's missing `upstream` after it"
+    );
+}
+
+#[test]
 fn the_version_names_the_commit_and_the_build_date() {
     let _shared = support::shared();
     let out = tollgate().arg("--version").output().unwrap();

@@ -103,10 +103,13 @@ fn deserialize<T: DeserializeOwned>(
             Ok(raw) => return Some(raw),
             Err(err) => err,
         };
-        diag.serde(&err, span.clone());
+        let meant = diag.serde(&err, span.clone());
         let (table, key) = err
             .span()
             .and_then(|at| remove_entry_at(&mut value, at.start))?;
+        if let Some(meant) = meant {
+            diag.leave_out(table.clone(), meant);
+        }
         diag.leave_out(table, key);
     }
 }
@@ -280,7 +283,7 @@ mod tests {
         let got = problems("[[site]]\nserver_name = \"a.test\"\n");
         assert!(got[0].2.contains("`names = ["), "{}", got[0].2);
         let got = problems("[upstreams.app]\nservers = [{ addr = \"a:1\", wieght = 2 }]\n");
-        assert!(got[0].2.starts_with("unknown key `wieght`, expected"), "{}", got[0].2);
+        assert_eq!(got[0].2, "unknown key `wieght`: did you mean `weight`?");
     }
 
     #[test]

@@ -91,10 +91,13 @@ fn unknown_and_future_server_keys_are_reported_at_the_key() {
     );
     let (line, col, message) = error("lisen = []\n");
     assert_eq!((line, col), (3, 1));
+    assert_eq!(message, "unknown key `lisen`: did you mean `listen`?");
+    let (_, _, message) = error("bind_address = []\n");
     assert!(
-        message
-            .starts_with("unknown key `lisen`, expected one of `listen`, `listen_tls`, `workers`"),
-        "{message}"
+        message.starts_with(
+            "unknown key `bind_address`, expected one of `listen`, `listen_tls`, `workers`"
+        ),
+        "a key far from every known one lists them: {message}"
     );
 }
 
