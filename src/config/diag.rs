@@ -76,6 +76,9 @@ pub(crate) struct Diagnostics<'t> {
     left_out: Vec<(Range<usize>, String)>,
     /// What is worth telling but not wrong: byte offset, message.
     warnings: Vec<(usize, String)>,
+    /// Zones defined with a problem already reported: a reference to one is no further
+    /// problem.
+    invalid_zones: Vec<String>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -85,7 +88,18 @@ impl<'t> Diagnostics<'t> {
             found: Vec::new(),
             left_out: Vec::new(),
             warnings: Vec::new(),
+            invalid_zones: Vec::new(),
         }
+    }
+
+    /// The zone `name` is defined, with a problem reported.
+    pub(crate) fn zone_invalid(&mut self, name: &str) {
+        self.invalid_zones.push(name.to_owned());
+    }
+
+    /// Whether the zone `name` is defined with a problem reported ([`Self::zone_invalid`]).
+    pub(crate) fn is_invalid_zone(&self, name: &str) -> bool {
+        self.invalid_zones.iter().any(|zone| zone == name)
     }
 
     /// A problem with the value or key at `span` (byte offsets into the text).

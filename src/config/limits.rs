@@ -367,6 +367,10 @@ fn zone_index(
 ) -> Option<usize> {
     let name = zone.get_ref();
     let Some(index) = zones.iter().position(|z| &z.name == name) else {
+        if diag.is_invalid_zone(name) {
+            // Its own problem is reported where it is defined.
+            return None;
+        }
         let known: Vec<String> = zones.iter().map(|z| format!(r#""{}""#, z.name)).collect();
         let message = if known.is_empty() {
             format!(r#"unknown zone "{name}": no `[zones.NAME]` is defined"#)

@@ -156,18 +156,17 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     // Every text below may use the maps; a map whose own texts fail is left out
     // (reported), and so are the problems of texts that would use it.
     let (known_maps, maps_valid) = maps::maps(raw.maps, diag);
-    let zones = zones::zones(raw.zones, on_error, &names, &known_maps, diag);
+    let (zones, zones_valid) = zones::zones(raw.zones, on_error, &names, &known_maps, diag);
     let plans: Vec<&str> = zones
         .iter()
-        .flatten()
         .flat_map(|zone| zone.plans.iter().map(|(plan, _)| plan.as_str()))
         .collect();
     let api_keys = optional(raw.api_keys, |raw, span| {
         api_keys::api_keys(raw, span, base, &plans, diag)
     });
-    zones_need_their_sections(zones.as_deref(), &redis, &api_keys, !plans.is_empty(), diag);
-    let zone_limits: Vec<limits::ZoneInfo> =
-        zones.iter().flatten().map(limits::ZoneInfo::new).collect();
+    zones_need_their_sections(&zones, &redis, &api_keys, !plans.is_empty(), diag);
+    let zone_limits: Vec<limits::ZoneInfo> = zones.iter().map(limits::ZoneInfo::new).collect();
+    let zones = zones_valid.then_some(zones);
     let upstreams = all(raw
         .upstreams
         .into_iter()
@@ -265,13 +264,13 @@ fn certificates_listed(tls: &Section<raw::RawTls>) -> Option<bool> {
 /// Redis zones need `[redis]`, and plans need `[api_keys]`: said once the sections are
 /// checked (and not when a section is invalid, which is already reported).
 fn zones_need_their_sections(
-    zones: Option<&[Zone]>,
+    zones: &[Zone],
     redis: &Option<Option<Redis>>,
     api_keys: &Option<Option<ApiKeys>>,
     plans: bool,
     diag: &mut Diagnostics<'_>,
 ) {
-    if let (Some(zones), Some(None)) = (zones, redis) {
+    if let Some(None) = redis {
         for zone in zones.iter().filter(|zone| zone.redis.is_some()) {
             diag.error_nowhere(format!(
                 "zone \"{}\" has `backend = \"redis\"` but no [redis] section says where Redis is",

@@ -15,7 +15,9 @@ const MIN_ZONE_SIZE: u64 = 32 << 10;
 const DEFAULT_ZONE_SIZE: u64 = 10 << 20;
 const MAX_RATE_COUNT: u64 = 1_000_000;
 
-/// Every zone, or `None` when any had a problem. `on_error` is `[redis]`'s, for Redis zones
+/// The zones without a problem, and whether every zone was one. A zone with a problem
+/// is reported, and its name recorded in `diag`, so that the limits that name it are not
+/// reported again as naming an unknown zone. `on_error` is `[redis]`'s, for Redis zones
 /// that name none.
 pub(super) fn zones(
     raw: Vec<Named<RawZone>>,
@@ -23,12 +25,20 @@ pub(super) fn zones(
     upstreams: &[String],
     maps: &Maps,
     diag: &mut Diagnostics<'_>,
-) -> Option<Vec<Zone>> {
-    let zones: Vec<_> = raw
-        .into_iter()
-        .map(|entry| zone(entry, on_error, upstreams, maps, diag))
-        .collect();
-    zones.into_iter().collect()
+) -> (Vec<Zone>, bool) {
+    let mut zones = Vec::with_capacity(raw.len());
+    let mut all_valid = true;
+    for entry in raw {
+        let name = entry.name.get_ref().clone();
+        match zone(entry, on_error, upstreams, maps, diag) {
+            Some(zone) => zones.push(zone),
+            None => {
+                diag.zone_invalid(&name);
+                all_valid = false;
+            }
+        }
+    }
+    (zones, all_valid)
 }
 
 fn zone(

@@ -495,3 +495,29 @@ fn problems_in_tables_opened_by_headers_or_dotted_keys_are_all_reported() {
         "{found:#?}"
     );
 }
+
+#[test]
+fn a_zone_with_a_problem_is_reported_once_not_again_where_it_is_used() {
+    let text = "[server]\n\
+                listen = [\"8080\"]\n\
+                [upstreams.app]\n\
+                servers = [\"127.0.0.1:3000\"]\n\
+                [zones.ip]\n\
+                key = \"$binary_remote_addr\"\n\
+                rate = \"5r/sec\"\n\
+                [zones.good]\n\
+                key = \"$binary_remote_addr\"\n\
+                rate = \"5r/s\"\n\
+                [[location]]\n\
+                match = \"/\"\n\
+                upstream = \"app\"\n\
+                limit = [{ zone = \"ip\" }, { zone = \"good\" }, { zone = \"nope\" }]\n";
+    let found = errors(text);
+    assert_eq!(at(&found), [(7, 8), (14, 55)], "{found:#?}");
+    assert!(found[0].2.starts_with("invalid rate \"5r/sec\""), "{}", found[0].2);
+    assert!(
+        found[1].2.starts_with("unknown zone \"nope\", expected one of \"good\""),
+        "the valid zone is known, the misnamed one is not: {}",
+        found[1].2
+    );
+}
