@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::suggest::unknown_name;
 use super::raw::{Loose, RawAdaptive};
 use super::values;
 use super::Algorithm;
@@ -48,11 +49,9 @@ pub(super) fn adaptive(
         .and_then(|name| {
             let known = upstreams.iter().any(|u| u == name.get_ref());
             if !known {
-                let message = format!(
-                    "unknown upstream \"{}\"; the groups are: {}",
-                    name.get_ref(),
-                    upstreams.join(", ")
-                );
+                let known: Vec<&str> = upstreams.iter().map(String::as_str).collect();
+                let none = "no `[upstreams.NAME]` is defined";
+                let message = unknown_name("upstream", name.get_ref(), &known, none);
                 diag.error(name.span(), message);
             }
             known.then(|| name.get_ref().clone())

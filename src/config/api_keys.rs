@@ -7,6 +7,7 @@ use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::suggest::unknown_name;
 use super::raw::{RawApiKeys, Span};
 use super::ApiKeys;
 
@@ -45,10 +46,11 @@ pub(super) fn api_keys(
             Ok(entries) => {
                 for (key, plan) in entries {
                     if !plans.contains(&plan.as_str()) {
+                        let none = "no zone defines `plans`";
                         let message = format!(
-                            r#"{}: key "{key}" is on unknown plan "{plan}"; {}"#,
+                            r#"{}: key "{key}": {}"#,
                             path.display(),
-                            plan_hint(plans)
+                            unknown_name("plan", &plan, plans, none)
                         );
                         diag.error(written.span(), message);
                         valid = false;
@@ -132,17 +134,7 @@ fn known_plan(plan: &str, span: Span, plans: &[&str], diag: &mut Diagnostics<'_>
     if plans.contains(&plan) {
         return true;
     }
-    diag.error(
-        span,
-        format!(r#"unknown plan "{plan}"; {}"#, plan_hint(plans)),
-    );
+    let message = unknown_name("plan", plan, plans, "no zone defines `plans`");
+    diag.error(span, message);
     false
-}
-
-fn plan_hint(plans: &[&str]) -> String {
-    if plans.is_empty() {
-        return "no zone defines `plans`".to_owned();
-    }
-    let known: Vec<String> = plans.iter().map(|p| format!(r#""{p}""#)).collect();
-    format!("zones define {}", known.join(", "))
 }

@@ -4,6 +4,7 @@ use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::suggest::unknown_name;
 use super::raw::{Loose, RawLimit, Span};
 use super::values::MAX_BURST;
 use super::zones::parse_rate;
@@ -371,15 +372,8 @@ fn zone_index(
             // Its own problem is reported where it is defined.
             return None;
         }
-        let known: Vec<String> = zones.iter().map(|z| format!(r#""{}""#, z.name)).collect();
-        let message = if known.is_empty() {
-            format!(r#"unknown zone "{name}": no `[zones.NAME]` is defined"#)
-        } else {
-            format!(
-                r#"unknown zone "{name}", expected one of {}"#,
-                known.join(", ")
-            )
-        };
+        let known: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+        let message = unknown_name("zone", name, &known, "no `[zones.NAME]` is defined");
         diag.error(zone.span(), message);
         return None;
     };

@@ -7,6 +7,7 @@ use http::{HeaderValue, StatusCode};
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::suggest::unknown_name;
 use super::limits;
 use super::values;
 use super::maps::{self, Maps};
@@ -271,14 +272,8 @@ fn action(
 }
 
 fn unknown_upstream(name: &str, upstreams: &[String]) -> String {
-    if upstreams.is_empty() {
-        return format!(r#"unknown upstream "{name}": no `[upstreams.NAME]` is defined"#);
-    }
-    let known: Vec<String> = upstreams.iter().map(|n| format!(r#""{n}""#)).collect();
-    format!(
-        r#"unknown upstream "{name}", expected one of {}"#,
-        known.join(", ")
-    )
+    let known: Vec<&str> = upstreams.iter().map(String::as_str).collect();
+    unknown_name("upstream", name, &known, "no `[upstreams.NAME]` is defined")
 }
 
 /// `upstream_path`: only beside `upstream`, a path (starting with `/`) that may hold

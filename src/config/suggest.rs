@@ -16,6 +16,23 @@ pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
     best.map(|(_, candidate)| candidate)
 }
 
+/// What to say of `name`, a `what` ("zone", "upstream") that names none of `known`: the
+/// one it likely meant, else those there are, else `none` (how to define one). Names of
+/// one or two letters get no guess: any other short name is an edit away.
+pub(crate) fn unknown_name(what: &str, name: &str, known: &[&str], none: &str) -> String {
+    let guess = (name.chars().count() >= 3)
+        .then(|| closest(name, known.iter().copied()))
+        .flatten();
+    if let Some(meant) = guess {
+        return format!(r#"unknown {what} "{name}": did you mean "{meant}"?"#);
+    }
+    if known.is_empty() {
+        return format!(r#"unknown {what} "{name}": {none}"#);
+    }
+    let listed: Vec<String> = known.iter().map(|k| format!(r#""{k}""#)).collect();
+    format!(r#"unknown {what} "{name}", expected one of {}"#, listed.join(", "))
+}
+
 /// Edits from `a` to `b`, a swap of neighbours counting one (optimal string alignment).
 fn edits(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -59,6 +76,28 @@ mod tests {
         assert_eq!(closest("proxy_pass", keys), None);
         assert_eq!(closest("ab", keys), None);
         assert_eq!(closest("x", ["y"]), Some("y"), "one edit is always close enough");
+    }
+
+    #[test]
+    fn an_unknown_name_gets_the_likely_one_else_the_list_else_how_to_define_one() {
+        let zones = ["per_ip", "per_key"];
+        assert_eq!(
+            unknown_name("zone", "per_iq", &zones, "none"),
+            r#"unknown zone "per_iq": did you mean "per_ip"?"#
+        );
+        assert_eq!(
+            unknown_name("zone", "login", &zones, "none"),
+            r#"unknown zone "login", expected one of "per_ip", "per_key""#
+        );
+        assert_eq!(
+            unknown_name("zone", "login", &[], "no `[zones.NAME]` is defined"),
+            r#"unknown zone "login": no `[zones.NAME]` is defined"#
+        );
+        assert_eq!(
+            unknown_name("upstream", "c", &["b", "a"], "none"),
+            r#"unknown upstream "c", expected one of "b", "a""#,
+            "a short name gets no guess"
+        );
     }
 
     #[test]

@@ -61,10 +61,16 @@ fn the_designs_example_is_typed_with_defaults() {
 }
 
 #[test]
-fn an_unknown_upstream_is_refused_listing_the_groups() {
+fn a_misspelt_upstream_gets_the_group_it_likely_meant() {
+    let (_, message) = problem(r#"{ upstream = "apps", latency = "200ms" }"#, "");
+    assert_eq!(message, r#"unknown upstream "apps": did you mean "app"?"#);
+}
+
+#[test]
+fn an_unknown_upstream_far_from_every_group_is_refused_listing_them() {
     let (line, message) = problem(r#"{ upstream = "db", latency = "200ms" }"#, "");
     assert_eq!(line, 8);
-    assert_eq!(message, "unknown upstream \"db\"; the groups are: app, api");
+    assert_eq!(message, r#"unknown upstream "db", expected one of "app", "api""#);
 }
 
 #[test]

@@ -131,6 +131,15 @@ fn zone_problems_are_each_reported() {
 }
 
 #[test]
+fn a_misspelt_zone_gets_the_zone_it_likely_meant() {
+    let zones = "[zones.per_ip]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\n";
+    let text = format!("{SERVER}{zones}[[location]]\nmatch = \"/\"\nlimit = [{{ zone = \"per-ip\" }}]\n{RETURN}");
+    let found = errors(&text);
+    let messages: Vec<&str> = found.iter().map(|(_, _, m)| m.as_str()).collect();
+    assert_eq!(messages, [r#"unknown zone "per-ip": did you mean "per_ip"?"#]);
+}
+
+#[test]
 fn location_limit_problems_name_the_zone() {
     let zones = "[zones.ip]\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\n\
                  [zones.c]\nkey = \"$binary_remote_addr\"\nalgorithm = \"concurrency\"\nmax = 2\n";
@@ -175,7 +184,7 @@ fn unknown_plans_are_errors_in_either_place() {
         [(
             8,
             18,
-            r#"unknown plan "gold"; zones define "free""#.to_owned()
+            r#"unknown plan "gold", expected one of "free""#.to_owned()
         )]
     );
     let found = errors(&format!("{SERVER}{zone}"));
@@ -202,7 +211,7 @@ fn api_key_files_are_read_relative_to_the_config_and_checked() {
     assert!(
         errors[0]
             .message
-            .contains(r#"key "k3" is on unknown plan "gold""#),
+            .contains(r#"key "k3": unknown plan "gold""#),
         "{}",
         errors[0].message
     );
