@@ -28,6 +28,9 @@ pub(super) fn admin(
     let listen = diag
         .required(raw.listen.as_ref(), span, "listen")
         .and_then(|listen| diag.check(listen.span(), values::listen_addr(listen.get_ref())));
+    if let (Some(addr), Some(written)) = (listen, raw.listen.as_ref()) {
+        diag.listed(&written.span(), addr);
+    }
     let token = match (&raw.token, &raw.token_file) {
         (Some(_), Some(file)) => {
             diag.error(

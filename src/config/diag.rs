@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -79,6 +80,8 @@ pub(crate) struct Diagnostics<'t> {
     /// Zones defined with a problem already reported: a reference to one is no further
     /// problem.
     invalid_zones: Vec<String>,
+    /// Where each address to listen on is written: byte offset, address.
+    addresses: Vec<(usize, SocketAddr)>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -89,7 +92,24 @@ impl<'t> Diagnostics<'t> {
             left_out: Vec::new(),
             warnings: Vec::new(),
             invalid_zones: Vec::new(),
+            addresses: Vec::new(),
         }
+    }
+
+    /// `addr`, to be listened on, is written at `span`: a failure to listen on it later
+    /// names the place ([`Config::place_of`](super::Config::place_of)).
+    pub(crate) fn listed(&mut self, span: &Range<usize>, addr: SocketAddr) {
+        self.addresses.push((span.start, addr));
+    }
+
+    /// Each address [`listed`](Self::listed), with its place `FILE:LINE:COL`.
+    pub(crate) fn places(&self, origin: &Path) -> Vec<(SocketAddr, String)> {
+        let origin = origin.display();
+        let place = |&(offset, addr): &(usize, SocketAddr)| {
+            let (line, col) = line_col(self.text, offset);
+            (addr, format!("{origin}:{line}:{col}"))
+        };
+        self.addresses.iter().map(place).collect()
     }
 
     /// The zone `name` is defined, with a problem reported.

@@ -88,6 +88,7 @@ fn addresses(
             valid = false;
         }
         seen.push(addr);
+        diag.listed(&item.span(), addr);
         listeners.push(Listener { addr, http2 });
     }
     valid.then_some(listeners)

@@ -76,6 +76,8 @@ pub struct Config {
     pub(crate) sha256: String,
     /// What `tollgate -t` and the start print as warnings: `FILE:LINE:COL: message`.
     pub(crate) warnings: Vec<String>,
+    /// Where each address to listen on is written, `FILE:LINE:COL`.
+    pub(crate) places: Vec<(SocketAddr, String)>,
     pub(crate) server: Server,
     pub(crate) real_ip: Option<RealIp>,
     pub(crate) access: Access,
@@ -110,6 +112,13 @@ impl Config {
     /// and the start print them as `warning: …`.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Where `addr` is written to be listened on, `FILE:LINE:COL`, for a failure to
+    /// listen on it.
+    pub(crate) fn place_of(&self, addr: SocketAddr) -> Option<&str> {
+        let written = self.places.iter().find(|(listed, _)| *listed == addr);
+        written.map(|(_, place)| place.as_str())
     }
 }
 

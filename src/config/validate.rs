@@ -56,6 +56,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
     match checked.into_config() {
         Some(mut config) if !diag.has_errors() => {
             config.warnings = diag.warnings(origin);
+            config.places = diag.places(origin);
             Ok(config)
         }
         _ => {
@@ -99,6 +100,7 @@ impl Checked {
         Some(Config {
             sha256: String::new(),
             warnings: Vec::new(),
+            places: Vec::new(),
             server: self.server?,
             real_ip: self.real_ip?,
             access: self.access?,

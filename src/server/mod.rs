@@ -71,12 +71,13 @@ fn listeners_of(listening: &[Listening]) -> Listeners {
 /// Why the gateway could not start, or a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: address already in use (is another tollgate running?)")]
-    Taken { addr: SocketAddr },
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("{at}cannot listen on {addr}: address already in use (is another tollgate running?)")]
+    Taken { addr: SocketAddr, at: Place },
+    #[error("{at}cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
         source: std::io::Error,
+        at: Place,
     },
     #[error("{0}")]
     Build(#[from] snapshot::BuildError),
@@ -86,6 +87,30 @@ pub enum StartError {
     Acme(String),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
+}
+
+/// Where an address is written in the configuration, `FILE:LINE:COL: `, before a failure
+/// to listen on it; empty when not known.
+#[derive(Debug, Default)]
+pub struct Place(String);
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.is_empty() {
+            true => Ok(()),
+            false => write!(f, "{}: ", self.0),
+        }
+    }
+}
+
+impl StartError {
+    /// This error, naming where `config` writes the address it could not listen on.
+    fn placed(mut self, config: &Config) -> StartError {
+        if let StartError::Taken { addr, at } | StartError::Listen { addr, at, .. } = &mut self {
+            *at = Place(config.place_of(*addr).unwrap_or_default().to_owned());
+        }
+        self
+    }
 }
 
 /// Why a reload changed nothing.
@@ -150,7 +175,8 @@ impl Gateway {
             held: None,
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
-        let bound = bind_all(&addresses(&config), workers, |_| sharing)?;
+        let bound = bind_all(&addresses(&config), workers, |_| sharing)
+            .map_err(|err| err.placed(&config))?;
         let state = Arc::new(GatewayState {
             snapshot: ArcSwap::from_pointee(snapshot),
             listeners: ArcSwap::from_pointee(Listeners::default()),
@@ -163,7 +189,10 @@ impl Gateway {
         let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
         let descriptors = Arc::new(Descriptors::of_process(admin_connections));
         let admin = match &config.admin {
-            Some(admin) => Some(start_admin(admin, sharing, &state, &descriptors)?),
+            Some(admin) => Some(
+                start_admin(admin, sharing, &state, &descriptors)
+                    .map_err(|err| err.placed(&config))?,
+            ),
             None => None,
         };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
@@ -266,7 +295,8 @@ impl Gateway {
                 true => Sharing::Beside,
                 false => Sharing::Alone,
             };
-        let bound = bind_all(&added, self.worker_count, sharing)?;
+        let bound =
+            bind_all(&added, self.worker_count, sharing).map_err(|err| err.placed(config))?;
         let current = self.state.snapshot.load();
         let generation = current.generation + 1;
         let metrics = &self.state.metrics;
@@ -412,8 +442,15 @@ fn bind_all(
 /// Why `addr` could not be listened on; an address in use is named as such.
 fn listen_error(addr: SocketAddr, source: std::io::Error) -> StartError {
     match source.kind() {
-        std::io::ErrorKind::AddrInUse => StartError::Taken { addr },
-        _ => StartError::Listen { addr, source },
+        std::io::ErrorKind::AddrInUse => StartError::Taken {
+            addr,
+            at: Place::default(),
+        },
+        _ => StartError::Listen {
+            addr,
+            source,
+            at: Place::default(),
+        },
     }
 }
 
@@ -427,9 +464,9 @@ fn start_admin(
     let addr = admin.listen;
     let (_, mut sockets) =
         listener::bind(addr, 1, sharing).map_err(|source| listen_error(addr, source))?;
-    let socket = sockets.pop().ok_or_else(|| StartError::Listen {
-        addr,
-        source: std::io::ErrorKind::AddrNotAvailable.into(),
+    let socket = sockets.pop().ok_or_else(|| {
+        let source = std::io::ErrorKind::AddrNotAvailable.into();
+        listen_error(addr, source)
     })?;
     let (state, descriptors) = (state.clone(), descriptors.clone());
     AdminListener::start(socket, admin.max_connections, state, descriptors)

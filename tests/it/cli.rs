@@ -500,8 +500,10 @@ async fn a_second_tollgate_on_the_same_address_refuses_to_start() {
         .unwrap();
     let (code, stderr) = exited.expect("the second tollgate started beside the first");
     assert_eq!(code, Some(1), "{stderr}");
+    // Named where the second file writes it: line 2, column 11.
     let want = format!(
-        "tollgate: cannot listen on 127.0.0.1:{port}: address already in use (is another tollgate running?)"
+        "tollgate: {}:2:11: cannot listen on 127.0.0.1:{port}: address already in use (is another tollgate running?)",
+        second.display()
     );
     assert!(stderr.contains(&want), "{stderr}");
     let gw: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
