@@ -198,10 +198,16 @@ impl<'t> Diagnostics<'t> {
             self.push(Some(offset), hint, false);
             return None;
         }
+        if let Some(value) = unknown_variant(&message) {
+            if let Some(meant) = closest_expected(value, &message) {
+                let message = format!("unknown value `{value}`: did you mean `{meant}`?");
+                self.push(Some(offset), message, false);
+                return None;
+            }
+        }
         let meant = unknown_key(&message).and_then(|key| {
-            let (_, expected) = message.split_once(", expected ")?;
-            let known = expected.split('`').skip(1).step_by(2);
-            super::suggest::closest(key, known).map(|meant| (key.to_owned(), meant.to_owned()))
+            let meant = closest_expected(key, &message)?;
+            Some((key.to_owned(), meant.to_owned()))
         });
         match meant {
             Some((key, meant)) => {
@@ -293,6 +299,18 @@ impl<'t> Diagnostics<'t> {
             syntax,
         });
     }
+}
+
+/// The value an "unknown variant `VALUE`, expected …" message is about.
+fn unknown_variant(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    rest.split('`').next()
+}
+
+/// Of the words an "…, expected `A`, `B` …" message lists, the one `word` likely meant.
+fn closest_expected<'m>(word: &str, message: &'m str) -> Option<&'m str> {
+    let (_, expected) = message.split_once(", expected ")?;
+    super::suggest::closest(word, expected.split('`').skip(1).step_by(2))
 }
 
 /// The key an "unknown key `NAME`, expected …" message is about.

@@ -170,6 +170,9 @@ fn bad_upstream_settings_are_reported() {
     let want = "unknown variant `random`, expected one of `round_robin`, `least_conn`, `ip_hash`";
     let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nbalance = \"random\"\n");
     assert_eq!(found, owned(5, 11, want));
+    let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nbalance = \"round_robbin\"\n");
+    let want = "unknown value `round_robbin`: did you mean `round_robin`?";
+    assert_eq!(found, owned(5, 11, want));
     let found = error("[upstreams.app]\nservers = [\"10.0.0.1:80\"]\nkeepalive = -1\n");
     assert_eq!(
         found,
