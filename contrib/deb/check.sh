@@ -37,12 +37,16 @@ getent passwd tollgate >/dev/null || fail "postinst made no tollgate user"
 [ "$(stat -c %U /var/log/tollgate)" = tollgate ] || fail "/var/log/tollgate is not the user's"
 
 tollgate --version | grep -q "^tollgate " || fail "tollgate --version: $(tollgate --version 2>&1)"
-# As the service runs it (ExecStartPre): the user, the installed file, nothing else.
+# As the service runs it (ExecStartPre): the user, the installed file, and /run/tollgate for
+# the pid file, which the unit's RuntimeDirectory makes (no systemd here: made by hand).
+install -d -o tollgate -g tollgate /run/tollgate
+trap 'rm -rf /run/tollgate; dpkg --purge tollgate >/dev/null 2>&1 || true' EXIT
 out=$(runuser -u tollgate -- /usr/bin/tollgate -t -c /etc/tollgate/gateway.toml 2>&1) ||
   fail "tollgate -t as the tollgate user failed: $out"
 [ "$out" = "configuration ok" ] || fail "tollgate -t printed: $out"
 gzip -dc /usr/share/man/man1/tollgate.1.gz | grep -q '^\.TH' || fail "the man page is not roff"
 
+rm -rf /run/tollgate
 dpkg --purge tollgate
 trap - EXIT
 for gone in /usr/bin/tollgate /etc/tollgate /var/log/tollgate /var/lib/tollgate \
