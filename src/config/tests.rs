@@ -358,16 +358,16 @@ fn section_blocks(text: &str, section: &str) -> String {
 }
 
 #[test]
-fn the_limit_examples_of_the_readme_and_docs_are_valid() {
-    let readme = include_str!("../../README.md");
+fn the_limit_examples_of_the_guide_and_docs_are_valid() {
+    let guide = include_str!("../../docs/guide.md");
     let upstreams = "[upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n\
                      [upstreams.llm]\nservers = [\"127.0.0.1:9001\"]\n";
-    let fleet = section_blocks(readme, "### Several instances\n");
+    let fleet = section_blocks(guide, "### Several instances\n");
     let config = parse(&format!("{SERVER}{upstreams}{fleet}"));
     let api = config.zones.iter().find(|z| z.name == "api").expect("api");
     assert_eq!(api.redis.map(|r| r.lease), Some(Some(20)));
     let redis = "[redis]\nurl = \"redis://127.0.0.1:6379\"\n";
-    let answers = section_blocks(readme, "### Limits that read the answer\n");
+    let answers = section_blocks(guide, "### Limits that read the answer\n");
     let config = parse(&format!("{SERVER}{upstreams}{redis}{answers}"));
     let locations = &config.sites[0].locations;
     assert!(locations[0].limits[0]

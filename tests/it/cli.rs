@@ -169,17 +169,17 @@ fn check_accepts_the_shipped_gateway_toml() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "configuration ok\n");
 }
 
-/// The README's complete example (the same file as `examples/nginx-migration.toml`), with
-/// certificates made for it: what an operator moving from nginx starts from must load.
+/// The guide's complete example (docs/guide.md, "Moving from nginx": the same file as
+/// `examples/nginx-migration.toml`), with certificates made for it: what an operator moving from nginx starts from must load.
 #[test]
 fn check_accepts_the_nginx_migration_example() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let example = include_str!("../../examples/nginx-migration.toml");
-    let readme = include_str!("../../README.md");
+    let guide = include_str!("../../docs/guide.md");
     assert!(
-        readme.contains(example.trim()),
-        "the README shows the example as it is"
+        guide.contains(example.trim()),
+        "docs/guide.md shows the example as it is"
     );
     let certs = dir.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
@@ -198,17 +198,17 @@ fn check_accepts_the_nginx_migration_example() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
 
-/// The README's "Automatic HTTPS" example (`examples/automatic-https.toml`) checks
+/// The guide's "Automatic HTTPS" example (docs/guide.md) (`examples/automatic-https.toml`) checks
 /// without contacting the CA, and `-t` leaves its storage unmade.
 #[test]
 fn check_accepts_the_automatic_https_example() {
     let _shared = support::shared();
     let dir = tempfile::tempdir().unwrap();
     let example = include_str!("../../examples/automatic-https.toml");
-    let readme = include_str!("../../README.md");
+    let guide = include_str!("../../docs/guide.md");
     assert!(
-        readme.contains(example.trim()),
-        "the README shows the example as it is"
+        guide.contains(example.trim()),
+        "docs/guide.md shows the example as it is"
     );
     let path = write_config(&dir, "gateway.toml", example);
     let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();

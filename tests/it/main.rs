@@ -42,6 +42,7 @@ mod nginx_conformance;
 mod path_properties;
 mod pebble_harness;
 mod proxy;
+mod recipes;
 mod redirect_rewrite;
 mod redis_clock_skew;
 mod redis_instances;

@@ -138,13 +138,14 @@ fn the_examples_read_the_same_once_written() {
     assert!(written.contains("\n[[site]]\ndefault = true\n\n[[site.location]]\n"));
 }
 
-/// Every `toml` block of docs/config.md and README.md that loads as it is, or after a
+/// Every `toml` block of docs/config.md, docs/guide.md and docs/recipes.md that loads as it is, or after a
 /// `[server]`, and the upstream groups and `[redis]` the snippets name.
 #[test]
 fn the_snippets_of_the_docs_read_the_same_once_written() {
     let docs = [
         include_str!("../../../docs/config.md"),
-        include_str!("../../../README.md"),
+        include_str!("../../../docs/guide.md"),
+        include_str!("../../../docs/recipes.md"),
     ];
     let upstreams = format!(
         "{SERVER}[upstreams.app]\nservers = [\"127.0.0.1:9000\"]\n\
