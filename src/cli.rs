@@ -112,9 +112,104 @@ pub(crate) fn completions(shell: clap_complete::Shell) -> std::io::Result<()> {
     std::io::Write::flush(&mut out)
 }
 
-/// `tollgate man`: the page of the command, its subcommands listed in it.
+/// `tollgate man`: one page, tollgate(1), with each subcommand described in it (where
+/// clap_mangen's own page would point to a page per subcommand, which no package ships).
 pub(crate) fn man() -> std::io::Result<()> {
+    let command = Cli::command();
+    let page = clap_mangen::Man::new(command.clone());
+    let mut roff = Vec::new();
+    page.render_title(&mut roff)?;
+    page.render_name_section(&mut roff)?;
+    page.render_synopsis_section(&mut roff)?;
+    page.render_description_section(&mut roff)?;
+    page.render_options_section(&mut roff)?;
+    roff.extend_from_slice(commands_section(&command).as_bytes());
+    roff.extend_from_slice(after_help_sections().as_bytes());
+    page.render_version_section(&mut roff)?;
     let mut out = std::io::stdout().lock();
-    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    let page = once_defined(&String::from_utf8_lossy(&roff));
+    std::io::Write::write_all(&mut out, page.as_bytes())?;
     std::io::Write::flush(&mut out)
+}
+
+/// Each part of [`AFTER_HELP`] as a section of its own (SIGNALS, ENVIRONMENT, EXIT
+/// STATUS), its lines kept as written: they are laid out as a table.
+fn after_help_sections() -> String {
+    let mut roff = String::new();
+    for part in AFTER_HELP.split("\n\n") {
+        let (title, body) = part.split_once('\n').unwrap_or((part, ""));
+        let title = title
+            .split(" (")
+            .next()
+            .unwrap_or(title)
+            .trim_end_matches(':');
+        roff += &format!(
+            ".SH {}\n.nf\n{}\n.fi\n",
+            title.to_uppercase(),
+            escaped(body)
+        );
+    }
+    roff
+}
+
+/// `roff` with the definition each clap_mangen part opens with (the `Aq` string, two
+/// lines) kept only at the top.
+fn once_defined(roff: &str) -> String {
+    let mut kept = String::with_capacity(roff.len());
+    let mut past_top = false;
+    for line in roff.lines() {
+        let definition = line.starts_with(".ie \\n(.g .ds Aq") || line.starts_with(".el .ds Aq");
+        if definition && past_top {
+            continue;
+        }
+        past_top |= !definition;
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+/// The COMMANDS section: each subcommand's synopsis and whole description.
+fn commands_section(command: &clap::Command) -> String {
+    let mut roff = String::from(".SH COMMANDS\n");
+    let shown = command.get_subcommands().filter(|sub| !sub.is_hide_set());
+    for sub in shown.filter(|sub| sub.get_name() != "help") {
+        let args: Vec<String> = sub
+            .get_arguments()
+            .filter(|arg| !arg.is_hide_set() && arg.get_id() != "help")
+            .map(synopsis)
+            .collect();
+        let about = sub.get_long_about().or(sub.get_about());
+        let about = about.map(ToString::to_string).unwrap_or_default();
+        let about: Vec<String> = about.split("\n\n").map(|p| escaped(p.trim())).collect();
+        let name = sub.get_name();
+        roff += &format!(".TP\n\\fBtollgate {name}\\fR {}\n", args.join(" "));
+        roff += &about.join("\n.sp\n");
+        roff.push('\n');
+    }
+    roff
+}
+
+/// An argument as a synopsis shows it: `[-c FILE]`, or `SHELL` for a positional one.
+fn synopsis(arg: &clap::Arg) -> String {
+    let value = arg.get_value_names().and_then(|names| names.first());
+    let value = value.map_or_else(|| arg.get_id().as_str().to_uppercase(), ToString::to_string);
+    match (arg.get_short(), arg.get_long()) {
+        (Some(short), _) => format!("[\\fB\\-{short}\\fR \\fI{value}\\fR]"),
+        (None, Some(long)) => format!("[\\fB\\-\\-{long}\\fR \\fI{value}\\fR]"),
+        (None, None) => format!("\\fI{value}\\fR"),
+    }
+}
+
+/// Text as roff reads it literally: backslashes and hyphens escaped, and no line
+/// starting with a control character.
+fn escaped(text: &str) -> String {
+    let text = text.replace('\\', "\\e").replace('-', "\\-");
+    let lines = text
+        .lines()
+        .map(|line| match line.starts_with(['.', '\'']) {
+            true => format!("\\&{line}"),
+            false => line.to_owned(),
+        });
+    lines.collect::<Vec<_>>().join("\n")
 }
