@@ -45,6 +45,8 @@
 //! - [`acme`]: certificates obtained and renewed by ACME, on a thread of its own, and
 //!   what it publishes for the listeners (certificates in force, challenge answers).
 //! - [`signals`]: unix signals mapped to what the operator means by them.
+//! - [`control`]: the pid file, and `tollgate reload` / `stop`, which find the running
+//!   gateway by it and read the outcome back.
 //! - [`server`]: worker threads, listeners (one kind per [`config::Transport`], and the
 //!   admin API's), connections (one module per [`wire::Protocol`]), timeouts, file
 //!   descriptors, graceful shutdown.
@@ -58,7 +60,8 @@
 //! exactly once.
 //!
 //! The public face is what the `tollgate` binary needs: [`load`] (and [`from_str`]) a
-//! [`Config`], [`check`] it for `-t`, start a [`Gateway`], follow [`Signals`]. Every
+//! [`Config`], [`check`] it for `-t`, start a [`Gateway`], follow [`Signals`], and
+//! [`reload`] or [`stop`] a running one. Every
 //! module is the crate's own, so that the compiler reports code nothing uses; the
 //! `testing` feature, which `cargo test` and the benches turn on (Cargo.toml), makes them
 //! public to the tests. These docs are for the crate's developers: read them with
@@ -85,6 +88,7 @@ macro_rules! inside {
 // The public face: what the `tollgate` binary uses (src/main.rs). Everything else is the
 // crate's own, public only to its tests and benches (`inside!`).
 pub use config::{from_str, load, Config, ConfigErrors};
+pub use control::{reload, stop, Outcome};
 pub use import::{import, ImportError, Imported, Line, Report, Status};
 pub use log::errors::directives as error_log_directives;
 pub use server::{check, Checked, Gateway, ReloadError, StartError};
@@ -99,6 +103,7 @@ inside! {
     mod certs;
     mod clock;
     mod config;
+    mod control;
     mod import;
     mod log;
     mod metrics;

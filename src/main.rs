@@ -1,12 +1,16 @@
 //! The `tollgate` command: flags, logging and exit codes. Everything else is the library.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
 use tollgate::{Config, Gateway, Intent, Signals};
+
+mod cli;
+
+use cli::{Cli, Command};
 
 /// jemalloc, so that the memory of connections gone goes back to the system: its background
 /// thread purges freed pages after `dirty_decay_ms` (set in .cargo/config.toml), where glibc's
@@ -14,56 +18,21 @@ use tollgate::{Config, Gateway, Intent, Signals};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// What `--version` prints: the release, the commit it was built from and the build's
-/// date (build.rs).
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("TOLLGATE_COMMIT"),
-    ", built ",
-    env!("TOLLGATE_BUILD_DATE"),
-    ")"
-);
-
-/// An nginx-style edge gateway: allow/deny, exact rate limits, forwarding.
-#[derive(Parser)]
-#[command(name = "tollgate", version = VERSION, about)]
-struct Cli {
-    /// Configuration file.
-    #[arg(short = 'c', long = "config", default_value = "gateway.toml")]
-    config: PathBuf,
-    /// Check the configuration, print every problem as FILE:LINE:COL, and exit.
-    #[arg(short = 't', long = "test")]
-    test: bool,
-    /// Binary upgrade: start beside a tollgate already serving these addresses (both
-    /// accept, each with its own limits, until the old one is stopped with SIGTERM).
-    /// Without it, an address another process listens on fails the start.
-    #[arg(long = "upgrade")]
-    upgrade: bool,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Translate an nginx configuration (includes followed) into a gateway.toml, and
-    /// report each directive on stderr: exact, approx (the difference) or unsupported
-    /// (what to do instead). Exit status 0 when nothing is unsupported, 2 when something
-    /// is (the file is still written, those directives as comments), 1 when nginx would
-    /// refuse the file too.
-    Import {
-        /// The main nginx configuration file (nginx.conf).
-        nginx_conf: PathBuf,
-        /// Where to write the gateway.toml (default: stdout).
-        #[arg(short = 'o', long = "output")]
-        output: Option<PathBuf>,
-    },
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Import { nginx_conf, output }) = &cli.command {
-        return import(nginx_conf, output.as_deref());
+    match &cli.command {
+        Some(Command::Import { nginx_conf, output }) => {
+            return import(nginx_conf, output.as_deref())
+        }
+        Some(Command::Completions { shell }) => return printed(cli::completions(*shell)),
+        Some(Command::Man) => return printed(cli::man()),
+        Some(Command::Reload { config }) => {
+            return control(config.as_deref().unwrap_or(&cli.config), tollgate::reload)
+        }
+        Some(Command::Stop { config }) => {
+            return control(config.as_deref().unwrap_or(&cli.config), tollgate::stop)
+        }
+        None => {}
     }
     tracing_subscriber::fmt()
         .with_env_filter(error_log_filter())
@@ -89,6 +58,41 @@ fn main() -> ExitCode {
         return test(&config, &cli.config);
     }
     run(config, &cli.config, cli.upgrade)
+}
+
+/// `tollgate reload` and `tollgate stop`: the file checked as `-t` does (a problem: exit
+/// 1, nothing sent), then `command`'s outcome printed.
+fn control(path: &Path, command: fn(&Config, &Path) -> tollgate::Outcome) -> ExitCode {
+    let config = match tollgate::load(path) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("configuration test failed: nothing was sent");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(problem) = tollgate::check(&config).problem {
+        eprintln!("{}: {problem}", path.display());
+        eprintln!("configuration test failed: nothing was sent");
+        return ExitCode::FAILURE;
+    }
+    let outcome = command(&config, path);
+    match outcome.done {
+        true => println!("{}", outcome.text),
+        false => eprintln!("tollgate: {}", outcome.text),
+    }
+    ExitCode::from(u8::from(!outcome.done))
+}
+
+/// The exit status of printing a completion script or the man page.
+fn printed(result: std::io::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("tollgate: cannot write to stdout: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `RUST_LOG` (default `info`) with h2 kept quiet unless named
@@ -203,14 +207,14 @@ fn run(config: Config, path: &Path, upgrade: bool) -> ExitCode {
 }
 
 /// SIGHUP: re-reads and validates the file, then puts it in force; an invalid file
-/// changes nothing, and its every problem goes to the error log.
+/// changes nothing, and its every problem goes to the error log. Either way one line
+/// at info level or above says so (`tollgate reload` reads the same from `/status`).
 fn reload(gateway: &Gateway, path: &Path) {
+    // The numbers go in the text, not in tracing fields, which the log would print
+    // after the last line of the errors.
     let in_force = gateway.generation();
     match gateway.reload_file(path) {
-        Ok(generation) => tracing::info!(generation, "reloaded {}", path.display()),
-        Err(err) => tracing::error!(
-            generation = in_force,
-            "reload failed, the configuration in force stays:\n{err}"
-        ),
+        Ok(generation) => tracing::info!("reloaded {}: generation {generation}", path.display()),
+        Err(err) => tracing::error!("reload failed; generation {in_force} stays in force:\n{err}"),
     }
 }

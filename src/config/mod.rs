@@ -304,6 +304,10 @@ pub(crate) struct Server {
     pub server_header: Option<http::HeaderValue>,
     /// The forwarding headers written upstream, unless a site or location says otherwise.
     pub forwarded_headers: Forwarded,
+    /// `pid_file`, resolved against the config file's directory: where the gateway writes
+    /// its process id at start (nginx `pid`), and where `tollgate reload` and `tollgate
+    /// stop` find it. `None` (the default): no file.
+    pub pid_file: Option<PathBuf>,
 }
 
 /// `client_max_body_size`: how many bytes of body a request may carry (nginx's).

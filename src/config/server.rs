@@ -98,6 +98,7 @@ pub(super) fn server(
         None => Some(1 << 10),
     };
     let client_body_temp_path = temp_path(raw.client_body_temp_path.as_ref(), base, diag);
+    let pid_file = pid_file(raw.pid_file.as_ref(), base, diag);
     let max_headers = count(&raw.max_headers, &HEADERS, diag);
     let streams = count(&raw.http2_max_concurrent_streams, &STREAMS, diag);
     let client_header_timeout = duration_or(&raw.client_header_timeout, 10, diag);
@@ -146,7 +147,26 @@ pub(super) fn server(
         ratelimit_headers: ratelimit_headers(raw.ratelimit_headers),
         server_header: server_header?,
         forwarded_headers: forwarded_headers?,
+        pid_file: pid_file?,
     })
+}
+
+/// `pid_file`, relative to `base`; none by default (a service manager that watches the
+/// process needs none, and `tollgate reload` and `stop` need one).
+fn pid_file(
+    written: Option<&Spanned<String>>,
+    base: &Path,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Option<PathBuf>> {
+    match written {
+        None => Some(None),
+        Some(path) if path.get_ref().is_empty() || path.get_ref().ends_with('/') => {
+            let message = "`pid_file` must name a file (or be left out for none)";
+            diag.error(path.span(), message);
+            None
+        }
+        Some(path) => Some(Some(base.join(path.get_ref()))),
+    }
 }
 
 /// `server_header`: tollgate's `Server` value, `"tollgate"` by default (no version, as

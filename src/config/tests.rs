@@ -321,6 +321,17 @@ fn relative_access_log_is_resolved_against_the_config_directory() {
 }
 
 #[test]
+fn pid_file_is_off_unless_set_relative_to_the_config_directory() {
+    assert_eq!(parse(SERVER).server.pid_file, None);
+    let set = |path: &str| parse(&format!("{SERVER}pid_file = \"{path}\"\n")).server.pid_file;
+    assert_eq!(set("run/tg.pid"), Some(PathBuf::from("/etc/tollgate/run/tg.pid")));
+    assert_eq!(set("/run/tollgate.pid"), Some(PathBuf::from("/run/tollgate.pid")));
+    let (line, col, message) = error("pid_file = \"\"\n");
+    assert_eq!((line, col), (3, 12), "{message}");
+    assert!(message.starts_with("`pid_file` must name a file"), "{message}");
+}
+
+#[test]
 fn upstream_host_names_become_one_server_per_address() {
     let config = parse(&format!(
         "{SERVER}[upstreams.app]\nservers = [{{ addr = \"localhost:3000\", weight = 5 }}]\n"

@@ -51,6 +51,7 @@ use self::descriptors::Descriptors;
 use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
 use crate::config::{self, Address, Config, ConfigErrors};
+use crate::control::PidFile;
 use crate::metrics::Metrics;
 use crate::snapshot::{self, Lasting};
 use crate::state::{GatewayState, Listeners};
@@ -87,6 +88,11 @@ pub enum StartError {
     Acme(String),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("cannot write pid_file {}: {source}", path.display())]
+    PidFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Where an address is written in the configuration, `FILE:LINE:COL: `, before a failure
@@ -141,6 +147,9 @@ pub struct Gateway {
     sessions: tls::Sessions,
     /// The adaptive tick's thread.
     adapt: adapt::Adapt,
+    /// `pid_file`, written once every address was bound and removed at the end of
+    /// [`Gateway::wait`]; a reload does not move it (nginx's `pid` neither).
+    pid_file: Option<PidFile>,
 }
 
 impl Gateway {
@@ -195,6 +204,13 @@ impl Gateway {
             ),
             None => None,
         };
+        let pid_file = match &config.server.pid_file {
+            Some(path) => Some(PidFile::write(path).map_err(|source| StartError::PidFile {
+                path: path.clone(),
+                source,
+            })?),
+            None => None,
+        };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
         let (shutdown, _) = watch::channel(false);
         let mut handles = Vec::with_capacity(workers);
@@ -230,6 +246,7 @@ impl Gateway {
             admin_config: config.admin.as_ref().map(|a| a.listen),
             sessions,
             adapt,
+            pid_file,
         })
     }
 
@@ -281,6 +298,9 @@ impl Gateway {
             != admin_connections(self.state.snapshot.load().admin.as_ref())
         {
             tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
+        }
+        if config.server.pid_file.as_deref() != self.pid_file.as_ref().map(PidFile::path) {
+            tracing::warn!("reload: a `pid_file` change takes effect on restart");
         }
         let wanted = addresses(config);
         let added: Vec<Address> = wanted
@@ -380,6 +400,8 @@ impl Gateway {
         if let Some(log) = &self.state.snapshot.load().pipeline.access_log {
             log.flush();
         }
+        // Last: `tollgate stop` and a service manager may take its absence as the end.
+        drop(self.pid_file.take());
     }
 
     /// [`Gateway::shutdown`] then wait, from async code (the wait runs off-runtime).

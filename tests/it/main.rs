@@ -17,6 +17,7 @@ mod architecture;
 mod bans;
 mod body_limit;
 mod cli;
+mod cli_control;
 mod concurrency_gate;
 mod descriptors;
 mod forwarded_headers;

@@ -129,6 +129,7 @@ pub(crate) struct RawServer {
     /// `""`: no `Server` header.
     pub server_header: Option<Spanned<String>>,
     pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub pid_file: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy)]

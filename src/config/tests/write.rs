@@ -192,9 +192,10 @@ const INTEGRATION: &[&str] = &[
      \"X-Tail\" = \"$1\", \"Cookie\" = \"\" }\n\
      response_headers = { \"Strict-Transport-Security\" = \"max-age=63072000\", \"X-Uri\" = \"$uri\" }\n\
      hide_headers = [\"X-Powered-By\", \"Server\"]\n",
-    // response_when.rs, forwarded_headers.rs and server_header.rs
+    // response_when.rs, forwarded_headers.rs and server_header.rs (and cli_control.rs's
+    // pid_file)
     "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\nserver_header = \"edge\"\n\
-     forwarded_headers = [\"X-Real-IP\"]\n[log]\naccess = \"off\"\n\
+     pid_file = \"run/tollgate.pid\"\nforwarded_headers = [\"X-Real-IP\"]\n[log]\naccess = \"off\"\n\
      [upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
      [[site]]\nnames = [\"a.example\"]\nforwarded_headers = [\"X-Forwarded-Proto\"]\n\
      response_headers = { \"X-Frame-Options\" = { value = \"DENY\", when = \"success\" }, \
