@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The package's install test (.ci/run, after `cargo test`): builds the .deb from the debug
 # binary (contrib/deb/build.sh --dev), installs it with dpkg on this machine, checks what it
-# put in place, that the shipped configuration loads as the service's user, then purges it
+# put in place, that the shipped configuration loads as the service's user and runs as the unit
+# runs it (reloaded and stopped by `tollgate reload` and `tollgate stop`), then purges it
 # and checks nothing is left. Needs root and a Debian system; no running systemd (the
 # maintainer scripts must work without it, as in a container).
 set -euo pipefail
@@ -46,6 +47,27 @@ out=$(runuser -u tollgate -- /usr/bin/tollgate -t -c /etc/tollgate/gateway.toml 
 [ "$out" = "configuration ok" ] || fail "tollgate -t printed: $out"
 gzip -dc /usr/share/man/man1/tollgate.1.gz | grep -q '^\.TH' || fail "the man page is not roff"
 
+# Run as the unit runs it: the user, and port 80 by the one capability it is given. Then the
+# operator's commands: a reload read back from the admin API, and a stop that drains.
+setpriv --reuid=tollgate --regid=tollgate --init-groups --inh-caps=+net_bind_service \
+  --ambient-caps=+net_bind_service /usr/bin/tollgate -c /etc/tollgate/gateway.toml \
+  2>/tmp/tollgate-check.log &
+gateway=$!
+trap 'kill $gateway 2>/dev/null; rm -rf /run/tollgate; dpkg --purge tollgate >/dev/null 2>&1 || true' EXIT
+for _ in $(seq 50); do
+  [ -s /run/tollgate/tollgate.pid ] && break
+  sleep 0.1
+done
+[ -s /run/tollgate/tollgate.pid ] || fail "the gateway wrote no pid file: $(cat /tmp/tollgate-check.log)"
+status=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:80/) || true
+[ "$status" = 502 ] || fail "port 80 answered $status, not 502 (no application runs behind it)"
+out=$(tollgate reload -c /etc/tollgate/gateway.toml 2>&1) || fail "tollgate reload: $out"
+case "$out" in *"generation 2"*) ;; *) fail "tollgate reload printed: $out" ;; esac
+out=$(tollgate stop -c /etc/tollgate/gateway.toml 2>&1) || fail "tollgate stop: $out"
+wait $gateway || fail "the gateway exited with $? after tollgate stop: $(cat /tmp/tollgate-check.log)"
+[ ! -e /run/tollgate/tollgate.pid ] || fail "the pid file is left after the stop"
+[ -s /var/log/tollgate/access.log ] || fail "the access log under /var/log/tollgate is empty"
+
 rm -rf /run/tollgate
 dpkg --purge tollgate
 trap - EXIT
@@ -55,4 +77,4 @@ for gone in /usr/bin/tollgate /etc/tollgate /var/log/tollgate /var/lib/tollgate 
 done
 ! getent passwd tollgate >/dev/null || fail "the tollgate user is left after purge"
 ! getent group tollgate >/dev/null || fail "the tollgate group is left after purge"
-echo "check.sh: the package installs, checks its configuration and purges cleanly"
+echo "check.sh: the package installs, checks its configuration, serves, reloads and stops as its user, and purges cleanly"
