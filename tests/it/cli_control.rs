@@ -187,10 +187,14 @@ async fn reload_prints_the_outcome_read_back_from_the_admin_api() {
     let out = run(&["reload"], &path).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let stderr = text(&out.stderr);
+    // Named where the file writes it (line 2).
     let want = format!(
-        "tollgate: reload failed; generation 2 stays in force:\ncannot listen on {taken}: address already in use"
+        "tollgate: reload failed; generation 2 stays in force:\n{}:2:",
+        path.display()
     );
     assert!(stderr.starts_with(&want), "{stderr}");
+    let want = format!("cannot listen on {taken}: address already in use");
+    assert!(stderr.contains(&want), "{stderr}");
     assert_eq!(within(5, get_text(gw, "/")).await.body, "two");
 
     // The gateway's own error log said each outcome in one line, no tracing fields after.
