@@ -41,6 +41,9 @@ struct Status {
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
+    /// The overall counts since start: responses by status class, the zones' delays and
+    /// rejections, upstream failures, open connections (`/history` has their rates).
+    traffic: super::traffic::Shown,
 }
 
 /// A name ACME manages: `state` as the operator reads it (`valid until …`, `failed:
@@ -158,9 +161,11 @@ struct Reloads {
 struct LastFailure {
     at: String,
     error: String,
+    /// A good reload came after it: the configuration in force is the file's again.
+    past: bool,
 }
 
-fn last_failure(failure: ReloadFailure) -> LastFailure {
+fn last_failure(failure: ReloadFailure, reloads_ok: u64) -> LastFailure {
     let secs = failure
         .at
         .duration_since(std::time::UNIX_EPOCH)
@@ -168,6 +173,7 @@ fn last_failure(failure: ReloadFailure) -> LastFailure {
     LastFailure {
         at: rfc3339(i64::try_from(secs).unwrap_or(i64::MAX)),
         error: failure.error,
+        past: reloads_ok > failure.ok_before,
     }
 }
 
@@ -343,13 +349,16 @@ pub(super) fn status(state: &GatewayState) -> String {
         let status = zone_status(zone, state, &snapshot, now);
         (zone.name.to_string(), status)
     });
+    let reloads_ok = state.reloads_ok.load(Ordering::Relaxed);
     let document = Status {
         generation: snapshot.generation,
         config_sha256: snapshot.config_sha256.to_string(),
         reloads: Reloads {
-            ok: state.reloads_ok.load(Ordering::Relaxed),
+            ok: reloads_ok,
             failed: state.reloads_failed.load(Ordering::Relaxed),
-            last_failure: state.last_reload_failure().map(last_failure),
+            last_failure: state
+                .last_reload_failure()
+                .map(|failure| last_failure(failure, reloads_ok)),
         },
         listeners: shown(&listeners, Transport::Tcp),
         tls_listeners: shown(&listeners, Transport::Tls),
@@ -372,6 +381,7 @@ pub(super) fn status(state: &GatewayState) -> String {
                     .collect(),
             )
         }),
+        traffic: super::traffic::Counts::of(&state.metrics).into(),
     };
     line(&document)
 }
