@@ -7,7 +7,8 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::traffic::{named, Counts, CLASSES};
+use super::status::{line, named, Ordered};
+use super::traffic::{Counts, CLASSES};
 use crate::metrics::load::Failure;
 
 /// How often a sample is taken.
@@ -64,13 +65,21 @@ impl<T> Ring<T> {
 }
 
 /// Turns counts read at successive moments into rates: the first reading is only a
-/// baseline.
+/// baseline, unless the sampler starts from one ([`Sampler::from_zero`]).
 #[derive(Debug, Default)]
 pub(crate) struct Sampler {
     last: Option<(Instant, Counts)>,
 }
 
 impl Sampler {
+    /// A sampler whose baseline is no traffic at `now`: the gateway's counts start at 0,
+    /// so the first sample holds what came before the sampler first ran too.
+    pub(crate) fn from_zero(now: Instant) -> Sampler {
+        Sampler {
+            last: Some((now, Counts::default())),
+        }
+    }
+
     /// The sample from the last reading to `counts`, read at `now` (`at_ms` on the wall
     /// clock); `None` for the first reading, or when no time has passed.
     pub(crate) fn take(&mut self, now: Instant, at_ms: u64, counts: Counts) -> Option<Sample> {
@@ -140,16 +149,18 @@ impl History {
             capacity: KEPT,
             samples: samples.iter().map(Shown::from).collect(),
         };
-        super::status::line(&document)
+        line(&document)
     }
 
     /// Takes a sample every [`EVERY`] from what `read` returns, for as long as the task
-    /// runs (the admin API's runtime ends it). Ticks missed while the thread was busy are
+    /// runs (the admin API's runtime ends it), the first one [`EVERY`] after it starts
+    /// (from zero: it starts with the gateway). Ticks missed while the thread was busy are
     /// not made up: the next sample spans the longer interval.
     pub(crate) async fn keep(&self, mut read: impl FnMut() -> Counts) {
-        let mut ticks = tokio::time::interval(EVERY);
+        let start = tokio::time::Instant::now();
+        let mut ticks = tokio::time::interval_at(start + EVERY, EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut sampler = Sampler::default();
+        let mut sampler = Sampler::from_zero(start.into_std());
         loop {
             ticks.tick().await;
             let now = tokio::time::Instant::now().into_std();
@@ -176,10 +187,10 @@ struct Document {
 struct Shown {
     at_ms: u64,
     seconds: f64,
-    requests: super::status::Ordered<f64>,
+    requests: Ordered<f64>,
     delayed: f64,
     rejected: f64,
-    upstream_failures: super::status::Ordered<f64>,
+    upstream_failures: Ordered<f64>,
     connections: u64,
 }
 

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use serde::ser::{Serialize, Serializer};
 
+use super::traffic::{Counts, CLASSES};
 use crate::acme::{rfc3339, NameState};
 use crate::config::Transport;
 use crate::limit::zone::Zone;
-use crate::metrics::load::{SHOWN_SLOTS, SLOT};
+use crate::metrics::load::{Failure, SHOWN_SLOTS, SLOT};
 use crate::metrics::Answer;
 use crate::snapshot::Snapshot;
 use crate::state::{GatewayState, Listeners, ReloadFailure};
@@ -43,7 +44,7 @@ struct Status {
     acme: Option<Ordered<ManagedName>>,
     /// The overall counts since start: responses by status class, the zones' delays and
     /// rejections, upstream failures, open connections (`/history` has their rates).
-    traffic: super::traffic::Shown,
+    traffic: Traffic,
 }
 
 /// A name ACME manages: `state` as the operator reads it (`valid until …`, `failed:
@@ -327,6 +328,33 @@ impl<T: Serialize> Serialize for Ordered<T> {
     }
 }
 
+/// `/status`'s `traffic`: the counts as named members.
+#[derive(serde::Serialize)]
+struct Traffic {
+    requests: Ordered<u64>,
+    delayed: u64,
+    rejected: u64,
+    upstream_failures: Ordered<u64>,
+    connections: u64,
+}
+
+impl From<Counts> for Traffic {
+    fn from(counts: Counts) -> Traffic {
+        Traffic {
+            requests: named(&CLASSES, &counts.requests),
+            delayed: counts.delayed,
+            rejected: counts.rejected,
+            upstream_failures: named(&Failure::ALL.map(Failure::label), &counts.upstream_failures),
+            connections: counts.connections,
+        }
+    }
+}
+
+pub(super) fn named<T: Copy>(names: &[&str], values: &[T]) -> Ordered<T> {
+    let members = names.iter().zip(values);
+    Ordered(members.map(|(n, v)| ((*n).to_owned(), *v)).collect())
+}
+
 /// The addresses listened on over `transport`, as `/status` lists them.
 fn shown(listeners: &Listeners, transport: Transport) -> Vec<String> {
     listeners.of(transport).map(|a| a.to_string()).collect()
@@ -381,7 +409,7 @@ pub(super) fn status(state: &GatewayState) -> String {
                     .collect(),
             )
         }),
-        traffic: super::traffic::Counts::of(&state.metrics).into(),
+        traffic: Counts::of(&state.metrics).into(),
     };
     line(&document)
 }

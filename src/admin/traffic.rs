@@ -1,7 +1,7 @@
 //! The gateway's overall traffic, added up from `Metrics` at one moment: responses by
 //! status class, the zones' delays and rejections, upstream failures by kind and open
-//! client connections. `/status` shows these counts (`traffic`); the history sampler
-//! (`admin/history.rs`) turns two of them into rates.
+//! client connections. `/status` shows these counts (`traffic`, `admin/status.rs`); the
+//! history sampler (`admin/history.rs`) turns two of them into rates.
 
 use std::collections::BTreeMap;
 
@@ -67,33 +67,6 @@ impl Counts {
 /// The index in `CLASSES` of `status`'s class.
 pub(super) fn class_of(status: u16) -> Option<usize> {
     matches!(status, 100..=599).then(|| usize::from(status / 100 - 1))
-}
-
-/// `/status`'s `traffic`: the counts as named members.
-#[derive(serde::Serialize)]
-pub(super) struct Shown {
-    requests: super::status::Ordered<u64>,
-    delayed: u64,
-    rejected: u64,
-    upstream_failures: super::status::Ordered<u64>,
-    connections: u64,
-}
-
-impl From<Counts> for Shown {
-    fn from(counts: Counts) -> Shown {
-        Shown {
-            requests: named(&CLASSES, &counts.requests),
-            delayed: counts.delayed,
-            rejected: counts.rejected,
-            upstream_failures: named(&Failure::ALL.map(Failure::label), &counts.upstream_failures),
-            connections: counts.connections,
-        }
-    }
-}
-
-pub(super) fn named<T: Copy>(names: &[&str], values: &[T]) -> super::status::Ordered<T> {
-    let members = names.iter().zip(values);
-    super::status::Ordered(members.map(|(n, v)| ((*n).to_owned(), *v)).collect())
 }
 
 #[cfg(test)]

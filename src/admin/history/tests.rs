@@ -94,7 +94,7 @@ async fn the_task_samples_every_five_seconds_oldest_first() {
                 .await;
         }
     });
-    // The first tick is at once (the baseline), then one every 5 s; the counts move
+    // The baseline is no traffic at the start, then a sample every 5 s; the counts move
     // halfway between ticks.
     tokio::time::sleep(EVERY / 2).await;
     for step in 1..=4u64 {
