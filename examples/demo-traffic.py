@@ -6,16 +6,17 @@ pages that hang), runs tollgate on examples/demo.toml (gateway 127.0.0.1:8088, a
 http://127.0.0.1:9099/), and plays clients for a few minutes:
 
   visitors   six clients browsing at about 1.5 r/s each: 200, a 301, some 404
-  greedy     one client at 15 r/s for a while: over per_ip's 5r/s, so 429s
+  greedy     one client at 15 r/s, 90 s in every 4 minutes: over per_ip's 5r/s, so 429s
   api        one client at about 7 r/s on /api/: over api's 4r/s, so delays, then 429s
   brute      three clients failing /login: 401s, then 429s, then a ban (403)
   slow       pages the upstream answers in 0.5-1.5 s
-  trouble    for a while, pages that fail (500, 503) and pages that hang (504 after 2 s)
+  trouble    90 s in every 5 minutes, pages that fail (500, 503) and pages that hang
+             (504 after 2 s)
 
 Run it from the repository's root after `cargo build --release` (or `cargo build`):
 
   python3 examples/demo-traffic.py                      # three minutes
-  python3 examples/demo-traffic.py --seconds 600 --screenshot docs/admin.png
+  python3 examples/demo-traffic.py --seconds 900 --screenshot docs/admin.png   # 15 minutes
 
 Open http://127.0.0.1:9099/ while it runs. It stops tollgate and its upstream when done
 (or on Ctrl-C).
@@ -25,6 +26,7 @@ import argparse
 import collections
 import http.client
 import http.server
+import importlib.util
 import os
 import random
 import shutil
@@ -111,9 +113,10 @@ def paced(stop, rate, step):
             stop.wait(left)
 
 
-def during(start, end, run):
-    """True between fractions `start` and `end` of the run."""
-    return lambda: start <= run.fraction() < end
+def waves(run, period, start, end):
+    """True from `start` to `end` seconds into every `period` of the run: an attack, an
+    outage, that comes and goes."""
+    return lambda: start <= run.elapsed() % period < end
 
 
 class Run:
@@ -121,8 +124,8 @@ class Run:
         self.began = time.monotonic()
         self.seconds = seconds
 
-    def fraction(self):
-        return (time.monotonic() - self.began) / self.seconds
+    def elapsed(self):
+        return time.monotonic() - self.began
 
 
 def players(run, counts):
@@ -134,9 +137,9 @@ def players(run, counts):
         return lambda: client.get(random.choices(pages, weights)[0])
 
     greedy = Client("10.2.0.1", counts)
-    greedy_on = during(0.2, 0.55, run)
-    api_on = during(0.1, 0.9, run)
-    trouble_on = during(0.45, 0.75, run)
+    greedy_on = waves(run, 240, 60, 150)
+    api_on = waves(run, 180, 20, 170)
+    trouble_on = waves(run, 300, 150, 240)
     slow = Client("10.5.0.1", counts)
     trouble = Client("10.6.0.1", counts)
     hang = Client("10.6.0.2", counts)
@@ -147,7 +150,7 @@ def players(run, counts):
 
     def brute(i):
         client = Client(f"10.4.0.{i}", counts)
-        return lambda: client.get("/login") if run.fraction() > 0.05 * i else None
+        return lambda: client.get("/login") if run.elapsed() > 15 * i else None
 
     return (
         [(f"visitor {i}", 1.5, visitor(i)) for i in range(1, 7)]
@@ -184,18 +187,20 @@ def wait_for_admin(gateway):
     sys.exit("the admin API did not answer")
 
 
-def screenshot(path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if not chromium:
+def screenshot(path, wait):
+    """A PNG of the admin page, open `wait` seconds first (examples/admin-screenshot.py)."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
         print("no chromium: no screenshot", file=sys.stderr)
         return
-    subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--screenshot={os.path.abspath(path)}", "--window-size=1280,1100",
-         "--virtual-time-budget=8000", f"http://{ADMIN[0]}:{ADMIN[1]}/"],
-        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
-    )
-    print(f"screenshot: {path}")
+    spec = importlib.util.spec_from_file_location(
+        "admin_screenshot", os.path.join(ROOT, "examples", "admin-screenshot.py"))
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    try:
+        helper.shoot(f"http://{ADMIN[0]}:{ADMIN[1]}/", path, wait)
+        print(f"screenshot: {path}")
+    except (OSError, subprocess.SubprocessError) as err:
+        print(f"no screenshot: {err}", file=sys.stderr)
 
 
 def main():
@@ -203,6 +208,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=180, help="how long to drive traffic")
     parser.add_argument("--binary", help="the tollgate binary (default: target/release, then target/debug)")
     parser.add_argument("--screenshot", help="a PNG of the admin page at the end (needs chromium)")
+    parser.add_argument("--page-seconds", type=float, default=150,
+                        help="how long the page is open before the screenshot (its zone charts are the tab's)")
     args = parser.parse_args()
 
     upstream = http.server.ThreadingHTTPServer(UPSTREAM, Upstream)
@@ -221,13 +228,15 @@ def main():
             thread = threading.Thread(target=paced, args=(stop, rate, step), name=name, daemon=True)
             thread.start()
             threads.append(thread)
-        stop.wait(args.seconds)
+        if args.screenshot:
+            # Shot while the traffic still runs, the page open long enough to chart it.
+            stop.wait(max(0, args.seconds - args.page_seconds - 10))
+            screenshot(args.screenshot, args.page_seconds)
+        stop.wait(max(0, args.seconds - run.elapsed()))
         stop.set()
         for thread in threads:
             thread.join(timeout=15)
         print("responses by status:", dict(sorted(counts.items(), key=str)))
-        if args.screenshot:
-            screenshot(args.screenshot)
     except KeyboardInterrupt:
         stop.set()
     finally:

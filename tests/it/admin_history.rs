@@ -281,3 +281,22 @@ fn the_shipped_file_has_the_admin_api_on_loopback() {
         "{admin}"
     );
 }
+
+/// The demo's config (`examples/demo-traffic.py` runs tollgate on it) passes `-t`, with
+/// the warning that its token variable is unset.
+#[test]
+fn check_accepts_the_demo_config() {
+    let _shared = support::shared();
+    let out = tollgate()
+        .args(["-t", "-c"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/demo.toml"))
+        .env_remove("TOLLGATE_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("TOLLGATE_ADMIN_TOKEN is not set"),
+        "{stderr}"
+    );
+}

@@ -126,6 +126,7 @@ fn the_shipped_file_reads_the_same_once_written() {
 fn the_examples_read_the_same_once_written() {
     let automatic = include_str!("../../../examples/automatic-https.toml");
     round_trip(automatic, Path::new(ORIGIN));
+    round_trip(include_str!("../../../examples/demo.toml"), Path::new(ORIGIN));
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
