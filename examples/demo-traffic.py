@@ -192,6 +192,7 @@ def screenshot(path, wait):
     if not (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")):
         print("no chromium: no screenshot", file=sys.stderr)
         return
+    sys.dont_write_bytecode = True  # no __pycache__ in examples/
     spec = importlib.util.spec_from_file_location(
         "admin_screenshot", os.path.join(ROOT, "examples", "admin-screenshot.py"))
     helper = importlib.util.module_from_spec(spec)
