@@ -35,21 +35,25 @@ pub(crate) struct Sample {
 #[derive(Debug)]
 pub(crate) struct Ring<T> {
     items: Vec<T>,
+    /// The most items kept (`Vec::with_capacity` may give more room than asked).
+    capacity: usize,
     /// Where the next item goes once the ring is full (the oldest item's place).
     next: usize,
 }
 
 impl<T> Ring<T> {
     pub(crate) fn new(capacity: usize) -> Ring<T> {
+        let capacity = capacity.max(1);
         Ring {
-            items: Vec::with_capacity(capacity.max(1)),
+            items: Vec::with_capacity(capacity),
+            capacity,
             next: 0,
         }
     }
 
     /// Keeps `item`, in place of the oldest when the ring is full.
     pub(crate) fn push(&mut self, item: T) {
-        if self.items.len() < self.items.capacity() {
+        if self.items.len() < self.capacity {
             self.items.push(item);
             return;
         }
