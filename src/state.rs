@@ -53,6 +53,9 @@ pub(crate) struct ReloadFailure {
     pub at: SystemTime,
     /// The error as logged, at most [`ReloadFailure::MAX_TEXT`] bytes.
     pub error: String,
+    /// `reloads_ok` when it failed: a count above it now means a good reload came after,
+    /// and the failure is past (the file in force is again the file on disk).
+    pub ok_before: u64,
 }
 
 impl ReloadFailure {
@@ -72,6 +75,7 @@ impl ReloadFailure {
         ReloadFailure {
             at: SystemTime::now(),
             error,
+            ok_before: 0,
         }
     }
 }
@@ -81,13 +85,17 @@ impl GatewayState {
     pub(crate) fn reload_failed(&self, error: &dyn std::fmt::Display) {
         self.reloads_failed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let failure = ReloadFailure::new(error);
+        let failure = ReloadFailure {
+            ok_before: self.reloads_ok.load(std::sync::atomic::Ordering::Relaxed),
+            ..ReloadFailure::new(error)
+        };
         *self
             .last_reload_failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
     }
 
+    /// The last reload that changed nothing, and whether a good one came after it.
     pub(crate) fn last_reload_failure(&self) -> Option<ReloadFailure> {
         self.last_reload_failure
             .lock()

@@ -1,14 +1,19 @@
 //! The admin API (`[admin]` in docs/config.md): `GET /metrics`, `GET /healthz`,
-//! `GET /status`, `GET`/`DELETE /zones/NAME/keys/KEY`, and `GET /bans` with
+//! `GET /status`, `GET /history` (the last 15 minutes' traffic, `admin/history.rs`),
+//! `GET`/`DELETE /zones/NAME/keys/KEY`, and `GET /bans` with
 //! `DELETE /bans/ZONE/KEY` (the penalty box, `admin/bans.rs`). Its listener and thread
 //! (`server/admin_listener.rs`, with the connections' limits) are the shell's; here are
 //! its answers. Calls that change state need the admin token (`admin/auth.rs`).
 
 mod auth;
 mod bans;
+mod history;
 mod metrics;
 mod page;
 mod status;
+mod traffic;
+
+pub(crate) use history::History;
 
 use std::sync::atomic::Ordering;
 
@@ -19,10 +24,19 @@ use http_body_util::Full;
 use crate::routing::percent_decode;
 use crate::state::GatewayState;
 
+/// Keeps `history` of `state`'s traffic for as long as the task runs: the admin API's
+/// thread runs it beside its connections.
+pub(crate) async fn keep_history(history: &History, state: &GatewayState) {
+    history
+        .keep(|| traffic::Counts::of(&state.metrics))
+        .await;
+}
+
 /// The answer to `req`: `/bans` may wait on Redis (within its timeout), the rest not.
 pub(crate) async fn answer_async<B>(
     req: &Request<B>,
     state: &GatewayState,
+    history: &History,
 ) -> Response<Full<Bytes>> {
     if let Some(denied) = auth::refusal(req, state.snapshot.load().admin.as_ref()) {
         return denied;
@@ -31,10 +45,10 @@ pub(crate) async fn answer_async<B>(
     if path == "/bans" || path.starts_with("/bans/") {
         return bans::answer(req.method(), path, state).await;
     }
-    answer(req, state)
+    answer(req, state, history)
 }
 
-fn answer<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
+fn answer<B>(req: &Request<B>, state: &GatewayState, history: &History) -> Response<Full<Bytes>> {
     let (method, path) = (req.method(), req.uri().path());
     if let Some(rest) = path.strip_prefix("/zones/") {
         return zone_key(method, rest, state);
@@ -48,6 +62,7 @@ fn answer<B>(req: &Request<B>, state: &GatewayState) -> Response<Full<Bytes>> {
     match path {
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
         "/status" => reply(StatusCode::OK, "application/json", status::status(state)),
+        "/history" => reply(StatusCode::OK, "application/json", history.json()),
         "/metrics" => reply(StatusCode::OK, metrics::CONTENT_TYPE, scrape(state)),
         _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }

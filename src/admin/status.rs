@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use serde::ser::{Serialize, Serializer};
 
+use super::traffic::{Counts, CLASSES};
 use crate::acme::{rfc3339, NameState};
 use crate::config::Transport;
 use crate::limit::zone::Zone;
-use crate::metrics::load::{SHOWN_SLOTS, SLOT};
+use crate::metrics::load::{Failure, SHOWN_SLOTS, SLOT};
 use crate::metrics::Answer;
 use crate::snapshot::Snapshot;
 use crate::state::{GatewayState, Listeners, ReloadFailure};
@@ -41,6 +42,9 @@ struct Status {
     /// With `[acme]`: each managed name's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     acme: Option<Ordered<ManagedName>>,
+    /// The overall counts since start: responses by status class, the zones' delays and
+    /// rejections, upstream failures, open connections (`/history` has their rates).
+    traffic: Traffic,
 }
 
 /// A name ACME manages: `state` as the operator reads it (`valid until …`, `failed:
@@ -158,9 +162,11 @@ struct Reloads {
 struct LastFailure {
     at: String,
     error: String,
+    /// A good reload came after it: the configuration in force is the file's again.
+    past: bool,
 }
 
-fn last_failure(failure: ReloadFailure) -> LastFailure {
+fn last_failure(failure: ReloadFailure, reloads_ok: u64) -> LastFailure {
     let secs = failure
         .at
         .duration_since(std::time::UNIX_EPOCH)
@@ -168,6 +174,7 @@ fn last_failure(failure: ReloadFailure) -> LastFailure {
     LastFailure {
         at: rfc3339(i64::try_from(secs).unwrap_or(i64::MAX)),
         error: failure.error,
+        past: reloads_ok > failure.ok_before,
     }
 }
 
@@ -321,6 +328,33 @@ impl<T: Serialize> Serialize for Ordered<T> {
     }
 }
 
+/// `/status`'s `traffic`: the counts as named members.
+#[derive(serde::Serialize)]
+struct Traffic {
+    requests: Ordered<u64>,
+    delayed: u64,
+    rejected: u64,
+    upstream_failures: Ordered<u64>,
+    connections: u64,
+}
+
+impl From<Counts> for Traffic {
+    fn from(counts: Counts) -> Traffic {
+        Traffic {
+            requests: named(&CLASSES, &counts.requests),
+            delayed: counts.delayed,
+            rejected: counts.rejected,
+            upstream_failures: named(&Failure::ALL.map(Failure::label), &counts.upstream_failures),
+            connections: counts.connections,
+        }
+    }
+}
+
+pub(super) fn named<T: Copy>(names: &[&str], values: &[T]) -> Ordered<T> {
+    let members = names.iter().zip(values);
+    Ordered(members.map(|(n, v)| ((*n).to_owned(), *v)).collect())
+}
+
 /// The addresses listened on over `transport`, as `/status` lists them.
 fn shown(listeners: &Listeners, transport: Transport) -> Vec<String> {
     listeners.of(transport).map(|a| a.to_string()).collect()
@@ -343,13 +377,16 @@ pub(super) fn status(state: &GatewayState) -> String {
         let status = zone_status(zone, state, &snapshot, now);
         (zone.name.to_string(), status)
     });
+    let reloads_ok = state.reloads_ok.load(Ordering::Relaxed);
     let document = Status {
         generation: snapshot.generation,
         config_sha256: snapshot.config_sha256.to_string(),
         reloads: Reloads {
-            ok: state.reloads_ok.load(Ordering::Relaxed),
+            ok: reloads_ok,
             failed: state.reloads_failed.load(Ordering::Relaxed),
-            last_failure: state.last_reload_failure().map(last_failure),
+            last_failure: state
+                .last_reload_failure()
+                .map(|failure| last_failure(failure, reloads_ok)),
         },
         listeners: shown(&listeners, Transport::Tcp),
         tls_listeners: shown(&listeners, Transport::Tls),
@@ -372,6 +409,7 @@ pub(super) fn status(state: &GatewayState) -> String {
                     .collect(),
             )
         }),
+        traffic: Counts::of(&state.metrics).into(),
     };
     line(&document)
 }

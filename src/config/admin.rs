@@ -1,6 +1,6 @@
 //! `[admin]`: where the admin API listens, how many connections it takes, and the bearer
 //! token that its calls changing state (and, with `protect_reads`, its views) need
-//! (docs/config.md, "`[admin]`").
+//! (docs/config.md, "`[admin]`"): inline, from a file, or from an environment variable.
 
 use std::path::Path;
 
@@ -31,25 +31,16 @@ pub(super) fn admin(
     if let (Some(addr), Some(written)) = (listen, raw.listen.as_ref()) {
         diag.listed(&written.span(), addr);
     }
-    let token = match (&raw.token, &raw.token_file) {
-        (Some(_), Some(file)) => {
-            diag.error(
-                file.span(),
-                "`token` and `token_file` exclude each other: set one",
-            );
-            None
-        }
-        (Some(token), None) => diag.check(token.span(), checked(token.get_ref())).map(Some),
-        (None, Some(file)) => read(file, base, diag).map(Some),
-        (None, None) => Some(None),
-    };
+    let token = token(&raw, base, diag);
     let protect_reads = raw.protect_reads.as_ref().is_some_and(|p| *p.get_ref());
     if let (Some(protect), Some(None)) = (&raw.protect_reads, &token) {
         if *protect.get_ref() {
-            diag.error(
-                protect.span(),
-                "`protect_reads` needs `token` or `token_file`",
-            );
+            let message = if raw.token_env.is_some() {
+                "`protect_reads` needs a token, and `token_env` names a variable that is not set"
+            } else {
+                "`protect_reads` needs `token`, `token_file` or `token_env`"
+            };
+            diag.error(protect.span(), message);
             return None;
         }
     }
@@ -60,6 +51,74 @@ pub(super) fn admin(
         protect_reads,
         max_connections: max_connections?,
     })
+}
+
+/// The token from whichever of `token`, `token_file` and `token_env` is set (at most
+/// one may be); `Some(None)` when there is none.
+fn token(raw: &RawAdmin, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Option<AdminToken>> {
+    let given = [&raw.token, &raw.token_file, &raw.token_env];
+    let mut set = given.iter().filter_map(|key| key.as_ref());
+    if let (Some(_), Some(second)) = (set.next(), set.next()) {
+        diag.error(
+            second.span(),
+            "`token`, `token_file` and `token_env` exclude each other: set one",
+        );
+        return None;
+    }
+    if let Some(token) = &raw.token {
+        return diag.check(token.span(), checked(token.get_ref())).map(Some);
+    }
+    if let Some(file) = &raw.token_file {
+        return read(file, base, diag).map(Some);
+    }
+    let Some(name) = &raw.token_env else {
+        return Some(None);
+    };
+    let value = std::env::var_os(name.get_ref());
+    match from_env(name.get_ref(), value) {
+        FromEnv::Token(token) => Some(Some(token)),
+        FromEnv::Unset(warning) => {
+            diag.warn(name.span(), warning);
+            Some(None)
+        }
+        FromEnv::Invalid(error) => {
+            diag.error(name.span(), error);
+            None
+        }
+    }
+}
+
+/// What `token_env = "NAME"` gives, the variable's value being `value`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum FromEnv {
+    Token(AdminToken),
+    /// Unset or empty: no token, so the admin API serves its views and refuses every
+    /// call that changes state (403), as without any token key. Said as a warning so
+    /// that a file shipped with `token_env` starts on a machine that has not set it.
+    Unset(String),
+    Invalid(String),
+}
+
+pub(super) fn from_env(name: &str, value: Option<std::ffi::OsString>) -> FromEnv {
+    let well_named = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !well_named {
+        return FromEnv::Invalid(format!(
+            "invalid token_env {name:?}: expected an environment variable's name (letters, digits and `_`, not starting with a digit)"
+        ));
+    }
+    let Some(value) = value.filter(|value| !value.is_empty()) else {
+        return FromEnv::Unset(format!(
+            "`token_env`: {name} is not set, so the admin API has no token: it serves its views and refuses every call that changes state (403) until {name} is set and tollgate restarted"
+        ));
+    };
+    let Some(text) = value.to_str() else {
+        return FromEnv::Invalid(format!("{name}: an admin token must be ASCII"));
+    };
+    match checked(text) {
+        Ok(token) => FromEnv::Token(token),
+        Err(problem) => FromEnv::Invalid(format!("{name}: {problem}")),
+    }
 }
 
 fn max_connections(value: Option<&Spanned<i64>>, diag: &mut Diagnostics<'_>) -> Option<usize> {

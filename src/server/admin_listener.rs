@@ -144,6 +144,13 @@ fn serve(
             }
         };
         let failures = Repeats::default();
+        // The history is the listener's: made whole here, sampled by a task beside the
+        // connections, and dropped with the runtime.
+        let history = Arc::new(crate::admin::History::default());
+        tokio::spawn({
+            let (history, state) = (history.clone(), state.clone());
+            async move { crate::admin::keep_history(&history, &state).await }
+        });
         loop {
             let (stream, _) = tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -161,7 +168,7 @@ fn serve(
             };
             match admission.admit(stream.as_raw_fd()) {
                 Ok(held) => {
-                    tokio::spawn(connection(stream, state.clone(), held));
+                    tokio::spawn(connection(stream, state.clone(), history.clone(), held));
                 }
                 Err(why) => {
                     // `stream` closes unanswered.
@@ -176,7 +183,12 @@ fn serve(
 }
 
 /// One admin connection, HTTP/1.1, with the data plane's connection timeouts.
-async fn connection(stream: tokio::net::TcpStream, state: Arc<GatewayState>, _held: Held) {
+async fn connection(
+    stream: tokio::net::TcpStream,
+    state: Arc<GatewayState>,
+    history: Arc<crate::admin::History>,
+    _held: Held,
+) {
     let settings = state.snapshot.load().conn;
     let conn_state = ConnState::new();
     let limits = ConnLimits {
@@ -190,9 +202,9 @@ async fn connection(stream: tokio::net::TcpStream, state: Arc<GatewayState>, _he
         // Busy from the complete head until the answer is sent: no timeout but
         // `send_timeout`.
         let request = conn_state.begin();
-        let state = state.clone();
+        let (state, history) = (state.clone(), history.clone());
         async move {
-            let answer = crate::admin::answer_async(&req, &state).await;
+            let answer = crate::admin::answer_async(&req, &state, &history).await;
             Ok::<_, Infallible>(answer.map(|body| Answer {
                 body,
                 _request: request,

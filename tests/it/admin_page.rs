@@ -1,6 +1,7 @@
 //! The admin page in a real browser (headless Chromium, `support::chromium`): what a
-//! person sees while clients are limited, pressing reset with and without the token, and
-//! a hostile key that must show as text. The screenshot is left in
+//! person sees while clients are limited (the gateway's traffic history by status class,
+//! with a time axis, there at once in a new tab), a reload failing then succeeding,
+//! pressing reset with and without the token, and a hostile key that must show as text. The screenshot is left in
 //! `target/tmp/admin-page.png`.
 
 use crate::support;
@@ -103,6 +104,67 @@ async fn a_person_sees_who_is_limited_and_frees_a_key_with_the_token() {
         .await;
     browser
         .until(10, "10.0.0.1 listed", &on_row("per_ip", "10.0.0.1", "true"))
+        .await;
+    // The overall charts: the gateway's own samples (one every 5 s), by status class, with
+    // clock labels under them.
+    let drawn = |chart: &str, series: usize| {
+        format!(
+            r#"(() => {{ const c = document.querySelector('canvas[data-chart="{chart}"]');
+                 if (!c || Number(c.dataset.points) < 1) return false;
+                 const labels = JSON.parse(c.dataset.labels);
+                 return JSON.parse(c.dataset.totals)[{series}] > 0 && labels.length > 0
+                     && labels.every(l => /^\d\d:\d\d/.test(l)); }})()"#
+        )
+    };
+    // 4xx (the 429s) and the zones' rejections.
+    browser
+        .until(
+            30,
+            "the status-class chart drawing 4xx",
+            &drawn("requests", 3),
+        )
+        .await;
+    browser
+        .until(
+            5,
+            "the limits chart drawing rejections",
+            &drawn("limits", 1),
+        )
+        .await;
+    let headline = "document.getElementById('traffic-headline').textContent";
+    let headline = browser.eval(headline).await;
+    assert!(
+        headline.as_str().is_some_and(|h| h.contains("requests/s")),
+        "{headline}"
+    );
+    // A tab opened now draws the history at once, from its first poll.
+    browser.open(&format!("http://{admin}/")).await;
+    browser
+        .until(5, "the history drawn in a new tab", &drawn("requests", 3))
+        .await;
+
+    // A failed reload shows a banner; a good one after it clears the banner, and the
+    // failure stays listed as past, with its time.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("gateway.toml");
+    std::fs::write(&broken, "[server]\nlisten = 3\n").unwrap();
+    assert!(gw.reload_file(&broken).is_err());
+    browser
+        .until(
+            10,
+            "the failure banner",
+            "!!document.getElementById('reload-failing') \
+             && document.getElementById('reload-error').textContent.includes('gateway.toml:2:10')",
+        )
+        .await;
+    gw.reload(&support::parse(&config())).expect("reload");
+    browser
+        .until(
+            10,
+            "the banner gone and the failure listed as past",
+            "!document.getElementById('reload-failing') \
+             && /past failure at 20/.test(document.getElementById('reload-past').textContent)",
+        )
         .await;
     // The hostile key is listed as the text it is, and none of it ran.
     browser

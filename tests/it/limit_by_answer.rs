@@ -353,7 +353,8 @@ async fn the_shipped_demo_login_counts_failures_then_bans() {
             "listen = [\"127.0.0.1:8080\"]",
             "listen = [\"127.0.0.1:0\"]",
         )
-        .replace("access = \"stdout\"", "access = \"off\"");
+        .replace("access = \"stdout\"", "access = \"off\"")
+        .replace("listen = \"127.0.0.1:9901\"", "listen = \"127.0.0.1:0\"");
     let gw = gateway(&shipped);
     let mut statuses = Vec::new();
     for _ in 0..10 {

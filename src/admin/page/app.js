@@ -1,11 +1,26 @@
-// The admin page: polls /status (every 2 s) and /bans (every 10 s) on this listener and
-// draws them. Every text that came from a request (keys are client input) goes in with
-// textContent, never as markup; the page's Content-Security-Policy allows no other script.
+// The admin page: polls /status (every 2 s), /bans (every 10 s) and /history (when the
+// gateway has taken a new sample, every 5 s) on this listener and draws them. The overall
+// charts are the gateway's own history (the last 15 minutes, there at once in a tab
+// opened late); the per-zone charts are what this tab has seen. Every text that came from
+// a request (keys are client input) goes in with textContent, never as markup; the page's
+// Content-Security-Policy allows no other script.
 "use strict";
 
 const POLL_MS = 2000;
 const BANS_EVERY = 5; // polls
-const KEEP = 150; // points per chart: five minutes
+const KEEP = 150; // points per zone chart: five minutes
+// The overall charts: a name, a colour and how a /history sample gives the value.
+const CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+const CLASS_COLORS = ["#8c959f", "#1a7f37", "#0969da", "#9a6700", "#cf222e"];
+const REQUESTS = CLASSES.map((c, i) => [c, CLASS_COLORS[i], (s) => s.requests[c]]);
+const LIMITS = [
+  ["zone delays", "#9a6700", (s) => s.delayed],
+  ["zone rejections", "#cf222e", (s) => s.rejected],
+  ["upstream 5xx", "#8250df", (s) => s.upstream_failures["5xx"]],
+  ["upstream errors", "#0550ae", (s) =>
+    s.upstream_failures.timeout + s.upstream_failures.refused + s.upstream_failures.broken],
+];
+const CONNECTIONS = [["open connections", "#0969da", (s) => s.connections]];
 const SERIES = [
   ["passed", "#1a7f37", (d) => d.passed + d.soft],
   ["delayed", "#9a6700", (d) => d.delayed],
@@ -23,6 +38,8 @@ const page = {
   said: new Map(), // an action's path -> what its button says, for a few seconds
   actionProblem: "", // what the last button press ran into, until the next one
   pollProblem: "", // what the last poll ran into, until one goes through
+  gateway: null, // the last /history: the gateway's samples, oldest first
+  historyAt: 0, // when it was fetched
 };
 
 // An element with attributes and children; strings become text nodes.
@@ -95,33 +112,81 @@ function rates(doc, now) {
   return true;
 }
 
-function chart(zone) {
-  const canvas = el("canvas", { width: "600", height: "140", "data-zone": zone });
-  const points = page.history.get(zone) || [];
-  canvas.dataset.points = String(points.length);
-  // Each series' rates added up (what a test reads: is a line off the floor).
-  canvas.dataset.totals = JSON.stringify(SERIES.map((_, s) =>
-    points.reduce((sum, point) => sum + point.rates[s], 0)));
+// Clock labels every `step` ms: the first step (of 30 s to 5 min) that gives at most six.
+function ticks(from, to) {
+  const steps = [30e3, 60e3, 120e3, 300e3, 600e3];
+  const step = steps.find((st) => (to - from) / st <= 6) || steps[steps.length - 1];
+  const out = [];
+  for (let t = Math.ceil(from / step) * step; t <= to; t += step) out.push(t);
+  return { step, out };
+}
+
+function clock(t, seconds) {
+  const options = { hour: "2-digit", minute: "2-digit", hour12: false };
+  if (seconds) options.second = "2-digit";
+  return new Date(t).toLocaleTimeString([], options);
+}
+
+// A line chart of `series` ([name, colour]) over `points` ({t, v: [per series]}), the
+// `span` ms up to `end`, with a value axis and clock labels under it. A gap of more than
+// `gap` ms between points breaks the line. The canvas's data attributes say what it drew
+// (what a test reads).
+function lineChart(attrs, [W, H], points, series, span, end, gap) {
+  const [L, B, T] = [44, 18, 8];
+  const canvas = el("canvas", { width: String(W), height: String(H), ...attrs });
   const ctx = canvas.getContext("2d");
-  const top = Math.max(1, ...points.map((point) => Math.max(...point.rates)));
-  const newest = points.length ? points[points.length - 1].t : 0;
-  const span = (KEEP - 1) * POLL_MS;
+  const from = end - span;
+  const shown = points.filter((p) => p.t >= from);
+  const top = Math.max(1, ...shown.map((p) => Math.max(...p.v)));
+  const x = (t) => L + ((t - from) / span) * (W - L - 4);
+  const y = (v) => H - B - (v / top) * (H - B - T);
   ctx.font = "11px sans-serif";
-  ctx.fillStyle = "#57606a";
-  ctx.fillText(`${top.toFixed(top < 10 ? 1 : 0)} /s`, 4, 12);
-  SERIES.forEach(([, color], s) => {
+  ctx.lineWidth = 1;
+  for (const v of [0, top / 2, top]) {
+    ctx.strokeStyle = "#eaeef2";
+    ctx.beginPath(); ctx.moveTo(L, y(v)); ctx.lineTo(W, y(v)); ctx.stroke();
+    ctx.fillStyle = "#57606a";
+    ctx.textAlign = "right";
+    ctx.fillText(v.toFixed(top < 10 ? 1 : 0), L - 4, y(v) + 4);
+  }
+  const { step, out } = ticks(from, end);
+  ctx.textAlign = "center";
+  const labels = out.map((t) => {
+    const text = clock(t, step < 60e3);
+    ctx.strokeStyle = "#d0d7de";
+    ctx.beginPath(); ctx.moveTo(x(t), H - B); ctx.lineTo(x(t), H - B + 4); ctx.stroke();
+    ctx.fillText(text, Math.min(W - 24, Math.max(L + 20, x(t))), H - 4);
+    return text;
+  });
+  series.forEach(([, color], s) => {
     ctx.strokeStyle = color;
     ctx.lineWidth = 1.5;
     ctx.beginPath();
-    points.forEach((point, i) => {
-      const x = 600 - ((newest - point.t) / span) * 600;
-      const y = 136 - (point.rates[s] / top) * 118;
-      if (i === 0) ctx.moveTo(x, y);
-      else ctx.lineTo(x, y);
+    shown.forEach((p, i) => {
+      const broken = i === 0 || p.t - shown[i - 1].t > gap;
+      if (broken) ctx.moveTo(x(p.t), y(p.v[s]));
+      else ctx.lineTo(x(p.t), y(p.v[s]));
+      // A point with no neighbour on either side would draw nothing: a dot.
+      const alone = broken && (i === shown.length - 1 || shown[i + 1].t - p.t > gap);
+      if (alone) {
+        ctx.fillStyle = color;
+        ctx.fillRect(x(p.t) - 1.5, y(p.v[s]) - 1.5, 3, 3);
+      }
     });
     ctx.stroke();
   });
+  canvas.dataset.points = String(shown.length);
+  canvas.dataset.totals = JSON.stringify(series.map((_, s) =>
+    shown.reduce((sum, p) => sum + p.v[s], 0)));
+  canvas.dataset.labels = JSON.stringify(labels);
   return canvas;
+}
+
+function chart(zone) {
+  const points = (page.history.get(zone) || []).map((p) => ({ t: p.t, v: p.rates }));
+  const end = points.length ? points[points.length - 1].t : Date.now();
+  return lineChart({ "data-zone": zone }, [600, 170], points, SERIES, (KEEP - 1) * POLL_MS, end,
+    3 * POLL_MS);
 }
 
 function legend(zone) {
@@ -187,14 +252,70 @@ function zoneSection(zone, info) {
       banned.length ? table(["banned", "left", "why", ""], banned) : null));
 }
 
+// One overall chart from the gateway's history, with its legend (the newest values).
+function trafficChart(name, title, series, unit) {
+  const history = page.gateway;
+  const samples = history ? history.samples : [];
+  const interval = history ? history.interval_ms : 5000;
+  const span = (history ? history.capacity : 180) * interval;
+  const points = samples.map((s) => ({ t: s.at_ms, v: series.map(([, , pick]) => pick(s)) }));
+  const end = points.length ? Math.max(points[points.length - 1].t, Date.now()) : Date.now();
+  const last = points.length ? points[points.length - 1].v : series.map(() => 0);
+  return el("div", { class: "chart" },
+    el("h3", {}, title),
+    lineChart({ "data-chart": name }, [400, 180], points, series, span, end, 2.5 * interval),
+    el("div", { class: "legend" }, ...series.map(([label, color], s) =>
+      el("span", {}, swatch(color), `${label} ${last[s].toFixed(unit === "/s" ? 1 : 0)}${unit}`))));
+}
+
+// A legend's colour: set through the style object, which the page's policy allows (a
+// style attribute it would not).
+function swatch(color) {
+  const node = el("i", {});
+  node.style.background = color;
+  return node;
+}
+
+function trafficSection() {
+  const samples = page.gateway ? page.gateway.samples : [];
+  const newest = samples[samples.length - 1];
+  let headline = "no sample yet: the gateway takes one every 5 seconds";
+  if (newest) {
+    const total = CLASSES.reduce((sum, c) => sum + newest.requests[c], 0);
+    const errors = newest.requests["5xx"];
+    const share = total ? ` (${((100 * errors) / total).toFixed(1)} %)` : "";
+    const every = page.gateway.interval_ms / 1000;
+    headline = `${total.toFixed(1)} requests/s · 5xx ${errors.toFixed(1)}/s${share} · ` +
+      `${newest.connections} open connections, at ${clock(newest.at_ms, true)} ` +
+      `(sampled every ${every} s since ${clock(samples[0].at_ms, true)})`;
+  }
+  return el("div", {},
+    el("p", { id: "traffic-headline" }, headline),
+    el("div", { class: "charts" },
+      trafficChart("requests", "Requests per second, by status", REQUESTS, "/s"),
+      trafficChart("limits", "Limits and upstream failures per second", LIMITS, "/s"),
+      trafficChart("connections", "Open connections", CONNECTIONS, "")));
+}
+
+// The configuration in force, and the last reload that failed: a red banner while it is
+// the latest reload, a past entry (with its time) once a good reload has come after it.
 function reloadsSection(doc) {
   const failure = doc.reloads.last_failure;
+  let shown = null;
+  if (failure && !failure.past) {
+    shown = el("div", { id: "reload-failing", class: "banner" },
+      el("p", { class: "bad" }, `the last reload failed, at ${failure.at}: the file on disk is not in force`),
+      el("pre", { id: "reload-error" }, failure.error));
+  } else if (failure) {
+    shown = el("details", { id: "reload-past" },
+      el("summary", { class: "muted" }, `past failure at ${failure.at} (a later reload succeeded)`),
+      el("pre", {}, failure.error));
+  }
   return el("div", {},
     el("p", {}, `generation ${doc.generation} · file sha256 ${doc.config_sha256.slice(0, 12)}… · reloads `,
       el("span", { class: "ok" }, `${doc.reloads.ok} ok`), ", ",
       el("span", { class: doc.reloads.failed ? "bad" : "" }, `${doc.reloads.failed} failed`)),
-    failure ? el("div", {}, el("p", { class: "bad" }, `last failure at ${failure.at}:`),
-      el("pre", { id: "reload-error" }, failure.error)) : null);
+    shown);
 }
 
 function upstreamsSection(doc) {
@@ -238,10 +359,16 @@ async function poll() {
     if (page.polls % BANS_EVERY === 0 || page.bans === null) {
       page.bans = await (await call("GET", "/bans")).json();
     }
+    const every = page.gateway ? page.gateway.interval_ms : 0;
+    if (!page.gateway || now - page.historyAt >= every) {
+      page.gateway = await (await call("GET", "/history")).json();
+      page.historyAt = now;
+    }
     page.polls += 1;
     for (const [path, said] of page.said) if (said.until <= now) page.said.delete(path);
     document.getElementById("summary").textContent =
-      `generation ${doc.generation} · ${Object.keys(doc.zones).length} zones · updated ${new Date(now).toLocaleTimeString()}`;
+      `generation ${doc.generation} · ${Object.keys(doc.zones).length} zones · updated ${clock(now, true)}`;
+    fill("traffic", trafficSection());
     fill("reloads", reloadsSection(doc));
     fill("zones", ...Object.entries(doc.zones).map(([zone, info]) => zoneSection(zone, info)));
     fill("upstreams", upstreamsSection(doc));

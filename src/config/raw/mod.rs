@@ -280,9 +280,11 @@ pub(crate) struct RawRealIp {
 pub(crate) struct RawAdmin {
     /// Required.
     pub listen: Option<Spanned<String>>,
-    /// The bearer token of state-changing calls; or `token_file`, not both.
+    /// The bearer token of state-changing calls; or `token_file`, or `token_env`: one.
     pub token: Option<Spanned<String>>,
     pub token_file: Option<Spanned<String>>,
+    /// The name of the environment variable holding the token.
+    pub token_env: Option<Spanned<String>>,
     /// The views need the token too.
     pub protect_reads: Option<Spanned<bool>>,
     pub max_connections: Option<Spanned<i64>>,

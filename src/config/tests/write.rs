@@ -127,6 +127,7 @@ fn the_shipped_file_reads_the_same_once_written() {
 fn the_examples_read_the_same_once_written() {
     let automatic = include_str!("../../../examples/automatic-https.toml");
     round_trip(automatic, Path::new(ORIGIN));
+    round_trip(include_str!("../../../examples/demo.toml"), Path::new(ORIGIN));
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
@@ -352,7 +353,7 @@ const SECTIONS: &[&str] = &[
     "[real_ip]\ntrusted = [\"10.0.0.0/8\", \"fd00::/8\"]\nrecursive = true\n",
     "[access]\ndeny = [\"192.0.2.0/24\"]\nexempt = [\"203.0.113.7\"]\n",
     "[log]\naccess = \"off\"\nformat = \"json\"\n",
-    "[admin]\nlisten = \"127.0.0.1:9901\"\nprotect_reads = false\n",
+    "[admin]\nlisten = \"127.0.0.1:9901\"\nprotect_reads = false\ntoken_env = \"TOLLGATE_TEST_TOKEN_NEVER_SET_9D2E\"\n",
 ];
 const UPSTREAMS: &[&str] = &[
     "[upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n",
