@@ -18,6 +18,7 @@ mod bans;
 mod body_limit;
 mod cli;
 mod concurrency_gate;
+mod contrib;
 mod descriptors;
 mod forwarded_headers;
 mod framing_corpus;
