@@ -170,6 +170,10 @@ async fn exercised() -> (Scrape, tempfile::TempDir, Upstream, tollgate::Gateway)
             .status,
         200
     );
+    // A host and a path no configuration names: no label of theirs may appear.
+    let stray = Request::get("/random-7f3a").header("host", "evil.test");
+    let stray = within(5, send(plain, stray.body(empty()).unwrap())).await;
+    assert_eq!(stray.status, 404);
     get_over_tls(tls, &[&rustls::version::TLS13]).await;
     get_over_tls(tls, &[&rustls::version::TLS12]).await;
     // Not TLS at all: a failed handshake.
@@ -179,8 +183,15 @@ async fn exercised() -> (Scrape, tempfile::TempDir, Upstream, tollgate::Gateway)
         .unwrap();
 
     let failed = "tollgate_tls_handshakes_total{result=\"failed\",protocol=\"none\"}";
+    let timed = |m: &Scrape, site: &str, location: &str| {
+        let series = format!(
+            "tollgate_request_duration_seconds_count{{site=\"{site}\",location=\"{location}\"}}"
+        );
+        m.values.get(&series).copied()
+    };
     let m = scrape_until(admin, |m| {
         m.values.get(failed) == Some(&1.0)
+            && timed(m, "-", "-") == Some(1.0)
             && m.values
                 .get("tollgate_request_duration_seconds_count{site=\"b.test\",location=\"/\"}")
                 == Some(&2.0)
@@ -215,8 +226,13 @@ async fn requests_are_timed_and_their_bodies_counted_by_site_and_location() {
     assert_eq!(m.get(inf), 1.0);
     assert_eq!(duration("count", "b.test", "/"), 2.0);
     assert!(duration("sum", "b.test", "/") > 0.0);
-    // No request matched no location: the unrouted series is there, and empty.
-    assert_eq!(duration("count", "-", "-"), 0.0);
+    // The stray request matched no location: counted under "-", its host and path nowhere.
+    assert_eq!(duration("count", "-", "-"), 1.0);
+    assert!(
+        !m.text.contains("evil") && !m.text.contains("random"),
+        "{}",
+        m.text
+    );
     // The site is never glued into the location any more.
     assert!(!m.text.contains("location=\"a.test"), "{}", m.text);
 
