@@ -141,7 +141,8 @@ impl Metrics {
     pub(crate) fn located_in_use(&self) -> Vec<(Arc<LocationName>, Arc<PerWorker<LocationCell>>)> {
         let in_use = self.locations_in_use();
         let mut names = lock(&self.location_names);
-        names.retain(|label, _| in_use.iter().any(|(used, _)| used == label));
+        // `in_use` is in label order.
+        names.retain(|label, _| in_use.binary_search_by(|(used, _)| used.cmp(label)).is_ok());
         in_use
             .into_iter()
             .filter_map(|(label, cells)| Some((names.get(&label)?.clone(), cells)))
