@@ -265,6 +265,21 @@ mod tests {
     }
 
     #[test]
+    fn an_observation_with_another_lands_in_the_same_bucket_of_both() {
+        let (location, overall) = (Histogram::default(), Histogram::default());
+        location.observe_with(&overall, Duration::from_millis(3));
+        overall.observe(Duration::from_secs(1));
+        let (mut one, mut both) = (HistogramSum::default(), HistogramSum::default());
+        one.add(&location);
+        both.add(&overall);
+        assert_eq!(one.counts[3], 1);
+        assert_eq!(one.count(), 1);
+        assert_eq!(both.counts[3], 1);
+        assert_eq!(both.count(), 2);
+        assert_eq!(both.sum_ns, 3_000_000 + 1_000_000_000);
+    }
+
+    #[test]
     fn statuses_beyond_the_slots_are_still_counted() {
         let counts = StatusCounts::default();
         for status in 200..220u16 {
