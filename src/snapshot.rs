@@ -197,6 +197,7 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
             };
             let named = Named {
                 label: &label,
+                site: site.label.as_deref().unwrap_or(crate::metrics::NO_SITE),
                 server_name: &server_name,
             };
             locations.push(location(config, index, l, named, built)?);
@@ -236,6 +237,8 @@ fn selector(config: &Config, here: impl Fn(&config::Site) -> bool) -> Selector {
 /// What a location is called: the label of its counters, and its site's first name.
 struct Named<'a> {
     label: &'a str,
+    /// The `site` label of its metrics (the site's label, `-` for none).
+    site: &'a str,
     server_name: &'a Arc<str>,
 }
 
@@ -295,7 +298,7 @@ fn location(
             .iter()
             .map(|l| metrics.zone(&config.zones[l.zone].name))
             .collect(),
-        stats: metrics.location(label),
+        stats: metrics.site_location(named.site, &location.pattern.to_string(), label),
         denied: denied_counters(&location.access, label, metrics),
         access: access::Rules::new(location.access.clone()),
         limit_status,

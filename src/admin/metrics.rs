@@ -1,8 +1,11 @@
 //! `/metrics`: the Prometheus (OpenMetrics) text, written by prometheus-client's
 //! encoder at scrape time from the workers' cells added up, the zones' stores, the
-//! upstream servers' health and the reload counts.
+//! upstream servers' health and the reload counts. The client side's families are in
+//! `traffic`, the process's in `process`.
 
-use std::collections::BTreeMap;
+mod process;
+mod traffic;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +17,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::limit::remote::Failure;
-use crate::metrics::cells::{Counter, HistogramSum};
+use crate::metrics::cells::HistogramSum;
 use crate::metrics::load::{Failure as LoadFailure, Totals};
 use crate::metrics::{Answer, FailureKind, Metrics};
 use crate::snapshot::Snapshot;
@@ -55,7 +58,7 @@ pub(super) fn render(scrape: Scrape) -> String {
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        self.requests(&mut encoder)?;
+        traffic::requests(&self.metrics, &mut encoder)?;
         self.upstreams(&mut encoder)?;
         self.upstream_load(&mut encoder)?;
         self.gates(&mut encoder)?;
@@ -63,7 +66,10 @@ impl Collector for Scrape {
         self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
-        self.gateway(&mut encoder)
+        traffic::tls(&self.metrics, &mut encoder)?;
+        self.gateway(&mut encoder)?;
+        traffic::build_info(&mut encoder)?;
+        process::Process::read().encode(&mut encoder)
     }
 }
 
@@ -73,55 +79,6 @@ type GateGauge = (&'static str, &'static str, fn(&Gate) -> u32);
 type Labels<'a, const N: usize> = [(&'static str, &'a str); N];
 
 impl Scrape {
-    fn requests(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
-        let m = &self.metrics;
-        let locations = m.locations_in_use();
-        let mut family = encoder.encode_descriptor(
-            "tollgate_requests",
-            "Requests answered, by location (as configured, after its site's first name in a file of [[site]]s; \"-\" when none matched) and status.",
-            None,
-            MetricType::Counter,
-        )?;
-        for (location, cells) in &locations {
-            let mut by_status = BTreeMap::new();
-            for cell in cells.iter() {
-                cell.statuses.collect(&mut by_status);
-            }
-            for (status, count) in by_status {
-                let status = status.to_string();
-                counter(
-                    &mut family,
-                    &[("location", location), ("status", &status)],
-                    count,
-                )?;
-            }
-        }
-        let mut time = HistogramSum::default();
-        for cell in m.request_times().iter() {
-            time.add(cell);
-        }
-        let family = encoder.encode_descriptor(
-            "tollgate_request_duration",
-            "Time from a request's arrival to the last byte of its response.",
-            Some(&Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        histogram(family, &time)?;
-
-        let denied = m.denied_in_use();
-        let mut family = encoder.encode_descriptor(
-            "tollgate_access_denied",
-            "Requests answered 403 by an allow/deny rule.",
-            None,
-            MetricType::Counter,
-        )?;
-        for (rule, cells) in &denied {
-            let count = cells.iter().map(Counter::get).sum();
-            counter(&mut family, &[("rule", rule)], count)?;
-        }
-        Ok(())
-    }
-
     fn upstreams(&self, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let m = &self.metrics;
         let upstreams = m.upstreams_in_use();

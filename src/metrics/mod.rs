@@ -9,6 +9,7 @@ pub mod load;
 pub(crate) mod top;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,10 @@ pub(crate) struct Metrics {
     workers: usize,
     request_time: PerWorker<Histogram>,
     locations: Family<String, PerWorker<LocationCell>>,
+    /// Each location label's site and location, for the labels of `/metrics`.
+    location_names: Mutex<BTreeMap<String, Arc<LocationName>>>,
+    /// TLS handshakes by result and protocol, per worker.
+    tls: PerWorker<TlsHandshakes>,
     zones: Family<String, ZoneStats>,
     upstreams: Family<String, UpstreamStats>,
     servers: Family<(String, String), Failures>,
@@ -38,6 +43,8 @@ impl Metrics {
             workers,
             request_time: PerWorker::new(workers),
             locations: Family::default(),
+            location_names: Mutex::default(),
+            tls: PerWorker::new(workers),
             zones: Family::default(),
             upstreams: Family::default(),
             servers: Family::default(),
@@ -46,15 +53,35 @@ impl Metrics {
         }
     }
 
-    /// The request counts of the location labelled `label`.
+    /// The request counts of the location labelled `label`, of no site (`-`).
     pub(crate) fn location(&self, label: &str) -> LocationStats {
+        self.site_location(NO_SITE, label, label)
+    }
+
+    /// The request counts of location `location` of site `site` (both as configured,
+    /// never from a request, so that the label sets stay bounded), kept under `label`
+    /// (the site's name and the location's, which [`Metrics::locations_in_use`] gives).
+    pub(crate) fn site_location(&self, site: &str, location: &str, label: &str) -> LocationStats {
         let cells = self.locations.get(label, || {
             PerWorker::from_fn(self.workers, |worker| LocationCell {
                 statuses: StatusCounts::default(),
                 request_time: self.request_time.get(worker).clone(),
+                time: Histogram::default(),
+                sent: Counter::default(),
+                received: Arc::default(),
             })
         });
+        let name = LocationName {
+            site: site.to_owned(),
+            location: location.to_owned(),
+        };
+        lock(&self.location_names).insert(label.to_owned(), Arc::new(name));
         LocationStats { cells }
+    }
+
+    /// Worker `worker`'s TLS handshake counts.
+    pub(crate) fn tls_handshakes(&self, worker: usize) -> &TlsHandshakes {
+        self.tls.get(worker)
     }
 
     /// The decision counts and most-limited keys of zone `name`.
@@ -103,9 +130,28 @@ impl Metrics {
         self.locations.in_use()
     }
 
-    /// Every worker's request times, whatever the location.
+    /// Every worker's request times, whatever the location: the overall figures of the
+    /// admin page (`/metrics` has them by location).
+    #[allow(dead_code, reason = "the admin page's overall latency (admin/status.rs) reads it")]
     pub(crate) fn request_times(&self) -> &PerWorker<Histogram> {
         &self.request_time
+    }
+
+    /// [`Metrics::locations_in_use`] with each one's site and location apart.
+    pub(crate) fn located_in_use(&self) -> Vec<(Arc<LocationName>, Arc<PerWorker<LocationCell>>)> {
+        let in_use = self.locations_in_use();
+        let mut names = lock(&self.location_names);
+        // `in_use` is in label order.
+        names.retain(|label, _| in_use.binary_search_by(|(used, _)| used.cmp(label)).is_ok());
+        in_use
+            .into_iter()
+            .filter_map(|(label, cells)| Some((names.get(&label)?.clone(), cells)))
+            .collect()
+    }
+
+    /// Every worker's TLS handshake counts.
+    pub(crate) fn tls_handshake_cells(&self) -> &PerWorker<TlsHandshakes> {
+        &self.tls
     }
 
     pub(crate) fn denied_in_use(&self) -> Vec<(String, Arc<PerWorker<Counter>>)> {
@@ -189,10 +235,28 @@ impl LocationStats {
     }
 
     /// [`LocationCell::finish`] on worker `worker`'s cell.
-    pub(crate) fn finish(&self, worker: usize, status: u16, elapsed: Duration) {
-        self.cells.get(worker).finish(status, elapsed);
+    pub(crate) fn finish(&self, worker: usize, status: u16, elapsed: Duration, sent: u64) {
+        self.cells.get(worker).finish(status, elapsed, sent);
+    }
+
+    /// Worker `worker`'s count of request body bytes, which the body adds to as it is
+    /// read.
+    pub(crate) fn received(&self, worker: usize) -> &Arc<AtomicU64> {
+        &self.cells.get(worker).received
     }
 }
+
+/// What a location is called in `/metrics`: its site's first name (`-` for none) and
+/// its `match` string.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LocationName {
+    pub site: String,
+    pub location: String,
+}
+
+/// The `site` label of a file of top-level `[[location]]`s, and of requests that matched
+/// no location.
+pub(crate) const NO_SITE: &str = "-";
 
 /// One worker's counts for one location.
 #[derive(Debug)]
@@ -200,14 +264,71 @@ pub(crate) struct LocationCell {
     pub statuses: StatusCounts,
     /// The worker's cell of the (unlabelled) request latency histogram.
     request_time: Arc<Aligned<Histogram>>,
+    /// This location's request latency (`tollgate_request_duration_seconds{site,location}`).
+    pub time: Histogram,
+    /// Response body bytes sent.
+    pub sent: Counter,
+    /// Request body bytes read from the client; an `Arc` the body being read holds.
+    pub received: Arc<AtomicU64>,
 }
 
 impl LocationCell {
-    /// A request has been answered: its status and its time from arrival to the last
-    /// byte sent (or until the client left).
-    pub(crate) fn finish(&self, status: u16, elapsed: Duration) {
+    /// A request has been answered: its status, its time from arrival to the last byte
+    /// sent (or until the client left), and the response body bytes sent.
+    pub(crate) fn finish(&self, status: u16, elapsed: Duration, sent: u64) {
         self.statuses.add(status);
-        self.request_time.observe(elapsed);
+        self.time.observe_with(&self.request_time, elapsed);
+        if sent > 0 {
+            self.sent.add(sent);
+        }
+    }
+}
+
+/// TLS handshakes on client connections, by result and protocol.
+#[derive(Debug, Default)]
+pub(crate) struct TlsHandshakes {
+    ok: [Counter; TlsProtocol::ALL.len()],
+    failed: Counter,
+}
+
+impl TlsHandshakes {
+    pub(crate) fn ok(&self, protocol: TlsProtocol) {
+        self.ok[protocol as usize].add(1);
+    }
+
+    /// A handshake that failed or timed out.
+    pub(crate) fn failed(&self) {
+        self.failed.add(1);
+    }
+
+    pub(crate) fn ok_count(&self, protocol: TlsProtocol) -> u64 {
+        self.ok[protocol as usize].get()
+    }
+
+    pub(crate) fn failed_count(&self) -> u64 {
+        self.failed.get()
+    }
+}
+
+/// The TLS version a handshake agreed on (the `protocol` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TlsProtocol {
+    Tls12,
+    Tls13,
+    /// Anything else rustls may come to speak.
+    Other,
+}
+
+impl TlsProtocol {
+    pub(crate) const ALL: [TlsProtocol; 3] =
+        [TlsProtocol::Tls12, TlsProtocol::Tls13, TlsProtocol::Other];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            TlsProtocol::Tls12 => "TLSv1.2",
+            TlsProtocol::Tls13 => "TLSv1.3",
+            TlsProtocol::Other => "other",
+        }
     }
 }
 
@@ -439,9 +560,9 @@ mod tests {
         let metrics = Metrics::new(2);
         let a = metrics.location("/a");
         let b = metrics.location("/b");
-        a.cell(0).finish(200, Duration::from_millis(1));
-        b.cell(0).finish(404, Duration::from_millis(1));
-        b.cell(1).finish(404, Duration::from_millis(1));
+        a.cell(0).finish(200, Duration::from_millis(1), 0);
+        b.cell(0).finish(404, Duration::from_millis(1), 0);
+        b.cell(1).finish(404, Duration::from_millis(1), 0);
         let mut sum = cells::HistogramSum::default();
         for cell in metrics.request_time.iter() {
             sum.add(cell);

@@ -5,6 +5,7 @@
 mod retry;
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,8 @@ pub(super) struct Ctx<'a> {
     pub forwarded: Forwarded,
     /// The location's `pass_headers`.
     pub pass: Passed,
+    /// The location's count of request body bytes (this worker's).
+    pub received: &'a Arc<AtomicU64>,
 }
 
 /// A response head from upstream, ready for the client.
@@ -318,7 +321,8 @@ async fn upstream_body(
         return Ok((RequestBody::Empty, None));
     }
     let progress = Progress::new();
-    let body = Timed::watched(body, ctx.timeouts.body, ctx.max_body, progress.clone());
+    let body = Timed::watched(body, ctx.timeouts.body, ctx.max_body, progress.clone())
+        .tallied(ctx.received.clone());
     let mut body = RequestBody::read_ahead(body, ctx.body_buffer)
         .await
         .map_err(ProxyError::client_body)?;

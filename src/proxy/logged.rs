@@ -181,7 +181,7 @@ impl Drop for Pending<'_> {
             return;
         }
         let elapsed = crate::clock::now().saturating_duration_since(self.start);
-        self.stats.finish(self.worker, CLIENT_CLOSED, elapsed);
+        self.stats.finish(self.worker, CLIENT_CLOSED, elapsed, 0);
         if let Some(entry) = self.entry.take() {
             entry.write(0, elapsed);
         }
@@ -286,7 +286,7 @@ impl Drop for Logged {
             lease.end(conn);
         }
         let elapsed = crate::clock::now().saturating_duration_since(self.start);
-        self.counted.finish(self.status, elapsed);
+        self.counted.finish(self.status, elapsed, self.sent);
         if let Some(entry) = self.entry.take() {
             entry.write(self.sent, elapsed);
         }

@@ -190,6 +190,8 @@ struct Destination<'a> {
     rendered: &'a header_rules::Rendered,
     forwarded: Forwarded,
     timeouts: timeouts::Timeouts,
+    /// The location's count of request body bytes (this worker's).
+    received: &'a Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The connection a request arrived on.
@@ -317,6 +319,7 @@ impl Pipeline {
                     rendered: &rendered,
                     forwarded: location.forwarded,
                     timeouts: location.timeouts,
+                    received: location.stats.received(conn.worker),
                 };
                 let (mut response, lease) =
                     self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
@@ -445,6 +448,7 @@ impl Pipeline {
                 .then_some(self.client_body_temp_path.as_path()),
             forwarded: to.forwarded,
             pass: to.headers.pass(),
+            received: to.received,
         };
         let version = req.version();
         let prepared = forward::prepare(&mut req, &ctx);

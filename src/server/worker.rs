@@ -25,6 +25,7 @@ use super::timeouts::ConnState;
 use crate::config::{Address, Transport};
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
+use crate::metrics::TlsProtocol;
 use crate::proxy::Conn;
 use crate::state::GatewayState;
 use crate::wire::Protocol;
@@ -168,8 +169,10 @@ async fn serve_tls(
     };
     // The handshake's state is boxed, and let go once it is over.
     let handshake = Box::pin(acceptor.accept(stream));
+    let counted = state.metrics.tls_handshakes(conn.worker);
     match tokio::time::timeout(tls.handshake_timeout, handshake).await {
         Ok(Ok(mut stream)) => {
+            counted.ok(tls_protocol(stream.get_ref().1.protocol_version()));
             let alpn = stream.get_ref().1.alpn_protocol();
             if alpn == Some(crate::acme::ACME_TLS_ALPN) {
                 // A tls-alpn-01 validation: the handshake was the answer (RFC 8737).
@@ -185,8 +188,23 @@ async fn serve_tls(
             let stream = Box::new(stream);
             conn::serve(stream, conn, conn_state, state, stop, alpn, http2).await
         }
-        Ok(Err(err)) => tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed"),
-        Err(_) => tracing::debug!(peer = %conn.peer, "TLS handshake timed out"),
+        Ok(Err(err)) => {
+            counted.failed();
+            tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed");
+        }
+        Err(_) => {
+            counted.failed();
+            tracing::debug!(peer = %conn.peer, "TLS handshake timed out");
+        }
+    }
+}
+
+/// The `protocol` label of a handshake that agreed on `version`.
+fn tls_protocol(version: Option<rustls::ProtocolVersion>) -> TlsProtocol {
+    match version {
+        Some(rustls::ProtocolVersion::TLSv1_3) => TlsProtocol::Tls13,
+        Some(rustls::ProtocolVersion::TLSv1_2) => TlsProtocol::Tls12,
+        _ => TlsProtocol::Other,
     }
 }
 

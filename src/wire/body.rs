@@ -150,6 +150,9 @@ pin_project! {
         sleep: Option<Pin<Box<Sleep>>>,
         progressed: bool,
         progress: Option<Arc<Progress>>,
+        // Where each frame's bytes are added as they are read (the request's location's
+        // count of request body bytes, `/metrics`).
+        tally: Option<Arc<AtomicU64>>,
     }
 }
 
@@ -165,6 +168,15 @@ impl Timed {
             sleep: None,
             progressed: true,
             progress: None,
+            tally: None,
+        }
+    }
+
+    /// Also adds each frame's bytes to `tally`.
+    pub(crate) fn tallied(self, tally: Arc<AtomicU64>) -> Timed {
+        Timed {
+            tally: Some(tally),
+            ..self
         }
     }
 
@@ -214,6 +226,9 @@ impl Body for Timed {
                         return Poll::Ready(Some(Err(BodyError::TooLarge)));
                     }
                     *this.received = received;
+                    if let Some(tally) = this.tally {
+                        tally.fetch_add(data.len() as u64, Ordering::Relaxed);
+                    }
                 }
                 if let Some(progress) = this.progress {
                     progress.record(false);

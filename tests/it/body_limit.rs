@@ -377,7 +377,7 @@ async fn a_413_is_logged_and_counted_like_any_answer() {
     let lines = support::log_lines(&log, 1).await;
     assert!(lines[0].contains("\"POST / HTTP/1.1\" 413 "), "{lines:?}");
     let admin = gw.admin_addr().expect("admin configured");
-    let series = "tollgate_requests_total{location=\"/\",status=\"413\"} 1";
+    let series = "tollgate_requests_total{site=\"-\",location=\"/\",status=\"413\"} 1";
     let reply = within(5, support::send(admin, support::get("/metrics"))).await;
     assert!(reply.body.contains(series), "{}", reply.body);
 }
@@ -444,7 +444,7 @@ async fn logged_and_counted(gw: &tollgate::Gateway, log: &std::path::Path, reque
         "{lines:?}"
     );
     let admin = gw.admin_addr().expect("admin configured");
-    let series = "tollgate_requests_total{location=\"/\",status=\"200\"} 1";
+    let series = "tollgate_requests_total{site=\"-\",location=\"/\",status=\"200\"} 1";
     let reply = within(5, support::send(admin, support::get("/metrics"))).await;
     assert!(reply.body.contains(series), "{}", reply.body);
 }

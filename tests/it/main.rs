@@ -20,6 +20,7 @@ mod body_limit;
 mod cli;
 mod cli_control;
 mod concurrency_gate;
+mod contrib;
 mod descriptors;
 mod forwarded_headers;
 mod framing_corpus;

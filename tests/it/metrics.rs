@@ -110,6 +110,15 @@ async fn scrape_until(admin: SocketAddr, ready: impl Fn(&Scrape) -> bool) -> Scr
 
 const REQUESTS: &str = "tollgate_requests_total";
 
+/// Requests timed, over every site and location.
+fn duration_count(m: &Scrape) -> f64 {
+    m.values
+        .iter()
+        .filter(|(series, _)| series.starts_with("tollgate_request_duration_seconds_count{"))
+        .map(|(_, value)| value)
+        .sum()
+}
+
 #[tokio::test]
 async fn every_family_counts_what_the_gateway_did() {
     let _shared = support::shared();
@@ -133,15 +142,15 @@ async fn every_family_counts_what_the_gateway_did() {
     assert_eq!(from(addr, "/nowhere", "10.0.0.4").await, 404);
 
     let m = scrape_until(admin, |m| {
-        m.values
-            .get(&format!("{REQUESTS}{{location=\"-\",status=\"404\"}}"))
-            == Some(&1.0)
-            && m.values.get("tollgate_request_duration_seconds_count") == Some(&11.0)
+        m.values.get(&format!(
+            "{REQUESTS}{{site=\"-\",location=\"-\",status=\"404\"}}"
+        )) == Some(&1.0)
+            && duration_count(m) == 11.0
     })
     .await;
     let requests = |location: &str, status: u16| {
         m.get(&format!(
-            "{REQUESTS}{{location=\"{location}\",status=\"{status}\"}}"
+            "{REQUESTS}{{site=\"-\",location=\"{location}\",status=\"{status}\"}}"
         ))
     };
     assert_eq!(requests("/api/", 200), 2.0);
@@ -153,12 +162,18 @@ async fn every_family_counts_what_the_gateway_did() {
     // Denied before routing, and matched nothing: counted under "-".
     assert_eq!(requests("-", 403), 1.0);
     assert_eq!(requests("-", 404), 1.0);
-    assert_eq!(m.get("tollgate_request_duration_seconds_count"), 11.0);
-    assert_eq!(
-        m.get("tollgate_request_duration_seconds_bucket{le=\"+Inf\"}"),
-        11.0
-    );
-    assert!(m.get("tollgate_request_duration_seconds_sum") > 0.0);
+    assert_eq!(duration_count(&m), 11.0);
+    let duration = |part: &str, location: &str| {
+        m.get(&format!(
+            "tollgate_request_duration_seconds_{part}{{site=\"-\",location=\"{location}\"}}"
+        ))
+    };
+    assert_eq!(duration("count", "/api/"), 3.0);
+    let inf = "tollgate_request_duration_seconds_bucket{le=\"+Inf\",site=\"-\",location=\"/api/\"}";
+    assert_eq!(m.get(inf), 3.0);
+    assert!(duration("sum", "/api/") > 0.0);
+    assert_eq!(duration("count", "= /shadow"), 3.0);
+    assert_eq!(duration("count", "-"), 2.0);
 
     let decisions = |zone: &str, outcome: &str| {
         m.get(&format!(
@@ -231,7 +246,7 @@ async fn counts_survive_a_reload_and_the_reload_is_counted() {
     for _ in 0..3 {
         from(addr, "/shadow", "10.0.0.2").await;
     }
-    let series = format!("{REQUESTS}{{location=\"= /shadow\",status=\"204\"}}");
+    let series = format!("{REQUESTS}{{site=\"-\",location=\"= /shadow\",status=\"204\"}}");
     scrape_until(admin, |m| m.values.get(&series) == Some(&3.0)).await;
 
     let next = tollgate::config::from_str(

@@ -233,8 +233,8 @@ return = { status = 204 }
     assert_eq!(within(5, request("unknown.test")).await.status, 204);
     let admin = gw.admin_addr().expect("admin configured");
     let wanted = [
-        "tollgate_requests_total{location=\"example.com /api/\",status=\"204\"} 1",
-        "tollgate_requests_total{location=\"_ /api/\",status=\"204\"} 1",
+        "tollgate_requests_total{site=\"example.com\",location=\"/api/\",status=\"204\"} 1",
+        "tollgate_requests_total{site=\"_\",location=\"/api/\",status=\"204\"} 1",
     ];
     // A request is counted just after its response is sent: ask again for up to 5 s.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
