@@ -90,10 +90,10 @@ mod tests {
         let metrics = Metrics::new(2);
         let (a, b) = (metrics.location("/a"), metrics.location("/b"));
         let ms = Duration::from_millis(1);
-        a.finish(0, 200, ms);
-        a.finish(1, 204, ms);
-        b.finish(1, 429, ms);
-        b.finish(0, 502, ms);
+        a.finish(0, 200, ms, 0);
+        a.finish(1, 204, ms, 0);
+        b.finish(1, 429, ms, 0);
+        b.finish(0, 502, ms, 0);
         let zone = metrics.zone("per_ip");
         zone.decisions.get(0).add(Answer::Rejected);
         zone.decisions.get(1).add(Answer::Banned);
