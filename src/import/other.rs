@@ -48,7 +48,7 @@ const TRANSLATED: [&str; 46] = [
 fn no_effect(name: &str) -> Option<&'static str> {
     Some(match name {
         "user" | "worker_processes" | "worker_rlimit_nofile" | "worker_cpu_affinity"
-        | "worker_priority" | "worker_shutdown_timeout" | "pid" | "daemon" | "master_process"
+        | "worker_priority" | "worker_shutdown_timeout" | "daemon" | "master_process"
         | "load_module" | "pcre_jit" | "thread_pool" | "timer_resolution" | "env"
         | "lock_file" | "working_directory" => {
             "process settings: tollgate runs one process with a worker thread per CPU ([server] workers)"

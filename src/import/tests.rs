@@ -454,6 +454,13 @@ fn a_text_nginx_refuses_is_an_error_at_its_line() {
 }
 
 #[test]
+fn the_pid_file_is_where_nginx_wrote_it() {
+    let imported = import("pid /run/nginx.pid;\nhttp {\n    server { listen 80; return 204; }\n}\n");
+    exact(&imported, 1, "pid");
+    has(&imported, "pid_file = \"/run/nginx.pid\"\n");
+}
+
+#[test]
 fn timeouts_and_other_server_wide_values() {
     let imported = import(
         "http {

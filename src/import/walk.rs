@@ -22,6 +22,12 @@ pub(super) fn main(w: &mut Walk<'_>, directives: &[Directive]) {
                 http(w, d.block.as_deref().unwrap_or_default(), &mut tail);
             }
             "include" => w.include(d, &mut tail),
+            "pid" if d.args.len() == 1 => {
+                // nginx always writes one (its default is built in); tollgate only when told.
+                w.build.pid_file = Some(d.args[0].clone());
+                let note = "`[server] pid_file`: `tollgate reload` and `tollgate stop` find the gateway by it";
+                w.record(d, Status::Exact(Some(note.to_owned())), &mut tail);
+            }
             _ => unknown(w, d, &mut tail),
         }
     }
