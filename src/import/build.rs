@@ -76,8 +76,6 @@ pub(super) struct Build {
     /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
     pub server_durations: BTreeMap<&'static str, String>,
     pub underscores_in_headers: Option<bool>,
-    /// nginx's `pid`: where the gateway writes its process id.
-    pub pid_file: Option<String>,
     pub real_ip_trusted: Vec<String>,
     pub real_ip_header: Option<String>,
     pub real_ip_recursive: Option<bool>,
@@ -225,7 +223,6 @@ impl Build {
             send_timeout: duration("send_timeout"),
             keepalive_timeout: duration("keepalive_timeout"),
             underscores_in_headers: self.underscores_in_headers,
-            pid_file: self.pid_file.clone().map(sp),
             limit_status: self.limits_used.then(|| sp(503)),
             ratelimit_headers: self.limits_used.then_some(RawRateLimitHeaders::None),
             ..RawServer::default()

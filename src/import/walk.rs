@@ -22,11 +22,12 @@ pub(super) fn main(w: &mut Walk<'_>, directives: &[Directive]) {
                 http(w, d.block.as_deref().unwrap_or_default(), &mut tail);
             }
             "include" => w.include(d, &mut tail),
-            "pid" if d.args.len() == 1 => {
-                // nginx always writes one (its default is built in); tollgate only when told.
-                w.build.pid_file = Some(d.args[0].clone());
-                let note = "`[server] pid_file`: `tollgate reload` and `tollgate stop` find the gateway by it";
-                w.record(d, Status::Exact(Some(note.to_owned())), &mut tail);
+            "pid" => {
+                // Not nginx's own path: while both run side by side, `nginx -s stop` would
+                // signal tollgate.
+                let note = "not written: nginx's pid file stays nginx's (`nginx -s` reads it); \
+                            set `[server] pid_file` to another path for `tollgate reload` and `tollgate stop`";
+                w.record(d, Status::Approx(note.to_owned()), &mut tail);
             }
             _ => unknown(w, d, &mut tail),
         }
