@@ -1,5 +1,6 @@
 //! `[server] listen` and `listen_tls`: each item an address (`"IP:PORT"`) or a table
-//! (`{ addr = "IP:PORT", http2 = false }`), at least one in all, each address once.
+//! (`{ addr = "IP:PORT", http2 = false }`), at least one in all, each address once; and
+//! [`Address`], where a listener listens and over which [`Transport`].
 
 use std::net::SocketAddr;
 
@@ -7,7 +8,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawListenItem, RawServer, Span};
-use super::values;
+use super::{values, Server};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
 
@@ -127,4 +128,50 @@ fn listen_item(
 fn not_yet(key: &str, value: &Loose, diag: &mut Diagnostics<'_>) {
     let message = format!("`{key}` on a listener is not yet supported");
     diag.error(value.span(), message);
+}
+
+/// Where a listener listens, and over which transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Address {
+    pub addr: SocketAddr,
+    pub transport: Transport,
+    /// Whether HTTP/2 is served here (`http2`, true unless a listener table says
+    /// `false`): ALPN `h2` over TLS, prior knowledge over plain TCP.
+    pub http2: bool,
+}
+
+/// What a listener's connections arrive over, below HTTP: one variant per kind of
+/// listener, each with its key in `[server]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Plain TCP (`listen`).
+    Tcp,
+    /// TLS over TCP (`listen_tls`).
+    Tls,
+}
+
+impl Transport {
+    /// Whether it is encrypted: its requests' scheme is `https`.
+    pub(crate) fn is_secure(self) -> bool {
+        match self {
+            Transport::Tcp => false,
+            Transport::Tls => true,
+        }
+    }
+}
+
+impl Server {
+    /// Every address of `listen` and `listen_tls`, in that order.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
+        let at = |transport| {
+            move |listener: &Listener| Address {
+                addr: listener.addr,
+                transport,
+                http2: listener.http2,
+            }
+        };
+        let tcp = self.listen.iter().map(at(Transport::Tcp));
+        let tls = self.listen_tls.iter().map(at(Transport::Tls));
+        tcp.chain(tls)
+    }
 }

@@ -63,6 +63,7 @@ pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
 pub(crate) use limit_action::{LimitAction, Tarpit};
 pub(crate) use listeners::Listener;
+pub use listeners::{Address, Transport};
 pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use upstreams::{Balance, Concurrency, MaxInFlight, Upstream};
 #[cfg(test)]
@@ -458,53 +459,6 @@ impl Site {
         self.listen
             .as_ref()
             .is_none_or(|listen| listen.contains(&address))
-    }
-}
-
-/// Where a listener listens, and over which transport.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Address {
-    pub addr: SocketAddr,
-    pub transport: Transport,
-    /// Whether HTTP/2 is served here (`http2`, true unless a listener table says
-    /// `false`): ALPN `h2` over TLS, prior knowledge over plain TCP.
-    pub http2: bool,
-}
-
-
-/// What a listener's connections arrive over, below HTTP: one variant per kind of
-/// listener, each with its key in `[server]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// Plain TCP (`listen`).
-    Tcp,
-    /// TLS over TCP (`listen_tls`).
-    Tls,
-}
-
-impl Transport {
-    /// Whether it is encrypted: its requests' scheme is `https`.
-    pub(crate) fn is_secure(self) -> bool {
-        match self {
-            Transport::Tcp => false,
-            Transport::Tls => true,
-        }
-    }
-}
-
-impl Server {
-    /// Every address of `listen` and `listen_tls`, in that order.
-    pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
-        let at = |transport| {
-            move |listener: &Listener| Address {
-                addr: listener.addr,
-                transport,
-                http2: listener.http2,
-            }
-        };
-        let tcp = self.listen.iter().map(at(Transport::Tcp));
-        let tls = self.listen_tls.iter().map(at(Transport::Tls));
-        tcp.chain(tls)
     }
 }
 

@@ -8,7 +8,7 @@ use http::StatusCode;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section};
+use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::values::duration_or;
 use super::{headers, limits, listeners, values};
 use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server, Tarpit};
@@ -73,14 +73,7 @@ pub(super) fn server(
     base: &Path,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Server> {
-    let (span, raw) = match section {
-        Section::Absent => {
-            listeners::none(diag);
-            return None;
-        }
-        Section::Invalid => return None,
-        Section::Present(span, raw) => (span, raw),
-    };
+    let (span, raw) = present(section, diag)?;
     let listeners = listeners::listeners(&raw, &span, certificates, diag);
     let workers = match &raw.workers {
         Some(value) => diag.check(value.span(), values::workers(value.get_ref())),
@@ -149,6 +142,18 @@ pub(super) fn server(
         forwarded_headers: forwarded_headers?,
         pid_file: pid_file?,
     })
+}
+
+/// The section's span and keys; absent, it is reported (there is no listener).
+fn present(section: Section<RawServer>, diag: &mut Diagnostics<'_>) -> Option<(Span, RawServer)> {
+    match section {
+        Section::Absent => {
+            listeners::none(diag);
+            None
+        }
+        Section::Invalid => None,
+        Section::Present(span, raw) => Some((span, raw)),
+    }
 }
 
 /// `pid_file`, relative to `base`; none by default (a service manager that watches the

@@ -130,6 +130,29 @@ pub(crate) struct Location {
 }
 
 impl Location {
+    /// Where and how this location forwards a request from `client` (through `peer`).
+    fn destination<'a>(
+        &'a self,
+        group: &'a Arc<Group>,
+        conn: &'a Conn,
+        (client, peer): (IpAddr, IpAddr),
+        rendered: &'a header_rules::Rendered,
+    ) -> Destination<'a> {
+        Destination {
+            group,
+            conn,
+            client,
+            peer,
+            max_body: self.client_max_body_size,
+            buffering: self.request_buffering,
+            headers: &self.headers,
+            rendered,
+            forwarded: self.forwarded,
+            timeouts: self.timeouts,
+            received: self.stats.received(conn.worker),
+        }
+    }
+
     /// Where `upstream_path` points the request: `None` without one, `Some(None)` when
     /// the rewrite would leave the root.
     fn target(
@@ -308,19 +331,7 @@ impl Pipeline {
                     let answer = bad_target(location, req.version(), pending, &rendered, conn);
                     return log.finish(answer, None);
                 }
-                let to = Destination {
-                    group,
-                    conn,
-                    client,
-                    peer,
-                    max_body: location.client_max_body_size,
-                    buffering: location.request_buffering,
-                    headers: &location.headers,
-                    rendered: &rendered,
-                    forwarded: location.forwarded,
-                    timeouts: location.timeouts,
-                    received: location.stats.received(conn.worker),
-                };
+                let to = location.destination(group, conn, (client, peer), &rendered);
                 let (mut response, lease) =
                     self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
                 if lease.is_some() {

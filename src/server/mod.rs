@@ -213,23 +213,7 @@ impl Gateway {
         };
         let adapt = adapt::Adapt::start(state.clone()).map_err(StartError::Thread)?;
         let (shutdown, _) = watch::channel(false);
-        let mut handles = Vec::with_capacity(workers);
-        let mut to_workers = Vec::with_capacity(workers);
-        for id in 0..workers {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let (state, stop) = (state.clone(), shutdown.subscribe());
-            let descriptors = descriptors.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("tollgate-worker-{id}"))
-                .spawn(move || {
-                    if let Err(err) = worker::run(id, rx, state, stop, descriptors) {
-                        tracing::error!(worker = id, error = %err, "worker failed");
-                    }
-                })
-                .map_err(StartError::Thread)?;
-            handles.push(handle);
-            to_workers.push(tx);
-        }
+        let (handles, to_workers) = spawn_workers(workers, &state, &shutdown, &descriptors)?;
         let listening: Vec<Listening> = bound
             .into_iter()
             .map(|b| b.serve(&to_workers, &state.metrics))
@@ -443,6 +427,36 @@ const ACME_STOP: std::time::Duration = std::time::Duration::from_secs(2);
 /// Every `listen` then `listen_tls` address.
 fn addresses(config: &Config) -> Vec<Address> {
     config.server.addresses().collect()
+}
+
+/// The worker threads, and each one's channel for new listening sockets.
+type Workers = (Vec<JoinHandle<()>>, Vec<mpsc::UnboundedSender<Listen>>);
+
+/// Starts the worker threads.
+fn spawn_workers(
+    workers: usize,
+    state: &Arc<GatewayState>,
+    shutdown: &watch::Sender<bool>,
+    descriptors: &Arc<Descriptors>,
+) -> Result<Workers, StartError> {
+    let mut handles = Vec::with_capacity(workers);
+    let mut to_workers = Vec::with_capacity(workers);
+    for id in 0..workers {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (state, stop) = (state.clone(), shutdown.subscribe());
+        let descriptors = descriptors.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("tollgate-worker-{id}"))
+            .spawn(move || {
+                if let Err(err) = worker::run(id, rx, state, stop, descriptors) {
+                    tracing::error!(worker = id, error = %err, "worker failed");
+                }
+            })
+            .map_err(StartError::Thread)?;
+        handles.push(handle);
+        to_workers.push(tx);
+    }
+    Ok((handles, to_workers))
 }
 
 /// Binds each address for every worker, each shared as `sharing` says; the first that
