@@ -3,13 +3,13 @@
 //! the process; and contrib/'s dashboard and alert rules held to that scrape (every metric
 //! they name must be in it, so that they cannot rot) and to `promtool check rules`.
 
+use crate::metrics::{scrape_until, Scrape};
 use crate::support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use http::Request;
 use hyper_util::rt::TokioIo;
@@ -68,60 +68,6 @@ upstream = "app"
         cert_path.display(),
         key_path.display()
     )
-}
-
-/// The scrape's samples, `series{labels}` → value, and its text for messages.
-struct Scrape {
-    values: BTreeMap<String, f64>,
-    text: String,
-}
-
-impl Scrape {
-    fn get(&self, series: &str) -> f64 {
-        match self.values.get(series) {
-            Some(value) => *value,
-            None => panic!("no series {series} in:\n{}", self.text),
-        }
-    }
-
-    /// The metric names of its samples (`_bucket`, `_total`… as written).
-    fn names(&self) -> BTreeSet<&str> {
-        self.values
-            .keys()
-            .map(|series| series.split(['{', ' ']).next().unwrap_or(""))
-            .collect()
-    }
-}
-
-async fn scrape(admin: SocketAddr) -> Scrape {
-    let reply = within(5, send(admin, get("/metrics"))).await;
-    assert_eq!(reply.status, 200);
-    let values = reply
-        .body
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .map(|line| {
-            let (series, value) = line.rsplit_once(' ').expect("series value");
-            (series.to_owned(), value.parse().expect("a number"))
-        })
-        .collect();
-    Scrape {
-        values,
-        text: reply.body,
-    }
-}
-
-/// Requests are counted just after their response is sent: scrapes until `ready` holds
-/// (5 s at most).
-async fn scrape_until(admin: SocketAddr, ready: impl Fn(&Scrape) -> bool) -> Scrape {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let scraped = scrape(admin).await;
-        if ready(&scraped) || Instant::now() > deadline {
-            return scraped;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn tls_client(versions: &[&'static rustls::SupportedProtocolVersion]) -> TlsConnector {

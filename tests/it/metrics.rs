@@ -57,22 +57,31 @@ async fn from(addr: SocketAddr, path: &str, client: &str) -> u16 {
     get_as(addr, path, client).await.status.as_u16()
 }
 
-/// The scrape as `name{labels}` → value, with the text itself for messages.
-struct Scrape {
-    values: BTreeMap<String, f64>,
-    text: String,
+/// The scrape as `name{labels}` → value, with the text itself for messages (also
+/// tests/it/contrib.rs's).
+pub(crate) struct Scrape {
+    pub values: BTreeMap<String, f64>,
+    pub text: String,
 }
 
 impl Scrape {
-    fn get(&self, series: &str) -> f64 {
+    pub fn get(&self, series: &str) -> f64 {
         match self.values.get(series) {
             Some(value) => *value,
             None => panic!("no series {series} in:\n{}", self.text),
         }
     }
+
+    /// The metric names of its samples (`_bucket`, `_total`… as written).
+    pub fn names(&self) -> std::collections::BTreeSet<&str> {
+        self.values
+            .keys()
+            .map(|series| series.split(['{', ' ']).next().unwrap_or(""))
+            .collect()
+    }
 }
 
-async fn scrape(admin: SocketAddr) -> Scrape {
+pub(crate) async fn scrape(admin: SocketAddr) -> Scrape {
     let reply = within(5, send(admin, get("/metrics"))).await;
     assert_eq!(reply.status, 200);
     assert_eq!(
@@ -97,7 +106,7 @@ async fn scrape(admin: SocketAddr) -> Scrape {
 
 /// A request is counted when its response has been sent, a moment after the client has
 /// read it: scrapes until `ready` holds (5 s at most).
-async fn scrape_until(admin: SocketAddr, ready: impl Fn(&Scrape) -> bool) -> Scrape {
+pub(crate) async fn scrape_until(admin: SocketAddr, ready: impl Fn(&Scrape) -> bool) -> Scrape {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let scraped = scrape(admin).await;
