@@ -32,11 +32,7 @@ impl PidFile {
                 );
             }
         }
-        let temp = temp_name(path, pid);
-        let written = write_whole(&temp, pid).and_then(|()| std::fs::rename(&temp, path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
+        let written = write_whole(path, pid);
         written.map(|()| PidFile {
             path: path.to_path_buf(),
             pid,
@@ -62,19 +58,29 @@ impl Drop for PidFile {
     }
 }
 
-/// `.NAME.PID.tmp` beside `path`: the same file system, so the rename is atomic.
-fn temp_name(path: &Path, pid: u32) -> PathBuf {
+/// Writes `pid` to a new file of a random name beside `path` (the same file system, so
+/// the rename is atomic), made with `O_EXCL`: in a directory others may write to (`/tmp`),
+/// a link planted at a name guessed in advance is never followed, and the rename replaces
+/// a link at `path` itself rather than writing through it.
+fn write_whole(path: &Path, pid: u32) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     let name = path.file_name().map_or_else(
         || "pid".into(),
         |name| name.to_string_lossy().into_owned(),
     );
-    path.with_file_name(format!(".{name}.{pid}.tmp"))
-}
-
-fn write_whole(temp: &Path, pid: u32) -> std::io::Result<()> {
-    let mut file = std::fs::File::create(temp)?;
-    file.write_all(format!("{pid}\n").as_bytes())?;
-    file.sync_all()
+    // Readable by all, as nginx's: `tollgate reload` may run as another user.
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(mode)
+        .tempfile_in(dir)?;
+    temp.write_all(format!("{pid}\n").as_bytes())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map(drop).map_err(|err| err.error)
 }
 
 /// The process `path` names, if it runs. The error says what is wrong with the file for
@@ -139,6 +145,25 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_planted_at_the_path_or_a_guessable_name_are_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = dir.path().join("tollgate.pid");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        // Where a temporary name made of the pid would be: in /tmp anyone can put a link there.
+        let guessed = dir.path().join(format!(".tollgate.pid.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &guessed).unwrap();
+        let file = PidFile::write(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file(), "the link itself was replaced");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+        assert_eq!(mode & 0o777, 0o644, "readable by all, as nginx's");
+        drop(file);
+    }
 
     #[test]
     fn writes_this_process_id_and_removes_it_when_dropped() {
