@@ -37,14 +37,6 @@ impl<T: Default> PerWorker<T> {
 }
 
 impl<T> PerWorker<T> {
-    pub(crate) fn from_fn(workers: usize, mut make: impl FnMut(usize) -> T) -> PerWorker<T> {
-        PerWorker {
-            cells: (0..workers.max(1))
-                .map(|worker| Arc::new(Aligned(make(worker))))
-                .collect(),
-        }
-    }
-
     /// Worker `worker`'s cell (any index is accepted: it wraps).
     pub fn get(&self, worker: usize) -> &Arc<Aligned<T>> {
         &self.cells[worker % self.cells.len()]
@@ -178,14 +170,6 @@ impl Histogram {
         self.add(bucket, ns);
     }
 
-    /// [`Histogram::observe`] into this one and `other` too, the bucket found once (a
-    /// request's time goes into its location's histogram and the worker's overall one).
-    pub(crate) fn observe_with(&self, other: &Histogram, elapsed: Duration) {
-        let (bucket, ns) = bucket(elapsed);
-        self.add(bucket, ns);
-        other.add(bucket, ns);
-    }
-
     fn add(&self, bucket: usize, ns: u64) {
         self.counts[bucket].fetch_add(1, Relaxed);
         self.sum_ns.fetch_add(ns, Relaxed);
@@ -262,21 +246,6 @@ mod tests {
         assert_eq!(sum.counts[BUCKETS.len()], 1);
         assert_eq!(sum.count(), 3);
         assert_eq!(sum.sum_ns, 500_000 + 501_000 + 11_000_000_000);
-    }
-
-    #[test]
-    fn an_observation_with_another_lands_in_the_same_bucket_of_both() {
-        let (location, overall) = (Histogram::default(), Histogram::default());
-        location.observe_with(&overall, Duration::from_millis(3));
-        overall.observe(Duration::from_secs(1));
-        let (mut one, mut both) = (HistogramSum::default(), HistogramSum::default());
-        one.add(&location);
-        both.add(&overall);
-        assert_eq!(one.counts[3], 1);
-        assert_eq!(one.count(), 1);
-        assert_eq!(both.counts[3], 1);
-        assert_eq!(both.count(), 2);
-        assert_eq!(both.sum_ns, 3_000_000 + 1_000_000_000);
     }
 
     #[test]

@@ -23,7 +23,6 @@ use top::Sketch;
 #[derive(Debug)]
 pub(crate) struct Metrics {
     workers: usize,
-    request_time: PerWorker<Histogram>,
     locations: Family<String, PerWorker<LocationCell>>,
     /// Each location label's site and location, for the labels of `/metrics`.
     location_names: Mutex<BTreeMap<String, Arc<LocationName>>>,
@@ -41,7 +40,6 @@ impl Metrics {
         let workers = workers.max(1);
         Metrics {
             workers,
-            request_time: PerWorker::new(workers),
             locations: Family::default(),
             location_names: Mutex::default(),
             tls: PerWorker::new(workers),
@@ -62,15 +60,7 @@ impl Metrics {
     /// never from a request, so that the label sets stay bounded), kept under `label`
     /// (the site's name and the location's, which [`Metrics::locations_in_use`] gives).
     pub(crate) fn site_location(&self, site: &str, location: &str, label: &str) -> LocationStats {
-        let cells = self.locations.get(label, || {
-            PerWorker::from_fn(self.workers, |worker| LocationCell {
-                statuses: StatusCounts::default(),
-                request_time: self.request_time.get(worker).clone(),
-                time: Histogram::default(),
-                sent: Counter::default(),
-                received: Arc::default(),
-            })
-        });
+        let cells = self.locations.get(label, || PerWorker::new(self.workers));
         let name = LocationName {
             site: site.to_owned(),
             location: location.to_owned(),
@@ -128,13 +118,6 @@ impl Metrics {
 
     pub(crate) fn locations_in_use(&self) -> Vec<(String, Arc<PerWorker<LocationCell>>)> {
         self.locations.in_use()
-    }
-
-    /// Every worker's request times, whatever the location: the overall figures of the
-    /// admin page (`/metrics` has them by location).
-    #[allow(dead_code, reason = "the admin page's overall latency (admin/status.rs) reads it")]
-    pub(crate) fn request_times(&self) -> &PerWorker<Histogram> {
-        &self.request_time
     }
 
     /// [`Metrics::locations_in_use`] with each one's site and location apart.
@@ -259,11 +242,9 @@ pub(crate) struct LocationName {
 pub(crate) const NO_SITE: &str = "-";
 
 /// One worker's counts for one location.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct LocationCell {
     pub statuses: StatusCounts,
-    /// The worker's cell of the (unlabelled) request latency histogram.
-    request_time: Arc<Aligned<Histogram>>,
     /// This location's request latency (`tollgate_request_duration_seconds{site,location}`).
     pub time: Histogram,
     /// Response body bytes sent.
@@ -277,7 +258,7 @@ impl LocationCell {
     /// sent (or until the client left), and the response body bytes sent.
     pub(crate) fn finish(&self, status: u16, elapsed: Duration, sent: u64) {
         self.statuses.add(status);
-        self.time.observe_with(&self.request_time, elapsed);
+        self.time.observe(elapsed);
         if sent > 0 {
             self.sent.add(sent);
         }
@@ -556,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn locations_share_the_workers_request_histogram() {
+    fn each_location_counts_its_own_request_times() {
         let metrics = Metrics::new(2);
         let a = metrics.location("/a");
         let b = metrics.location("/b");
@@ -564,8 +545,8 @@ mod tests {
         b.cell(0).finish(404, Duration::from_millis(1), 0);
         b.cell(1).finish(404, Duration::from_millis(1), 0);
         let mut sum = cells::HistogramSum::default();
-        for cell in metrics.request_time.iter() {
-            sum.add(cell);
+        for (_, cells) in metrics.locations_in_use() {
+            cells.iter().for_each(|cell| sum.add(&cell.time));
         }
         assert_eq!(sum.count(), 3);
     }
