@@ -4,7 +4,7 @@
 //! `traffic`, the process's in `process`.
 
 mod process;
-mod traffic;
+mod clients;
 
 use std::fmt;
 use std::sync::Arc;
@@ -58,7 +58,7 @@ pub(super) fn render(scrape: Scrape) -> String {
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        traffic::requests(&self.metrics, &mut encoder)?;
+        clients::requests(&self.metrics, &mut encoder)?;
         self.upstreams(&mut encoder)?;
         self.upstream_load(&mut encoder)?;
         self.gates(&mut encoder)?;
@@ -66,9 +66,9 @@ impl Collector for Scrape {
         self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
-        traffic::tls(&self.metrics, &mut encoder)?;
+        clients::tls(&self.metrics, &mut encoder)?;
         self.gateway(&mut encoder)?;
-        traffic::build_info(&mut encoder)?;
+        clients::build_info(&mut encoder)?;
         process::Process::read().encode(&mut encoder)
     }
 }
