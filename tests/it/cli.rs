@@ -181,17 +181,9 @@ fn check_accepts_the_nginx_migration_example() {
         guide.contains(example.trim()),
         "docs/guide.md shows the example as it is"
     );
+    crate::recipes::example_certificate(dir.path());
     let certs = dir.path().join("certs");
-    std::fs::create_dir(&certs).unwrap();
-    let names = vec!["example.com".to_owned(), "www.example.com".to_owned()];
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(names)
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(certs.join("example.com.pem"), cert.pem()).unwrap();
-    std::fs::write(certs.join("example.com.key"), key.serialize_pem()).unwrap();
-    std::fs::write(certs.join("internal-ca.pem"), cert.pem()).unwrap();
+    std::fs::copy(certs.join("example.com.pem"), certs.join("internal-ca.pem")).unwrap();
     let path = write_config(&dir, "gateway.toml", example);
     let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -30,7 +30,7 @@ fn assert_checks(path: &Path, what: &str) {
 
 /// A self-signed certificate and key for example.com and www.example.com, as
 /// certs/example.com.pem and certs/example.com.key under `dir` (the names the recipes use).
-fn example_certificate(dir: &Path) {
+pub(crate) fn example_certificate(dir: &Path) {
     let certs = dir.join("certs");
     std::fs::create_dir(&certs).unwrap();
     let names = vec!["example.com".to_owned(), "www.example.com".to_owned()];
