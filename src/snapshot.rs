@@ -17,6 +17,7 @@ use crate::limit::Algorithm;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
+use crate::proxy::files::{Files, OpenFiles};
 use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
 use crate::proxy::rewrite::{Replaces, Rewrite};
@@ -88,6 +89,8 @@ pub(crate) struct Lasting<'a> {
     pub upstreams: &'a [Arc<Group>],
     /// The requests the tarpit holds (`None` at start): the count goes on.
     pub held: Option<&'a Arc<Held>>,
+    /// The bound on files answers hold open: one count across generations.
+    pub open_files: &'a OpenFiles,
 }
 
 /// Per-connection settings, read once when a connection is accepted.
@@ -144,6 +147,7 @@ pub(crate) fn build(
         redis: redis.as_ref(),
         leases: &leases,
         metrics,
+        open_files: lasting.open_files,
     };
     let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
@@ -151,6 +155,7 @@ pub(crate) fn build(
     let tls = tls_server(config, lasting)?;
     let held = lasting.held.cloned().unwrap_or_default();
     let mut pipeline = pipeline(config, sites, &plans, access_log, metrics, held);
+    pipeline.open_files = lasting.open_files.clone();
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
     // Last, once nothing can fail: a kept table is the generation in force's too.
     zones::size_bans(config, &zones);
@@ -181,6 +186,7 @@ struct Built<'a> {
     redis: Option<&'a Arc<shared::Backend>>,
     leases: &'a ZoneLeases,
     metrics: &'a Metrics,
+    open_files: &'a OpenFiles,
 }
 
 /// Every site, ready to serve, and how to pick one per address.
@@ -253,7 +259,7 @@ fn location(
 ) -> Result<Location, BuildError> {
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
     let label = named.label;
-    let route = route(&location.action, index, groups)?;
+    let route = route(&location.action, index, groups, built.open_files)?;
     let rules: Vec<LimitRule> = location
         .limits
         .iter()
@@ -277,8 +283,12 @@ fn location(
         .collect();
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
-        config::Action::Proxy { upstream } => config.upstreams.get(upstream),
-        config::Action::Return(_) => None,
+        config::Action::Proxy { upstream }
+        | config::Action::Files {
+            upstream: Some(upstream),
+            ..
+        } => config.upstreams.get(upstream),
+        config::Action::Return(_) | config::Action::Files { upstream: None, .. } => None,
     };
     let upstream_urls = UpstreamUrls::new(location, upstream);
     let headers = HeaderRules::new(&location.headers);
@@ -329,9 +339,14 @@ fn route(
     action: &config::Action,
     index: usize,
     groups: &[Arc<Group>],
+    open_files: &OpenFiles,
 ) -> Result<Route, BuildError> {
     Ok(match action {
         config::Action::Proxy { upstream } => Route::Proxy(groups[*upstream].clone()),
+        config::Action::Files { files, upstream } => Route::Files {
+            files: Files::new(files, open_files.clone()),
+            upstream: upstream.map(|upstream| groups[upstream].clone()),
+        },
         config::Action::Return(ret) => Route::Return(Fixed {
             status: ret.status.clone(),
             body: match ret.body.as_literal() {
@@ -365,6 +380,18 @@ fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> 
             vec![Some(&ret.body), ret.location.as_ref(), status]
         }
         config::Action::Proxy { .. } => vec![location.upstream_path.as_ref()],
+        config::Action::Files { files, .. } => files
+            .try_files
+            .iter()
+            .flat_map(|try_files| {
+                let last = match &try_files.last {
+                    config::files::Last::Uri(text) => Some(text),
+                    _ => None,
+                };
+                try_files.tries.iter().map(|t| Some(&t.text)).chain([last])
+            })
+            .chain([location.upstream_path.as_ref()])
+            .collect(),
     };
     request.chain(response).chain(answer.into_iter().flatten())
 }
@@ -433,6 +460,7 @@ fn pipeline(
         underscores_in_headers: server.underscores_in_headers,
         access_log,
         acme: None,
+        open_files: OpenFiles::default(),
         tarpit: Tarpit {
             hold: server.tarpit.hold,
             max: server.tarpit.max,

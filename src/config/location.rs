@@ -122,6 +122,10 @@ fn location(
         cookies,
         forwarded: rules.forwarded,
         timeouts: rules.timeouts,
+        error_pages: Default::default(),
+        intercept_errors: false,
+        expires: None,
+        compress: None,
     })
 }
 

@@ -10,10 +10,12 @@ mod adaptive;
 mod admin;
 mod api_keys;
 mod bans;
+pub(crate) mod compress;
 mod concurrency;
 mod cookies;
 mod diag;
 pub(crate) mod dirs;
+pub(crate) mod files;
 mod headers;
 mod limit_action;
 mod limits;
@@ -58,6 +60,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use acme::StorageError;
+pub(crate) use compress::{Compress, Encoding};
+pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
@@ -451,6 +455,10 @@ pub(crate) struct Site {
     /// The site's own header rules: its `response_headers` with `when = "always"` go on
     /// its answers that no location makes (a 404).
     pub headers: HeaderRules,
+    /// The site's `error_pages`: its locations inherit them, and they answer its 404 for a
+    /// path no location matches.
+    #[allow(dead_code)]
+    pub error_pages: ErrorPages,
 }
 
 impl Site {
@@ -494,6 +502,18 @@ pub(crate) struct Location {
     pub forwarded: Forwarded,
     /// Its own timeouts, else its site's.
     pub timeouts: Timeouts,
+    /// `error_pages`: the location's, else its site's.
+    #[allow(dead_code)] // issue 36 wires it in
+    pub error_pages: ErrorPages,
+    /// `intercept_errors`: `error_pages` replace the upstream's answers too.
+    #[allow(dead_code)]
+    pub intercept_errors: bool,
+    /// `expires`: on the answers with a status nginx calls safe (200, 206, 301, …).
+    #[allow(dead_code)]
+    pub expires: Option<Expires>,
+    /// `compress`: the location's, else its site's, else `[server]`'s.
+    #[allow(dead_code)]
+    pub compress: Option<Compress>,
 }
 
 
@@ -544,6 +564,10 @@ pub(crate) enum Action {
     Proxy { upstream: usize },
     /// Answer directly, as nginx's `return`.
     Return(Return),
+    /// Serve files (`root` or `alias`); `upstream` is the group a `try_files` ending
+    /// `"@upstream"` forwards to.
+    #[allow(dead_code)]
+    Files { files: Files, upstream: Option<usize> },
 }
 
 #[derive(Debug, Clone)]

@@ -179,15 +179,15 @@ pub(super) fn resolve(
     let own = location.redirect_rewrite.as_ref().map(Spanned::span);
     match action? {
         // Nothing of an upstream's to rewrite; written here, it is a mistake.
-        Action::Return(_) => match own {
+        Action::Return(_) | Action::Files { upstream: None, .. } => match own {
             None => Some(Redirects::Rules(rules)),
             Some(span) => {
-                let message = r#"redirect_rewrite = "default" rewrites the upstream's answers: this location answers with `return`"#;
+                let message = r#"redirect_rewrite = "default" rewrites the upstream's answers: this location has no `upstream`"#;
                 diag.error(span, message);
                 None
             }
         },
-        Action::Proxy { .. } => {
+        Action::Proxy { .. } | Action::Files { upstream: Some(_), .. } => {
             let (pattern, upstream_path) = (pattern?, upstream_path?);
             let literal = upstream_path.as_ref().map(VarText::as_literal);
             let named = match pattern {

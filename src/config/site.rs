@@ -50,6 +50,7 @@ pub(super) fn sites(
             acme: false,
             locations,
             headers: Default::default(),
+            error_pages: Default::default(),
         }]);
     };
     let mut valid = true;
@@ -170,6 +171,7 @@ fn site(
             acme: acme?,
             locations: locations?,
             headers: rules?.headers,
+            error_pages: Default::default(),
         },
         table: span,
         name_spans,

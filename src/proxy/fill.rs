@@ -20,6 +20,9 @@ pub(super) enum Action<'l> {
     Answer(Response<ResponseBody>),
     /// Forward to the group, at the path `upstream_path` makes (see [`Location::target`]).
     Forward(&'l Arc<Group>, Option<Option<PathAndQuery>>),
+    /// Serve its files.
+    #[allow(dead_code)] // issue 36 wires it in
+    Serve(&'l super::files::Files, Option<&'l Arc<Group>>),
 }
 
 /// Fills in the location's texts: its header values, what its upstream's answer is
@@ -54,6 +57,7 @@ pub(super) fn fill<'l>(
             group,
             location.target(req.uri().path(), req.uri().query(), vars.as_ref()),
         ),
+        Route::Files { files, upstream } => Action::Serve(files, upstream.as_ref()),
     };
     (rendered, urls, action)
 }

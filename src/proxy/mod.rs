@@ -4,6 +4,9 @@
 
 mod acme_challenge;
 mod checks;
+pub(crate) mod compress;
+mod encoding;
+pub(crate) mod files;
 mod fill;
 pub(crate) mod error;
 mod forward;
@@ -83,6 +86,8 @@ pub(crate) struct Pipeline {
     pub acme: Option<Arc<crate::acme::Published>>,
     /// `limit_action = "tarpit"`: how long, and how many at once.
     pub tarpit: tarpit::Tarpit,
+    /// The bound on files answers hold open, the same across generations.
+    pub open_files: files::OpenFiles,
 }
 
 /// One `[[location]]`, ready to use.
@@ -196,6 +201,11 @@ impl Location {
 pub(crate) enum Route {
     Proxy(Arc<Group>),
     Return(Fixed),
+    /// `root` or `alias`; `upstream` is where `try_files … "@upstream"` forwards.
+    Files {
+        files: files::Files,
+        upstream: Option<Arc<Group>>,
+    },
 }
 
 /// Where a request is forwarded, and for whom.
@@ -325,6 +335,8 @@ impl Pipeline {
         let (rendered, urls, action) = fill(location, &req, conn, client, path, id);
         let (mut response, lease) = match action {
             Action::Answer(response) => (response, None),
+            // Issue 36 wires files in here.
+            Action::Serve(..) => (response::error(StatusCode::NOT_FOUND), None),
             Action::Forward(group, target) => {
                 if !retarget(&mut req, target) {
                     let pending = std::mem::take(&mut limited.settle);

@@ -32,8 +32,14 @@ impl Timeouts {
     /// A location's: its own (or its site's), else the server's and its group's.
     pub(crate) fn resolve(server: &config::Server, own: &config::Timeouts, route: &Route) -> Timeouts {
         let (read, connect) = match route {
-            Route::Proxy(group) => (group.read_timeout, group.connect_timeout),
-            Route::Return(_) => (Duration::ZERO, Duration::ZERO),
+            Route::Proxy(group)
+            | Route::Files {
+                upstream: Some(group),
+                ..
+            } => (group.read_timeout, group.connect_timeout),
+            Route::Return(_) | Route::Files { upstream: None, .. } => {
+                (Duration::ZERO, Duration::ZERO)
+            }
         };
         Timeouts {
             body: BodyLimits {

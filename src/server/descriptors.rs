@@ -28,6 +28,9 @@ pub(super) const RESERVE_MIN: usize = 64;
 /// Below this many data-plane connections, the start warns that the limit is low.
 const FEW: usize = 256;
 
+/// The fewest files answers may hold open, whatever the limit.
+const FILES_MIN: usize = 16;
+
 /// The process's descriptor limit and the data plane's share of it.
 #[derive(Debug)]
 pub(super) struct Descriptors {
@@ -76,6 +79,12 @@ impl Descriptors {
     /// The most client connections the data plane holds without making room.
     pub(super) fn share(&self) -> usize {
         self.share
+    }
+
+    /// The most files answers hold open at once (`root` locations): a quarter of the
+    /// connections' share, at least [`FILES_MIN`].
+    pub(super) fn files(&self) -> usize {
+        (self.share / 4).max(FILES_MIN)
     }
 
     /// A data-plane connection accepted on descriptor `fd`, counted until the slot drops;

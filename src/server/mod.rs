@@ -48,6 +48,7 @@ pub use self::check::{check, Checked};
 
 use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
+use crate::proxy::files::OpenFiles;
 use self::listener::{Bound, Listening, Sharing};
 use self::worker::Listen;
 use crate::config::{self, Address, Config, ConfigErrors};
@@ -174,6 +175,9 @@ impl Gateway {
         let sessions = tls::Sessions::new()?;
         // Before the first snapshot: stored certificates are in force for its listeners.
         let acme = crate::acme::Manager::start(config.acme.as_ref()).map_err(StartError::Acme)?;
+        let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
+        let descriptors = Arc::new(Descriptors::of_process(admin_connections));
+        let open_files = OpenFiles::new(descriptors.files());
         let lasting = Lasting {
             zones: &[],
             metrics: &metrics,
@@ -182,6 +186,7 @@ impl Gateway {
             acme: acme.published(),
             upstreams: &[],
             held: None,
+            open_files: &open_files,
         };
         let snapshot = snapshot::build(&config, 1, workers, &lasting)?;
         let bound = bind_all(&addresses(&config), workers, |_| sharing)
@@ -195,8 +200,6 @@ impl Gateway {
             metrics,
             acme,
         });
-        let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
-        let descriptors = Arc::new(Descriptors::of_process(admin_connections));
         let admin = match &config.admin {
             Some(admin) => Some(
                 start_admin(admin, sharing, &state, &descriptors)
@@ -312,6 +315,7 @@ impl Gateway {
             acme: self.state.acme.published(),
             upstreams: &current.upstreams,
             held: Some(&current.pipeline.tarpit.held),
+            open_files: &current.pipeline.open_files,
         };
         let next = snapshot::build(config, generation, self.worker_count, &lasting)?;
         // After the snapshot built (else nothing changes), before it is in force: the

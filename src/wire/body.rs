@@ -22,6 +22,8 @@ use tokio::time::{Instant, Sleep};
 use crate::config::MaxBodySize;
 
 pub(crate) mod client;
+pub(crate) mod encode;
+pub(crate) mod file;
 mod rendered;
 mod response;
 mod spool;
@@ -50,6 +52,13 @@ pub enum BodyError {
     /// The file a body is read into (`client_body_temp_path`) could not be made,
     /// written or read: the gateway's failure, not the client's.
     Spool(std::io::Error),
+    /// The file being served could not be read, or ended before its length (it shrank
+    /// while it was sent): the connection ends rather than send a short body.
+    #[allow(dead_code)] // issue 36 wires it in
+    File(std::io::Error),
+    /// Compressing the body failed.
+    #[allow(dead_code)]
+    Encode(std::io::Error),
 }
 
 impl fmt::Display for BodyError {
@@ -60,6 +69,8 @@ impl fmt::Display for BodyError {
             BodyError::Stream(err) => write!(f, "body stream failed: {err}"),
             BodyError::Upstream(err) => write!(f, "upstream body failed: {err}"),
             BodyError::Spool(err) => write!(f, "client body temporary file failed: {err}"),
+            BodyError::File(err) => write!(f, "file read failed: {err}"),
+            BodyError::Encode(err) => write!(f, "compression failed: {err}"),
         }
     }
 }
@@ -70,7 +81,7 @@ impl StdError for BodyError {
             BodyError::Timeout | BodyError::TooLarge => None,
             BodyError::Stream(err) => Some(err),
             BodyError::Upstream(err) => Some(err.as_ref() as &(dyn StdError + 'static)),
-            BodyError::Spool(err) => Some(err),
+            BodyError::Spool(err) | BodyError::File(err) | BodyError::Encode(err) => Some(err),
         }
     }
 }

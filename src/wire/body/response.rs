@@ -7,6 +7,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use super::encode::Encoded;
+use super::file::FileBody;
 use super::{BodyError, Rendered};
 
 /// The body of a response sent to the client. `U` is the upstream's body, which this
@@ -24,6 +26,12 @@ pub(crate) enum ResponseBody<U> {
     /// The upstream's body, read from its connection as the client takes it (the
     /// connection applies `read_timeout` between reads).
     Upstream(U),
+    /// A file of a `root` or `alias` location.
+    #[allow(dead_code)] // issue 36 wires it in
+    File(FileBody),
+    /// Any of the others, compressed as it streams (`compress`).
+    #[allow(dead_code)]
+    Encoded(Box<Encoded<ResponseBody<U>>>),
 }
 
 impl<U> ResponseBody<U> {
@@ -81,6 +89,8 @@ where
                 Poll::Ready(rendered.next_piece().map(|b| Ok(Frame::data(b))))
             }
             ResponseBody::Upstream(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            ResponseBody::File(body) => Pin::new(body).poll_frame(cx),
+            ResponseBody::Encoded(body) => Pin::new(&mut **body).poll_frame(cx),
         }
     }
 
@@ -90,6 +100,8 @@ where
             ResponseBody::Full(bytes) => bytes.is_none(),
             ResponseBody::Rendered(rendered) => rendered.is_empty(),
             ResponseBody::Upstream(body) => body.is_end_stream(),
+            ResponseBody::File(body) => body.is_end_stream(),
+            ResponseBody::Encoded(body) => body.is_end_stream(),
         }
     }
 
@@ -101,6 +113,8 @@ where
             }
             ResponseBody::Rendered(rendered) => SizeHint::with_exact(rendered.len()),
             ResponseBody::Upstream(body) => body.size_hint(),
+            ResponseBody::File(body) => body.size_hint(),
+            ResponseBody::Encoded(body) => body.size_hint(),
         }
     }
 }
