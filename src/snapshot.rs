@@ -330,6 +330,10 @@ fn location(
         server_name: Arc::clone(named.server_name),
         upstream_urls,
         timeouts,
+        error_pages: location.error_pages.clone(),
+        intercept_errors: location.intercept_errors,
+        expires: location.expires,
+        compress: location.compress.clone(),
     })
 }
 

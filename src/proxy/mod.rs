@@ -132,6 +132,16 @@ pub(crate) struct Location {
     /// `redirect_rewrite`, `cookie_path` and `cookie_domain`.
     pub upstream_urls: upstream_urls::UpstreamUrls,
     pub timeouts: timeouts::Timeouts,
+    /// `error_pages`: the location's, else its site's.
+    #[allow(dead_code)] // issue 36 wires it in
+    pub error_pages: crate::config::ErrorPages,
+    /// `intercept_errors`: `error_pages` replace the upstream's answers too.
+    #[allow(dead_code)]
+    pub intercept_errors: bool,
+    /// `expires`, on every answer of the location with a safe status.
+    pub expires: Option<crate::config::Expires>,
+    /// `compress`: which answers are compressed on the fly.
+    pub compress: Option<crate::config::Compress>,
 }
 
 impl Location {
@@ -332,6 +342,8 @@ impl Pipeline {
             tokio::time::sleep_until((now + delay).into()).await;
         }
         let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
+        let accepted = (location.compress.as_ref())
+            .map(|_| compress::Accepted::of(req.method(), req.version(), req.headers()));
         let (rendered, urls, action) = fill(location, &req, conn, client, path, id);
         let (mut response, lease) = match action {
             Action::Answer(response) => (response, None),
@@ -361,6 +373,7 @@ impl Pipeline {
             from_upstream,
             conn.worker,
         );
+        finish_body(location, &mut response, accepted.as_ref());
         log.hold(limited.in_flight);
         log.finish(response, lease)
     }
@@ -552,6 +565,22 @@ impl Pipeline {
             Some(location) => Ok((location, path, slashless)),
             None => Err(Unrouted::NotFound(site, path)),
         }
+    }
+}
+
+/// What the location does to every answer's body and caching headers once the answer
+/// is otherwise made: `expires`, then `compress`.
+fn finish_body(
+    location: &Location,
+    response: &mut Response<ResponseBody>,
+    accepted: Option<&compress::Accepted>,
+) {
+    if let Some(expires) = location.expires {
+        let now = std::time::SystemTime::now();
+        files::expires(expires, response.status(), response.headers_mut(), now);
+    }
+    if let (Some(compress), Some(accepted)) = (&location.compress, accepted) {
+        compress::apply(compress, accepted, response);
     }
 }
 
