@@ -6,35 +6,36 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::uri::{PathAndQuery, Uri};
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 
 use super::request_id::RequestId;
-use super::{header_rules, upstream_urls, Conn, Location, Route};
+use super::files::{self, Served};
+use super::{header_rules, response, upstream_urls, Conn, Location, Route};
 use crate::upstream::{Group, ResponseBody};
 use crate::vars;
 use crate::wire::body::ClientBody;
 
 /// What the location does with the request once its variables are filled in.
 pub(super) enum Action<'l> {
-    /// Its `return`, made.
+    /// Its `return`, made, or its file's answer.
     Answer(Response<ResponseBody>),
     /// Forward to the group, at the path `upstream_path` makes (see [`Location::target`]).
     Forward(&'l Arc<Group>, Option<Option<PathAndQuery>>),
-    /// Serve its files.
-    #[allow(dead_code)] // issue 36 wires it in
-    Serve(&'l super::files::Files, Option<&'l Arc<Group>>),
+    /// Its files sent the request to another URI of the site (`index`, `try_files`).
+    Redirect { path: Vec<u8>, query: Option<String> },
 }
 
 /// Fills in the location's texts: its header values, what its upstream's answer is
 /// rewritten with, and its answer or upstream path. Everything that reads the variables
 /// happens here, so none of it (nor `path`) stays alive in the request's future across
-/// the wait for the upstream.
+/// the wait for the upstream. `first`: the request's target is still the one the client
+/// sent (no internal redirect yet).
 pub(super) fn fill<'l>(
     location: &'l Location,
     req: &Request<ClientBody>,
     conn: &Conn,
     client: IpAddr,
-    path: std::borrow::Cow<'_, [u8]>,
+    (path, first): (std::borrow::Cow<'_, [u8]>, bool),
     id: Option<RequestId>,
 ) -> (header_rules::Rendered, upstream_urls::Prepared, Action<'l>) {
     let captures = location.captures_of(&path);
@@ -51,13 +52,38 @@ pub(super) fn fill<'l>(
         &location.server_name,
         conn.server_port,
     );
+    let forward = |group| {
+        let target = location.target(req.uri().path(), req.uri().query(), vars.as_ref());
+        Action::Forward(group, target)
+    };
     let action = match &location.route {
         Route::Return(fixed) => Action::Answer(fixed.respond(vars.as_ref())),
-        Route::Proxy(group) => Action::Forward(
-            group,
-            location.target(req.uri().path(), req.uri().query(), vars.as_ref()),
-        ),
-        Route::Files { files, upstream } => Action::Serve(files, upstream.as_ref()),
+        Route::Proxy(group) => forward(group),
+        Route::Files { files, upstream } => {
+            // `try_files` items read `$uri` and the like even where nothing else does.
+            let vars = vars.unwrap_or_else(|| vars::Request {
+                captures: captures.as_ref(),
+                ..vars_of(req, conn, client, &path, host_of(req), &location.server_name)
+            });
+            let ask = files::Ask {
+                method: req.method(),
+                version: req.version(),
+                headers: req.headers(),
+                path: &path,
+                sent: first.then(|| req.uri().path()),
+                query: req.uri().query(),
+                vars: &vars,
+            };
+            match (files::serve(files, &ask), upstream) {
+                (Served::Answer(answer), _) => Action::Answer(answer),
+                (Served::Redirect { path, query }, _) => Action::Redirect { path, query },
+                (Served::Upstream, Some(group)) => forward(group),
+                // The configuration pairs `"@upstream"` with an upstream.
+                (Served::Upstream, None) => {
+                    Action::Answer(response::error(StatusCode::INTERNAL_SERVER_ERROR))
+                }
+            }
+        }
     };
     (rendered, urls, action)
 }

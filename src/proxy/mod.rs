@@ -12,6 +12,7 @@ pub(crate) mod error;
 mod forward;
 mod header_rules;
 pub(crate) mod headers;
+mod internal;
 mod limit_phase;
 pub(crate) mod limit_response;
 mod logged;
@@ -46,7 +47,6 @@ use crate::upstream::{Group, Lease, ResponseBody};
 use crate::vars;
 pub(crate) use header_rules::HeaderRules;
 use http::uri::PathAndQuery;
-use fill::{fill, retarget, Action};
 use request_id::RequestId;
 use fill::{host_of, vars_of};
 use rewrite::Rewrite;
@@ -133,10 +133,8 @@ pub(crate) struct Location {
     pub upstream_urls: upstream_urls::UpstreamUrls,
     pub timeouts: timeouts::Timeouts,
     /// `error_pages`: the location's, else its site's.
-    #[allow(dead_code)] // issue 36 wires it in
     pub error_pages: crate::config::ErrorPages,
     /// `intercept_errors`: `error_pages` replace the upstream's answers too.
-    #[allow(dead_code)]
     pub intercept_errors: bool,
     /// `expires`, on every answer of the location with a safe status.
     pub expires: Option<crate::config::Expires>,
@@ -317,8 +315,8 @@ impl Pipeline {
         // The path borrows a copy of the target (a reference count), not the request,
         // whose header map a rejection takes over.
         let target = req.uri().clone();
-        let (location, path) = match self.locate(&target, &req, conn, client, &mut log) {
-            Located::Found(location, path) => (location, path),
+        let (site, location, path) = match self.locate(&target, &req, conn, client, &mut log) {
+            Located::Found(site, location, path) => (site, location, path),
             Located::Answered(answer) => return log.finish(answer, None),
         };
         let arrival = self.arrival(location, &req, client, &path, now, conn);
@@ -341,41 +339,31 @@ impl Pipeline {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
         let accepted = (location.compress.as_ref())
             .map(|_| compress::Accepted::of(req.method(), req.version(), req.headers()));
-        let (rendered, urls, action) = fill(location, &req, conn, client, path, id);
-        let (mut response, lease) = match action {
-            Action::Answer(response) => (response, None),
-            // Issue 36 wires files in here.
-            Action::Serve(..) => (response::error(StatusCode::NOT_FOUND), None),
-            Action::Forward(group, target) => {
-                if !retarget(&mut req, target) {
-                    let pending = std::mem::take(&mut limited.settle);
-                    let answer = bad_target(location, req.version(), pending, &rendered, conn);
-                    return log.finish(answer, None);
-                }
-                let to = location.destination(group, conn, (client, peer), &rendered);
-                let (mut response, lease) =
-                    self.proxy(req, &to, &mut limited.in_flight, &mut log).await;
-                if lease.is_some() {
-                    location.upstream_urls.rewrite(response.headers_mut(), &urls);
-                }
-                (response, lease)
+        let kept = internal::Kept::of(location, &req);
+        let asker = internal::Asker { conn, client, peer };
+        let version = req.version();
+        let in_flight = &mut limited.in_flight;
+        let answered = self.answer(site, location, req, path, &asker, in_flight, &mut log);
+        let mut turn = match answered.await {
+            Ok(turn) => turn,
+            Err(internal::BadTarget(rendered)) => {
+                let pending = std::mem::take(&mut limited.settle);
+                let answer = bad_target(location, version, pending, &rendered, conn);
+                return log.finish(answer, None);
             }
         };
-        let from_upstream = lease.is_some();
-        self.respond(
-            location,
-            &mut response,
-            &mut limited,
-            &rendered,
-            from_upstream,
-            conn.worker,
-        );
-        finish_body(location, &mut response, accepted.as_ref());
+        let pending = std::mem::take(&mut limited.settle);
+        let from_upstream = turn.answered_upstream();
+        settle::settle(location, &mut turn.response, pending, from_upstream, conn.worker);
+        let in_flight = &mut limited.in_flight;
+        let mut turn = self.error_page(site, turn, kept, &asker, in_flight, &mut log).await;
+        let answering = turn.location;
+        self.respond((location, answering), &mut turn, &limited);
+        finish_body(answering, &mut turn.response, accepted.as_ref());
         log.hold(limited.in_flight);
-        log.finish(response, lease)
+        log.finish(turn.response, turn.lease)
     }
 
     /// The request's location (counted there in `log`), or the answer it gets before any
@@ -389,7 +377,7 @@ impl Pipeline {
         client: IpAddr,
         log: &mut logged::Pending<'s>,
     ) -> Located<'s, 'p> {
-        let (location, path, slashless) = match self.route(target, req, conn) {
+        let (site, location, path, slashless) = match self.route(target, req, conn) {
             Ok(found) => found,
             Err(Unrouted::NotFound(site, path)) => {
                 let asked = own::Asked::new(req, conn, client, &path);
@@ -411,7 +399,7 @@ impl Pipeline {
             own::add(own::Place::location(location), &mut refusal, &asked, log);
             return Located::Answered(refusal);
         }
-        Located::Found(location, path)
+        Located::Found(site, location, path)
     }
 
     /// The answers given before routing: a refusal of what nginx refuses outright
@@ -437,30 +425,22 @@ impl Pipeline {
         None
     }
 
-    /// What every answer of the location gets: its charges settled by it, its
-    /// `response_headers` (each as its `when` says: a plain one when it was served here,
-    /// by the upstream or the `return`, not on a 502 of ours) and the rate-limit headers.
-    fn respond(
-        &self,
-        location: &Location,
-        response: &mut Response<ResponseBody>,
-        limited: &mut Outcome,
-        rendered: &header_rules::Rendered,
-        from_upstream: bool,
-        worker: usize,
-    ) {
-        let pending = std::mem::take(&mut limited.settle);
-        settle::settle(location, response, pending, from_upstream, worker);
-        location.timeouts.mark(response);
-        let returned = matches!(location.route, Route::Return(_));
-        let source = header_rules::Source::of(from_upstream, returned);
+    /// What every answer gets once its charges are settled: the `response_headers` of
+    /// the location that answered (each as its `when` says: a plain one when it was
+    /// served there, by the upstream, the `return` or a file, not on a 502 of ours) and
+    /// the rate-limit headers of the location whose limits it passed (`first`).
+    fn respond(&self, (first, answering): (&Location, &Location), turn: &mut internal::Turn<'_>, limited: &Outcome) {
+        let response = &mut turn.response;
+        answering.timeouts.mark(response);
+        let served_here = matches!(answering.route, Route::Return(_) | Route::Files { .. });
+        let source = header_rules::Source::of(turn.lease.is_some(), served_here);
         let status = response.status();
         let headers = response.headers_mut();
-        location
+        answering
             .headers
-            .to_response(headers, rendered, status, source, false);
+            .to_response(headers, &turn.rendered, status, source, false);
         let headers = response.headers_mut();
-        limit_response::add_headers(headers, location, limited, self.ratelimit_headers);
+        limit_response::add_headers(headers, first, limited, self.ratelimit_headers);
     }
 
     /// Forwards the request: the upstream's response and its connection's lease, or the
@@ -547,7 +527,7 @@ impl Pipeline {
         target: &'p http::Uri,
         req: &Request<ClientBody>,
         conn: &Conn,
-    ) -> Result<(&Location, std::borrow::Cow<'p, [u8]>, bool), Unrouted<'_, 'p>> {
+    ) -> Result<Found<'_, 'p>, Unrouted<'_, 'p>> {
         let path = routing::normalize_path(target.path())
             .map_err(|_| Unrouted::Refused(StatusCode::BAD_REQUEST))?;
         // A connection left on a listener a reload removed: 421 and close, so that
@@ -562,7 +542,7 @@ impl Pipeline {
             None => return Err(Unrouted::NotFound(site, path)),
         };
         match site.locations.get(index) {
-            Some(location) => Ok((location, path, slashless)),
+            Some(location) => Ok((site, location, path, slashless)),
             None => Err(Unrouted::NotFound(site, path)),
         }
     }
@@ -608,9 +588,13 @@ fn bad_target(
 /// Where [`Pipeline::locate`] got a request: to its location, with its normalized path, or
 /// to an answer before any limit.
 enum Located<'s, 'p> {
-    Found(&'s Location, std::borrow::Cow<'p, [u8]>),
+    Found(&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>),
     Answered(Response<ResponseBody>),
 }
+
+/// A request's site and location, its normalized path, and whether nginx's
+/// trailing-slash 301 answers it.
+type Found<'s, 'p> = (&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>, bool);
 
 enum Unrouted<'s, 'p> {
     Refused(StatusCode),

@@ -17,7 +17,7 @@ pub mod sites;
 mod slash;
 
 pub use normalize::normalize_path;
-pub use slash::slashed_target;
+pub use slash::{escaped_target, slashed_target};
 pub(crate) use normalize::{normalize_marked, percent_decode, PathByte};
 // Only the tests name the error (tests/it/path_properties.rs).
 #[cfg(feature = "testing")]

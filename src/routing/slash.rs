@@ -68,6 +68,12 @@ impl Router {
 /// escaped as nginx escapes a location's name (`ngx_escape_uri` with `NGX_ESCAPE_URI`),
 /// then `?` and the query as sent (none when it is empty).
 pub fn slashed_target(path: &[u8], query: Option<&str>) -> String {
+    escaped_target(path, "/", query)
+}
+
+/// A request target for a decoded `path` (and `suffix`, written as it is): the path
+/// escaped as [`slashed_target`] escapes it, then `?` and the query (none when empty).
+pub fn escaped_target(path: &[u8], suffix: &str, query: Option<&str>) -> String {
     let mut out = String::with_capacity(path.len() + 2 + query.map_or(0, str::len));
     for &byte in path {
         if escaped(byte) {
@@ -78,7 +84,7 @@ pub fn slashed_target(path: &[u8], query: Option<&str>) -> String {
             out.push(char::from(byte));
         }
     }
-    out.push('/');
+    out.push_str(suffix);
     if let Some(query) = query.filter(|query| !query.is_empty()) {
         out.push('?');
         out.push_str(query);

@@ -1,0 +1,312 @@
+//! Internal redirects (nginx's `ngx_http_internal_redirect`) and `error_pages`: a request
+//! sent on to another URI of its site by `index`, the last item of `try_files`, or an
+//! error page, and answered there.
+//!
+//! The location is chosen again for the new URI and its allow/deny list checked again,
+//! but no limit is charged again (nginx's `limit_req` charges a request once). The first
+//! location keeps the request's counters, its charges and its log line's `location`; the
+//! last one's header rules, `expires` and `compress` go on the answer, as nginx's filters
+//! of the location that answers do. At most ten URI changes, then 500, as nginx.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use http::header::{CONTENT_LENGTH, LAST_MODIFIED, LOCATION, TRANSFER_ENCODING, WWW_AUTHENTICATE};
+use http::request::Parts;
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
+
+use super::fill::{fill, retarget, Action};
+use super::request_id::RequestId;
+use super::{header_rules, logged, response, Conn, Location, Pipeline, Site};
+use crate::config::files::{ErrorPage, PageStatus, PageTarget};
+use crate::limit::outcome::InFlight;
+use crate::routing;
+use crate::upstream::{Lease, ResponseBody};
+use crate::wire::body::ClientBody;
+
+/// nginx's `NGX_HTTP_MAX_URI_CHANGES`: the internal redirects one request may make.
+const MAX_URI_CHANGES: u8 = 10;
+
+/// Who asks: the same on every hop.
+pub(super) struct Asker<'c> {
+    pub conn: &'c Conn,
+    /// The client (after realip) and the peer it came through.
+    pub client: IpAddr,
+    pub peer: IpAddr,
+}
+
+/// A request's answer, and the location that made it.
+pub(super) struct Turn<'s> {
+    pub location: &'s Location,
+    pub response: Response<ResponseBody>,
+    /// The upstream connection the answer's body streams from.
+    pub lease: Option<Lease>,
+    /// The answering location's header values for this request.
+    pub rendered: header_rules::Rendered,
+    /// The request, while it was not forwarded.
+    req: Option<Request<ClientBody>>,
+    /// Internal redirects made so far.
+    changes: u8,
+    /// Whether an error page has replaced an answer already (nginx: once per request).
+    paged: bool,
+}
+
+impl Turn<'_> {
+    pub(super) fn answered_upstream(&self) -> bool {
+        self.lease.is_some()
+    }
+}
+
+/// The request's head, kept where an error page may be wanted after the request itself
+/// went upstream.
+pub(super) struct Kept(Parts);
+
+impl Kept {
+    /// A copy of `req`'s head when `location` may replace an upstream's answer by a page.
+    pub(super) fn of(location: &Location, req: &Request<ClientBody>) -> Option<Kept> {
+        if !location.intercept_errors || location.error_pages.is_empty() {
+            return None;
+        }
+        let mut head = Request::new(());
+        *head.method_mut() = req.method().clone();
+        *head.uri_mut() = req.uri().clone();
+        *head.version_mut() = req.version();
+        *head.headers_mut() = req.headers().clone();
+        Some(Kept(head.into_parts().0))
+    }
+}
+
+/// The request's target could not be made from what `upstream_path` gives (a 400), with
+/// the location's header values for the answer.
+pub(super) struct BadTarget(pub header_rules::Rendered);
+
+impl Pipeline {
+    /// Answers `req` at `location` (found for `path`), following internal redirects
+    /// within `site`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn answer<'s>(
+        &'s self,
+        site: &'s Site,
+        location: &'s Location,
+        req: Request<ClientBody>,
+        path: Cow<'_, [u8]>,
+        asker: &Asker<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> Result<Turn<'s>, BadTarget> {
+        let start = Turn {
+            location,
+            response: Response::new(ResponseBody::Empty),
+            lease: None,
+            rendered: header_rules::Rendered::default(),
+            req: Some(req),
+            changes: 0,
+            paged: false,
+        };
+        self.answer_from(site, start, (path, true), asker, in_flight, log)
+            .await
+    }
+
+    /// The hop loop: `turn` holds the request and its location; `first` says whether
+    /// its target is still the client's.
+    async fn answer_from<'s>(
+        &'s self,
+        site: &'s Site,
+        mut turn: Turn<'s>,
+        (mut path, mut first): (Cow<'_, [u8]>, bool),
+        asker: &Asker<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> Result<Turn<'s>, BadTarget> {
+        let Some(mut req) = turn.req.take() else {
+            return Ok(turn);
+        };
+        loop {
+            let location = turn.location;
+            let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
+            let (rendered, urls, action) =
+                fill(location, &req, asker.conn, asker.client, (path, first), id);
+            turn.rendered = rendered;
+            let (next, query) = match action {
+                Action::Answer(response) => {
+                    turn.response = response;
+                    turn.req = Some(req);
+                    return Ok(turn);
+                }
+                Action::Forward(group, target) => {
+                    if !retarget(&mut req, target) {
+                        return Err(BadTarget(turn.rendered));
+                    }
+                    let to = location.destination(group, asker.conn, (asker.client, asker.peer), &turn.rendered);
+                    let (mut response, lease) = self.proxy(req, &to, in_flight, log).await;
+                    if lease.is_some() {
+                        location.upstream_urls.rewrite(response.headers_mut(), &urls);
+                    }
+                    (turn.response, turn.lease) = (response, lease);
+                    return Ok(turn);
+                }
+                Action::Redirect { path, query } => (path, query),
+            };
+            turn.changes += 1;
+            let hopped = match turn.changes > MAX_URI_CHANGES {
+                true => Hop::Ends(response::error(StatusCode::INTERNAL_SERVER_ERROR)),
+                false => hop(site, &mut req, &next, query.as_deref(), asker),
+            };
+            match hopped {
+                Hop::To(found) => turn.location = found,
+                Hop::Ends(answer) => {
+                    turn.response = answer;
+                    turn.req = Some(req);
+                    return Ok(turn);
+                }
+            }
+            (path, first) = (Cow::Owned(next), false);
+        }
+    }
+
+    /// Replaces `turn`'s answer by its location's error page for its status, if it has
+    /// one (for an upstream's answer only with `intercept_errors`), once per request.
+    /// `kept` is the request's head when the request itself went upstream.
+    pub(super) async fn error_page<'s>(
+        &'s self,
+        site: &'s Site,
+        mut turn: Turn<'s>,
+        kept: Option<Kept>,
+        asker: &Asker<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> Turn<'s> {
+        let status = turn.response.status();
+        let from_upstream = turn.answered_upstream();
+        let page = match turn.location.error_pages.get(status) {
+            Some(page) if !turn.paged && (!from_upstream || turn.location.intercept_errors) => {
+                page.clone()
+            }
+            _ => return turn,
+        };
+        let uri = match &page.target {
+            PageTarget::Url(url) => {
+                let mut moved = response::error(redirect_status(&page));
+                moved.headers_mut().insert(LOCATION, url.clone());
+                (turn.response, turn.lease, turn.paged) = (moved, None, true);
+                return turn;
+            }
+            PageTarget::Uri(uri) => uri,
+        };
+        let asked = turn.req.take();
+        let asked = asked.or_else(|| kept.map(|Kept(head)| Request::from_parts(head, ClientBody::Empty)));
+        let Some((mut req, path, query)) = asked.and_then(|req| page_request(req, uri)) else {
+            return turn;
+        };
+        // An upstream's 401 keeps its challenge on the page (nginx does).
+        let challenge: Vec<_> = match from_upstream && status == StatusCode::UNAUTHORIZED {
+            true => turn.response.headers().get_all(WWW_AUTHENTICATE).iter().cloned().collect(),
+            false => Vec::new(),
+        };
+        let paging = Turn {
+            location: turn.location,
+            response: Response::new(ResponseBody::Empty),
+            lease: None,
+            rendered: header_rules::Rendered::default(),
+            req: None,
+            changes: turn.changes + 1,
+            paged: true,
+        };
+        let mut page_turn = match hop(site, &mut req, &path, query.as_deref(), asker) {
+            Hop::Ends(answer) => Turn { response: answer, ..paging },
+            Hop::To(found) => {
+                let paging = Turn { location: found, req: Some(req), ..paging };
+                let asking = (Cow::Owned(path), false);
+                match self.answer_from(site, paging, asking, asker, in_flight, log).await {
+                    Ok(answered) => answered,
+                    Err(BadTarget(_)) => return turn,
+                }
+            }
+        };
+        let response = &mut page_turn.response;
+        match page.status {
+            PageStatus::Keep => *response.status_mut() = status,
+            PageStatus::Set(set) => *response.status_mut() = set,
+            PageStatus::Target => {}
+        }
+        if !matches!(response.status().as_u16(), 200 | 206 | 304) {
+            response.headers_mut().remove(LAST_MODIFIED);
+        }
+        for value in challenge {
+            response.headers_mut().append(WWW_AUTHENTICATE, value);
+        }
+        page_turn
+    }
+}
+
+/// The status of an error page that is a URL: a redirect (302 unless `=301`… says).
+fn redirect_status(page: &ErrorPage) -> StatusCode {
+    match page.status {
+        PageStatus::Set(status) if status.is_redirection() => status,
+        _ => StatusCode::FOUND,
+    }
+}
+
+/// The request for an error page at `target` (a path and an optional query): a GET
+/// (a HEAD stays one) without a body, with the page's normalized path and its query.
+fn page_request(
+    mut req: Request<ClientBody>,
+    target: &str,
+) -> Option<(Request<ClientBody>, Vec<u8>, Option<String>)> {
+    let (path, query) = target.split_once('?').map_or((target, None), |(p, q)| (p, Some(q)));
+    let path = routing::normalize_path(path).ok()?.into_owned();
+    if req.method() != Method::HEAD {
+        *req.method_mut() = Method::GET;
+    }
+    let headers: &mut HeaderMap = req.headers_mut();
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(TRANSFER_ENCODING);
+    *req.body_mut() = ClientBody::Empty;
+    Some((req, path, query.map(str::to_owned)))
+}
+
+/// Points `req` at `path` (normalized, so escaped again) and `query`.
+fn set_target<B>(req: &mut Request<B>, path: &[u8], query: Option<&str>) -> Option<()> {
+    let target = routing::escaped_target(path, "", query);
+    let target = PathAndQuery::try_from(target).ok()?;
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = Some(target);
+    *req.uri_mut() = Uri::from_parts(parts).ok()?;
+    Some(())
+}
+
+/// One internal redirect: `req` pointed at `path` and `query`, and the site's location
+/// for it, or the answer that ends the request there (no location: 404; its allow/deny
+/// list or body limit refuses: 403, 413).
+fn hop<'s>(
+    site: &'s Site,
+    req: &mut Request<ClientBody>,
+    path: &[u8],
+    query: Option<&str>,
+    asker: &Asker<'_>,
+) -> Hop<'s> {
+    if set_target(req, path, query).is_none() {
+        return Hop::Ends(response::error(StatusCode::INTERNAL_SERVER_ERROR));
+    }
+    let location = match site.router.route(path) {
+        Some(routing::Routed::Location(index) | routing::Routed::AddSlash(index)) => {
+            site.locations.get(index)
+        }
+        None => None,
+    };
+    let Some(location) = location else {
+        return Hop::Ends(response::error(StatusCode::NOT_FOUND));
+    };
+    match location.refusal(req, asker.client, asker.conn.worker) {
+        Some(refusal) => Hop::Ends(refusal),
+        None => Hop::To(location),
+    }
+}
+
+/// Where an internal redirect leads.
+enum Hop<'s> {
+    To(&'s Location),
+    /// The answer that ends the request there.
+    Ends(Response<ResponseBody>),
+}
