@@ -219,6 +219,7 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
             locations,
             headers: HeaderRules::new(&site.headers),
             server_name,
+            error_pages: site.error_pages.clone(),
         });
     }
     let one_everywhere = config.sites.len() == 1 && config.sites[0].listen.is_none();
@@ -383,21 +384,27 @@ fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> 
             };
             vec![Some(&ret.body), ret.location.as_ref(), status]
         }
-        config::Action::Proxy { .. } => vec![location.upstream_path.as_ref()],
-        config::Action::Files { files, .. } => files
-            .try_files
-            .iter()
-            .flat_map(|try_files| {
-                let last = match &try_files.last {
-                    config::files::Last::Uri(text) => Some(text),
-                    _ => None,
-                };
-                try_files.tries.iter().map(|t| Some(&t.text)).chain([last])
-            })
-            .chain([location.upstream_path.as_ref()])
-            .collect(),
+        config::Action::Proxy { .. } | config::Action::Files { .. } => {
+            vec![location.upstream_path.as_ref()]
+        }
     };
     request.chain(response).chain(answer.into_iter().flatten())
+}
+
+/// The texts of the location's `try_files` (filled in on every request it serves, so
+/// apart from [`texts`], which say whether anything else needs the variables).
+fn tries(location: &config::Location) -> impl Iterator<Item = &config::VarText> {
+    let try_files = match &location.action {
+        config::Action::Files { files, .. } => files.try_files.as_ref(),
+        _ => None,
+    };
+    try_files.into_iter().flat_map(|try_files| {
+        let last = match &try_files.last {
+            config::files::Last::Uri(text) => Some(text),
+            _ => None,
+        };
+        try_files.tries.iter().map(|t| &t.text).chain(last)
+    })
 }
 
 /// The location's regex, when a text of it uses its captures (`rewrites`: a rewrite
@@ -407,7 +414,8 @@ fn captures(location: &config::Location, rewrites: bool) -> Option<regex::bytes:
         return None;
     };
     // A map's source may read them too.
-    let used = rewrites || texts(location).any(|text| text.uses(|var| matches!(var, Var::Capture(_))));
+    let captured = |text: &config::VarText| text.uses(|var| matches!(var, Var::Capture(_)));
+    let used = rewrites || texts(location).chain(tries(location)).any(captured);
     used.then(|| regex.clone())
 }
 

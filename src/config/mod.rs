@@ -457,7 +457,6 @@ pub(crate) struct Site {
     pub headers: HeaderRules,
     /// The site's `error_pages`: its locations inherit them, and they answer its 404 for a
     /// path no location matches.
-    #[allow(dead_code)]
     pub error_pages: ErrorPages,
 }
 
@@ -503,16 +502,12 @@ pub(crate) struct Location {
     /// Its own timeouts, else its site's.
     pub timeouts: Timeouts,
     /// `error_pages`: the location's, else its site's.
-    #[allow(dead_code)] // issue 36 wires it in
     pub error_pages: ErrorPages,
     /// `intercept_errors`: `error_pages` replace the upstream's answers too.
-    #[allow(dead_code)]
     pub intercept_errors: bool,
     /// `expires`: on the answers with a status nginx calls safe (200, 206, 301, …).
-    #[allow(dead_code)]
     pub expires: Option<Expires>,
     /// `compress`: the location's, else its site's, else `[server]`'s.
-    #[allow(dead_code)]
     pub compress: Option<Compress>,
 }
 

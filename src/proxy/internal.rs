@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use http::header::{CONTENT_LENGTH, LAST_MODIFIED, LOCATION, TRANSFER_ENCODING, WWW_AUTHENTICATE};
+use http::header::{CONNECTION, CONTENT_LENGTH, LAST_MODIFIED, LOCATION, TRANSFER_ENCODING, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
@@ -20,6 +20,7 @@ use super::fill::{fill, retarget, Action};
 use super::request_id::RequestId;
 use super::{header_rules, logged, response, Conn, Location, Pipeline, Site};
 use crate::config::files::{ErrorPage, PageStatus, PageTarget};
+use crate::config::ErrorPages;
 use crate::limit::outcome::InFlight;
 use crate::routing;
 use crate::upstream::{Lease, ResponseBody};
@@ -177,66 +178,124 @@ impl Pipeline {
         in_flight: &mut Vec<InFlight>,
         log: &mut logged::Pending<'_>,
     ) -> Turn<'s> {
-        let status = turn.response.status();
         let from_upstream = turn.answered_upstream();
-        let page = match turn.location.error_pages.get(status) {
-            Some(page) if !turn.paged && (!from_upstream || turn.location.intercept_errors) => {
-                page.clone()
+        if turn.paged || (from_upstream && !turn.location.intercept_errors) {
+            return turn;
+        }
+        let asked = turn.req.take();
+        let Some(req) = asked.or_else(|| kept.map(|Kept(head)| Request::from_parts(head, ClientBody::Empty))) else {
+            return turn;
+        };
+        let failed = Failed {
+            pages: &turn.location.error_pages,
+            status: turn.response.status(),
+            changes: turn.changes,
+        };
+        match self.page(site, failed, req, asker, in_flight, log).await {
+            Page::None(req) => {
+                turn.req = Some(req);
+                turn
             }
-            _ => return turn,
+            Page::Redirect(moved) => {
+                (turn.response, turn.lease, turn.paged) = (moved, None, true);
+                turn
+            }
+            Page::Answered(mut page) => {
+                keep_close(&turn.response, &mut page.response);
+                // An upstream's 401 keeps its challenge on the page (nginx does).
+                if from_upstream && turn.response.status() == StatusCode::UNAUTHORIZED {
+                    let challenges = turn.response.headers().get_all(WWW_AUTHENTICATE);
+                    for value in challenges {
+                        page.response.headers_mut().append(WWW_AUTHENTICATE, value.clone());
+                    }
+                }
+                *page
+            }
+        }
+    }
+
+    /// The error page `failed.pages` give an answer with `failed.status`, for `req`.
+    pub(super) async fn page<'s>(
+        &'s self,
+        site: &'s Site,
+        failed: Failed<'_>,
+        req: Request<ClientBody>,
+        asker: &Asker<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> Page<'s> {
+        let Some(page) = failed.pages.get(failed.status) else {
+            return Page::None(req);
         };
         let uri = match &page.target {
             PageTarget::Url(url) => {
-                let mut moved = response::error(redirect_status(&page));
+                let mut moved = response::error(redirect_status(page));
                 moved.headers_mut().insert(LOCATION, url.clone());
-                (turn.response, turn.lease, turn.paged) = (moved, None, true);
-                return turn;
+                return Page::Redirect(moved);
             }
             PageTarget::Uri(uri) => uri,
         };
-        let asked = turn.req.take();
-        let asked = asked.or_else(|| kept.map(|Kept(head)| Request::from_parts(head, ClientBody::Empty)));
-        let Some((mut req, path, query)) = asked.and_then(|req| page_request(req, uri)) else {
-            return turn;
+        let (mut req, path, query) = page_request(req, uri);
+        let Some(path) = path else {
+            return Page::None(req);
         };
-        // An upstream's 401 keeps its challenge on the page (nginx does).
-        let challenge: Vec<_> = match from_upstream && status == StatusCode::UNAUTHORIZED {
-            true => turn.response.headers().get_all(WWW_AUTHENTICATE).iter().cloned().collect(),
-            false => Vec::new(),
+        let location = match hop(site, &mut req, &path, query, asker) {
+            Hop::To(location) => location,
+            Hop::Ends(answer) => return Page::Redirect(answer),
         };
         let paging = Turn {
-            location: turn.location,
+            location,
             response: Response::new(ResponseBody::Empty),
             lease: None,
             rendered: header_rules::Rendered::default(),
-            req: None,
-            changes: turn.changes + 1,
+            req: Some(req),
+            changes: failed.changes + 1,
             paged: true,
         };
-        let mut page_turn = match hop(site, &mut req, &path, query.as_deref(), asker) {
-            Hop::Ends(answer) => Turn { response: answer, ..paging },
-            Hop::To(found) => {
-                let paging = Turn { location: found, req: Some(req), ..paging };
-                let asking = (Cow::Owned(path), false);
-                match self.answer_from(site, paging, asking, asker, in_flight, log).await {
-                    Ok(answered) => answered,
-                    Err(BadTarget(_)) => return turn,
-                }
+        let asking = (Cow::Owned(path), false);
+        let mut turn = match self.answer_from(site, paging, asking, asker, in_flight, log).await {
+            Ok(turn) => turn,
+            Err(BadTarget(_)) => {
+                return Page::Redirect(response::error(StatusCode::INTERNAL_SERVER_ERROR))
             }
         };
-        let response = &mut page_turn.response;
+        let response = &mut turn.response;
         match page.status {
-            PageStatus::Keep => *response.status_mut() = status,
+            PageStatus::Keep => *response.status_mut() = failed.status,
             PageStatus::Set(set) => *response.status_mut() = set,
             PageStatus::Target => {}
         }
         if !matches!(response.status().as_u16(), 200 | 206 | 304) {
             response.headers_mut().remove(LAST_MODIFIED);
         }
-        for value in challenge {
-            response.headers_mut().append(WWW_AUTHENTICATE, value);
-        }
-        page_turn
+        Page::Answered(Box::new(turn))
+    }
+}
+
+/// An answer an error page may replace.
+pub(super) struct Failed<'p> {
+    pub pages: &'p ErrorPages,
+    pub status: StatusCode,
+    /// The internal redirects made before it.
+    pub changes: u8,
+}
+
+/// What [`Pipeline::page`] came to.
+pub(super) enum Page<'s> {
+    /// No page for the status: the request back.
+    None(Request<ClientBody>),
+    /// The page is a URL (a redirect), or the request ended before a location answered
+    /// it (no location for the page's path, its access refused it): this answer, as it is.
+    Redirect(Response<ResponseBody>),
+    /// The page's location answered (boxed: pages are the rare path).
+    Answered(Box<Turn<'s>>),
+}
+
+/// An answer that closes the connection after it (the request's body was not read, or
+/// cannot be trusted) still does when a page replaces it.
+pub(super) fn keep_close<A, B>(answer: &Response<A>, page: &mut Response<B>) {
+    if let Some(close) = answer.headers().get(CONNECTION) {
+        page.headers_mut().insert(CONNECTION, close.clone());
     }
 }
 
@@ -249,13 +308,14 @@ fn redirect_status(page: &ErrorPage) -> StatusCode {
 }
 
 /// The request for an error page at `target` (a path and an optional query): a GET
-/// (a HEAD stays one) without a body, with the page's normalized path and its query.
+/// (a HEAD stays one) without a body, with the page's normalized path (`None` when the
+/// page's path is malformed) and its query.
 fn page_request(
     mut req: Request<ClientBody>,
     target: &str,
-) -> Option<(Request<ClientBody>, Vec<u8>, Option<String>)> {
+) -> (Request<ClientBody>, Option<Vec<u8>>, Option<&str>) {
     let (path, query) = target.split_once('?').map_or((target, None), |(p, q)| (p, Some(q)));
-    let path = routing::normalize_path(path).ok()?.into_owned();
+    let path = routing::normalize_path(path).ok().map(Cow::into_owned);
     if req.method() != Method::HEAD {
         *req.method_mut() = Method::GET;
     }
@@ -263,7 +323,7 @@ fn page_request(
     headers.remove(CONTENT_LENGTH);
     headers.remove(TRANSFER_ENCODING);
     *req.body_mut() = ClientBody::Empty;
-    Some((req, path, query.map(str::to_owned)))
+    (req, path, query)
 }
 
 /// Points `req` at `path` (normalized, so escaped again) and `query`.

@@ -317,7 +317,11 @@ impl Pipeline {
         let target = req.uri().clone();
         let (site, location, path) = match self.locate(&target, &req, conn, client, &mut log) {
             Located::Found(site, location, path) => (site, location, path),
-            Located::Answered(answer) => return log.finish(answer, None),
+            Located::Answered(answer, None) => return log.finish(answer, None),
+            Located::Answered(answer, Some((site, pages))) => {
+                let asker = internal::Asker { conn, client, peer };
+                return self.refused_page(site, pages, answer, req, &asker, log).await;
+            }
         };
         let arrival = self.arrival(location, &req, client, &path, now, conn);
         let mut limited = match &arrival {
@@ -332,7 +336,11 @@ impl Pipeline {
         let asked = (&mut req, conn, client, &*path);
         match self.refused(location, &mut limited, asked, &log).await {
             Some(Refused::Unanswered) => return log.unanswered(),
-            Some(Refused::Answer(refusal)) => return log.finish(refusal, None),
+            Some(Refused::Answer(refusal)) => {
+                let asker = internal::Asker { conn, client, peer };
+                let pages = &location.error_pages;
+                return self.refused_page(site, pages, refusal, req, &asker, log).await;
+            }
             None => {}
         }
         if let Some(delay) = limit_response::delay(&limited) {
@@ -383,21 +391,22 @@ impl Pipeline {
                 let asked = own::Asked::new(req, conn, client, &path);
                 let mut answer = response::error(StatusCode::NOT_FOUND);
                 own::add(own::Place::site(site), &mut answer, &asked, log);
-                return Located::Answered(answer);
+                return Located::Answered(answer, Some((site, &site.error_pages)));
             }
             Err(Unrouted::Refused(status)) => {
-                return Located::Answered(response::refusal(status, req.version()))
+                return Located::Answered(response::refusal(status, req.version()), None)
             }
         };
         log.route(&location.stats);
         if slashless {
             let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
-            return Located::Answered(slash_redirect::answer(location, req, conn, client, &path, id));
+            let answer = slash_redirect::answer(location, req, conn, client, &path, id);
+            return Located::Answered(answer, None);
         }
         if let Some(mut refusal) = location.refusal(req, client, conn.worker) {
             let asked = own::Asked::new(req, conn, client, &path);
             own::add(own::Place::location(location), &mut refusal, &asked, log);
-            return Located::Answered(refusal);
+            return Located::Answered(refusal, Some((site, &location.error_pages)));
         }
         Located::Found(site, location, path)
     }
@@ -441,6 +450,41 @@ impl Pipeline {
             .to_response(headers, &turn.rendered, status, source, false);
         let headers = response.headers_mut();
         limit_response::add_headers(headers, first, limited, self.ratelimit_headers);
+    }
+
+    /// A refusal made before the request was let through (its location's allow/deny,
+    /// no location, a limit), or the error page `pages` give for its status.
+    async fn refused_page<'s>(
+        &'s self,
+        site: &'s Site,
+        pages: &crate::config::ErrorPages,
+        refusal: Response<ResponseBody>,
+        req: Request<ClientBody>,
+        asker: &internal::Asker<'_>,
+        mut log: logged::Pending<'s>,
+    ) -> Response<Logged> {
+        if pages.get(refusal.status()).is_none() {
+            return log.finish(refusal, None);
+        }
+        let accepted = compress::Accepted::of(req.method(), req.version(), req.headers());
+        let failed = internal::Failed {
+            pages,
+            status: refusal.status(),
+            changes: 0,
+        };
+        let mut in_flight = Vec::new();
+        let paged = self.page(site, failed, req, asker, &mut in_flight, &mut log);
+        let mut turn = match paged.await {
+            internal::Page::None(_) => return log.finish(refusal, None),
+            internal::Page::Redirect(answer) => return log.finish(answer, None),
+            internal::Page::Answered(turn) => *turn,
+        };
+        internal::keep_close(&refusal, &mut turn.response);
+        let answering = turn.location;
+        self.respond((answering, answering), &mut turn, &Outcome::default());
+        finish_body(answering, &mut turn.response, Some(&accepted));
+        log.hold(in_flight);
+        log.finish(turn.response, turn.lease)
     }
 
     /// Forwards the request: the upstream's response and its connection's lease, or the
@@ -589,7 +633,8 @@ fn bad_target(
 /// to an answer before any limit.
 enum Located<'s, 'p> {
     Found(&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>),
-    Answered(Response<ResponseBody>),
+    /// With the error pages that may replace the answer, and their site.
+    Answered(Response<ResponseBody>, Option<(&'s Site, &'s crate::config::ErrorPages)>),
 }
 
 /// A request's site and location, its normalized path, and whether nginx's

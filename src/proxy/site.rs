@@ -16,6 +16,8 @@ pub struct Site {
     pub headers: HeaderRules,
     /// `$server_name`: its first name.
     pub server_name: std::sync::Arc<str>,
+    /// Its `error_pages`, for the 404 of a path no location matches.
+    pub error_pages: crate::config::ErrorPages,
 }
 
 /// Every site, and how to pick one.
