@@ -198,3 +198,73 @@ fn a_file_swapped_for_a_symlink_out_while_served_is_never_followed_out() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     swapper.join().unwrap();
 }
+
+/// Paths the property test starts from: files, symlinks in and out, dot tricks.
+const SEEDS: &[&str] = &[
+    "/a.txt",
+    "/docs/index.html",
+    "/in",
+    "/indir/index.html",
+    "/out",
+    "/dirout/passwd",
+    "/relout/passwd",
+    "/sneaky",
+    "/%2e%2e/secret",
+    "/docs/../../secret",
+    "/.env",
+];
+
+/// Bytes and escapes that move a path across segments.
+const PATH_PIECES: &[&str] = &["/", "..", "../", "%2e", "%2E%2e", "%2f", "%5c", "\\", "%00", "%c0%ae", ".", "//"];
+
+#[test]
+fn mutated_paths_never_reach_the_secret() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let tree = Tree::new();
+    let plain = tree.files();
+    let mut config = tree.config();
+    config.try_files = Some(TryFiles {
+        tries: vec![
+            Try { text: VarText::parse("$uri").unwrap(), dir: false },
+            Try { text: VarText::parse("$uri").unwrap(), dir: true },
+        ],
+        last: Last::Status(StatusCode::NOT_FOUND),
+    });
+    let tried = Files::new(&config, OpenFiles::new(100));
+    let piece = prop::sample::select(PATH_PIECES);
+    let edits = (
+        prop::sample::select(SEEDS),
+        crate::props::mutations(6),
+        prop::collection::vec((any::<prop::sample::Index>(), piece), 0..4),
+    );
+    let mut runner = TestRunner::new(Config::with_cases(512));
+    let result = runner.run(&edits, |(seed, mutations, inserts)| {
+        let mut bytes = seed.as_bytes().to_vec();
+        crate::props::apply(&mut bytes, &mutations);
+        for (at, piece) in inserts {
+            let at = at.index(bytes.len() + 1);
+            bytes.splice(at..at, piece.bytes());
+        }
+        let Ok(target) = String::from_utf8(bytes) else {
+            return Ok(());
+        };
+        if target.contains('?') || target.contains('#') {
+            return Ok(());
+        }
+        for files in [&plain, &tried] {
+            if let Served::Answer(response) = Req::get(&target).serve(files) {
+                let answer = Answer::of(response);
+                prop_assert!(
+                    !answer.body.windows(SECRET.len()).any(|w| w == SECRET),
+                    "{target:?} gave the secret"
+                );
+            }
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
