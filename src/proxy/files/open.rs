@@ -13,6 +13,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::StatusCode;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -20,6 +21,10 @@ use rustix::io::Errno;
 
 /// Symlinks followed in one walk before giving up (Linux's own limit).
 const MOST_LINKS: usize = 40;
+
+/// Set once `openat2` said ENOSYS: the kernel is older than 5.6, and every later open
+/// walks without asking again.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// Why a file could not be opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,13 +125,19 @@ impl Root {
         } else {
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
         };
+        if NO_OPENAT2.load(Ordering::Relaxed) {
+            return self.open_walking(rel, flags).map_err(Failure::of);
+        }
         let mut tries = 0;
         loop {
             match rustix::fs::openat2(&self.dir, rel, flags, Mode::empty(), resolve) {
                 Ok(fd) => return Ok(fd),
                 // A rename raced the lookup of a `..`: the kernel asks for another try.
                 Err(Errno::AGAIN) if tries < 3 => tries += 1,
-                Err(Errno::NOSYS) => return self.open_walking(rel, flags).map_err(Failure::of),
+                Err(Errno::NOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    return self.open_walking(rel, flags).map_err(Failure::of);
+                }
                 Err(errno) => return Err(Failure::of(errno)),
             }
         }
