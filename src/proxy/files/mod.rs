@@ -37,6 +37,7 @@ mod resolve;
 mod tries;
 
 use open::{Failure, Kind, Root};
+use resolve::Refused;
 
 /// A location's files, ready to serve.
 pub(crate) struct Files {
@@ -111,14 +112,17 @@ pub(crate) enum Served {
     Upstream,
 }
 
-/// Serves `ask` from `files`.
+/// Serves `ask` from `files`. A path sent with a disguised separator (`%2F`, `%5C`)
+/// names no file: a 404, or with `try_files` its last item (an app's route still
+/// reaches its `index.html`).
 pub(crate) fn serve(files: &Files, ask: &Ask<'_>) -> Served {
-    if let Some(sent) = ask.sent {
-        if let Err(refused) = resolve::check_sent(sent) {
-            return error(refused.status());
-        }
-    }
     let config = &files.config;
+    let sent = ask.sent.map_or(Ok(()), resolve::check_sent);
+    match (sent, &config.try_files) {
+        (Ok(()), _) => {}
+        (Err(Refused::Hidden), Some(try_files)) => return tries::last(ask, &try_files.last),
+        (Err(refused), _) => return error(refused.status()),
+    }
     let root = Root::open(base_dir(&config.base), config.follow_symlinks);
     let mut uri = Cow::Borrowed(ask.path);
     if let Some(try_files) = &config.try_files {

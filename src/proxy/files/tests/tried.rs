@@ -110,3 +110,15 @@ fn try_files_runs_for_every_method_and_a_hidden_item_counts_as_missing() {
     let files = with_tries(&tree, &["$uri"], uri("/$arg_to"));
     assert_eq!(Req::get("/x?to=../../etc").answer(&files).status, StatusCode::NOT_FOUND);
 }
+
+#[test]
+fn a_disguised_separator_names_no_file_but_still_reaches_the_last_item() {
+    let tree = Tree::new();
+    let files = with_tries(&tree, &["$uri"], uri("/index.html"));
+    assert_eq!(redirect(Req::get("/docs%2findex.html").serve(&files)).0, "/index.html");
+    assert_eq!(
+        Req::get("/docs%2findex.html").answer(&tree.files()).status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(Req::get("/../x").answer(&files).status, StatusCode::BAD_REQUEST);
+}
