@@ -54,7 +54,6 @@ pub enum BodyError {
     Spool(std::io::Error),
     /// The file being served could not be read, or ended before its length (it shrank
     /// while it was sent): the connection ends rather than send a short body.
-    #[allow(dead_code)] // issue 36 wires it in
     File(std::io::Error),
     /// Compressing the body failed.
     #[allow(dead_code)]

@@ -27,7 +27,6 @@ pub(crate) enum ResponseBody<U> {
     /// connection applies `read_timeout` between reads).
     Upstream(U),
     /// A file of a `root` or `alias` location.
-    #[allow(dead_code)] // issue 36 wires it in
     File(FileBody),
     /// Any of the others, compressed as it streams (`compress`).
     #[allow(dead_code)]
@@ -42,7 +41,7 @@ impl<U> ResponseBody<U> {
         }
     }
 
-    /// Appends the whole body, if it is tollgate's own and not yet taken, and at most
+    /// Appends the whole body, if it is tollgate's own (or a file's) and not yet taken, and at most
     /// `most` bytes long: its length, or `None` (nothing written) for any other.
     pub(crate) fn write_whole(&mut self, out: &mut Vec<u8>, most: u64) -> Option<u64> {
         match self {
@@ -56,6 +55,13 @@ impl<U> ResponseBody<U> {
                 Some(written)
             }
             ResponseBody::Empty | ResponseBody::Full(None) => Some(0),
+            // A small file goes out in the head's write; the handle (and its open-file
+            // slot) is given back at once.
+            ResponseBody::File(file) => {
+                let written = file.write_whole(out, most)?;
+                *self = ResponseBody::Empty;
+                Some(written)
+            }
             _ => None,
         }
     }
