@@ -77,7 +77,7 @@ fn statuses(
 }
 
 /// One value: `[=[CODE]] TARGET`.
-pub(super) fn page(written: &str) -> Result<ErrorPage, String> {
+pub(crate) fn page(written: &str) -> Result<ErrorPage, String> {
     let invalid = |why: &str| format!(r#"invalid error page "{written}": {why}"#);
     let text = written.trim();
     let (status, target) = match text.strip_prefix('=') {

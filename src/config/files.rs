@@ -366,7 +366,7 @@ fn last_item(
 const EXPIRES_HINT: &str = r#"expected a time such as "30d" or "1h 30m" (y, M, w, d, h, m, s), "-1", "epoch", "max" or "off""#;
 
 /// `expires`: `None` for `"off"`.
-pub(super) fn expires(value: &Loose) -> Result<Option<Expires>, String> {
+pub(crate) fn expires(value: &Loose) -> Result<Option<Expires>, String> {
     let invalid = || format!("invalid expires {}: {EXPIRES_HINT}", value.get_ref());
     let text = value.get_ref().as_str().ok_or_else(invalid)?.trim();
     match text {

@@ -15,7 +15,7 @@ mod concurrency;
 mod cookies;
 mod diag;
 pub(crate) mod dirs;
-mod error_pages;
+pub(crate) mod error_pages;
 pub(crate) mod files;
 mod headers;
 mod limit_action;

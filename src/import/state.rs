@@ -16,6 +16,10 @@ pub(super) struct Walk<'c> {
     pub dir: PathBuf,
     pub build: Build,
     pub report: Vec<Line>,
+    /// The named locations (`location @name`) of the server being walked, by name.
+    pub named: Vec<(String, Directive)>,
+    /// Those a `try_files` translated as `"@upstream"`.
+    pub named_used: Vec<String>,
 }
 
 impl<'c> Walk<'c> {
@@ -31,6 +35,8 @@ impl<'c> Walk<'c> {
             dir,
             build: Build::default(),
             report: Vec::new(),
+            named: Vec::new(),
+            named_used: Vec::new(),
         }
     }
 
