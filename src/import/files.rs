@@ -16,6 +16,7 @@ use tollgate_nginx::Directive;
 
 use super::build::{loose, sp};
 use super::level::{Context, Level};
+use super::pattern::Kind;
 use super::report::Status;
 use super::state::Walk;
 use super::values;
@@ -90,11 +91,17 @@ pub(super) fn setting(
             root_status(path)
         }
         ("alias", [path]) if context == Context::Location => {
+            if matches!(w.location, Some((Kind::Regex | Kind::Exact, _))) {
+                return Some(Status::Unsupported("`alias` on a regex or exact location: tollgate's replaces a prefix; write `root` (the whole URI is appended to it)".to_owned()));
+            }
             files.alias = Some(path.clone());
             root_status(path)
         }
         ("index", names) if !names.is_empty() => index(files, names),
         ("try_files", items) if items.len() >= 2 => match context {
+            Context::Location if matches!(w.location, Some((_, true))) => {
+                Status::Unsupported("beside `proxy_pass` or `return`: tollgate tests files only in a location that serves them (`root`, and `try_files = [\"$uri\", \"@upstream\"]` with `upstream` to forward the rest)".to_owned())
+            }
             Context::Location => try_files(w, files, items),
             _ => Status::Unsupported("`try_files` outside a location applies only where no location matches: write it on `location /`".to_owned()),
         },

@@ -20,6 +20,9 @@ pub(super) struct Walk<'c> {
     pub named: Vec<(String, Directive)>,
     /// Those a `try_files` translated as `"@upstream"`.
     pub named_used: Vec<String>,
+    /// The location whose directives are being walked: its pattern's kind, and whether
+    /// its block has a `proxy_pass` or `return` (files are then not served there).
+    pub location: Option<(super::pattern::Kind, bool)>,
 }
 
 impl<'c> Walk<'c> {
@@ -37,6 +40,7 @@ impl<'c> Walk<'c> {
             report: Vec::new(),
             named: Vec::new(),
             named_used: Vec::new(),
+            location: None,
         }
     }
 

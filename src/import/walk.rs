@@ -242,6 +242,8 @@ pub(super) fn location(
     let mut content = Content::default();
     let mut nested = Vec::new();
     let block = d.block.as_deref().unwrap_or_default();
+    let answers = block.iter().any(|c| c.name == "proxy_pass" || c.name == "return");
+    w.location = Some((pattern.kind, answers));
     for (i, c) in block.iter().enumerate() {
         match c.name.as_str() {
             "location" => nested.push(c),
@@ -262,6 +264,7 @@ pub(super) fn location(
             _ => setting(w, c, &mut own, Context::Location, &mut note),
         }
     }
+    w.location = None;
     let level = own.under(parent);
     let (raw, proxy_status) = location::assemble(w, &pattern, &level, &content);
     if let Some((_, pass)) = &content.proxy {

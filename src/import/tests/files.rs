@@ -174,3 +174,23 @@ fn types_and_default_type_say_where_mime_types_come_from() {
     approx(&imported, 2, "default_type", "mime_guess");
     approx(&imported, 3, "text/html", "mime_guess");
 }
+
+#[test]
+fn what_cannot_be_written_beside_a_proxy_or_on_a_regex_is_unsupported() {
+    let imported = import(
+        "http {
+    server {
+        listen 80;
+        location ~ ^/img/(.*)$ { alias /srv/img/$1; }
+        location /api/ {
+            try_files $uri /index.html;
+            proxy_pass http://127.0.0.1:3000;
+        }
+    }
+}
+",
+    );
+    unsupported(&imported, 4, "alias", "regex or exact location");
+    unsupported(&imported, 6, "try_files", "beside `proxy_pass`");
+    assert_eq!(imported.report.exit_code(), 2);
+}
