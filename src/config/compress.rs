@@ -141,6 +141,11 @@ pub(super) fn compress(
     };
     let types = match &raw.types {
         None => Some(TYPES.iter().filter_map(|t| media_range(t).ok()).collect()),
+        Some(list) if list.get_ref().is_empty() => {
+            let message = "`compress.types` is empty: leave `compress` out to compress nothing";
+            diag.error(list.span(), message);
+            None
+        }
         Some(list) => {
             let mut valid = true;
             let mut types = Vec::new();

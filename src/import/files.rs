@@ -261,6 +261,9 @@ fn compression(files: &mut FileSettings, name: &str, args: &[String]) -> Status 
         }
         ("brotli", Some(on)) => {
             files.brotli = Some(on);
+            if !on {
+                return Status::Exact(None);
+            }
             Status::Approx("`br` added to `compress.encodings`, at tollgate's fixed quality 4 (ngx_brotli's default is 6)".to_owned())
         }
         ("gzip_static", _) | ("brotli_static", _) => {

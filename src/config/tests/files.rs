@@ -269,6 +269,10 @@ fn compress_problems_are_reported_at_the_value() {
         "\"br\" is listed twice in `compress.encodings`"
     );
     assert_eq!(
+        at("{ types = [] }").2,
+        "`compress.types` is empty: leave `compress` out to compress nothing"
+    );
+    assert_eq!(
         at("{ types = [\"html\"] }").2,
         "invalid media type \"html\": expected \"type/subtype\" or \"type/*\", e.g. \"text/css\""
     );
