@@ -111,6 +111,9 @@ fn test(config: &Config, path: &Path) -> ExitCode {
     for note in &checked.notes {
         eprintln!("note: {note}");
     }
+    for warning in &checked.warnings {
+        eprintln!("warning: {warning}");
+    }
     if let Some(problem) = checked.problem {
         eprintln!("{}: {problem}", path.display());
         eprintln!("configuration test failed");

@@ -82,6 +82,8 @@ pub(crate) struct Diagnostics<'t> {
     invalid_zones: Vec<String>,
     /// Where each address to listen on is written: byte offset, address.
     addresses: Vec<(usize, SocketAddr)>,
+    /// Where each `root` and `alias` is written: byte offset, directory.
+    directories: Vec<(usize, std::path::PathBuf)>,
 }
 
 impl<'t> Diagnostics<'t> {
@@ -93,6 +95,7 @@ impl<'t> Diagnostics<'t> {
             warnings: Vec::new(),
             invalid_zones: Vec::new(),
             addresses: Vec::new(),
+            directories: Vec::new(),
         }
     }
 
@@ -110,6 +113,22 @@ impl<'t> Diagnostics<'t> {
             (addr, format!("{origin}:{line}:{col}"))
         };
         self.addresses.iter().map(place).collect()
+    }
+
+    /// `dir`, to serve files from, is written at `span`: `tollgate -t` names the place
+    /// when it is not a readable directory.
+    pub(crate) fn directory(&mut self, span: &Range<usize>, dir: std::path::PathBuf) {
+        self.directories.push((span.start, dir));
+    }
+
+    /// Each directory [`noted`](Self::directory), with its place `FILE:LINE:COL`.
+    pub(crate) fn directories(&self, origin: &Path) -> Vec<(std::path::PathBuf, String)> {
+        let origin = origin.display();
+        let place = |(offset, dir): &(usize, std::path::PathBuf)| {
+            let (line, col) = line_col(self.text, *offset);
+            (dir.clone(), format!("{origin}:{line}:{col}"))
+        };
+        self.directories.iter().map(place).collect()
     }
 
     /// The zone `name` is defined, with a problem reported.

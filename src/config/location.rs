@@ -1,12 +1,14 @@
 //! `[[location]]`: the nginx `match` syntax, duplicate detection and the action
-//! (`upstream` or `return`) of each location, and its `cost_from`.
+//! (`upstream`, `return` or files) of each location, and its `cost_from`.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use http::{HeaderValue, StatusCode};
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::files;
 use super::suggest::unknown_name;
 use super::limits;
 use super::values;
@@ -20,43 +22,37 @@ use super::{Action, CostFrom, Location, Pattern, Return, ReturnStatus, VarText};
 const MATCH_HINT: &str = r#"expected "/path", "= /path", "^~ /path", "~ regex" or "~* regex""#;
 
 /// Typed locations in file order, or `None` when any of them had a problem (reported).
-/// `upstreams` holds the name of every `[upstreams.NAME]`, in the order of `Config::upstreams`;
-/// `site` the rules of the site the locations belong to, which they inherit.
+/// `site` holds the rules of the site the locations belong to, which they inherit.
 pub(super) fn locations(
     raw: Vec<Option<Spanned<RawLocation>>>,
     site: &Rules,
-    upstreams: &[String],
-    zones: &[limits::ZoneInfo],
-    maps: &Maps,
+    context: &Context<'_>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Location>> {
     // Paths nginx keeps in one tree: an exact match, or a prefix (with or without `^~`).
     let mut seen: HashMap<(bool, String), usize> = HashMap::new();
-    let context = Context {
-        site,
-        upstreams,
-        zones,
-        maps,
-    };
     raw.into_iter()
-        .map(|raw| raw.and_then(|raw| location(raw, &mut seen, &context, diag)))
+        .map(|raw| raw.and_then(|raw| location(raw, &mut seen, site, context, diag)))
         .collect::<Vec<_>>()
         .into_iter()
         .collect()
 }
 
-/// What every location of a site is checked against.
-struct Context<'a> {
-    site: &'a Rules,
-    upstreams: &'a [String],
-    zones: &'a [limits::ZoneInfo],
-    maps: &'a Maps,
+/// What every location is checked against.
+pub(super) struct Context<'a> {
+    /// The name of every `[upstreams.NAME]`, in the order of `Config::upstreams`.
+    pub upstreams: &'a [String],
+    pub zones: &'a [limits::ZoneInfo],
+    pub maps: &'a Maps,
+    /// The config file's directory: where a relative `root` or `alias` starts.
+    pub base: &'a Path,
 }
 
 /// One location; `seen` maps the exact and prefix paths before it to their lines.
 fn location(
     raw: Spanned<RawLocation>,
     seen: &mut HashMap<(bool, String), usize>,
+    site: &Rules,
     context: &Context<'_>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Location> {
@@ -85,15 +81,19 @@ fn location(
     let cost = limits::cost(location.cost.as_ref(), diag);
     let cost_from = cost_from(&location, action.as_ref(), diag);
     let zones = context.zones;
+    let expires = match &location.expires {
+        None => Some(None),
+        Some(value) => diag.check(value.span(), files::expires(value)),
+    };
     let rules = cost.and_then(|cost| {
-        let inherited = context.site.inherited();
+        let inherited = site.inherited();
         let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, inherited, context.maps, diag)?;
         if let (None, Some(site), Some(written)) =
-            (&own.limits, &context.site.limits, &location.cost)
+            (&own.limits, &site.limits, &location.cost)
         {
             limits::inherited(site, zones, cost, written.span(), diag)?;
         }
-        Some(own.inherit(context.site))
+        Some(own.inherit(site))
     });
     let rules = rules?;
     let cookies = rules.cookies();
@@ -122,10 +122,10 @@ fn location(
         cookies,
         forwarded: rules.forwarded,
         timeouts: rules.timeouts,
-        error_pages: Default::default(),
-        intercept_errors: false,
-        expires: None,
-        compress: None,
+        error_pages: rules.error_pages.unwrap_or_default(),
+        intercept_errors: rules.intercept_errors.unwrap_or(false),
+        expires: expires?,
+        compress: rules.compress,
     })
 }
 
@@ -157,9 +157,13 @@ fn cost_from(
         }
         return Some(None);
     };
-    if let Some(Action::Return(_)) = action {
-        let message =
-            "`cost_from` reads the upstream's answer; this location answers with `return`";
+    let without = match action {
+        Some(Action::Return(_)) => Some("answers with `return`"),
+        Some(Action::Files { upstream: None, .. }) => Some("serves files and has no `upstream`"),
+        _ => None,
+    };
+    if let Some(without) = without {
+        let message = format!("`cost_from` reads the upstream's answer; this location {without}");
         diag.error(written.span(), message);
         return None;
     }
@@ -236,7 +240,9 @@ fn tree_key(pattern: &Pattern) -> Option<(bool, String)> {
     }
 }
 
-/// `table` is the span of the location's table.
+/// What the location does: forward (`upstream`), answer (`return`) or serve files
+/// (`root`/`alias`), one of them; `upstream` beside `root`/`alias` only for a `try_files`
+/// ending `"@upstream"`. `table` is the span of the location's table.
 fn action(
     location: &RawLocation,
     table: &Span,
@@ -244,31 +250,57 @@ fn action(
     pattern: Option<&Pattern>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Action> {
-    let upstreams = context.upstreams;
     // Problems with the action are reported at `match`, or at the table without it.
     let span = location
         .pattern
         .as_ref()
         .map_or(table.clone(), Spanned::span);
-    match (&location.upstream, &location.ret) {
-        (Some(name), None) => {
-            let found = upstreams.iter().position(|known| known == name.get_ref());
-            if found.is_none() {
-                diag.error(name.span(), unknown_upstream(name.get_ref(), upstreams));
-            }
-            Some(Action::Proxy { upstream: found? })
+    let files = files::files(location, pattern, context.base, context.maps, diag);
+    let directory = location.root.as_ref().or(location.alias.as_ref());
+    let upstream = location.upstream.as_ref().map(|name| {
+        let upstreams = context.upstreams;
+        let found = upstreams.iter().position(|known| known == name.get_ref());
+        if found.is_none() {
+            diag.error(name.span(), unknown_upstream(name.get_ref(), upstreams));
         }
-        (None, Some(ret)) => returned(ret, pattern, context.maps, diag).map(Action::Return),
-        (Some(_), Some(_)) => {
-            diag.error(span, "a location takes `upstream` or `return`, not both");
+        (name.span(), found)
+    });
+    match (upstream, &location.ret, directory) {
+        (_, Some(_), Some(directory)) => {
+            let message = "a location takes `upstream`, `return` or `root`/`alias`: this one answers with `return`";
+            diag.error(directory.span(), message);
             None
         }
-        (None, None) => {
-            let left_out = ["upstream", "return"]
+        (Some(_), Some(_), None) => {
+            let message = "a location takes `upstream`, `return` or `root`/`alias`, not both `upstream` and `return`";
+            diag.error(span, message);
+            None
+        }
+        (Some((at, found)), None, Some(_)) => {
+            let files = files??;
+            let last = files.try_files.as_ref().map(|t| &t.last);
+            if !matches!(last, Some(files::Last::Upstream)) {
+                let message = "a location takes `upstream`, `return` or `root`/`alias`; `upstream` beside `root`/`alias` is for a `try_files` ending \"@upstream\"";
+                diag.error(at, message);
+                return None;
+            }
+            Some(Action::Files {
+                files,
+                upstream: Some(found?),
+            })
+        }
+        (None, None, Some(_)) => Some(Action::Files {
+            files: files??,
+            upstream: None,
+        }),
+        (Some((_, found)), None, None) => Some(Action::Proxy { upstream: found? }),
+        (None, Some(ret), None) => returned(ret, pattern, context.maps, diag).map(Action::Return),
+        (None, None, None) => {
+            let left_out = ["upstream", "return", "root", "alias"]
                 .iter()
                 .any(|key| diag.was_left_out(table, key));
             if !left_out {
-                diag.error(span, "a location needs `upstream` or `return`");
+                diag.error(span, "a location needs `upstream`, `return` or `root`/`alias`");
             }
             None
         }

@@ -15,6 +15,7 @@ mod concurrency;
 mod cookies;
 mod diag;
 pub(crate) mod dirs;
+pub(crate) mod error_pages;
 pub(crate) mod files;
 mod headers;
 mod limit_action;
@@ -83,6 +84,9 @@ pub struct Config {
     pub(crate) warnings: Vec<String>,
     /// Where each address to listen on is written, `FILE:LINE:COL`.
     pub(crate) places: Vec<(SocketAddr, String)>,
+    /// Each `root` and `alias` directory, with where it is written (`FILE:LINE:COL`):
+    /// `tollgate -t` warns of one it cannot read.
+    pub(crate) directories: Vec<(PathBuf, String)>,
     pub(crate) server: Server,
     pub(crate) real_ip: Option<RealIp>,
     pub(crate) access: Access,
@@ -313,6 +317,12 @@ pub(crate) struct Server {
     /// its process id at start (nginx `pid`), and where `tollgate reload` and `tollgate
     /// stop` find it. `None` (the default): no file.
     pub pid_file: Option<PathBuf>,
+    /// `compress`: what a location compresses when neither it nor its site says.
+    pub compress: Option<Compress>,
+    /// nginx `sendfile` (on by default): file bodies go from the file to the socket
+    /// in the kernel.
+    #[allow(dead_code)] // wired by the zero-copy step
+    pub sendfile: bool,
 }
 
 /// `client_max_body_size`: how many bytes of body a request may carry (nginx's).

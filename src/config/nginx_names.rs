@@ -70,15 +70,24 @@ const NAMES: &[(&str, &str)] = &[
     ("log_format", "`[log] format = \"combined\" | \"json\"`; nginx's own formats are not supported yet (issue 39: log formats)"),
     ("error_log", "errors go to stderr, with `RUST_LOG` for the level: leave it out"),
     // Not yet.
-    ("root", "serving files is not supported yet (issue 36: files and compression)"),
-    ("alias", "serving files is not supported yet (issue 36: files and compression)"),
-    ("index", "serving files is not supported yet (issue 36: files and compression)"),
-    ("try_files", "serving files is not supported yet (issue 36: files and compression)"),
-    ("autoindex", "serving files is not supported yet (issue 36: files and compression)"),
-    ("error_page", "custom error pages are not supported yet (issue 36: files and compression)"),
-    ("expires", "serving files is not supported yet (issue 36: files and compression); a location's `response_headers` can set `Cache-Control`"),
-    ("gzip", "compression is not supported yet (issue 36: files and compression)"),
-    ("brotli", "compression is not supported yet (issue 36: files and compression)"),
+    // Files and compression.
+    ("root", "a location's `root = \"/srv/www\"` (nginx's `http`/`server` root goes on each location that serves files)"),
+    ("alias", "a location's `alias = \"/srv/assets/\"`, on a prefix location"),
+    ("index", "a location's `index = [\"index.html\"]`, beside `root` or `alias`"),
+    ("try_files", "a location's `try_files = [\"$uri\", \"$uri/\", \"/index.html\"]`, beside `root` or `alias` (last item a URI, \"=404\" or \"@upstream\")"),
+    ("autoindex", "directory listings are not served: leave it out (a directory without an index answers 403)"),
+    ("error_page", "`error_pages = { \"404\" = \"/404.html\", \"500 502\" = \"/50x.html\" }` on a location or a `[[site]]`"),
+    ("proxy_intercept_errors", "`intercept_errors = true` on a location or a `[[site]]`, with its `error_pages`"),
+    ("expires", "a location's `expires = \"30d\"` (also \"epoch\", \"max\", \"off\")"),
+    ("gzip", "`compress = { encodings = [\"gzip\"] }` on a location, a `[[site]]` or `[server]`"),
+    ("gzip_types", "`compress`'s `types = [\"text/*\", \"application/json\"]`"),
+    ("gzip_min_length", "`compress`'s `min_length = \"1k\"`"),
+    ("gzip_static", "a location's `precompressed = [\"gzip\"]` (also \"br\", \"zstd\")"),
+    ("brotli", "`compress = { encodings = [\"br\"] }` on a location, a `[[site]]` or `[server]`"),
+    ("brotli_static", "a location's `precompressed = [\"br\"]`"),
+    ("sendfile", "`sendfile` is a key of `[server]`"),
+    ("types", "MIME types come from a built-in table (mime_guess): leave it out"),
+    ("default_type", "a file of unknown type is sent as application/octet-stream: leave it out"),
     ("auth_basic", "basic auth is not supported yet (issue 37: who may pass); `[api_keys]` and `access` are what there is"),
     ("auth_basic_user_file", "basic auth is not supported yet (issue 37: who may pass)"),
     ("auth_request", "forward auth is not supported yet (issue 37: who may pass)"),
@@ -155,7 +164,7 @@ mod tests {
             pass,
             "unknown key `proxy_pass`: in nginx a directive; here a location's `upstream = \"NAME\"` (an `[upstreams.NAME]` group; `upstream_path` for a path)"
         );
-        assert!(hint("gzip").unwrap().contains("not supported yet"));
+        assert!(hint("gzip").unwrap().contains("`compress = {"));
         assert!(hint("auth_basic").unwrap().contains("not supported yet"));
         assert_eq!(hint("proxy_pas"), None);
         assert_eq!(hint("PROXY_PASS"), None);

@@ -10,6 +10,8 @@
 //! (nginx drops every inherited `add_header` as soon as a location has one of its own, a
 //! known trap). `hide_headers` and `pass_headers` are the union of both lists.
 //! `forwarded_headers` is replaced: the location's, else the site's, else `[server]`'s.
+//! So are `error_pages` (a location's own replace the site's whole, as nginx's
+//! `error_page`), `intercept_errors` and `compress` (the site hands down `[server]`'s).
 
 use std::time::Duration;
 
@@ -21,7 +23,8 @@ use super::diag::Diagnostics;
 use super::maps::Maps;
 use super::raw::{Loose, RawRules};
 use super::redirects::{self, RedirectRewrite};
-use super::{access, headers, limits, values};
+use super::{access, compress, error_pages, headers, limits, values};
+use super::{Compress, ErrorPages};
 use super::raw::Span;
 use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, LimitAction, MaxBodySize};
 use super::Pattern;
@@ -80,6 +83,9 @@ pub(super) struct Rules {
     pub forwarded: Forwarded,
     /// The forwarding headers its `request_headers` set or remove.
     pub sets: Forwarded,
+    pub error_pages: Option<ErrorPages>,
+    pub intercept_errors: Option<bool>,
+    pub compress: Option<Compress>,
 }
 
 /// What a table's rules are checked against from above: the `forwarded_headers` in
@@ -118,6 +124,9 @@ impl Default for Rules {
             cookie_domain: None,
             forwarded: Forwarded::ALL,
             sets: Forwarded::NONE,
+            error_pages: None,
+            intercept_errors: None,
+            compress: None,
         }
     }
 }
@@ -169,6 +178,14 @@ pub(super) fn rules(
     let cookie_path = cookie(raw.cookie_path, Attribute::Path);
     let cookie_domain = cookie(raw.cookie_domain, Attribute::Domain);
     let timeouts = timeouts(raw, diag);
+    let error_pages = match raw.error_pages {
+        None => Some(None),
+        Some(table) => error_pages::error_pages(table, diag).map(Some),
+    };
+    let compress = match raw.compress {
+        None => Some(None),
+        Some(written) => compress::compress(written, diag).map(Some),
+    };
     let (headers, sets) = headers?;
     let forwarded = forwarded?;
     Some(Rules {
@@ -185,6 +202,9 @@ pub(super) fn rules(
         cookie_domain: cookie_domain?,
         forwarded,
         sets,
+        error_pages: error_pages?,
+        intercept_errors: raw.intercept_errors.map(|on| *on.get_ref()),
+        compress: compress?,
     })
 }
 
@@ -220,6 +240,9 @@ impl Rules {
             cookie_domain: self.cookie_domain.or_else(|| site.cookie_domain.clone()),
             forwarded: self.forwarded,
             sets: self.sets,
+            error_pages: self.error_pages.or_else(|| site.error_pages.clone()),
+            intercept_errors: self.intercept_errors.or(site.intercept_errors),
+            compress: self.compress.or_else(|| site.compress.clone()),
         }
     }
 

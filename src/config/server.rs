@@ -10,7 +10,7 @@ use serde_spanned::Spanned;
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRateLimitHeaders, RawServer, Section, Span};
 use super::values::duration_or;
-use super::{headers, limits, listeners, values};
+use super::{compress, headers, limits, listeners, values};
 use super::{Forwarded, MaxBodySize, RateLimitHeaders, RequestBuffering, Server, Tarpit};
 use super::limit_action::DEFAULT_HOLD_SECS;
 
@@ -110,6 +110,10 @@ pub(super) fn server(
         Some(list) => headers::forwarded_headers(list, diag),
         None => Some(Forwarded::ALL),
     };
+    let compress = match &raw.compress {
+        Some(written) => compress::compress(written, diag).map(Some),
+        None => Some(None),
+    };
     // Every key above has been checked (and its errors reported) before any `?`.
     let listeners = listeners?;
     Some(Server {
@@ -141,6 +145,8 @@ pub(super) fn server(
         server_header: server_header?,
         forwarded_headers: forwarded_headers?,
         pid_file: pid_file?,
+        compress: compress?,
+        sendfile: raw.sendfile.as_ref().is_none_or(|on| *on.get_ref()),
     })
 }
 

@@ -6,11 +6,13 @@
 //! A file without `[[site]]` is one site of its top-level `[[location]]`s, answering every
 //! name on every address; the two forms do not mix.
 
+use std::path::Path;
+
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits::ZoneInfo;
-use super::location::locations;
+use super::location::{locations, Context};
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::maps::Maps;
 use super::rules::{self, Inherited, Rules};
@@ -32,15 +34,23 @@ pub(super) fn sites(
     zones: &[ZoneInfo],
     maps: &Maps,
     acme_section: bool,
+    base: &Path,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Site>> {
     let from_server = Inherited::server(server.map(|s| s.forwarded_headers));
+    let context = Context {
+        upstreams,
+        zones,
+        maps,
+        base,
+    };
     let Some((key, raw_sites)) = raw_sites else {
         let top = Rules {
             forwarded: from_server.forwarded,
+            compress: server.and_then(|s| s.compress.clone()),
             ..Rules::default()
         };
-        let locations = locations(raw_locations, &top, upstreams, zones, maps, diag)?;
+        let locations = locations(raw_locations, &top, &context, diag)?;
         return Some(vec![Site {
             names: Vec::new(),
             server_name: String::new(),
@@ -65,8 +75,7 @@ pub(super) fn sites(
     }
     let mut checked = Vec::with_capacity(raw_sites.len());
     for entry in raw_sites {
-        let site =
-            entry.and_then(|entry| site(entry, server, upstreams, zones, maps, acme_section, diag));
+        let site = entry.and_then(|entry| site(entry, server, &context, acme_section, diag));
         valid &= site.is_some();
         checked.extend(site);
     }
@@ -117,9 +126,7 @@ struct Checked {
 fn site(
     entry: RawSiteEntry,
     server: Option<&Server>,
-    upstreams: &[String],
-    zones: &[ZoneInfo],
-    maps: &Maps,
+    context: &Context<'_>,
     acme_section: bool,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Checked> {
@@ -144,14 +151,22 @@ fn site(
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
     let inherited = Inherited::server(server.map(|s| s.forwarded_headers));
+    let (zones, maps) = (context.zones, context.maps);
     let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, inherited, maps, diag);
+    // Its locations inherit `[server]`'s `compress` through the site.
+    let rules = rules.map(|mut rules| {
+        if rules.compress.is_none() {
+            rules.compress = server.and_then(|s| s.compress.clone());
+        }
+        rules
+    });
     if let Some((names, written, _)) = &names {
         let first = names.first().zip(written.first().map(String::as_str));
         server_name::warn(first, &raw, &raw_locations, diag);
     }
     let locations = rules
         .as_ref()
-        .and_then(|rules| locations(raw_locations, rules, upstreams, zones, maps, diag));
+        .and_then(|rules| locations(raw_locations, rules, context, diag));
     let (names, written, name_spans) = names?;
     // nginx's `$server_name`: the first name in lower case (a regex as written).
     let server_name = match (names.first(), written.first()) {
@@ -170,8 +185,8 @@ fn site(
             default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
             acme: acme?,
             locations: locations?,
+            error_pages: rules.as_ref()?.error_pages.clone().unwrap_or_default(),
             headers: rules?.headers,
-            error_pages: Default::default(),
         },
         table: span,
         name_spans,

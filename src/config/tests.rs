@@ -398,6 +398,7 @@ mod bans;
 mod body;
 mod concurrency;
 mod errors;
+mod files;
 mod limit_action;
 mod limits;
 mod maps;

@@ -57,6 +57,7 @@ pub(crate) fn validate(text: &str, origin: &Path) -> Result<Config, ConfigErrors
         Some(mut config) if !diag.has_errors() => {
             config.warnings = diag.warnings(origin);
             config.places = diag.places(origin);
+            config.directories = diag.directories(origin);
             Ok(config)
         }
         _ => {
@@ -101,6 +102,7 @@ impl Checked {
             sha256: String::new(),
             warnings: Vec::new(),
             places: Vec::new(),
+            directories: Vec::new(),
             server: self.server?,
             real_ip: self.real_ip?,
             access: self.access?,
@@ -181,6 +183,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         &zone_limits,
         &known_maps,
         acme_section,
+        base,
         diag,
     );
     let acme = with_names(acme, sites.as_deref(), &tls);

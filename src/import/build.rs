@@ -76,6 +76,8 @@ pub(super) struct Build {
     /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
     pub server_durations: BTreeMap<&'static str, String>,
     pub underscores_in_headers: Option<bool>,
+    /// nginx `sendfile`, the first met.
+    pub sendfile: Option<bool>,
     pub real_ip_trusted: Vec<String>,
     pub real_ip_header: Option<String>,
     pub real_ip_recursive: Option<bool>,
@@ -223,6 +225,7 @@ impl Build {
             send_timeout: duration("send_timeout"),
             keepalive_timeout: duration("keepalive_timeout"),
             underscores_in_headers: self.underscores_in_headers,
+            sendfile: self.sendfile.map(sp),
             limit_status: self.limits_used.then(|| sp(503)),
             ratelimit_headers: self.limits_used.then_some(RawRateLimitHeaders::None),
             ..RawServer::default()

@@ -5,6 +5,7 @@
 //! above. tollgate's own site rules merge instead (docs/config.md), so the importer
 //! writes each location's settings whole and leaves the site's empty.
 
+use super::files::FileSettings;
 use crate::config::RequestBuffering;
 
 /// One `limit_req` or `limit_conn`.
@@ -46,6 +47,8 @@ pub(super) struct Level {
     /// `proxy_cookie_path` / `proxy_cookie_domain`: from and to (`Some(empty)`: `off`).
     pub cookie_paths: Option<Vec<(String, String)>>,
     pub cookie_domains: Option<Vec<(String, String)>>,
+    /// Files and compression (`import/files.rs`).
+    pub files: FileSettings,
 }
 
 /// One `proxy_redirect` rule.
@@ -81,6 +84,7 @@ impl Level {
             redirect: self.redirect.or(p.redirect),
             cookie_paths: self.cookie_paths.or(p.cookie_paths),
             cookie_domains: self.cookie_domains.or(p.cookie_domains),
+            files: self.files.under(&p.files),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::build::{loose, sp, Site};
+use super::files;
 use super::level::Level;
 use super::limits;
 use super::pattern::{Content, Kind, Pattern};
@@ -33,7 +34,7 @@ pub(super) fn location_status(
         differences.push(format!("nested in `{}`, flattened: its regex is tried for every request, not only for those `{}` matched, and after the site's earlier regexes", outer.text, outer.text));
     }
     if content.proxy.is_none() && content.ret.is_none() && raw.ret.is_some() {
-        differences.push("no proxy_pass or return: answered 404 (nginx would serve files from `root`; files come with DESIGN §17)".to_owned());
+        differences.push("no proxy_pass, return or root: answered 404 (nginx would serve files from its default root, `html` under its prefix)".to_owned());
     }
     match differences.is_empty() {
         true => Status::Exact(None),
@@ -88,6 +89,18 @@ pub(super) fn assemble(
                 redirects::write(&mut raw, level, pattern, target, path.as_deref(), tls);
                 proxy_status = Some(proxy::forward(w, &mut raw, level, target, path));
             }
+            None if files::serves(level) => {
+                if let Some(pass) = files::serve(w, &mut raw, level) {
+                    // `try_files … @name`: the named location's proxy_pass.
+                    match proxy::pass(w, &pass) {
+                        Ok(target) => {
+                            let path = target.path.clone();
+                            proxy_status = Some(proxy::forward(w, &mut raw, level, &target, path));
+                        }
+                        Err(status) => proxy_status = Some(status),
+                    }
+                }
+            }
             None => raw.ret = Some(sp(RawReturn {
                 status: Some(sp(RawStatus::Code(404))),
                 ..RawReturn::default()
@@ -114,6 +127,8 @@ pub(super) fn assemble(
             .collect();
         raw.response_headers = (!table.is_empty()).then(|| sp(table));
     }
+    let forwards = raw.upstream.is_some();
+    files::write(&mut raw, level, forwards);
     raw.client_max_body_size = level.client_max_body_size.as_deref().map(loose);
     raw.request_buffering = level.request_buffering;
     (raw, proxy_status)

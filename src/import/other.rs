@@ -25,13 +25,16 @@ pub(super) fn status(d: &Directive) -> Status {
 pub(super) fn inside(parent: &Directive, inner: &Directive) -> Status {
     match parent.name.as_str() {
         "events" => status(inner),
-        "types" => Status::Approx("tollgate passes the upstream's Content-Type (MIME types serve files, DESIGN §17)".to_owned()),
+        "types" => Status::Approx(MIME.to_owned()),
         name => Status::Unsupported(format!("inside `{name}` (line {}), which is not translated", parent.place.line)),
     }
 }
 
+/// What nginx's `types` and `default_type` become.
+const MIME: &str = "MIME types come from a built-in table (mime_guess): `.js` is text/javascript, an unknown extension application/octet-stream";
+
 /// The directives the families translate (with the arguments nginx takes).
-const TRANSLATED: [&str; 46] = [
+const TRANSLATED: [&str; 58] = [
     "listen", "server_name", "location", "proxy_pass", "return", "rewrite", "upstream",
     "proxy_set_header", "proxy_hide_header", "proxy_pass_header", "proxy_redirect",
     "proxy_cookie_path", "proxy_cookie_domain", "proxy_connect_timeout", "proxy_read_timeout",
@@ -42,6 +45,8 @@ const TRANSLATED: [&str; 46] = [
     "limit_conn_status", "limit_req_dry_run", "client_max_body_size", "client_body_timeout",
     "send_timeout", "keepalive_timeout", "client_header_timeout", "underscores_in_headers",
     "server_tokens", "ssl_certificate", "ssl_certificate_key", "ssl_protocols", "include",
+    "root", "alias", "index", "try_files", "error_page", "expires", "gzip", "gzip_static",
+    "gzip_min_length", "brotli", "brotli_static", "sendfile",
 ];
 
 /// Directives that change nothing tollgate's answers show, and why.
@@ -57,11 +62,13 @@ fn no_effect(name: &str) -> Option<&'static str> {
         | "accept_mutex_delay" => "connection handling is tollgate's own (file descriptors shared out at start)",
         "error_log" | "access_log" | "log_format" | "open_log_file_cache" | "log_not_found"
         | "log_subrequest" | "rewrite_log" => "logs: tollgate's access log is `[log]` (combined or json) for the whole gateway, its error log stderr",
-        "sendfile" | "tcp_nopush" | "tcp_nodelay" | "aio" | "directio" | "output_buffers"
+        "tcp_nopush" | "tcp_nodelay" | "aio" | "directio" | "output_buffers"
         | "postpone_output" | "reset_timedout_connection" | "lingering_close"
         | "lingering_time" | "lingering_timeout" => "socket and sending details are tollgate's own",
-        "types" | "default_type" | "charset" | "charset_types" | "source_charset"
-        | "override_charset" => "tollgate passes the upstream's Content-Type (MIME types serve files, DESIGN §17)",
+        "types" | "default_type" => MIME,
+        "charset" | "charset_types" | "source_charset" | "override_charset" => {
+            "tollgate passes the upstream's Content-Type and adds no charset to files"
+        }
         "server_names_hash_bucket_size" | "server_names_hash_max_size"
         | "types_hash_max_size" | "types_hash_bucket_size" | "variables_hash_max_size"
         | "variables_hash_bucket_size" | "map_hash_bucket_size" | "map_hash_max_size"
@@ -78,6 +85,8 @@ fn no_effect(name: &str) -> Option<&'static str> {
         | "http2_max_concurrent_streams" | "http2_recv_buffer_size" | "http2_chunk_size"
         | "http2_body_preread_size" | "http2_idle_timeout" | "http2_max_requests" | "http2_push"
         | "http2_push_preload" => "tollgate's own behaviour (docs/config.md)",
+        "open_file_cache" | "open_file_cache_valid" | "open_file_cache_min_uses"
+        | "open_file_cache_errors" => "tollgate keeps no cache of open files: each request opens its file",
         "satisfy" => "tollgate has address rules alone: they decide (auth comes with DESIGN §18)",
         _ => return None,
     })
@@ -86,15 +95,12 @@ fn no_effect(name: &str) -> Option<&'static str> {
 /// Directives that change answers, and the tollgate key or design section for them.
 fn instead(name: &str) -> Option<&'static str> {
     Some(match name {
-        "root" | "alias" | "index" | "try_files" | "autoindex" | "error_page" | "expires"
-        | "open_file_cache" | "open_file_cache_valid" | "open_file_cache_min_uses"
-        | "open_file_cache_errors" | "disable_symlinks" | "internal" | "recursive_error_pages" => {
-            "files come with DESIGN §17 (`root`, `try_files`, `error_pages`, `expires`); serve them from an upstream meanwhile"
+        "autoindex" => "no directory listings: a directory without an index answers 403",
+        "internal" => "no internal-only locations: a location answers every request it matches",
+        "recursive_error_pages" => "an error page's own error is answered as it is, never paged again",
+        "zstd" | "zstd_types" | "zstd_comp_level" | "zstd_static" => {
+            "write `compress = { encodings = [\"zstd\"] }` or `precompressed = [\"zstd\"]` by hand"
         }
-        "gzip" | "gzip_types" | "gzip_vary" | "gzip_proxied" | "gzip_comp_level"
-        | "gzip_min_length" | "gzip_buffers" | "gzip_http_version" | "gzip_disable"
-        | "gzip_static" | "brotli" | "brotli_types" | "brotli_comp_level" | "brotli_static"
-        | "zstd" | "zstd_types" => "compression comes with DESIGN §17 (`compress`, `precompressed`); the upstream may compress meanwhile",
         "auth_basic" | "auth_basic_user_file" | "auth_request" | "auth_request_set"
         | "auth_jwt" | "auth_jwt_key_file" => "authentication comes with DESIGN §18 (`auth`)",
         "map" => "`map` is translated in `http {}` (a `[maps.NAME]`), where nginx takes it",

@@ -49,7 +49,7 @@ impl Pattern {
             _ => return Err("`location` takes a modifier and a path".to_owned()),
         };
         if path.starts_with('@') {
-            return Err("a named location serves try_files and error_page, which tollgate has not yet (DESIGN §17): write the fallback as a location of its own".to_owned());
+            return Err("a named location is translated only in a `server {}`, as the last item of a `try_files` (holding one `proxy_pass`): write the fallback as a location of its own".to_owned());
         }
         let kind = match modifier {
             "" => Kind::Prefix,

@@ -217,8 +217,6 @@ pub(super) fn setting(
             Status::Approx("tollgate streams answers through buffers of its own".to_owned())
         }
         ("proxy_next_upstream" | "proxy_next_upstream_tries" | "proxy_next_upstream_timeout", _) => Status::Approx("tollgate's retry rules: the next server after a failed connect, or for a request that can be sent again (docs/config.md, [upstreams.NAME])".to_owned()),
-        ("proxy_intercept_errors", [flag]) if flag == "off" => Status::Exact(None),
-        ("proxy_intercept_errors", _) => Status::Unsupported("`intercept_errors` with `error_pages` (DESIGN §17)".to_owned()),
         ("proxy_ssl_server_name", [flag]) if flag == "on" => Status::Exact(None),
         ("proxy_ssl_verify", [flag]) if flag == "on" => Status::Exact(None),
         ("proxy_ssl_server_name", _) => Status::Approx("tollgate always sends the server's name (SNI)".to_owned()),

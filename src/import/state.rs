@@ -16,6 +16,13 @@ pub(super) struct Walk<'c> {
     pub dir: PathBuf,
     pub build: Build,
     pub report: Vec<Line>,
+    /// The named locations (`location @name`) of the server being walked, by name.
+    pub named: Vec<(String, Directive)>,
+    /// Those a `try_files` translated as `"@upstream"`.
+    pub named_used: Vec<String>,
+    /// The location whose directives are being walked: its pattern's kind, and whether
+    /// its block has a `proxy_pass` or `return` (files are then not served there).
+    pub location: Option<(super::pattern::Kind, bool)>,
 }
 
 impl<'c> Walk<'c> {
@@ -31,6 +38,9 @@ impl<'c> Walk<'c> {
             dir,
             build: Build::default(),
             report: Vec::new(),
+            named: Vec::new(),
+            named_used: Vec::new(),
+            location: None,
         }
     }
 

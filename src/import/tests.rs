@@ -395,7 +395,7 @@ worker_processes auto;
 events { worker_connections 1024; }
 http {
     include mime.types;
-    gzip on;
+    gzip_disable msie6;
     map $http_upgrade $connection_upgrade { default upgrade; '' close; }
     server {
         listen 80;
@@ -414,21 +414,22 @@ http {
     approx(&imported, 1, "user", "process settings");
     approx(&imported, 3, "worker_connections", "connection handling");
     unsupported(&imported, 5, "include", "cannot read /etc/nginx/mime.types");
-    unsupported(&imported, 6, "gzip", "DESIGN §17");
+    unsupported(&imported, 6, "gzip_disable", "Accept-Encoding");
     exact(&imported, 7, "map");
     exact(&imported, 7, "default");
     has(&imported, "[maps.connection_upgrade]\nsource = \"$http_upgrade\"\nvalues = { \"\" = \"close\" }\ndefault = \"upgrade\"\n");
-    unsupported(&imported, 10, "root", "DESIGN §17");
+    approx(&imported, 10, "root", "dotfiles");
+    exact(&imported, 12, "try_files");
     unsupported(&imported, 13, "if", "no `return` after it");
     unsupported(&imported, 13, "return", "inside `if`");
     unsupported(&imported, 14, "frobnicate", "not known");
     unsupported(&imported, 16, "location", "named location");
     unsupported(&imported, 16, "proxy_pass", "not translated");
     unsupported(&imported, 17, "proxy_set_header", "`$request_body` is not a tollgate variable");
-    approx(&imported, 11, "location", "answered 404");
+    exact(&imported, 11, "location");
     has(&imported, "# nginx.conf:14: frobnicate 3; (unsupported:");
     has(&imported, "# Not translated (see the report):\n# nginx.conf:5: include mime.types; (unsupported:");
-    has(&imported, "\n# nginx.conf:6: gzip on; (unsupported:");
+    has(&imported, "\n# nginx.conf:6: gzip_disable msie6; (unsupported:");
     assert_eq!(imported.report.exit_code(), 2);
     one_line_each(&imported, 23);
 }
@@ -541,6 +542,7 @@ fn certificates_and_tls_listeners_load() {
     assert!(matches!(find(8, "ssl_ciphers"), Status::Approx(_)));
 }
 
+mod files;
 mod props;
 
 mod rewrites;

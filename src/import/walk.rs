@@ -9,7 +9,8 @@ use super::location;
 use super::pattern::{Content, Pattern};
 use super::report::Status;
 use super::state::Walk;
-use super::{access, conditions, headers, limits, listen, maps, other, proxy, rewrite, server_wide, tls};
+use super::{access, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
+use super::{server_wide, tls};
 use super::{upstream, values};
 
 /// The whole configuration.
@@ -88,7 +89,8 @@ pub(super) fn setting(
         .or_else(|| access::setting(w, d, own, context))
         .or_else(|| limits::setting(w, d, own))
         .or_else(|| server_wide::setting(w, d, own, context))
-        .or_else(|| tls::setting(w, d, context));
+        .or_else(|| tls::setting(w, d, context))
+        .or_else(|| files::setting(w, d, own, context));
     match status {
         Some(status) => w.record(d, status, sink),
         None => unknown(w, d, sink),
@@ -102,6 +104,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     };
     let mut own = Level::default();
     let mut locations = Vec::new();
+    let mut named = Vec::new();
     let mut answers_all = None;
     let mut listens = 0;
     let mut server_names = Vec::new();
@@ -120,6 +123,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
                 w.record(c, status, &mut sink);
             }
             "server_name" => server_names.push(c),
+            "location" if c.args.first().is_some_and(|a| a.starts_with('@')) => named.push(c),
             "location" => locations.push(c),
             "return" | "rewrite" => {
                 let status = rewrite::at_server(w, c, &mut content);
@@ -140,6 +144,12 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
         site.note = sink;
     }
     let level = own.under(http);
+    // Before the locations: their `try_files` may end with one.
+    w.named = named
+        .iter()
+        .map(|d| (d.args[0].trim_start_matches('@').to_owned(), (*d).clone()))
+        .collect();
+    w.named_used.clear();
     listen::default_once(w, &mut site);
     if listens == 0 {
         listen::default_listen(w, &mut site);
@@ -166,7 +176,15 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
         for loc in locations {
             location(w, loc, &level, &mut site, None);
         }
-        if !site.locations.iter().any(|(l, _)| location::is_root(l)) {
+        let rooted = site.locations.iter().any(|(l, _)| location::is_root(l));
+        if !rooted && files::serves(&level) {
+            // nginx serves what no location matches from the server's `root`.
+            if let Ok(pattern) = Pattern::parse(&["/".to_owned()]) {
+                let (raw, _) = location::assemble(w, &pattern, &level, &Content::default());
+                let note = "no location / in nginx: what no location matches is served from `root`";
+                site.locations.push((raw, vec![note.to_owned()]));
+            }
+        } else if !rooted {
             status = Status::Approx(
                 "requests no location matches get 404 (nginx would serve files from `root`)"
                     .to_owned(),
@@ -176,9 +194,29 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
             location::add_root_404(&mut site);
         }
     }
+    named_locations(w, &named, &mut site.note);
     let mut ignored = Vec::new();
     w.record(d, status, &mut ignored);
     w.build.sites.push(site);
+}
+
+/// A named location is translated only as the `"@upstream"` of a `try_files` (when it
+/// holds one `proxy_pass`); the others are reported unsupported.
+fn named_locations(w: &mut Walk<'_>, named: &[&Directive], sink: &mut Vec<String>) {
+    for d in named {
+        let name = d.args[0].trim_start_matches('@');
+        let used = w.named_used.iter().any(|n| n == name);
+        if used {
+            let status = Status::Exact(Some("its proxy_pass is the `upstream` of the locations whose `try_files` ends with it (`\"@upstream\"`)".to_owned()));
+            w.record(d, status.clone(), sink);
+            w.record_inside(d, &status);
+        } else {
+            let status = Status::Unsupported("a named location is translated only as the last item of a `try_files`, holding one `proxy_pass`: write it as a location of its own".to_owned());
+            w.record(d, status, sink);
+            let inside = Status::Unsupported(format!("inside the location at line {}, which is not translated", d.place.line));
+            w.record_inside(d, &inside);
+        }
+    }
 }
 
 /// A `location` and, after it, its nested ones (flattened into the site).
@@ -204,6 +242,8 @@ pub(super) fn location(
     let mut content = Content::default();
     let mut nested = Vec::new();
     let block = d.block.as_deref().unwrap_or_default();
+    let answers = block.iter().any(|c| c.name == "proxy_pass" || c.name == "return");
+    w.location = Some((pattern.kind, answers));
     for (i, c) in block.iter().enumerate() {
         match c.name.as_str() {
             "location" => nested.push(c),
@@ -224,6 +264,7 @@ pub(super) fn location(
             _ => setting(w, c, &mut own, Context::Location, &mut note),
         }
     }
+    w.location = None;
     let level = own.under(parent);
     let (raw, proxy_status) = location::assemble(w, &pattern, &level, &content);
     if let Some((_, pass)) = &content.proxy {

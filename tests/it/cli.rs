@@ -47,7 +47,7 @@ fn check_says_which_key_does_an_nginx_directives_job() {
         &dir,
         "nginx.toml",
         "[server]\nlisten = [\"127.0.0.1:8080\"]\n[[location]]\nmatch = \"/\"\n\
-         proxy_pass = \"http://app\"\ntry_files = \"$uri\"\n",
+         proxy_pass = \"http://app\"\ngzip = \"on\"\n",
     );
     let out = tollgate().arg("-t").arg("-c").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -57,7 +57,7 @@ fn check_says_which_key_does_an_nginx_directives_job() {
         "{file}:5:1: unknown key `proxy_pass`: in nginx a directive; here a location's `upstream = \"NAME\"`"
     );
     assert!(stderr.contains(&pass), "{stderr}");
-    let files = format!("{file}:6:1: unknown key `try_files`: in nginx a directive; here serving files is not supported yet");
+    let files = format!("{file}:6:1: unknown key `gzip`: in nginx a directive; here `compress = {{ encodings = [\"gzip\"] }}`");
     assert!(stderr.contains(&files), "{stderr}");
 }
 

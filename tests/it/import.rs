@@ -98,7 +98,7 @@ fn something_unsupported_exits_2_and_still_writes_the_file_with_it_as_a_comment(
     let dir = tempfile::tempdir().unwrap();
     let text = SITE.replace(
         "proxy_pass http://app;",
-        "proxy_pass http://app;\n            gzip on;",
+        "proxy_pass http://app;\n            gzip_disable msie6;",
     );
     let nginx = write_config(&dir, "nginx.conf", &text);
     let output = dir.path().join("gateway.toml");
@@ -112,12 +112,12 @@ fn something_unsupported_exits_2_and_still_writes_the_file_with_it_as_a_comment(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("nginx.conf:11: gzip: unsupported: compression comes with DESIGN §17"),
+        stderr.contains("nginx.conf:11: gzip_disable: unsupported: no per-User-Agent switch"),
         "{stderr}"
     );
     let written = std::fs::read_to_string(&output).unwrap();
     assert!(
-        written.contains("# nginx.conf:11: gzip on; (unsupported: "),
+        written.contains("# nginx.conf:11: gzip_disable msie6; (unsupported: "),
         "{written}"
     );
     let check = tollgate()

@@ -53,6 +53,10 @@ pub(crate) struct RawSite {
     pub send_timeout: Option<Loose>,
     pub read_timeout: Option<Loose>,
     pub connect_timeout: Option<Loose>,
+    /// What its locations inherit (a location's own `error_pages` replace these whole).
+    pub error_pages: Option<Spanned<ErrorPagesTable>>,
+    pub intercept_errors: Option<Spanned<bool>>,
+    pub compress: Option<Spanned<RawCompress>>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -106,6 +110,20 @@ pub(crate) struct RawLocation {
     /// Override the upstream group's.
     pub read_timeout: Option<Loose>,
     pub connect_timeout: Option<Loose>,
+    /// Files (`config/files.rs`): `root` or `alias`, and how they are served.
+    pub root: Option<Spanned<String>>,
+    pub alias: Option<Spanned<String>>,
+    pub index: Option<Spanned<Vec<Spanned<String>>>>,
+    pub try_files: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Status list (`"500 502"`) to page (`"/50x.html"`, `"=200 /x"`, a URL).
+    pub error_pages: Option<Spanned<ErrorPagesTable>>,
+    pub intercept_errors: Option<Spanned<bool>>,
+    /// `"30d"`, `"-1"`, `"epoch"`, `"max"` or `"off"`.
+    pub expires: Option<Loose>,
+    pub precompressed: Option<Spanned<Vec<Spanned<String>>>>,
+    pub compress: Option<Spanned<RawCompress>>,
+    pub follow_symlinks: Option<Spanned<bool>>,
+    pub dotfiles: Option<Spanned<bool>>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -128,6 +146,9 @@ pub(crate) struct RawRules<'a> {
     pub send_timeout: Option<&'a Loose>,
     pub read_timeout: Option<&'a Loose>,
     pub connect_timeout: Option<&'a Loose>,
+    pub error_pages: Option<&'a Spanned<ErrorPagesTable>>,
+    pub intercept_errors: Option<&'a Spanned<bool>>,
+    pub compress: Option<&'a Spanned<RawCompress>>,
 }
 
 /// `rules()` for a table that has every key of [`RawRules`] (a site and a location): one
@@ -155,6 +176,9 @@ macro_rules! rules_of {
                     send_timeout: self.send_timeout.as_ref(),
                     read_timeout: self.read_timeout.as_ref(),
                     connect_timeout: self.connect_timeout.as_ref(),
+                    error_pages: self.error_pages.as_ref(),
+                    intercept_errors: self.intercept_errors.as_ref(),
+                    compress: self.compress.as_ref(),
                 }
             }
         }
@@ -163,6 +187,21 @@ macro_rules! rules_of {
 
 rules_of!(RawLocation);
 rules_of!(RawSite);
+
+/// `error_pages` as written: statuses (`"500 502"`) to a page.
+pub(crate) type ErrorPagesTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;
+
+/// `compress` as written (`config/compress.rs`); a key left out takes its default.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { encodings = [\"gzip\"], types = [\"text/*\"], min_length = \"1k\" }"
+)]
+pub(crate) struct RawCompress {
+    pub encodings: Option<Spanned<Vec<Spanned<String>>>>,
+    pub types: Option<Spanned<Vec<Spanned<String>>>>,
+    pub min_length: Option<Loose>,
+}
 
 /// Header rules as written: name to value.
 pub(crate) type HeaderTable = std::collections::BTreeMap<Spanned<String>, Spanned<String>>;

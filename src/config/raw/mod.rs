@@ -34,7 +34,7 @@ mod ser;
 mod write;
 
 pub(crate) use location::{
-    HeaderTable, RawBan, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
+    ErrorPagesTable, HeaderTable, RawBan, RawCompress, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
     RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus, ResponseHeaderTable,
 };
 pub(crate) use maps::{MapValues, RawMap};
@@ -130,6 +130,10 @@ pub(crate) struct RawServer {
     pub server_header: Option<Spanned<String>>,
     pub forwarded_headers: Option<Spanned<Vec<Spanned<String>>>>,
     pub pid_file: Option<Spanned<String>>,
+    /// What a location without its own (and whose site has none) compresses.
+    pub compress: Option<Spanned<RawCompress>>,
+    /// nginx `sendfile`: file bodies go from the file to the socket by the kernel.
+    pub sendfile: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy)]

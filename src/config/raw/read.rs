@@ -277,7 +277,7 @@ mod tests {
             got[0].2
         );
         assert_eq!((got[1].0, got[1].1), (4, 1));
-        assert!(got[1].2.contains("compression is not supported yet"), "{}", got[1].2);
+        assert!(got[1].2.contains("here `compress = {"), "{}", got[1].2);
         let got = problems("[server]\nlisten = [\"80\"]\nserver_name = \"a.test\"\n");
         assert!(got[0].2.contains("a `[[site]]`'s `names = ["), "{}", got[0].2);
         let got = problems("[[site]]\nserver_name = \"a.test\"\n");

@@ -215,13 +215,13 @@ fn unknown_upstream_lists_the_known_ones() {
 
 #[test]
 fn a_location_needs_exactly_one_action() {
-    let want = "a location needs `upstream` or `return`";
+    let want = "a location needs `upstream`, `return` or `root`/`alias`";
     assert_eq!(error("[[location]]\nmatch = \"/\"\n"), owned(4, 9, want));
     let text = "[upstreams.app]\nservers = [\"10.0.0.1:80\"]\n\
                 [[location]]\nmatch = \"/\"\nupstream = \"app\"\nreturn = { status = 204 }\n";
     assert_eq!(
         error(text),
-        owned(6, 9, "a location takes `upstream` or `return`, not both")
+        owned(6, 9, "a location takes `upstream`, `return` or `root`/`alias`, not both `upstream` and `return`")
     );
 }
 

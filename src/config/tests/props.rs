@@ -29,6 +29,8 @@ limit_status = 503
 ratelimit_headers = "both"
 server_header = "edge"
 forwarded_headers = ["X-Forwarded-For", "X-Real-IP"]
+compress = { encodings = ["gzip", "br"], types = ["text/*", "application/json"], min_length = "20" }
+sendfile = false
 
 [tls]
 certificates = [{ cert = "certs/a.pem", key = "certs/a.key" }]
@@ -123,6 +125,27 @@ return = { status = 302, location = "/y", body = "moved" }
 [[location]]
 match = "/r"
 return = { status = "$redirect_status", location = "https://$host$request_uri" }
+
+[[location]]
+match = "/"
+root = "www"
+index = ["index.html", "index.htm"]
+try_files = ["$uri", "$uri/", "/index.html"]
+error_pages = { "404" = "/404.html", "500 502 503 504" = "=500 /50x.html", "403" = "https://example.com/" }
+expires = "1h 30m"
+precompressed = ["br", "zstd", "gzip"]
+compress = {}
+follow_symlinks = true
+dotfiles = false
+
+[[location]]
+match = "^~ /assets/"
+alias = "static/"
+upstream = "app"
+try_files = ["$uri", "@upstream"]
+intercept_errors = true
+error_pages = { "502" = "= /down.html" }
+expires = "max"
 "#;
 
 fn origin() -> &'static Path {

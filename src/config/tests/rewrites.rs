@@ -88,7 +88,7 @@ fn default_is_refused_where_nginx_gives_it_no_meaning() {
         "match = \"/r/\"\nreturn = { status = 204 }\nredirect_rewrite = \"default\"\n",
     ));
     assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].2.contains("this location answers with `return`"), "{found:?}");
+    assert!(found[0].2.contains("this location has no `upstream`"), "{found:?}");
     assert_eq!((found[0].0, found[0].1), (10, 20));
     let found = errors(&loc(
         "match = \"~ ^/r/(.*)\"\nupstream = \"app\"\nupstream_path = \"/x/$1\"\nredirect_rewrite = \"default\"\n",

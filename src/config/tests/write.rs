@@ -26,6 +26,7 @@ fn meaning(config: &Config) -> String {
     config.sha256.clear();
     config.warnings.clear();
     config.places.clear();
+    config.directories.clear();
     let mut keys: Vec<(String, String)> = config
         .api_keys
         .as_mut()
