@@ -488,6 +488,13 @@ impl Scrape {
             MetricType::Gauge,
         )?;
         family.encode_gauge(&self.snapshot.generation)?;
+        let mut family = encoder.encode_descriptor(
+            "tollgate_open_files",
+            "Files held open by answers under way (root and alias locations); past a quarter of the connections' share of descriptors, a file answer is refused 503.",
+            None,
+            MetricType::Gauge,
+        )?;
+        family.encode_gauge(&(self.snapshot.pipeline.open_files.count() as u64))?;
 
         let connections = self.metrics.connections_in_use();
         let mut family = encoder.encode_descriptor(

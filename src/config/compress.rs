@@ -2,7 +2,6 @@
 //! `encode`): the codings and which answers are compressed.
 // The run-time side (proxy/files, proxy/compress) reads these; until it does, issue 36
 // wires them in.
-#![allow(dead_code)]
 
 use serde_spanned::Spanned;
 
@@ -62,6 +61,7 @@ pub(crate) enum MediaRange {
 impl Compress {
     /// Whether an answer of `content_type` (parameters such as `; charset=` ignored,
     /// any case) is compressed.
+    #[allow(dead_code)] // until compress::apply reads it
     pub(crate) fn covers(&self, content_type: &str) -> bool {
         let essence = content_type.split(';').next().unwrap_or("").trim();
         let (top, _) = essence.split_once('/').unwrap_or((essence, ""));

@@ -7,7 +7,6 @@
 //! `error_pages` are read in `error_pages.rs`.
 // The run-time side (proxy/files, proxy/compress) reads these; until it does, issue 36
 // wires them in.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 

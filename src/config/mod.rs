@@ -571,7 +571,6 @@ pub(crate) enum Action {
     Return(Return),
     /// Serve files (`root` or `alias`); `upstream` is the group a `try_files` ending
     /// `"@upstream"` forwards to.
-    #[allow(dead_code)]
     Files { files: Files, upstream: Option<usize> },
 }
 

@@ -22,6 +22,8 @@ mod cli_control;
 mod concurrency_gate;
 mod contrib;
 mod descriptors;
+mod files_paths;
+mod files_redirects;
 mod forwarded_headers;
 mod framing_corpus;
 mod h1_codec;

@@ -6,8 +6,6 @@
 //! the directory), `tries` (`try_files` and `index`), `precompressed`, `answer` (the
 //! validators, `conditional`, `range`, `multipart` and the body), `mime`, `etag`,
 //! `expires`. Everything runs synchronously on the worker, as nginx without `aio`.
-// issue 36 wires `serve` into the pipeline.
-#![allow(dead_code)]
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
