@@ -104,6 +104,8 @@ pub(crate) struct ConnSettings {
     pub max_headers: usize,
     pub http2_max_concurrent_streams: u32,
     pub shutdown_timeout: Duration,
+    /// `sendfile`: files go to plain TCP connections without being copied.
+    pub sendfile: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -561,6 +563,7 @@ fn conn_settings(server: &config::Server) -> ConnSettings {
         max_headers: server.max_headers,
         http2_max_concurrent_streams: server.http2_max_concurrent_streams,
         shutdown_timeout: server.shutdown_timeout,
+        sendfile: server.sendfile,
     }
 }
 

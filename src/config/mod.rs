@@ -321,7 +321,6 @@ pub(crate) struct Server {
     pub compress: Option<Compress>,
     /// nginx `sendfile` (on by default): file bodies go from the file to the socket
     /// in the kernel.
-    #[allow(dead_code)] // wired by the zero-copy step
     pub sendfile: bool,
 }
 

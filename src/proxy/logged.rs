@@ -234,6 +234,17 @@ impl Logged {
         true
     }
 
+    /// The file the body sends, for a connection that sends it itself (`sendfile`);
+    /// what it sends that way it counts with [`Logged::add_sent`].
+    pub(crate) fn file_mut(&mut self) -> Option<&mut crate::wire::body::file::FileBody> {
+        self.inner.file_mut()
+    }
+
+    /// Counts `n` bytes sent other than through [`Body::poll_frame`].
+    pub(crate) fn add_sent(&mut self, n: u64) {
+        self.sent += n;
+    }
+
     /// Moves those lines into `headers`, for a connection that sends a map (HTTP/2).
     pub(crate) fn lines_into(&mut self, headers: &mut http::HeaderMap) {
         if let ResponseBody::Rendered(rendered) = &mut self.inner {

@@ -32,7 +32,7 @@ pub(super) async fn serve<T>(
     alpn: Option<Protocol>,
     http2: bool,
 ) where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + super::zero_copy::ZeroCopy + Send + 'static,
 {
     let snapshot = state.snapshot.load();
     let settings = snapshot.conn;

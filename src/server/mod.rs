@@ -33,6 +33,7 @@ mod listener;
 mod preface;
 mod shed;
 mod timeouts;
+mod zero_copy;
 mod worker;
 
 use std::net::SocketAddr;

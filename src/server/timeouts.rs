@@ -464,6 +464,21 @@ impl<T> TimedIo<T> {
     }
 }
 
+impl<T: super::zero_copy::ZeroCopy> TimedIo<T> {
+    /// Sends up to `count` bytes of `file` from `*offset` without copying them, under
+    /// `send_timeout` as any write; `None` when the stream cannot (TLS).
+    pub(super) fn poll_sendfile(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: std::os::fd::BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Option<Poll<io::Result<usize>>> {
+        let result = self.inner.poll_sendfile(cx, file, offset, count)?;
+        Some(self.timed(cx, result))
+    }
+}
+
 impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {
     /// nginx's lingering close for an answer that left a request body unread: shut the
     /// write side, then read and drop what the client still sends until it closes or

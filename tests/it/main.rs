@@ -24,6 +24,7 @@ mod contrib;
 mod descriptors;
 mod files_paths;
 mod files_redirects;
+mod files_sendfile;
 mod forwarded_headers;
 mod framing_corpus;
 mod h1_codec;

@@ -40,6 +40,7 @@ pub(super) use upload::poll_read_waiting;
 use super::answer::settle;
 use super::beside::Beside;
 use super::timeouts::{ConnState, TimedIo};
+use super::zero_copy::{self, ZeroCopy};
 use crate::proxy::timeouts::SendTimeout;
 use crate::proxy::tunnel::Handover;
 use crate::proxy::{Conn, Logged};
@@ -71,7 +72,7 @@ pub(super) async fn serve<T>(
     setup: Setup<'_>,
     shutdown: &mut watch::Receiver<bool>,
 ) where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + ZeroCopy + Send + 'static,
 {
     // Set when the worker drains: the connection finishes the answer under way and
     // takes no further request.
@@ -108,7 +109,7 @@ async fn serve_requests<T>(
     draining: &AtomicBool,
 )
 where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + ZeroCopy + Send + 'static,
 {
     let mut conn = Connection {
         io,
@@ -164,7 +165,7 @@ enum NoHead {
     Failed,
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
     /// One request and its answer: the head is waited for here, the rest in [`Self::answer`].
     async fn exchange(&mut self, setup: &Setup<'_>, draining: &AtomicBool) -> Next {
         if !self.read.is_empty() {
@@ -230,7 +231,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         if own_send.is_some() {
             self.io.answer_send_timeout(own_send);
         }
-        let kept = self.send(response, asked, &mut upload, server).await;
+        let zero_copy = snapshot.conn.sendfile;
+        let kept = self.send(response, asked, &mut upload, (server, zero_copy)).await;
         if own_send.is_some() {
             // The connection's again for what it writes next (a refusal of the next head).
             self.io.answer_send_timeout(None);
@@ -373,7 +375,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         response: &mut Response<Logged>,
         asked: Asked,
         upload: &mut Upload,
-        server: Option<&http::HeaderValue>,
+        (server, zero_copy): (Option<&http::HeaderValue>, bool),
     ) -> Result<bool, ()> {
         let written = response::write_answer(self.out.small(), response, asked, server);
         let headers = response.headers_mut();
@@ -386,6 +388,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             body: response.body_mut(),
             framing: written.framing,
             ended: written.framing == Framing::Nothing,
+            zero_copy,
         };
         poll_fn(|cx| self.poll_send(cx, &mut sending, upload)).await?;
         Ok(written.keep_alive && written.framing != Framing::Close)
@@ -404,6 +407,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             }
             if sending.ended {
                 return Pin::new(&mut self.io).poll_flush(cx).map_err(drop);
+            }
+            if sending.zero_copy && std::task::ready!(self.poll_zero_copy(cx, sending))? {
+                continue;
             }
             match Pin::new(&mut *sending.body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
@@ -440,11 +446,58 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     }
 }
 
+impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
+    /// Sends part of a file body with `sendfile` once what is queued (the head) is
+    /// written: `true` when some went, `false` when the body is not a file sent whole
+    /// with a length (multipart, compressed, chunked) or the stream cannot, and the body
+    /// is read as any other.
+    fn poll_zero_copy(&mut self, cx: &mut Context<'_>, sending: &mut Sending<'_>) -> Poll<Result<bool, ()>> {
+        let Framing::Length(left) = &mut sending.framing else {
+            return Poll::Ready(Ok(false));
+        };
+        let Some(file) = sending.body.file_mut() else {
+            return Poll::Ready(Ok(false));
+        };
+        let Some((fd, mut offset, end)) = file.span() else {
+            return Poll::Ready(Ok(false));
+        };
+        std::task::ready!(self.out.poll_drain(&mut self.io, cx)).map_err(drop)?;
+        let count = (end - offset).min(*left).min(zero_copy::MAX_CHUNK);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let sent = match self.io.poll_sendfile(cx, fd, &mut offset, count) {
+            None => {
+                sending.zero_copy = false;
+                return Poll::Ready(Ok(false));
+            }
+            Some(polled) => std::task::ready!(polled),
+        };
+        match sent {
+            Ok(0) => {
+                tracing::debug!("the file shrank while it was sent");
+                Poll::Ready(Err(()))
+            }
+            Ok(n) => {
+                let n = n as u64;
+                file.advance(n);
+                *left -= n.min(*left);
+                sending.body.add_sent(n);
+                Poll::Ready(Ok(true))
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "sendfile failed");
+                Poll::Ready(Err(()))
+            }
+        }
+    }
+}
+
 /// An answer's body on its way out.
 struct Sending<'a> {
     body: &'a mut Logged,
     framing: Framing,
     ended: bool,
+    /// A file body may go by `sendfile` (`[server] sendfile`, and the stream can).
+    zero_copy: bool,
 }
 
 /// The pipeline's request for a head (whose parts it takes) and its body.

@@ -80,6 +80,20 @@ impl FileBody {
         Some(len as u64)
     }
 
+    /// The open file and the rest of the range being sent (`pos..end`), for a caller
+    /// that sends it itself (`sendfile`); `None` for a multipart body or when the range
+    /// is sent.
+    pub(crate) fn span(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64, u64)> {
+        use std::os::fd::AsFd;
+        (self.parts.is_none() && self.pos < self.end).then(|| (self.file.as_fd(), self.pos, self.end))
+    }
+
+    /// Counts `n` bytes of the span as sent by the caller.
+    pub(crate) fn advance(&mut self, n: u64) {
+        self.pos = (self.pos + n).min(self.end);
+        self.left = self.left.saturating_sub(n);
+    }
+
     /// The next chunk of the range being sent.
     fn read_chunk(&mut self) -> Result<Bytes, BodyError> {
         let want = (self.end - self.pos).min(CHUNK) as usize;

@@ -66,6 +66,14 @@ impl<U> ResponseBody<U> {
         }
     }
 
+    /// The file this body sends as it is (not compressed), if it is one.
+    pub(crate) fn file_mut(&mut self) -> Option<&mut FileBody> {
+        match self {
+            ResponseBody::File(file) => Some(file),
+            _ => None,
+        }
+    }
+
     pub(crate) fn full(bytes: impl Into<Bytes>) -> ResponseBody<U> {
         let bytes = bytes.into();
         if bytes.is_empty() {
