@@ -30,7 +30,6 @@ pub(crate) enum ResponseBody<U> {
     #[allow(dead_code)] // issue 36 wires it in
     File(FileBody),
     /// Any of the others, compressed as it streams (`compress`).
-    #[allow(dead_code)]
     Encoded(Box<Encoded<ResponseBody<U>>>),
 }
 
