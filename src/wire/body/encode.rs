@@ -23,6 +23,8 @@ use super::BodyError;
 use crate::config::Encoding;
 
 mod coder;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 
