@@ -1,7 +1,5 @@
 //! `Accept-Encoding` (RFC 9110 §12.5.3): which of the codings tollgate offers the client
 //! takes, for `compress` and for `precompressed` sidecars alike.
-// Interfaces only until issue 36 wires them in.
-#![allow(dead_code)]
 
 use http::HeaderValue;
 
