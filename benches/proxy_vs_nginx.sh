@@ -2,7 +2,7 @@
 # proxy_vs_nginx.sh — load comparison of tollgate against nginx as reverse proxies,
 # plain and with rate limiting on.
 #
-# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|https|https_handshake|all;
+# Scenarios (SCENARIO=proxy|limit_pass|limit_reject|proxy_auto|proxy_adaptive|https|https_handshake|gzip_json|all;
 # default proxy, the figure docs/benchmarks.md quotes):
 #   proxy         plain reverse proxy, no limiting;
 #   limit_pass    limiter on, keyed by the X-API-Key header, everything allowed: wrk (a Lua script)
@@ -35,7 +35,13 @@
 #                 sends `Connection: close`, and resumes the session each time: TLS 1.3 resumption
 #                 with a fresh key exchange, `psk_dhe_ke`): proxy CPU per request is then mostly
 #                 the handshake's;
-#   all           the seven in turn, each with freshly started proxies.
+#   gzip_json     compression on the fly: wrk asks `/json` with `Accept-Encoding: gzip`, which
+#                 bench_upstream answers with 100,000 bytes of application/json, and each proxy
+#                 gzips it: nginx `gzip on; gzip_types application/json; gzip_comp_level 1;`,
+#                 tollgate `compress = { encodings = ["gzip"], types = ["application/json"] }`
+#                 (gzip level 1 too). Proxy CPU per request is then mostly gzip's; divided by 100
+#                 it is ns per input byte;
+#   all           the eight in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
 # the limiting alone.
@@ -67,7 +73,7 @@
 #
 # Environment (defaults in brackets):
 #   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https,
-#                       https_handshake or all (above)
+#                       https_handshake, gzip_json or all (above)
 #   API_KEYS [10000]    distinct X-API-Key values wrk sends in limit_pass
 #   TOLLGATE_RATELIMIT_HEADERS [draft]   tollgate's `ratelimit_headers` in the limit scenarios
 #   RUNS [5]            measured runs per proxy, interleaved
@@ -147,10 +153,10 @@ case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
 esac
 
 case "$SCENARIO" in
-    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake)
+    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json)
         SCENARIOS=("$SCENARIO") ;;
-    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake or all, not '$SCENARIO'" ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -401,6 +407,7 @@ scenario_title() {
         proxy_adaptive) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = \"auto\", requests wait)" ;;
         https) echo "reverse proxy, HTTPS to the proxy (TLS 1.3, ECDSA P-256), keep-alive" ;;
         https_handshake) echo "reverse proxy, HTTPS to the proxy, a new connection and full handshake per request" ;;
+        gzip_json) echo "reverse proxy gzipping a 100,000-byte JSON answer on the fly (level 1)" ;;
     esac
 }
 scenario_limit_note() {
@@ -409,6 +416,12 @@ scenario_limit_note() {
         https | https_handshake)
             echo "no limit; TLS: nginx \`listen ... ssl\`, \`ssl_protocols TLSv1.2 TLSv1.3\`, tollgate \`listen_tls\`"
             echo "  (rustls), one self-signed ECDSA P-256 certificate for both; wrk resumes sessions"
+            ;;
+        gzip_json)
+            echo "no limit; wrk asks \`/json\` with \`Accept-Encoding: gzip\`: 100,000 bytes of application/json from"
+            echo "  the upstream, gzipped by the proxy: nginx \`gzip on; gzip_types application/json; gzip_comp_level 1;\`,"
+            echo "  tollgate \`compress = { encodings = [\"gzip\"], types = [\"application/json\"] }\` (level 1, zlib-rs);"
+            echo "  proxy CPU us/req / 100 = ns per input byte"
             ;;
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
@@ -448,6 +461,11 @@ nginx_location_limit() {
             echo "            limit_req_status 429;"
             # Rejections are logged at `info`, below the error log's `warn`: not written.
             echo "            limit_req_log_level info;"
+            ;;
+        gzip_json)
+            echo "            gzip on;"
+            echo "            gzip_types application/json;"
+            echo "            gzip_comp_level 1;"
             ;;
     esac
 }
@@ -524,6 +542,7 @@ tollgate_location_limit() {
     case "$1" in
         limit_pass) echo 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]' ;;
         limit_reject) echo 'limit = [{ zone = "r", nodelay = true }]' ;;
+        gzip_json) echo 'compress = { encodings = ["gzip"], types = ["application/json"] }' ;;
     esac
 }
 
@@ -654,7 +673,7 @@ EOF
     say "$name pid $pid"
 }
 
-# check_limiting SCENARIO PROXY: the proxy limits as the scenario says, or fail.
+# check_limiting SCENARIO PROXY: the proxy limits (or compresses) as the scenario says, or fail.
 check_limiting() {
     local scen="$1" proxy="$2" port code codes="" i
     port="$(proxy_port "$proxy")"
@@ -673,6 +692,16 @@ check_limiting() {
             done
             case "$codes" in *429*) ;; *) die "$proxy ($scen): no 429 in three quick requests (got: $codes)" ;; esac
             ;;
+        gzip_json)
+            code="$(curl -s -D "$SDIR/probe.head" -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 \
+                -H 'Accept-Encoding: gzip' "http://127.0.0.1:$port/json" || true)"
+            if [ "$code" != 200 ] || ! grep -qi '^content-encoding: *gzip' "$SDIR/probe.head"; then
+                die "$proxy ($scen): /json got status '$code' without Content-Encoding: gzip"
+            fi
+            if [ "$(gzip -dc <"$SDIR/probe.body" | wc -c)" != 100000 ]; then
+                die "$proxy ($scen): /json does not gunzip to the upstream's 100,000 bytes"
+            fi
+            ;;
     esac
 }
 
@@ -684,7 +713,7 @@ run_wrk() {
     local proxy="$1" secs="$2" out="$3" port rc=0
     port="$(proxy_port "$proxy")"
     timeout --kill-after=5 $((secs + 30)) "${WRK_CMD[@]}" --latency -t"$THREADS" -c"$CONNECTIONS" \
-        -d"${secs}s" "${WRK_SCRIPT[@]}" "$SCHEME://127.0.0.1:$port/" >"$out" 2>&1 &
+        -d"${secs}s" "${WRK_SCRIPT[@]}" "$SCHEME://127.0.0.1:$port$URL_PATH" >"$out" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=""
@@ -825,7 +854,7 @@ report() { # report SCENARIO
         echo "- load: \`wrk --latency -t$THREADS -c$CONNECTIONS -d${DURATION}s\`, $RUNS run(s) per proxy interleaved (${PROXIES[*]}), ${WARMUP}s warm-up each"
         echo "- machine: $(nproc --all 2>/dev/null || echo '?') CPU(s)${cpu_model:+, $cpu_model}; $PIN_NOTE"
         echo "- CPUs busy before the load (1 s, $cpu_names): $IDLE_BUSY %$([ "${IDLE_MAX//\?/0}" -gt 10 ] && echo ' -- NOT idle: other work on the machine, figures are noisy')"
-        echo "- upstream: bench_upstream (hyper 1, one thread), 200 \"hello\\n\"; peak RSS $(mib "$UPSTREAM_RSS_KB")"
+        echo "- upstream: bench_upstream (hyper 1, one thread), 200 $([ "$scen" = gzip_json ] && echo "100,000 bytes of JSON (/json)" || echo "\"hello\\n\""); peak RSS $(mib "$UPSTREAM_RSS_KB")"
         if wants nginx; then
             echo "- nginx: $nginx_version, worker_processes $NGINX_WORKERS ($nginx_workers worker(s)), upstream keepalive 64, access_log off"
         fi
@@ -914,6 +943,11 @@ for scen in "${SCENARIOS[@]}"; do
     mkdir -p "$SDIR"
     chmod 755 "$SDIR"
     WRK_SCRIPT=()
+    URL_PATH=/
+    if [ "$scen" = gzip_json ]; then
+        URL_PATH=/json
+        WRK_SCRIPT=(-H "Accept-Encoding: gzip")
+    fi
     if [ "$scen" = limit_pass ]; then
         write_wrk_script "$SDIR/api_keys.lua"
         WRK_SCRIPT=(-s "$SDIR/api_keys.lua")

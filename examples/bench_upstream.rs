@@ -6,12 +6,14 @@
 //!
 //! One thread (tokio current-thread runtime), so that the proxy under test and the upstream get the
 //! same CPU budget. Every connection is HTTP/1.1 with keep-alive and `TCP_NODELAY`; every request is
-//! answered `200 OK` with the fixed body `hello\n` (with `Content-Length`). A request body is read and
-//! thrown away, so the connection stays reusable. A failing connection is logged and dropped; it
-//! never stops the server.
+//! answered `200 OK` with the fixed body `hello\n` (with `Content-Length`), except `/json`, answered
+//! with 100,000 bytes of `application/json` (the `gzip_json` scenario: what a proxy's compression
+//! costs). A request body is read and thrown away, so the connection stays reusable. A failing
+//! connection is logged and dropped; it never stops the server.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,6 +27,29 @@ use tokio::net::TcpListener;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 const BODY: &[u8] = b"hello\n";
+
+/// `/json`'s body: 100,000 bytes of records such as an API lists, with ids, names, numbers and
+/// flags that vary, so that it shrinks as real JSON does (benches/compress.rs makes the same).
+static JSON: LazyLock<Bytes> = LazyLock::new(|| {
+    const LEN: usize = 100_000;
+    let mut out = String::from("[");
+    let mut i = 0u64;
+    while out.len() < LEN {
+        let city = ["Oslo", "Lyon", "Porto", "Graz"][i as usize % 4];
+        out.push_str(&format!(
+            "{{\"id\":{i},\"user\":\"user{}\",\"city\":\"{city}\",\"score\":{},\"active\":{},\"tags\":[\"t{}\",\"t{}\"]}},",
+            i * 31 % 977,
+            (i * 7919) % 10_007,
+            i % 3 == 0,
+            i % 13,
+            i % 7
+        ));
+        i += 1;
+    }
+    out.truncate(LEN - 1);
+    out.push(']');
+    Bytes::from(out)
+});
 
 fn main() {
     let arg = std::env::args().nth(1);
@@ -84,6 +109,7 @@ async fn serve(addr: SocketAddr) -> std::io::Result<()> {
 }
 
 async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let json = req.uri().path() == "/json";
     // Drain the request body so the connection can carry the next request.
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
@@ -91,10 +117,14 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
             break;
         }
     }
-    let mut resp = Response::new(Full::new(Bytes::from_static(BODY)));
+    let (body, content_type) = match json {
+        true => (JSON.clone(), "application/json"),
+        false => (Bytes::from_static(BODY), "text/plain"),
+    };
+    let mut resp = Response::new(Full::new(body));
     resp.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain"),
+        hyper::header::HeaderValue::from_static(content_type),
     );
     Ok(resp)
 }

@@ -11,6 +11,10 @@
 pub(crate) mod body;
 pub(crate) mod h1;
 
+/// The coders of `compress`, for the integration tests and benches.
+#[cfg(feature = "testing")]
+pub use body::encode::testing as encode;
+
 /// The HTTP a client connection speaks, told by its first bytes (after TLS's ALPN, which
 /// may leave only HTTP/2): one variant per protocol, each served by its own module of
 /// `server`, and the client's body ([`body::ClientBody`]) comes in a variant of the

@@ -20,6 +20,8 @@ use tollgate::limit::{Limiter, Params, Period, Rate, NANOS_PER_MS, NODELAY};
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The most [`LIVE`] reached during the measurement.
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 thread_local! {
     // A const-initialised `Cell` needs no allocation or destructor: safe in an allocator.
@@ -28,7 +30,8 @@ thread_local! {
 
 fn count(bytes: isize) {
     if MEASURING.with(Cell::get) {
-        LIVE.fetch_add(bytes, Ordering::Relaxed);
+        let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        PEAK.fetch_max(live, Ordering::Relaxed);
     }
 }
 
@@ -78,15 +81,24 @@ static ALLOCATOR: Counting = Counting;
 /// Runs `f` counting the heap this thread allocates; returns its result and the bytes
 /// still allocated when it returns. Tests run it one at a time.
 fn measured<T>(f: impl FnOnce() -> T) -> (T, isize) {
+    let (out, _, live) = measured_peak(f);
+    (out, live)
+}
+
+/// As [`measured`], and the most that was allocated at once meanwhile: `(result, peak,
+/// still allocated)`. (compress_memory.rs measures the coders with it.)
+pub(crate) fn measured_peak<T>(f: impl FnOnce() -> T) -> (T, isize, isize) {
     static SERIAL: Mutex<()> = Mutex::new(());
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     LIVE.store(0, Ordering::Relaxed);
+    PEAK.store(0, Ordering::Relaxed);
     MEASURING.with(|m| m.set(true));
     let out = f();
     MEASURING.with(|m| m.set(false));
-    (out, LIVE.load(Ordering::Relaxed))
+    let (peak, live) = (PEAK.load(Ordering::Relaxed), LIVE.load(Ordering::Relaxed));
+    (out, peak, live)
 }
 
 /// xorshift64: keys without a `rand` dependency.

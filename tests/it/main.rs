@@ -19,6 +19,7 @@ mod bans;
 mod body_limit;
 mod cli;
 mod cli_control;
+mod compress_memory;
 mod concurrency_gate;
 mod contrib;
 mod descriptors;

@@ -29,7 +29,6 @@ pub(crate) enum ResponseBody<U> {
     /// A file of a `root` or `alias` location.
     File(FileBody),
     /// Any of the others, compressed as it streams (`compress`).
-    #[allow(dead_code)]
     Encoded(Box<Encoded<ResponseBody<U>>>),
 }
 
