@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Criterion reports time per stream and throughput (input bytes per second); each coding's
-//! output size is printed once before its runs.
+//! output size is printed once before its runs. On a busy 2-core machine (bench profile
+//! without LTO): gzip 277 µs (2.8 ns a byte) → 25,941 bytes, br 2.38 ms (24 ns) → 13,734,
+//! zstd 400 µs (4.0 ns) → 15,079; zlib 1.2.13 at level 1, nginx's, about 540 µs → 19,212.
 
 use std::hint::black_box;
 

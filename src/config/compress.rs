@@ -61,7 +61,6 @@ pub(crate) enum MediaRange {
 impl Compress {
     /// Whether an answer of `content_type` (parameters such as `; charset=` ignored,
     /// any case) is compressed.
-    #[allow(dead_code)] // until compress::apply reads it
     pub(crate) fn covers(&self, content_type: &str) -> bool {
         let essence = content_type.split(';').next().unwrap_or("").trim();
         let (top, _) = essence.split_once('/').unwrap_or((essence, ""));

@@ -35,7 +35,10 @@ use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer};
 
 use crate::config::Encoding;
 
-/// gzip's level: nginx's `gzip_comp_level` default, and the cheapest.
+/// gzip's level: nginx's `gzip_comp_level` default, and the cheapest. zlib-rs's level 1 is
+/// zlib-ng's `deflate_quick`, faster than zlib's level 1 and looser: on benches/compress.rs's
+/// 100 KB of JSON it gives 25.9 KB in 277 µs, its level 2 18.0 KB in 483 µs, and the zlib
+/// 1.2.13 nginx links, at level 1, 19.2 KB in about 540 µs (one busy 2-core machine).
 const GZIP_LEVEL: u32 = 1;
 /// brotli's quality: the fast end (ngx_brotli's default is 6), where it still beats gzip.
 const BROTLI_QUALITY: u32 = 4;
