@@ -74,6 +74,22 @@ pub(crate) fn apply(compress: &Compress, accepted: &Accepted, response: &mut Res
     *response.body_mut() = ResponseBody::Encoded(Box::new(Encoded::new(body, coding)));
 }
 
+/// Whether a 200 of `content_type` and `length` to this request would be compressed:
+/// then, as in nginx (whose gzip filter runs before its range filter), a file answer
+/// ignores `Range` and is sent whole, compressed.
+pub(crate) fn takes(
+    compress: &Compress,
+    (version, headers): (Version, &HeaderMap),
+    content_type: &str,
+    length: u64,
+) -> bool {
+    if version < Version::HTTP_11 || length < compress.min_length || !compress.covers(content_type) {
+        return false;
+    }
+    let accept: Vec<&HeaderValue> = headers.get_all(ACCEPT_ENCODING).iter().collect();
+    encoding::choose(accept.iter().copied(), &compress.encodings).is_some()
+}
+
 /// Whether the answer itself is one `compress` compresses: status, coding, cache rules,
 /// length and type. (The client's side comes after.)
 fn qualifies(compress: &Compress, accepted: &Accepted, response: &Response<ResponseBody>) -> bool {

@@ -72,6 +72,7 @@ pub(super) fn fill<'l>(
                 path: &path,
                 sent: first.then(|| req.uri().path()),
                 query: req.uri().query(),
+                compress: location.compress.as_ref(),
                 vars: &vars,
             };
             match (files::serve(files, &ask), upstream) {

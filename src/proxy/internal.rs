@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use http::header::{CONNECTION, CONTENT_LENGTH, LAST_MODIFIED, LOCATION, TRANSFER_ENCODING, WWW_AUTHENTICATE};
+use http::header::{ACCEPT_RANGES, CONNECTION, CONTENT_LENGTH, LAST_MODIFIED, LOCATION, TRANSFER_ENCODING, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
@@ -267,6 +267,10 @@ impl Pipeline {
         }
         if !matches!(response.status().as_u16(), 200 | 206 | 304) {
             response.headers_mut().remove(LAST_MODIFIED);
+        }
+        // Ranges are offered on a 200 only (nginx's range filter).
+        if response.status() != StatusCode::OK {
+            response.headers_mut().remove(ACCEPT_RANGES);
         }
         Page::Answered(Box::new(turn))
     }

@@ -81,7 +81,7 @@ fn cases() -> Vec<Case> {
     vec![
         case("GET", "/", &[]),
         case("GET", "/about", &[]),
-        case("GET", "/docs", &[]),
+        case("GET", "/docs", &[]).own_page(),
         case("GET", "/docs/", &[]),
         case("GET", "/dir/", &[]).own_page(),
         case("GET", "/files/missing", &[]),

@@ -38,7 +38,16 @@ pub(super) fn file(
     if let Some(coding) = coding {
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
     }
-    let ranges = ranges(ask, etag.as_bytes(), meta.mtime, meta.size);
+    let compressed = coding.is_none()
+        && (ask.compress).is_some_and(|compress| {
+            let asked = (ask.version, ask.headers);
+            let content_type = content_type.to_str().unwrap_or("");
+            crate::proxy::compress::takes(compress, asked, content_type, meta.size)
+        });
+    let ranges = match compressed {
+        true => Ranges::Full,
+        false => ranges(ask, etag.as_bytes(), meta.mtime, meta.size),
+    };
     let (status, body) = match ranges {
         Ranges::Unsatisfiable => return unsatisfiable(meta.size),
         Ranges::Full => {

@@ -93,6 +93,9 @@ pub(crate) struct Ask<'a> {
     pub sent: Option<&'a str>,
     /// `$args`: the query (after an internal redirect, the new one).
     pub query: Option<&'a str>,
+    /// The location's `compress`: an answer it will compress is sent whole, its `Range`
+    /// ignored (nginx's gzip filter runs before its range filter).
+    pub compress: Option<&'a crate::config::Compress>,
     /// The variables `try_files` items are filled in from; its scheme, host and port
     /// also make the `Location` of a directory's 301 absolute.
     pub vars: &'a vars::Request<'a>,

@@ -88,6 +88,11 @@ pub fn view(answer: &Answer, port: u16, body: bool) -> String {
             .get_all(name)
             .iter()
             .map(|v| v.to_str().unwrap_or("?"))
+            // The boundary is each server's own.
+            .map(|v| match v.starts_with("multipart/byteranges") {
+                true => "multipart/byteranges; boundary=B",
+                false => v,
+            })
             .collect();
         if !values.is_empty() {
             let _ = write!(out, " {name}={:?}", values.join(", "));

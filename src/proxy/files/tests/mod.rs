@@ -159,6 +159,7 @@ impl Req {
             path: &path,
             sent: self.first_pass.then_some(raw_path),
             query,
+            compress: None,
             vars: &vars,
         };
         serve(files, &ask)
