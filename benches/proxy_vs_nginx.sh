@@ -39,9 +39,15 @@
 #                 bench_upstream answers with 100,000 bytes of application/json, and each proxy
 #                 gzips it: nginx `gzip on; gzip_types application/json; gzip_comp_level 1;`,
 #                 tollgate `compress = { encodings = ["gzip"], types = ["application/json"] }`
-#                 (gzip level 1 too). Proxy CPU per request is then mostly gzip's; divided by 100
+#                 (zlib-rs level 2, which makes what zlib level 1 makes). Proxy CPU per request is then mostly gzip's; divided by 100
 #                 it is ns per input byte;
-#   all           the eight in turn, each with freshly started proxies.
+#   file_1k, file_100k, file_10m  static files: wrk asks `/files/1k.bin` (1,024 bytes), `100k.bin`
+#                 (102,400) or `10m.bin` (10,485,760) with keep-alive, served from the same
+#                 directory by nginx (`root`, `sendfile on; tcp_nopush on;`) and tollgate (`root`,
+#                 `[server] sendfile = true`, its default). Bytes per second = req/s x the size;
+#   file_10m_copy file_10m with tollgate's `sendfile = false` (nginx as in file_10m): what
+#                 sendfile gives;
+#   all           every one in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
 # the limiting alone.
@@ -153,10 +159,12 @@ case "$TOLLGATE_RATELIMIT_HEADERS" in draft | legacy | both | none) ;;
 esac
 
 case "$SCENARIO" in
-    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json)
+    proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json | \
+        file_1k | file_100k | file_10m | file_10m_copy)
         SCENARIOS=("$SCENARIO") ;;
-    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json or all, not '$SCENARIO'" ;;
+    all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json
+        file_1k file_100k file_10m file_10m_copy) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -319,6 +327,13 @@ fi
 # Helpers
 
 WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/proxy_vs_nginx.XXXXXX")"
+# The file scenarios' files, readable by nginx's workers whatever user they run as.
+mkdir -p "$WORKDIR/www"
+head -c 1024 /dev/urandom >"$WORKDIR/www/1k.bin"
+head -c 102400 /dev/urandom >"$WORKDIR/www/100k.bin"
+head -c 10485760 /dev/urandom >"$WORKDIR/www/10m.bin"
+chmod 755 "$WORKDIR" "$WORKDIR/www"
+chmod 644 "$WORKDIR"/www/*.bin
 chmod 755 "$WORKDIR" # nginx workers run as an unprivileged user and create temp dirs here
 
 USED_PORTS=" "
@@ -407,7 +422,9 @@ scenario_title() {
         proxy_adaptive) echo "reverse proxy, tollgate's upstream gate on (max_in_flight = \"auto\", requests wait)" ;;
         https) echo "reverse proxy, HTTPS to the proxy (TLS 1.3, ECDSA P-256), keep-alive" ;;
         https_handshake) echo "reverse proxy, HTTPS to the proxy, a new connection and full handshake per request" ;;
-        gzip_json) echo "reverse proxy gzipping a 100,000-byte JSON answer on the fly (level 1)" ;;
+        gzip_json) echo "reverse proxy gzipping a 100,000-byte JSON answer on the fly (nginx level 1, tollgate level 2: the same output size)" ;;
+        file_1k | file_100k | file_10m) echo "a static file of $(file_size "$1") bytes, keep-alive (sendfile on)" ;;
+        file_10m_copy) echo "a static file of $(file_size "$1") bytes, keep-alive (tollgate: sendfile off)" ;;
     esac
 }
 scenario_limit_note() {
@@ -420,8 +437,13 @@ scenario_limit_note() {
         gzip_json)
             echo "no limit; wrk asks \`/json\` with \`Accept-Encoding: gzip\`: 100,000 bytes of application/json from"
             echo "  the upstream, gzipped by the proxy: nginx \`gzip on; gzip_types application/json; gzip_comp_level 1;\`,"
-            echo "  tollgate \`compress = { encodings = [\"gzip\"], types = [\"application/json\"] }\` (level 1, zlib-rs);"
+            echo "  tollgate \`compress = { encodings = [\"gzip\"], types = [\"application/json\"] }\` (zlib-rs level 2);"
             echo "  proxy CPU us/req / 100 = ns per input byte"
+            ;;
+        file_*)
+            echo "no limit; nginx \`sendfile on; tcp_nopush on;\` and \`location /files/ { root ...; }\`, tollgate"
+            echo "  \`[[location]] match = \"/files/\" root = \"...\"\` (sendfile $([ "$1" = file_10m_copy ] && echo off || echo on));"
+            echo "  bytes per second = req/s x $(file_size "$1")"
             ;;
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
@@ -446,9 +468,29 @@ scenario_limit_note() {
     esac
 }
 
+# The size of a file scenario's file, in bytes, and its name.
+file_size() {
+    case "$1" in
+        file_1k) echo 1024 ;;
+        file_100k) echo 102400 ;;
+        file_10m | file_10m_copy) echo 10485760 ;;
+    esac
+}
+file_name() {
+    case "$1" in
+        file_1k) echo 1k.bin ;;
+        file_100k) echo 100k.bin ;;
+        file_10m | file_10m_copy) echo 10m.bin ;;
+    esac
+}
+
 # nginx: lines for the http block, and for the location.
 nginx_http_limit() {
     case "$1" in
+        file_*)
+            echo "    sendfile on;"
+            echo "    tcp_nopush on;"
+            ;;
         limit_pass) echo "    limit_req_zone \$http_x_api_key zone=k:10m rate=1000000r/s;" ;;
         limit_reject) echo "    limit_req_zone \$binary_remote_addr zone=r:10m rate=1r/s;" ;;
     esac
@@ -525,6 +567,7 @@ tollgate_upstream_gate() {
 tollgate_server_limit() {
     case "$1" in
         limit_pass | limit_reject) echo "ratelimit_headers = \"$TOLLGATE_RATELIMIT_HEADERS\"" ;;
+        file_10m_copy) echo "sendfile = false" ;;
     esac
 }
 tollgate_zones() {
@@ -607,6 +650,10 @@ $extra_temp$(nginx_http_limit "$scen")
     server {
 $(nginx_listen "$scen")
 
+        location /files/ {
+            root $WORKDIR/www;
+        }
+
         location / {
 $(nginx_location_limit "$scen")
             proxy_pass http://app;
@@ -654,6 +701,10 @@ $(tollgate_upstream_gate "$scen")
 
 $(tollgate_zones "$scen")
 [[location]]
+match = "/files/"
+root = "$WORKDIR/www"
+
+[[location]]
 match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
@@ -691,6 +742,12 @@ check_limiting() {
                 codes+="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/" || true) "
             done
             case "$codes" in *429*) ;; *) die "$proxy ($scen): no 429 in three quick requests (got: $codes)" ;; esac
+            ;;
+        file_*)
+            code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port$URL_PATH" || true)"
+            if [ "$code" != 200 ] || [ "$(stat -c %s "$SDIR/probe.body")" != "$(file_size "$scen")" ]; then
+                die "$proxy ($scen): $URL_PATH got status '$code' or not $(file_size "$scen") bytes"
+            fi
             ;;
         gzip_json)
             code="$(curl -s -D "$SDIR/probe.head" -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 \
@@ -948,6 +1005,7 @@ for scen in "${SCENARIOS[@]}"; do
         URL_PATH=/json
         WRK_SCRIPT=(-H "Accept-Encoding: gzip")
     fi
+    case "$scen" in file_*) URL_PATH="/files/$(file_name "$scen")" ;; esac
     if [ "$scen" = limit_pass ]; then
         write_wrk_script "$SDIR/api_keys.lua"
         WRK_SCRIPT=(-s "$SDIR/api_keys.lua")

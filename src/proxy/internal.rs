@@ -18,7 +18,9 @@ use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 
 use super::fill::{fill, retarget, Action};
 use super::request_id::RequestId;
-use super::{header_rules, logged, response, Conn, Location, Pipeline, Site};
+use super::{header_rules, logged, response, upstream_urls, Conn, Location, Pipeline, Site};
+use std::sync::Arc;
+use crate::upstream::Group;
 use crate::config::files::{ErrorPage, PageStatus, PageTarget};
 use crate::config::ErrorPages;
 use crate::limit::outcome::InFlight;
@@ -53,15 +55,37 @@ pub(super) struct Turn<'s> {
     paged: bool,
 }
 
-impl Turn<'_> {
+impl<'s> Turn<'s> {
+    /// A request about to be answered at `location`.
+    pub(super) fn start(location: &'s Location, req: Request<ClientBody>) -> Turn<'s> {
+        Turn {
+            location,
+            response: Response::new(ResponseBody::Empty),
+            lease: None,
+            rendered: header_rules::Rendered::default(),
+            req: Some(req),
+            changes: 0,
+            paged: false,
+        }
+    }
+
     pub(super) fn answered_upstream(&self) -> bool {
         self.lease.is_some()
+    }
+
+    /// Whether its location has an error page for its answer ([`Pipeline::error_page`]).
+    /// Asked first, so that the page's future is made only for the answers that get one.
+    pub(super) fn wants_page(&self) -> bool {
+        let location = self.location;
+        !self.paged
+            && (!self.answered_upstream() || location.intercept_errors)
+            && location.error_pages.get(self.response.status()).is_some()
     }
 }
 
 /// The request's head, kept where an error page may be wanted after the request itself
 /// went upstream.
-pub(super) struct Kept(Parts);
+pub(super) struct Kept(Box<Parts>);
 
 impl Kept {
     /// A copy of `req`'s head when `location` may replace an upstream's answer by a page.
@@ -74,7 +98,53 @@ impl Kept {
         *head.uri_mut() = req.uri().clone();
         *head.version_mut() = req.version();
         *head.headers_mut() = req.headers().clone();
-        Some(Kept(head.into_parts().0))
+        Some(Kept(Box::new(head.into_parts().0)))
+    }
+}
+
+/// What [`Pipeline::resolve`] came to.
+pub(super) enum Resolved<'s> {
+    /// A `return`, a file, or a refusal where a redirect led.
+    Answered(Turn<'s>),
+    /// To forward, at the turn's location, the request.
+    Forward(Forwarding<'s>, Request<ClientBody>),
+}
+
+/// Where a request is forwarded: the location (and its header values), the group, and
+/// the rewriting prepared for the upstream's answer. Only this is kept while the upstream
+/// answers (the caller's future holds it across the wait; the answer's [`Turn`] is made
+/// after).
+pub(super) struct Forwarding<'s> {
+    location: &'s Location,
+    rendered: header_rules::Rendered,
+    group: &'s Arc<Group>,
+    urls: upstream_urls::Prepared,
+    changes: u8,
+    paged: bool,
+}
+
+impl<'s> Forwarding<'s> {
+    /// Where and how the request goes.
+    pub(super) fn destination<'a>(&'a self, asker: &'a Asker<'_>) -> super::Destination<'a> {
+        let peers = (asker.client, asker.peer);
+        self.location.destination(self.group, asker.conn, peers, &self.rendered)
+    }
+
+    /// The turn, answered by the upstream's `response` (its URLs rewritten) or the
+    /// failure's answer.
+    pub(super) fn finish(self, mut response: Response<ResponseBody>, lease: Option<Lease>) -> Turn<'s> {
+        if lease.is_some() {
+            self.location.upstream_urls.rewrite(response.headers_mut(), &self.urls);
+        }
+        Turn {
+            location: self.location,
+            response,
+            lease,
+            rendered: self.rendered,
+            req: None,
+            changes: self.changes,
+            paged: self.paged,
+        }
     }
 }
 
@@ -83,45 +153,21 @@ impl Kept {
 pub(super) struct BadTarget(pub header_rules::Rendered);
 
 impl Pipeline {
-    /// Answers `req` at `location` (found for `path`), following internal redirects
-    /// within `site`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn answer<'s>(
-        &'s self,
-        site: &'s Site,
-        location: &'s Location,
-        req: Request<ClientBody>,
-        path: Cow<'_, [u8]>,
-        asker: &Asker<'_>,
-        in_flight: &mut Vec<InFlight>,
-        log: &mut logged::Pending<'_>,
-    ) -> Result<Turn<'s>, BadTarget> {
-        let start = Turn {
-            location,
-            response: Response::new(ResponseBody::Empty),
-            lease: None,
-            rendered: header_rules::Rendered::default(),
-            req: Some(req),
-            changes: 0,
-            paged: false,
-        };
-        self.answer_from(site, start, (path, true), asker, in_flight, log)
-            .await
-    }
-
-    /// The hop loop: `turn` holds the request and its location; `first` says whether
-    /// its target is still the client's.
-    async fn answer_from<'s>(
+    /// Where the request `turn` holds is answered: its location (found for `path`) or
+    /// the one internal redirects within `site` lead to, answering itself or forwarding.
+    /// Synchronous: only the forward waits, and the caller awaits it in its own future
+    /// (a future of its own for this would be moved, all its size, every request).
+    /// `first` says whether the request's target is still the client's.
+    pub(super) fn resolve<'s>(
         &'s self,
         site: &'s Site,
         mut turn: Turn<'s>,
         (mut path, mut first): (Cow<'_, [u8]>, bool),
         asker: &Asker<'_>,
-        in_flight: &mut Vec<InFlight>,
-        log: &mut logged::Pending<'_>,
-    ) -> Result<Turn<'s>, BadTarget> {
+        log: &logged::Pending<'_>,
+    ) -> Result<Resolved<'s>, BadTarget> {
         let Some(mut req) = turn.req.take() else {
-            return Ok(turn);
+            return Ok(Resolved::Answered(turn));
         };
         loop {
             let location = turn.location;
@@ -133,19 +179,21 @@ impl Pipeline {
                 Action::Answer(response) => {
                     turn.response = response;
                     turn.req = Some(req);
-                    return Ok(turn);
+                    return Ok(Resolved::Answered(turn));
                 }
                 Action::Forward(group, target) => {
                     if !retarget(&mut req, target) {
                         return Err(BadTarget(turn.rendered));
                     }
-                    let to = location.destination(group, asker.conn, (asker.client, asker.peer), &turn.rendered);
-                    let (mut response, lease) = self.proxy(req, &to, in_flight, log).await;
-                    if lease.is_some() {
-                        location.upstream_urls.rewrite(response.headers_mut(), &urls);
-                    }
-                    (turn.response, turn.lease) = (response, lease);
-                    return Ok(turn);
+                    let forwarding = Forwarding {
+                        location,
+                        rendered: turn.rendered,
+                        group,
+                        urls,
+                        changes: turn.changes,
+                        paged: turn.paged,
+                    };
+                    return Ok(Resolved::Forward(forwarding, req));
                 }
                 Action::Redirect { path, query } => (path, query),
             };
@@ -159,10 +207,30 @@ impl Pipeline {
                 Hop::Ends(answer) => {
                     turn.response = answer;
                     turn.req = Some(req);
-                    return Ok(turn);
+                    return Ok(Resolved::Answered(turn));
                 }
             }
             (path, first) = (Cow::Owned(next), false);
+        }
+    }
+
+    /// [`Pipeline::resolve`], then the forward if it comes to one: for error pages.
+    async fn answer<'s>(
+        &'s self,
+        site: &'s Site,
+        turn: Turn<'s>,
+        asking: (Cow<'_, [u8]>, bool),
+        asker: &Asker<'_>,
+        in_flight: &mut Vec<InFlight>,
+        log: &mut logged::Pending<'_>,
+    ) -> Result<Turn<'s>, BadTarget> {
+        match self.resolve(site, turn, asking, asker, log)? {
+            Resolved::Answered(turn) => Ok(turn),
+            Resolved::Forward(forwarding, req) => {
+                let to = forwarding.destination(asker);
+                let (response, lease) = self.proxy(req, &to, in_flight, log).await;
+                Ok(forwarding.finish(response, lease))
+            }
         }
     }
 
@@ -183,7 +251,7 @@ impl Pipeline {
             return turn;
         }
         let asked = turn.req.take();
-        let Some(req) = asked.or_else(|| kept.map(|Kept(head)| Request::from_parts(head, ClientBody::Empty))) else {
+        let Some(req) = asked.or_else(|| kept.map(|Kept(head)| Request::from_parts(*head, ClientBody::Empty))) else {
             return turn;
         };
         let failed = Failed {
@@ -253,7 +321,7 @@ impl Pipeline {
             paged: true,
         };
         let asking = (Cow::Owned(path), false);
-        let mut turn = match self.answer_from(site, paging, asking, asker, in_flight, log).await {
+        let mut turn = match self.answer(site, paging, asking, asker, in_flight, log).await {
             Ok(turn) => turn,
             Err(BadTarget(_)) => {
                 return Page::Redirect(response::error(StatusCode::INTERNAL_SERVER_ERROR))

@@ -320,7 +320,11 @@ impl Pipeline {
             Located::Answered(answer, None) => return log.finish(answer, None),
             Located::Answered(answer, Some((site, pages))) => {
                 let asker = internal::Asker { conn, client, peer };
-                return self.refused_page(site, pages, answer, req, &asker, log).await;
+                if pages.get(answer.status()).is_none() {
+                    return log.finish(answer, None);
+                }
+                // Boxed: the page's future is made only for the answers that get one.
+                return Box::pin(self.refused_page(site, pages, answer, req, &asker, log)).await;
             }
         };
         let arrival = self.arrival(location, &req, client, &path, now, conn);
@@ -339,7 +343,10 @@ impl Pipeline {
             Some(Refused::Answer(refusal)) => {
                 let asker = internal::Asker { conn, client, peer };
                 let pages = &location.error_pages;
-                return self.refused_page(site, pages, refusal, req, &asker, log).await;
+                if pages.get(refusal.status()).is_none() {
+                    return log.finish(refusal, None);
+                }
+                return Box::pin(self.refused_page(site, pages, refusal, req, &asker, log)).await;
             }
             None => {}
         }
@@ -353,9 +360,15 @@ impl Pipeline {
         let asker = internal::Asker { conn, client, peer };
         let version = req.version();
         let in_flight = &mut limited.in_flight;
-        let answered = self.answer(site, location, req, path, &asker, in_flight, &mut log);
-        let mut turn = match answered.await {
-            Ok(turn) => turn,
+        let start = internal::Turn::start(location, req);
+        let asking = (path, true);
+        let mut turn = match self.resolve(site, start, asking, &asker, &log) {
+            Ok(internal::Resolved::Answered(turn)) => turn,
+            Ok(internal::Resolved::Forward(forwarding, req)) => {
+                let to = forwarding.destination(&asker);
+                let (response, lease) = self.proxy(req, &to, in_flight, &mut log).await;
+                forwarding.finish(response, lease)
+            }
             Err(internal::BadTarget(rendered)) => {
                 let pending = std::mem::take(&mut limited.settle);
                 let answer = bad_target(location, version, pending, &rendered, conn);
@@ -366,7 +379,11 @@ impl Pipeline {
         let from_upstream = turn.answered_upstream();
         settle::settle(location, &mut turn.response, pending, from_upstream, conn.worker);
         let in_flight = &mut limited.in_flight;
-        let mut turn = self.error_page(site, turn, kept, &asker, in_flight, &mut log).await;
+        if turn.wants_page() {
+            // Boxed: the page's future is made only for the answers that get one.
+            let paged = self.error_page(site, turn, kept, &asker, in_flight, &mut log);
+            turn = Box::pin(paged).await;
+        }
         let answering = turn.location;
         self.respond((location, answering), &mut turn, &limited);
         finish_body(answering, &mut turn.response, accepted.as_ref());

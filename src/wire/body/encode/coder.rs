@@ -2,8 +2,8 @@
 //! takes what it can of its input and writes into the spare capacity of an output `Vec`,
 //! never past it, so the caller decides how much output is held at once.
 //!
-//! Parameters are fixed (DESIGN §17 has no level key; the lead's decision 7): gzip level 1
-//! (nginx's `gzip_comp_level` default), brotli quality 4 with a 512 KiB window (not the
+//! Parameters are fixed (DESIGN §17 has no level key): gzip level 2 (what nginx's default
+//! level 1 makes with zlib; see [`GZIP_LEVEL`]), brotli quality 4 with a 512 KiB window (not the
 //! crate's defaults, quality 11 and 4 MiB, tens of MiB per stream), zstd level 3 (its
 //! default) with a 512 KiB window (not the 2 MiB level 3 picks for a stream of unknown
 //! size). An answer whose length is known gets a smaller window when it fits in one, as
@@ -18,8 +18,8 @@
 //! | br | 2.5 MiB (1.9 MiB when every 16 KiB is flushed) | 600 KiB | a 1 MiB ring buffer (twice the window), the quality-4 hasher (512 KiB), one metablock's commands |
 //! | zstd | 2.0 MiB | 94 KiB | level 3's tables (512 + 256 KiB), the window's copy of the input (512 + 128 KiB), the output block |
 //!
-//! Random input costs the same; gzip's level 1 (zlib-rs's `deflate_quick`, static Huffman
-//! codes) grows it by about 5 % where nginx's zlib would store it as it is.
+//! Random input costs the same. (zlib-rs's level 1, `deflate_quick` with static Huffman
+//! codes, would grow it by about 5 %, where nginx's zlib stores it as it is.)
 
 use std::io;
 
@@ -35,11 +35,12 @@ use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer};
 
 use crate::config::Encoding;
 
-/// gzip's level: nginx's `gzip_comp_level` default, and the cheapest. zlib-rs's level 1 is
-/// zlib-ng's `deflate_quick`, faster than zlib's level 1 and looser: on benches/compress.rs's
-/// 100 KB of JSON it gives 25.9 KB in 277 µs, its level 2 18.0 KB in 483 µs, and the zlib
-/// 1.2.13 nginx links, at level 1, 19.2 KB in about 540 µs (one busy 2-core machine).
-const GZIP_LEVEL: u32 = 1;
+/// gzip's level: 2, the one that matches what nginx's default (`gzip_comp_level 1` with the
+/// zlib it links) makes, for less CPU. zlib-rs's level 1 is zlib-ng's `deflate_quick`, a
+/// looser algorithm than zlib's level 1: on benches/compress.rs's 100 KB of JSON it gives
+/// 25.9 KB in 277 µs, its level 2 18.0 KB in 483 µs, and zlib 1.2.13 at level 1 19.2 KB in
+/// about 540 µs (one busy 2-core machine). Level 2 is smaller and cheaper than nginx's.
+const GZIP_LEVEL: u32 = 2;
 /// brotli's quality: the fast end (ngx_brotli's default is 6), where it still beats gzip.
 const BROTLI_QUALITY: u32 = 4;
 /// zstd's level: its own default, Caddy's `encode zstd`.
