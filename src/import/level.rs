@@ -5,7 +5,7 @@
 //! above. tollgate's own site rules merge instead (docs/config.md), so the importer
 //! writes each location's settings whole and leaves the site's empty.
 
-use super::files::FileSettings;
+use super::file_settings::FileSettings;
 use crate::config::RequestBuffering;
 
 /// One `limit_req` or `limit_conn`.

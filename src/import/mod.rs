@@ -13,6 +13,7 @@
 mod access;
 mod build;
 mod conditions;
+mod file_settings;
 mod files;
 mod headers;
 mod level;
