@@ -327,13 +327,14 @@ fi
 # Helpers
 
 WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/proxy_vs_nginx.XXXXXX")"
-# The file scenarios' files, readable by nginx's workers whatever user they run as.
-mkdir -p "$WORKDIR/www"
-head -c 1024 /dev/urandom >"$WORKDIR/www/1k.bin"
-head -c 102400 /dev/urandom >"$WORKDIR/www/100k.bin"
-head -c 10485760 /dev/urandom >"$WORKDIR/www/10m.bin"
-chmod 755 "$WORKDIR" "$WORKDIR/www"
-chmod 644 "$WORKDIR"/www/*.bin
+# The file scenarios' files (root WORKDIR/www, URI /files/NAME), readable by nginx's
+# workers whatever user they run as.
+mkdir -p "$WORKDIR/www/files"
+head -c 1024 /dev/urandom >"$WORKDIR/www/files/1k.bin"
+head -c 102400 /dev/urandom >"$WORKDIR/www/files/100k.bin"
+head -c 10485760 /dev/urandom >"$WORKDIR/www/files/10m.bin"
+chmod 755 "$WORKDIR" "$WORKDIR/www" "$WORKDIR/www/files"
+chmod 644 "$WORKDIR"/www/files/*.bin
 chmod 755 "$WORKDIR" # nginx workers run as an unprivileged user and create temp dirs here
 
 USED_PORTS=" "
