@@ -477,6 +477,13 @@ impl<T: super::zero_copy::ZeroCopy> TimedIo<T> {
         let result = self.inner.poll_sendfile(cx, file, offset, count)?;
         Some(self.timed(cx, result))
     }
+
+    /// Writes `buf` with more to follow at once (`MSG_MORE`), under `send_timeout`;
+    /// `None` when the stream cannot.
+    pub(super) fn poll_send_more(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Option<Poll<io::Result<usize>>> {
+        let result = self.inner.poll_send_more(cx, buf)?;
+        Some(self.timed(cx, result))
+    }
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> TimedIo<T> {

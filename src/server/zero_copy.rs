@@ -27,9 +27,20 @@ pub(crate) trait ZeroCopy {
     ) -> Option<Poll<io::Result<usize>>> {
         None
     }
+
+    /// Writes `buf` saying more follows (`MSG_MORE`, what nginx's `tcp_nopush` does with
+    /// a cork): a file answer's head goes out in one segment with the start of its body,
+    /// not alone. `None` when this stream cannot.
+    fn poll_send_more(&mut self, _cx: &mut Context<'_>, _buf: &[u8]) -> Option<Poll<io::Result<usize>>> {
+        None
+    }
 }
 
 impl ZeroCopy for TcpStream {
+    fn poll_send_more(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Option<Poll<io::Result<usize>>> {
+        Some(send_more(self, cx, buf))
+    }
+
     fn poll_sendfile(
         &mut self,
         cx: &mut Context<'_>,
@@ -38,6 +49,21 @@ impl ZeroCopy for TcpStream {
         count: usize,
     ) -> Option<Poll<io::Result<usize>>> {
         Some(sendfile(self, cx, file, offset, count))
+    }
+}
+
+/// One `send` with `MSG_MORE` when the socket can take bytes; pending when it cannot.
+fn send_more(socket: &TcpStream, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    loop {
+        std::task::ready!(socket.poll_write_ready(cx))?;
+        let sent = socket.try_io(Interest::WRITABLE, || {
+            rustix::net::send(socket, buf, rustix::net::SendFlags::MORE).map_err(io::Error::from)
+        });
+        match sent {
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            other => return Poll::Ready(other),
+        }
     }
 }
 

@@ -461,6 +461,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
         let Some((fd, mut offset, end)) = file.span() else {
             return Poll::Ready(Ok(false));
         };
+        // The head goes with the body's first bytes (one segment, as nginx's tcp_nopush).
+        while let Some(head) = self.out.pending_small() {
+            let Some(sent) = self.io.poll_send_more(cx, head) else {
+                break;
+            };
+            match std::task::ready!(sent) {
+                Ok(0) | Err(_) => return Poll::Ready(Err(())),
+                Ok(n) => self.out.written(n),
+            }
+        }
         std::task::ready!(self.out.poll_drain(&mut self.io, cx)).map_err(drop)?;
         let count = (end - offset).min(*left).min(zero_copy::MAX_CHUNK);
         let count = usize::try_from(count).unwrap_or(usize::MAX);

@@ -67,6 +67,18 @@ impl Outbox {
         self.small_at == self.small.len() && self.large.is_empty() && self.suffix.is_empty()
     }
 
+    /// The small bytes still queued, when nothing else is (a head waiting for its body).
+    pub(super) fn pending_small(&self) -> Option<&[u8]> {
+        let pending = &self.small[self.small_at..];
+        let only_small = self.large.is_empty() && self.suffix.is_empty();
+        (only_small && !pending.is_empty()).then_some(pending)
+    }
+
+    /// Counts `n` queued bytes as written by the caller.
+    pub(super) fn written(&mut self, n: usize) {
+        self.advance(n);
+    }
+
     /// Writes everything queued; ready once all of it went (or the write failed).
     pub(super) fn poll_drain<W: AsyncWrite + Unpin>(
         &mut self,
