@@ -18,7 +18,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 
 use super::fill::{fill, retarget, Action};
 use super::request_id::RequestId;
-use super::{header_rules, logged, response, upstream_urls, Conn, Location, Pipeline, Site};
+use super::{compress, files, header_rules, logged, response, upstream_urls, Conn, Location, Logged, Pipeline, Site};
 use std::sync::Arc;
 use crate::upstream::Group;
 use crate::config::files::{ErrorPage, PageStatus, PageTarget};
@@ -234,6 +234,40 @@ impl Pipeline {
         }
     }
 
+    /// A refusal made before the request was let through (its location's allow/deny,
+    /// no location, a limit), or the error page `pages` give for its status.
+    pub(super) async fn refused_page<'s>(
+        &'s self,
+        (site, pages): (&'s Site, &crate::config::ErrorPages),
+        refusal: Response<ResponseBody>,
+        req: Request<ClientBody>,
+        asker: &Asker<'_>,
+        mut log: logged::Pending<'s>,
+    ) -> Response<Logged> {
+        if pages.get(refusal.status()).is_none() {
+            return log.finish(refusal, None);
+        }
+        let accepted = compress::Accepted::of(req.method(), req.version(), req.headers());
+        let failed = Failed {
+            pages,
+            status: refusal.status(),
+            changes: 0,
+        };
+        let mut in_flight = Vec::new();
+        let paged = self.page(site, failed, req, asker, &mut in_flight, &mut log);
+        let mut turn = match paged.await {
+            Page::None(_) => return log.finish(refusal, None),
+            Page::Redirect(answer) => return log.finish(answer, None),
+            Page::Answered(turn) => *turn,
+        };
+        keep_close(&refusal, &mut turn.response);
+        let answering = turn.location;
+        self.respond((answering, answering), &mut turn, &crate::limit::outcome::Outcome::default());
+        finish_body(answering, &mut turn.response, Some(&accepted));
+        log.hold(in_flight);
+        log.finish(turn.response, turn.lease)
+    }
+
     /// Replaces `turn`'s answer by its location's error page for its status, if it has
     /// one (for an upstream's answer only with `intercept_errors`), once per request.
     /// `kept` is the request's head when the request itself went upstream.
@@ -368,6 +402,31 @@ pub(super) enum Page<'s> {
 pub(super) fn keep_close<A, B>(answer: &Response<A>, page: &mut Response<B>) {
     if let Some(close) = answer.headers().get(CONNECTION) {
         page.headers_mut().insert(CONNECTION, close.clone());
+    }
+}
+
+/// The site and error pages that replace `answer`, if they have a page for its status
+/// (`None`: the answer goes as it is, and no page's future is made).
+pub(super) fn paging<'a>(
+    pages: Option<(&'a Site, &'a ErrorPages)>,
+    answer: &Response<ResponseBody>,
+) -> Option<(&'a Site, &'a ErrorPages)> {
+    pages.filter(|(_, pages)| pages.get(answer.status()).is_some())
+}
+
+/// What the location does to every answer's body and caching headers once the answer
+/// is otherwise made: `expires`, then `compress`.
+pub(super) fn finish_body(
+    location: &Location,
+    response: &mut Response<ResponseBody>,
+    accepted: Option<&compress::Accepted>,
+) {
+    if let Some(expires) = location.expires {
+        let now = std::time::SystemTime::now();
+        files::expires(expires, response.status(), response.headers_mut(), now);
+    }
+    if let (Some(compress), Some(accepted)) = (&location.compress, accepted) {
+        compress::apply(compress, accepted, response);
     }
 }
 

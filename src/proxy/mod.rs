@@ -306,6 +306,7 @@ impl Pipeline {
         let now = crate::clock::now();
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
+        let asker = internal::Asker { conn, client, peer };
         let access_log = self.access_log.clone();
         let mut log =
             logged::Pending::new(access_log, &req, client, now, &self.unrouted, conn.worker);
@@ -317,15 +318,11 @@ impl Pipeline {
         let target = req.uri().clone();
         let (site, location, path) = match self.locate(&target, &req, conn, client, &mut log) {
             Located::Found(site, location, path) => (site, location, path),
-            Located::Answered(answer, None) => return log.finish(answer, None),
-            Located::Answered(answer, Some((site, pages))) => {
-                let asker = internal::Asker { conn, client, peer };
-                if pages.get(answer.status()).is_none() {
-                    return log.finish(answer, None);
-                }
-                // Boxed: the page's future is made only for the answers that get one.
-                return Box::pin(self.refused_page(site, pages, answer, req, &asker, log)).await;
-            }
+            // Boxed: the page's future is made only for the answers that get one.
+            Located::Answered(answer, pages) => match internal::paging(pages, &answer) {
+                None => return log.finish(answer, None),
+                Some(paging) => return Box::pin(self.refused_page(paging, answer, req, &asker, log)).await,
+            },
         };
         let arrival = self.arrival(location, &req, client, &path, now, conn);
         let mut limited = match &arrival {
@@ -341,12 +338,10 @@ impl Pipeline {
         match self.refused(location, &mut limited, asked, &log).await {
             Some(Refused::Unanswered) => return log.unanswered(),
             Some(Refused::Answer(refusal)) => {
-                let asker = internal::Asker { conn, client, peer };
-                let pages = &location.error_pages;
-                if pages.get(refusal.status()).is_none() {
-                    return log.finish(refusal, None);
+                match internal::paging(Some((site, &location.error_pages)), &refusal) {
+                    None => return log.finish(refusal, None),
+                    Some(paging) => return Box::pin(self.refused_page(paging, refusal, req, &asker, log)).await,
                 }
-                return Box::pin(self.refused_page(site, pages, refusal, req, &asker, log)).await;
             }
             None => {}
         }
@@ -357,7 +352,6 @@ impl Pipeline {
         let accepted = (location.compress.as_ref())
             .map(|_| compress::Accepted::of(req.method(), req.version(), req.headers()));
         let kept = internal::Kept::of(location, &req);
-        let asker = internal::Asker { conn, client, peer };
         let version = req.version();
         let in_flight = &mut limited.in_flight;
         let start = internal::Turn::start(location, req);
@@ -386,7 +380,7 @@ impl Pipeline {
         }
         let answering = turn.location;
         self.respond((location, answering), &mut turn, &limited);
-        finish_body(answering, &mut turn.response, accepted.as_ref());
+        internal::finish_body(answering, &mut turn.response, accepted.as_ref());
         log.hold(limited.in_flight);
         log.finish(turn.response, turn.lease)
     }
@@ -467,41 +461,6 @@ impl Pipeline {
             .to_response(headers, &turn.rendered, status, source, false);
         let headers = response.headers_mut();
         limit_response::add_headers(headers, first, limited, self.ratelimit_headers);
-    }
-
-    /// A refusal made before the request was let through (its location's allow/deny,
-    /// no location, a limit), or the error page `pages` give for its status.
-    async fn refused_page<'s>(
-        &'s self,
-        site: &'s Site,
-        pages: &crate::config::ErrorPages,
-        refusal: Response<ResponseBody>,
-        req: Request<ClientBody>,
-        asker: &internal::Asker<'_>,
-        mut log: logged::Pending<'s>,
-    ) -> Response<Logged> {
-        if pages.get(refusal.status()).is_none() {
-            return log.finish(refusal, None);
-        }
-        let accepted = compress::Accepted::of(req.method(), req.version(), req.headers());
-        let failed = internal::Failed {
-            pages,
-            status: refusal.status(),
-            changes: 0,
-        };
-        let mut in_flight = Vec::new();
-        let paged = self.page(site, failed, req, asker, &mut in_flight, &mut log);
-        let mut turn = match paged.await {
-            internal::Page::None(_) => return log.finish(refusal, None),
-            internal::Page::Redirect(answer) => return log.finish(answer, None),
-            internal::Page::Answered(turn) => *turn,
-        };
-        internal::keep_close(&refusal, &mut turn.response);
-        let answering = turn.location;
-        self.respond((answering, answering), &mut turn, &Outcome::default());
-        finish_body(answering, &mut turn.response, Some(&accepted));
-        log.hold(in_flight);
-        log.finish(turn.response, turn.lease)
     }
 
     /// Forwards the request: the upstream's response and its connection's lease, or the
@@ -606,22 +565,6 @@ impl Pipeline {
             Some(location) => Ok((site, location, path, slashless)),
             None => Err(Unrouted::NotFound(site, path)),
         }
-    }
-}
-
-/// What the location does to every answer's body and caching headers once the answer
-/// is otherwise made: `expires`, then `compress`.
-fn finish_body(
-    location: &Location,
-    response: &mut Response<ResponseBody>,
-    accepted: Option<&compress::Accepted>,
-) {
-    if let Some(expires) = location.expires {
-        let now = std::time::SystemTime::now();
-        files::expires(expires, response.status(), response.headers_mut(), now);
-    }
-    if let (Some(compress), Some(accepted)) = (&location.compress, accepted) {
-        compress::apply(compress, accepted, response);
     }
 }
 
