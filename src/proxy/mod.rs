@@ -4,6 +4,7 @@
 
 mod acme_challenge;
 mod checks;
+mod conn;
 pub(crate) mod compress;
 mod encoding;
 pub(crate) mod files;
@@ -29,7 +30,7 @@ pub(crate) mod timeouts;
 pub(crate) mod tunnel;
 pub(crate) mod upstream_urls;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::wire::body::ClientBody;
@@ -37,7 +38,7 @@ use http::{Request, Response, StatusCode};
 
 use crate::access;
 use crate::admission::Policy;
-use crate::config::{Address, Forwarded, LimitAction, MaxBodySize, RequestBuffering};
+use crate::config::{Forwarded, LimitAction, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
@@ -52,6 +53,7 @@ use fill::{host_of, vars_of};
 use rewrite::Rewrite;
 use limit_phase::Refused;
 
+pub(crate) use conn::Conn;
 pub(crate) use error::ProxyError;
 pub(crate) use limit_phase::ApiKeys;
 pub(crate) use logged::Logged;
@@ -235,68 +237,6 @@ struct Destination<'a> {
     received: &'a Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// The connection a request arrived on.
-#[derive(Debug)]
-pub(crate) struct Conn {
-    pub peer: SocketAddr,
-    /// Index of the worker thread serving it (selects the upstream idle pools).
-    pub worker: usize,
-    /// The listener's address as configured: which sites answer here.
-    pub address: Address,
-    pub https: bool,
-    /// The port it arrived on (`$server_port`).
-    pub server_port: u16,
-    /// The peer's address as a header value, made once per connection.
-    pub peer_value: http::HeaderValue,
-    /// The buffer its requests render their zone keys into (`limit::keys::Keys`), lent
-    /// to one request at a time: a keep-alive connection's requests allocate none.
-    keys: std::sync::Mutex<Vec<u8>>,
-    /// Turns true when the connection's worker drains: a held request ends then.
-    stop: tokio::sync::watch::Receiver<bool>,
-}
-
-impl Conn {
-    pub(crate) fn new(
-        peer: SocketAddr,
-        worker: usize,
-        address: Address,
-        server_port: u16,
-        stop: tokio::sync::watch::Receiver<bool>,
-    ) -> Conn {
-        Conn {
-            peer,
-            worker,
-            address,
-            https: address.transport.is_secure(),
-            server_port,
-            peer_value: headers::ip_value(access::canonical(peer.ip())),
-            keys: std::sync::Mutex::default(),
-            stop,
-        }
-    }
-
-    /// The connection's key buffer, lent to the request arriving (empty while another of
-    /// its requests holds it: an HTTP/2 stream then has one of its own).
-    pub(crate) fn key_buffer(&self) -> Vec<u8> {
-        self.keys
-            .lock()
-            .map(|mut keys| std::mem::take(&mut *keys))
-            .unwrap_or_default()
-    }
-
-    /// Gives the key buffer back once the request's limits are decided. One that grew
-    /// past [`KEPT_KEY_BUFFER`] is dropped: an idle connection holds no client's long key.
-    pub(crate) fn return_key_buffer(&self, buffer: Vec<u8>) {
-        if buffer.capacity() <= KEPT_KEY_BUFFER {
-            if let Ok(mut keys) = self.keys.lock() {
-                *keys = buffer;
-            }
-        }
-    }
-}
-
-/// The most a connection keeps of its key buffer between requests, in bytes.
-const KEPT_KEY_BUFFER: usize = 1024;
 
 impl Pipeline {
     /// Handles one request from head to response head. The response body streams on
