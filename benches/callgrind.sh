@@ -22,7 +22,9 @@
 #                 nginx's `limit_req_status 444`): each refusal costs a new connection, whose
 #                 accept is counted too (the client reconnects);
 #   limit_tarpit  as limit_reject, each refusal held 1 ms then answered 429 and closed
-#                 (`limit_action = "tarpit"`; nginx has no such thing and is left out).
+#                 (`limit_action = "tarpit"`; nginx has no such thing and is left out);
+#   file_1k       a 1,024-byte static file, `/files/1k.bin` under a `root` (nginx `sendfile on;
+#                 tcp_nopush on;`, tollgate's default sendfile): the user-space cost of a file answer.
 # Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
 # nginx sends none (as in proxy_vs_nginx.sh). The client (python3, CONNS keep-alive connections,
 # requests in turn) is not measured.
@@ -108,7 +110,7 @@ for i in range(requests):
         headers["X-API-Key"] = "key-%028d" % (i % 1000)
     conn = pool[i % conns]
     try:
-        conn.request("GET", "/", headers=headers)
+        conn.request("GET", "/files/1k.bin" if scenario == "file_1k" else "/", headers=headers)
         response = conn.getresponse()
         response.read()
         status = response.status
@@ -127,6 +129,11 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -addext subjectAltName=IP:127.0.0.1 >"$WORK/openssl.log" 2>&1 ||
     { cat "$WORK/openssl.log" >&2; die "openssl could not make the test certificate"; }
 chmod 644 "$WORK/key.pem"
+
+# The file_1k scenario's tree.
+mkdir -p "$WORK/www/files"
+head -c 1024 /dev/urandom >"$WORK/www/files/1k.bin"
+chmod -R a+rX "$WORK/www"
 
 UP_PORT="$(port)"
 "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT" >"$WORK/upstream.log" 2>&1 &
@@ -153,6 +160,7 @@ EOF
         limit_reject | limit_close | limit_tarpit)
             printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\n' ;;
     esac
+    printf '[[location]]\nmatch = "/files/"\nroot = "%s"\n\n' "$WORK/www"
     printf '[[location]]\nmatch = "/"\nupstream = "app"\n'
     case "$1" in
         limit_pass) printf 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]\n' ;;
@@ -190,6 +198,9 @@ http {
     upstream app { server 127.0.0.1:$UP_PORT; keepalive 64; }
     server {
         $listen
+        sendfile on;
+        tcp_nopush on;
+        location /files/ { root $WORK/www; }
         location / {
             $limit
             proxy_http_version 1.1;
