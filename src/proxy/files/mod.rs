@@ -34,13 +34,15 @@ mod range;
 mod resolve;
 mod tries;
 
-use open::{Failure, Kind, Root};
+use open::{Directory, Failure, Kind, Root};
 use resolve::Refused;
 
 /// A location's files, ready to serve.
 pub(crate) struct Files {
     config: config::Files,
     open: OpenFiles,
+    /// The directory of `root` or `alias`, its handle kept a second.
+    dir: Directory,
 }
 
 impl Files {
@@ -49,6 +51,7 @@ impl Files {
         Files {
             config: config.clone(),
             open,
+            dir: Directory::default(),
         }
     }
 }
@@ -124,7 +127,7 @@ pub(crate) fn serve(files: &Files, ask: &Ask<'_>) -> Served {
         (Err(Refused::Hidden), Some(try_files)) => return tries::last(ask, &try_files.last),
         (Err(refused), _) => return error(refused.status()),
     }
-    let root = Root::open(base_dir(&config.base), config.follow_symlinks);
+    let root = (files.dir).open(base_dir(&config.base), config.follow_symlinks, crate::clock::now());
     let mut uri = Cow::Borrowed(ask.path);
     if let Some(try_files) = &config.try_files {
         match tries::first(config, ask, &root, try_files) {

@@ -5,16 +5,20 @@
 //! `openat2`: a walk of one component at a time, each opened without following, does
 //! the same. `follow_symlinks = true` lets symlinks lead anywhere (nginx's default).
 //!
-//! The directory is opened for each request, so a deploy that swaps a `current` symlink
-//! is seen at once. Size, mtime and type come from `fstat` of the opened handle: what is
-//! checked is what is sent.
+//! The directory's handle is kept for a second ([`Directory`]) and then opened again, so
+//! a deploy that swaps a `current` symlink is seen within a second (nginx, whose
+//! `open_file_cache` is off by default, sees it at once; with it on, after
+//! `open_file_cache_valid`, 60 s). Size, mtime and type come from `fstat` of the opened
+//! handle: what is checked is what is sent.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use http::StatusCode;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -63,9 +67,49 @@ impl Failure {
     }
 }
 
-/// The location's directory, opened for one request.
-pub(super) struct Root {
+/// How long an opened directory handle serves before the directory is opened again.
+const DIR_KEPT: Duration = Duration::from_secs(1);
+
+/// A location's directory, opened at most once a second and shared by the requests
+/// meanwhile: each saves an `open` and a `close`. A directory that cannot be opened is
+/// tried again by the next request.
+#[derive(Default)]
+pub(super) struct Directory {
+    kept: ArcSwapOption<Kept>,
+}
+
+/// A directory handle and when it was opened.
+struct Kept {
     dir: OwnedFd,
+    opened: Instant,
+}
+
+impl Directory {
+    /// `dir` as a [`Root`] at `now`: the kept handle if it is younger than a second,
+    /// else a new one (symlinks in `dir`'s own path are followed).
+    pub(super) fn open(&self, dir: &Path, follow_symlinks: bool, now: Instant) -> Result<Root, Failure> {
+        let kept = self.kept.load_full();
+        let young = |kept: &Kept| now.saturating_duration_since(kept.opened) < DIR_KEPT;
+        let kept = match kept {
+            Some(kept) if young(&kept) => kept,
+            _ => {
+                let opened = Arc::new(Kept { dir: open_dir(dir)?, opened: now });
+                self.kept.store(Some(Arc::clone(&opened)));
+                opened
+            }
+        };
+        Ok(Root { kept, follow_symlinks })
+    }
+}
+
+fn open_dir(dir: &Path) -> Result<OwnedFd, Failure> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(dir, flags, Mode::empty()).map_err(Failure::of)
+}
+
+/// The location's directory, as one request looks under it.
+pub(super) struct Root {
+    kept: Arc<Kept>,
     follow_symlinks: bool,
 }
 
@@ -93,16 +137,6 @@ pub(super) struct Opened {
 }
 
 impl Root {
-    /// Opens `dir` (symlinks in its own path are followed).
-    pub(super) fn open(dir: &Path, follow_symlinks: bool) -> Result<Root, Failure> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(dir, flags, Mode::empty()).map_err(Failure::of)?;
-        Ok(Root {
-            dir,
-            follow_symlinks,
-        })
-    }
-
     /// `rel` (relative, as `resolve::relative` makes it) opened for reading.
     pub(super) fn open_file(&self, rel: &str) -> Result<Opened, Failure> {
         let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK;
@@ -130,7 +164,7 @@ impl Root {
         }
         let mut tries = 0;
         loop {
-            match rustix::fs::openat2(&self.dir, rel, flags, Mode::empty(), resolve) {
+            match rustix::fs::openat2(&self.kept.dir, rel, flags, Mode::empty(), resolve) {
                 Ok(fd) => return Ok(fd),
                 // A rename raced the lookup of a `..`: the kernel asks for another try.
                 Err(Errno::AGAIN) if tries < 3 => tries += 1,
@@ -146,9 +180,9 @@ impl Root {
     /// `open_fd` on a kernel without `openat2`.
     fn open_walking(&self, rel: &str, flags: OFlags) -> Result<OwnedFd, Errno> {
         if self.follow_symlinks {
-            return rustix::fs::openat(&self.dir, rel, flags, Mode::empty());
+            return rustix::fs::openat(&self.kept.dir, rel, flags, Mode::empty());
         }
-        walk(self.dir.as_fd(), rel, flags)
+        walk(self.kept.dir.as_fd(), rel, flags)
     }
 }
 
@@ -203,17 +237,15 @@ fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
 }
 
 fn meta(file: &File) -> Result<Meta, Failure> {
-    let metadata = file.metadata().map_err(|_| Failure::Failed)?;
-    let kind = if metadata.is_file() {
-        Kind::File
-    } else if metadata.is_dir() {
-        Kind::Dir
-    } else {
-        Kind::Other
+    let stat = rustix::fs::fstat(file).map_err(|_| Failure::Failed)?;
+    let kind = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+        rustix::fs::FileType::RegularFile => Kind::File,
+        rustix::fs::FileType::Directory => Kind::Dir,
+        _ => Kind::Other,
     };
     Ok(Meta {
         kind,
-        size: metadata.len(),
-        mtime: metadata.mtime(),
+        size: u64::try_from(stat.st_size).unwrap_or(0),
+        mtime: stat.st_mtime,
     })
 }

@@ -35,6 +35,16 @@ impl Refused {
 
 /// The checks only the path as sent allows: an escape that decoded to a separator.
 pub(super) fn check_sent(sent: &str) -> Result<(), Refused> {
+    // Nothing escaped, and nothing `normalize_marked` would refuse (no NUL, no `..`).
+    let mut before = 0;
+    let plain = sent.bytes().all(|b| {
+        let plain = b != b'%' && b != 0 && !(b == b'.' && before == b'.');
+        before = b;
+        plain
+    });
+    if plain && sent.starts_with('/') {
+        return Ok(());
+    }
     let marked = routing::normalize_marked(sent).map_err(|_| Refused::Malformed)?;
     let disguised = (marked.iter()).any(|b| b.escaped && matches!(b.byte, b'/' | b'\\'));
     if disguised {
@@ -62,11 +72,11 @@ pub(super) fn relative<'a>(base: &Base, uri: &'a [u8], dotfiles: bool) -> Result
     };
     let rest = &text[from..];
     let mut offset = from;
-    for segment in rest.split('/') {
-        let hidden = segment.starts_with('.')
-            && !(segment == ".well-known" && offset == 1)
+    for segment in rest.as_bytes().split(|&b| b == b'/') {
+        let hidden = segment.first() == Some(&b'.')
+            && !(segment == b".well-known" && offset == 1)
             && !dotfiles;
-        if hidden || segment == "." || segment == ".." {
+        if hidden || segment == b"." || segment == b".." {
             return Err(Refused::Hidden);
         }
         offset += segment.len() + 1;

@@ -268,3 +268,33 @@ fn mutated_paths_never_reach_the_secret() {
         panic!("{failure}");
     }
 }
+
+/// A deploy that swaps the directory (a `current` symlink moved to a new release) is
+/// seen once the kept handle is a second old; until then the old tree answers.
+#[test]
+fn a_swapped_directory_is_seen_within_a_second() {
+    let base = tempfile::tempdir().unwrap();
+    for (release, text) in [("one", "first"), ("two", "second")] {
+        fs::create_dir(base.path().join(release)).unwrap();
+        fs::write(base.path().join(release).join("a.txt"), text).unwrap();
+    }
+    let current = base.path().join("current");
+    std::os::unix::fs::symlink("one", &current).unwrap();
+    let dir = open::Directory::default();
+    let start = std::time::Instant::now();
+    let read = |at: Duration| {
+        let root = dir.open(&current, false, start + at).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut root.open_file("a.txt").unwrap().file, &mut text).unwrap();
+        text
+    };
+    assert_eq!(read(Duration::ZERO), "first");
+    let swapped = base.path().join("swapped");
+    std::os::unix::fs::symlink("two", &swapped).unwrap();
+    fs::rename(&swapped, &current).unwrap();
+    assert_eq!(read(Duration::from_millis(999)), "first", "the kept handle");
+    assert_eq!(read(Duration::from_secs(1)), "second", "opened again");
+    fs::remove_dir_all(base.path().join("two")).unwrap();
+    assert!(dir.open(&current, false, start + Duration::from_secs(3)).is_err());
+    assert!(dir.open(&current, false, start + Duration::from_secs(3)).is_err(), "tried again");
+}
