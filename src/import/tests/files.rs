@@ -162,6 +162,24 @@ fn alias_brotli_and_what_stays_unsupported() {
 }
 
 #[test]
+fn gzip_http_version_is_exact_only_at_nginx_default() {
+    let imported = import(
+        "http {
+    gzip on;
+    gzip_http_version 1.1;
+    server {
+        listen 80;
+        gzip_http_version 1.0;
+        location / { root /srv/www; }
+    }
+}
+",
+    );
+    exact(&imported, 3, "gzip_http_version");
+    approx(&imported, 6, "gzip_http_version", "HTTP/1.1 clients and later only");
+}
+
+#[test]
 fn types_and_default_type_say_where_mime_types_come_from() {
     let imported = import(
         "http {

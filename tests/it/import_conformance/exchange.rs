@@ -21,9 +21,11 @@ use super::corpus::Request;
 /// The recording upstream's own `Server`, which neither server may show by default.
 pub const STUB_SERVER: &str = "stub/1.0";
 
-/// Answer headers that say nothing about the config (framing, dates), and tollgate's
+/// Answer headers that say nothing about the config (framing, the date), and tollgate's
 /// `Retry-After` on a refusal, which nginx never sends: the import report says so on
-/// every `limit_req` (`approx`), and the rest of the refusal is compared.
+/// every `limit_req` (`approx`), and the rest of the refusal is compared. A file's
+/// validators are compared (both servers read the same tree), and `Expires` as its
+/// distance from `Date`.
 const UNCOMPARED: &[&str] = &[
     "retry-after",
     "date",
@@ -31,9 +33,6 @@ const UNCOMPARED: &[&str] = &[
     "connection",
     "keep-alive",
     "transfer-encoding",
-    "etag",
-    "last-modified",
-    "accept-ranges",
 ];
 
 /// The upstream every case proxies to. It answers by the path:
@@ -183,23 +182,29 @@ fn answer_row(raw: &[u8], proxied: bool) -> String {
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or("");
     let status = status_line.split(' ').nth(1).unwrap_or("?").to_owned();
+    let fields: Vec<(String, String)> = (lines.filter_map(|line| line.split_once(':')))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let field = |wanted: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| name == wanted)
+            .map(|(_, v)| v.as_str())
+    };
     let mut headers: Vec<(String, String)> = Vec::new();
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let name = name.trim().to_ascii_lowercase();
-        let value = value.trim().to_owned();
-        if UNCOMPARED.contains(&name.as_str()) || ignored_when_ours(&name, proxied) {
+    for (name, value) in &fields {
+        let file = field("etag").is_some();
+        if UNCOMPARED.contains(&name.as_str()) || ignored_when_ours(name, proxied, file) {
             continue;
         }
         let value = match name.as_str() {
             // Whose Server it is, not its words: nginx says "nginx", tollgate "tollgate".
-            "server" if value == STUB_SERVER => value,
+            "server" if value == STUB_SERVER => value.clone(),
             "server" => "(the proxy's own)".to_owned(),
-            _ => value,
+            "expires" => after_date(value, field("date")),
+            _ => value.clone(),
         };
-        headers.push((name, value));
+        headers.push((name.clone(), value));
     }
     headers.sort_by(|a, b| a.0.cmp(&b.0));
     let mut row = status.clone();
@@ -207,16 +212,69 @@ fn answer_row(raw: &[u8], proxied: bool) -> String {
         row.push_str(&format!("; {name}: {value}"));
     }
     if status.starts_with('2') {
-        let body = String::from_utf8_lossy(&raw[end + 4..]);
-        row.push_str(&format!("; body {body:?}"));
+        let chunked =
+            field("transfer-encoding").is_some_and(|te| te.eq_ignore_ascii_case("chunked"));
+        let gzipped = field("content-encoding") == Some("gzip");
+        let body = decoded(&raw[end + 4..], chunked, gzipped);
+        row.push_str(&format!("; body {:?}", String::from_utf8_lossy(&body)));
     }
     row
 }
 
+/// `Expires` as its distance from `Date` (`Date+2592000s`), which the two servers
+/// write at different seconds.
+fn after_date(expires: &str, date: Option<&str>) -> String {
+    let seconds = |text: &str| httpdate::parse_http_date(text).ok();
+    let since = |at: std::time::SystemTime| {
+        at.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    match (seconds(expires), date.and_then(seconds)) {
+        (Some(expires), Some(date)) => {
+            format!("Date{:+}s", since(expires) as i64 - since(date) as i64)
+        }
+        _ => expires.to_owned(),
+    }
+}
+
+/// A body as the client reads it: its chunks joined, then gunzipped. The two servers
+/// compress alike but not byte for byte, and cut their chunks where they please.
+fn decoded(body: &[u8], chunked: bool, gzipped: bool) -> Vec<u8> {
+    let mut body = body.to_vec();
+    if chunked {
+        let mut joined = Vec::new();
+        let mut rest = &body[..];
+        while let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") {
+            let size = std::str::from_utf8(&rest[..line_end]).ok();
+            let size =
+                size.and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok());
+            let Some(size) = size.filter(|&size| size > 0 && line_end + 2 + size <= rest.len())
+            else {
+                break;
+            };
+            joined.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
+            rest = &rest[(line_end + 4 + size).min(rest.len())..];
+        }
+        body = joined;
+    }
+    if gzipped {
+        let mut plain = Vec::new();
+        let read =
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut plain);
+        body = match read {
+            Ok(_) => plain,
+            Err(error) => format!("not gzip: {error}").into_bytes(),
+        };
+    }
+    body
+}
+
 /// The type of an answer the proxy wrote itself: nginx's error pages are HTML, tollgate's
-/// plain text; what they say is not the config's.
-fn ignored_when_ours(name: &str, proxied: bool) -> bool {
-    !proxied && name == "content-type"
+/// plain text, and a `return`'s text is `text/plain` to nginx, with `charset=utf-8` to
+/// tollgate; what they say is not the config's. A file's type (an answer with an `ETag`)
+/// is compared.
+fn ignored_when_ours(name: &str, proxied: bool, file: bool) -> bool {
+    !proxied && !file && name == "content-type"
 }
 
 /// `METHOD URI; name: value; …` of what the upstream received, the headers in name order
