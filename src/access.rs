@@ -144,15 +144,22 @@ impl Rules {
 
     /// Whether `client` may pass; with the index of the rule that denied it otherwise.
     pub(crate) fn check(&self, client: IpAddr) -> Result<(), usize> {
-        let client = canonical(client);
-        let decided = self
-            .rules
-            .iter()
-            .position(|rule| rule.net.is_none_or(|net| net.contains(&client)));
-        match decided {
+        match self.decided(client) {
             Some(index) if !self.rules[index].allow => Err(index),
             _ => Ok(()),
         }
+    }
+
+    /// Whether an `allow` rule names `client` (nginx's `satisfy any` passes only then: a
+    /// client no rule matches must still log in).
+    pub(crate) fn allows(&self, client: IpAddr) -> bool {
+        self.decided(client).is_some_and(|index| self.rules[index].allow)
+    }
+
+    /// The first rule that matches `client`.
+    fn decided(&self, client: IpAddr) -> Option<usize> {
+        let client = canonical(client);
+        (self.rules.iter()).position(|rule| rule.net.is_none_or(|net| net.contains(&client)))
     }
 }
 

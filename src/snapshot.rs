@@ -17,6 +17,7 @@ use crate::limit::Algorithm;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
+use crate::proxy::auth::{Auth, Checks as AuthChecks};
 use crate::proxy::files::{Files, OpenFiles};
 use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
@@ -150,6 +151,7 @@ pub(crate) fn build(
         leases: &leases,
         metrics,
         open_files: lasting.open_files,
+        auths: &std::cell::RefCell::default(),
     };
     let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
@@ -189,6 +191,8 @@ struct Built<'a> {
     leases: &'a ZoneLeases,
     metrics: &'a Metrics,
     open_files: &'a OpenFiles,
+    /// The runtime `auth` of each `auth` as written, shared by the locations inheriting it.
+    auths: &'a std::cell::RefCell<Vec<(Arc<config::Basic>, Arc<Auth>)>>,
 }
 
 /// Every site, ready to serve, and how to pick one per address.
@@ -337,7 +341,21 @@ fn location(
         intercept_errors: location.intercept_errors,
         expires: location.expires,
         compress: location.compress.clone(),
+        auth: location.auth.as_ref().map(|basic| auth_of(basic, built.auths)),
+        satisfy: location.satisfy,
     })
+}
+
+/// The runtime `auth` for `basic`: one for each `auth` as written, so that the locations
+/// inheriting their site's share its remembered logins.
+fn auth_of(basic: &Arc<config::Basic>, made: &std::cell::RefCell<Vec<(Arc<config::Basic>, Arc<Auth>)>>) -> Arc<Auth> {
+    let mut made = made.borrow_mut();
+    if let Some((_, auth)) = made.iter().find(|(written, _)| Arc::ptr_eq(written, basic)) {
+        return Arc::clone(auth);
+    }
+    let auth = Arc::new(Auth::new(basic, std::time::Instant::now()));
+    made.push((Arc::clone(basic), Arc::clone(&auth)));
+    auth
 }
 
 
@@ -475,6 +493,7 @@ fn pipeline(
         access_log,
         acme: None,
         open_files: OpenFiles::default(),
+        auth_checks: AuthChecks::new(std::thread::available_parallelism().map_or(1, usize::from)),
         tarpit: Tarpit {
             hold: server.tarpit.hold,
             max: server.tarpit.max,

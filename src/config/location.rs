@@ -8,6 +8,7 @@ use http::{HeaderValue, StatusCode};
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::Auth;
 use super::files;
 use super::suggest::unknown_name;
 use super::limits;
@@ -87,7 +88,7 @@ fn location(
     };
     let rules = cost.and_then(|cost| {
         let inherited = site.inherited();
-        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), zones, inherited, context.maps, diag)?;
+        let own = rules::rules(&location.rules(), cost, pattern.as_ref(), context, inherited, diag)?;
         if let (None, Some(site), Some(written)) =
             (&own.limits, &site.limits, &location.cost)
         {
@@ -126,6 +127,11 @@ fn location(
         intercept_errors: rules.intercept_errors.unwrap_or(false),
         expires: expires?,
         compress: rules.compress,
+        auth: match rules.auth {
+            Some(Auth::Basic(basic)) => Some(basic),
+            Some(Auth::Off) | None => None,
+        },
+        satisfy: rules.satisfy.unwrap_or_default(),
     })
 }
 

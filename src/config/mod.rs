@@ -7,6 +7,7 @@
 mod access;
 mod acme;
 mod adaptive;
+pub(crate) mod auth;
 mod admin;
 mod api_keys;
 mod bans;
@@ -61,6 +62,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use acme::StorageError;
+pub(crate) use auth::{Auth, Basic, Satisfy};
 pub(crate) use compress::{Compress, Encoding};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
@@ -518,6 +520,10 @@ pub(crate) struct Location {
     pub expires: Option<Expires>,
     /// `compress`: the location's, else its site's, else `[server]`'s.
     pub compress: Option<Compress>,
+    /// `auth`: the location's, else its site's; `None` when neither has one or it is `"off"`.
+    pub auth: Option<std::sync::Arc<Basic>>,
+    /// `satisfy`: the location's, else its site's, else `"all"`.
+    pub satisfy: Satisfy,
 }
 
 

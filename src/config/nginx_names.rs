@@ -88,8 +88,9 @@ const NAMES: &[(&str, &str)] = &[
     ("sendfile", "`sendfile` is a key of `[server]`"),
     ("types", "MIME types come from a built-in table (mime_guess): leave it out"),
     ("default_type", "a file of unknown type is sent as application/octet-stream: leave it out"),
-    ("auth_basic", "basic auth is not supported yet (issue 37: who may pass); `[api_keys]` and `access` are what there is"),
-    ("auth_basic_user_file", "basic auth is not supported yet (issue 37: who may pass)"),
+    ("auth_basic", "here `auth = { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }` (`auth = \"off\"` for `auth_basic off`)"),
+    ("auth_basic_user_file", "here `users` in `auth = { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }`"),
+    ("satisfy", "here `satisfy = \"any\"` (or \"all\", the default) beside `access` and `auth`"),
     ("auth_request", "forward auth is not supported yet (issue 37: who may pass)"),
     ("ssl_client_certificate", "client certificates are not supported yet (issue 37: who may pass)"),
     ("ssl_verify_client", "client certificates are not supported yet (issue 37: who may pass)"),
@@ -165,7 +166,8 @@ mod tests {
             "unknown key `proxy_pass`: in nginx a directive; here a location's `upstream = \"NAME\"` (an `[upstreams.NAME]` group; `upstream_path` for a path)"
         );
         assert!(hint("gzip").unwrap().contains("`compress = {"));
-        assert!(hint("auth_basic").unwrap().contains("not supported yet"));
+        assert!(hint("auth_basic").unwrap().contains("`auth = { basic = {"));
+        assert!(hint("auth_request").unwrap().contains("not supported yet"));
         assert_eq!(hint("proxy_pas"), None);
         assert_eq!(hint("PROXY_PASS"), None);
     }

@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use super::cookies::{self, Attribute};
 use super::diag::Diagnostics;
-use super::maps::Maps;
 use super::raw::{Loose, RawRules};
 use super::redirects::{self, RedirectRewrite};
-use super::{access, compress, error_pages, headers, limits, values};
+use super::location::Context;
+use super::{access, auth, compress, error_pages, headers, limits, values};
+use super::auth::{Auth, Satisfy};
 use super::{Compress, ErrorPages};
 use super::raw::Span;
 use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, LimitAction, MaxBodySize};
@@ -86,6 +87,8 @@ pub(super) struct Rules {
     pub error_pages: Option<ErrorPages>,
     pub intercept_errors: Option<bool>,
     pub compress: Option<Compress>,
+    pub auth: Option<Auth>,
+    pub satisfy: Option<Satisfy>,
 }
 
 /// What a table's rules are checked against from above: the `forwarded_headers` in
@@ -127,6 +130,8 @@ impl Default for Rules {
             error_pages: None,
             intercept_errors: None,
             compress: None,
+            auth: None,
+            satisfy: None,
         }
     }
 }
@@ -139,11 +144,11 @@ pub(super) fn rules(
     raw: &RawRules<'_>,
     cost: u64,
     pattern: Option<&Pattern>,
-    zones: &[limits::ZoneInfo],
+    context: &Context<'_>,
     inherited: Inherited,
-    maps: &Maps,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Rules> {
+    let (zones, maps) = (context.zones, context.maps);
     let forwarded = forwarded(raw, inherited, diag);
     // Checked against what is inherited when the table's own list is itself wrong, so
     // that the rules' problems are reported too.
@@ -186,6 +191,10 @@ pub(super) fn rules(
         None => Some(None),
         Some(written) => compress::compress(written, diag).map(Some),
     };
+    let auth = match raw.auth {
+        None => Some(None),
+        Some(written) => auth::auth(written, context.base, diag).map(Some),
+    };
     let (headers, sets) = headers?;
     let forwarded = forwarded?;
     Some(Rules {
@@ -205,6 +214,8 @@ pub(super) fn rules(
         error_pages: error_pages?,
         intercept_errors: raw.intercept_errors.map(|on| *on.get_ref()),
         compress: compress?,
+        auth: auth?,
+        satisfy: raw.satisfy,
     })
 }
 
@@ -243,6 +254,8 @@ impl Rules {
             error_pages: self.error_pages.or_else(|| site.error_pages.clone()),
             intercept_errors: self.intercept_errors.or(site.intercept_errors),
             compress: self.compress.or_else(|| site.compress.clone()),
+            auth: self.auth.or_else(|| site.auth.clone()),
+            satisfy: self.satisfy.or(site.satisfy),
         }
     }
 

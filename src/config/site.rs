@@ -151,8 +151,7 @@ fn site(
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
     let inherited = Inherited::server(server.map(|s| s.forwarded_headers));
-    let (zones, maps) = (context.zones, context.maps);
-    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), zones, inherited, maps, diag);
+    let rules = rules::rules(&raw.rules(), 1, Some(&no_captures), context, inherited, diag);
     // Its locations inherit `[server]`'s `compress` through the site.
     let rules = rules.map(|mut rules| {
         if rules.compress.is_none() {

@@ -22,7 +22,7 @@ use super::{compress, files, header_rules, logged, response, upstream_urls, Conn
 use std::sync::Arc;
 use crate::upstream::Group;
 use crate::config::files::{ErrorPage, PageStatus, PageTarget};
-use crate::config::ErrorPages;
+use crate::config::{ErrorPages, Satisfy};
 use crate::limit::outcome::InFlight;
 use crate::routing;
 use crate::upstream::{Lease, ResponseBody};
@@ -200,7 +200,7 @@ impl Pipeline {
             turn.changes += 1;
             let hopped = match turn.changes > MAX_URI_CHANGES {
                 true => Hop::Ends(response::error(StatusCode::INTERNAL_SERVER_ERROR)),
-                false => hop(site, &mut req, &next, query.as_deref(), asker),
+                false => hop((site, turn.location), &mut req, &next, query.as_deref(), asker),
             };
             match hopped {
                 Hop::To(found) => turn.location = found,
@@ -236,6 +236,21 @@ impl Pipeline {
 
     /// A refusal made before the request was let through (its location's allow/deny,
     /// no location, a limit), or the error page `pages` give for its status.
+    /// A refusal answered at `location` (a limit's, a failed login's), or its error page.
+    pub(super) async fn refuse<'s>(
+        &'s self,
+        (site, location): (&'s Site, &'s super::Location),
+        refusal: Response<ResponseBody>,
+        req: Request<ClientBody>,
+        asker: &Asker<'_>,
+        log: logged::Pending<'s>,
+    ) -> Response<Logged> {
+        match paging(Some((site, &location.error_pages)), &refusal) {
+            None => log.finish(refusal, None),
+            Some(paging) => Box::pin(self.refused_page(paging, refusal, req, asker, log)).await,
+        }
+    }
+
     pub(super) async fn refused_page<'s>(
         &'s self,
         (site, pages): (&'s Site, &crate::config::ErrorPages),
@@ -261,6 +276,7 @@ impl Pipeline {
             Page::Answered(turn) => *turn,
         };
         keep_close(&refusal, &mut turn.response);
+        keep_challenge(&refusal, &mut turn.response);
         let answering = turn.location;
         self.respond((answering, answering), &mut turn, &crate::limit::outcome::Outcome::default());
         finish_body(answering, &mut turn.response, Some(&accepted));
@@ -304,12 +320,8 @@ impl Pipeline {
             }
             Page::Answered(mut page) => {
                 keep_close(&turn.response, &mut page.response);
-                // An upstream's 401 keeps its challenge on the page (nginx does).
-                if from_upstream && turn.response.status() == StatusCode::UNAUTHORIZED {
-                    let challenges = turn.response.headers().get_all(WWW_AUTHENTICATE);
-                    for value in challenges {
-                        page.response.headers_mut().append(WWW_AUTHENTICATE, value.clone());
-                    }
+                if from_upstream {
+                    keep_challenge(&turn.response, &mut page.response);
                 }
                 *page
             }
@@ -405,6 +417,17 @@ pub(super) fn keep_close<A, B>(answer: &Response<A>, page: &mut Response<B>) {
     }
 }
 
+/// A 401's challenge, kept on the page that replaces it (nginx keeps it): a browser asks
+/// for a login only when it sees one.
+fn keep_challenge<A, B>(answer: &Response<A>, page: &mut Response<B>) {
+    if answer.status() != StatusCode::UNAUTHORIZED {
+        return;
+    }
+    for value in answer.headers().get_all(WWW_AUTHENTICATE) {
+        page.headers_mut().append(WWW_AUTHENTICATE, value.clone());
+    }
+}
+
 /// The site and error pages that replace `answer`, if they have a page for its status
 /// (`None`: the answer goes as it is, and no page's future is made).
 pub(super) fn paging<'a>(
@@ -467,11 +490,11 @@ fn set_target<B>(req: &mut Request<B>, path: &[u8], query: Option<&str>) -> Opti
     Some(())
 }
 
-/// One internal redirect: `req` pointed at `path` and `query`, and the site's location
-/// for it, or the answer that ends the request there (no location: 404; its allow/deny
-/// list or body limit refuses: 403, 413).
+/// One internal redirect from location `from`: `req` pointed at `path` and `query`, and
+/// the site's location for it, or the answer that ends the request there (no location:
+/// 404; its allow/deny list or body limit refuses: 403, 413; its `auth`: 401).
 fn hop<'s>(
-    site: &'s Site,
+    (site, from): (&'s Site, &Location),
     req: &mut Request<ClientBody>,
     path: &[u8],
     query: Option<&str>,
@@ -489,10 +512,23 @@ fn hop<'s>(
     let Some(location) = location else {
         return Hop::Ends(response::error(StatusCode::NOT_FOUND));
     };
-    match location.refusal(req, asker.client, asker.conn.worker) {
+    let refusal = location.refusal(req, asker.client, asker.conn.worker);
+    match refusal.or_else(|| auth_on_hop(from, location, req, asker.client)) {
         Some(refusal) => Hop::Ends(refusal),
         None => Hop::To(location),
     }
+}
+
+/// A redirect into a location with another `auth` than the one that let the request in
+/// asks that `auth` now, on the worker ([`super::auth::Auth::check_now`]): redirects
+/// cannot wait, and one from one `auth` into another is rare.
+fn auth_on_hop(from: &Location, to: &Location, req: &Request<ClientBody>, client: IpAddr) -> Option<Response<ResponseBody>> {
+    let auth = to.auth.as_ref()?;
+    let checked = from.satisfy == Satisfy::All && from.auth.as_ref().is_some_and(|from| Arc::ptr_eq(from, auth));
+    if checked || (to.satisfy == Satisfy::Any && to.access.allows(client)) {
+        return None;
+    }
+    auth.check_now(req.headers(), crate::clock::now())
 }
 
 /// Where an internal redirect leads.

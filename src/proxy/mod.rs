@@ -3,6 +3,7 @@
 //! a small function that either goes on or finishes the response.
 
 mod acme_challenge;
+pub(crate) mod auth;
 mod checks;
 mod conn;
 pub(crate) mod compress;
@@ -90,6 +91,8 @@ pub(crate) struct Pipeline {
     pub tarpit: tarpit::Tarpit,
     /// The bound on files answers hold open, the same across generations.
     pub open_files: files::OpenFiles,
+    /// The bound on `auth` hash checks at once.
+    pub auth_checks: auth::Checks,
 }
 
 /// One `[[location]]`, ready to use.
@@ -142,6 +145,10 @@ pub(crate) struct Location {
     pub expires: Option<crate::config::Expires>,
     /// `compress`: which answers are compressed on the fly.
     pub compress: Option<crate::config::Compress>,
+    /// `auth`: who may pass beyond `access` (shared with the locations that inherit it).
+    pub auth: Option<Arc<auth::Auth>>,
+    /// `satisfy`: `"any"` lets an `allow`ed client pass without `auth`.
+    pub satisfy: crate::config::Satisfy,
 }
 
 impl Location {
@@ -196,6 +203,9 @@ impl Location {
     ) -> Option<Response<ResponseBody>> {
         if let Err(status) = declared_body(self, req) {
             return Some(response::refusal(status, req.version()));
+        }
+        if self.satisfy == crate::config::Satisfy::Any && self.auth.is_some() {
+            return None; // the auth phase asks `access` and `auth` together
         }
         let Err(rule) = self.access.check(client) else {
             return None;
@@ -277,17 +287,15 @@ impl Pipeline {
         let asked = (&mut req, conn, client, &*path);
         match self.refused(location, &mut limited, asked, &log).await {
             Some(Refused::Unanswered) => return log.unanswered(),
-            Some(Refused::Answer(refusal)) => {
-                match internal::paging(Some((site, &location.error_pages)), &refusal) {
-                    None => return log.finish(refusal, None),
-                    Some(paging) => return Box::pin(self.refused_page(paging, refusal, req, &asker, log)).await,
-                }
-            }
+            Some(Refused::Answer(refusal)) => return self.refuse((site, location), refusal, req, &asker, log).await,
             None => {}
         }
         if let Some(delay) = limit_response::delay(&limited) {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
+        }
+        if let Some(refusal) = self.authenticate(location, &req, client, &mut limited, conn).await {
+            return self.refuse((site, location), refusal, req, &asker, log).await;
         }
         let accepted = (location.compress.as_ref())
             .map(|_| compress::Accepted::of(req.method(), req.version(), req.headers()));

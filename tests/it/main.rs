@@ -11,6 +11,7 @@ mod acme;
 mod adaptive;
 mod admin;
 mod admin_auth;
+mod auth_basic;
 mod admin_history;
 mod admin_limits;
 mod admin_page;

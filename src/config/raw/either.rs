@@ -8,7 +8,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    RawListenItem, RawListenTable, RawResponseHeader, RawResponseHeaderTable, RawServerItem, RawServerTable, RawUpstreamTls,
+    RawAuth, RawAuthTable, RawListenItem, RawListenTable, RawResponseHeader, RawResponseHeaderTable, RawServerItem, RawServerTable, RawUpstreamTls,
     RawUpstreamTlsTable,
 };
 
@@ -93,6 +93,33 @@ impl<'de> Deserialize<'de> for RawResponseHeader {
         }
 
         deserializer.deserialize_any(HeaderVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawAuth {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AuthVisitor;
+
+        impl<'de> Visitor<'de> for AuthVisitor {
+            type Value = RawAuth;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#""off" or a table like { basic = { realm = "Admin", users = "admin.htpasswd" } }"#,
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawAuth::Off(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let table = RawAuthTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawAuth::Table(table))
+            }
+        }
+
+        deserializer.deserialize_any(AuthVisitor)
     }
 }
 

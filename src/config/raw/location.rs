@@ -5,7 +5,7 @@ use serde::de;
 use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
-use super::super::{LimitAction, RequestBuffering};
+use super::super::{LimitAction, RequestBuffering, Satisfy};
 use super::{ser, Loose, RawCookieRewrites, RawRedirectRewrite, Span};
 
 /// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
@@ -57,6 +57,8 @@ pub(crate) struct RawSite {
     pub error_pages: Option<Spanned<ErrorPagesTable>>,
     pub intercept_errors: Option<Spanned<bool>>,
     pub compress: Option<Spanned<RawCompress>>,
+    pub auth: Option<Spanned<RawAuth>>,
+    pub satisfy: Option<Satisfy>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -122,6 +124,10 @@ pub(crate) struct RawLocation {
     pub expires: Option<Loose>,
     pub precompressed: Option<Spanned<Vec<Spanned<String>>>>,
     pub compress: Option<Spanned<RawCompress>>,
+    /// Who may pass beyond `access` (`config/auth.rs`): `{ basic = { realm, users } }` or `"off"`.
+    pub auth: Option<Spanned<RawAuth>>,
+    /// How `access` and `auth` combine: `"all"` (the default) or `"any"`.
+    pub satisfy: Option<Satisfy>,
     pub follow_symlinks: Option<Spanned<bool>>,
     pub dotfiles: Option<Spanned<bool>>,
 }
@@ -149,6 +155,8 @@ pub(crate) struct RawRules<'a> {
     pub error_pages: Option<&'a Spanned<ErrorPagesTable>>,
     pub intercept_errors: Option<&'a Spanned<bool>>,
     pub compress: Option<&'a Spanned<RawCompress>>,
+    pub auth: Option<&'a Spanned<RawAuth>>,
+    pub satisfy: Option<Satisfy>,
 }
 
 /// `rules()` for a table that has every key of [`RawRules`] (a site and a location): one
@@ -179,6 +187,8 @@ macro_rules! rules_of {
                     error_pages: self.error_pages.as_ref(),
                     intercept_errors: self.intercept_errors.as_ref(),
                     compress: self.compress.as_ref(),
+                    auth: self.auth.as_ref(),
+                    satisfy: self.satisfy,
                 }
             }
         }
@@ -201,6 +211,35 @@ pub(crate) struct RawCompress {
     pub encodings: Option<Spanned<Vec<Spanned<String>>>>,
     pub types: Option<Spanned<Vec<Spanned<String>>>>,
     pub min_length: Option<Loose>,
+}
+
+/// `auth` as written: `"off"`, or a table naming the check (deserialized in `either`).
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum RawAuth {
+    Off(String),
+    Table(RawAuthTable),
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }"
+)]
+pub(crate) struct RawAuthTable {
+    pub basic: Option<Spanned<RawBasic>>,
+}
+
+/// `auth.basic`: nginx's `auth_basic` realm and `auth_basic_user_file`.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { realm = \"Admin\", users = \"admin.htpasswd\" }"
+)]
+pub(crate) struct RawBasic {
+    pub realm: Option<Spanned<String>>,
+    /// Required: the htpasswd file.
+    pub users: Option<Spanned<String>>,
 }
 
 /// Header rules as written: name to value.

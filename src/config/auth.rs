@@ -1,0 +1,117 @@
+//! `auth` and `satisfy` (a site, a location; DESIGN §18): who may pass beyond `access`.
+//!
+//! `auth = { basic = { realm = "Admin", users = "admin.htpasswd" } }` is nginx's
+//! `auth_basic` and `auth_basic_user_file`: the htpasswd file (relative to the config
+//! file's directory) is read and every line checked here, so that `tollgate -t` names a
+//! bad line; the running gateway reads it again when it changes (`proxy::auth`).
+//! `auth = "off"` turns off what the site sets, as `auth_basic off`. A location's `auth`
+//! replaces its site's, as in nginx.
+//!
+//! `satisfy = "all"` (the default) asks both `access` and `auth` to pass; `"any"` lets a
+//! client pass that an `allow` rule names or that logs in (nginx's `satisfy`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_spanned::Spanned;
+
+use super::diag::Diagnostics;
+use super::raw::{RawAuth, RawBasic};
+use crate::access::basic::{self, Users};
+
+/// The realm a `basic` table without one names (Caddy's default, in nginx's words).
+const DEFAULT_REALM: &str = "Restricted";
+
+/// The largest htpasswd file read: a file larger is not a password list.
+const MAX_USERS_FILE: u64 = 16 << 20;
+
+/// `satisfy`: how `access` and `auth` combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Satisfy {
+    /// Both must pass (nginx's default).
+    #[default]
+    All,
+    /// Either: an `allow` rule naming the client, or a login.
+    Any,
+}
+
+/// `auth` as a site or location writes it.
+#[derive(Clone, Debug)]
+pub(crate) enum Auth {
+    /// `"off"`: no check, whatever the site sets.
+    Off,
+    Basic(Arc<Basic>),
+}
+
+/// `auth.basic`: a login checked against an htpasswd file.
+#[derive(Debug)]
+pub(crate) struct Basic {
+    /// What `WWW-Authenticate: Basic realm="…"` names (checked to fit between the quotes).
+    pub realm: String,
+    /// The htpasswd file, made absolute.
+    pub users: PathBuf,
+    /// Its entries as read at load.
+    pub table: Arc<Users>,
+}
+
+/// `auth` as written, each problem reported at its key; relative `users` paths start at
+/// `base`, the config file's directory.
+pub(super) fn auth(raw: &Spanned<RawAuth>, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Auth> {
+    match raw.get_ref() {
+        RawAuth::Off(word) if word == "off" => Some(Auth::Off),
+        RawAuth::Off(word) => {
+            let message = format!("invalid auth {word:?}: expected \"off\" or a table like {{ basic = {{ realm = \"Admin\", users = \"admin.htpasswd\" }} }}");
+            diag.error(raw.span(), message);
+            None
+        }
+        RawAuth::Table(table) => match &table.basic {
+            Some(written) => basic(written, base, diag).map(|b| Auth::Basic(Arc::new(b))),
+            None => {
+                let message = "auth needs a way to check who is asking: `basic = { realm = \"Admin\", users = \"admin.htpasswd\" }`";
+                diag.error(raw.span(), message);
+                None
+            }
+        },
+    }
+}
+
+fn basic(raw: &Spanned<RawBasic>, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Basic> {
+    let written = raw.get_ref();
+    let realm = match &written.realm {
+        None => Some(DEFAULT_REALM.to_owned()),
+        Some(realm) => {
+            let checked = basic::challenge(realm.get_ref()).map_err(|e| e.to_string());
+            diag.check(realm.span(), checked).map(|_| realm.get_ref().clone())
+        }
+    };
+    let Some(file) = &written.users else {
+        diag.error(raw.span(), "auth.basic needs `users`, the htpasswd file (as `htpasswd -c FILE USER` makes it)");
+        return None;
+    };
+    let users = base.join(file.get_ref());
+    let table = diag.check(file.span(), read_users(&users));
+    Some(Basic {
+        realm: realm?,
+        users,
+        table: Arc::new(table?),
+    })
+}
+
+/// The htpasswd file at `path`, every line checked; the error names the file and each
+/// refused line.
+pub(crate) fn read_users(path: &Path) -> Result<Users, String> {
+    let shown = path.display();
+    let size = std::fs::metadata(path)
+        .map_err(|err| format!("cannot read the htpasswd file {shown}: {err}"))?
+        .len();
+    if size > MAX_USERS_FILE {
+        return Err(format!("the htpasswd file {shown} is {size} bytes: more than the 16 MiB a password list may be"));
+    }
+    let text = std::fs::read(path).map_err(|err| format!("cannot read the htpasswd file {shown}: {err}"))?;
+    Users::parse(&text).map_err(|bad| {
+        let lines: Vec<String> = bad.iter().map(|bad| format!("{shown}:{}: {}", bad.line, bad.error)).collect();
+        format!("the htpasswd file has lines tollgate cannot check:\n{}", lines.join("\n"))
+    })
+}
