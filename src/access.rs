@@ -6,6 +6,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub(crate) mod constant_time;
+
 /// `[real_ip]`: who the client is, as nginx's realip module decides it.
 #[derive(Debug, Clone)]
 pub struct RealIp {
