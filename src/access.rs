@@ -1,10 +1,23 @@
 //! Who the client is and whether it may pass: the real client address, as nginx's realip
-//! module decides it (`set_real_ip_from`, `real_ip_header`, `real_ip_recursive`), and
-//! CIDR rule lists (`[access]` and nginx's allow/deny).
+//! module decides it (`set_real_ip_from`, `real_ip_header`, `real_ip_recursive`), CIDR
+//! rule lists (`[access]` and nginx's allow/deny), and HTTP basic auth against htpasswd
+//! files (`basic`, `hash`).
 //!
-//! Pure and allocation-free: the header lines are walked in place, right to left.
+//! Pure; the address and the rules allocate nothing: the header lines are walked in place,
+//! right to left.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+// HTTP basic auth: htpasswd hashes and the `Authorization: Basic` check. Built only for the
+// tests until the config and the request path use it, so that the product build reports
+// nothing unused in the meantime.
+#[cfg(any(test, feature = "testing"))]
+pub mod basic;
+#[cfg(any(test, feature = "testing"))]
+pub mod hash;
+#[cfg(any(test, feature = "testing"))]
+mod md5_crypt;
+pub(crate) mod constant_time;
 
 /// `[real_ip]`: who the client is, as nginx's realip module decides it.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@ use http_body_util::Full;
 
 use super::reply;
 use crate::config::Admin;
+use crate::access::constant_time::same;
 
 /// The 401 or 403 to send instead of answering `req` under `admin` (the generation's
 /// `[admin]`; `None` when a reload removed it); `None` when it may be answered.
@@ -67,18 +68,6 @@ pub(super) fn refusal<B>(req: &Request<B>, admin: Option<&Admin>) -> Option<Resp
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
     scheme.eq_ignore_ascii_case(b"bearer ").then_some(rest)
-}
-
-/// Equal, in a time that depends on neither where they differ nor the token's length:
-/// their SHA-256 digests are compared, every byte.
-fn same(given: &[u8], token: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    let (given, token) = (Sha256::digest(given), Sha256::digest(token));
-    let differs = given
-        .iter()
-        .zip(token.iter())
-        .fold(0u8, |differs, (a, b)| differs | (a ^ b));
-    differs == 0
 }
 
 #[cfg(test)]
