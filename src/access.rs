@@ -8,16 +8,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-// HTTP basic auth: htpasswd hashes and the `Authorization: Basic` check. Built only for the
-// tests until the config and the request path use it, so that the product build reports
-// nothing unused in the meantime.
-#[cfg(any(test, feature = "testing"))]
 pub mod basic;
-#[cfg(any(test, feature = "testing"))]
-pub mod hash;
-#[cfg(any(test, feature = "testing"))]
-mod md5_crypt;
 pub(crate) mod constant_time;
+pub mod hash;
+mod md5_crypt;
 
 /// `[real_ip]`: who the client is, as nginx's realip module decides it.
 #[derive(Debug, Clone)]

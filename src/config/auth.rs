@@ -46,7 +46,6 @@ pub(crate) enum Auth {
 }
 
 /// `auth.basic`: a login checked against an htpasswd file.
-#[derive(Debug)]
 pub(crate) struct Basic {
     /// What `WWW-Authenticate: Basic realm="…"` names (checked to fit between the quotes).
     pub realm: String,
@@ -54,6 +53,16 @@ pub(crate) struct Basic {
     pub users: PathBuf,
     /// Its entries as read at load.
     pub table: Arc<Users>,
+}
+
+/// The realm and the file: what the config says (the table's entries are the file's).
+impl std::fmt::Debug for Basic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Basic")
+            .field("realm", &self.realm)
+            .field("users", &self.users)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `auth` as written, each problem reported at its key; relative `users` paths start at

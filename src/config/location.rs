@@ -2,11 +2,11 @@
 //! (`upstream`, `return` or files) of each location, and its `cost_from`.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use http::{HeaderValue, StatusCode};
 use serde_spanned::Spanned;
 
+use super::context::Context;
 use super::diag::Diagnostics;
 use super::Auth;
 use super::files;
@@ -39,15 +39,6 @@ pub(super) fn locations(
         .collect()
 }
 
-/// What every location is checked against.
-pub(super) struct Context<'a> {
-    /// The name of every `[upstreams.NAME]`, in the order of `Config::upstreams`.
-    pub upstreams: &'a [String],
-    pub zones: &'a [limits::ZoneInfo],
-    pub maps: &'a Maps,
-    /// The config file's directory: where a relative `root` or `alias` starts.
-    pub base: &'a Path,
-}
 
 /// One location; `seen` maps the exact and prefix paths before it to their lines.
 fn location(

@@ -13,6 +13,7 @@ mod api_keys;
 mod bans;
 pub(crate) mod compress;
 mod concurrency;
+mod context;
 mod cookies;
 mod diag;
 pub(crate) mod dirs;

@@ -22,7 +22,7 @@ use super::cookies::{self, Attribute};
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawRules};
 use super::redirects::{self, RedirectRewrite};
-use super::location::Context;
+use super::context::Context;
 use super::{access, auth, compress, error_pages, headers, limits, values};
 use super::auth::{Auth, Satisfy};
 use super::{Compress, ErrorPages};

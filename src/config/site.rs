@@ -12,7 +12,8 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::limits::ZoneInfo;
-use super::location::{locations, Context};
+use super::context::Context;
+use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::maps::Maps;
 use super::rules::{self, Inherited, Rules};

@@ -392,6 +392,7 @@ fn the_limit_examples_of_the_guide_and_docs_are_valid() {
 }
 
 mod acme;
+mod auth;
 mod adaptive;
 mod admin;
 mod bans;

@@ -50,6 +50,9 @@ pub(crate) struct Record {
     pub version: Version,
     pub referer: Option<HeaderValue>,
     pub user_agent: Option<HeaderValue>,
+    /// The `Authorization` header, whose basic user name is `$remote_user` (never its
+    /// password: only the name is written).
+    pub authorization: Option<HeaderValue>,
     pub status: StatusCode,
     pub body_bytes: u64,
     /// Seconds from the request head to the end of the response (or its abandonment).
@@ -191,7 +194,12 @@ impl Drop for AccessLog {
 
 /// `client - - [21/Nov/2026:21:41:36 +0000] "GET /x HTTP/1.1" 200 12 "referer" "agent" PASSED 0.002 0.001`
 fn format_combined(out: &mut String, r: &Record) {
-    let _ = write!(out, "{} - - [", r.client);
+    let _ = write!(out, "{} - ", r.client);
+    match remote_user(r) {
+        Some(user) => push_escaped(out, user.user(), Escape::Combined),
+        None => out.push('-'),
+    }
+    out.push_str(" [");
     write_time_local(out, SystemTime::now());
     let _ = write!(out, "] \"{} ", r.method);
     push_escaped(out, request_target(&r.uri).as_bytes(), Escape::Combined);
@@ -238,6 +246,10 @@ fn format_json(out: &mut String, r: &Record) {
     push_header(out, r.referer.as_ref(), Escape::Json);
     out.push_str("\",\"user_agent\":\"");
     push_header(out, r.user_agent.as_ref(), Escape::Json);
+    out.push_str("\",\"remote_user\":\"");
+    if let Some(user) = remote_user(r) {
+        push_escaped(out, user.user(), Escape::Json);
+    }
     let _ = write!(
         out,
         "\",\"limit_status\":\"{}\",\"request_time\":{:.3},\"upstream_time\":",
@@ -284,6 +296,11 @@ enum Escape {
     Combined,
     /// JSON string escaping (bytes outside ASCII as `\u00HH`, as nginx's `escape=json`).
     Json,
+}
+
+/// `$remote_user`: the credentials of a basic `Authorization` header, if it holds any.
+fn remote_user(r: &Record) -> Option<crate::vars::Credentials> {
+    crate::vars::credentials(r.authorization.as_ref()?.as_bytes())
 }
 
 fn push_header(out: &mut String, value: Option<&HeaderValue>, escape: Escape) {
@@ -361,6 +378,7 @@ mod tests {
             version: Version::HTTP_11,
             referer: None,
             user_agent: Some(HeaderValue::from_static("curl/8.0")),
+            authorization: None,
             status: StatusCode::OK,
             body_bytes: 12,
             request_time: Duration::from_millis(2),
@@ -382,6 +400,24 @@ mod tests {
             rest,
             "\"GET /a?b=c HTTP/1.1\" 200 12 \"-\" \"curl/8.0\" - 0.002 0.001"
         );
+    }
+
+    #[test]
+    fn the_basic_user_is_remote_user_and_its_password_is_never_written() {
+        let mut r = record();
+        // "al\"ice:hunter2"
+        r.authorization = Some(HeaderValue::from_static("Basic YWwiaWNlOmh1bnRlcjI="));
+        let mut line = String::new();
+        format_combined(&mut line, &r);
+        assert!(line.starts_with("192.0.2.7 - al\\x22ice ["), "{line}");
+        let mut json = String::new();
+        format_json(&mut json, &r);
+        assert!(json.contains("\"remote_user\":\"al\\\"ice\""), "{json}");
+        assert!(!line.contains("hunter2") && !json.contains("hunter2"));
+        r.authorization = Some(HeaderValue::from_static("Bearer abc"));
+        let mut line = String::new();
+        format_combined(&mut line, &r);
+        assert!(line.starts_with("192.0.2.7 - - ["), "{line}");
     }
 
     #[test]

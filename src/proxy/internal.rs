@@ -200,7 +200,7 @@ impl Pipeline {
             turn.changes += 1;
             let hopped = match turn.changes > MAX_URI_CHANGES {
                 true => Hop::Ends(response::error(StatusCode::INTERNAL_SERVER_ERROR)),
-                false => hop((site, turn.location), &mut req, &next, query.as_deref(), asker),
+                false => hop((site, Some(turn.location)), &mut req, &next, query.as_deref(), asker),
             };
             match hopped {
                 Hop::To(found) => turn.location = found,
@@ -353,7 +353,7 @@ impl Pipeline {
         let Some(path) = path else {
             return Page::None(req);
         };
-        let location = match hop(site, &mut req, &path, query, asker) {
+        let location = match hop((site, None), &mut req, &path, query, asker) {
             Hop::To(location) => location,
             Hop::Ends(answer) => return Page::Redirect(answer),
         };
@@ -490,11 +490,12 @@ fn set_target<B>(req: &mut Request<B>, path: &[u8], query: Option<&str>) -> Opti
     Some(())
 }
 
-/// One internal redirect from location `from`: `req` pointed at `path` and `query`, and
-/// the site's location for it, or the answer that ends the request there (no location:
-/// 404; its allow/deny list or body limit refuses: 403, 413; its `auth`: 401).
+/// One internal redirect from location `from` (`None` for an error page): `req` pointed
+/// at `path` and `query`, and the site's location for it, or the answer that ends the
+/// request there (no location: 404; its allow/deny list or body limit refuses: 403, 413;
+/// its `auth`: 401).
 fn hop<'s>(
-    (site, from): (&'s Site, &Location),
+    (site, from): (&'s Site, Option<&Location>),
     req: &mut Request<ClientBody>,
     path: &[u8],
     query: Option<&str>,
@@ -522,9 +523,10 @@ fn hop<'s>(
 /// A redirect into a location with another `auth` than the one that let the request in
 /// asks that `auth` now, on the worker ([`super::auth::Auth::check_now`]): redirects
 /// cannot wait, and one from one `auth` into another is rare.
-fn auth_on_hop(from: &Location, to: &Location, req: &Request<ClientBody>, client: IpAddr) -> Option<Response<ResponseBody>> {
+fn auth_on_hop(from: Option<&Location>, to: &Location, req: &Request<ClientBody>, client: IpAddr) -> Option<Response<ResponseBody>> {
     let auth = to.auth.as_ref()?;
-    let checked = from.satisfy == Satisfy::All && from.auth.as_ref().is_some_and(|from| Arc::ptr_eq(from, auth));
+    let same = |from: &Location| from.auth.as_ref().is_some_and(|from| Arc::ptr_eq(from, auth));
+    let checked = from.is_some_and(|from| from.satisfy == Satisfy::All && same(from));
     if checked || (to.satisfy == Satisfy::Any && to.access.allows(client)) {
         return None;
     }

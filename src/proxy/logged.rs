@@ -74,6 +74,7 @@ impl<'a> Pending<'a> {
                 version: req.version(),
                 referer: req.headers().get(REFERER).cloned(),
                 user_agent: req.headers().get(USER_AGENT).cloned(),
+                authorization: req.headers().get(http::header::AUTHORIZATION).cloned(),
                 status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
                 body_bytes: 0,
                 request_time: Duration::ZERO,

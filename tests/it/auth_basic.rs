@@ -20,12 +20,26 @@ fn htpasswd(file: &Path, flag: &str, user: &str, password: &str, create: bool) {
     if !flag.is_empty() {
         command.arg(flag);
     }
-    let out = command.arg(file).arg(user).arg(password).output().expect("htpasswd runs");
-    assert!(out.status.success(), "htpasswd {flag}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = command
+        .arg(file)
+        .arg(user)
+        .arg(password)
+        .output()
+        .expect("htpasswd runs");
+    assert!(
+        out.status.success(),
+        "htpasswd {flag}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn available() -> bool {
-    let found = Command::new("htpasswd").arg("-nb").arg("u").arg("p").output().is_ok();
+    let found = Command::new("htpasswd")
+        .arg("-nb")
+        .arg("u")
+        .arg("p")
+        .output()
+        .is_ok();
     if !found {
         skip_note("htpasswd (apache2-utils) is not installed: basic auth is tested by its unit tests only");
     }
@@ -94,7 +108,13 @@ async fn every_kind_of_htpasswd_line_logs_in_and_a_wrong_password_does_not() {
     let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users");
-    let kinds = [("apr1", "-m"), ("bcrypt", "-B"), ("sha256", "-2"), ("sha512", "-5"), ("sha1", "-s")];
+    let kinds = [
+        ("apr1", "-m"),
+        ("bcrypt", "-B"),
+        ("sha256", "-2"),
+        ("sha512", "-5"),
+        ("sha1", "-s"),
+    ];
     for (i, (user, flag)) in kinds.iter().enumerate() {
         htpasswd(&users, flag, user, &format!("pa:ss wörd {user}"), i == 0);
     }
@@ -106,12 +126,23 @@ async fn every_kind_of_htpasswd_line_logs_in_and_a_wrong_password_does_not() {
         assert_eq!(status, 200, "{user}");
         let (status, head) = as_user(addr, "/admin/x", user, "pa:ss wörd").await;
         assert_eq!(status, 401, "{user} with a wrong password");
-        assert!(head.contains("www-authenticate: Basic realm=\"Admin area\""), "{head}");
+        assert!(
+            head.contains("www-authenticate: Basic realm=\"Admin area\""),
+            "{head}"
+        );
     }
     let (status, _) = as_user(addr, "/admin/x", "nobody", "x").await;
     assert_eq!(status, 401);
-    assert_eq!(up.count(), kinds.len(), "only the good logins reached the upstream");
-    let (status, _) = raw(addr, "GET /open HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(
+        up.count(),
+        kinds.len(),
+        "only the good logins reached the upstream"
+    );
+    let (status, _) = raw(
+        addr,
+        "GET /open HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     assert_eq!(status, 200, "a location without auth");
     gateway.stop().await;
 }
@@ -135,17 +166,33 @@ async fn hostile_authorization_headers_get_401_or_400_and_never_pass() {
         ("Authorization: Basic\r\n".into(), 401),
         ("Authorization: Bearer abc\r\n".into(), 401),
         ("Authorization: Basic !!!!\r\n".into(), 401),
-        (format!("Authorization: Basic {}\r\n", basic("alice", "secret\0")), 401),
-        (format!("Authorization: Basic {}\r\n", basic("", "secret")), 401),
-        (format!("Authorization: Basic {}\r\n", basic("alice:secret", "")), 401),
+        (
+            format!("Authorization: Basic {}\r\n", basic("alice", "secret\0")),
+            401,
+        ),
+        (
+            format!("Authorization: Basic {}\r\n", basic("", "secret")),
+            401,
+        ),
+        (
+            format!("Authorization: Basic {}\r\n", basic("alice:secret", "")),
+            401,
+        ),
         ("Authorization: Basic YWxpY2U=\r\n".into(), 401), // "alice", no colon
-        (format!("Authorization: Basic {good}\r\nAuthorization: Basic {good}\r\n"), 400),
+        (
+            format!("Authorization: Basic {good}\r\nAuthorization: Basic {good}\r\n"),
+            400,
+        ),
         (format!("Authorization: Basic {long}\r\n"), 431),
         (format!("Authorization: basic    {good}\r\n"), 200),
-        (format!("Authorization: Basic {}\r\n", good.trim_end_matches('=')), 200),
+        (
+            format!("Authorization: Basic {}\r\n", good.trim_end_matches('=')),
+            200,
+        ),
     ];
     for (header, expected) in cases {
-        let request = format!("GET /admin/ HTTP/1.1\r\nHost: t\r\n{header}Connection: close\r\n\r\n");
+        let request =
+            format!("GET /admin/ HTTP/1.1\r\nHost: t\r\n{header}Connection: close\r\n\r\n");
         let (status, _) = raw(addr, &request).await;
         let shown: String = header.chars().take(80).collect();
         assert_eq!(status, expected, "{shown:?}");
@@ -178,7 +225,11 @@ async fn a_changed_htpasswd_file_is_read_again_and_a_bad_one_is_not() {
         }
     }
     assert!(seen, "the new user passes within a second or so");
-    assert_eq!(as_user(addr, "/admin/", "alice", "one").await.0, 401, "the old password, remembered before, no longer passes");
+    assert_eq!(
+        as_user(addr, "/admin/", "alice", "one").await.0,
+        401,
+        "the old password, remembered before, no longer passes"
+    );
     assert_eq!(as_user(addr, "/admin/", "alice", "two").await.0, 200);
     // A line tollgate refuses (DES): the last good table stays.
     std::fs::write(&users, "alice:ZJpRNehYYCLuc\n").unwrap();
@@ -200,21 +251,36 @@ async fn satisfy_any_lets_an_allowed_client_in_and_asks_the_others_to_log_in() {
     let any = "access = [\"allow 127.0.0.1\", \"deny all\"]\nsatisfy = \"any\"";
     let gateway = gateway(&config(up.addr, &users, any));
     let addr = addr(&gateway);
-    let (status, _) = raw(addr, "GET /admin/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
+    let (status, _) = raw(
+        addr,
+        "GET /admin/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     assert_eq!(status, 200, "127.0.0.1 is allowed: no login");
     gateway.stop().await;
     let outside = "access = [\"allow 10.0.0.0/8\", \"deny all\"]\nsatisfy = \"any\"";
     let gateway = support::gateway(&config(up.addr, &users, outside));
     let addr = support::addr(&gateway);
-    let (status, head) = raw(addr, "GET /admin/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
-    assert_eq!(status, 401, "denied, but a login would do: nginx's 401 over 403");
+    let (status, head) = raw(
+        addr,
+        "GET /admin/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(
+        status, 401,
+        "denied, but a login would do: nginx's 401 over 403"
+    );
     assert!(head.contains("www-authenticate"), "{head}");
     assert_eq!(as_user(addr, "/admin/", "alice", "secret").await.0, 200);
     gateway.stop().await;
     let all = "access = [\"allow 10.0.0.0/8\", \"deny all\"]";
     let gateway = support::gateway(&config(up.addr, &users, all));
     let addr = support::addr(&gateway);
-    assert_eq!(as_user(addr, "/admin/", "alice", "secret").await.0, 403, "satisfy all: both must pass");
+    assert_eq!(
+        as_user(addr, "/admin/", "alice", "secret").await.0,
+        403,
+        "satisfy all: both must pass"
+    );
     gateway.stop().await;
 }
 
@@ -238,11 +304,25 @@ async fn failed_logins_are_charged_and_a_brute_force_is_banned() {
     }
     let mut statuses = Vec::new();
     for attempt in 0..8 {
-        statuses.push(as_user(addr, "/admin/", "alice", &format!("guess{attempt}")).await.0);
+        statuses.push(
+            as_user(addr, "/admin/", "alice", &format!("guess{attempt}"))
+                .await
+                .0,
+        );
     }
-    assert_eq!(&statuses[..3], &[401, 401, 401], "the burst's failures: {statuses:?}");
-    assert!(statuses[3..].iter().all(|&s| s == 429 || s == 403), "then refused: {statuses:?}");
+    assert_eq!(
+        &statuses[..3],
+        &[401, 401, 401],
+        "the burst's failures: {statuses:?}"
+    );
+    assert!(
+        statuses[3..].iter().all(|&s| s == 429 || s == 403),
+        "then refused: {statuses:?}"
+    );
     let (status, _) = as_user(addr, "/admin/", "alice", "secret").await;
-    assert_ne!(status, 200, "banned: even the right password waits out the ban");
+    assert_ne!(
+        status, 200,
+        "banned: even the right password waits out the ban"
+    );
     gateway.stop().await;
 }

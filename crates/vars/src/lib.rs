@@ -18,9 +18,11 @@
 // clippy.toml's clock reads (found from the workspace root): the caller passes the time.
 #![deny(clippy::disallowed_methods)]
 
+mod credentials;
 mod map;
 mod request;
 
+pub use credentials::{credentials, Credentials, MAX_DECODED as MAX_CREDENTIALS};
 pub use map::{Key, Map};
 pub use request::{binary_addr, host_key, Request};
 
@@ -58,6 +60,9 @@ pub enum Var {
     BinaryRemoteAddr,
     /// `$remote_port`: the port of the peer the request came from.
     RemotePort,
+    /// `$remote_user`: the user name of an `Authorization: Basic` header, whether or not
+    /// its password was checked (nginx's meaning); empty without one.
+    RemoteUser,
     /// `$request_id`: 32 hex digits, random, one per request.
     RequestId,
     /// `$http_NAME`: a request header (`_` for `-`); several lines are joined with `, `.
@@ -74,7 +79,7 @@ pub enum Var {
 /// The variables, as `docs/config.md` lists them (for error messages).
 pub const NAMES: &str =
     "$scheme, $host, $server_name, $server_port, $request_method, $request_uri, $uri, $args, \
-     $arg_NAME, $remote_addr, $binary_remote_addr, $remote_port, $request_id, $http_NAME, \
+     $arg_NAME, $remote_addr, $binary_remote_addr, $remote_port, $remote_user, $request_id, $http_NAME, \
      $cookie_NAME, $1 to $9";
 
 /// A piece of a [`VarText`]: literal text, or a variable.
@@ -294,7 +299,7 @@ fn name_after(text: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| text.split_at(end))
 }
 
-const SIMPLE: [(&str, Var); 12] = [
+const SIMPLE: [(&str, Var); 13] = [
     ("scheme", Var::Scheme),
     ("host", Var::Host),
     ("server_name", Var::ServerName),
@@ -306,6 +311,7 @@ const SIMPLE: [(&str, Var); 12] = [
     ("remote_addr", Var::RemoteAddr),
     ("binary_remote_addr", Var::BinaryRemoteAddr),
     ("remote_port", Var::RemotePort),
+    ("remote_user", Var::RemoteUser),
     ("request_id", Var::RequestId),
 ];
 

@@ -79,6 +79,14 @@ impl<'a> Request<'a> {
             Var::RemoteAddr => push_number(out, self.remote_addr),
             Var::BinaryRemoteAddr => binary_addr(self.remote_addr, 32, 128, out),
             Var::RemotePort => push_number(out, self.remote_port),
+            Var::RemoteUser => {
+                let sent = self.headers.get(http::header::AUTHORIZATION);
+                if let Some(credentials) =
+                    sent.and_then(|value| crate::credentials(value.as_bytes()))
+                {
+                    out.extend_from_slice(credentials.user());
+                }
+            }
             Var::RequestId => out.extend_from_slice(self.request_id.unwrap_or("").as_bytes()),
             Var::Header(name) => {
                 // Repeated lines joined as nginx 1.23+ joins them.

@@ -56,6 +56,25 @@ fn every_variable_is_filled_in() {
 }
 
 #[test]
+fn remote_user_is_the_basic_user_checked_or_not() {
+    let mut headers = HeaderMap::new();
+    let req = request(&headers, None);
+    assert_eq!(rendered("[$remote_user]", &req), "[]");
+    // "alice:secret", padding left out as nginx allows.
+    headers.insert(
+        "authorization",
+        "basic   YWxpY2U6c2VjcmV0".parse().expect("value"),
+    );
+    let req = request(&headers, None);
+    assert_eq!(rendered("[$remote_user]", &req), "[alice]");
+    for other in ["Bearer YWxpY2U6c2VjcmV0", "Basic !!", "Basic OnNlY3JldA=="] {
+        headers.insert("authorization", other.parse().expect("value"));
+        let req = request(&headers, None);
+        assert_eq!(rendered("[$remote_user]", &req), "[]", "{other}");
+    }
+}
+
+#[test]
 fn hosts_lose_their_port_and_trailing_dot_and_keep_ipv6_brackets() {
     let headers = HeaderMap::new();
     for (host, name) in [
@@ -147,10 +166,10 @@ fn host_falls_back_to_the_server_name_as_nginx_does() {
 #[test]
 fn every_variable_prints_back_as_it_parses() {
     let all = "$scheme $host $server_name $server_port $request_method $request_uri $uri $args \
-               $arg_k $remote_addr $binary_remote_addr $remote_port $request_id $http_x_a \
-               $cookie_s $1";
+               $arg_k $remote_addr $binary_remote_addr $remote_port $remote_user $request_id \
+               $http_x_a $cookie_s $1";
     let text = VarText::parse(all).expect("parses");
-    assert_eq!(text.pieces().len(), 31, "{text:?}");
+    assert_eq!(text.pieces().len(), 33, "{text:?}");
     let again = VarText::parse(&text.to_string()).expect("parses");
     assert_eq!(again, text);
     for named in ["$arg_", "$cookie_", "$http_"] {

@@ -5,6 +5,7 @@ use base64::Engine as _;
 use proptest::prelude::*;
 
 use super::*;
+use crate::vars::MAX_CREDENTIALS as MAX_DECODED;
 
 fn basic(text: &[u8]) -> Vec<u8> {
     let mut value = b"Basic ".to_vec();

@@ -68,7 +68,7 @@ impl Auth {
         let credentials = match credentials(headers) {
             Ok(Some(credentials)) => credentials,
             Ok(None) => return Some(self.unauthorized()),
-            Err(twice) => return Some(twice),
+            Err(Twice) => return Some(response::error(StatusCode::BAD_REQUEST)),
         };
         let (user, password) = (credentials.user(), credentials.password());
         let loaded = self.table.current(now);
@@ -101,7 +101,7 @@ impl Auth {
         let credentials = match credentials(headers) {
             Ok(Some(credentials)) => credentials,
             Ok(None) => return Some(self.unauthorized()),
-            Err(twice) => return Some(twice),
+            Err(Twice) => return Some(response::error(StatusCode::BAD_REQUEST)),
         };
         let (user, password) = (credentials.user(), credentials.password());
         let loaded = self.table.current(now);
@@ -125,13 +125,16 @@ impl Auth {
     }
 }
 
+/// `Authorization` sent twice: nginx refuses such a request (400).
+struct Twice;
+
 /// The request's basic credentials: `None` without an `Authorization` header or with one
-/// that holds none; a 400 for one sent twice (nginx refuses such a request).
-fn credentials(headers: &HeaderMap) -> Result<Option<basic::Credentials>, Response<ResponseBody>> {
+/// that holds none.
+fn credentials(headers: &HeaderMap) -> Result<Option<basic::Credentials>, Twice> {
     let mut sent = headers.get_all(AUTHORIZATION).iter();
     let first = sent.next();
     if sent.next().is_some() {
-        return Err(response::error(StatusCode::BAD_REQUEST));
+        return Err(Twice);
     }
     Ok(first.and_then(|value| basic::credentials(value.as_bytes())))
 }

@@ -61,6 +61,7 @@ impl Request {
             Var::ServerName => view.server_name.len(),
             Var::ServerPort | Var::RemotePort => "65535".len(),
             Var::RequestUri => view.request_uri.len(),
+            Var::RemoteUser => all(&http::header::AUTHORIZATION),
             // Refused in keys (config), and unset in the limit phase.
             Var::RequestId | Var::Capture(_) => 0,
             // The generated templates hold no map.

@@ -1,0 +1,97 @@
+//! `auth` and `satisfy` (DESIGN §18): what they become, what a location inherits from
+//! its site, and every problem `-t` reports (a missing file, a line it cannot check, a
+//! realm that would break the header, a table without a check).
+
+use super::*;
+
+/// Lines Debian's `htpasswd` wrote (password `secret`): bcrypt and apr1.
+const USERS: &str = "alice:$2y$05$HprCKKdeFGNtdb9f7EuriO.lne6xFcgzw/PvzS7E9ps1dseriY7vy\n\
+                     # a comment\n\
+                     bob:$apr1$v.PeWTmm$UaeMNTwzGyrJ1n60LqHrk/\n";
+
+/// A config at `dir` whose `[[site]]` has `site` and whose one location has `location`.
+fn at(dir: &Path, site: &str, location: &str) -> String {
+    let _ = dir;
+    format!(
+        "{SERVER}[upstreams.app]\nservers = [\"127.0.0.1:3000\"]\n\
+         [[site]]\nnames = [\"a.test\"]\n{site}\n\
+         [[site.location]]\nmatch = \"/admin/\"\nupstream = \"app\"\n{location}\n\
+         [[site.location]]\nmatch = \"/\"\nupstream = \"app\"\n"
+    )
+}
+
+fn with_users() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("users"), USERS).unwrap();
+    dir
+}
+
+fn problems(dir: &Path, text: &str) -> Vec<String> {
+    let origin = dir.join("gateway.toml");
+    match from_str(text, &origin) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(errors) => errors.errors.into_iter().map(|e| e.message).collect(),
+    }
+}
+
+#[test]
+fn a_site_auth_is_inherited_read_at_load_and_turned_off_by_a_location() {
+    let dir = with_users();
+    let auth = "auth = { basic = { realm = \"Admin\", users = \"users\" } }\nsatisfy = \"any\"";
+    let text = at(dir.path(), auth, "auth = \"off\"");
+    let config = load_at(&text, &dir.path().join("gateway.toml")).unwrap();
+    let locations = &config.sites[0].locations;
+    assert!(locations[0].auth.is_none(), "\"off\" turns the site's off");
+    assert_eq!(locations[0].satisfy, Satisfy::Any);
+    let basic = locations[1].auth.as_ref().expect("inherited");
+    assert_eq!(basic.realm, "Admin");
+    assert_eq!(basic.users, dir.path().join("users"));
+    assert_eq!(basic.table.check(b"alice", b"secret"), crate::access::basic::Checked::Pass);
+    assert_eq!(basic.table.check(b"bob", b"secret"), crate::access::basic::Checked::Pass);
+    assert_eq!(locations[1].satisfy, Satisfy::Any);
+}
+
+#[test]
+fn a_location_auth_replaces_the_site_one_and_the_realm_has_a_default() {
+    let dir = with_users();
+    let text = at(dir.path(), "", "auth = { basic = { users = \"users\" } }");
+    let config = load_at(&text, &dir.path().join("gateway.toml")).unwrap();
+    let locations = &config.sites[0].locations;
+    assert_eq!(locations[0].auth.as_ref().unwrap().realm, "Restricted");
+    assert_eq!(locations[0].satisfy, Satisfy::All);
+    assert!(locations[1].auth.is_none());
+}
+
+#[test]
+fn every_problem_is_named_at_its_key() {
+    let dir = with_users();
+    let cases = [
+        ("auth = { basic = { users = \"missing\" } }", "cannot read the htpasswd file"),
+        ("auth = { basic = { realm = \"a\\\"b\" } }", "auth.basic needs `users`"),
+        ("auth = { basic = { realm = \"a\\\"b\", users = \"users\" } }", "the realm holds '\"'"),
+        ("auth = {}", "auth needs a way to check who is asking"),
+        ("auth = \"on\"", "invalid auth \"on\""),
+        ("auth = { jwt = {} }", "unknown key `jwt`, expected `basic`"),
+        ("auth = { basic = { users = \"users\", file = \"x\" } }", "unknown key `file`"),
+        ("satisfy = \"either\"", "unknown variant `either`"),
+    ];
+    for (written, expected) in cases {
+        let found = problems(dir.path(), &at(dir.path(), "", written));
+        assert!(found.iter().any(|p| p.contains(expected)), "{written}: {found:#?}");
+    }
+}
+
+#[test]
+fn a_line_that_cannot_be_checked_is_named_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // DES (`htpasswd -d`), then plain text (`htpasswd -p`), then no colon.
+    let lines = "ok:$apr1$v.PeWTmm$UaeMNTwzGyrJ1n60LqHrk/\ndes:ZJpRNehYYCLuc\nplain:secret\nnocolon\n";
+    std::fs::write(dir.path().join("users"), lines).unwrap();
+    let found = problems(dir.path(), &at(dir.path(), "", "auth = { basic = { users = \"users\" } }"));
+    let text = found.join("\n");
+    let file = dir.path().join("users").display().to_string();
+    for line in 2..=4 {
+        assert!(text.contains(&format!("{file}:{line}: ")), "line {line}: {text}");
+    }
+    assert!(!text.contains(&format!("{file}:1: ")), "{text}");
+}
