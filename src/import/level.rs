@@ -5,6 +5,7 @@
 //! above. tollgate's own site rules merge instead (docs/config.md), so the importer
 //! writes each location's settings whole and leaves the site's empty.
 
+use super::auth_settings::AuthSettings;
 use super::file_settings::FileSettings;
 use crate::config::RequestBuffering;
 
@@ -49,6 +50,8 @@ pub(super) struct Level {
     pub cookie_domains: Option<Vec<(String, String)>>,
     /// Files and compression (`import/files.rs`).
     pub files: FileSettings,
+    /// Basic auth and `satisfy` (`import/auth.rs`).
+    pub auth: AuthSettings,
 }
 
 /// One `proxy_redirect` rule.
@@ -85,6 +88,7 @@ impl Level {
             cookie_paths: self.cookie_paths.or(p.cookie_paths),
             cookie_domains: self.cookie_domains.or(p.cookie_domains),
             files: self.files.under(&p.files),
+            auth: self.auth.under(&p.auth),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::build::{loose, sp, Site};
+use super::auth;
 use super::files;
 use super::level::Level;
 use super::limits;
@@ -110,6 +111,7 @@ pub(super) fn assemble(
             .access
             .as_ref()
             .map(|rules| sp(rules.iter().cloned().map(sp).collect()));
+        auth::write(&mut raw, level);
         limits::write(w, &mut raw, level);
     }
     if let Some(headers) = &level.add_headers {

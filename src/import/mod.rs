@@ -11,6 +11,8 @@
 //! the report says how.
 
 mod access;
+mod auth;
+mod auth_settings;
 mod build;
 mod conditions;
 mod file_settings;

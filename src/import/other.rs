@@ -87,7 +87,6 @@ fn no_effect(name: &str) -> Option<&'static str> {
         | "http2_push_preload" => "tollgate's own behaviour (docs/config.md)",
         "open_file_cache" | "open_file_cache_valid" | "open_file_cache_min_uses"
         | "open_file_cache_errors" => "tollgate keeps no cache of open files: each request opens its file",
-        "satisfy" => "tollgate has address rules alone: they decide (auth comes with DESIGN §18)",
         _ => return None,
     })
 }
@@ -101,8 +100,9 @@ fn instead(name: &str) -> Option<&'static str> {
         "zstd" | "zstd_types" | "zstd_comp_level" | "zstd_static" => {
             "write `compress = { encodings = [\"zstd\"] }` or `precompressed = [\"zstd\"]` by hand"
         }
-        "auth_basic" | "auth_basic_user_file" | "auth_request" | "auth_request_set"
-        | "auth_jwt" | "auth_jwt_key_file" => "authentication comes with DESIGN §18 (`auth`)",
+        "auth_request" | "auth_request_set" | "auth_jwt" | "auth_jwt_key_file" => {
+            "forward auth and JWT come with DESIGN §18 (`auth`); basic auth is translated"
+        }
         "map" => "`map` is translated in `http {}` (a `[maps.NAME]`), where nginx takes it",
         "geo" | "split_clients" => "no equivalent: write the addresses as `access` rules, or `[access] exempt`",
         "if" => "only an `if` holding a `return` before the block's own `return` with the same text is translated (a `[maps.NAME]` choosing the status): write a location per case (`match`), or a `[maps.NAME]` for a value chosen per request",

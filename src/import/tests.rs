@@ -542,6 +542,7 @@ fn certificates_and_tls_listeners_load() {
     assert!(matches!(find(8, "ssl_ciphers"), Status::Approx(_)));
 }
 
+mod auth;
 mod files;
 mod props;
 

@@ -9,7 +9,7 @@ use super::location;
 use super::pattern::{Content, Pattern};
 use super::report::Status;
 use super::state::Walk;
-use super::{access, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
+use super::{access, auth, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
 use super::{server_wide, tls};
 use super::{upstream, values};
 
@@ -87,6 +87,7 @@ pub(super) fn setting(
     let status = proxy::setting(w, d, own, context)
         .or_else(|| headers::setting(d, own))
         .or_else(|| access::setting(w, d, own, context))
+        .or_else(|| auth::setting(d, own))
         .or_else(|| limits::setting(w, d, own))
         .or_else(|| server_wide::setting(w, d, own, context))
         .or_else(|| tls::setting(w, d, context))

@@ -165,7 +165,9 @@ impl HeaderRules {
                 Filled::Once(value) => (!lines_written).then_some(value),
                 Filled::PerRequest(_) => filled.next(),
             };
-            if let (true, Some(value)) = (applies, value) {
+            // An empty value (a variable with none, `$remote_user` without a login) is not
+            // sent, as nginx's `add_header` sends none.
+            if let (true, Some(value)) = (applies, value.filter(|value| !value.is_empty())) {
                 headers.insert(name.clone(), value.clone());
             }
         }

@@ -294,7 +294,8 @@ impl Pipeline {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        if let Some(refusal) = self.authenticate(location, &req, client, &mut limited, conn).await {
+        let asked = own::Asked::new(&req, conn, client, &path);
+        if let Some(refusal) = self.authenticate(location, &asked, &mut limited, &log).await {
             return self.refuse((site, location), refusal, req, &asker, log).await;
         }
         let accepted = (location.compress.as_ref())

@@ -141,24 +141,29 @@ fn credentials(headers: &HeaderMap) -> Result<Option<basic::Credentials>, Twice>
 
 impl super::Pipeline {
     /// The auth phase for a request `limited` admitted: `None` when it may go on, else
-    /// the refusal, settled with the zones (so `count_status` and `ban` see a 401). With
-    /// `satisfy = "any"`, a client an `allow` rule names passes without a login.
+    /// the refusal, settled with the zones (so `count_status` and `ban` see a 401) and
+    /// carrying the location's `always` header rules. With `satisfy = "any"`, a client
+    /// an `allow` rule names passes without a login.
     pub(super) async fn authenticate(
         &self,
         location: &super::Location,
-        req: &http::Request<crate::wire::body::ClientBody>,
-        client: std::net::IpAddr,
+        asked: &super::own::Asked<'_>,
         limited: &mut crate::limit::outcome::Outcome,
-        conn: &super::Conn,
+        log: &super::logged::Pending<'_>,
     ) -> Option<Response<ResponseBody>> {
         let auth = location.auth.as_ref()?;
-        if location.satisfy == config::Satisfy::Any && location.access.allows(client) {
+        if location.satisfy == config::Satisfy::Any && location.access.allows(asked.client) {
             return None;
         }
         let now = crate::clock::now();
-        let mut refusal = auth.check(req.headers(), &self.auth_checks, now).await?;
+        let mut refusal = auth.check(asked.req.headers(), &self.auth_checks, now).await?;
         let pending = std::mem::take(&mut limited.settle);
-        super::settle::settle(location, &mut refusal, pending, false, conn.worker);
+        super::settle::settle(location, &mut refusal, pending, false, asked.conn.worker);
+        // The 400 of `Authorization` sent twice is the request's fault, answered as nginx's
+        // header parser answers it: without the location's headers.
+        if refusal.status() == StatusCode::UNAUTHORIZED {
+            super::own::add(super::own::Place::location(location), &mut refusal, asked, log);
+        }
         Some(refusal)
     }
 }

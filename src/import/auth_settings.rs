@@ -1,0 +1,25 @@
+//! What a level sets of basic auth (`import/auth.rs` reads and writes it), apart so
+//! that the levels and the directives that fill them import no circle.
+
+use crate::config::Satisfy;
+
+/// What a level sets of basic auth, each `None` where it sets nothing.
+#[derive(Clone, Debug, Default)]
+pub(super) struct AuthSettings {
+    /// `auth_basic`: the realm, or `Some(None)` for `off`.
+    pub realm: Option<Option<String>>,
+    /// `auth_basic_user_file`.
+    pub users: Option<String>,
+    pub satisfy: Option<Satisfy>,
+}
+
+impl AuthSettings {
+    /// This level's settings over `parent`'s.
+    pub(super) fn under(self, parent: &AuthSettings) -> AuthSettings {
+        AuthSettings {
+            realm: self.realm.or_else(|| parent.realm.clone()),
+            users: self.users.or_else(|| parent.users.clone()),
+            satisfy: self.satisfy.or(parent.satisfy),
+        }
+    }
+}
