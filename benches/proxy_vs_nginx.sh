@@ -47,6 +47,11 @@
 #                 `[server] sendfile = true`, its default). Bytes per second = req/s x the size;
 #   file_10m_copy file_10m with tollgate's `sendfile = false` (nginx as in file_10m): what
 #                 sendfile gives;
+#   basic_auth    a login on every request: wrk asks `/auth/` with `Authorization: Basic` for a user
+#                 whose htpasswd line `htpasswd -B` (bcrypt, cost 5, Debian's default) wrote; nginx
+#                 `auth_basic` + `auth_basic_user_file`, tollgate `auth = { basic = { … } }` on a
+#                 location `/auth/`, both then proxy. nginx checks the hash on every request,
+#                 tollgate once per login (it remembers logins that passed);
 #   all           every one in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
@@ -160,11 +165,11 @@ esac
 
 case "$SCENARIO" in
     proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json | \
-        file_1k | file_100k | file_10m | file_10m_copy)
+        file_1k | file_100k | file_10m | file_10m_copy | basic_auth)
         SCENARIOS=("$SCENARIO") ;;
     all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json
-        file_1k file_100k file_10m file_10m_copy) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy or all, not '$SCENARIO'" ;;
+        file_1k file_100k file_10m file_10m_copy basic_auth) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy, basic_auth or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -244,6 +249,7 @@ install_tools() {
     fi
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
     [ "${#missing[@]}" -eq 0 ] && return 0
     say "installing ${missing[*]} from Debian"
     local sudo=()
@@ -335,6 +341,9 @@ head -c 102400 /dev/urandom >"$WORKDIR/www/files/100k.bin"
 head -c 10485760 /dev/urandom >"$WORKDIR/www/files/10m.bin"
 chmod 755 "$WORKDIR" "$WORKDIR/www" "$WORKDIR/www/files"
 chmod 644 "$WORKDIR"/www/files/*.bin
+# The basic_auth scenario's login: bench / secret, bcrypt at htpasswd's default cost (5).
+htpasswd -cbB "$WORKDIR/users.htpasswd" bench secret 2>/dev/null || die "htpasswd failed"
+chmod 644 "$WORKDIR/users.htpasswd"
 chmod 755 "$WORKDIR" # nginx workers run as an unprivileged user and create temp dirs here
 
 USED_PORTS=" "
@@ -426,6 +435,7 @@ scenario_title() {
         gzip_json) echo "reverse proxy gzipping a 100,000-byte JSON answer on the fly (nginx level 1, tollgate level 2: the same output size)" ;;
         file_1k | file_100k | file_10m) echo "a static file of $(file_size "$1") bytes, keep-alive (sendfile on)" ;;
         file_10m_copy) echo "a static file of $(file_size "$1") bytes, keep-alive (tollgate: sendfile off)" ;;
+        basic_auth) echo "reverse proxy behind a basic-auth login (bcrypt, cost 5) sent with every request" ;;
     esac
 }
 scenario_limit_note() {
@@ -445,6 +455,11 @@ scenario_limit_note() {
             echo "no limit; nginx \`sendfile on; tcp_nopush on;\` and \`location /files/ { root ...; }\`, tollgate"
             echo "  \`[[location]] match = \"/files/\" root = \"...\"\` (sendfile $([ "$1" = file_10m_copy ] && echo off || echo on));"
             echo "  bytes per second = req/s x $(file_size "$1")"
+            ;;
+        basic_auth)
+            echo "no limit; \`location /auth/\`: nginx \`auth_basic \"bench\"; auth_basic_user_file ...;\`, tollgate"
+            echo "  \`auth = { basic = { realm = \"bench\", users = \"...\" } }\`; one line made by \`htpasswd -B\` (bcrypt,"
+            echo "  cost 5); wrk sends the right \`Authorization: Basic\` with every request"
             ;;
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
@@ -655,6 +670,19 @@ $(nginx_listen "$scen")
             root $WORKDIR/www;
         }
 
+        location /auth/ {
+            auth_basic "bench";
+            auth_basic_user_file $WORKDIR/users.htpasswd;
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host \$http_host;
+            proxy_set_header X-Real-IP \$remote_addr;
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto \$scheme;
+            proxy_set_header X-Forwarded-Host \$host;
+        }
+
         location / {
 $(nginx_location_limit "$scen")
             proxy_pass http://app;
@@ -706,6 +734,11 @@ match = "/files/"
 root = "$WORKDIR/www"
 
 [[location]]
+match = "/auth/"
+upstream = "app"
+auth = { basic = { realm = "bench", users = "$WORKDIR/users.htpasswd" } }
+
+[[location]]
 match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
@@ -743,6 +776,15 @@ check_limiting() {
                 codes+="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/" || true) "
             done
             case "$codes" in *429*) ;; *) die "$proxy ($scen): no 429 in three quick requests (got: $codes)" ;; esac
+            ;;
+        basic_auth)
+            code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/auth/" || true)"
+            [ "$code" = 401 ] || die "$proxy ($scen): /auth/ without a login got status '$code', not 401"
+            code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 -u bench:secret \
+                "http://127.0.0.1:$port/auth/" || true)"
+            if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
+                die "$proxy ($scen): /auth/ with the login got status '$code', not 200 \"hello\""
+            fi
             ;;
         file_*)
             code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port$URL_PATH" || true)"
@@ -1007,6 +1049,10 @@ for scen in "${SCENARIOS[@]}"; do
         WRK_SCRIPT=(-H "Accept-Encoding: gzip")
     fi
     case "$scen" in file_*) URL_PATH="/files/$(file_name "$scen")" ;; esac
+    if [ "$scen" = basic_auth ]; then
+        URL_PATH=/auth/
+        WRK_SCRIPT=(-H "Authorization: Basic $(printf 'bench:secret' | base64)")
+    fi
     if [ "$scen" = limit_pass ]; then
         write_wrk_script "$SDIR/api_keys.lua"
         WRK_SCRIPT=(-s "$SDIR/api_keys.lua")
