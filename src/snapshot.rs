@@ -267,27 +267,7 @@ fn location(
     let (groups, zones, metrics) = (built.groups, built.zones, built.metrics);
     let label = named.label;
     let route = route(&location.action, index, groups, built.open_files)?;
-    let rules: Vec<LimitRule> = location
-        .limits
-        .iter()
-        .map(|l| {
-            let zone = Arc::clone(&zones[l.zone]);
-            // A `concurrency` zone gives its count back when the answer ends anyway.
-            let settles = (l.count.is_some() || location.cost_from.is_some())
-                && zone.algorithm != Algorithm::Concurrency;
-            LimitRule {
-                zone,
-                burst: l.burst,
-                delay: decision::delay_of(l.delay),
-                dry_run: l.dry_run,
-                count: l.count,
-                settles,
-                ban: l.ban,
-                elastic: l.elastic,
-                soft: l.soft,
-            }
-        })
-        .collect();
+    let rules = limit_rules(location, zones);
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
         config::Action::Proxy { upstream }
@@ -344,6 +324,28 @@ fn location(
         auth: location.auth.as_ref().map(|basic| auth_of(basic, built.auths)),
         satisfy: location.satisfy,
     })
+}
+
+/// The location's `limit` list, each item with its zone.
+fn limit_rules(location: &config::Location, zones: &[Arc<Zone>]) -> Vec<LimitRule> {
+    let rule = |l: &config::Limit| {
+        let zone = Arc::clone(&zones[l.zone]);
+        // A `concurrency` zone gives its count back when the answer ends anyway.
+        let settles = (l.count.is_some() || location.cost_from.is_some())
+            && zone.algorithm != Algorithm::Concurrency;
+        LimitRule {
+            zone,
+            burst: l.burst,
+            delay: decision::delay_of(l.delay),
+            dry_run: l.dry_run,
+            count: l.count,
+            settles,
+            ban: l.ban,
+            elastic: l.elastic,
+            soft: l.soft,
+        }
+    };
+    location.limits.iter().map(rule).collect()
 }
 
 /// The runtime `auth` for `basic`: one for each `auth` as written, so that the locations

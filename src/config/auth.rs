@@ -45,6 +45,16 @@ pub(crate) enum Auth {
     Basic(Arc<Basic>),
 }
 
+impl Auth {
+    /// The check in force: none for `"off"`.
+    pub(crate) fn basic(self) -> Option<Arc<Basic>> {
+        match self {
+            Auth::Basic(basic) => Some(basic),
+            Auth::Off => None,
+        }
+    }
+}
+
 /// `auth.basic`: a login checked against an htpasswd file.
 pub(crate) struct Basic {
     /// What `WWW-Authenticate: Basic realm="…"` names (checked to fit between the quotes).

@@ -40,6 +40,29 @@ pub(super) fn locations(
 }
 
 
+/// The location's `match`, a duplicate of one in `seen` (the exact and prefix paths
+/// before it, to their lines) reported.
+fn pattern(
+    location: &RawLocation,
+    table: &Span,
+    seen: &mut HashMap<(bool, String), usize>,
+    diag: &mut Diagnostics<'_>,
+) -> Option<Pattern> {
+    let written = diag.required(location.pattern.as_ref(), table, "match")?;
+    let span = written.span();
+    let pattern = diag.check(span.clone(), parse_match(written.get_ref()))?;
+    if let Some(key) = tree_key(&pattern) {
+        if let Some(line) = seen.get(&key) {
+            let written = written.get_ref().trim();
+            let message = format!(r#"duplicate location "{written}": already defined at line {line}"#);
+            diag.error(span, message);
+        } else {
+            seen.insert(key, diag.line_of(span.start));
+        }
+    }
+    Some(pattern)
+}
+
 /// One location; `seen` maps the exact and prefix paths before it to their lines.
 fn location(
     raw: Spanned<RawLocation>,
@@ -50,24 +73,7 @@ fn location(
 ) -> Option<Location> {
     let table = raw.span();
     let location = raw.into_inner();
-    let pattern = diag
-        .required(location.pattern.as_ref(), &table, "match")
-        .and_then(|written| {
-            let span = written.span();
-            let pattern = diag.check(span.clone(), parse_match(written.get_ref()))?;
-            if let Some(key) = tree_key(&pattern) {
-                if let Some(line) = seen.get(&key) {
-                    let written = written.get_ref().trim();
-                    let message = format!(
-                        r#"duplicate location "{written}": already defined at line {line}"#
-                    );
-                    diag.error(span, message);
-                } else {
-                    seen.insert(key, diag.line_of(span.start));
-                }
-            }
-            Some(pattern)
-        });
+    let pattern = pattern(&location, &table, seen, diag);
     let action = action(&location, &table, context, pattern.as_ref(), diag);
     let upstream_path = upstream_path(&location, pattern.as_ref(), context.maps, diag);
     let cost = limits::cost(location.cost.as_ref(), diag);
@@ -118,10 +124,7 @@ fn location(
         intercept_errors: rules.intercept_errors.unwrap_or(false),
         expires: expires?,
         compress: rules.compress,
-        auth: match rules.auth {
-            Some(Auth::Basic(basic)) => Some(basic),
-            Some(Auth::Off) | None => None,
-        },
+        auth: rules.auth.and_then(Auth::basic),
         satisfy: rules.satisfy.unwrap_or_default(),
     })
 }
