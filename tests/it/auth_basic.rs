@@ -46,6 +46,16 @@ fn available() -> bool {
     found
 }
 
+/// A users file with `alice` (by `flag`, password `password`) in a temporary directory,
+/// and an upstream answering 200.
+async fn alice(flag: &str, password: &str) -> (tempfile::TempDir, std::path::PathBuf, Upstream) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    htpasswd(&users, flag, "alice", password, true);
+    let up = Upstream::start(|_| async { text(200, "in") }).await;
+    (dir, users, up)
+}
+
 fn config(up: SocketAddr, users: &Path, extra: &str) -> String {
     format!(
         r#"
@@ -153,10 +163,7 @@ async fn hostile_authorization_headers_get_401_or_400_and_never_pass() {
         return;
     }
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    htpasswd(&users, "-B", "alice", "secret", true);
-    let up = Upstream::start(|_| async { text(200, "in") }).await;
+    let (_dir, users, up) = alice("-B", "secret").await;
     let gateway = gateway(&config(up.addr, &users, ""));
     let addr = addr(&gateway);
     let good = basic("alice", "secret");
@@ -207,10 +214,7 @@ async fn a_changed_htpasswd_file_is_read_again_and_a_bad_one_is_not() {
         return;
     }
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    htpasswd(&users, "-m", "alice", "one", true);
-    let up = Upstream::start(|_| async { text(200, "in") }).await;
+    let (_dir, users, up) = alice("-m", "one").await;
     let gateway = gateway(&config(up.addr, &users, ""));
     let addr = addr(&gateway);
     assert_eq!(as_user(addr, "/admin/", "alice", "one").await.0, 200);
@@ -244,10 +248,7 @@ async fn satisfy_any_lets_an_allowed_client_in_and_asks_the_others_to_log_in() {
         return;
     }
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    htpasswd(&users, "-B", "alice", "secret", true);
-    let up = Upstream::start(|_| async { text(200, "in") }).await;
+    let (_dir, users, up) = alice("-B", "secret").await;
     let any = "access = [\"allow 127.0.0.1\", \"deny all\"]\nsatisfy = \"any\"";
     let gateway = gateway(&config(up.addr, &users, any));
     let addr = addr(&gateway);
@@ -290,10 +291,7 @@ async fn failed_logins_are_charged_and_a_brute_force_is_banned() {
         return;
     }
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users");
-    htpasswd(&users, "-m", "alice", "secret", true);
-    let up = Upstream::start(|_| async { text(200, "in") }).await;
+    let (_dir, users, up) = alice("-m", "secret").await;
     let limit = "limit = [{ zone = \"login\", burst = 2, nodelay = true, count_status = [401], \
                  ban = { after = 2, within = \"1m\", for = \"1m\" } }]";
     let gateway = gateway(&config(up.addr, &users, limit).replace("600r/m", "1r/m"));

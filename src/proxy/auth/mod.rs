@@ -65,16 +65,10 @@ impl Auth {
     /// answer (401 with the challenge; 400 for `Authorization` sent twice, as nginx; 503
     /// when too many logins wait for a check).
     pub(crate) async fn check(&self, headers: &HeaderMap, checks: &Checks, now: Instant) -> Option<Response<ResponseBody>> {
-        let credentials = match credentials(headers) {
-            Ok(Some(credentials)) => credentials,
-            Ok(None) => return Some(self.unauthorized()),
-            Err(Twice) => return Some(response::error(StatusCode::BAD_REQUEST)),
+        let (loaded, credentials) = match self.known(headers, now) {
+            Known::Answered(answer) => return answer,
+            Known::Unknown(loaded, credentials) => (loaded, credentials),
         };
-        let (user, password) = (credentials.user(), credentials.password());
-        let loaded = self.table.current(now);
-        if loaded.passed_before(user, password) {
-            return None;
-        }
         let Ok(_waiting) = checks.waiting.try_acquire() else {
             return Some(response::error(StatusCode::SERVICE_UNAVAILABLE));
         };
@@ -82,14 +76,12 @@ impl Auth {
             return Some(response::error(StatusCode::SERVICE_UNAVAILABLE));
         };
         let users = Arc::clone(&loaded.users);
-        let (user, password) = (user.to_vec(), password.to_vec());
-        let checked = tokio::task::spawn_blocking(move || (users.check(&user, &password), user, password)).await;
-        match checked {
-            Ok((Checked::Pass, user, password)) => {
-                loaded.remember(&user, &password);
-                None
-            }
-            Ok((_, _, _)) => Some(self.unauthorized()),
+        let checked = tokio::task::spawn_blocking(move || {
+            let checked = users.check(credentials.user(), credentials.password());
+            (checked, credentials)
+        });
+        match checked.await {
+            Ok((checked, credentials)) => self.decided(&loaded, checked, &credentials),
             Err(_) => Some(response::error(StatusCode::INTERNAL_SERVER_ERROR)),
         }
     }
@@ -98,19 +90,38 @@ impl Auth {
     /// location): credentials that passed before pass at once, others are checked on the
     /// worker itself. Rare: a redirect from one `auth` into another.
     pub(crate) fn check_now(&self, headers: &HeaderMap, now: Instant) -> Option<Response<ResponseBody>> {
-        let credentials = match credentials(headers) {
-            Ok(Some(credentials)) => credentials,
-            Ok(None) => return Some(self.unauthorized()),
-            Err(Twice) => return Some(response::error(StatusCode::BAD_REQUEST)),
-        };
-        let (user, password) = (credentials.user(), credentials.password());
-        let loaded = self.table.current(now);
-        if loaded.passed_before(user, password) {
-            return None;
+        match self.known(headers, now) {
+            Known::Answered(answer) => answer,
+            Known::Unknown(loaded, credentials) => {
+                let checked = loaded.users.check(credentials.user(), credentials.password());
+                self.decided(&loaded, checked, &credentials)
+            }
         }
-        match loaded.users.check(user, password) {
+    }
+
+    /// What is decided without a hash check: no credentials (401), `Authorization` twice
+    /// (400), or credentials that passed before (`None`).
+    fn known(&self, headers: &HeaderMap, now: Instant) -> Known {
+        let mut sent = headers.get_all(AUTHORIZATION).iter();
+        let first = sent.next();
+        if sent.next().is_some() {
+            return Known::Answered(Some(response::error(StatusCode::BAD_REQUEST)));
+        }
+        let Some(credentials) = first.and_then(|value| basic::credentials(value.as_bytes())) else {
+            return Known::Answered(Some(self.unauthorized()));
+        };
+        let loaded = self.table.current(now);
+        match loaded.passed_before(credentials.user(), credentials.password()) {
+            true => Known::Answered(None),
+            false => Known::Unknown(loaded, credentials),
+        }
+    }
+
+    /// The answer to a hash check: a pass is remembered.
+    fn decided(&self, loaded: &users::Loaded, checked: Checked, credentials: &basic::Credentials) -> Option<Response<ResponseBody>> {
+        match checked {
             Checked::Pass => {
-                loaded.remember(user, password);
+                loaded.remember(credentials.user(), credentials.password());
                 None
             }
             Checked::NoSuchUser | Checked::Mismatch => Some(self.unauthorized()),
@@ -125,18 +136,12 @@ impl Auth {
     }
 }
 
-/// `Authorization` sent twice: nginx refuses such a request (400).
-struct Twice;
-
-/// The request's basic credentials: `None` without an `Authorization` header or with one
-/// that holds none.
-fn credentials(headers: &HeaderMap) -> Result<Option<basic::Credentials>, Twice> {
-    let mut sent = headers.get_all(AUTHORIZATION).iter();
-    let first = sent.next();
-    if sent.next().is_some() {
-        return Err(Twice);
-    }
-    Ok(first.and_then(|value| basic::credentials(value.as_bytes())))
+/// What [`Auth::known`] found.
+enum Known {
+    /// The answer, without a hash check (`None`: the credentials passed before).
+    Answered(Option<Response<ResponseBody>>),
+    /// Credentials to check against the table in force.
+    Unknown(Arc<users::Loaded>, basic::Credentials),
 }
 
 impl super::Pipeline {
