@@ -48,6 +48,8 @@ pub(crate) struct Snapshot {
     pub upstreams: Vec<Arc<Group>>,
     pub pipeline: Pipeline,
     pub conn: ConnSettings,
+    /// The listeners that read a PROXY protocol header first, and from whom.
+    pub proxy_protocol: config::ProxyProtocol,
     /// What `listen_tls` connections are served with; `None` without `[tls]`.
     pub tls: Option<TlsServer>,
     /// `[redis]`, connected per worker; `None` without the section.
@@ -176,6 +178,7 @@ pub(crate) fn build(
         upstreams: groups,
         pipeline,
         conn: conn_settings(&config.server),
+        proxy_protocol: config.server.proxy_protocol(),
         tls,
         redis,
         _announced: announced,

@@ -15,7 +15,7 @@ pub(super) fn access(raw: RawAccess, diag: &mut Diagnostics<'_>) -> Option<Acces
     })
 }
 
-fn networks(list: Option<&Networks>, diag: &mut Diagnostics<'_>) -> Option<Vec<ipnet::IpNet>> {
+pub(super) fn networks(list: Option<&Networks>, diag: &mut Diagnostics<'_>) -> Option<Vec<ipnet::IpNet>> {
     let Some(list) = list else {
         return Some(Vec::new());
     };

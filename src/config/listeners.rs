@@ -1,6 +1,8 @@
 //! `[server] listen` and `listen_tls`: each item an address (`"IP:PORT"`) or a table
-//! (`{ addr = "IP:PORT", http2 = false }`), at least one in all, each address once; and
-//! [`Address`], where a listener listens and over which [`Transport`].
+//! (`{ addr = "IP:PORT", http2 = false, proxy_protocol = true }`), at least one in all,
+//! each address once; `[server] proxy_protocol_from`, the senders a `proxy_protocol`
+//! listener takes the header from; and [`Address`], where a listener listens and over
+//! which [`Transport`].
 
 use std::net::SocketAddr;
 
@@ -18,12 +20,16 @@ pub(crate) struct Listener {
     pub addr: SocketAddr,
     /// `http2`: HTTP/2 is served (the default).
     pub http2: bool,
+    /// `proxy_protocol`: each connection starts with a PROXY protocol header (v1 or v2)
+    /// naming the client, from a sender of `proxy_protocol_from`.
+    pub proxy_protocol: bool,
 }
 
-/// The listeners of `listen` and `listen_tls`.
+/// The listeners of `listen` and `listen_tls`, and who may send them PROXY headers.
 pub(super) struct Listeners {
     pub listen: Vec<Listener>,
     pub listen_tls: Vec<Listener>,
+    pub proxy_protocol_from: Vec<ipnet::IpNet>,
 }
 
 /// `[server]` holds no listener at all.
@@ -60,10 +66,29 @@ pub(super) fn listeners(
             );
         }
     }
+    let from = proxy_protocol_from(raw, diag);
     Some(Listeners {
         listen: listen?,
         listen_tls: listen_tls?,
+        proxy_protocol_from: from?,
     })
+}
+
+/// `proxy_protocol_from`, which a listener with `proxy_protocol` needs: without it, no
+/// sender could be believed.
+fn proxy_protocol_from(raw: &RawServer, diag: &mut Diagnostics<'_>) -> Option<Vec<ipnet::IpNet>> {
+    let from = super::access::networks(raw.proxy_protocol_from.as_ref(), diag)?;
+    let items = [&raw.listen, &raw.listen_tls].into_iter().flatten();
+    let wanting = items.flat_map(|list| list.get_ref().iter()).find_map(|item| match item.get_ref() {
+        RawListenItem::Table(table) => table.proxy_protocol.as_ref().filter(|on| *on.get_ref()),
+        RawListenItem::Addr(_) => None,
+    });
+    if let (Some(on), true) = (wanting, from.is_empty()) {
+        let message = "a listener with `proxy_protocol` needs `[server] proxy_protocol_from`, the addresses of the balancers allowed to send the header (`[\"10.0.0.0/8\"]`)";
+        diag.error(on.span(), message);
+        return None;
+    }
+    Some(from)
 }
 
 /// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
@@ -79,7 +104,7 @@ fn addresses(
         .map(|list| list.get_ref().as_slice())
         .unwrap_or_default()
     {
-        let Some((addr, http2)) = listen_item(item, diag) else {
+        let Some((addr, http2, proxy_protocol)) = listen_item(item, diag) else {
             valid = false;
             continue;
         };
@@ -90,36 +115,30 @@ fn addresses(
         }
         seen.push(addr);
         diag.listed(&item.span(), addr);
-        listeners.push(Listener { addr, http2 });
+        listeners.push(Listener { addr, http2, proxy_protocol });
     }
     valid.then_some(listeners)
 }
 
-/// One item: its address and whether it offers HTTP/2.
+/// One item: its address, whether it offers HTTP/2, whether it reads PROXY headers.
 fn listen_item(
     item: &Spanned<RawListenItem>,
     diag: &mut Diagnostics<'_>,
-) -> Option<(SocketAddr, bool)> {
+) -> Option<(SocketAddr, bool, bool)> {
     match item.get_ref() {
         RawListenItem::Addr(text) => {
             let addr = diag.check(item.span(), values::listen_addr(text))?;
-            Some((addr, true))
+            Some((addr, true, false))
         }
         RawListenItem::Table(table) => {
-            let later = [
-                ("proxy_protocol", &table.proxy_protocol),
-                ("quic", &table.quic),
-            ];
-            let mut valid = true;
-            for (key, value) in later {
-                if let Some(value) = value {
-                    not_yet(key, value, diag);
-                    valid = false;
-                }
+            if let Some(value) = &table.quic {
+                not_yet("quic", value, diag);
             }
             let written = diag.required(table.addr.as_ref(), &item.span(), "addr")?;
             let addr = diag.check(written.span(), values::listen_addr(written.get_ref()))?;
-            valid.then_some((addr, table.http2.unwrap_or(true)))
+            let proxy_protocol = table.proxy_protocol.as_ref().is_some_and(|on| *on.get_ref());
+            let http2 = table.http2.unwrap_or(true);
+            table.quic.is_none().then_some((addr, http2, proxy_protocol))
         }
     }
 }
@@ -160,7 +179,35 @@ impl Transport {
     }
 }
 
+/// Which listeners read a PROXY protocol header first, and whose they believe.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProxyProtocol {
+    listeners: Vec<(SocketAddr, Transport)>,
+    /// `proxy_protocol_from`.
+    pub from: Vec<ipnet::IpNet>,
+}
+
+impl ProxyProtocol {
+    /// Whether connections accepted at `address` start with a header. (Two listeners on
+    /// port 0 of one address are told apart by their transport only.)
+    pub(crate) fn reads(&self, address: &Address) -> bool {
+        let at = (address.addr, address.transport);
+        self.listeners.contains(&at)
+    }
+}
+
 impl Server {
+    /// The listeners with `proxy_protocol`, and `proxy_protocol_from`.
+    pub(crate) fn proxy_protocol(&self) -> ProxyProtocol {
+        let at = |transport| move |l: &Listener| l.proxy_protocol.then_some((l.addr, transport));
+        let tcp = self.listen.iter().filter_map(at(Transport::Tcp));
+        let tls = self.listen_tls.iter().filter_map(at(Transport::Tls));
+        ProxyProtocol {
+            listeners: tcp.chain(tls).collect(),
+            from: self.proxy_protocol_from.clone(),
+        }
+    }
+
     /// Every address of `listen` and `listen_tls`, in that order.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = Address> + '_ {
         let at = |transport| {

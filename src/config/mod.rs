@@ -70,7 +70,7 @@ pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
 pub(crate) use headers::{Forwarded, Passed, ResponseValue, When, RESERVED_DOWN};
 pub(crate) use limit_action::{LimitAction, Tarpit};
-pub(crate) use listeners::Listener;
+pub(crate) use listeners::{Listener, ProxyProtocol};
 pub use listeners::{Address, Transport};
 pub(crate) use rules::{RequestBuffering, Timeouts};
 pub use upstreams::{Balance, Concurrency, MaxInFlight, Upstream};
@@ -325,6 +325,8 @@ pub(crate) struct Server {
     /// nginx `sendfile` (on by default): file bodies go from the file to the socket
     /// in the kernel.
     pub sendfile: bool,
+    /// The senders whose PROXY protocol headers `proxy_protocol` listeners believe.
+    pub proxy_protocol_from: Vec<ipnet::IpNet>,
 }
 
 /// `client_max_body_size`: how many bytes of body a request may carry (nginx's).

@@ -147,6 +147,7 @@ pub(super) fn server(
         pid_file: pid_file?,
         compress: compress?,
         sendfile: raw.sendfile.as_ref().is_none_or(|on| *on.get_ref()),
+        proxy_protocol_from: listeners.proxy_protocol_from,
     })
 }
 

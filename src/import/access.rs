@@ -41,7 +41,8 @@ pub(super) fn setting(
             None => return Some(Status::Unsupported(format!("`{from}`: an address or network (tollgate has no `unix:`)"))),
         },
         ("real_ip_header", [header]) if header == "proxy_protocol" => {
-            return Some(Status::Unsupported("PROXY protocol comes with DESIGN §18".to_owned()))
+            w.build.real_ip_header.get_or_insert_with(|| header.clone());
+            return Some(Status::Exact(Some("`set_real_ip_from` becomes `[server] proxy_protocol_from`".to_owned())));
         }
         ("real_ip_header", [header]) => {
             w.build.real_ip_header.get_or_insert_with(|| header.clone());

@@ -73,6 +73,8 @@ pub(super) struct Build {
     /// `http2 on|off` in `http {}`, and in the `server {}` being walked.
     pub http2_http: Option<bool>,
     pub http2_server: Option<bool>,
+    /// The addresses whose `listen` says `proxy_protocol`.
+    pub proxy_protocol: Vec<String>,
     /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
     pub server_durations: BTreeMap<&'static str, String>,
     pub underscores_in_headers: Option<bool>,
@@ -109,7 +111,9 @@ impl Build {
             self.listen.push("0.0.0.0:80".to_owned());
         }
         raw.server = Section::Present(0..0, self.server());
-        if !self.real_ip_trusted.is_empty() {
+        // With `real_ip_header proxy_protocol`, `set_real_ip_from` names the PROXY
+        // protocol's senders (`proxy_protocol_from`), not a `[real_ip]`.
+        if !self.real_ip_trusted.is_empty() && !self.real_ip_from_proxy_protocol() {
             raw.real_ip = Section::Present(
                 0..0,
                 RawRealIp {
@@ -203,13 +207,33 @@ impl Build {
         (raw, self.notes)
     }
 
+    /// Whether `real_ip_header proxy_protocol` was written.
+    fn real_ip_from_proxy_protocol(&self) -> bool {
+        self.real_ip_header.as_deref() == Some("proxy_protocol")
+    }
+
+    /// `proxy_protocol_from` when a listener reads PROXY headers: `set_real_ip_from`'s
+    /// networks, else every address (nginx reads the header from anyone; the `listen`
+    /// line's report says to narrow it).
+    fn proxy_protocol_from(&self) -> Option<crate::config::raw::Networks> {
+        if self.proxy_protocol.is_empty() {
+            return None;
+        }
+        let nets = match self.real_ip_trusted.is_empty() {
+            true => vec!["0.0.0.0/0".to_owned(), "::/0".to_owned()],
+            false => self.real_ip_trusted.clone(),
+        };
+        Some(sp(nets.into_iter().map(sp).collect()))
+    }
+
     fn server(&self) -> RawServer {
-        let item = |addr: &String| match self.http2.contains(addr) {
-            true => RawListenItem::Addr(addr.clone()),
+        let item = |addr: &String| match (self.http2.contains(addr), self.proxy_protocol.contains(addr)) {
+            (true, false) => RawListenItem::Addr(addr.clone()),
             // nginx serves no HTTP/2 on an address without `http2`.
-            false => RawListenItem::Table(RawListenTable {
+            (http2, proxy_protocol) => RawListenItem::Table(RawListenTable {
                 addr: Some(sp(addr.clone())),
-                http2: Some(false),
+                http2: (!http2).then_some(false),
+                proxy_protocol: proxy_protocol.then(|| sp(true)),
                 ..RawListenTable::default()
             }),
         };
@@ -226,6 +250,7 @@ impl Build {
             keepalive_timeout: duration("keepalive_timeout"),
             underscores_in_headers: self.underscores_in_headers,
             sendfile: self.sendfile.map(sp),
+            proxy_protocol_from: self.proxy_protocol_from(),
             limit_status: self.limits_used.then(|| sp(503)),
             ratelimit_headers: self.limits_used.then_some(RawRateLimitHeaders::None),
             ..RawServer::default()

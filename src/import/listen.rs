@@ -10,6 +10,9 @@ use super::report::Status;
 use super::state::Walk;
 use crate::routing::sites::SiteName;
 
+/// How tollgate reads the PROXY protocol otherwise than nginx.
+const PROXY_PROTOCOL: &str = "the header's client is the client everywhere (nginx: only with `real_ip_header proxy_protocol`), believed only from `[server] proxy_protocol_from` (written from `set_real_ip_from`, else every address: narrow it to the balancers), and a connection without one is closed";
+
 /// nginx's address when a server has no `listen` (`*:80`, as root).
 const DEFAULT: &str = "0.0.0.0:80";
 
@@ -30,9 +33,10 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
             "http2" => http2 = true,
             "default_server" | "default" => site.default = true,
             "proxy_protocol" => {
-                return Status::Unsupported(
-                    "PROXY protocol on a listener comes with DESIGN §18 (`proxy_protocol = true` on a listen table)".to_owned(),
-                )
+                if !w.build.proxy_protocol.contains(&addr) {
+                    w.build.proxy_protocol.push(addr.clone());
+                }
+                differences.push(PROXY_PROTOCOL.to_owned());
             }
             "quic" | "http3" => {
                 return Status::Unsupported("HTTP/3 comes with DESIGN §19".to_owned())

@@ -197,6 +197,33 @@ fn access_rules_and_real_ip() {
 }
 
 #[test]
+fn proxy_protocol_listeners_and_their_senders() {
+    let imported = import(
+        "http {
+    set_real_ip_from 10.0.0.0/8;
+    real_ip_header proxy_protocol;
+    server {
+        listen 80 proxy_protocol;
+        listen 8080 http2 proxy_protocol;
+        location / { proxy_pass http://127.0.0.1:3000; }
+    }
+}
+",
+    );
+    exact(&imported, 3, "real_ip_header");
+    approx(&imported, 5, "listen", "proxy_protocol_from");
+    has(
+        &imported,
+        "listen = [{ addr = \"0.0.0.0:80\", http2 = false, proxy_protocol = true }, \
+         { addr = \"0.0.0.0:8080\", proxy_protocol = true }]\n",
+    );
+    has(&imported, "proxy_protocol_from = [\"10.0.0.0/8\"]\n");
+    assert!(!imported.toml.contains("[real_ip]"), "{}", imported.toml);
+    let anyone = import("http { server { listen 80 proxy_protocol; location / { return 200; } } }\n");
+    has(&anyone, "proxy_protocol_from = [\"0.0.0.0/0\", \"::/0\"]\n");
+}
+
+#[test]
 fn returns_and_the_rewrites_that_map() {
     let imported = import(
         "http {

@@ -31,6 +31,7 @@ mod h1;
 mod h2;
 mod listener;
 mod preface;
+mod proxy_protocol;
 mod shed;
 mod timeouts;
 mod zero_copy;

@@ -9,7 +9,7 @@
 //! (`server/descriptors.rs`); one beyond the data plane's share closes the worker's oldest
 //! idle connections (`server/shed.rs`), or is closed at once when none is idle.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 use super::conn;
+use super::proxy_protocol;
 use super::descriptors::{self, Descriptors};
 use super::shed::Sheddable;
 use super::timeouts::ConnState;
@@ -199,6 +200,27 @@ async fn serve_tls(
     }
 }
 
+/// A connection, over TLS after its handshake when its address is `listen_tls`'s.
+async fn serve(
+    stream: tokio::net::TcpStream,
+    conn: Arc<Conn>,
+    state: Arc<GatewayState>,
+    stop: watch::Receiver<bool>,
+    sheddable: Arc<Sheddable>,
+) {
+    let http2 = conn.address.http2;
+    match conn.address.transport {
+        Transport::Tcp => {
+            let conn_state = ConnState::new();
+            sheddable.add(&conn_state);
+            conn::serve(stream, conn, conn_state, state, stop, None, http2).await;
+        }
+        // Boxed: a plain connection's task does not carry a TLS connection's state; its
+        // `ConnState` is made once the handshake is over.
+        Transport::Tls => Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable)).await,
+    }
+}
+
 /// The `protocol` label of a handshake that agreed on `version`.
 fn tls_protocol(version: Option<rustls::ProtocolVersion>) -> TlsProtocol {
     match version {
@@ -246,43 +268,7 @@ impl Accepting {
                         }
                     }
                     let _ = stream.set_nodelay(true);
-                    let stop = self.stop.clone();
-                    let http2 = self.http2.load(Ordering::Relaxed);
-                    let address = Address { http2, ..self.address };
-                    // Shared (and HTTP/2's streams share it): the task's layers of futures
-                    // each keep a pointer, not a copy.
-                    let conn = Arc::new(Conn::new(peer, self.worker, address, server_port, stop));
-                    let (state, stop, alive) =
-                        (self.state.clone(), self.stop.clone(), self.alive.clone());
-                    let open = self.open.get(self.worker).clone();
-                    open.add(1);
-                    // A TLS connection's is made once its handshake is over.
-                    let conn_state = match self.address.transport {
-                        Transport::Tcp => {
-                            let conn_state = ConnState::new();
-                            self.sheddable.add(&conn_state);
-                            Some(conn_state)
-                        }
-                        Transport::Tls => None,
-                    };
-                    let sheddable = self.sheddable.clone();
-                    // Its polls read the clock once each (`clock`).
-                    tokio::spawn(crate::clock::Polled::new(async move {
-                        match conn_state {
-                            Some(conn_state) => {
-                                conn::serve(stream, conn, conn_state, state, stop, None, http2)
-                                    .await;
-                            }
-                            // Boxed: a plain connection's task does not carry a TLS
-                            // connection's state.
-                            None => {
-                                Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable))
-                                    .await
-                            }
-                        }
-                        open.add(-1);
-                        drop((slot, alive));
-                    }));
+                    self.spawn(stream, peer, server_port, slot);
                 }
                 Err(err) => {
                     if descriptors::exhausted(&err) {
@@ -297,6 +283,44 @@ impl Accepting {
                 }
             }
         }
+    }
+
+    /// Serves an accepted connection on its own task, holding its descriptor `slot`:
+    /// after its PROXY header on a listener that reads one, and its TLS handshake on a
+    /// `listen_tls` one.
+    fn spawn(&self, mut stream: tokio::net::TcpStream, peer: SocketAddr, server_port: u16, slot: descriptors::Slot) {
+        let http2 = self.http2.load(Ordering::Relaxed);
+        let address = Address { http2, ..self.address };
+        let proxied = {
+            let snapshot = self.state.snapshot.load();
+            let settings = &snapshot.proxy_protocol;
+            (settings.reads(&address)).then(|| (settings.clone(), snapshot.conn.client_header_timeout))
+        };
+        let (worker, stop) = (self.worker, self.stop.clone());
+        let (state, alive) = (self.state.clone(), self.alive.clone());
+        let open = self.open.get(self.worker).clone();
+        open.add(1);
+        let sheddable = self.sheddable.clone();
+        // Its polls read the clock once each (`clock`).
+        tokio::spawn(crate::clock::Polled::new(async move {
+            let client = match proxied {
+                None => Ok(peer),
+                Some((settings, within)) => {
+                    proxy_protocol::client(&mut stream, peer, &address, &settings, within).await
+                }
+            };
+            match client {
+                // Shared (and HTTP/2's streams share it): the task's layers of futures
+                // each keep a pointer, not a copy.
+                Ok(client) => {
+                    let conn = Arc::new(Conn::new(client, worker, address, server_port, stop.clone()));
+                    serve(stream, conn, state, stop, sheddable).await;
+                }
+                Err(refused) => tracing::debug!(%peer, ?refused, "PROXY protocol: connection closed"),
+            }
+            open.add(-1);
+            drop((slot, alive));
+        }));
     }
 
     /// A connection was accepted beyond the data plane's share of descriptors: closes

@@ -52,6 +52,7 @@ mod nginx_conformance;
 mod path_properties;
 mod pebble_harness;
 mod proxy;
+mod proxy_protocol;
 mod recipes;
 mod redirect_rewrite;
 mod redis_clock_skew;

@@ -134,6 +134,9 @@ pub(crate) struct RawServer {
     pub compress: Option<Spanned<RawCompress>>,
     /// nginx `sendfile`: file bodies go from the file to the socket by the kernel.
     pub sendfile: Option<Spanned<bool>>,
+    /// The senders a `proxy_protocol` listener believes (nginx `set_real_ip_from` with
+    /// `real_ip_header proxy_protocol`).
+    pub proxy_protocol_from: Option<Networks>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy)]
@@ -159,8 +162,7 @@ pub(crate) struct RawListenTable {
     /// Required.
     pub addr: Option<Spanned<String>>,
     pub http2: Option<bool>,
-    /// Named so that it is refused as not supported yet, not as unknown.
-    pub proxy_protocol: Option<Loose>,
+    pub proxy_protocol: Option<Spanned<bool>>,
     /// Named so that it is refused as not supported yet, not as unknown.
     pub quic: Option<Loose>,
 }

@@ -49,19 +49,32 @@ fn table_problems_are_reported_where_they_are() {
 }
 
 #[test]
-fn later_listener_keys_are_not_yet_supported() {
-    let found = errors(
-        "[server]\nlisten = [{ addr = \"1\", proxy_protocol = true },\n\
-         { addr = \"2\", quic = true }]\n",
-    );
+fn quic_on_a_listener_is_not_yet_supported() {
+    let found = errors("[server]\nlisten = [{ addr = \"2\", quic = true }]\n");
     let messages: Vec<_> = found.iter().map(|(l, _, m)| (*l, m.as_str())).collect();
-    assert_eq!(
-        messages,
-        [
-            (2, "`proxy_protocol` on a listener is not yet supported"),
-            (3, "`quic` on a listener is not yet supported"),
-        ],
+    assert_eq!(messages, [(2, "`quic` on a listener is not yet supported")]);
+}
+
+#[test]
+fn proxy_protocol_listeners_need_their_senders() {
+    let found = errors("[server]\nlisten = [{ addr = \"127.0.0.1:80\", proxy_protocol = true }]\n");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, 2);
+    assert!(found[0].2.contains("needs `[server] proxy_protocol_from`"), "{}", found[0].2);
+    let found = errors("[server]\nlisten = [\"127.0.0.1:80\"]\nproxy_protocol_from = [\"10.0.0.0/33\"]\n");
+    assert_eq!(found[0].0, 3, "{found:#?}");
+    let config = parse(
+        "[server]\nlisten = [{ addr = \"127.0.0.1:80\", proxy_protocol = true }, \"127.0.0.1:81\"]\n\
+         proxy_protocol_from = [\"10.0.0.0/8\", \"192.0.2.1\"]\n",
     );
+    let server = &config.server;
+    assert!(server.listen[0].proxy_protocol && !server.listen[1].proxy_protocol);
+    let settings = server.proxy_protocol();
+    let at = |addr: &str, transport| Address { addr: addr.parse().unwrap(), transport, http2: true };
+    assert!(settings.reads(&at("127.0.0.1:80", Transport::Tcp)));
+    assert!(!settings.reads(&at("127.0.0.1:81", Transport::Tcp)));
+    assert!(!settings.reads(&at("127.0.0.1:80", Transport::Tls)));
+    assert_eq!(settings.from.len(), 2);
 }
 
 #[test]
