@@ -27,13 +27,14 @@ use crate::wire::proxy_protocol::{self, Parsed, MAX_HEADER};
 const AGAIN: Duration = Duration::from_millis(5);
 
 /// Why a connection was closed before anything was served.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum Refused {
-    /// Its peer is not in `proxy_protocol_from`.
+    #[error("the sender is not in proxy_protocol_from")]
     Untrusted,
     /// The header is malformed or missing, or the peer closed first.
+    #[error("no PROXY header: {0}")]
     Malformed(String),
-    /// No whole header within `client_header_timeout`.
+    #[error("no whole PROXY header within client_header_timeout")]
     Slow,
 }
 

@@ -316,7 +316,7 @@ impl Accepting {
                     let conn = Arc::new(Conn::new(client, worker, address, server_port, stop.clone()));
                     serve(stream, conn, state, stop, sheddable).await;
                 }
-                Err(refused) => tracing::debug!(%peer, ?refused, "PROXY protocol: connection closed"),
+                Err(refused) => tracing::debug!(%peer, %refused, "connection closed unserved"),
             }
             open.add(-1);
             drop((slot, alive));

@@ -12,9 +12,6 @@
 
 pub(crate) mod body;
 pub(crate) mod h1;
-// Not wired into the listeners yet: built for its unit tests only until it is (with the
-// `testing` feature too, the library's own build would report all of it unused).
-#[cfg(test)]
 pub(crate) mod proxy_protocol;
 
 /// The coders of `compress`, for the integration tests and benches.

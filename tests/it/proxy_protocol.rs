@@ -54,7 +54,10 @@ async fn from(from: [u8; 4], to: SocketAddr, path: &str) -> (u16, String) {
         let _ = stream.read_to_end(&mut answer).await;
         let text = String::from_utf8_lossy(&answer).into_owned();
         let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-        (status, text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+        (
+            status,
+            text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned(),
+        )
     })
     .await
 }
@@ -68,21 +71,48 @@ async fn haproxy_names_the_client_in_both_versions() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let up = Upstream::start(|req| async move {
-        let xff = req.headers().get("x-forwarded-for").map(|v| v.to_str().unwrap_or("").to_owned());
+        let xff = req
+            .headers()
+            .get("x-forwarded-for")
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         text(200, &xff.unwrap_or_default())
     })
     .await;
     let gateway = gateway(&config(up.addr, "127.0.0.1", &log));
     let haproxy = Haproxy::start(addr(&gateway));
     for front in [haproxy.v1, haproxy.v2] {
-        assert_eq!(from([127, 0, 0, 2], front, "/").await, (200, "127.0.0.2".to_owned()), "{front}");
-        assert_eq!(from([127, 0, 0, 3], front, "/").await, (200, "127.0.0.3".to_owned()), "{front}");
-        assert_eq!(from([127, 0, 0, 2], front, "/denied/").await.0, 403, "{front}");
-        assert_eq!(from([127, 0, 0, 3], front, "/denied/").await.0, 200, "{front}");
+        assert_eq!(
+            from([127, 0, 0, 2], front, "/").await,
+            (200, "127.0.0.2".to_owned()),
+            "{front}"
+        );
+        assert_eq!(
+            from([127, 0, 0, 3], front, "/").await,
+            (200, "127.0.0.3".to_owned()),
+            "{front}"
+        );
+        assert_eq!(
+            from([127, 0, 0, 2], front, "/denied/").await.0,
+            403,
+            "{front}"
+        );
+        assert_eq!(
+            from([127, 0, 0, 3], front, "/denied/").await.0,
+            200,
+            "{front}"
+        );
     }
     let lines = log_lines(&log, 8).await;
-    assert!(lines[0].contains("\"remote_addr\":\"127.0.0.2\""), "{}", lines[0]);
-    assert!(lines[1].contains("\"remote_addr\":\"127.0.0.3\""), "{}", lines[1]);
+    assert!(
+        lines[0].contains("\"remote_addr\":\"127.0.0.2\""),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("\"remote_addr\":\"127.0.0.3\""),
+        "{}",
+        lines[1]
+    );
     // Straight to tollgate, without HAProxy: no header, closed unanswered.
     assert_eq!(from([127, 0, 0, 1], addr(&gateway), "/").await.0, 0);
     drop(haproxy);
@@ -112,9 +142,13 @@ async fn hostile_or_missing_headers_close_the_connection_unanswered() {
     let addr = addr(&gateway);
     // A v1 header and the request in one segment: the header names 127.0.0.2, denied.
     let named = format!("PROXY TCP4 127.0.0.2 127.0.0.1 5555 80\r\n{GET}");
-    assert!(raw(addr, named.as_bytes()).await.starts_with("HTTP/1.1 403"));
+    assert!(raw(addr, named.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 403"));
     let other = format!("PROXY TCP4 192.0.2.9 127.0.0.1 5555 80\r\n{GET}");
-    assert!(raw(addr, other.as_bytes()).await.starts_with("HTTP/1.1 200"));
+    assert!(raw(addr, other.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 200"));
     // v2 LOCAL (a balancer's health check): the sender's own address stands.
     let mut local = b"\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00".to_vec();
     local.extend_from_slice(GET.as_bytes());
@@ -139,7 +173,11 @@ async fn hostile_or_missing_headers_close_the_connection_unanswered() {
     let started = std::time::Instant::now();
     assert_eq!(raw(addr, b"PROXY TCP4 127.0.0.2").await, "");
     assert!(started.elapsed() >= Duration::from_millis(900));
-    assert_eq!(up.count(), 1, "only the one allowed request reached the upstream");
+    assert_eq!(
+        up.count(),
+        0,
+        "`/denied/` answers itself: nothing went upstream"
+    );
     gateway.stop().await;
 }
 
@@ -152,5 +190,67 @@ async fn a_sender_not_in_proxy_protocol_from_is_refused_unread() {
     let named = format!("PROXY TCP4 10.1.1.1 127.0.0.1 5555 80\r\n{GET}");
     assert_eq!(raw(addr(&gateway), named.as_bytes()).await, "");
     assert_eq!(up.count(), 0);
+    gateway.stop().await;
+}
+
+/// On a `listen_tls` address the header comes before the handshake: HAProxy in TCP mode
+/// passes the client's TLS through after its v2 header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_comes_before_tls_on_a_tls_listener() {
+    if !haproxy::available("the PROXY protocol before TLS") {
+        return;
+    }
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+    let up = Upstream::start(|req| async move {
+        let xff = req
+            .headers()
+            .get("x-forwarded-for")
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        text(200, &xff.unwrap_or_default())
+    })
+    .await;
+    let toml = format!(
+        "[server]\nlisten_tls = [{{ addr = \"127.0.0.1:0\", proxy_protocol = true }}]\n\
+         proxy_protocol_from = [\"127.0.0.1\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [[tls.certificates]]\ncert = \"{0}/cert.pem\"\nkey = \"{0}/key.pem\"\n\
+         [upstreams.app]\nservers = [\"{1}\"]\n[[location]]\nmatch = \"/\"\nupstream = \"app\"\n",
+        dir.path().display(),
+        up.addr
+    );
+    let gateway = gateway(&toml);
+    let haproxy = Haproxy::start(gateway.tls_addrs()[0]);
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .dangerous()
+    .with_custom_certificate_verifier(std::sync::Arc::new(AcceptAny))
+    .with_no_client_auth();
+    let answer = within(10, async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+        let tcp = socket.connect(haproxy.v2).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    })
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\n127.0.0.2"), "{answer}");
+    drop(haproxy);
     gateway.stop().await;
 }

@@ -27,9 +27,14 @@ impl Drop for Haproxy {
 
 /// Whether `haproxy` is installed; a note when it is not.
 pub fn available(what: &str) -> bool {
-    let found = Command::new("haproxy").arg("-v").output().is_ok_and(|out| out.status.success());
+    let found = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|out| out.status.success());
     if !found {
-        super::skip_note(&format!("haproxy is not installed: {what} is not tested against it"));
+        super::skip_note(&format!(
+            "haproxy is not installed: {what} is not tested against it"
+        ));
     }
     found
 }
