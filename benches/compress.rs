@@ -14,32 +14,12 @@
 
 use std::hint::black_box;
 
-use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tollgate::wire::encode::encoded_len;
 
-/// The JSON answer: `len` bytes of records such as an API lists, with ids, names, numbers
-/// and flags that vary, so that it shrinks as real JSON does (not as a repeated line
-/// would). examples/bench_upstream.rs answers `/json` with the same 100,000 bytes.
-fn json(len: usize) -> Bytes {
-    let mut out = String::from("[");
-    let mut i = 0u64;
-    while out.len() < len {
-        let city = ["Oslo", "Lyon", "Porto", "Graz"][i as usize % 4];
-        out.push_str(&format!(
-            "{{\"id\":{i},\"user\":\"user{}\",\"city\":\"{city}\",\"score\":{},\"active\":{},\"tags\":[\"t{}\",\"t{}\"]}},",
-            i * 31 % 977,
-            (i * 7919) % 10_007,
-            i % 3 == 0,
-            i % 13,
-            i % 7
-        ));
-        i += 1;
-    }
-    out.truncate(len - 1);
-    out.push(']');
-    Bytes::from(out)
-}
+#[path = "shared/json.rs"]
+mod shared_json;
+use shared_json::json;
 
 fn coders(c: &mut Criterion) {
     let input = json(100_000);

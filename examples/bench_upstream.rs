@@ -28,28 +28,11 @@ use tokio::net::TcpListener;
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 const BODY: &[u8] = b"hello\n";
 
-/// `/json`'s body: 100,000 bytes of records such as an API lists, with ids, names, numbers and
-/// flags that vary, so that it shrinks as real JSON does (benches/compress.rs makes the same).
-static JSON: LazyLock<Bytes> = LazyLock::new(|| {
-    const LEN: usize = 100_000;
-    let mut out = String::from("[");
-    let mut i = 0u64;
-    while out.len() < LEN {
-        let city = ["Oslo", "Lyon", "Porto", "Graz"][i as usize % 4];
-        out.push_str(&format!(
-            "{{\"id\":{i},\"user\":\"user{}\",\"city\":\"{city}\",\"score\":{},\"active\":{},\"tags\":[\"t{}\",\"t{}\"]}},",
-            i * 31 % 977,
-            (i * 7919) % 10_007,
-            i % 3 == 0,
-            i % 13,
-            i % 7
-        ));
-        i += 1;
-    }
-    out.truncate(LEN - 1);
-    out.push(']');
-    Bytes::from(out)
-});
+#[path = "../benches/shared/json.rs"]
+mod shared_json;
+
+/// `/json`'s body: 100,000 bytes of JSON records (benches/shared/json.rs).
+static JSON: LazyLock<Bytes> = LazyLock::new(|| shared_json::json(100_000));
 
 fn main() {
     let arg = std::env::args().nth(1);

@@ -41,6 +41,18 @@ upstream = "app"
     )
 }
 
+/// An upstream that answers the `X-Forwarded-For` it was sent.
+async fn echoing_forwarded_for() -> Upstream {
+    Upstream::start(|req| async move {
+        let xff = req
+            .headers()
+            .get("x-forwarded-for")
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        text(200, &xff.unwrap_or_default())
+    })
+    .await
+}
+
 /// A request to `to` from the local address `from` (any 127.x is this machine's); the
 /// status and body.
 async fn from(from: [u8; 4], to: SocketAddr, path: &str) -> (u16, String) {
