@@ -82,14 +82,7 @@ async fn haproxy_names_the_client_in_both_versions() {
     let _shared = shared();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let up = Upstream::start(|req| async move {
-        let xff = req
-            .headers()
-            .get("x-forwarded-for")
-            .map(|v| v.to_str().unwrap_or("").to_owned());
-        text(200, &xff.unwrap_or_default())
-    })
-    .await;
+    let up = echoing_forwarded_for().await;
     let gateway = gateway(&config(up.addr, "127.0.0.1", &log));
     let haproxy = Haproxy::start(addr(&gateway));
     for front in [haproxy.v1, haproxy.v2] {
@@ -217,14 +210,7 @@ async fn the_header_comes_before_tls_on_a_tls_listener() {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
     std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
-    let up = Upstream::start(|req| async move {
-        let xff = req
-            .headers()
-            .get("x-forwarded-for")
-            .map(|v| v.to_str().unwrap_or("").to_owned());
-        text(200, &xff.unwrap_or_default())
-    })
-    .await;
+    let up = echoing_forwarded_for().await;
     let toml = format!(
         "[server]\nlisten_tls = [{{ addr = \"127.0.0.1:0\", proxy_protocol = true }}]\n\
          proxy_protocol_from = [\"127.0.0.1\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
