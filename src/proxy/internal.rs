@@ -236,17 +236,19 @@ impl Pipeline {
 
     /// A refusal made before the request was let through (its location's allow/deny,
     /// no location, a limit), or the error page `pages` give for its status.
-    /// A refusal answered at `location` (a limit's, a failed login's), or its error page.
+    /// A refusal (a limit's, a failed login's, one before any limit) answered as it is,
+    /// or by its page among `pages` (a site's and its own or its location's).
     pub(super) async fn refuse<'s>(
         &'s self,
-        (site, location): (&'s Site, &'s super::Location),
+        pages: Option<(&'s Site, &'s ErrorPages)>,
         refusal: Response<ResponseBody>,
         req: Request<ClientBody>,
         asker: &Asker<'_>,
         log: logged::Pending<'s>,
     ) -> Response<Logged> {
-        match paging(Some((site, &location.error_pages)), &refusal) {
+        match paging(pages, &refusal) {
             None => log.finish(refusal, None),
+            // Boxed: the page's future is made only for the answers that get one.
             Some(paging) => Box::pin(self.refused_page(paging, refusal, req, asker, log)).await,
         }
     }

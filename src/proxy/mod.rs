@@ -268,12 +268,9 @@ impl Pipeline {
         let target = req.uri().clone();
         let (site, location, path) = match self.locate(&target, &req, conn, client, &mut log) {
             Located::Found(site, location, path) => (site, location, path),
-            // Boxed: the page's future is made only for the answers that get one.
-            Located::Answered(answer, pages) => match internal::paging(pages, &answer) {
-                None => return log.finish(answer, None),
-                Some(paging) => return Box::pin(self.refused_page(paging, answer, req, &asker, log)).await,
-            },
+            Located::Answered(answer, pages) => return self.refuse(pages, answer, req, &asker, log).await,
         };
+        let pages = Some((site, &location.error_pages));
         let arrival = self.arrival(location, &req, client, &path, now, conn);
         let mut limited = match &arrival {
             None => Outcome::default(),
@@ -287,16 +284,18 @@ impl Pipeline {
         let asked = (&mut req, conn, client, &*path);
         match self.refused(location, &mut limited, asked, &log).await {
             Some(Refused::Unanswered) => return log.unanswered(),
-            Some(Refused::Answer(refusal)) => return self.refuse((site, location), refusal, req, &asker, log).await,
+            Some(Refused::Answer(refusal)) => return self.refuse(pages, refusal, req, &asker, log).await,
             None => {}
         }
         if let Some(delay) = limit_response::delay(&limited) {
             // Fixed at arrival; a client that leaves meanwhile drops this future (499).
             tokio::time::sleep_until((now + delay).into()).await;
         }
-        let asked = own::Asked::new(&req, conn, client, &path);
-        if let Some(refusal) = self.authenticate(location, &asked, &mut limited, &log).await {
-            return self.refuse((site, location), refusal, req, &asker, log).await;
+        if location.auth.is_some() {
+            let asked = own::Asked::new(&req, conn, client, &path);
+            if let Some(refusal) = Box::pin(self.authenticate(location, &asked, &mut limited, &log)).await {
+                return self.refuse(pages, refusal, req, &asker, log).await;
+            }
         }
         let accepted = (location.compress.as_ref())
             .map(|_| compress::Accepted::of(req.method(), req.version(), req.headers()));
