@@ -160,7 +160,7 @@ EOF
         limit_reject | limit_close | limit_tarpit)
             printf '[zones.r]\nkey = "$binary_remote_addr"\nrate = "1r/s"\n' ;;
     esac
-    printf '[[location]]\nmatch = "/files/"\nroot = "%s"\n\n' "$WORK/www"
+    [ "$1" != file_1k ] || printf '[[location]]\nmatch = "/files/"\nroot = "%s"\n\n' "$WORK/www"
     printf '[[location]]\nmatch = "/"\nupstream = "app"\n'
     case "$1" in
         limit_pass) printf 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]\n' ;;
@@ -171,7 +171,8 @@ EOF
 }
 
 nginx_conf() { # scenario port dir
-    local zone="" limit="" listen="listen 127.0.0.1:$2;"
+    local zone="" limit="" files="" listen="listen 127.0.0.1:$2;"
+    [ "$1" != file_1k ] || files="sendfile on; tcp_nopush on; location /files/ { root $WORK/www; }"
     if [ "$1" = https ]; then
         listen="listen 127.0.0.1:$2 ssl; ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem;
         ssl_protocols TLSv1.2 TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;"
@@ -198,9 +199,7 @@ http {
     upstream app { server 127.0.0.1:$UP_PORT; keepalive 64; }
     server {
         $listen
-        sendfile on;
-        tcp_nopush on;
-        location /files/ { root $WORK/www; }
+        $files
         location / {
             $limit
             proxy_http_version 1.1;

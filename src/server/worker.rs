@@ -200,27 +200,6 @@ async fn serve_tls(
     }
 }
 
-/// A connection, over TLS after its handshake when its address is `listen_tls`'s.
-async fn serve(
-    stream: tokio::net::TcpStream,
-    conn: Arc<Conn>,
-    state: Arc<GatewayState>,
-    stop: watch::Receiver<bool>,
-    sheddable: Arc<Sheddable>,
-) {
-    let http2 = conn.address.http2;
-    match conn.address.transport {
-        Transport::Tcp => {
-            let conn_state = ConnState::new();
-            sheddable.add(&conn_state);
-            conn::serve(stream, conn, conn_state, state, stop, None, http2).await;
-        }
-        // Boxed: a plain connection's task does not carry a TLS connection's state; its
-        // `ConnState` is made once the handshake is over.
-        Transport::Tls => Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable)).await,
-    }
-}
-
 /// The `protocol` label of a handshake that agreed on `version`.
 fn tls_protocol(version: Option<rustls::ProtocolVersion>) -> TlsProtocol {
     match version {
@@ -304,19 +283,30 @@ impl Accepting {
         // Its polls read the clock once each (`clock`).
         tokio::spawn(crate::clock::Polled::new(async move {
             let client = match proxied {
-                None => Ok(peer),
+                None => Some(peer),
+                // Boxed: the header's reading is no part of other connections' tasks.
                 Some((settings, within)) => {
-                    proxy_protocol::client(&mut stream, peer, &address, &settings, within).await
+                    let read = proxy_protocol::client(&mut stream, peer, &address, &settings, within);
+                    let read = Box::pin(read).await;
+                    read.inspect_err(|refused| tracing::debug!(%peer, %refused, "connection closed unserved")).ok()
                 }
             };
-            match client {
+            if let Some(client) = client {
                 // Shared (and HTTP/2's streams share it): the task's layers of futures
                 // each keep a pointer, not a copy.
-                Ok(client) => {
-                    let conn = Arc::new(Conn::new(client, worker, address, server_port, stop.clone()));
-                    serve(stream, conn, state, stop, sheddable).await;
+                let conn = Arc::new(Conn::new(client, worker, address, server_port, stop.clone()));
+                match address.transport {
+                    Transport::Tcp => {
+                        let conn_state = ConnState::new();
+                        sheddable.add(&conn_state);
+                        conn::serve(stream, conn, conn_state, state, stop, None, http2).await;
+                    }
+                    // Boxed: a plain connection's task does not carry a TLS connection's
+                    // state; its `ConnState` is made once the handshake is over.
+                    Transport::Tls => {
+                        Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable)).await
+                    }
                 }
-                Err(refused) => tracing::debug!(%peer, %refused, "connection closed unserved"),
             }
             open.add(-1);
             drop((slot, alive));
