@@ -324,3 +324,46 @@ async fn failed_logins_are_charged_and_a_brute_force_is_banned() {
     );
     gateway.stop().await;
 }
+
+/// An internal redirect (`try_files`' last item) into a location with `auth` asks for its
+/// login there, as nginx runs its access phase again for the new location.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_into_a_location_with_auth_asks_for_its_login() {
+    if !available() {
+        return;
+    }
+    let _shared = shared();
+    let (dir, users, _up) = alice("-B", "secret").await;
+    std::fs::create_dir(dir.path().join("private")).unwrap();
+    std::fs::write(dir.path().join("private/page.html"), "private page\n").unwrap();
+    std::fs::write(dir.path().join("open.html"), "open page\n").unwrap();
+    let toml = format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nworkers = 1\n[log]\naccess = \"off\"\n\
+         [[location]]\nmatch = \"/\"\nroot = \"{0}\"\ntry_files = [\"$uri\", \"/private/page.html\"]\n\
+         [[location]]\nmatch = \"/private/\"\nroot = \"{0}\"\n\
+         auth = {{ basic = {{ realm = \"Private\", users = \"{1}\" }} }}\n",
+        dir.path().display(),
+        users.display()
+    );
+    let gateway = gateway(&toml);
+    let addr = addr(&gateway);
+    let open = raw(
+        addr,
+        "GET /open.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(open.0, 200, "a file of the open location");
+    let (status, head) = raw(
+        addr,
+        "GET /missing HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status, 401, "redirected into /private/ without a login");
+    assert!(
+        head.contains("www-authenticate: Basic realm=\"Private\""),
+        "{head}"
+    );
+    assert_eq!(as_user(addr, "/missing", "alice", "secret").await.0, 200);
+    assert_eq!(as_user(addr, "/missing", "alice", "wrong").await.0, 401);
+    gateway.stop().await;
+}
