@@ -54,7 +54,7 @@ impl Haproxy {
         );
         let conf = dir.path().join("haproxy.cfg");
         std::fs::write(&conf, config).unwrap();
-        let child = Command::new("haproxy")
+        let child = Command::new(haproxy())
             .arg("-f")
             .arg(&conf)
             .arg("-db")
