@@ -25,9 +25,17 @@ impl Drop for Haproxy {
     }
 }
 
+/// Debian's haproxy, in /usr/sbin (which a non-root PATH may leave out), else on PATH.
+fn haproxy() -> &'static str {
+    match std::path::Path::new("/usr/sbin/haproxy").exists() {
+        true => "/usr/sbin/haproxy",
+        false => "haproxy",
+    }
+}
+
 /// Whether `haproxy` is installed; a note when it is not.
 pub fn available(what: &str) -> bool {
-    let found = Command::new("haproxy")
+    let found = Command::new(haproxy())
         .arg("-v")
         .output()
         .is_ok_and(|out| out.status.success());
