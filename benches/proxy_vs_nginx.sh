@@ -528,6 +528,20 @@ nginx_location_limit() {
     esac
 }
 
+# nginx: a location's forwarding to the upstream, the same in every location that proxies.
+nginx_proxying() {
+    cat <<'LINES'
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+LINES
+}
+
 # nginx: the listen line, with TLS in the https scenarios.
 nginx_listen() {
     case "$1" in
@@ -673,26 +687,12 @@ $(nginx_listen "$scen")
         location /auth/ {
             auth_basic "bench";
             auth_basic_user_file $WORKDIR/users.htpasswd;
-            proxy_pass http://app;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host \$http_host;
-            proxy_set_header X-Real-IP \$remote_addr;
-            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto \$scheme;
-            proxy_set_header X-Forwarded-Host \$host;
+$(nginx_proxying)
         }
 
         location / {
 $(nginx_location_limit "$scen")
-            proxy_pass http://app;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host \$http_host;
-            proxy_set_header X-Real-IP \$remote_addr;
-            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto \$scheme;
-            proxy_set_header X-Forwarded-Host \$host;
+$(nginx_proxying)
         }
     }
 }
