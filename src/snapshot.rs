@@ -17,7 +17,7 @@ use crate::limit::Algorithm;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
-use crate::proxy::auth::{Auth, Checks as AuthChecks};
+use crate::proxy::auth::Checks as AuthChecks;
 use crate::proxy::files::{Files, OpenFiles};
 use crate::proxy::limit_response;
 use crate::proxy::response::Filled;
@@ -33,6 +33,7 @@ use crate::tls;
 use crate::upstream::Group;
 use crate::vars::Var;
 
+mod auths;
 mod groups;
 mod redis;
 mod zones;
@@ -46,6 +47,8 @@ pub(crate) struct Snapshot {
     pub zones: Vec<Arc<Zone>>,
     /// Every upstream group, in config order (for `/status`).
     pub upstreams: Vec<Arc<Group>>,
+    /// The groups that reach the `auth.request` services.
+    pub auth_services: Vec<Arc<Group>>,
     pub pipeline: Pipeline,
     pub conn: ConnSettings,
     /// The listeners that read a PROXY protocol header first, and from whom.
@@ -146,6 +149,7 @@ pub(crate) fn build(
     // Before the locations: their Redis zones decide through it.
     let redis = redis::backend(config.redis.as_ref(), lasting.redis, workers)?;
     let leases = redis::leases(&zones);
+    let auths = auths::Auths::default();
     let built = Built {
         groups: &groups,
         zones: &zones,
@@ -153,7 +157,8 @@ pub(crate) fn build(
         leases: &leases,
         metrics,
         open_files: lasting.open_files,
-        auths: &std::cell::RefCell::default(),
+        auths: &auths,
+        workers,
     };
     let sites = sites(config, &built)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
@@ -176,6 +181,7 @@ pub(crate) fn build(
         config_sha256: config.sha256.clone(),
         zones,
         upstreams: groups,
+        auth_services: auths.groups(),
         pipeline,
         conn: conn_settings(&config.server),
         proxy_protocol: config.server.proxy_protocol(),
@@ -195,7 +201,8 @@ struct Built<'a> {
     metrics: &'a Metrics,
     open_files: &'a OpenFiles,
     /// The runtime `auth` of each `auth` as written, shared by the locations inheriting it.
-    auths: &'a std::cell::RefCell<Vec<(Arc<config::Basic>, Arc<Auth>)>>,
+    auths: &'a auths::Auths,
+    workers: usize,
 }
 
 /// Every site, ready to serve, and how to pick one per address.
@@ -324,7 +331,7 @@ fn location(
         intercept_errors: location.intercept_errors,
         expires: location.expires,
         compress: location.compress.clone(),
-        auth: location.auth.as_ref().map(|basic| auth_of(basic, built.auths)),
+        auth: (location.auth.as_ref()).map(|check| built.auths.of(check, built.metrics, built.workers)),
         satisfy: location.satisfy,
     })
 }
@@ -350,19 +357,6 @@ fn limit_rules(location: &config::Location, zones: &[Arc<Zone>]) -> Vec<LimitRul
     };
     location.limits.iter().map(rule).collect()
 }
-
-/// The runtime `auth` for `basic`: one for each `auth` as written, so that the locations
-/// inheriting their site's share its remembered logins.
-fn auth_of(basic: &Arc<config::Basic>, made: &std::cell::RefCell<Vec<(Arc<config::Basic>, Arc<Auth>)>>) -> Arc<Auth> {
-    let mut made = made.borrow_mut();
-    if let Some((_, auth)) = made.iter().find(|(written, _)| Arc::ptr_eq(written, basic)) {
-        return Arc::clone(auth);
-    }
-    let auth = Arc::new(Auth::new(basic, std::time::Instant::now()));
-    made.push((Arc::clone(basic), Arc::clone(&auth)));
-    auth
-}
-
 
 /// What location `index` does with a request: forward it to a group, or answer itself.
 fn route(

@@ -7,6 +7,9 @@
 //! `auth = "off"` turns off what the site sets, as `auth_basic off`. A location's `auth`
 //! replaces its site's, as in nginx.
 //!
+//! `auth = { request = { url = "http://127.0.0.1:4180/oauth2/auth" } }` is nginx's
+//! `auth_request` (read in `forward_auth`).
+//!
 //! `satisfy = "all"` (the default) asks both `access` and `auth` to pass; `"any"` lets a
 //! client pass that an `allow` rule names or that logs in (nginx's `satisfy`).
 
@@ -17,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
+use super::forward_auth::{forward_auth, ForwardAuth};
 use super::raw::{RawAuth, RawBasic};
 use crate::access::basic::{self, Users};
 
@@ -42,15 +46,36 @@ pub enum Satisfy {
 pub(crate) enum Auth {
     /// `"off"`: no check, whatever the site sets.
     Off,
-    Basic(Arc<Basic>),
+    On(Check),
 }
 
 impl Auth {
     /// The check in force: none for `"off"`.
-    pub(crate) fn basic(self) -> Option<Arc<Basic>> {
+    pub(crate) fn in_force(self) -> Option<Check> {
         match self {
-            Auth::Basic(basic) => Some(basic),
+            Auth::On(check) => Some(check),
             Auth::Off => None,
+        }
+    }
+}
+
+/// How a location checks who is asking. Shared (an `Arc`) by the locations that
+/// inherit it from their site.
+#[derive(Clone, Debug)]
+pub(crate) enum Check {
+    /// `basic`: a login from an htpasswd file.
+    Basic(Arc<Basic>),
+    /// `request`: the answer of an auth service.
+    Request(Arc<ForwardAuth>),
+}
+
+impl Check {
+    /// Both are the same `auth` as written (one site's, inherited).
+    pub(crate) fn same(&self, other: &Check) -> bool {
+        match (self, other) {
+            (Check::Basic(a), Check::Basic(b)) => Arc::ptr_eq(a, b),
+            (Check::Request(a), Check::Request(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 }
@@ -85,14 +110,20 @@ pub(super) fn auth(raw: &Spanned<RawAuth>, base: &Path, diag: &mut Diagnostics<'
             diag.error(raw.span(), message);
             None
         }
-        RawAuth::Table(table) => match &table.basic {
-            Some(written) => basic(written, base, diag).map(|b| Auth::Basic(Arc::new(b))),
-            None => {
-                let message = "auth needs a way to check who is asking: `basic = { realm = \"Admin\", users = \"admin.htpasswd\" }`";
+        RawAuth::Table(table) => match (&table.basic, &table.request) {
+            (Some(written), None) => basic(written, base, diag).map(|b| Check::Basic(Arc::new(b))),
+            (None, Some(written)) => forward_auth(written, diag).map(|r| Check::Request(Arc::new(r))),
+            (Some(_), Some(_)) => {
+                diag.error(raw.span(), "auth takes one way to check who is asking: `basic` or `request`, not both");
+                None
+            }
+            (None, None) => {
+                let message = "auth needs a way to check who is asking: `basic = { realm = \"Admin\", users = \"admin.htpasswd\" }` or `request = { url = \"http://127.0.0.1:4180/oauth2/auth\" }`";
                 diag.error(raw.span(), message);
                 None
             }
-        },
+        }
+        .map(Auth::On),
     }
 }
 

@@ -124,7 +124,7 @@ fn location(
         intercept_errors: rules.intercept_errors.unwrap_or(false),
         expires: expires?,
         compress: rules.compress,
-        auth: rules.auth.and_then(Auth::basic),
+        auth: rules.auth.and_then(Auth::in_force),
         satisfy: rules.satisfy.unwrap_or_default(),
     })
 }

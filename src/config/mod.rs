@@ -19,6 +19,7 @@ mod diag;
 pub(crate) mod dirs;
 pub(crate) mod error_pages;
 pub(crate) mod files;
+mod forward_auth;
 mod headers;
 mod limit_action;
 mod limits;
@@ -63,7 +64,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use acme::StorageError;
-pub(crate) use auth::{Auth, Basic, Satisfy};
+pub(crate) use auth::{Auth, Basic, Check, Satisfy};
+pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use compress::{Compress, Encoding};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
@@ -524,7 +526,7 @@ pub(crate) struct Location {
     /// `compress`: the location's, else its site's, else `[server]`'s.
     pub compress: Option<Compress>,
     /// `auth`: the location's, else its site's; `None` when neither has one or it is `"off"`.
-    pub auth: Option<std::sync::Arc<Basic>>,
+    pub auth: Option<Check>,
     /// `satisfy`: the location's, else its site's, else `"all"`.
     pub satisfy: Satisfy,
 }

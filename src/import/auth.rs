@@ -63,7 +63,7 @@ pub(super) fn write(raw: &mut RawLocation, level: &Level) {
             realm: Some(sp(realm.clone())),
             users: Some(sp(users.clone())),
         };
-        raw.auth = Some(sp(RawAuth::Table(RawAuthTable { basic: Some(sp(basic)) })));
+        raw.auth = Some(sp(RawAuth::Table(Box::new(RawAuthTable { basic: Some(sp(basic)), ..RawAuthTable::default() }))));
     }
     // `satisfy any` only means something beside a check.
     if raw.auth.is_some() && auth.satisfy == Some(Satisfy::Any) {

@@ -2,7 +2,7 @@
 //! server, send, retry when that is safe (the rules in [`retry`]), and hand the streaming
 //! response back.
 
-mod retry;
+pub(super) mod retry;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicU64;

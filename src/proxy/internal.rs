@@ -524,12 +524,22 @@ fn hop<'s>(
 
 /// A redirect into a location with another `auth` than the one that let the request in
 /// asks that `auth` now, on the worker ([`super::auth::Auth::check_now`]): redirects
-/// cannot wait, and one from one `auth` into another is rare.
-fn auth_on_hop(from: Option<&Location>, to: &Location, req: &Request<ClientBody>, client: IpAddr) -> Option<Response<ResponseBody>> {
+/// cannot wait, and one from one `auth` into another is rare. A client that `satisfy =
+/// "any"` lets in by address loses the headers an auth service would have given.
+fn auth_on_hop(from: Option<&Location>, to: &Location, req: &mut Request<ClientBody>, client: IpAddr) -> Option<Response<ResponseBody>> {
     let auth = to.auth.as_ref()?;
-    let same = |from: &Location| from.auth.as_ref().is_some_and(|from| Arc::ptr_eq(from, auth));
-    let checked = from.is_some_and(|from| from.satisfy == Satisfy::All && same(from));
-    if checked || (to.satisfy == Satisfy::Any && to.access.allows(client)) {
+    // The same `auth` let the request in, itself rather than by an `allow` rule.
+    let asked = |from: &Location| {
+        let same = from.auth.as_ref().is_some_and(|from| Arc::ptr_eq(from, auth));
+        same && (from.satisfy == Satisfy::All || !from.access.allows(client))
+    };
+    if from.is_some_and(asked) {
+        return None;
+    }
+    if to.satisfy == Satisfy::Any && to.access.allows(client) {
+        for name in auth.copied() {
+            req.headers_mut().remove(name);
+        }
         return None;
     }
     auth.check_now(req.headers(), crate::clock::now())

@@ -293,8 +293,9 @@ impl Pipeline {
         }
         if location.auth.is_some() {
             let asked = own::Asked::new(&req, conn, client, &path);
-            if let Some(refusal) = Box::pin(self.authenticate(location, &asked, &mut limited, &log)).await {
-                return self.refuse(pages, refusal, req, &asker, log).await;
+            match Box::pin(self.authenticate(location, &asked, &mut limited, &log)).await {
+                auth::Verdict::Pass(granted) => granted.apply(req.headers_mut()),
+                auth::Verdict::Refuse(refusal) => return self.refuse(pages, refusal, req, &asker, log).await,
             }
         }
         let accepted = (location.compress.as_ref())

@@ -133,7 +133,8 @@ async fn heartbeat(worker: usize, state: Arc<GatewayState>, sheddable: Arc<Shedd
         sheddable.let_go_idle(tokio::time::Instant::now() - LET_GO_AFTER);
         if beat % TRIM_EVERY == 0 {
             super::h1::trim_spares();
-            for group in &state.snapshot.load().upstreams {
+            let snapshot = state.snapshot.load();
+            for group in snapshot.upstreams.iter().chain(&snapshot.auth_services) {
                 group.trim_idle(worker);
             }
             sheddable.prune();

@@ -57,7 +57,7 @@ fn gate(u: &config::Upstream, previous: &[Arc<Group>]) -> Option<Arc<Gate>> {
     }))
 }
 
-fn group_spec(u: &config::Upstream, metrics: &Metrics, gate: Option<Arc<Gate>>) -> GroupSpec {
+pub(super) fn group_spec(u: &config::Upstream, metrics: &Metrics, gate: Option<Arc<Gate>>) -> GroupSpec {
     GroupSpec {
         name: u.name.clone(),
         servers: u

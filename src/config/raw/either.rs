@@ -115,7 +115,7 @@ impl<'de> Deserialize<'de> for RawAuth {
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 let table = RawAuthTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawAuth::Table(table))
+                Ok(RawAuth::Table(Box::new(table)))
             }
         }
 

@@ -218,16 +218,31 @@ pub(crate) struct RawCompress {
 #[serde(untagged)]
 pub(crate) enum RawAuth {
     Off(String),
-    Table(RawAuthTable),
+    Table(Box<RawAuthTable>),
 }
 
 #[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table like { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }"
+    expecting = "a table like { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } } or { request = { url = \"http://127.0.0.1:4180/oauth2/auth\" } }"
 )]
 pub(crate) struct RawAuthTable {
     pub basic: Option<Spanned<RawBasic>>,
+    pub request: Option<Spanned<RawForwardAuth>>,
+}
+
+/// `auth.request`: nginx's `auth_request`, Traefik's ForwardAuth.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { url = \"http://127.0.0.1:4180/oauth2/auth\", copy_headers = [\"X-Auth-Request-User\"], timeout = \"2s\" }"
+)]
+pub(crate) struct RawForwardAuth {
+    /// Required: the auth service's `http://` or `https://` URL.
+    pub url: Option<Spanned<String>>,
+    pub copy_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub timeout: Option<Loose>,
+    pub max_in_flight: Option<Spanned<i64>>,
 }
 
 /// `auth.basic`: nginx's `auth_basic` realm and `auth_basic_user_file`.

@@ -26,6 +26,22 @@ fn with_users() -> tempfile::TempDir {
     dir
 }
 
+/// The `basic` a location's `auth` is.
+fn basic(check: Option<&Check>) -> &Basic {
+    match check {
+        Some(Check::Basic(basic)) => basic,
+        other => panic!("not basic: {other:?}"),
+    }
+}
+
+/// The `request` a location's `auth` is.
+fn request(check: Option<&Check>) -> &ForwardAuth {
+    match check {
+        Some(Check::Request(request)) => request,
+        other => panic!("not request: {other:?}"),
+    }
+}
+
 fn problems(dir: &Path, text: &str) -> Vec<String> {
     let origin = dir.join("gateway.toml");
     match from_str(text, &origin) {
@@ -43,7 +59,7 @@ fn a_site_auth_is_inherited_read_at_load_and_turned_off_by_a_location() {
     let locations = &config.sites[0].locations;
     assert!(locations[0].auth.is_none(), "\"off\" turns the site's off");
     assert_eq!(locations[0].satisfy, Satisfy::Any);
-    let basic = locations[1].auth.as_ref().expect("inherited");
+    let basic = basic(locations[1].auth.as_ref());
     assert_eq!(basic.realm, "Admin");
     assert_eq!(basic.users, dir.path().join("users"));
     assert_eq!(basic.table.check(b"alice", b"secret"), crate::access::basic::Checked::Pass);
@@ -57,7 +73,7 @@ fn a_location_auth_replaces_the_site_one_and_the_realm_has_a_default() {
     let text = at(dir.path(), "", "auth = { basic = { users = \"users\" } }");
     let config = load_at(&text, &dir.path().join("gateway.toml")).unwrap();
     let locations = &config.sites[0].locations;
-    assert_eq!(locations[0].auth.as_ref().unwrap().realm, "Restricted");
+    assert_eq!(basic(locations[0].auth.as_ref()).realm, "Restricted");
     assert_eq!(locations[0].satisfy, Satisfy::All);
     assert!(locations[1].auth.is_none());
 }
@@ -71,7 +87,18 @@ fn every_problem_is_named_at_its_key() {
         ("auth = { basic = { realm = \"a\\\"b\", users = \"users\" } }", "the realm holds '\"'"),
         ("auth = {}", "auth needs a way to check who is asking"),
         ("auth = \"on\"", "invalid auth \"on\""),
-        ("auth = { jwt = {} }", "unknown key `jwt`, expected `basic`"),
+        ("auth = { jwt = {} }", "unknown key `jwt`, expected `basic` or `request`"),
+        ("auth = { request = {} }", "auth.request needs `url`"),
+        ("auth = { request = { url = \"ftp://a.test/\" } }", "expected http:// or https://"),
+        ("auth = { request = { url = \"/auth\" } }", "expected http:// or https://"),
+        ("auth = { request = { url = \"http://u:p@127.0.0.1:1/\" } }", "a user or password in the URL"),
+        ("auth = { request = { url = \"http://127.0.0.1:0/\" } }", "port 0"),
+        ("auth = { request = { url = \"http://127.0.0.1:1/\", copy_headers = [\"Host\"] } }", "copy_headers cannot name host"),
+        ("auth = { request = { url = \"http://127.0.0.1:1/\", copy_headers = [\"a b\"] } }", "invalid header name"),
+        ("auth = { request = { url = \"http://127.0.0.1:1/\", timeout = 2 } }", "invalid duration 2"),
+        ("auth = { request = { url = \"http://127.0.0.1:1/\", max_in_flight = 0 } }", "invalid max_in_flight 0"),
+        ("auth = { request = { url = \"http://127.0.0.1:1/\", method = \"POST\" } }", "unknown key `method`"),
+        ("auth = { basic = { users = \"users\" }, request = { url = \"http://127.0.0.1:1/\" } }", "`basic` or `request`, not both"),
         ("auth = { basic = { users = \"users\", file = \"x\" } }", "unknown key `file`"),
         ("satisfy = \"either\"", "unknown variant `either`"),
     ];
@@ -94,4 +121,35 @@ fn a_line_that_cannot_be_checked_is_named_with_its_file_and_line() {
         assert!(text.contains(&format!("{file}:{line}: ")), "line {line}: {text}");
     }
     assert!(!text.contains(&format!("{file}:1: ")), "{text}");
+}
+
+#[test]
+fn a_request_auth_is_resolved_now_and_asks_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = "auth = { request = { url = \"http://127.0.0.1:4180/oauth2/auth?rd=1\", \
+                   copy_headers = [\"X-Auth-Request-User\", \"x-auth-request-user\", \"X-Email\"], timeout = \"2s\" } }";
+    let config = load_at(&at(dir.path(), written, ""), &dir.path().join("gateway.toml")).unwrap();
+    let service = request(config.sites[0].locations[0].auth.as_ref());
+    assert_eq!(service.target.as_str(), "/oauth2/auth?rd=1");
+    assert_eq!(service.host, "127.0.0.1:4180");
+    assert_eq!(service.copy_headers, ["x-auth-request-user", "x-email"], "lowercased, once each");
+    assert_eq!(service.timeout, Duration::from_secs(2));
+    assert_eq!(service.upstream.read_timeout, Duration::from_secs(2));
+    assert_eq!(service.upstream.servers.len(), 1);
+    assert_eq!(service.upstream.servers[0].addr, "127.0.0.1:4180".parse().unwrap());
+    assert!(service.upstream.tls.is_none());
+    assert_eq!(service.max_in_flight, 256);
+    // A bare host asks `/` on port 80; https:// speaks TLS to port 443, checked for the name.
+    let written = "auth = { request = { url = \"http://localhost\" } }";
+    let config = load_at(&at(dir.path(), written, ""), &dir.path().join("gateway.toml")).unwrap();
+    let service = request(config.sites[0].locations[1].auth.as_ref());
+    assert_eq!((service.target.as_str(), service.timeout), ("/", Duration::from_secs(5)));
+    assert!(service.upstream.servers.iter().all(|s| s.addr.port() == 80));
+    let written = "auth = { request = { url = \"https://localhost/check\" } }";
+    let config = load_at(&at(dir.path(), written, ""), &dir.path().join("gateway.toml")).unwrap();
+    let service = request(config.sites[0].locations[0].auth.as_ref());
+    assert!(service.upstream.tls.is_some());
+    let name = service.upstream.servers[0].tls_name.as_ref().unwrap();
+    assert_eq!(name.to_str(), "localhost");
+    assert!(service.upstream.servers.iter().all(|s| s.addr.port() == 443));
 }

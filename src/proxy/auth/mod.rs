@@ -2,37 +2,38 @@
 //! after the limit phase, as nginx asks its access phase after `limit_req`. So a failed
 //! login is an answer like any other: the zones' `count_status` see its 401 and a
 //! brute force ends in the penalty box's `ban`, and a client over its rate costs no
-//! hash check.
+//! hash check and no question to an auth service.
 //!
-//! A hash check runs on the blocking pool (bcrypt at cost 10 takes about 90 ms), no more
-//! of them at once than the machine has CPUs, and only so many logins wait for one
-//! (past that, 503). Credentials that passed are remembered by a digest, so a logged-in
-//! client pays for one check, not one a request.
+//! [`basic`] checks a login against an htpasswd file; [`forward`] asks an auth service
+//! ([`subrequest`] is what it sends).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use tokio::sync::Semaphore;
 
 use super::response;
-use crate::access::basic::{self, Checked};
 use crate::config;
 use crate::upstream::ResponseBody;
 
+mod basic;
+mod forward;
+mod subrequest;
 mod users;
 
-use users::Table;
+pub(crate) use basic::Basic;
+use forward::Answer;
+pub(crate) use forward::Service;
 
 /// Logins that may wait for a hash check at once, across the gateway.
 const MOST_WAITING: usize = 256;
 
 /// A location's `auth`, ready to ask: shared by the locations that inherit the same
 /// `auth` from their site, so that a login that passed in one passes in all.
-pub(crate) struct Auth {
-    table: Table,
-    challenge: HeaderValue,
+pub(crate) enum Auth {
+    Basic(Basic),
+    Request(Service),
 }
 
 /// The gateway's bound on hash checks: as many at once as CPUs, [`MOST_WAITING`] waiting.
@@ -52,123 +53,101 @@ impl Checks {
 }
 
 impl Auth {
-    /// `basic` at `now`. The realm was checked when the config was read.
-    pub(crate) fn new(basic: &config::Basic, now: Instant) -> Auth {
-        let challenge = basic::challenge(&basic.realm).unwrap_or(HeaderValue::from_static("Basic"));
-        Auth {
-            table: Table::new(basic, now),
-            challenge,
+    /// The `auth` as written, ready to ask; `group` reaches the service of a `request`.
+    pub(crate) fn new(check: &config::Check, group: impl FnOnce(&config::Upstream) -> Arc<crate::upstream::Group>) -> Auth {
+        match check {
+            config::Check::Basic(basic) => Auth::Basic(Basic::new(basic, Instant::now())),
+            config::Check::Request(settings) => {
+                let group = group(&settings.upstream);
+                Auth::Request(Service::new(Arc::clone(settings), group))
+            }
         }
     }
 
-    /// Whether the request's credentials pass, at `now`: `None` when they do, else the
-    /// answer (401 with the challenge; 400 for `Authorization` sent twice, as nginx; 503
-    /// when too many logins wait for a check).
-    pub(crate) async fn check(&self, headers: &HeaderMap, checks: &Checks, now: Instant) -> Option<Response<ResponseBody>> {
-        let (loaded, credentials) = match self.known(headers, now) {
-            Known::Answered(answer) => return answer,
-            Known::Unknown(loaded, credentials) => (loaded, credentials),
-        };
-        let Ok(_waiting) = checks.waiting.try_acquire() else {
-            return Some(response::error(StatusCode::SERVICE_UNAVAILABLE));
-        };
-        let Ok(_running) = checks.running.acquire().await else {
-            return Some(response::error(StatusCode::SERVICE_UNAVAILABLE));
-        };
-        let users = Arc::clone(&loaded.users);
-        let checked = tokio::task::spawn_blocking(move || {
-            let checked = users.check(credentials.user(), credentials.password());
-            (checked, credentials)
-        });
-        match checked.await {
-            Ok((checked, credentials)) => self.decided(&loaded, checked, &credentials),
-            Err(_) => Some(response::error(StatusCode::INTERNAL_SERVER_ERROR)),
-        }
-    }
-
-    /// [`Auth::check`] where the caller cannot wait (an internal redirect into this
-    /// location): credentials that passed before pass at once, others are checked on the
-    /// worker itself. Rare: a redirect from one `auth` into another.
+    /// An `auth` asked where the caller cannot wait (an internal redirect into another
+    /// location's `auth`): a login is checked on the worker itself; an auth service
+    /// cannot be asked there, so that is a 500 (and an error-log line).
     pub(crate) fn check_now(&self, headers: &HeaderMap, now: Instant) -> Option<Response<ResponseBody>> {
-        match self.known(headers, now) {
-            Known::Answered(answer) => answer,
-            Known::Unknown(loaded, credentials) => {
-                let checked = loaded.users.check(credentials.user(), credentials.password());
-                self.decided(&loaded, checked, &credentials)
+        match self {
+            Auth::Basic(basic) => basic.check_now(headers, now),
+            Auth::Request(_) => {
+                tracing::error!("an internal redirect led into a location with another auth.request: answered 500");
+                Some(response::error(StatusCode::INTERNAL_SERVER_ERROR))
             }
         }
     }
 
-    /// What is decided without a hash check: no credentials (401), `Authorization` twice
-    /// (400), or credentials that passed before (`None`).
-    fn known(&self, headers: &HeaderMap, now: Instant) -> Known {
-        let mut sent = headers.get_all(AUTHORIZATION).iter();
-        let first = sent.next();
-        if sent.next().is_some() {
-            return Known::Answered(Some(response::error(StatusCode::BAD_REQUEST)));
+    /// The headers a pass takes from the client and copies from the service.
+    pub(crate) fn copied(&self) -> &[HeaderName] {
+        match self {
+            Auth::Basic(_) => &[],
+            Auth::Request(service) => service.copied(),
         }
-        let Some(credentials) = first.and_then(|value| basic::credentials(value.as_bytes())) else {
-            return Known::Answered(Some(self.unauthorized()));
-        };
-        let loaded = self.table.current(now);
-        match loaded.passed_before(credentials.user(), credentials.password()) {
-            true => Known::Answered(None),
-            false => Known::Unknown(loaded, credentials),
-        }
-    }
-
-    /// The answer to a hash check: a pass is remembered.
-    fn decided(&self, loaded: &users::Loaded, checked: Checked, credentials: &basic::Credentials) -> Option<Response<ResponseBody>> {
-        match checked {
-            Checked::Pass => {
-                loaded.remember(credentials.user(), credentials.password());
-                None
-            }
-            Checked::NoSuchUser | Checked::Mismatch => Some(self.unauthorized()),
-        }
-    }
-
-    /// nginx's 401: `WWW-Authenticate: Basic realm="…"`.
-    fn unauthorized(&self) -> Response<ResponseBody> {
-        let mut answer = response::error(StatusCode::UNAUTHORIZED);
-        answer.headers_mut().insert(WWW_AUTHENTICATE, self.challenge.clone());
-        answer
     }
 }
 
-/// What [`Auth::known`] found.
-enum Known {
-    /// The answer, without a hash check (`None`: the credentials passed before).
-    Answered(Option<Response<ResponseBody>>),
-    /// Credentials to check against the table in force.
-    Unknown(Arc<users::Loaded>, basic::Credentials),
+/// What the auth phase decided.
+pub(super) enum Verdict<'a> {
+    Pass(Granted<'a>),
+    Refuse(Response<ResponseBody>),
+}
+
+/// What a request that passed takes on: the client's headers of the names an auth
+/// service's answer gives are replaced by the service's.
+#[derive(Default)]
+pub(super) struct Granted<'a> {
+    removed: &'a [HeaderName],
+    added: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Granted<'_> {
+    pub(super) fn apply(self, headers: &mut HeaderMap) {
+        for name in self.removed {
+            headers.remove(name);
+        }
+        for (name, value) in self.added {
+            headers.append(name, value);
+        }
+    }
 }
 
 impl super::Pipeline {
-    /// The auth phase for a request `limited` admitted: `None` when it may go on, else
-    /// the refusal, settled with the zones (so `count_status` and `ban` see a 401) and
-    /// carrying the location's `always` header rules. With `satisfy = "any"`, a client
-    /// an `allow` rule names passes without a login.
-    pub(super) async fn authenticate(
+    /// The auth phase for a request `limited` admitted: what it takes on when it may go
+    /// on, else the refusal, settled with the zones (so `count_status` and `ban` see a
+    /// 401) and carrying the location's `always` header rules. With `satisfy = "any"`, a
+    /// client an `allow` rule names passes without a login.
+    pub(super) async fn authenticate<'l>(
         &self,
-        location: &super::Location,
+        location: &'l super::Location,
         asked: &super::own::Asked<'_>,
         limited: &mut crate::limit::outcome::Outcome,
         log: &super::logged::Pending<'_>,
-    ) -> Option<Response<ResponseBody>> {
-        let auth = location.auth.as_ref()?;
+    ) -> Verdict<'l> {
+        let Some(auth) = location.auth.as_deref() else {
+            return Verdict::Pass(Granted::default());
+        };
+        let removed = auth.copied();
         if location.satisfy == config::Satisfy::Any && location.access.allows(asked.client) {
-            return None;
+            return Verdict::Pass(Granted { removed, added: Vec::new() });
         }
-        let now = crate::clock::now();
-        let mut refusal = auth.check(asked.req.headers(), &self.auth_checks, now).await?;
+        let answer = match auth {
+            Auth::Basic(basic) => {
+                let checked = basic.check(asked.req.headers(), &self.auth_checks, crate::clock::now());
+                checked.await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
+            }
+            Auth::Request(service) => service.ask(asked).await,
+        };
+        let mut refusal = match answer {
+            Answer::Pass(added) => return Verdict::Pass(Granted { removed, added }),
+            Answer::Refuse(refusal) => refusal,
+        };
         let pending = std::mem::take(&mut limited.settle);
         super::settle::settle(location, &mut refusal, pending, false, asked.conn.worker);
         // The 400 of `Authorization` sent twice is the request's fault, answered as nginx's
         // header parser answers it: without the location's headers.
-        if refusal.status() == StatusCode::UNAUTHORIZED {
+        if refusal.status() != StatusCode::BAD_REQUEST {
             super::own::add(super::own::Place::location(location), &mut refusal, asked, log);
         }
-        Some(refusal)
+        Verdict::Refuse(refusal)
     }
 }

@@ -20,7 +20,7 @@ use crate::upstream::Group;
 use crate::wire::body::RequestBody;
 
 /// Where the tries of one request over its group's servers stand.
-pub(super) struct Attempts {
+pub(in crate::proxy) struct Attempts {
     /// The request can go again after it was (partly) sent: idempotent, and no body
     /// that streamed (a body read whole is sent again whole).
     replayable: bool,
@@ -36,7 +36,7 @@ pub(super) struct Attempts {
 }
 
 impl Attempts {
-    pub(super) fn new(replayable: bool) -> Attempts {
+    pub(in crate::proxy) fn new(replayable: bool) -> Attempts {
         Attempts {
             replayable,
             tried: 0,
@@ -48,7 +48,7 @@ impl Attempts {
 
     /// The server to try next: the same one again for the free retry, else the
     /// group's pick among those not tried yet. `None` when none is left.
-    pub(super) fn next_server(
+    pub(in crate::proxy) fn next_server(
         &mut self,
         group: &Group,
         client: IpAddr,
@@ -66,7 +66,7 @@ impl Attempts {
     /// new one within `connect_timeout`).
     /// `None` when connecting failed, which counts against the server; no byte of the
     /// request was sent, so it goes on to the next try.
-    pub(super) async fn checkout(
+    pub(in crate::proxy) async fn checkout(
         &mut self,
         group: &Group,
         server: usize,
@@ -90,7 +90,7 @@ impl Attempts {
 
     /// After sending on `server` failed (on a `pooled` connection or a new one): the
     /// request to send on the next try, or the error to answer with now.
-    pub(super) fn failed(
+    pub(in crate::proxy) fn failed(
         &mut self,
         err: SendError,
         group: &Group,
@@ -143,7 +143,7 @@ impl Attempts {
 
     /// No try is left: the last failure, or "no live upstreams" when no server could
     /// be tried at all.
-    pub(super) fn give_up(self, group: &Group) -> ProxyError {
+    pub(in crate::proxy) fn give_up(self, group: &Group) -> ProxyError {
         self.last_error.unwrap_or_else(|| {
             group.stats.no_live.add(1);
             ProxyError::NoLiveUpstream(group.name.clone())
