@@ -91,7 +91,8 @@ const NAMES: &[(&str, &str)] = &[
     ("auth_basic", "here `auth = { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }` (`auth = \"off\"` for `auth_basic off`)"),
     ("auth_basic_user_file", "here `users` in `auth = { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }`"),
     ("satisfy", "here `satisfy = \"any\"` (or \"all\", the default) beside `access` and `auth`"),
-    ("auth_request", "forward auth is not supported yet (issue 37: who may pass)"),
+    ("auth_request", "`auth = { request = { url = \"http://…\" } }` asks an auth service (docs/config.md, \"Asking an auth service\")"),
+    ("auth_request_set", "here `copy_headers` in `auth = { request = { url = \"…\", copy_headers = [\"X-Auth-Request-User\"] } }`"),
     ("ssl_client_certificate", "client certificates are not supported yet (issue 37: who may pass)"),
     ("ssl_verify_client", "client certificates are not supported yet (issue 37: who may pass)"),
     ("http3", "HTTP/3 is not supported yet (issue 38)"),
@@ -167,7 +168,7 @@ mod tests {
         );
         assert!(hint("gzip").unwrap().contains("`compress = {"));
         assert!(hint("auth_basic").unwrap().contains("`auth = { basic = {"));
-        assert!(hint("auth_request").unwrap().contains("not supported yet"));
+        assert!(hint("auth_request").unwrap().contains("auth = { request"));
         assert_eq!(hint("proxy_pas"), None);
         assert_eq!(hint("PROXY_PASS"), None);
     }

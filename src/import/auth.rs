@@ -8,7 +8,7 @@ use tollgate_nginx::Directive;
 use super::build::sp;
 use super::level::Level;
 use super::report::Status;
-use crate::config::raw::{RawAuth, RawAuthTable, RawBasic, RawLocation};
+use crate::config::raw::{RawAuth, RawAuthTable, RawBasic, RawForwardAuth, RawLocation};
 use crate::config::Satisfy;
 
 /// The directive `d` of this family, translated into `own`; `None` when it is not one.
@@ -54,16 +54,31 @@ pub(super) fn setting(d: &Directive, own: &mut Level) -> Option<Status> {
 /// How tollgate reads the file otherwise than nginx, said on every `auth_basic_user_file`.
 const FILE: &str = "read at load (`tollgate -t` refuses a line it cannot check: DES, bare plain text, yescrypt) and again within a second of a change, where nginx reads it on every request";
 
-/// `auth` and `satisfy` on a location with `level`'s settings: a check where a realm and a
-/// file are both in effect (nginx checks nothing otherwise).
+/// `auth` and `satisfy` on a location with `level`'s settings: a login where a realm and
+/// a file are both in effect (nginx checks nothing otherwise), an auth service where
+/// `auth_request` names one. nginx asks both when both are set; tollgate takes one, so
+/// both are written and `tollgate -t` says so.
 pub(super) fn write(raw: &mut RawLocation, level: &Level) {
     let auth = &level.auth;
+    let mut table = RawAuthTable::default();
     if let (Some(Some(realm)), Some(users)) = (&auth.realm, &auth.users) {
         let basic = RawBasic {
             realm: Some(sp(realm.clone())),
             users: Some(sp(users.clone())),
         };
-        raw.auth = Some(sp(RawAuth::Table(Box::new(RawAuthTable { basic: Some(sp(basic)), ..RawAuthTable::default() }))));
+        table.basic = Some(sp(basic));
+    }
+    if let Some(Some(url)) = &auth.request {
+        let copied = auth.copy.iter().flatten().map(|name| sp(name.clone()));
+        let request = RawForwardAuth {
+            url: Some(sp(url.clone())),
+            copy_headers: auth.copy.is_some().then(|| sp(copied.collect())),
+            ..RawForwardAuth::default()
+        };
+        table.request = Some(sp(request));
+    }
+    if table.basic.is_some() || table.request.is_some() {
+        raw.auth = Some(sp(RawAuth::Table(Box::new(table))));
     }
     // `satisfy any` only means something beside a check.
     if raw.auth.is_some() && auth.satisfy == Some(Satisfy::Any) {

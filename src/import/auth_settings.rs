@@ -1,9 +1,9 @@
-//! What a level sets of basic auth (`import/auth.rs` reads and writes it), apart so
+//! What a level sets of auth (`import/auth.rs` and `import/auth_request.rs` read it), apart so
 //! that the levels and the directives that fill them import no circle.
 
 use crate::config::Satisfy;
 
-/// What a level sets of basic auth, each `None` where it sets nothing.
+/// What a level sets of auth, each `None` where it sets nothing.
 #[derive(Clone, Debug, Default)]
 pub(super) struct AuthSettings {
     /// `auth_basic`: the realm, or `Some(None)` for `off`.
@@ -11,6 +11,10 @@ pub(super) struct AuthSettings {
     /// `auth_basic_user_file`.
     pub users: Option<String>,
     pub satisfy: Option<Satisfy>,
+    /// `auth_request`: the auth service's URL, or `Some(None)` for `off`.
+    pub request: Option<Option<String>>,
+    /// `auth_request_set … $upstream_http_NAME`: the NAMEs, as headers.
+    pub copy: Option<Vec<String>>,
 }
 
 impl AuthSettings {
@@ -20,6 +24,8 @@ impl AuthSettings {
             realm: self.realm.or_else(|| parent.realm.clone()),
             users: self.users.or_else(|| parent.users.clone()),
             satisfy: self.satisfy.or(parent.satisfy),
+            request: self.request.or_else(|| parent.request.clone()),
+            copy: self.copy.or_else(|| parent.copy.clone()),
         }
     }
 }

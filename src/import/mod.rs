@@ -12,6 +12,7 @@
 
 mod access;
 mod auth;
+mod auth_request;
 mod auth_settings;
 mod build;
 mod conditions;

@@ -100,9 +100,7 @@ fn instead(name: &str) -> Option<&'static str> {
         "zstd" | "zstd_types" | "zstd_comp_level" | "zstd_static" => {
             "write `compress = { encodings = [\"zstd\"] }` or `precompressed = [\"zstd\"]` by hand"
         }
-        "auth_request" | "auth_request_set" | "auth_jwt" | "auth_jwt_key_file" => {
-            "forward auth and JWT come with DESIGN §18 (`auth`); basic auth is translated"
-        }
+        "auth_jwt" | "auth_jwt_key_file" => "JWT comes with DESIGN §18 (`auth`); basic auth and `auth_request` are translated",
         "map" => "`map` is translated in `http {}` (a `[maps.NAME]`), where nginx takes it",
         "geo" | "split_clients" => "no equivalent: write the addresses as `access` rules, or `[access] exempt`",
         "if" => "only an `if` holding a `return` before the block's own `return` with the same text is translated (a `[maps.NAME]` choosing the status): write a location per case (`match`), or a `[maps.NAME]` for a value chosen per request",

@@ -18,6 +18,8 @@ pub(super) struct Walk<'c> {
     pub report: Vec<Line>,
     /// The named locations (`location @name`) of the server being walked, by name.
     pub named: Vec<(String, Directive)>,
+    /// The locations of the server being walked (`auth_request` asks one of them).
+    pub locations: Vec<Directive>,
     /// Those a `try_files` translated as `"@upstream"`.
     pub named_used: Vec<String>,
     /// The location whose directives are being walked: its pattern's kind, and whether
@@ -39,6 +41,7 @@ impl<'c> Walk<'c> {
             build: Build::default(),
             report: Vec::new(),
             named: Vec::new(),
+            locations: Vec::new(),
             named_used: Vec::new(),
             location: None,
         }

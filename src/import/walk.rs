@@ -9,7 +9,7 @@ use super::location;
 use super::pattern::{Content, Pattern};
 use super::report::Status;
 use super::state::Walk;
-use super::{access, auth, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
+use super::{access, auth, auth_request, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
 use super::{server_wide, tls};
 use super::{upstream, values};
 
@@ -88,6 +88,7 @@ pub(super) fn setting(
         .or_else(|| headers::setting(d, own))
         .or_else(|| access::setting(w, d, own, context))
         .or_else(|| auth::setting(d, own))
+        .or_else(|| auth_request::setting(w, d, own))
         .or_else(|| limits::setting(w, d, own))
         .or_else(|| server_wide::setting(w, d, own, context))
         .or_else(|| tls::setting(w, d, context))
@@ -111,6 +112,8 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     let mut server_names = Vec::new();
     let mut content = Content::default();
     let block = d.block.as_deref().unwrap_or_default();
+    // Before any directive: an `auth_request` names one of them.
+    w.locations = block.iter().filter(|c| c.name == "location").cloned().collect();
     for (i, c) in block.iter().enumerate() {
         let mut sink = std::mem::take(&mut site.note);
         match c.name.as_str() {

@@ -83,3 +83,75 @@ fn a_server_login_is_inherited_and_turned_off_where_nginx_turns_it_off() {
     // `/`, and `/vars/` and `/quote/`, which keep the server's realm.
     assert_eq!(imported.toml.matches(staging).count(), 3, "{}", imported.toml);
 }
+
+#[test]
+fn oauth2_proxy_behind_auth_request_becomes_an_auth_service_url() {
+    // oauth2-proxy's nginx guide, shortened.
+    let imported = import(
+        "http {
+    upstream oauth2 { server 127.0.0.1:4180; }
+    server {
+        listen 80;
+        location /oauth2/ {
+            proxy_pass http://oauth2;
+            proxy_set_header X-Scheme $scheme;
+        }
+        location = /oauth2/auth {
+            proxy_pass http://oauth2;
+            proxy_set_header Content-Length \"\";
+            proxy_pass_request_body off;
+        }
+        location / {
+            auth_request /oauth2/auth;
+            auth_request_set $user $upstream_http_x_auth_request_user;
+            auth_request_set $email $upstream_http_x_auth_request_email;
+            proxy_set_header X-User $user;
+            proxy_pass http://127.0.0.1:3000;
+        }
+        location /public/ {
+            auth_request off;
+            proxy_pass http://127.0.0.1:3000;
+        }
+        location /check/ {
+            auth_request /verify;
+            proxy_pass http://127.0.0.1:3000;
+        }
+        location /verify {
+            proxy_pass http://127.0.0.1:9000/v1/check;
+        }
+    }
+}
+",
+    );
+    approx(&imported, 15, "auth_request", "asks http://127.0.0.1:4180/oauth2/auth");
+    approx(&imported, 16, "auth_request_set", "`x-auth-request-user` goes upstream under its own name");
+    unsupported(&imported, 18, "proxy_set_header", "`$user` is not a tollgate variable");
+    has(
+        &imported,
+        "auth = { request = { url = \"http://127.0.0.1:4180/oauth2/auth\", copy_headers = [\"x-auth-request-user\", \"x-auth-request-email\"] } }",
+    );
+    // A prefix location with a path in its proxy_pass: the matched part replaced.
+    has(&imported, "auth = { request = { url = \"http://127.0.0.1:9000/v1/check\" } }");
+    assert_eq!(imported.toml.matches("auth = ").count(), 2, "`off` writes none:\n{}", imported.toml);
+}
+
+#[test]
+fn an_auth_request_that_reaches_no_proxying_location_is_reported() {
+    let imported = import(
+        "http {
+    server {
+        listen 80;
+        location = /auth { return 204; }
+        location /a/ { auth_request /auth; proxy_pass http://127.0.0.1:3000; }
+        location /b/ { auth_request /nowhere; proxy_pass http://127.0.0.1:3000; }
+        location / { auth_request_set $x $remote_user; proxy_pass http://127.0.0.1:3000; }
+    }
+}
+",
+    );
+    unsupported(&imported, 5, "auth_request", "has no `proxy_pass`");
+    unsupported(&imported, 7, "auth_request_set", "only the auth service's headers");
+    // `/nowhere` reaches `location /`, which proxies to the application: nginx asks it too.
+    approx(&imported, 6, "auth_request", "asks http://127.0.0.1:3000/nowhere");
+    assert_eq!(imported.toml.matches("auth = ").count(), 1, "{}", imported.toml);
+}

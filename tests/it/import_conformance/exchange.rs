@@ -114,8 +114,12 @@ pub async fn exchange(addr: SocketAddr, request: &Request, seen: &Arc<Mutex<Vec<
     // The upstream records a request before it answers; nothing more comes after the answer.
     tokio::time::sleep(Duration::from_millis(5)).await;
     let seen: Vec<Seen> = std::mem::take(&mut *seen.lock().unwrap());
+    // An auth service's question (it carries `X-Original-URI`) is not the answer's source.
+    let proxied = seen
+        .iter()
+        .any(|s| !s.headers.contains_key("x-original-uri"));
     Row {
-        answer: answer_row(&raw, !seen.is_empty()),
+        answer: answer_row(&raw, proxied),
         upstream: seen
             .iter()
             .map(upstream_row)
