@@ -52,6 +52,11 @@
 #                 `auth_basic` + `auth_basic_user_file`, tollgate `auth = { basic = { … } }` on a
 #                 location `/auth/`, both then proxy. nginx checks the hash on every request,
 #                 tollgate once per login (it remembers logins that passed);
+#   forward_auth  every request asks an auth service first: wrk asks `/fwd/`; nginx `auth_request
+#                 /_check` (a location proxying to the bench upstream's `/check`, body off, kept
+#                 alive), tollgate `auth = { request = { url = "http://UPSTREAM/check" } }`; the
+#                 upstream answers both questions and the requests. Each request is two upstream
+#                 exchanges for either proxy;
 #   all           every one in turn, each with freshly started proxies.
 # tollgate sends its default rate-limit headers (`ratelimit_headers = "draft"`: RateLimit-Policy and
 # RateLimit on every limited response); nginx sends none. TOLLGATE_RATELIMIT_HEADERS=none compares
@@ -165,11 +170,11 @@ esac
 
 case "$SCENARIO" in
     proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json | \
-        file_1k | file_100k | file_10m | file_10m_copy | basic_auth)
+        file_1k | file_100k | file_10m | file_10m_copy | basic_auth | forward_auth)
         SCENARIOS=("$SCENARIO") ;;
     all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json
-        file_1k file_100k file_10m file_10m_copy basic_auth) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy, basic_auth or all, not '$SCENARIO'" ;;
+        file_1k file_100k file_10m file_10m_copy basic_auth forward_auth) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy, basic_auth, forward_auth or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -436,6 +441,7 @@ scenario_title() {
         file_1k | file_100k | file_10m) echo "a static file of $(file_size "$1") bytes, keep-alive (sendfile on)" ;;
         file_10m_copy) echo "a static file of $(file_size "$1") bytes, keep-alive (tollgate: sendfile off)" ;;
         basic_auth) echo "reverse proxy behind a basic-auth login (bcrypt, cost 5) sent with every request" ;;
+        forward_auth) echo "reverse proxy asking an auth service (the upstream's /check) before every request" ;;
     esac
 }
 scenario_limit_note() {
@@ -460,6 +466,11 @@ scenario_limit_note() {
             echo "no limit; \`location /auth/\`: nginx \`auth_basic \"bench\"; auth_basic_user_file ...;\`, tollgate"
             echo "  \`auth = { basic = { realm = \"bench\", users = \"...\" } }\`; one line made by \`htpasswd -B\` (bcrypt,"
             echo "  cost 5); wrk sends the right \`Authorization: Basic\` with every request"
+            ;;
+        forward_auth)
+            echo "no limit; \`location /fwd/\`: nginx \`auth_request /_check;\` with \`location = /_check\` proxying to"
+            echo "  the upstream's \`/check\` (\`proxy_pass_request_body off\`, HTTP/1.1 kept alive), tollgate"
+            echo "  \`auth = { request = { url = \"http://127.0.0.1:PORT/check\" } }\`; the service answers 200"
             ;;
         proxy_auto)
             echo "nginx as in \`proxy\`; tollgate \`[upstreams.app] max_in_flight = 1000\` (the gate counts every"
@@ -690,6 +701,21 @@ $(nginx_listen "$scen")
 $(nginx_proxying)
         }
 
+        location /fwd/ {
+            auth_request /_check;
+$(nginx_proxying)
+        }
+
+        location = /_check {
+            internal;
+            proxy_pass http://app/check;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Original-URI \$request_uri;
+        }
+
         location / {
 $(nginx_location_limit "$scen")
 $(nginx_proxying)
@@ -739,6 +765,11 @@ upstream = "app"
 auth = { basic = { realm = "bench", users = "$WORKDIR/users.htpasswd" } }
 
 [[location]]
+match = "/fwd/"
+upstream = "app"
+auth = { request = { url = "http://127.0.0.1:$UPSTREAM_PORT/check" } }
+
+[[location]]
 match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
@@ -784,6 +815,12 @@ check_limiting() {
                 "http://127.0.0.1:$port/auth/" || true)"
             if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
                 die "$proxy ($scen): /auth/ with the login got status '$code', not 200 \"hello\""
+            fi
+            ;;
+        forward_auth)
+            code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/fwd/" || true)"
+            if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
+                die "$proxy ($scen): /fwd/ got status '$code', not 200 \"hello\""
             fi
             ;;
         file_*)
@@ -1049,6 +1086,7 @@ for scen in "${SCENARIOS[@]}"; do
         WRK_SCRIPT=(-H "Accept-Encoding: gzip")
     fi
     case "$scen" in file_*) URL_PATH="/files/$(file_name "$scen")" ;; esac
+    [ "$scen" = forward_auth ] && URL_PATH=/fwd/
     if [ "$scen" = basic_auth ]; then
         URL_PATH=/auth/
         WRK_SCRIPT=(-H "Authorization: Basic $(printf 'bench:secret' | base64)")
