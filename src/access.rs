@@ -1,7 +1,7 @@
 //! Who the client is and whether it may pass: the real client address, as nginx's realip
 //! module decides it (`set_real_ip_from`, `real_ip_header`, `real_ip_recursive`), CIDR
 //! rule lists (`[access]` and nginx's allow/deny), and HTTP basic auth against htpasswd
-//! files (`basic`, `hash`).
+//! files (`basic`, `hash`), and JSON Web Tokens (`jwt`).
 //!
 //! Pure; the address and the rules allocate nothing: the header lines are walked in place,
 //! right to left.
@@ -11,6 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub mod basic;
 pub(crate) mod constant_time;
 pub mod hash;
+pub mod jwt;
 mod md5_crypt;
 
 /// `[real_ip]`: who the client is, as nginx's realip module decides it.

@@ -13,7 +13,7 @@ pub fn json(len: usize) -> bytes::Bytes {
             "{{\"id\":{i},\"user\":\"user{}\",\"city\":\"{city}\",\"score\":{},\"active\":{},\"tags\":[\"t{}\",\"t{}\"]}},",
             i * 31 % 977,
             (i * 7919) % 10_007,
-            i % 3 == 0,
+            i.is_multiple_of(3),
             i % 13,
             i % 7
         ));

@@ -173,7 +173,7 @@ fn eab(
 fn base64(text: &str) -> Option<Vec<u8>> {
     let unpadded = text.trim_end_matches('=');
     let padding = text.len() - unpadded.len();
-    if padding > 2 || (padding > 0 && text.len() % 4 != 0) || unpadded.len() % 4 == 1 {
+    if padding > 2 || (padding > 0 && !text.len().is_multiple_of(4)) || unpadded.len() % 4 == 1 {
         return None;
     }
     let mut decoded = Vec::with_capacity(unpadded.len() * 3 / 4);

@@ -8,7 +8,8 @@
 //! replaces its site's, as in nginx.
 //!
 //! `auth = { request = { url = "http://127.0.0.1:4180/oauth2/auth" } }` is nginx's
-//! `auth_request` (read in `forward_auth`).
+//! `auth_request` (read in `forward_auth`); `auth = { jwt = { jwks = "jwks.json" } }` checks
+//! a bearer token (read in `jwt`).
 //!
 //! `satisfy = "all"` (the default) asks both `access` and `auth` to pass; `"any"` lets a
 //! client pass that an `allow` rule names or that logs in (nginx's `satisfy`).
@@ -21,6 +22,7 @@ use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
 use super::forward_auth::{forward_auth, ForwardAuth};
+use super::jwt::{jwt, Jwt};
 use super::raw::{RawAuth, RawBasic};
 use crate::access::basic::{self, Users};
 
@@ -67,6 +69,8 @@ pub(crate) enum Check {
     Basic(Arc<Basic>),
     /// `request`: the answer of an auth service.
     Request(Arc<ForwardAuth>),
+    /// `jwt`: a bearer token checked against a JWK set.
+    Jwt(Arc<Jwt>),
 }
 
 impl Check {
@@ -75,6 +79,7 @@ impl Check {
         match (self, other) {
             (Check::Basic(a), Check::Basic(b)) => Arc::ptr_eq(a, b),
             (Check::Request(a), Check::Request(b)) => Arc::ptr_eq(a, b),
+            (Check::Jwt(a), Check::Jwt(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -110,16 +115,17 @@ pub(super) fn auth(raw: &Spanned<RawAuth>, base: &Path, diag: &mut Diagnostics<'
             diag.error(raw.span(), message);
             None
         }
-        RawAuth::Table(table) => match (&table.basic, &table.request) {
-            (Some(written), None) => basic(written, base, diag).map(|b| Check::Basic(Arc::new(b))),
-            (None, Some(written)) => forward_auth(written, diag).map(|r| Check::Request(Arc::new(r))),
-            (Some(_), Some(_)) => {
-                diag.error(raw.span(), "auth takes one way to check who is asking: `basic` or `request`, not both");
+        RawAuth::Table(table) => match (&table.basic, &table.request, &table.jwt) {
+            (Some(written), None, None) => basic(written, base, diag).map(|b| Check::Basic(Arc::new(b))),
+            (None, Some(written), None) => forward_auth(written, diag).map(|r| Check::Request(Arc::new(r))),
+            (None, None, Some(written)) => jwt(written, base, diag).map(|j| Check::Jwt(Arc::new(j))),
+            (None, None, None) => {
+                let message = "auth needs a way to check who is asking: `basic = { realm = \"Admin\", users = \"admin.htpasswd\" }`, `jwt = { jwks = \"jwks.json\" }` or `request = { url = \"http://127.0.0.1:4180/oauth2/auth\" }`";
+                diag.error(raw.span(), message);
                 None
             }
-            (None, None) => {
-                let message = "auth needs a way to check who is asking: `basic = { realm = \"Admin\", users = \"admin.htpasswd\" }` or `request = { url = \"http://127.0.0.1:4180/oauth2/auth\" }`";
-                diag.error(raw.span(), message);
+            _ => {
+                diag.error(raw.span(), "auth takes one way to check who is asking: `basic`, `jwt` or `request`, not two");
                 None
             }
         }

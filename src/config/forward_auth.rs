@@ -81,14 +81,13 @@ pub(super) fn forward_auth(raw: &Spanned<RawForwardAuth>, diag: &mut Diagnostics
         Some(names) => copied(names, diag),
         None => Some(Vec::new()),
     };
-    let service = diag.check(url.span(), Service::parse(url.get_ref()));
-    let (service, timeout) = (service?, timeout?);
-    let upstream = service.upstream(url.get_ref(), url.span(), timeout, diag)?;
+    let timeout = timeout?;
+    let service = Endpoint::read(url, "auth", timeout, diag)?;
     Some(ForwardAuth {
         url: url.get_ref().clone(),
         target: service.target,
         host: service.host,
-        upstream,
+        upstream: service.upstream,
         copy_headers: copy_headers?,
         timeout,
         max_in_flight: max_in_flight?,
@@ -122,8 +121,32 @@ fn copied(names: &Spanned<Vec<Spanned<String>>>, diag: &mut Diagnostics<'_>) -> 
     valid.then_some(copied)
 }
 
-/// The parts of the URL that matter: where to connect and what to ask.
-struct Service {
+/// A URL tollgate asks itself (an auth service, a JWK set): where to connect and what
+/// to ask, its host resolved now.
+pub(super) struct Endpoint {
+    /// The URL's path and query.
+    pub target: PathAndQuery,
+    /// The `Host` sent: the URL's host and port.
+    pub host: HeaderValue,
+    /// The host's addresses as a group, TLS with the system's roots for `https://`.
+    pub upstream: Upstream,
+}
+
+impl Endpoint {
+    /// The URL at `url`; `what` names its group (`auth URL`, `jwks URL`).
+    pub(super) fn read(url: &Spanned<String>, what: &str, timeout: Duration, diag: &mut Diagnostics<'_>) -> Option<Endpoint> {
+        let parts = diag.check(url.span(), Parts::parse(url.get_ref()))?;
+        let upstream = parts.upstream(&format!("{what} {}", url.get_ref()), url.span(), timeout, diag)?;
+        Some(Endpoint {
+            target: parts.target,
+            host: parts.host,
+            upstream,
+        })
+    }
+}
+
+/// The parts of the URL that matter.
+struct Parts {
     https: bool,
     authority: Authority,
     port: u16,
@@ -131,9 +154,9 @@ struct Service {
     host: HeaderValue,
 }
 
-impl Service {
-    fn parse(url: &str) -> Result<Service, String> {
-        let invalid = |why: &str| format!("invalid auth.request url {url:?}: {why}");
+impl Parts {
+    fn parse(url: &str) -> Result<Parts, String> {
+        let invalid = |why: &str| format!("invalid url {url:?}: {why}");
         let uri: Uri = url.parse().map_err(|_| invalid("not a URL"))?;
         let https = match uri.scheme() {
             Some(scheme) if *scheme == Scheme::HTTPS => true,
@@ -156,7 +179,7 @@ impl Service {
             false => target,
         };
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| invalid("its host cannot be sent"))?;
-        Ok(Service {
+        Ok(Parts {
             https,
             authority,
             port,
@@ -167,7 +190,7 @@ impl Service {
 
     /// The service as a group of the host's addresses (resolved now), TLS with the
     /// system's roots for `https://`.
-    fn upstream(&self, url: &str, span: Span, timeout: Duration, diag: &mut Diagnostics<'_>) -> Option<Upstream> {
+    fn upstream(&self, name: &str, span: Span, timeout: Duration, diag: &mut Diagnostics<'_>) -> Option<Upstream> {
         let host = self.authority.host();
         let addrs: Vec<SocketAddr> = diag.check(span.clone(), values::upstream_addrs(&format!("{host}:{}", self.port)))?;
         let (tls, tls_name) = match self.https {
@@ -186,7 +209,7 @@ impl Service {
             tls_name: tls_name.clone(),
         });
         Some(Upstream {
-            name: format!("auth {url}"),
+            name: name.to_owned(),
             servers: servers.collect(),
             balance: Balance::RoundRobin,
             connect_timeout: timeout,

@@ -135,6 +135,8 @@ pub(super) fn vars_of<'a, B>(
         request_id: None,
         headers: req.headers(),
         captures: None,
+        // Put there by `auth.jwt` once the token is verified.
+        claims: req.extensions().get::<std::sync::Arc<vars::Claims>>().map(|claims| &**claims),
     }
 }
 

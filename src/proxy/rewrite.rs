@@ -262,6 +262,7 @@ mod tests {
             request_id: Some("id"),
             headers: &headers,
             captures: Some(&captures),
+            claims: None,
         };
         let target = users
             .apply(raw, Some("orig=2"), Some(&req))

@@ -45,7 +45,7 @@ pub(super) fn sniff(buf: &[u8]) -> Sniffed {
     let stream = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
     // §6.5: a SETTINGS frame is on stream 0, a multiple of 6 bytes long, and the
     // client's first one is no acknowledgement.
-    if kind == SETTINGS && flags & ACK == 0 && stream == 0 && length % 6 == 0 {
+    if kind == SETTINGS && flags & ACK == 0 && stream == 0 && length.is_multiple_of(6) {
         Sniffed::Http2
     } else {
         Sniffed::Broken

@@ -291,7 +291,7 @@ impl Quiet {
     fn after(&mut self, failed: Option<String>) {
         match failed {
             Some(error) => {
-                if self.failing % self.per_minute == 0 {
+                if self.failing.is_multiple_of(self.per_minute) {
                     tracing::warn!(
                         error,
                         beats_failed = self.failing + 1,
@@ -358,7 +358,7 @@ mod tests {
         assert_eq!(quiet.per_minute, 12);
         let mut logged = 0;
         for _ in 0..25 {
-            if quiet.failing % quiet.per_minute == 0 {
+            if quiet.failing.is_multiple_of(quiet.per_minute) {
                 logged += 1;
             }
             quiet.after(Some("down".into()));

@@ -37,7 +37,7 @@ impl Auths {
         let made = self.made.borrow();
         let services = made.iter().filter_map(|(_, auth)| match &**auth {
             Auth::Request(service) => Some(Arc::clone(service.group())),
-            Auth::Basic(_) => None,
+            Auth::Basic(_) | Auth::Jwt(_) => None,
         });
         services.collect()
     }

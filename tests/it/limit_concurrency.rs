@@ -282,7 +282,7 @@ mod through_zones {
         let shared = Arc::new(vec![rule(&global, 1_000_000), rule(&per_ip, 20)]);
         let now = epoch + Duration::from_secs(1);
         let pick = move |t: usize, i: usize| {
-            let rules = if (t + i / 4) % 2 == 0 {
+            let rules = if (t + i / 4).is_multiple_of(2) {
                 &alone
             } else {
                 &shared

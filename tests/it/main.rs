@@ -16,6 +16,7 @@ mod admin_limits;
 mod admin_page;
 mod architecture;
 mod auth_basic;
+mod auth_jwt;
 mod auth_request;
 mod bans;
 mod body_limit;

@@ -197,9 +197,9 @@ impl Run<'_> {
 /// How request `n` (admitted at `cost`) is settled: every third answer does not count
 /// (its cost comes back), every fifth declares 3 units more.
 fn settlement(n: usize, cost: u64) -> Option<(Mode, u64)> {
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         Some((Mode::Refund, cost))
-    } else if n % 5 == 0 {
+    } else if n.is_multiple_of(5) {
         Some((Mode::Charge, 3))
     } else {
         None

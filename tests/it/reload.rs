@@ -242,7 +242,7 @@ async fn keep_busy(
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         i += 1;
-        let path = if i % 2 == 0 { "/which" } else { "/" };
+        let path = if i.is_multiple_of(2) { "/which" } else { "/" };
         match sender.send_request(get(path)).await {
             Ok(response) => {
                 let reply = read(response).await;

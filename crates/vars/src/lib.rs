@@ -18,13 +18,15 @@
 // clippy.toml's clock reads (found from the workspace root): the caller passes the time.
 #![deny(clippy::disallowed_methods)]
 
+mod claims;
 mod credentials;
 mod map;
 mod request;
 
+pub use claims::Claims;
 pub use credentials::{credentials, Credentials, MAX_DECODED as MAX_CREDENTIALS};
 pub use map::{Key, Map};
-pub use request::{binary_addr, host_key, Request};
+pub use request::{binary_addr, cookie, host_key, Request};
 
 use std::sync::Arc;
 
@@ -69,6 +71,9 @@ pub enum Var {
     Header(HeaderName),
     /// `$cookie_NAME`: the value of the first cookie called `NAME` (any case).
     Cookie(Box<str>),
+    /// `$jwt_claim_NAME`: the claim `NAME` of the request's verified token ([`Claims`]);
+    /// empty without one.
+    JwtClaim(Box<str>),
     /// `$1` to `$9`: a capture of the location's regex (in a map's value: of its regex
     /// key, whose named groups are captures too).
     Capture(usize),
@@ -80,7 +85,7 @@ pub enum Var {
 pub const NAMES: &str =
     "$scheme, $host, $server_name, $server_port, $request_method, $request_uri, $uri, $args, \
      $arg_NAME, $remote_addr, $binary_remote_addr, $remote_port, $remote_user, $request_id, $http_NAME, \
-     $cookie_NAME, $1 to $9";
+     $cookie_NAME, $jwt_claim_NAME, $1 to $9";
 
 /// A piece of a [`VarText`]: literal text, or a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,6 +279,7 @@ impl std::fmt::Display for VarText {
                 }
                 Piece::Var(Var::Arg(name)) => write!(f, "${{arg_{name}}}")?,
                 Piece::Var(Var::Cookie(name)) => write!(f, "${{cookie_{name}}}")?,
+                Piece::Var(Var::JwtClaim(name)) => write!(f, "${{jwt_claim_{name}}}")?,
                 Piece::Var(Var::Capture(n)) => write!(f, "${n}")?,
                 Piece::Var(Var::Map(map)) => write!(f, "${{{}}}", map.name())?,
                 Piece::Var(var) => write!(f, "${{{}}}", simple_name(var))?,
@@ -351,6 +357,9 @@ fn var(name: &str) -> Option<Var> {
     }
     if let Some(cookie) = named("cookie_") {
         return Some(Var::Cookie(cookie.into()));
+    }
+    if let Some(claim) = named("jwt_claim_") {
+        return Some(Var::JwtClaim(claim.into()));
     }
     match name.as_bytes() {
         [digit @ b'1'..=b'9'] => Some(Var::Capture(usize::from(digit - b'0'))),

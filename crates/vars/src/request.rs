@@ -37,6 +37,8 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The location regex's captures (`$1` is `captures[1]`), when it has any.
     pub captures: Option<&'a regex::bytes::Captures<'a>>,
+    /// The claims of the request's verified token, when `auth.jwt` verified one.
+    pub claims: Option<&'a crate::Claims>,
 }
 
 impl<'a> Request<'a> {
@@ -58,6 +60,7 @@ impl<'a> Request<'a> {
             request_id: None,
             headers,
             captures: None,
+            claims: None,
         }
     }
 
@@ -98,6 +101,10 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Cookie(name) => out.extend_from_slice(cookie(self.headers, name).unwrap_or(b"")),
+            Var::JwtClaim(name) => {
+                let claim = self.claims.and_then(|claims| claims.get(name));
+                out.extend_from_slice(claim.unwrap_or(b""));
+            }
             Var::Capture(n) => {
                 let group = self.captures.and_then(|c| c.get(*n));
                 out.extend_from_slice(group.map_or(&[][..], |m| m.as_bytes()));
@@ -174,7 +181,7 @@ fn arg<'q>(query: &'q str, name: &str) -> Option<&'q str> {
 
 /// `$cookie_NAME`: the first cookie called `name` (any case, as nginx) in any `Cookie`
 /// line, its value without the spaces around it.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
     headers
         .get_all(http::header::COOKIE)
         .iter()

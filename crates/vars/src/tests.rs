@@ -17,6 +17,7 @@ fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
         request_id: Some("0123456789abcdef0123456789abcdef"),
         headers,
         captures: None,
+        claims: None,
     }
 }
 
@@ -188,4 +189,22 @@ fn a_place_can_refuse_a_variable_where_its_dollar_is() {
     let err = VarText::parse_refusing("k:$uri:$request_id", refuse).expect_err("refused");
     assert_eq!((err.at, err.message.as_str()), (7, "no ids here"));
     assert!(VarText::parse_refusing("k:$uri", refuse).is_ok());
+}
+
+#[test]
+fn a_claim_of_the_verified_token_is_a_variable_and_empty_without_one() {
+    let headers = HeaderMap::new();
+    let pair = |name: &str, value: &str| (Box::from(name), Box::from(value.as_bytes()));
+    let claims = Claims::new(vec![pair("sub", "alice"), pair("plan", "pro")]);
+    let text = "$jwt_claim_sub:${jwt_claim_plan}:$jwt_claim_scope";
+    assert_eq!(rendered(text, &request(&headers, None)), "::");
+    let verified = Request {
+        claims: Some(&claims),
+        ..request(&headers, None)
+    };
+    assert_eq!(rendered(text, &verified), "alice:pro:");
+    assert_eq!(
+        VarText::parse(text).unwrap().to_string(),
+        "${jwt_claim_sub}:${jwt_claim_plan}:${jwt_claim_scope}"
+    );
 }

@@ -224,11 +224,34 @@ pub(crate) enum RawAuth {
 #[derive(Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table like { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } } or { request = { url = \"http://127.0.0.1:4180/oauth2/auth\" } }"
+    expecting = "a table like { basic = { realm = \"Admin\", users = \"admin.htpasswd\" } }, { jwt = { jwks = \"jwks.json\" } } or { request = { url = \"http://127.0.0.1:4180/oauth2/auth\" } }"
 )]
 pub(crate) struct RawAuthTable {
     pub basic: Option<Spanned<RawBasic>>,
     pub request: Option<Spanned<RawForwardAuth>>,
+    pub jwt: Option<Spanned<RawJwt>>,
+}
+
+/// `auth.jwt`: a bearer token checked against a JWK set.
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { jwks = \"jwks.json\", issuer = \"https://id.example.com\", audience = \"api\" }"
+)]
+pub(crate) struct RawJwt {
+    /// The JWK set as a file (relative to the config file's directory).
+    pub jwks: Option<Spanned<String>>,
+    /// The JWK set as an IdP serves it (`jwks_uri`).
+    pub jwks_url: Option<Spanned<String>>,
+    /// One text or a list.
+    pub issuer: Option<Loose>,
+    /// One text or a list.
+    pub audience: Option<Loose>,
+    /// `"header"` (`Authorization: Bearer`, the default) or `"cookie:NAME"`.
+    pub from: Option<Spanned<String>>,
+    pub leeway: Option<Loose>,
+    pub require: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    pub realm: Option<Spanned<String>>,
 }
 
 /// `auth.request`: nginx's `auth_request`, Traefik's ForwardAuth.

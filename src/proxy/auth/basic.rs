@@ -28,7 +28,7 @@ impl Basic {
     pub(crate) fn new(basic: &config::Basic, now: Instant) -> Basic {
         let challenge = basic::challenge(&basic.realm).unwrap_or(HeaderValue::from_static("Basic"));
         Basic {
-            table: Table::new(basic, now),
+            table: users::table(basic, now),
             challenge,
         }
     }

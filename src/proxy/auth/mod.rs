@@ -19,12 +19,15 @@ use crate::upstream::ResponseBody;
 
 mod basic;
 mod forward;
+mod jwt;
 mod subrequest;
 mod users;
+mod watched;
 
 pub(crate) use basic::Basic;
 use forward::Answer;
 pub(crate) use forward::Service;
+pub(crate) use jwt::Jwt;
 
 /// Logins that may wait for a hash check at once, across the gateway.
 const MOST_WAITING: usize = 256;
@@ -34,6 +37,7 @@ const MOST_WAITING: usize = 256;
 pub(crate) enum Auth {
     Basic(Basic),
     Request(Service),
+    Jwt(Jwt),
 }
 
 /// The gateway's bound on hash checks: as many at once as CPUs, [`MOST_WAITING`] waiting.
@@ -57,6 +61,7 @@ impl Auth {
     pub(crate) fn new(check: &config::Check, group: impl FnOnce(&config::Upstream) -> Arc<crate::upstream::Group>) -> Auth {
         match check {
             config::Check::Basic(basic) => Auth::Basic(Basic::new(basic, Instant::now())),
+            config::Check::Jwt(settings) => Auth::Jwt(Jwt::new(Arc::clone(settings), Instant::now())),
             config::Check::Request(settings) => {
                 let group = group(&settings.upstream);
                 Auth::Request(Service::new(Arc::clone(settings), group))
@@ -70,6 +75,10 @@ impl Auth {
     pub(crate) fn check_now(&self, headers: &HeaderMap, now: Instant) -> Option<Response<ResponseBody>> {
         match self {
             Auth::Basic(basic) => basic.check_now(headers, now),
+            Auth::Jwt(jwt) => match jwt.check(headers, now) {
+                jwt::Checked::Verified(_) => None,
+                jwt::Checked::Refused(refusal) => Some(refusal),
+            },
             Auth::Request(_) => {
                 tracing::error!("an internal redirect led into a location with another auth.request: answered 500");
                 Some(response::error(StatusCode::INTERNAL_SERVER_ERROR))
@@ -80,7 +89,7 @@ impl Auth {
     /// The headers a pass takes from the client and copies from the service.
     pub(crate) fn copied(&self) -> &[HeaderName] {
         match self {
-            Auth::Basic(_) => &[],
+            Auth::Basic(_) | Auth::Jwt(_) => &[],
             Auth::Request(service) => service.copied(),
         }
     }
@@ -93,20 +102,25 @@ pub(super) enum Verdict<'a> {
 }
 
 /// What a request that passed takes on: the client's headers of the names an auth
-/// service's answer gives are replaced by the service's.
+/// service's answer gives are replaced by the service's; a verified token's claims.
 #[derive(Default)]
 pub(super) struct Granted<'a> {
     removed: &'a [HeaderName],
     added: Vec<(HeaderName, HeaderValue)>,
+    claims: Option<Arc<crate::vars::Claims>>,
 }
 
 impl Granted<'_> {
-    pub(super) fn apply(self, headers: &mut HeaderMap) {
+    pub(super) fn apply<B>(self, req: &mut http::Request<B>) {
+        let headers = req.headers_mut();
         for name in self.removed {
             headers.remove(name);
         }
         for (name, value) in self.added {
             headers.append(name, value);
+        }
+        if let Some(claims) = self.claims {
+            req.extensions_mut().insert(claims);
         }
     }
 }
@@ -128,7 +142,7 @@ impl super::Pipeline {
         };
         let removed = auth.copied();
         if location.satisfy == config::Satisfy::Any && location.access.allows(asked.client) {
-            return Verdict::Pass(Granted { removed, added: Vec::new() });
+            return Verdict::Pass(Granted { removed, ..Granted::default() });
         }
         let answer = match auth {
             Auth::Basic(basic) => {
@@ -136,9 +150,13 @@ impl super::Pipeline {
                 checked.await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
             }
             Auth::Request(service) => service.ask(asked).await,
+            Auth::Jwt(jwt) => match jwt.check(asked.req.headers(), crate::clock::now()) {
+                jwt::Checked::Verified(claims) => return Verdict::Pass(Granted { claims: Some(claims), ..Granted::default() }),
+                jwt::Checked::Refused(refusal) => Answer::Refuse(refusal),
+            },
         };
         let mut refusal = match answer {
-            Answer::Pass(added) => return Verdict::Pass(Granted { removed, added }),
+            Answer::Pass(added) => return Verdict::Pass(Granted { removed, added, ..Granted::default() }),
             Answer::Refuse(refusal) => refusal,
         };
         let pending = std::mem::take(&mut limited.settle);

@@ -1,33 +1,33 @@
-//! A location's htpasswd table as the running gateway keeps it: read at load, read again
-//! when the file changes (looked at no more than once a second: nginx reads it on every
-//! request, so that `htpasswd FILE USER` takes effect without a reload, and so does this,
-//! within a second), and the logins that passed, so that a client sending the same
+//! A location's htpasswd table as the running gateway keeps it (read again when the file
+//! changes: `watched`), and the logins that passed, so that a client sending the same
 //! credentials on every request pays for one hash check, not one a request.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
+
+use super::watched::Watched;
 
 use crate::access::basic::Users;
 use crate::config;
-
-/// How often the file is looked at for a change.
-const RECHECK: Duration = Duration::from_secs(1);
 
 /// Logins remembered as passed; past it the memory starts again empty.
 const MOST_PASSED: usize = 4096;
 
 /// The table in force and the file it was read from.
-pub(super) struct Table {
-    path: PathBuf,
-    loaded: ArcSwap<Loaded>,
-    /// When the file is next looked at, and what it was when last read (or refused).
-    watch: Mutex<Watch>,
+pub(super) type Table = Watched<Loaded>;
+
+/// The table `basic` read at load, at `now`.
+pub(super) fn table(basic: &config::Basic, now: Instant) -> Table {
+    let loaded = Loaded::of(Arc::clone(&basic.table));
+    Watched::new(&basic.users, loaded, read, "htpasswd file", now)
+}
+
+fn read(path: &Path) -> Result<Loaded, String> {
+    config::auth::read_users(path).map(|users| Loaded::of(Arc::new(users)))
 }
 
 /// One reading of the file, and the logins that passed against it: a change of the
@@ -35,60 +35,6 @@ pub(super) struct Table {
 pub(super) struct Loaded {
     pub users: Arc<Users>,
     passed: Mutex<HashSet<[u8; 32]>>,
-}
-
-struct Watch {
-    next: Instant,
-    /// The file's identity and size and time when last read, or last refused.
-    seen: Option<Stamp>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-}
-
-impl Table {
-    /// The table `basic` read at load, at `now`.
-    pub(super) fn new(basic: &config::Basic, now: Instant) -> Table {
-        Table {
-            path: basic.users.clone(),
-            loaded: ArcSwap::from_pointee(Loaded::of(Arc::clone(&basic.table))),
-            watch: Mutex::new(Watch {
-                next: now + RECHECK,
-                seen: stamp(&basic.users),
-            }),
-        }
-    }
-
-    /// The table in force at `now`: read again first if the file changed since it was
-    /// last looked at (once a second at most, by whichever request comes). A file that
-    /// cannot be read or has a bad line leaves the last good table in force, with a
-    /// warning once per change.
-    pub(super) fn current(&self, now: Instant) -> Arc<Loaded> {
-        if let Ok(mut watch) = self.watch.try_lock() {
-            if now >= watch.next {
-                watch.next = now + RECHECK;
-                self.reread(&mut watch);
-            }
-        }
-        self.loaded.load_full()
-    }
-
-    fn reread(&self, watch: &mut Watch) {
-        let now = stamp(&self.path);
-        if now == watch.seen {
-            return;
-        }
-        watch.seen = now;
-        match config::auth::read_users(&self.path) {
-            Ok(users) => self.loaded.store(Arc::new(Loaded::of(Arc::new(users)))),
-            Err(error) => tracing::warn!(%error, "the htpasswd file changed and cannot be used: the last good one stays in force"),
-        }
-    }
 }
 
 impl Loaded {
@@ -124,14 +70,4 @@ fn key(user: &[u8], password: &[u8]) -> [u8; 32] {
     digest.update(user);
     digest.update(password);
     digest.finalize().into()
-}
-
-fn stamp(path: &std::path::Path) -> Option<Stamp> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some(Stamp {
-        dev: meta.dev(),
-        ino: meta.ino(),
-        size: meta.size(),
-        mtime: (meta.mtime(), meta.mtime_nsec()),
-    })
 }

@@ -64,8 +64,8 @@ impl Request {
             Var::RemoteUser => all(&http::header::AUTHORIZATION),
             // Refused in keys (config), and unset in the limit phase.
             Var::RequestId | Var::Capture(_) => 0,
-            // The generated templates hold no map.
-            Var::Map(_) => 0,
+            // The generated templates hold no map, and the view no claims.
+            Var::Map(_) | Var::JwtClaim(_) => 0,
         }
     }
 }

@@ -1,0 +1,209 @@
+//! `auth.jwt` at run time: the token is taken from `Authorization: Bearer` (or a cookie),
+//! checked against the key set in force ([`crate::access::jwt`]), and its claims go with
+//! the request for `$jwt_claim_NAME`. A token checked before is not checked again: the
+//! verdict is remembered by the token's SHA-256 until it may change (the token expires, or
+//! five minutes pass), in a memory that starts again empty when the key set changes.
+//!
+//! Answers (RFC 6750): no token, 401 with `WWW-Authenticate: Bearer`; a bad one, 401 with
+//! `error="invalid_token"`; a good one lacking a `require`d claim, 403 with
+//! `error="insufficient_scope"`; `Authorization` sent twice, 400.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use sha2::{Digest, Sha256};
+
+use super::watched::Watched;
+use crate::access::jwt::{self, KeySet, Refused};
+use crate::config;
+use crate::proxy::response;
+use crate::upstream::ResponseBody;
+use crate::vars::Claims;
+
+/// Verdicts remembered; past it the memory starts again empty.
+const MOST_REMEMBERED: usize = 4096;
+
+/// The longest a pass is remembered, whatever the token's `exp` (seconds).
+const REMEMBER_PASS: u64 = 300;
+
+/// The longest a refusal is remembered (seconds): a client sending the same bad token
+/// again costs no signature check.
+const REMEMBER_REFUSAL: u64 = 60;
+
+/// A location's `auth.jwt`, ready to ask.
+pub(crate) struct Jwt {
+    settings: Arc<config::Jwt>,
+    keys: Keys,
+    remembered: Mutex<Remembered>,
+    invalid: HeaderValue,
+    insufficient: HeaderValue,
+}
+
+/// What [`Jwt::check`] found.
+pub(super) enum Checked {
+    Verified(Arc<Claims>),
+    Refused(Response<ResponseBody>),
+}
+
+/// Where the key set in force is.
+enum Keys {
+    /// A `jwks` file, read again when it changes.
+    File(Watched<Arc<KeySet>>),
+}
+
+/// Verdicts by token digest, for one key set.
+#[derive(Default)]
+struct Remembered {
+    /// The set they were reached with (by address: a new set starts afresh).
+    set: Option<Arc<KeySet>>,
+    verdicts: HashMap<[u8; 32], (Verdict, u64)>,
+}
+
+#[derive(Clone)]
+enum Verdict {
+    Pass(Arc<Claims>),
+    Refused(Refused),
+}
+
+impl Jwt {
+    pub(crate) fn new(settings: Arc<config::Jwt>, now: Instant) -> Jwt {
+        jwt::install();
+        let keys = match &settings.keys {
+            config::JwtKeys::File { path, set } => Keys::File(Watched::new(path, Arc::clone(set), read, "JWK set", now)),
+            config::JwtKeys::Url { .. } => unreachable!("jwks_url is refused by the config for now"),
+        };
+        // `Bearer error="…"`, or `Bearer realm="…", error="…"`.
+        let with_error = |error: &str| {
+            let text = match settings.challenge.to_str().unwrap_or("Bearer") {
+                "Bearer" => format!("Bearer error=\"{error}\""),
+                realm => format!("{realm}, error=\"{error}\""),
+            };
+            HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("Bearer"))
+        };
+        Jwt {
+            invalid: with_error("invalid_token"),
+            insufficient: with_error("insufficient_scope"),
+            settings,
+            keys,
+            remembered: Mutex::default(),
+        }
+    }
+
+    /// The request's verified claims, or the answer it gets.
+    pub(super) fn check(&self, headers: &HeaderMap, now: Instant) -> Checked {
+        let token = match self.token(headers) {
+            Ok(Some(token)) => token,
+            Ok(None) => return Checked::Refused(self.answer(StatusCode::UNAUTHORIZED, self.settings.challenge.clone())),
+            Err(status) => return Checked::Refused(response::error(status)),
+        };
+        let set = match &self.keys {
+            Keys::File(file) => file.current(now),
+        };
+        let refusal = match self.verdict(token, &set) {
+            Verdict::Pass(claims) => return Checked::Verified(claims),
+            Verdict::Refused(Refused::Invalid(why)) => {
+                tracing::debug!(why, "a bearer token was refused");
+                self.answer(StatusCode::UNAUTHORIZED, self.invalid.clone())
+            }
+            Verdict::Refused(Refused::Insufficient) => self.answer(StatusCode::FORBIDDEN, self.insufficient.clone()),
+        };
+        Checked::Refused(refusal)
+    }
+
+    /// The token as sent: `None` without one; `Authorization` twice is a 400.
+    fn token<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h [u8]>, StatusCode> {
+        match &self.settings.from {
+            config::TokenFrom::Cookie(name) => Ok(crate::vars::cookie(headers, name).filter(|t| !t.is_empty())),
+            config::TokenFrom::Header => {
+                let mut sent = headers.get_all(AUTHORIZATION).iter();
+                let first = sent.next();
+                if sent.next().is_some() {
+                    return Err(StatusCode::BAD_REQUEST);
+                }
+                Ok(first.and_then(|value| bearer(value.as_bytes())))
+            }
+        }
+    }
+
+    /// The verdict on `token` against `set`: remembered, or reached now and remembered.
+    fn verdict(&self, token: &[u8], set: &Arc<KeySet>) -> Verdict {
+        let digest: [u8; 32] = Sha256::digest(token).into();
+        let now = unix_now();
+        if let Some(known) = self.remembered(set, &digest, now) {
+            return known;
+        }
+        let (verdict, until) = match jwt::verify(token, set, &self.settings.rules, now) {
+            Ok(verified) => {
+                let until = verified.expires.saturating_add(self.settings.rules.leeway).min(now + REMEMBER_PASS);
+                (Verdict::Pass(Arc::new(verified.claims)), until)
+            }
+            // Not yet valid: it may be soon. No key: the set may change.
+            Err(Refused::Invalid(why)) if why.starts_with("not yet") || why.starts_with("no key") => {
+                return Verdict::Refused(Refused::Invalid(why));
+            }
+            Err(refused) => (Verdict::Refused(refused), now + REMEMBER_REFUSAL),
+        };
+        if let Ok(mut remembered) = self.remembered.lock() {
+            if remembered.verdicts.len() >= MOST_REMEMBERED {
+                remembered.verdicts.clear();
+            }
+            remembered.verdicts.insert(digest, (verdict.clone(), until));
+        }
+        verdict
+    }
+
+    fn remembered(&self, set: &Arc<KeySet>, digest: &[u8; 32], now: u64) -> Option<Verdict> {
+        let mut remembered = self.remembered.lock().ok()?;
+        if !remembered.set.as_ref().is_some_and(|known| Arc::ptr_eq(known, set)) {
+            remembered.set = Some(Arc::clone(set));
+            remembered.verdicts.clear();
+            return None;
+        }
+        let (verdict, until) = remembered.verdicts.get(digest)?;
+        (now < *until).then(|| verdict.clone())
+    }
+
+    fn answer(&self, status: StatusCode, challenge: HeaderValue) -> Response<ResponseBody> {
+        let mut answer = response::error(status);
+        answer.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+        answer
+    }
+}
+
+fn read(path: &Path) -> Result<Arc<KeySet>, String> {
+    config::read_jwks(path).map(Arc::new)
+}
+
+/// The token of `Authorization: Bearer TOKEN` (the scheme in any case); `None` for
+/// another scheme or an empty token.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_token_is_read_in_any_case_and_nothing_else_is() {
+        assert_eq!(bearer(b"Bearer abc.def.ghi"), Some(&b"abc.def.ghi"[..]));
+        assert_eq!(bearer(b"bearer   abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"BEARER x"), Some(&b"x"[..]));
+        for other in [&b"Basic YWxpY2U6c2VjcmV0"[..], b"Bearer", b"Bearer ", b"Bearerabc", b"Token abc", b""] {
+            assert_eq!(bearer(other), None, "{:?}", String::from_utf8_lossy(other));
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! `auth = { jwt = … }` through the real gateway, with keys `openssl` made (RSA) and ring
+//! (P-256): good tokens pass with their claims in `$jwt_claim_NAME`, and each attack is
+//! sent as raw bytes — `alg: none`, HS256 signed with the RSA public key, a tampered
+//! payload, expired and early tokens, another audience, a missing scope, `Authorization`
+//! twice, a token too long — and gets its 401, 403 or 400. A rotated key file takes
+//! effect within a second.
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use base64::Engine as _;
+use ring::rand::SystemRandom;
+use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn openssl(args: &[&str]) -> Vec<u8> {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The keys: an RSA-2048 pair by `openssl genpkey` and a P-256 pair by ring, with their
+/// JWKs and the RSA public key's PEM (what the HS256 confusion attack signs with).
+struct Keys {
+    rsa: RsaKeyPair,
+    rsa_jwk: String,
+    rsa_pem: Vec<u8>,
+    ec: EcdsaKeyPair,
+    ec_jwk: String,
+}
+
+impl Keys {
+    fn new(dir: &Path) -> Keys {
+        let pem = dir.join("rsa.pem");
+        let pem_text = pem.to_str().unwrap();
+        openssl(&[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            pem_text,
+        ]);
+        let der = openssl(&[
+            "pkcs8", "-topk8", "-nocrypt", "-in", pem_text, "-outform", "DER",
+        ]);
+        let rsa = RsaKeyPair::from_pkcs8(&der).expect("openssl's PKCS#8");
+        let rsa_pem = openssl(&["pkey", "-in", pem_text, "-pubout"]);
+        let modulus =
+            String::from_utf8(openssl(&["rsa", "-in", pem_text, "-noout", "-modulus"])).unwrap();
+        let modulus = modulus.trim().trim_start_matches("Modulus=");
+        let n: Vec<u8> = (0..modulus.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&modulus[i..i + 2], 16).unwrap())
+            .collect();
+        let rsa_jwk = format!(
+            r#"{{"kty":"RSA","kid":"rsa1","use":"sig","n":"{}","e":"AQAB"}}"#,
+            b64(&n)
+        );
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .unwrap();
+        let ec = EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            pkcs8.as_ref(),
+            &rng,
+        )
+        .unwrap();
+        let point = ec.public_key().as_ref();
+        let ec_jwk = format!(
+            r#"{{"kty":"EC","crv":"P-256","kid":"ec1","x":"{}","y":"{}"}}"#,
+            b64(&point[1..33]),
+            b64(&point[33..])
+        );
+        Keys {
+            rsa,
+            rsa_jwk,
+            rsa_pem,
+            ec,
+            ec_jwk,
+        }
+    }
+
+    fn rs256(&self, payload: &str) -> String {
+        let message = format!(
+            "{}.{}",
+            b64(br#"{"alg":"RS256","typ":"JWT","kid":"rsa1"}"#),
+            b64(payload.as_bytes())
+        );
+        let mut sig = vec![0; self.rsa.public().modulus_len()];
+        self.rsa
+            .sign(
+                &signature::RSA_PKCS1_SHA256,
+                &SystemRandom::new(),
+                message.as_bytes(),
+                &mut sig,
+            )
+            .unwrap();
+        format!("{message}.{}", b64(&sig))
+    }
+
+    fn es256(&self, payload: &str) -> String {
+        let message = format!(
+            "{}.{}",
+            b64(br#"{"alg":"ES256","kid":"ec1"}"#),
+            b64(payload.as_bytes())
+        );
+        let sig = self
+            .ec
+            .sign(&SystemRandom::new(), message.as_bytes())
+            .unwrap();
+        format!("{message}.{}", b64(sig.as_ref()))
+    }
+}
+
+fn hs256(secret: &[u8], header: &str, payload: &str) -> String {
+    let message = format!("{}.{}", b64(header.as_bytes()), b64(payload.as_bytes()));
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    format!(
+        "{message}.{}",
+        b64(ring::hmac::sign(&key, message.as_bytes()).as_ref())
+    )
+}
+
+fn claims(extra: &str) -> String {
+    format!(
+        r#"{{"sub":"alice","iss":"https://id.test","aud":"api","exp":{},"plan":"pro"{extra}}}"#,
+        now() + 600
+    )
+}
+
+fn config(app: SocketAddr, jwks: &Path, jwt_extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+[log]
+access = "off"
+[upstreams.app]
+servers = ["{app}"]
+[[location]]
+match = "/api/"
+upstream = "app"
+auth = {{ jwt = {{ jwks = "{}", issuer = "https://id.test", audience = "api", realm = "api"{jwt_extra} }} }}
+request_headers = {{ X-User = "$jwt_claim_sub", X-Plan = "$jwt_claim_plan" }}
+[[location]]
+match = "/"
+upstream = "app"
+"#,
+        jwks.display()
+    )
+}
+
+/// Raw bytes to `addr`; the status and head of the answer.
+async fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
+    within(10, async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (
+            status,
+            text.split("\r\n\r\n").next().unwrap_or_default().to_owned(),
+        )
+    })
+    .await
+}
+
+fn with(token: &str) -> String {
+    format!("GET /api/x HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n")
+}
+
+/// A gateway in front of a recording upstream, with the keys' set as its `jwks` file.
+async fn start(extra: &str) -> (tempfile::TempDir, Keys, Upstream, tollgate::Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(
+        &jwks,
+        format!(r#"{{"keys":[{},{}]}}"#, keys.rsa_jwk, keys.ec_jwk),
+    )
+    .unwrap();
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let gateway = gateway(&config(app.addr, &jwks, extra));
+    (dir, keys, app, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_tokens_pass_with_their_claims_and_every_forgery_is_refused() {
+    let _shared = shared();
+    let (_dir, keys, app, gateway) = start("").await;
+    let addr = addr(&gateway);
+    for token in [keys.rs256(&claims("")), keys.es256(&claims(""))] {
+        assert_eq!(raw(addr, &with(&token)).await.0, 200);
+        let seen = app.last();
+        assert_eq!(
+            seen.headers.get("x-user").unwrap(),
+            "alice",
+            "the verified sub"
+        );
+        assert_eq!(seen.headers.get("x-plan").unwrap(), "pro");
+        assert_eq!(
+            seen.headers.get("authorization").unwrap(),
+            &format!("Bearer {token}"),
+            "the token goes on"
+        );
+    }
+    let passed = app.count();
+
+    let (status, head) = raw(
+        addr,
+        "GET /api/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert!(
+        head.contains("www-authenticate: Bearer realm=\"api\"\r\n"),
+        "{head}"
+    );
+
+    let header = |alg: &str| b64(format!(r#"{{"alg":"{alg}","kid":"rsa1"}}"#).as_bytes());
+    let none = format!("{}.{}.", header("none"), b64(claims("").as_bytes()));
+    let confused = hs256(
+        &keys.rsa_pem,
+        r#"{"alg":"HS256","kid":"rsa1"}"#,
+        &claims(""),
+    );
+    let good = keys.rs256(&claims(""));
+    let (head_part, rest) = good.split_once('.').unwrap();
+    let signature = rest.split_once('.').unwrap().1;
+    let tampered = format!(
+        "{head_part}.{}.{signature}",
+        b64(claims(r#","sub":"admin""#).as_bytes())
+    );
+    let expired = keys.rs256(&claims("").replace(
+        &format!("\"exp\":{}", now() + 600),
+        &format!("\"exp\":{}", now() - 600),
+    ));
+    let early = keys.es256(&claims(&format!(r#","nbf":{}"#, now() + 600)));
+    let audience = keys.es256(&claims("").replace(r#""aud":"api""#, r#""aud":"billing""#));
+    let unknown_kid = keys.es256(&claims("")).replacen(
+        &b64(br#"{"alg":"ES256","kid":"ec1"}"#),
+        &b64(br#"{"alg":"ES256","kid":"ec9"}"#),
+        1,
+    );
+    let long = keys.es256(&claims(&format!(r#","pad":"{}""#, "x".repeat(9000))));
+    let attacks = [
+        ("alg none", none),
+        ("HS256 signed with the RSA public key", confused),
+        ("a tampered payload", tampered),
+        ("expired", expired),
+        ("not yet valid", early),
+        ("another audience", audience),
+        ("an unknown kid", unknown_kid),
+        ("too long", long),
+        ("garbage", "not-a-token".to_owned()),
+    ];
+    for (what, token) in attacks {
+        let (status, head) = raw(addr, &with(&token)).await;
+        assert_eq!(status, 401, "{what}: {head}");
+        assert!(
+            head.contains("www-authenticate: Bearer realm=\"api\", error=\"invalid_token\""),
+            "{what}: {head}"
+        );
+    }
+    let twice = format!(
+        "GET /api/x HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {0}\r\nAuthorization: Bearer {0}\r\nConnection: close\r\n\r\n",
+        keys.es256(&claims(""))
+    );
+    assert_eq!(raw(addr, &twice).await.0, 400, "Authorization twice");
+    let basic = "GET /api/x HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\nConnection: close\r\n\r\n";
+    assert_eq!(raw(addr, basic).await.0, 401, "another scheme");
+    assert_eq!(app.count(), passed, "no forgery reached the application");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_scope_is_403_and_a_cookie_can_carry_the_token() {
+    let _shared = shared();
+    let (_dir, keys, app, gateway) =
+        start(r#", from = "cookie:session", require = { scope = "api:write" }"#).await;
+    let addr = addr(&gateway);
+    let cookie = |token: &str| {
+        format!("GET /api/x HTTP/1.1\r\nHost: t\r\nCookie: theme=dark; session={token}\r\nConnection: close\r\n\r\n")
+    };
+    let writer = keys.es256(&claims(r#","scope":"api:read api:write""#));
+    assert_eq!(raw(addr, &cookie(&writer)).await.0, 200);
+    let reader = keys.es256(&claims(r#","scope":"api:read""#));
+    let (status, head) = raw(addr, &cookie(&reader)).await;
+    assert_eq!(status, 403);
+    assert!(head.contains("error=\"insufficient_scope\""), "{head}");
+    assert_eq!(
+        raw(addr, &with(&writer)).await.0,
+        401,
+        "the header is not read when the cookie is"
+    );
+    assert_eq!(app.count(), 1);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_file_takes_effect_within_a_second_and_a_broken_one_does_not() {
+    let _shared = shared();
+    let (dir, keys, _app, gateway) = start("").await;
+    let addr = addr(&gateway);
+    let token = keys.es256(&claims(""));
+    assert_eq!(raw(addr, &with(&token)).await.0, 200);
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, "{ not json").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        raw(addr, &with(&token)).await.0,
+        200,
+        "a broken file leaves the last good set"
+    );
+    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.rsa_jwk)).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        raw(addr, &with(&token)).await.0,
+        401,
+        "the EC key was removed: its remembered pass goes too"
+    );
+    assert_eq!(raw(addr, &with(&keys.rs256(&claims("")))).await.0, 200);
+    gateway.stop().await;
+}
