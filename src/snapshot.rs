@@ -278,6 +278,8 @@ fn location(
     let label = named.label;
     let route = route(&location.action, index, groups, built.open_files)?;
     let rules = limit_rules(location, zones);
+    let check_first = matches!(location.auth, Some(config::Check::Jwt(_)))
+        && rules.iter().any(|rule| rule.zone.template.reads_claims());
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
         config::Action::Proxy { upstream }
@@ -333,6 +335,7 @@ fn location(
         compress: location.compress.clone(),
         auth: (location.auth.as_ref()).map(|check| built.auths.of(check, built.metrics, built.workers)),
         satisfy: location.satisfy,
+        check_first,
     })
 }
 

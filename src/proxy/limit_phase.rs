@@ -61,7 +61,7 @@ impl Pipeline {
     pub(super) fn arrival<'r, B>(
         &self,
         location: &'r Location,
-        req: &'r Request<B>,
+        req: &'r mut Request<B>,
         client: IpAddr,
         path: &'r [u8],
         now: Instant,
@@ -69,6 +69,9 @@ impl Pipeline {
     ) -> Option<Arrival> {
         if location.limits.is_empty() || access::listed(client, &self.exempt) {
             return None;
+        }
+        if location.check_first {
+            super::auth::check_first(location, req, now);
         }
         let request = view_of(req, conn, client, path, location);
         Some(Arrival {

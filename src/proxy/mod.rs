@@ -149,6 +149,8 @@ pub(crate) struct Location {
     pub auth: Option<Arc<auth::Auth>>,
     /// `satisfy`: `"any"` lets an `allow`ed client pass without `auth`.
     pub satisfy: crate::config::Satisfy,
+    /// A zone's key reads `$jwt_claim_NAME`: the token is checked before the limits.
+    pub check_first: bool,
 }
 
 impl Location {
@@ -271,7 +273,7 @@ impl Pipeline {
             Located::Answered(answer, pages) => return self.refuse(pages, answer, req, &asker, log).await,
         };
         let pages = Some((site, &location.error_pages));
-        let arrival = self.arrival(location, &req, client, &path, now, conn);
+        let arrival = self.arrival(location, &mut req, client, &path, now, conn);
         let mut limited = match &arrival {
             None => Outcome::default(),
             Some(arrival) if location.limits.at_once() => self.limit_at_once(location, arrival),

@@ -349,3 +349,47 @@ async fn a_rotated_key_file_takes_effect_within_a_second_and_a_broken_one_does_n
     assert_eq!(raw(addr, &with(&keys.rs256(&claims("")))).await.0, 200);
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_keyed_by_a_claim_counts_each_user_and_never_an_unverified_one() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let toml = config(app.addr, &jwks, "").replace(
+        "[[location]]\nmatch = \"/api/\"",
+        "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\n[[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
+    );
+    let gateway = gateway(&toml);
+    let addr = addr(&gateway);
+    let user = |sub: &str| {
+        keys.es256(&claims("").replace("\"sub\":\"alice\"", &format!("\"sub\":\"{sub}\"")))
+    };
+    assert_eq!(raw(addr, &with(&user("alice"))).await.0, 200);
+    assert_eq!(
+        raw(addr, &with(&user("alice"))).await.0,
+        429,
+        "alice's second within the minute"
+    );
+    assert_eq!(
+        raw(addr, &with(&user("bob"))).await.0,
+        200,
+        "bob has his own count"
+    );
+    // A forged token naming bob: no claims, so no key in the zone; refused, and bob's
+    // count untouched.
+    let forged = hs256(
+        b"guess",
+        r#"{"alg":"HS256"}"#,
+        &claims("").replace("alice", "carol"),
+    );
+    assert_eq!(raw(addr, &with(&forged)).await.0, 401);
+    assert_eq!(
+        raw(addr, &with(&user("carol"))).await.0,
+        200,
+        "the forgery charged nobody"
+    );
+    gateway.stop().await;
+}

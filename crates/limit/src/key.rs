@@ -44,6 +44,11 @@ impl Template {
         self.text.uses(|var| *var == Var::Host)
     }
 
+    /// Whether the key reads a verified token's claim (`$jwt_claim_NAME`).
+    pub fn reads_claims(&self) -> bool {
+        self.text.uses(|var| matches!(var, Var::JwtClaim(_)))
+    }
+
     /// Renders the key at the end of `out`; what it wrote is the key. `false` as
     /// [`render`](Template::render) (what was written is then to be discarded).
     pub fn render_append(&self, req: &Request<'_>, out: &mut Vec<u8>) -> bool {

@@ -46,7 +46,21 @@ pub(crate) struct Jwt {
 /// What [`Jwt::check`] found.
 pub(super) enum Checked {
     Verified(Arc<Claims>),
-    Refused(Response<ResponseBody>),
+    Refused(Refusal),
+}
+
+/// Why a request has no verified claims. Kept with the request (its extensions) when the
+/// token is checked before the limits, and answered after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// No token: 401 with the plain challenge.
+    NoToken,
+    /// `Authorization` twice: 400.
+    Twice,
+    /// A bad token: 401 `invalid_token`.
+    Invalid,
+    /// A good token lacking a `require`d claim: 403 `insufficient_scope`.
+    Insufficient,
 }
 
 /// Where the key set in force is.
@@ -93,36 +107,48 @@ impl Jwt {
         }
     }
 
-    /// The request's verified claims, or the answer it gets.
+    /// The request's verified claims, or why it gets none.
     pub(super) fn check(&self, headers: &HeaderMap, now: Instant) -> Checked {
         let token = match self.token(headers) {
             Ok(Some(token)) => token,
-            Ok(None) => return Checked::Refused(self.answer(StatusCode::UNAUTHORIZED, self.settings.challenge.clone())),
-            Err(status) => return Checked::Refused(response::error(status)),
+            Ok(None) => return Checked::Refused(Refusal::NoToken),
+            Err(refusal) => return Checked::Refused(refusal),
         };
         let set = match &self.keys {
             Keys::File(file) => file.current(now),
         };
-        let refusal = match self.verdict(token, &set) {
-            Verdict::Pass(claims) => return Checked::Verified(claims),
+        match self.verdict(token, &set) {
+            Verdict::Pass(claims) => Checked::Verified(claims),
             Verdict::Refused(Refused::Invalid(why)) => {
                 tracing::debug!(why, "a bearer token was refused");
-                self.answer(StatusCode::UNAUTHORIZED, self.invalid.clone())
+                Checked::Refused(Refusal::Invalid)
             }
-            Verdict::Refused(Refused::Insufficient) => self.answer(StatusCode::FORBIDDEN, self.insufficient.clone()),
+            Verdict::Refused(Refused::Insufficient) => Checked::Refused(Refusal::Insufficient),
+        }
+    }
+
+    /// The answer to a request refused for `refusal`.
+    pub(super) fn answer(&self, refusal: Refusal) -> Response<ResponseBody> {
+        let (status, challenge) = match refusal {
+            Refusal::Twice => return response::error(StatusCode::BAD_REQUEST),
+            Refusal::NoToken => (StatusCode::UNAUTHORIZED, &self.settings.challenge),
+            Refusal::Invalid => (StatusCode::UNAUTHORIZED, &self.invalid),
+            Refusal::Insufficient => (StatusCode::FORBIDDEN, &self.insufficient),
         };
-        Checked::Refused(refusal)
+        let mut answer = response::error(status);
+        answer.headers_mut().insert(WWW_AUTHENTICATE, challenge.clone());
+        answer
     }
 
     /// The token as sent: `None` without one; `Authorization` twice is a 400.
-    fn token<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h [u8]>, StatusCode> {
+    fn token<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h [u8]>, Refusal> {
         match &self.settings.from {
             config::TokenFrom::Cookie(name) => Ok(crate::vars::cookie(headers, name).filter(|t| !t.is_empty())),
             config::TokenFrom::Header => {
                 let mut sent = headers.get_all(AUTHORIZATION).iter();
                 let first = sent.next();
                 if sent.next().is_some() {
-                    return Err(StatusCode::BAD_REQUEST);
+                    return Err(Refusal::Twice);
                 }
                 Ok(first.and_then(|value| bearer(value.as_bytes())))
             }
@@ -165,12 +191,6 @@ impl Jwt {
         }
         let (verdict, until) = remembered.verdicts.get(digest)?;
         (now < *until).then(|| verdict.clone())
-    }
-
-    fn answer(&self, status: StatusCode, challenge: HeaderValue) -> Response<ResponseBody> {
-        let mut answer = response::error(status);
-        answer.headers_mut().insert(WWW_AUTHENTICATE, challenge);
-        answer
     }
 }
 

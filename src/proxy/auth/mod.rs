@@ -77,7 +77,7 @@ impl Auth {
             Auth::Basic(basic) => basic.check_now(headers, now),
             Auth::Jwt(jwt) => match jwt.check(headers, now) {
                 jwt::Checked::Verified(_) => None,
-                jwt::Checked::Refused(refusal) => Some(refusal),
+                jwt::Checked::Refused(refusal) => Some(jwt.answer(refusal)),
             },
             Auth::Request(_) => {
                 tracing::error!("an internal redirect led into a location with another auth.request: answered 500");
@@ -150,9 +150,9 @@ impl super::Pipeline {
                 checked.await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
             }
             Auth::Request(service) => service.ask(asked).await,
-            Auth::Jwt(jwt) => match jwt.check(asked.req.headers(), crate::clock::now()) {
+            Auth::Jwt(jwt) => match checked_first(asked.req).unwrap_or_else(|| jwt.check(asked.req.headers(), crate::clock::now())) {
                 jwt::Checked::Verified(claims) => return Verdict::Pass(Granted { claims: Some(claims), ..Granted::default() }),
-                jwt::Checked::Refused(refusal) => Answer::Refuse(refusal),
+                jwt::Checked::Refused(refusal) => Answer::Refuse(jwt.answer(refusal)),
             },
         };
         let mut refusal = match answer {
@@ -168,4 +168,25 @@ impl super::Pipeline {
         }
         Verdict::Refuse(refusal)
     }
+}
+
+/// Checks the token of a request to `location` before its limits, when a zone's key or
+/// plan reads `$jwt_claim_NAME`: the claims (or the refusal, answered after the limits)
+/// go with the request. A request refused here has no claims, so those zones skip it;
+/// it is answered 401 all the same, once the limits have counted it.
+pub(super) fn check_first<B>(location: &super::Location, req: &mut http::Request<B>, now: Instant) {
+    let Some(Auth::Jwt(jwt)) = location.auth.as_deref() else {
+        return;
+    };
+    match jwt.check(req.headers(), now) {
+        jwt::Checked::Verified(claims) => req.extensions_mut().insert(claims).map(drop),
+        jwt::Checked::Refused(refusal) => req.extensions_mut().insert(refusal).map(drop),
+    };
+}
+
+/// What [`check_first`] found for `req`, if it ran.
+fn checked_first<B>(req: &http::Request<B>) -> Option<jwt::Checked> {
+    let extensions = req.extensions();
+    let claims = extensions.get::<Arc<crate::vars::Claims>>().cloned().map(jwt::Checked::Verified);
+    claims.or_else(|| extensions.get::<jwt::Refusal>().copied().map(jwt::Checked::Refused))
 }
