@@ -105,6 +105,7 @@ inside! {
     mod config;
     mod control;
     mod import;
+    mod jwks;
     mod log;
     mod metrics;
     mod proxy;

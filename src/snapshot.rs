@@ -129,6 +129,8 @@ pub enum BuildError {
     Tls(#[from] rustls::Error),
     #[error("Redis: {0}")]
     Redis(#[from] ::redis::RedisError),
+    #[error("auth: {0}")]
+    Auth(String),
 }
 
 /// Builds generation `generation` of the run-time objects. A zone in force whose name,
@@ -333,7 +335,10 @@ fn location(
         intercept_errors: location.intercept_errors,
         expires: location.expires,
         compress: location.compress.clone(),
-        auth: (location.auth.as_ref()).map(|check| built.auths.of(check, built.metrics, built.workers)),
+        auth: (location.auth.as_ref())
+            .map(|check| built.auths.of(check, built.metrics, built.workers))
+            .transpose()
+            .map_err(BuildError::Auth)?,
         satisfy: location.satisfy,
         check_first,
     })

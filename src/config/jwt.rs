@@ -22,9 +22,6 @@ const DEFAULT_LEEWAY: u64 = 60;
 /// The largest JWK set file read.
 const MAX_JWKS_FILE: u64 = 256 * 1024;
 
-/// Whether the running gateway cannot fetch a `jwks_url` yet.
-const FETCHED_KEYS_PENDING: bool = true;
-
 /// How long a fetch of a `jwks_url` may take.
 pub(crate) const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -42,14 +39,14 @@ pub(crate) struct Jwt {
 pub(crate) enum Keys {
     /// `jwks`: a file, read now and again when it changes.
     File { path: PathBuf, set: Arc<KeySet> },
-    /// `jwks_url`: fetched by the gateway, kept, and fetched again.
-    #[expect(dead_code, reason = "refused until the gateway fetches key sets (`FETCHED_KEYS_PENDING`)")]
-    Url { url: String, endpoint: Box<FetchFrom> },
+    /// `jwks_url`: fetched by the gateway (`crate::jwks`), kept, and fetched again.
+    Url(Arc<JwksEndpoint>),
 }
 
 /// Where a `jwks_url` is fetched from.
-#[expect(dead_code, reason = "refused until the gateway fetches key sets (`FETCHED_KEYS_PENDING`)")]
-pub(crate) struct FetchFrom {
+pub(crate) struct JwksEndpoint {
+    /// As written.
+    pub url: String,
     pub target: http::uri::PathAndQuery,
     pub host: HeaderValue,
     pub upstream: Upstream,
@@ -59,7 +56,7 @@ impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Keys::File { path, set } => write!(f, "File({}, {} keys)", path.display(), set.count()),
-            Keys::Url { url, .. } => write!(f, "Url({url})"),
+            Keys::Url(endpoint) => write!(f, "Url({})", endpoint.url),
         }
     }
 }
@@ -124,19 +121,12 @@ fn keys(raw: &Spanned<RawJwt>, base: &Path, diag: &mut Diagnostics<'_>) -> Optio
                 return None;
             }
             let endpoint = Endpoint::read(url, "jwks", JWKS_TIMEOUT, diag)?;
-            if endpoint.upstream.servers.is_empty() || FETCHED_KEYS_PENDING {
-                diag.error(url.span(), "jwks_url is not fetched yet by this build: write the set to a file and name it with `jwks`");
-                return None;
-            }
-            let endpoint = FetchFrom {
+            Some(Keys::Url(Arc::new(JwksEndpoint {
+                url: text.clone(),
                 target: endpoint.target,
                 host: endpoint.host,
                 upstream: endpoint.upstream,
-            };
-            Some(Keys::Url {
-                url: text.clone(),
-                endpoint: Box::new(endpoint),
-            })
+            })))
         }
         (Some(_), Some(_)) => {
             diag.error(raw.span(), "auth.jwt takes `jwks` (a file) or `jwks_url`, not both");

@@ -67,7 +67,7 @@ use std::time::Duration;
 pub(crate) use acme::StorageError;
 pub(crate) use auth::{Auth, Basic, Check, Satisfy};
 pub(crate) use forward_auth::ForwardAuth;
-pub(crate) use jwt::{read_jwks, Jwt, Keys as JwtKeys, TokenFrom};
+pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
 pub(crate) use compress::{Compress, Encoding};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;

@@ -18,18 +18,18 @@ pub(super) struct Auths {
 
 impl Auths {
     /// The runtime `auth` for `check`, made on first use.
-    pub(super) fn of(&self, check: &config::Check, metrics: &Metrics, workers: usize) -> Arc<Auth> {
+    pub(super) fn of(&self, check: &config::Check, metrics: &Metrics, workers: usize) -> Result<Arc<Auth>, String> {
         let mut made = self.made.borrow_mut();
         if let Some((_, auth)) = made.iter().find(|(written, _)| written.same(check)) {
-            return Arc::clone(auth);
+            return Ok(Arc::clone(auth));
         }
         let group = |upstream: &config::Upstream| {
             let spec: GroupSpec = super::groups::group_spec(upstream, metrics, None);
             Arc::new(Group::new(spec, workers))
         };
-        let auth = Arc::new(Auth::new(check, group));
+        let auth = Arc::new(Auth::new(check, group)?);
         made.push((check.clone(), Arc::clone(&auth)));
-        auth
+        Ok(auth)
     }
 
     /// The groups of the auth services, whose idle connections the workers trim.

@@ -123,11 +123,13 @@ impl Keys {
     }
 
     fn es256(&self, payload: &str) -> String {
-        let message = format!(
-            "{}.{}",
-            b64(br#"{"alg":"ES256","kid":"ec1"}"#),
-            b64(payload.as_bytes())
-        );
+        self.es256_as("ec1", payload)
+    }
+
+    /// An ES256 token whose header names `kid`.
+    fn es256_as(&self, kid: &str, payload: &str) -> String {
+        let header = format!(r#"{{"alg":"ES256","kid":"{kid}"}}"#);
+        let message = format!("{}.{}", b64(header.as_bytes()), b64(payload.as_bytes()));
         let sig = self
             .ec
             .sign(&SystemRandom::new(), message.as_bytes())
@@ -391,5 +393,138 @@ async fn a_zone_keyed_by_a_claim_counts_each_user_and_never_an_unverified_one() 
         200,
         "the forgery charged nobody"
     );
+    gateway.stop().await;
+}
+
+/// A JWKS endpoint whose answer the test changes as it goes: `(status, body)`.
+async fn jwks_endpoint(
+    first: String,
+) -> (Upstream, std::sync::Arc<std::sync::Mutex<(u16, String)>>) {
+    let served = std::sync::Arc::new(std::sync::Mutex::new((200, first)));
+    let answer = served.clone();
+    let endpoint = Upstream::start(move |_| {
+        let (status, body) = answer.lock().unwrap().clone();
+        async move { text(status, &body) }
+    })
+    .await;
+    (endpoint, served)
+}
+
+fn fetched_config(app: SocketAddr, url: &str) -> String {
+    config(app, Path::new("unused"), "")
+        .replace(r#"jwks = "unused""#, &format!(r#"jwks_url = "{url}""#))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetched_key_set_is_used_and_fetched_again_for_a_new_kid() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let (endpoint, served) = jwks_endpoint(format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).await;
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let gateway = gateway(&fetched_config(
+        app.addr,
+        &format!("http://{}/jwks.json", endpoint.addr),
+    ));
+    let addr = addr(&gateway);
+    let token = keys.es256(&claims(""));
+    let mut status = 0;
+    for _ in 0..50 {
+        status = raw(addr, &with(&token)).await.0;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "before the first fetch");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200, "once fetched");
+    // The IdP rotates: the RSA key is published and used.
+    served.lock().unwrap().1 = format!(r#"{{"keys":[{},{}]}}"#, keys.ec_jwk, keys.rsa_jwk);
+    let rotated = keys.rs256(&claims(""));
+    assert_eq!(
+        raw(addr, &with(&rotated)).await.0,
+        401,
+        "an unknown kid: refused, and the set fetched again"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        raw(addr, &with(&rotated)).await.0,
+        200,
+        "the new key, fetched"
+    );
+    let fetches = endpoint.count();
+    assert_eq!(
+        raw(addr, &with(&keys.es256_as("zzz", &claims("")))).await.0,
+        401
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        endpoint.count(),
+        fetches,
+        "another unknown kid within 30 s fetches nothing: no flood of fetches"
+    );
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_set_url_that_fails_keeps_the_last_good_set_or_answers_503() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    // Never answering a usable set: 503, never a pass.
+    for (status, body) in [
+        (200, "garbage".to_owned()),
+        (500, String::new()),
+        (200, r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#.to_owned()),
+    ] {
+        let (endpoint, _served) = jwks_endpoint(body).await;
+        _served.lock().unwrap().0 = status;
+        let refusing = gateway(&fetched_config(
+            app.addr,
+            &format!("http://{}/jwks", endpoint.addr),
+        ));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            raw(addr(&refusing), &with(&keys.es256(&claims(""))))
+                .await
+                .0,
+            503,
+            "{status}"
+        );
+        refusing.stop().await;
+    }
+    let dead = closed_port();
+    let unreachable = gateway(&fetched_config(app.addr, &format!("http://{dead}/jwks")));
+    assert_eq!(
+        raw(addr(&unreachable), &with(&keys.es256(&claims(""))))
+            .await
+            .0,
+        503,
+        "unreachable"
+    );
+    unreachable.stop().await;
+    // A good set, then garbage: the good set stays.
+    let (endpoint, served) = jwks_endpoint(format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).await;
+    let gateway = gateway(&fetched_config(
+        app.addr,
+        &format!("http://{}/jwks", endpoint.addr),
+    ));
+    let addr = addr(&gateway);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(raw(addr, &with(&keys.es256(&claims("")))).await.0, 200);
+    *served.lock().unwrap() = (200, "{ garbage".to_owned());
+    assert_eq!(
+        raw(addr, &with(&keys.rs256(&claims("")))).await.0,
+        401,
+        "unknown kid: fetched again, garbage"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        raw(addr, &with(&keys.es256(&claims("")))).await.0,
+        200,
+        "the last good set stays"
+    );
+    assert_eq!(app.count(), 2);
     gateway.stop().await;
 }

@@ -16,7 +16,7 @@ pub mod token;
 mod tests;
 
 pub use keys::KeySet;
-pub use token::{verify, Refused, Rules};
+pub use token::{verify, Refused, Rules, NOT_YET, NO_KEY};
 
 /// Makes ring the signature check of jsonwebtoken (once per process; a second call does
 /// nothing). Called before any token is checked.

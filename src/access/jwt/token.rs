@@ -8,6 +8,12 @@ use serde_json::{Map, Value};
 
 use super::keys::KeySet;
 
+/// Why a token naming a key the set does not have is refused.
+pub const NO_KEY: &str = "no key for its kid and alg";
+
+/// Why a token used before its `nbf` is refused.
+pub const NOT_YET: &str = "not yet valid (nbf)";
+
 /// The longest token read: a few hundred bytes is usual, a few KiB with many claims.
 pub const MAX_TOKEN: usize = 8 * 1024;
 
@@ -50,7 +56,7 @@ pub fn verify(token: &[u8], keys: &KeySet, rules: &Rules, now: u64) -> Result<Ve
     let header = decode_header(token).map_err(|_| Refused::Invalid("malformed token"))?;
     let key = keys
         .choose(header.kid.as_deref(), header.alg)
-        .ok_or(Refused::Invalid("no key for its kid and alg"))?;
+        .ok_or(Refused::Invalid(NO_KEY))?;
     let mut validation = Validation::new(header.alg);
     validation.algorithms = vec![header.alg];
     validation.validate_exp = false;
@@ -91,7 +97,7 @@ fn timely(claims: &Map<String, Value>, leeway: u64, now: u64) -> Result<u64, Ref
         return Err(Refused::Invalid("expired"));
     }
     if seconds("nbf")?.is_some_and(|nbf| nbf > now.saturating_add(leeway)) {
-        return Err(Refused::Invalid("not yet valid (nbf)"));
+        return Err(Refused::Invalid(NOT_YET));
     }
     Ok(expires)
 }

@@ -20,9 +20,13 @@ fn at(dir: &Path, site: &str, location: &str) -> String {
     )
 }
 
+/// A JWK set with one P-256 key.
+const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
+
 fn with_users() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("users"), USERS).unwrap();
+    std::fs::write(dir.path().join("jwks.json"), JWKS).unwrap();
     dir
 }
 
@@ -87,7 +91,19 @@ fn every_problem_is_named_at_its_key() {
         ("auth = { basic = { realm = \"a\\\"b\", users = \"users\" } }", "the realm holds '\"'"),
         ("auth = {}", "auth needs a way to check who is asking"),
         ("auth = \"on\"", "invalid auth \"on\""),
-        ("auth = { jwt = {} }", "unknown key `jwt`, expected `basic` or `request`"),
+        ("auth = { jwt = {} }", "auth.jwt needs its keys"),
+        ("auth = { oidc = {} }", "unknown key `oidc`"),
+        ("auth = { jwt = { jwks = \"missing.json\" } }", "cannot read the JWK set"),
+        ("auth = { jwt = { jwks = \"users\" } }", "not a JWK set"),
+        ("auth = { jwt = { jwks_url = \"http://id.example.com/jwks\" } }", "jwks_url must be https://"),
+        ("auth = { jwt = { jwks_url = \"https://127.0.0.1:0/jwks\" } }", "port 0"),
+        ("auth = { jwt = { jwks = \"jwks.json\", jwks_url = \"https://127.0.0.1:1/\" } }", "not both"),
+        ("auth = { jwt = { jwks = \"jwks.json\", from = \"query\" } }", "invalid from \"query\""),
+        ("auth = { jwt = { jwks = \"jwks.json\", leeway = \"2h\" } }", "an hour at most"),
+        ("auth = { jwt = { jwks = \"jwks.json\", audience = [] } }", "invalid audience"),
+        ("auth = { jwt = { jwks = \"jwks.json\", issuer = 5 } }", "invalid issuer"),
+        ("auth = { jwt = { jwks = \"jwks.json\", realm = \"a\\\"b\" } }", "the realm holds"),
+        ("auth = { jwt = { jwks = \"jwks.json\" }, basic = { users = \"users\" } }", "not two"),
         ("auth = { request = {} }", "auth.request needs `url`"),
         ("auth = { request = { url = \"ftp://a.test/\" } }", "expected http:// or https://"),
         ("auth = { request = { url = \"/auth\" } }", "expected http:// or https://"),
@@ -98,7 +114,7 @@ fn every_problem_is_named_at_its_key() {
         ("auth = { request = { url = \"http://127.0.0.1:1/\", timeout = 2 } }", "invalid duration 2"),
         ("auth = { request = { url = \"http://127.0.0.1:1/\", max_in_flight = 0 } }", "invalid max_in_flight 0"),
         ("auth = { request = { url = \"http://127.0.0.1:1/\", method = \"POST\" } }", "unknown key `method`"),
-        ("auth = { basic = { users = \"users\" }, request = { url = \"http://127.0.0.1:1/\" } }", "`basic` or `request`, not both"),
+        ("auth = { basic = { users = \"users\" }, request = { url = \"http://127.0.0.1:1/\" } }", "`basic`, `jwt` or `request`, not two"),
         ("auth = { basic = { users = \"users\", file = \"x\" } }", "unknown key `file`"),
         ("satisfy = \"either\"", "unknown variant `either`"),
     ];
@@ -152,4 +168,33 @@ fn a_request_auth_is_resolved_now_and_asks_its_url() {
     let name = service.upstream.servers[0].tls_name.as_ref().unwrap();
     assert_eq!(name.to_str(), "localhost");
     assert!(service.upstream.servers.iter().all(|s| s.addr.port() == 443));
+}
+
+#[test]
+fn a_jwt_auth_reads_its_keys_now_and_its_rules() {
+    let dir = with_users();
+    let written = "auth = { jwt = { jwks = \"jwks.json\", issuer = \"https://id.test\", audience = [\"api\", \"web\"], \
+                   from = \"cookie:session\", leeway = \"0s\", realm = \"api\", require = { scope = \"api:read\" } } }";
+    let config = load_at(&at(dir.path(), written, ""), &dir.path().join("gateway.toml")).unwrap();
+    let Some(Check::Jwt(jwt)) = config.sites[0].locations[0].auth.as_ref() else {
+        panic!("not jwt");
+    };
+    assert!(matches!(&jwt.keys, JwtKeys::File { set, .. } if set.count() == 1));
+    assert_eq!(jwt.rules.issuers, ["https://id.test"]);
+    assert_eq!(jwt.rules.audiences, ["api", "web"]);
+    assert_eq!(jwt.rules.leeway, 0);
+    assert_eq!(jwt.rules.require, [("scope".to_owned(), "api:read".to_owned())]);
+    assert_eq!(jwt.from, TokenFrom::Cookie("session".to_owned()));
+    assert_eq!(jwt.challenge, "Bearer realm=\"api\"");
+    let written = "auth = { jwt = { jwks_url = \"http://127.0.0.1:8080/.well-known/jwks.json\" } }";
+    let config = load_at(&at(dir.path(), written, ""), &dir.path().join("gateway.toml")).unwrap();
+    let Some(Check::Jwt(jwt)) = config.sites[0].locations[0].auth.as_ref() else {
+        panic!("not jwt");
+    };
+    let JwtKeys::Url(endpoint) = &jwt.keys else {
+        panic!("not a URL");
+    };
+    assert_eq!(endpoint.target.as_str(), "/.well-known/jwks.json");
+    assert_eq!((jwt.rules.leeway, &jwt.from), (60, &TokenFrom::Header), "the defaults");
+    assert_eq!(jwt.challenge, "Bearer");
 }

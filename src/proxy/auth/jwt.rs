@@ -61,12 +61,16 @@ pub(crate) enum Refusal {
     Invalid,
     /// A good token lacking a `require`d claim: 403 `insufficient_scope`.
     Insufficient,
+    /// The `jwks_url` was never fetched: 503.
+    NoKeys,
 }
 
 /// Where the key set in force is.
 enum Keys {
     /// A `jwks` file, read again when it changes.
     File(Watched<Arc<KeySet>>),
+    /// A `jwks_url`, fetched by [`crate::jwks`].
+    Url(Arc<crate::jwks::Source>),
 }
 
 /// Verdicts by token digest, for one key set.
@@ -84,11 +88,13 @@ enum Verdict {
 }
 
 impl Jwt {
-    pub(crate) fn new(settings: Arc<config::Jwt>, now: Instant) -> Jwt {
+    /// `settings`, its key set read (a file) or asked for (a URL: fetched from now on,
+    /// or kept from the generation before).
+    pub(crate) fn new(settings: Arc<config::Jwt>, now: Instant) -> Result<Jwt, String> {
         jwt::install();
         let keys = match &settings.keys {
             config::JwtKeys::File { path, set } => Keys::File(Watched::new(path, Arc::clone(set), read, "JWK set", now)),
-            config::JwtKeys::Url { .. } => unreachable!("jwks_url is refused by the config for now"),
+            config::JwtKeys::Url(endpoint) => Keys::Url(crate::jwks::source(endpoint)?),
         };
         // `Bearer error="…"`, or `Bearer realm="…", error="…"`.
         let with_error = |error: &str| {
@@ -98,13 +104,13 @@ impl Jwt {
             };
             HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("Bearer"))
         };
-        Jwt {
+        Ok(Jwt {
             invalid: with_error("invalid_token"),
             insufficient: with_error("insufficient_scope"),
             settings,
             keys,
             remembered: Mutex::default(),
-        }
+        })
     }
 
     /// The request's verified claims, or why it gets none.
@@ -115,11 +121,18 @@ impl Jwt {
             Err(refusal) => return Checked::Refused(refusal),
         };
         let set = match &self.keys {
-            Keys::File(file) => file.current(now),
+            Keys::File(file) => Arc::clone(&*file.current(now)),
+            Keys::Url(source) => match source.current() {
+                Some(set) => set,
+                None => return Checked::Refused(Refusal::NoKeys),
+            },
         };
         match self.verdict(token, &set) {
             Verdict::Pass(claims) => Checked::Verified(claims),
             Verdict::Refused(Refused::Invalid(why)) => {
+                if let (Keys::Url(source), jwt::NO_KEY) = (&self.keys, why) {
+                    source.unknown_kid(now);
+                }
                 tracing::debug!(why, "a bearer token was refused");
                 Checked::Refused(Refusal::Invalid)
             }
@@ -131,6 +144,7 @@ impl Jwt {
     pub(super) fn answer(&self, refusal: Refusal) -> Response<ResponseBody> {
         let (status, challenge) = match refusal {
             Refusal::Twice => return response::error(StatusCode::BAD_REQUEST),
+            Refusal::NoKeys => return response::error(StatusCode::SERVICE_UNAVAILABLE),
             Refusal::NoToken => (StatusCode::UNAUTHORIZED, &self.settings.challenge),
             Refusal::Invalid => (StatusCode::UNAUTHORIZED, &self.invalid),
             Refusal::Insufficient => (StatusCode::FORBIDDEN, &self.insufficient),
@@ -168,7 +182,7 @@ impl Jwt {
                 (Verdict::Pass(Arc::new(verified.claims)), until)
             }
             // Not yet valid: it may be soon. No key: the set may change.
-            Err(Refused::Invalid(why)) if why.starts_with("not yet") || why.starts_with("no key") => {
+            Err(Refused::Invalid(why)) if why == jwt::NOT_YET || why == jwt::NO_KEY => {
                 return Verdict::Refused(Refused::Invalid(why));
             }
             Err(refused) => (Verdict::Refused(refused), now + REMEMBER_REFUSAL),

@@ -58,15 +58,16 @@ impl Checks {
 
 impl Auth {
     /// The `auth` as written, ready to ask; `group` reaches the service of a `request`.
-    pub(crate) fn new(check: &config::Check, group: impl FnOnce(&config::Upstream) -> Arc<crate::upstream::Group>) -> Auth {
-        match check {
+    /// An error when the thread that fetches key sets cannot start.
+    pub(crate) fn new(check: &config::Check, group: impl FnOnce(&config::Upstream) -> Arc<crate::upstream::Group>) -> Result<Auth, String> {
+        Ok(match check {
             config::Check::Basic(basic) => Auth::Basic(Basic::new(basic, Instant::now())),
-            config::Check::Jwt(settings) => Auth::Jwt(Jwt::new(Arc::clone(settings), Instant::now())),
+            config::Check::Jwt(settings) => Auth::Jwt(Jwt::new(Arc::clone(settings), Instant::now())?),
             config::Check::Request(settings) => {
                 let group = group(&settings.upstream);
                 Auth::Request(Service::new(Arc::clone(settings), group))
             }
-        }
+        })
     }
 
     /// An `auth` asked where the caller cannot wait (an internal redirect into another
