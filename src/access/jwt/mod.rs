@@ -1,6 +1,7 @@
 //! JSON Web Tokens (`auth.jwt`, DESIGN §18): the pure part. [`keys`] reads a JWK set and
 //! pins each key to its algorithms, [`token`] checks one token against a set and a
-//! location's rules, [`provider`] is ring, the signature check under jsonwebtoken.
+//! location's rules, [`Remembered`] keeps the verdicts, [`provider`] is ring, the
+//! signature check under jsonwebtoken.
 //!
 //! What a token cannot do here: name `alg: none` (jsonwebtoken has no such algorithm),
 //! have an HMAC checked with a public key (a key checks the algorithms of its own type
@@ -10,13 +11,15 @@
 
 pub mod keys;
 mod provider;
+mod remembered;
 pub mod token;
 
 #[cfg(test)]
 mod tests;
 
 pub use keys::KeySet;
-pub use token::{verify, Refused, Rules, NOT_YET, NO_KEY};
+pub use remembered::Remembered;
+pub use token::{Refused, Rules, NO_KEY};
 
 /// Makes ring the signature check of jsonwebtoken (once per process; a second call does
 /// nothing). Called before any token is checked.

@@ -5,6 +5,9 @@ use base64::Engine as _;
 use ::ring::rand::SystemRandom;
 use ::ring::signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 
+use std::sync::Arc;
+
+use super::token::verify;
 use super::*;
 
 fn b64(bytes: &[u8]) -> String {
@@ -193,4 +196,19 @@ fn a_set_says_which_keys_it_left_out_and_refuses_one_with_none_usable() {
     assert!(KeySet::parse(b"garbage", false).is_err());
     let many = vec![ec.jwk(); keys::MAX_KEYS + 1].join(",");
     assert!(KeySet::parse(format!(r#"{{"keys":[{many}]}}"#).as_bytes(), false).err().unwrap().contains("more than"));
+}
+
+#[test]
+fn a_remembered_pass_ends_with_its_token_and_with_its_key_set() {
+    let ec = Ec::new("k1");
+    let keys = Arc::new(set(&[ec.jwk()]));
+    let remembered = Remembered::default();
+    let token = ec.token(&payload(""));
+    assert!(remembered.verify(token.as_bytes(), &keys, &rules(), now()).is_ok());
+    assert!(remembered.verify(token.as_bytes(), &keys, &rules(), now() + 1).is_ok(), "remembered");
+    let after = now() + 600 + 30 + 1;
+    assert_eq!(remembered.verify(token.as_bytes(), &keys, &rules(), after).err(), Some(Refused::Invalid("expired")));
+    let rotated = Arc::new(set(&[Ec::new("k2").jwk()]));
+    let refused = remembered.verify(token.as_bytes(), &rotated, &rules(), now() + 2).err();
+    assert_eq!(refused, Some(Refused::Invalid(NO_KEY)), "a new set forgets what the old one passed");
 }

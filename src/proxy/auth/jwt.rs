@@ -1,44 +1,31 @@
 //! `auth.jwt` at run time: the token is taken from `Authorization: Bearer` (or a cookie),
 //! checked against the key set in force ([`crate::access::jwt`]), and its claims go with
-//! the request for `$jwt_claim_NAME`. A token checked before is not checked again: the
-//! verdict is remembered by the token's SHA-256 until it may change (the token expires, or
-//! five minutes pass), in a memory that starts again empty when the key set changes.
+//! the request for `$jwt_claim_NAME`. A token checked before is not checked again
+//! ([`Remembered`]).
 //!
 //! Answers (RFC 6750): no token, 401 with `WWW-Authenticate: Bearer`; a bad one, 401 with
 //! `error="invalid_token"`; a good one lacking a `require`d claim, 403 with
 //! `error="insufficient_scope"`; `Authorization` sent twice, 400.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use sha2::{Digest, Sha256};
 
 use super::watched::Watched;
-use crate::access::jwt::{self, KeySet, Refused};
+use crate::access::jwt::{self, KeySet, Refused, Remembered};
 use crate::config;
 use crate::proxy::response;
 use crate::upstream::ResponseBody;
 use crate::vars::Claims;
 
-/// Verdicts remembered; past it the memory starts again empty.
-const MOST_REMEMBERED: usize = 4096;
-
-/// The longest a pass is remembered, whatever the token's `exp` (seconds).
-const REMEMBER_PASS: u64 = 300;
-
-/// The longest a refusal is remembered (seconds): a client sending the same bad token
-/// again costs no signature check.
-const REMEMBER_REFUSAL: u64 = 60;
-
 /// A location's `auth.jwt`, ready to ask.
 pub(crate) struct Jwt {
     settings: Arc<config::Jwt>,
     keys: Keys,
-    remembered: Mutex<Remembered>,
+    remembered: Remembered,
     invalid: HeaderValue,
     insufficient: HeaderValue,
 }
@@ -73,20 +60,6 @@ enum Keys {
     Url(Arc<crate::jwks::Source>),
 }
 
-/// Verdicts by token digest, for one key set.
-#[derive(Default)]
-struct Remembered {
-    /// The set they were reached with (by address: a new set starts afresh).
-    set: Option<Arc<KeySet>>,
-    verdicts: HashMap<[u8; 32], (Verdict, u64)>,
-}
-
-#[derive(Clone)]
-enum Verdict {
-    Pass(Arc<Claims>),
-    Refused(Refused),
-}
-
 impl Jwt {
     /// `settings`, its key set read (a file) or asked for (a URL: fetched from now on,
     /// or kept from the generation before).
@@ -109,7 +82,7 @@ impl Jwt {
             insufficient: with_error("insufficient_scope"),
             settings,
             keys,
-            remembered: Mutex::default(),
+            remembered: Remembered::default(),
         })
     }
 
@@ -127,16 +100,16 @@ impl Jwt {
                 None => return Checked::Refused(Refusal::NoKeys),
             },
         };
-        match self.verdict(token, &set) {
-            Verdict::Pass(claims) => Checked::Verified(claims),
-            Verdict::Refused(Refused::Invalid(why)) => {
+        match self.remembered.verify(token, &set, &self.settings.rules, unix_now()) {
+            Ok(claims) => Checked::Verified(claims),
+            Err(Refused::Invalid(why)) => {
                 if let (Keys::Url(source), jwt::NO_KEY) = (&self.keys, why) {
                     source.unknown_kid(now);
                 }
                 tracing::debug!(why, "a bearer token was refused");
                 Checked::Refused(Refusal::Invalid)
             }
-            Verdict::Refused(Refused::Insufficient) => Checked::Refused(Refusal::Insufficient),
+            Err(Refused::Insufficient) => Checked::Refused(Refusal::Insufficient),
         }
     }
 
@@ -169,43 +142,6 @@ impl Jwt {
         }
     }
 
-    /// The verdict on `token` against `set`: remembered, or reached now and remembered.
-    fn verdict(&self, token: &[u8], set: &Arc<KeySet>) -> Verdict {
-        let digest: [u8; 32] = Sha256::digest(token).into();
-        let now = unix_now();
-        if let Some(known) = self.remembered(set, &digest, now) {
-            return known;
-        }
-        let (verdict, until) = match jwt::verify(token, set, &self.settings.rules, now) {
-            Ok(verified) => {
-                let until = verified.expires.saturating_add(self.settings.rules.leeway).min(now + REMEMBER_PASS);
-                (Verdict::Pass(Arc::new(verified.claims)), until)
-            }
-            // Not yet valid: it may be soon. No key: the set may change.
-            Err(Refused::Invalid(why)) if why == jwt::NOT_YET || why == jwt::NO_KEY => {
-                return Verdict::Refused(Refused::Invalid(why));
-            }
-            Err(refused) => (Verdict::Refused(refused), now + REMEMBER_REFUSAL),
-        };
-        if let Ok(mut remembered) = self.remembered.lock() {
-            if remembered.verdicts.len() >= MOST_REMEMBERED {
-                remembered.verdicts.clear();
-            }
-            remembered.verdicts.insert(digest, (verdict.clone(), until));
-        }
-        verdict
-    }
-
-    fn remembered(&self, set: &Arc<KeySet>, digest: &[u8; 32], now: u64) -> Option<Verdict> {
-        let mut remembered = self.remembered.lock().ok()?;
-        if !remembered.set.as_ref().is_some_and(|known| Arc::ptr_eq(known, set)) {
-            remembered.set = Some(Arc::clone(set));
-            remembered.verdicts.clear();
-            return None;
-        }
-        let (verdict, until) = remembered.verdicts.get(digest)?;
-        (now < *until).then(|| verdict.clone())
-    }
 }
 
 fn read(path: &Path) -> Result<Arc<KeySet>, String> {
