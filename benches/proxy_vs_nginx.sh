@@ -52,6 +52,10 @@
 #                 `auth_basic` + `auth_basic_user_file`, tollgate `auth = { basic = { … } }` on a
 #                 location `/auth/`, both then proxy. nginx checks the hash on every request,
 #                 tollgate once per login (it remembers logins that passed);
+#   jwt           a bearer token on every request: wrk asks `/jwt/` with `Authorization: Bearer`, an
+#                 ES256 token (openssl P-256 key, kid, exp a day ahead); tollgate `auth = { jwt = {
+#                 jwks = … } }` then proxies; nginx (no JWT check in its open-source build) proxies
+#                 `/jwt/` as it is: the ratio is what checking the token adds over nginx's proxying;
 #   forward_auth  every request asks an auth service first: wrk asks `/fwd/`; nginx `auth_request
 #                 /_check` (a location proxying to the bench upstream's `/check`, body off, kept
 #                 alive), tollgate `auth = { request = { url = "http://UPSTREAM/check" } }`; the
@@ -170,11 +174,11 @@ esac
 
 case "$SCENARIO" in
     proxy | limit_pass | limit_reject | proxy_auto | proxy_adaptive | https | https_handshake | gzip_json | \
-        file_1k | file_100k | file_10m | file_10m_copy | basic_auth | forward_auth)
+        file_1k | file_100k | file_10m | file_10m_copy | basic_auth | forward_auth | jwt)
         SCENARIOS=("$SCENARIO") ;;
     all) SCENARIOS=(proxy limit_pass limit_reject proxy_auto proxy_adaptive https https_handshake gzip_json
-        file_1k file_100k file_10m file_10m_copy basic_auth forward_auth) ;;
-    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy, basic_auth, forward_auth or all, not '$SCENARIO'" ;;
+        file_1k file_100k file_10m file_10m_copy basic_auth forward_auth jwt) ;;
+    *) die "SCENARIO must be proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https, https_handshake, gzip_json, file_1k, file_100k, file_10m, file_10m_copy, basic_auth, forward_auth, jwt or all, not '$SCENARIO'" ;;
 esac
 
 case "$ONLY" in
@@ -346,6 +350,33 @@ head -c 102400 /dev/urandom >"$WORKDIR/www/files/100k.bin"
 head -c 10485760 /dev/urandom >"$WORKDIR/www/files/10m.bin"
 chmod 755 "$WORKDIR" "$WORKDIR/www" "$WORKDIR/www/files"
 chmod 644 "$WORKDIR"/www/files/*.bin
+# The jwt scenario's key set and token: a P-256 key by openssl, an ES256 token signed by it
+# (python3 turns openssl's DER signature into JWS's r||s), valid for a day.
+make_jwt() {
+    local dir="$WORKDIR/jwt"
+    mkdir -p "$dir"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$dir/key.pem" 2>/dev/null || die "openssl ecparam failed"
+    openssl ec -in "$dir/key.pem" -pubout -outform DER -out "$dir/pub.der" 2>/dev/null || die "openssl ec failed"
+    python3 - "$dir" <<'PY' || die "making the jwt scenario's token failed"
+import base64, json, subprocess, sys, time
+d = sys.argv[1]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+point = open(f"{d}/pub.der", "rb").read()[-65:]
+jwk = {"kty": "EC", "crv": "P-256", "kid": "bench", "x": b64(point[1:33]), "y": b64(point[33:])}
+open(f"{d}/jwks.json", "w").write(json.dumps({"keys": [jwk]}))
+header = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "bench"}).encode())
+claims = {"sub": "bench", "iss": "https://id.bench", "aud": "api", "exp": int(time.time()) + 86400, "scope": "api:read"}
+message = f"{header}.{b64(json.dumps(claims).encode())}"
+der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", f"{d}/key.pem"], input=message.encode(), capture_output=True, check=True).stdout
+r_len = der[3]; r = der[4:4 + r_len]; s = der[6 + r_len:]
+raw = r[-32:].rjust(32, b"\0") + s[-32:].rjust(32, b"\0")
+open(f"{d}/token", "w").write(f"{message}.{b64(raw)}")
+PY
+    chmod 755 "$dir"
+    chmod 644 "$dir"/jwks.json
+}
+make_jwt
+
 # The basic_auth scenario's login: bench / secret, bcrypt at htpasswd's default cost (5).
 htpasswd -cbB "$WORKDIR/users.htpasswd" bench secret 2>/dev/null || die "htpasswd failed"
 chmod 644 "$WORKDIR/users.htpasswd"
@@ -442,6 +473,7 @@ scenario_title() {
         file_10m_copy) echo "a static file of $(file_size "$1") bytes, keep-alive (tollgate: sendfile off)" ;;
         basic_auth) echo "reverse proxy behind a basic-auth login (bcrypt, cost 5) sent with every request" ;;
         forward_auth) echo "reverse proxy asking an auth service (the upstream's /check) before every request" ;;
+        jwt) echo "reverse proxy checking an ES256 bearer token on every request (tollgate; nginx proxies unchecked)" ;;
     esac
 }
 scenario_limit_note() {
@@ -466,6 +498,11 @@ scenario_limit_note() {
             echo "no limit; \`location /auth/\`: nginx \`auth_basic \"bench\"; auth_basic_user_file ...;\`, tollgate"
             echo "  \`auth = { basic = { realm = \"bench\", users = \"...\" } }\`; one line made by \`htpasswd -B\` (bcrypt,"
             echo "  cost 5); wrk sends the right \`Authorization: Basic\` with every request"
+            ;;
+        jwt)
+            echo "no limit; \`location /jwt/\`: tollgate \`auth = { jwt = { jwks = \"...\" } }\` (one P-256 key), wrk sends"
+            echo "  the same ES256 token with every request (checked once, then remembered by its SHA-256);"
+            echo "  nginx proxies \`/jwt/\` without a check (open-source nginx has no auth_jwt)"
             ;;
         forward_auth)
             echo "no limit; \`location /fwd/\`: nginx \`auth_request /_check;\` with \`location = /_check\` proxying to"
@@ -706,6 +743,10 @@ $(nginx_proxying)
 $(nginx_proxying)
         }
 
+        location /jwt/ {
+$(nginx_proxying)
+        }
+
         location = /_check {
             internal;
             proxy_pass http://app/check;
@@ -770,6 +811,11 @@ upstream = "app"
 auth = { request = { url = "http://127.0.0.1:$UPSTREAM_PORT/check" } }
 
 [[location]]
+match = "/jwt/"
+upstream = "app"
+auth = { jwt = { jwks = "$WORKDIR/jwt/jwks.json", issuer = "https://id.bench", audience = "api", require = { scope = "api:read" } } }
+
+[[location]]
 match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
@@ -815,6 +861,17 @@ check_limiting() {
                 "http://127.0.0.1:$port/auth/" || true)"
             if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
                 die "$proxy ($scen): /auth/ with the login got status '$code', not 200 \"hello\""
+            fi
+            ;;
+        jwt)
+            if [ "$proxy" != nginx ]; then
+                code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/jwt/" || true)"
+                [ "$code" = 401 ] || die "$proxy ($scen): /jwt/ without a token got status '$code', not 401"
+            fi
+            code="$(curl -s -o "$SDIR/probe.body" -w '%{http_code}' --max-time 2 \
+                -H "Authorization: Bearer $(cat "$WORKDIR/jwt/token")" "http://127.0.0.1:$port/jwt/" || true)"
+            if [ "$code" != 200 ] || [ "$(cat "$SDIR/probe.body")" != hello ]; then
+                die "$proxy ($scen): /jwt/ with the token got status '$code', not 200 \"hello\""
             fi
             ;;
         forward_auth)
@@ -1087,6 +1144,10 @@ for scen in "${SCENARIOS[@]}"; do
     fi
     case "$scen" in file_*) URL_PATH="/files/$(file_name "$scen")" ;; esac
     [ "$scen" = forward_auth ] && URL_PATH=/fwd/
+    if [ "$scen" = jwt ]; then
+        URL_PATH=/jwt/
+        WRK_SCRIPT=(-H "Authorization: Bearer $(cat "$WORKDIR/jwt/token")")
+    fi
     if [ "$scen" = basic_auth ]; then
         URL_PATH=/auth/
         WRK_SCRIPT=(-H "Authorization: Basic $(printf 'bench:secret' | base64)")
