@@ -355,6 +355,7 @@ fn zone_decide(c: &mut Criterion) {
                 redis: None,
                 adaptive: None,
                 soft: None,
+                plan_from: None,
             },
             epoch,
             std::time::SystemTime::now(),

@@ -280,8 +280,10 @@ fn location(
     let label = named.label;
     let route = route(&location.action, index, groups, built.open_files)?;
     let rules = limit_rules(location, zones);
-    let check_first = matches!(location.auth, Some(config::Check::Jwt(_)))
-        && rules.iter().any(|rule| rule.zone.template.reads_claims());
+    let reads_claims = |zone: &Zone| {
+        zone.template.reads_claims() || zone.plan_from.as_ref().is_some_and(|plan| plan.reads_claims())
+    };
+    let check_first = matches!(location.auth, Some(config::Check::Jwt(_))) && rules.iter().any(|rule| reads_claims(&rule.zone));
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
         config::Action::Proxy { upstream }

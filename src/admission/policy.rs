@@ -177,7 +177,7 @@ impl Policy {
             let Some(key) = arrival.keys.get(index) else {
                 continue;
             };
-            let params = rule.params(arrival.plan, self.cost);
+            let params = rule.params(arrival.keys.plan(index).or(arrival.plan), self.cost);
             let zone = ZoneCall {
                 index,
                 rule,

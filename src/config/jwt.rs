@@ -206,3 +206,25 @@ fn require(written: &RawJwt, diag: &mut Diagnostics<'_>) -> Option<Vec<(String, 
     }
     valid.then_some(require)
 }
+
+/// A location whose zones read `$jwt_claim_NAME` must verify a token (`auth.jwt`): with
+/// nothing verifying one, those zones would never have a key and would silently count
+/// nobody.
+pub(super) fn claims_verified(
+    limits: Option<&[super::Limit]>,
+    auth: Option<&super::Auth>,
+    zones: &[super::limits::ZoneInfo],
+    table: &super::raw::Span,
+    diag: &mut Diagnostics<'_>,
+) -> Option<()> {
+    let verifies = matches!(auth, Some(super::Auth::On(super::Check::Jwt(_))));
+    let reading = limits.unwrap_or_default().iter().filter_map(|limit| zones.get(limit.zone)).find(|zone| zone.reads_claims);
+    match (reading, verifies) {
+        (Some(zone), false) => {
+            let message = format!("zone `{}` reads `$jwt_claim_…`, but nothing here verifies a token: add `auth = {{ jwt = {{ … }} }}` to the location or its site", zone.name);
+            diag.error(table.clone(), message);
+            None
+        }
+        _ => Some(()),
+    }
+}

@@ -8,7 +8,7 @@ use super::suggest::unknown_name;
 use super::raw::{Loose, RawLimit, Span};
 use super::values::MAX_BURST;
 use super::zones::parse_rate;
-use super::{Algorithm, Elastic, Limit, Rate, Share, StatusSet, Zone};
+use super::{Algorithm, Elastic, Limit, Rate, Share, StatusSet, VarText, Zone};
 use crate::limit::decision::MAX_LIMITS;
 use crate::limit::remote::MAX_EXACT;
 use crate::limit::store::MAX_SHARDS;
@@ -29,6 +29,8 @@ pub(super) struct ZoneInfo {
     pub redis: bool,
     /// `adaptive`, if any: whether it sets `in_flight` (elastic needs it).
     pub adaptive: Option<bool>,
+    /// Its `key` or `plan` reads a verified token's claim (`$jwt_claim_NAME`).
+    pub reads_claims: bool,
 }
 
 impl ZoneInfo {
@@ -58,7 +60,9 @@ impl ZoneInfo {
                 rates.iter().map(|rate| rate.count.get()).min().unwrap_or(1)
             }
         };
+        let claims = |text: &VarText| text.uses(|var| matches!(var, crate::vars::Var::JwtClaim(_)));
         ZoneInfo {
+            reads_claims: claims(&zone.key) || zone.plan_from.as_ref().is_some_and(claims),
             name: zone.name.clone(),
             algorithm: zone.algorithm,
             at_once,

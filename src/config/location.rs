@@ -94,6 +94,7 @@ fn location(
         Some(own.inherit(site))
     });
     let rules = rules?;
+    super::jwt::claims_verified(rules.limits.as_deref(), rules.auth.as_ref(), zones, &table, diag)?;
     let cookies = rules.cookies();
     let redirects = redirects::resolve(
         rules.redirect_rewrite,

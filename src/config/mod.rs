@@ -404,6 +404,8 @@ pub(crate) struct Zone {
     pub algorithm: Algorithm,
     /// Plan name to rate, by name.
     pub plans: Vec<(String, Rate)>,
+    /// `plan`: the plan read from the request, over its `[api_keys]` plan.
+    pub plan_from: Option<VarText>,
     /// In-flight requests per key (`concurrency` only; 0 otherwise).
     pub max: u64,
     /// `$binary_remote_addr` keeps this many leading bits of an IPv4 client (default 32).

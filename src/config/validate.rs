@@ -266,7 +266,7 @@ fn certificates_listed(tls: &Section<raw::RawTls>) -> Option<bool> {
     }
 }
 
-/// Redis zones need `[redis]`, and plans need `[api_keys]`: said once the sections are
+/// Redis zones need `[redis]`, and plans need `[api_keys]` or a zone's `plan`: said once the sections are
 /// checked (and not when a section is invalid, which is already reported).
 fn zones_need_their_sections(
     zones: &[Zone],
@@ -283,9 +283,10 @@ fn zones_need_their_sections(
             ));
         }
     }
-    if matches!(api_keys, Some(None)) && plans {
+    let read_from_requests = zones.iter().any(|zone| zone.plan_from.is_some());
+    if matches!(api_keys, Some(None)) && plans && !read_from_requests {
         diag.error_nowhere(
-            "zones define `plans` but no `[api_keys]` says which key is on which plan",
+            "zones define `plans` but neither `[api_keys]` nor a zone's `plan` says which request is on which plan",
         );
     }
 }

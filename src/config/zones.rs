@@ -69,6 +69,7 @@ fn zone(
     if let (Some(Some(rate)), Some(plans), Some(written)) = (rate, &plans, &raw.plans) {
         check_plan_units(algorithm, rate, plans, written, diag);
     }
+    let plan_from = plan_from(&raw, maps, &plans, diag);
     let size = size(raw.size.as_ref(), diag);
     let ipv4_prefix = prefix(raw.ipv4_prefix.as_ref(), 32, diag);
     let ipv6_prefix = prefix(raw.ipv6_prefix.as_ref(), 128, diag);
@@ -87,6 +88,7 @@ fn zone(
         size: size?,
         algorithm,
         plans: plans?,
+        plan_from: plan_from?,
         max: max?,
         ipv4_prefix: ipv4_prefix?,
         ipv6_prefix: ipv6_prefix?,
@@ -351,6 +353,19 @@ pub(super) fn parse_rate(text: &str) -> Result<Rate, String> {
 }
 
 /// A zone's `key`, a problem reported at its `$` (`file:line:col`).
+/// `plan`: a text read from each request, naming one of the zone's `plans`. It takes the
+/// variables a key takes (`$request_id` and captures refused).
+fn plan_from(raw: &RawZone, maps: &Maps, plans: &Option<Vec<(String, Rate)>>, diag: &mut Diagnostics<'_>) -> Option<Option<VarText>> {
+    let Some(written) = &raw.plan else {
+        return Some(None);
+    };
+    if plans.as_ref().is_some_and(Vec::is_empty) {
+        diag.error(written.span(), "`plan` names one of the zone's `plans`, and it has none: add `plans = { pro = \"100r/s\" }`");
+        return None;
+    }
+    zone_key(written, maps, diag).map(Some)
+}
+
 fn zone_key(value: &Spanned<String>, maps: &Maps, diag: &mut Diagnostics<'_>) -> Option<VarText> {
     match parse_key(value.get_ref(), maps) {
         Ok(key) => Some(key),

@@ -100,7 +100,9 @@ fn instead(name: &str) -> Option<&'static str> {
         "zstd" | "zstd_types" | "zstd_comp_level" | "zstd_static" => {
             "write `compress = { encodings = [\"zstd\"] }` or `precompressed = [\"zstd\"]` by hand"
         }
-        "auth_jwt" | "auth_jwt_key_file" => "JWT comes with DESIGN §18 (`auth`); basic auth and `auth_request` are translated",
+        "auth_jwt" | "auth_jwt_key_file" | "auth_jwt_key_request" | "auth_jwt_claim_set" | "auth_jwt_require" | "auth_jwt_leeway" => {
+            "nginx Plus's JWT module is not translated: write `auth = { jwt = { jwks = \"FILE\" } }` (or `jwks_url`), with `issuer`, `audience` and `require` (docs/config.md, \"Tokens (JWT)\")"
+        }
         "map" => "`map` is translated in `http {}` (a `[maps.NAME]`), where nginx takes it",
         "geo" | "split_clients" => "no equivalent: write the addresses as `access` rules, or `[access] exempt`",
         "if" => "only an `if` holding a `return` before the block's own `return` with the same text is translated (a `[maps.NAME]` choosing the status): write a location per case (`match`), or a `[maps.NAME]` for a value chosen per request",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{self, Config};
-use crate::limit::key::Template;
+use crate::limit::key::{PlanFrom, Template};
 use crate::limit::zone::{Spec, Zone};
 use crate::limit::{Period, Rate};
 
@@ -106,6 +106,10 @@ fn zone_spec(z: &config::Zone, plans: &[&str], soft: Option<config::Share>) -> S
         redis: z.redis,
         adaptive: z.adaptive.clone(),
         soft,
+        plan_from: z.plan_from.clone().map(|text| PlanFrom {
+            text,
+            names: plans.iter().map(|name| Box::from(*name)).collect(),
+        }),
     }
 }
 

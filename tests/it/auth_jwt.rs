@@ -528,3 +528,49 @@ async fn a_key_set_url_that_fails_keeps_the_last_good_set_or_answers_503() {
     assert_eq!(app.count(), 2);
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_plan_read_from_a_claim_gives_each_user_their_plan_rate() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let toml = config(app.addr, &jwks, "").replace(
+        "[[location]]\nmatch = \"/api/\"",
+        "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\nalgorithm = \"fixed_window\"\n\
+         plan = \"$jwt_claim_plan\"\nplans = { pro = \"3r/m\" }\n\
+         [[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
+    );
+    let gateway = gateway(&toml);
+    let addr = addr(&gateway);
+    let token = |sub: &str, plan: &str| {
+        keys.es256(
+            &claims("")
+                .replace("\"sub\":\"alice\"", &format!("\"sub\":\"{sub}\""))
+                .replace("\"plan\":\"pro\"", &format!("\"plan\":\"{plan}\"")),
+        )
+    };
+    let mut statuses = Vec::new();
+    for (sub, plan) in [
+        ("pro_user", "pro"),
+        ("free_user", "free"),
+        ("nobody_user", ""),
+    ] {
+        let mut passed = 0;
+        for _ in 0..6 {
+            if raw(addr, &with(&token(sub, plan))).await.0 == 200 {
+                passed += 1;
+            }
+        }
+        statuses.push((sub, passed));
+    }
+    // A window of a minute: the pro plan's 3, the zone's own 1 for a plan it does not
+    // know and for none.
+    assert_eq!(
+        statuses,
+        [("pro_user", 3), ("free_user", 1), ("nobody_user", 1)]
+    );
+    gateway.stop().await;
+}

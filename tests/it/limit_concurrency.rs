@@ -189,6 +189,7 @@ mod through_zones {
             redis: None,
             adaptive: None,
             soft: None,
+            plan_from: None,
         };
         Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
     }

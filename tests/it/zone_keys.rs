@@ -26,6 +26,7 @@ fn rule(key: &str) -> LimitRule {
             redis: None,
             adaptive: None,
             soft: None,
+            plan_from: None,
         },
         Instant::now(),
         SystemTime::now(),

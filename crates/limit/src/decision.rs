@@ -106,7 +106,7 @@ fn key_each(
             hash,
             shard: zone.shard_of(hash),
             span,
-            params: rule.params(plan, cost),
+            params: rule.params(keys.plan(index).or(plan), cost),
             now: zone.nanos(now),
         });
         n += 1;
@@ -252,7 +252,7 @@ fn decide_one(
         return Outcome::default();
     };
     let hash = zone.hash(key);
-    let params = rule.params(plan, cost);
+    let params = rule.params(keys.plan(0).or(plan), cost);
     let now = zone.nanos(now);
     let decision = zone.decide(hash, key, now, &params);
     if let (Verdict::Reject { .. }, Some(share), false) =

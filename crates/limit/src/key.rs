@@ -246,3 +246,34 @@ mod tests {
         assert_eq!(render(&t, &req).as_deref(), Some(&b"site.test|a, b"[..]));
     }
 }
+
+/// A zone's `plan` read from the request (`plan = "$jwt_claim_plan"`): the text names one
+/// of the plans (`[zones.NAME] plans`, `[api_keys]`'s), which the request is then on in
+/// this zone. An unknown or empty name is no plan (the zone's own `rate`).
+#[derive(Clone, Debug)]
+pub struct PlanFrom {
+    pub text: VarText,
+    /// Every plan's name, by plan id (sorted, as the ids are given).
+    pub names: std::sync::Arc<[Box<str>]>,
+}
+
+impl PlanFrom {
+    /// The plan id `req` names; the text is rendered at the end of `scratch`, which is left
+    /// as it was.
+    pub fn plan(&self, req: &Request<'_>, scratch: &mut Vec<u8>) -> Option<usize> {
+        let start = scratch.len();
+        self.text.render(req, scratch);
+        let named = &scratch[start..];
+        let id = self
+            .names
+            .binary_search_by(|name| name.as_bytes().cmp(named))
+            .ok();
+        scratch.truncate(start);
+        id
+    }
+
+    /// Whether the text reads a verified token's claim.
+    pub fn reads_claims(&self) -> bool {
+        self.text.uses(|var| matches!(var, Var::JwtClaim(_)))
+    }
+}

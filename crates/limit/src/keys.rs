@@ -15,6 +15,8 @@ pub struct Keys {
     /// Rule `i`'s key is `bytes[start..end]`; `start == end` when its key is empty (or
     /// too long): the zone does not apply to the request.
     spans: [(u32, u32); MAX_LIMITS],
+    /// Rule `i`'s plan id when its zone reads one from the request (`plan`).
+    plans: [Option<u16>; MAX_LIMITS],
 }
 
 impl Keys {
@@ -23,23 +25,39 @@ impl Keys {
     pub fn render(rules: &[LimitRule], req: &Request<'_>, mut buffer: Vec<u8>) -> Keys {
         buffer.clear();
         let mut spans = [(0, 0); MAX_LIMITS];
-        for (rule, span) in rules.iter().zip(spans.iter_mut()) {
+        let mut plans = [None; MAX_LIMITS];
+        for (i, rule) in rules.iter().enumerate().take(MAX_LIMITS) {
             let start = buffer.len();
             let rendered = rule.zone.template.render_append(req, &mut buffer);
             match (rendered, u32::try_from(start), u32::try_from(buffer.len())) {
-                (true, Ok(start), Ok(end)) => *span = (start, end),
-                _ => buffer.truncate(start),
+                (true, Ok(start), Ok(end)) => spans[i] = (start, end),
+                _ => {
+                    buffer.truncate(start);
+                    continue;
+                }
+            }
+            if let Some(plan_from) = &rule.zone.plan_from {
+                plans[i] = plan_from
+                    .plan(req, &mut buffer)
+                    .and_then(|id| u16::try_from(id).ok());
             }
         }
         Keys {
             bytes: buffer,
             spans,
+            plans,
         }
     }
 
     /// Rule `rule`'s key, `None` when the zone does not apply to the request.
     pub fn get(&self, rule: usize) -> Option<&[u8]> {
         self.bytes.get(self.span(rule)?)
+    }
+
+    /// Rule `rule`'s plan as its zone reads it from the request; `None` when the zone
+    /// reads none (the request's `[api_keys]` plan applies) or the request names none.
+    pub fn plan(&self, rule: usize) -> Option<usize> {
+        self.plans.get(rule).copied().flatten().map(usize::from)
     }
 
     /// Where rule `rule`'s key is in [`Keys::bytes`].
@@ -61,6 +79,7 @@ impl Keys {
             // Within u32: no longer than the keys selected from.
             let end = selected.bytes.len();
             selected.spans[i] = (start as u32, end as u32);
+            selected.plans[i] = self.plans[index];
         }
         selected
     }

@@ -10,7 +10,7 @@ use super::adaptive::{Adaptive, Elastic, Target};
 use super::bans::Bans;
 use super::concurrency::{self, Concurrency};
 use super::fixed_window::FixedWindow;
-use super::key::Template;
+use super::key::{PlanFrom, Template};
 use super::leaky_bucket::LeakyBucket;
 use super::remote::{Rejections, ZoneSettings};
 use super::sliding_log::SlidingLog;
@@ -114,12 +114,16 @@ pub struct Spec {
     /// The smallest `soft` share a location gives this zone; `None` when none does (the
     /// zone then has no soft lane).
     pub soft: Option<Share>,
+    /// `plan`: the plan read from the request, over the request's `[api_keys]` plan.
+    pub plan_from: Option<PlanFrom>,
 }
 
 pub struct Zone {
     pub(super) id: u64,
     pub name: Box<str>,
     pub template: Template,
+    /// `plan`: read from the request when its key is ([`crate::keys::Keys::render`]).
+    pub plan_from: Option<PlanFrom>,
     pub algorithm: Algorithm,
     rate: Rate,
     plan_rates: Box<[Option<Rate>]>,
@@ -238,6 +242,7 @@ impl Zone {
             id,
             name: spec.name.into(),
             template: spec.template,
+            plan_from: spec.plan_from,
             algorithm: spec.algorithm,
             rate: spec.rate,
             plan_rates: spec.plan_rates.into(),

@@ -191,6 +191,8 @@ pub(crate) struct RawZone {
     pub size: Option<Loose>,
     pub algorithm: Option<Spanned<Algorithm>>,
     pub plans: Option<Spanned<Plans>>,
+    /// The plan read from the request (`"$jwt_claim_plan"`), one of `plans`.
+    pub plan: Option<Spanned<String>>,
     /// Required for `concurrency`, and only there.
     pub max: Option<Spanned<i64>>,
     pub ipv4_prefix: Option<Spanned<i64>>,

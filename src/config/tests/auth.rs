@@ -198,3 +198,23 @@ fn a_jwt_auth_reads_its_keys_now_and_its_rules() {
     assert_eq!((jwt.rules.leeway, &jwt.from), (60, &TokenFrom::Header), "the defaults");
     assert_eq!(jwt.challenge, "Bearer");
 }
+
+#[test]
+fn a_zone_reading_a_claim_needs_a_location_that_verifies_a_token() {
+    let dir = with_users();
+    let zone = "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/s\"\nplan = \"$jwt_claim_plan\"\nplans = { pro = \"5r/s\" }\n";
+    let text = |auth: &str| {
+        at(dir.path(), "", &format!("limit = [{{ zone = \"per_user\" }}]\n{auth}")).replacen("[upstreams.app]", &format!("{zone}[upstreams.app]"), 1)
+    };
+    let found = problems(dir.path(), &text(""));
+    assert!(found.iter().any(|p| p.contains("zone `per_user` reads `$jwt_claim_…`, but nothing here verifies a token")), "{found:#?}");
+    let basic = problems(dir.path(), &text("auth = { basic = { users = \"users\" } }"));
+    assert!(basic.iter().any(|p| p.contains("nothing here verifies a token")), "{basic:#?}");
+    let config = load_at(&text("auth = { jwt = { jwks = \"jwks.json\" } }"), &dir.path().join("gateway.toml")).unwrap();
+    assert!(config.zones[0].plan_from.is_some());
+    let no_plans = text("auth = { jwt = { jwks = \"jwks.json\" } }").replace("plans = { pro = \"5r/s\" }\n", "");
+    let found = problems(dir.path(), &no_plans);
+    assert!(found.iter().any(|p| p.contains("`plan` names one of the zone's `plans`")), "{found:#?}");
+    let refused = text("auth = { jwt = { jwks = \"jwks.json\" } }").replace("$jwt_claim_plan", "$request_id");
+    assert!(problems(dir.path(), &refused).iter().any(|p| p.contains("$request_id")));
+}

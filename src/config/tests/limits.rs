@@ -190,7 +190,7 @@ fn unknown_plans_are_errors_in_either_place() {
     let found = errors(&format!("{SERVER}{zone}"));
     assert_eq!(
         found[0].2,
-        "zones define `plans` but no `[api_keys]` says which key is on which plan"
+        "zones define `plans` but neither `[api_keys]` nor a zone's `plan` says which request is on which plan"
     );
 }
 

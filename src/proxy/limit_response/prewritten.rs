@@ -216,6 +216,7 @@ mod tests {
                 redis: None,
                 adaptive: None,
                 soft: None,
+                plan_from: None,
             },
             Instant::now(),
             SystemTime::now(),

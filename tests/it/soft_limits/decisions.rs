@@ -27,6 +27,7 @@ fn zone(name: &str, algorithm: Algorithm, soft: Option<u16>, epoch: Instant) -> 
         redis: None,
         adaptive: None,
         soft: soft.and_then(Share::from_permille),
+        plan_from: None,
     };
     Arc::new(Zone::new(spec, epoch, std::time::SystemTime::now()))
 }
