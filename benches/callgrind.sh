@@ -23,6 +23,9 @@
 #                 accept is counted too (the client reconnects);
 #   limit_tarpit  as limit_reject, each refusal held 1 ms then answered 429 and closed
 #                 (`limit_action = "tarpit"`; nginx has no such thing and is left out);
+#   jwt           plain, through a location with `auth.jwt` (one P-256 key in a file), every request
+#                 carrying the same ES256 token (benches/jwt_token.sh): checked once, then remembered;
+#                 nginx (open source: no JWT check) proxies as in plain;
 #   file_1k       a 1,024-byte static file, `/files/1k.bin` under a `root` (nginx `sendfile on;
 #                 tcp_nopush on;`, tollgate's default sendfile): the user-space cost of a file answer.
 # Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
@@ -108,6 +111,8 @@ for i in range(requests):
     headers = {"Host": "bench"}
     if scenario == "limit_pass":
         headers["X-API-Key"] = "key-%028d" % (i % 1000)
+    if scenario == "jwt":
+        headers["Authorization"] = "Bearer " + open(sys.argv[5]).read()
     conn = pool[i % conns]
     try:
         conn.request("GET", "/files/1k.bin" if scenario == "file_1k" else "/", headers=headers)
@@ -129,6 +134,11 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
     -addext subjectAltName=IP:127.0.0.1 >"$WORK/openssl.log" 2>&1 ||
     { cat "$WORK/openssl.log" >&2; die "openssl could not make the test certificate"; }
 chmod 644 "$WORK/key.pem"
+
+# The jwt scenario's key set and token.
+# shellcheck source=benches/jwt_token.sh
+source "$ROOT/benches/jwt_token.sh"
+make_jwt "$WORK/jwt" || die "the jwt scenario's token could not be made"
 
 # The file_1k scenario's tree.
 mkdir -p "$WORK/www/files"
@@ -162,6 +172,7 @@ EOF
     esac
     [ "$1" != file_1k ] || printf '[[location]]\nmatch = "/files/"\nroot = "%s"\n\n' "$WORK/www"
     printf '[[location]]\nmatch = "/"\nupstream = "app"\n'
+    [ "$1" != jwt ] || printf 'auth = { jwt = { jwks = "%s" } }\n' "$WORK/jwt/jwks.json"
     case "$1" in
         limit_pass) printf 'limit = [{ zone = "k", burst = 1000000, nodelay = true }]\n' ;;
         limit_reject) printf 'limit = [{ zone = "r", nodelay = true }]\n' ;;
@@ -251,7 +262,7 @@ run() {
     pid=$!
     PIDS+=("$pid")
     wait_port "$p"
-    answered="$(python3 "$WORK/client.py" "$p" "$requests" "$CONNS" "$scen")"
+    answered="$(python3 "$WORK/client.py" "$p" "$requests" "$CONNS" "$scen" "$WORK/jwt/token")"
     if [ "$proxy" = nginx ]; then kill -QUIT "$pid"; else kill -TERM "$pid"; fi
     wait "$pid" || true
     say "$proxy $scen $requests requests: statuses $answered"

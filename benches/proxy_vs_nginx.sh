@@ -350,32 +350,10 @@ head -c 102400 /dev/urandom >"$WORKDIR/www/files/100k.bin"
 head -c 10485760 /dev/urandom >"$WORKDIR/www/files/10m.bin"
 chmod 755 "$WORKDIR" "$WORKDIR/www" "$WORKDIR/www/files"
 chmod 644 "$WORKDIR"/www/files/*.bin
-# The jwt scenario's key set and token: a P-256 key by openssl, an ES256 token signed by it
-# (python3 turns openssl's DER signature into JWS's r||s), valid for a day.
-make_jwt() {
-    local dir="$WORKDIR/jwt"
-    mkdir -p "$dir"
-    openssl ecparam -name prime256v1 -genkey -noout -out "$dir/key.pem" 2>/dev/null || die "openssl ecparam failed"
-    openssl ec -in "$dir/key.pem" -pubout -outform DER -out "$dir/pub.der" 2>/dev/null || die "openssl ec failed"
-    python3 - "$dir" <<'PY' || die "making the jwt scenario's token failed"
-import base64, json, subprocess, sys, time
-d = sys.argv[1]
-b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-point = open(f"{d}/pub.der", "rb").read()[-65:]
-jwk = {"kty": "EC", "crv": "P-256", "kid": "bench", "x": b64(point[1:33]), "y": b64(point[33:])}
-open(f"{d}/jwks.json", "w").write(json.dumps({"keys": [jwk]}))
-header = b64(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "bench"}).encode())
-claims = {"sub": "bench", "iss": "https://id.bench", "aud": "api", "exp": int(time.time()) + 86400, "scope": "api:read"}
-message = f"{header}.{b64(json.dumps(claims).encode())}"
-der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", f"{d}/key.pem"], input=message.encode(), capture_output=True, check=True).stdout
-r_len = der[3]; r = der[4:4 + r_len]; s = der[6 + r_len:]
-raw = r[-32:].rjust(32, b"\0") + s[-32:].rjust(32, b"\0")
-open(f"{d}/token", "w").write(f"{message}.{b64(raw)}")
-PY
-    chmod 755 "$dir"
-    chmod 644 "$dir"/jwks.json
-}
-make_jwt
+# The jwt scenario's key set and token (benches/jwt_token.sh).
+# shellcheck source=benches/jwt_token.sh
+source "$(dirname "${BASH_SOURCE[0]}")/jwt_token.sh"
+make_jwt "$WORKDIR/jwt" || die "the jwt scenario's token could not be made"
 
 # The basic_auth scenario's login: bench / secret, bcrypt at htpasswd's default cost (5).
 htpasswd -cbB "$WORKDIR/users.htpasswd" bench secret 2>/dev/null || die "htpasswd failed"

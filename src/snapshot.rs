@@ -284,6 +284,7 @@ fn location(
         zone.template.reads_claims() || zone.plan_from.as_ref().is_some_and(|plan| plan.reads_claims())
     };
     let check_first = matches!(location.auth, Some(config::Check::Jwt(_))) && rules.iter().any(|rule| reads_claims(&rule.zone));
+    let reads_claim = |text: &config::VarText| text.uses(|var| matches!(var, Var::JwtClaim(_)));
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
         config::Action::Proxy { upstream }
@@ -294,6 +295,7 @@ fn location(
         config::Action::Return(_) | config::Action::Files { upstream: None, .. } => None,
     };
     let upstream_urls = UpstreamUrls::new(location, upstream);
+    let claims_read = check_first || texts(location).chain(tries(location)).any(reads_claim) || upstream_urls.per_request();
     let headers = HeaderRules::new(&location.headers);
     let timeouts = Timeouts::resolve(&config.server, &location.timeouts, &route);
     Ok(Location {
@@ -342,6 +344,7 @@ fn location(
             .transpose()
             .map_err(BuildError::Auth)?,
         satisfy: location.satisfy,
+        claims_read,
         check_first,
     })
 }

@@ -151,6 +151,9 @@ pub(crate) struct Location {
     pub satisfy: crate::config::Satisfy,
     /// A zone's key reads `$jwt_claim_NAME`: the token is checked before the limits.
     pub check_first: bool,
+    /// A text of the location may read `$jwt_claim_NAME`: a verified token's claims go
+    /// with the request (else they are not stored, which saves its allocations).
+    pub claims_read: bool,
 }
 
 impl Location {
@@ -295,7 +298,7 @@ impl Pipeline {
         }
         if location.auth.is_some() {
             let asked = own::Asked::new(&req, conn, client, &path);
-            match Box::pin(self.authenticate(location, &asked, &mut limited, &log)).await {
+            match self.authenticate(location, &asked, &mut limited, &log).await {
                 auth::Verdict::Pass(granted) => granted.apply(&mut req),
                 auth::Verdict::Refuse(refusal) => return self.refuse(pages, refusal, req, &asker, log).await,
             }

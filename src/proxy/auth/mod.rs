@@ -146,14 +146,16 @@ impl super::Pipeline {
             return Verdict::Pass(Granted { removed, ..Granted::default() });
         }
         let answer = match auth {
+            // Boxed: the two futures that wait are made only where they are asked, and a
+            // request's future stays small (a token is checked without waiting).
             Auth::Basic(basic) => {
                 let checked = basic.check(asked.req.headers(), &self.auth_checks, crate::clock::now());
-                checked.await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
+                Box::pin(checked).await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
             }
-            Auth::Request(service) => service.ask(asked).await,
-            Auth::Jwt(jwt) => match checked_first(asked.req).unwrap_or_else(|| jwt.check(asked.req.headers(), crate::clock::now())) {
-                jwt::Checked::Verified(claims) => return Verdict::Pass(Granted { claims: Some(claims), ..Granted::default() }),
-                jwt::Checked::Refused(refusal) => Answer::Refuse(jwt.answer(refusal)),
+            Auth::Request(service) => Box::pin(service.ask(asked)).await,
+            Auth::Jwt(jwt) => match Self::token_checked(location, jwt, asked.req) {
+                Verdict::Pass(granted) => return Verdict::Pass(granted),
+                Verdict::Refuse(refusal) => Answer::Refuse(refusal),
             },
         };
         let mut refusal = match answer {
@@ -183,6 +185,21 @@ pub(super) fn check_first<B>(location: &super::Location, req: &mut http::Request
         jwt::Checked::Verified(claims) => req.extensions_mut().insert(claims).map(drop),
         jwt::Checked::Refused(refusal) => req.extensions_mut().insert(refusal).map(drop),
     };
+}
+
+impl super::Pipeline {
+    /// A JWT location's auth phase: the verdict [`check_first`] reached, else the token
+    /// checked now. The claims go with the request when the location reads them.
+    fn token_checked<'l, B>(location: &'l super::Location, jwt: &Jwt, req: &http::Request<B>) -> Verdict<'l> {
+        match checked_first(req).unwrap_or_else(|| jwt.check(req.headers(), crate::clock::now())) {
+            jwt::Checked::Verified(claims) => {
+                // Checked first, the claims are in the request already.
+                let claims = (location.claims_read && !location.check_first).then_some(claims);
+                Verdict::Pass(Granted { claims, ..Granted::default() })
+            }
+            jwt::Checked::Refused(refusal) => Verdict::Refuse(jwt.answer(refusal)),
+        }
+    }
 }
 
 /// What [`check_first`] found for `req`, if it ran.
