@@ -53,6 +53,8 @@ pub(crate) struct Record {
     /// The `Authorization` header, whose basic user name is `$remote_user` (never its
     /// password: only the name is written).
     pub authorization: Option<HeaderValue>,
+    /// The `sub` of the request's verified token (`auth.jwt`): its `$remote_user`.
+    pub subject: Option<Box<[u8]>>,
     pub status: StatusCode,
     pub body_bytes: u64,
     /// Seconds from the request head to the end of the response (or its abandonment).
@@ -196,7 +198,7 @@ impl Drop for AccessLog {
 fn format_combined(out: &mut String, r: &Record) {
     let _ = write!(out, "{} - ", r.client);
     match remote_user(r) {
-        Some(user) => push_escaped(out, user.user(), Escape::Combined),
+        Some(user) => push_escaped(out, &user, Escape::Combined),
         None => out.push('-'),
     }
     out.push_str(" [");
@@ -248,7 +250,7 @@ fn format_json(out: &mut String, r: &Record) {
     push_header(out, r.user_agent.as_ref(), Escape::Json);
     out.push_str("\",\"remote_user\":\"");
     if let Some(user) = remote_user(r) {
-        push_escaped(out, user.user(), Escape::Json);
+        push_escaped(out, &user, Escape::Json);
     }
     let _ = write!(
         out,
@@ -298,9 +300,14 @@ enum Escape {
     Json,
 }
 
-/// `$remote_user`: the credentials of a basic `Authorization` header, if it holds any.
-fn remote_user(r: &Record) -> Option<crate::vars::Credentials> {
-    crate::vars::credentials(r.authorization.as_ref()?.as_bytes())
+/// The user the line names: the `sub` of a verified token, else the user of a basic
+/// `Authorization` header, if it holds one.
+fn remote_user(r: &Record) -> Option<std::borrow::Cow<'_, [u8]>> {
+    if let Some(subject) = &r.subject {
+        return Some(std::borrow::Cow::Borrowed(subject));
+    }
+    let credentials = crate::vars::credentials(r.authorization.as_ref()?.as_bytes())?;
+    Some(std::borrow::Cow::Owned(credentials.user().to_vec()))
 }
 
 fn push_header(out: &mut String, value: Option<&HeaderValue>, escape: Escape) {
@@ -379,6 +386,7 @@ mod tests {
             referer: None,
             user_agent: Some(HeaderValue::from_static("curl/8.0")),
             authorization: None,
+            subject: None,
             status: StatusCode::OK,
             body_bytes: 12,
             request_time: Duration::from_millis(2),

@@ -75,6 +75,7 @@ impl<'a> Pending<'a> {
                 referer: req.headers().get(REFERER).cloned(),
                 user_agent: req.headers().get(USER_AGENT).cloned(),
                 authorization: req.headers().get(http::header::AUTHORIZATION).cloned(),
+                subject: None,
                 status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
                 body_bytes: 0,
                 request_time: Duration::ZERO,
@@ -107,6 +108,13 @@ impl<'a> Pending<'a> {
     /// The request's location: it is counted there.
     pub(super) fn route(&mut self, stats: &'a LocationStats) {
         self.stats = stats;
+    }
+
+    /// The request's verified token names this user (`sub`): the line's `remote_user`.
+    pub(super) fn subject(&mut self, subject: &[u8]) {
+        if let Some(entry) = &mut self.entry {
+            entry.record.subject = Some(subject.into());
+        }
     }
 
     /// Records the limit outcome (`$limit_req_status`).

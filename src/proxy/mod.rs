@@ -299,7 +299,7 @@ impl Pipeline {
         if location.auth.is_some() {
             let asked = own::Asked::new(&req, conn, client, &path);
             match self.authenticate(location, &asked, &mut limited, &log).await {
-                auth::Verdict::Pass(granted) => granted.apply(&mut req),
+                auth::Verdict::Pass(granted) => granted.apply(&mut req, &mut log),
                 auth::Verdict::Refuse(refusal) => return self.refuse(pages, refusal, req, &asker, log).await,
             }
         }

@@ -574,3 +574,39 @@ async fn a_zone_plan_read_from_a_claim_gives_each_user_their_plan_rate() {
     );
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verified_subject_is_the_access_log_user_and_a_forged_one_is_not() {
+    let _shared = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let log = dir.path().join("access.log");
+    let toml = config(app.addr, &jwks, "").replace(
+        "access = \"off\"",
+        &format!("access = \"{}\"\nformat = \"json\"", log.display()),
+    );
+    let gateway = gateway(&toml);
+    let addr = addr(&gateway);
+    assert_eq!(raw(addr, &with(&keys.es256(&claims("")))).await.0, 200);
+    let forged = hs256(
+        b"guess",
+        r#"{"alg":"HS256"}"#,
+        &claims("").replace("alice", "mallory"),
+    );
+    assert_eq!(raw(addr, &with(&forged)).await.0, 401);
+    let lines = log_lines(&log, 2).await;
+    assert!(
+        lines[0].contains("\"remote_user\":\"alice\""),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("\"remote_user\":\"\""),
+        "a forged token names nobody: {}",
+        lines[1]
+    );
+    gateway.stop().await;
+}

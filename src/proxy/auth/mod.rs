@@ -108,11 +108,14 @@ pub(super) enum Verdict<'a> {
 pub(super) struct Granted<'a> {
     removed: &'a [HeaderName],
     added: Vec<(HeaderName, HeaderValue)>,
+    /// A verified token's claims: its `sub` names the user in the access log.
     claims: Option<Arc<crate::vars::Claims>>,
+    /// The claims go with the request (a text of the location reads them).
+    keep_claims: bool,
 }
 
 impl Granted<'_> {
-    pub(super) fn apply<B>(self, req: &mut http::Request<B>) {
+    pub(super) fn apply<B>(self, req: &mut http::Request<B>, log: &mut super::logged::Pending<'_>) {
         let headers = req.headers_mut();
         for name in self.removed {
             headers.remove(name);
@@ -120,7 +123,13 @@ impl Granted<'_> {
         for (name, value) in self.added {
             headers.append(name, value);
         }
-        if let Some(claims) = self.claims {
+        let Some(claims) = self.claims else {
+            return;
+        };
+        if let Some(subject) = claims.get("sub") {
+            log.subject(subject);
+        }
+        if self.keep_claims {
             req.extensions_mut().insert(claims);
         }
     }
@@ -192,11 +201,12 @@ impl super::Pipeline {
     /// checked now. The claims go with the request when the location reads them.
     fn token_checked<'l, B>(location: &'l super::Location, jwt: &Jwt, req: &http::Request<B>) -> Verdict<'l> {
         match checked_first(req).unwrap_or_else(|| jwt.check(req.headers(), crate::clock::now())) {
-            jwt::Checked::Verified(claims) => {
+            jwt::Checked::Verified(claims) => Verdict::Pass(Granted {
+                claims: Some(claims),
                 // Checked first, the claims are in the request already.
-                let claims = (location.claims_read && !location.check_first).then_some(claims);
-                Verdict::Pass(Granted { claims, ..Granted::default() })
-            }
+                keep_claims: location.claims_read && !location.check_first,
+                ..Granted::default()
+            }),
             jwt::Checked::Refused(refusal) => Verdict::Refuse(jwt.answer(refusal)),
         }
     }
