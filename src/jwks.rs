@@ -43,6 +43,9 @@ pub(crate) struct Source {
     wake: Arc<Notify>,
     /// When an unknown `kid` last woke it (ms since the registry began).
     last_woken: AtomicU64,
+    /// Fetches ended, good or not; `fetched` tells the requests waiting for one.
+    fetches: AtomicU64,
+    fetched: Notify,
     began: Instant,
 }
 
@@ -53,13 +56,30 @@ impl Source {
     }
 
     /// A token named a key id the set does not have: fetch again now, unless that was
-    /// asked less than 30 seconds ago.
-    pub(crate) fn unknown_kid(&self, now: Instant) {
+    /// asked less than 30 seconds ago. `Some(fetches)` when a fetch was asked for: the
+    /// count of fetches ended before it, for [`Source::fetched_since`].
+    pub(crate) fn unknown_kid(&self, now: Instant) -> Option<u64> {
         let at = now.saturating_duration_since(self.began).as_millis() as u64;
         let last = self.last_woken.load(Ordering::Relaxed);
         let every = UNKNOWN_KID_EVERY.as_millis() as u64;
         if (last == 0 || at >= last + every) && self.last_woken.compare_exchange(last, at.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            let before = self.fetches.load(Ordering::Acquire);
             self.wake.notify_one();
+            return Some(before);
+        }
+        None
+    }
+
+    /// Waits until a fetch ended after `before` fetches had (see [`Source::unknown_kid`]).
+    pub(crate) async fn fetched_since(&self, before: u64) {
+        loop {
+            let fetched = self.fetched.notified();
+            tokio::pin!(fetched);
+            fetched.as_mut().enable();
+            if self.fetches.load(Ordering::Acquire) > before {
+                return;
+            }
+            fetched.await;
         }
     }
 }
@@ -118,6 +138,8 @@ pub(crate) fn source(endpoint: &Arc<JwksEndpoint>) -> Result<Arc<Source>, String
         endpoint: Mutex::new(Arc::clone(endpoint)),
         wake: Arc::new(Notify::new()),
         last_woken: AtomicU64::new(0),
+        fetches: AtomicU64::new(0),
+        fetched: Notify::new(),
         began: Instant::now(),
     });
     sources.push(Arc::downgrade(&source));
@@ -154,6 +176,8 @@ async fn keep_fetching(source: Weak<Source>) {
                 wait
             }
         };
+        live.fetches.fetch_add(1, Ordering::Release);
+        live.fetched.notify_waiters();
         // Wait without holding the source: it may end meanwhile (and wakes this).
         let wake = Arc::clone(&live.wake);
         drop(live);

@@ -30,6 +30,9 @@ pub(crate) struct Jwt {
     insufficient: HeaderValue,
 }
 
+/// The longest a request with an unknown `kid` waits for the key set fetched for it.
+const WAIT_FOR_KEYS: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What [`Jwt::check`] found.
 pub(super) enum Checked {
     Verified(Arc<Claims>),
@@ -50,6 +53,10 @@ pub(crate) enum Refusal {
     Insufficient,
     /// The `jwks_url` was never fetched: 503.
     NoKeys,
+    /// No key of the set has the token's `kid`, and the set is being fetched again (the
+    /// count of fetches ended before): the request may wait for it ([`Jwt::after_fetch`]),
+    /// else it is a 401 as [`Refusal::Invalid`].
+    UnknownKey(u64),
 }
 
 /// Where the key set in force is.
@@ -104,12 +111,26 @@ impl Jwt {
             Ok(claims) => Checked::Verified(claims),
             Err(Refused::Invalid(why)) => {
                 if let (Keys::Url(source), jwt::NO_KEY) = (&self.keys, why) {
-                    source.unknown_kid(now);
+                    if let Some(before) = source.unknown_kid(now) {
+                        return Checked::Refused(Refusal::UnknownKey(before));
+                    }
                 }
                 tracing::debug!(why, "a bearer token was refused");
                 Checked::Refused(Refusal::Invalid)
             }
             Err(Refused::Insufficient) => Checked::Refused(Refusal::Insufficient),
+        }
+    }
+
+    /// A token whose `kid` was unknown, checked again once the set fetched for it came (or
+    /// [`WAIT_FOR_KEYS`] passed): an identity provider's new key is in use at once.
+    pub(super) async fn after_fetch(&self, before: u64, headers: &HeaderMap) -> Checked {
+        if let Keys::Url(source) = &self.keys {
+            let _ = tokio::time::timeout(WAIT_FOR_KEYS, source.fetched_since(before)).await;
+        }
+        match self.check(headers, crate::clock::now()) {
+            Checked::Refused(Refusal::UnknownKey(_)) => Checked::Refused(Refusal::Invalid),
+            checked => checked,
         }
     }
 
@@ -119,7 +140,7 @@ impl Jwt {
             Refusal::Twice => return response::error(StatusCode::BAD_REQUEST),
             Refusal::NoKeys => return response::error(StatusCode::SERVICE_UNAVAILABLE),
             Refusal::NoToken => (StatusCode::UNAUTHORIZED, &self.settings.challenge),
-            Refusal::Invalid => (StatusCode::UNAUTHORIZED, &self.invalid),
+            Refusal::Invalid | Refusal::UnknownKey(_) => (StatusCode::UNAUTHORIZED, &self.invalid),
             Refusal::Insufficient => (StatusCode::FORBIDDEN, &self.insufficient),
         };
         let mut answer = response::error(status);

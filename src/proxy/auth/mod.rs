@@ -162,7 +162,7 @@ impl super::Pipeline {
                 Box::pin(checked).await.map_or(Answer::Pass(Vec::new()), Answer::Refuse)
             }
             Auth::Request(service) => Box::pin(service.ask(asked)).await,
-            Auth::Jwt(jwt) => match Self::token_checked(location, jwt, asked.req) {
+            Auth::Jwt(jwt) => match Self::token_checked(location, jwt, asked.req).await {
                 Verdict::Pass(granted) => return Verdict::Pass(granted),
                 Verdict::Refuse(refusal) => Answer::Refuse(refusal),
             },
@@ -192,6 +192,8 @@ pub(super) fn check_first<B>(location: &super::Location, req: &mut http::Request
     };
     match jwt.check(req.headers(), now) {
         jwt::Checked::Verified(claims) => req.extensions_mut().insert(claims).map(drop),
+        // No waiting here for a key being fetched: the zones are counted now.
+        jwt::Checked::Refused(jwt::Refusal::UnknownKey(_)) => req.extensions_mut().insert(jwt::Refusal::Invalid).map(drop),
         jwt::Checked::Refused(refusal) => req.extensions_mut().insert(refusal).map(drop),
     };
 }
@@ -199,8 +201,13 @@ pub(super) fn check_first<B>(location: &super::Location, req: &mut http::Request
 impl super::Pipeline {
     /// A JWT location's auth phase: the verdict [`check_first`] reached, else the token
     /// checked now. The claims go with the request when the location reads them.
-    fn token_checked<'l, B>(location: &'l super::Location, jwt: &Jwt, req: &http::Request<B>) -> Verdict<'l> {
-        match checked_first(req).unwrap_or_else(|| jwt.check(req.headers(), crate::clock::now())) {
+    async fn token_checked<'l, B>(location: &'l super::Location, jwt: &Jwt, req: &http::Request<B>) -> Verdict<'l> {
+        let mut checked = checked_first(req).unwrap_or_else(|| jwt.check(req.headers(), crate::clock::now()));
+        if let jwt::Checked::Refused(jwt::Refusal::UnknownKey(before)) = checked {
+            // Boxed: only a request with a new key waits.
+            checked = Box::pin(jwt.after_fetch(before, req.headers())).await;
+        }
+        match checked {
             jwt::Checked::Verified(claims) => Verdict::Pass(Granted {
                 claims: Some(claims),
                 // Checked first, the claims are in the request already.
