@@ -45,6 +45,8 @@ pub(crate) struct Source {
     last_woken: AtomicU64,
     /// Fetches ended, good or not; `fetched` tells the requests waiting for one.
     fetches: AtomicU64,
+    /// Fetches that failed (`/metrics`).
+    failures: AtomicU64,
     fetched: Notify,
     began: Instant,
 }
@@ -91,14 +93,45 @@ impl Drop for Source {
     }
 }
 
+/// What `/metrics` says of one URL's key set.
+pub(crate) struct Report {
+    pub url: String,
+    pub fetched: u64,
+    pub failed: u64,
+    /// Keys in the set in force; 0 before the first good fetch.
+    pub keys: usize,
+}
+
+/// Every live source of the process (none when no `jwks_url` was ever named).
+pub(crate) fn reports() -> Vec<Report> {
+    let Some(Ok(registry)) = REGISTRY.get() else {
+        return Vec::new();
+    };
+    let Ok(sources) = registry.sources.lock() else {
+        return Vec::new();
+    };
+    let report = |source: Arc<Source>| {
+        let fetches = source.fetches.load(Ordering::Relaxed);
+        let failed = source.failures.load(Ordering::Relaxed);
+        Report {
+            url: source.url.clone(),
+            fetched: fetches.saturating_sub(failed),
+            failed,
+            keys: source.current().map_or(0, |set| set.count()),
+        }
+    };
+    sources.iter().filter_map(Weak::upgrade).map(report).collect()
+}
+
 /// Every live source of the process, and the runtime that fetches them.
 struct Registry {
     sources: Mutex<Vec<Weak<Source>>>,
     runtime: tokio::runtime::Handle,
 }
 
+static REGISTRY: OnceLock<Result<Registry, String>> = OnceLock::new();
+
 fn registry() -> Result<&'static Registry, String> {
-    static REGISTRY: OnceLock<Result<Registry, String>> = OnceLock::new();
     REGISTRY.get_or_init(start).as_ref().map_err(Clone::clone)
 }
 
@@ -139,6 +172,7 @@ pub(crate) fn source(endpoint: &Arc<JwksEndpoint>) -> Result<Arc<Source>, String
         wake: Arc::new(Notify::new()),
         last_woken: AtomicU64::new(0),
         fetches: AtomicU64::new(0),
+        failures: AtomicU64::new(0),
         fetched: Notify::new(),
         began: Instant::now(),
     });
@@ -169,6 +203,7 @@ async fn keep_fetching(source: Weak<Source>) {
                 fresh.unwrap_or(DEFAULT_FRESH).clamp(FRESH_AT_LEAST, FRESH_AT_MOST)
             }
             Err(error) => {
+                live.failures.fetch_add(1, Ordering::Relaxed);
                 let kept = if live.set.load().is_some() { "the last good set stays in force" } else { "no set yet: its locations answer 503" };
                 tracing::warn!(url = %live.url, %error, "the JWK set cannot be fetched: {kept}; trying again in {retry:?}");
                 let wait = retry;

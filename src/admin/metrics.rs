@@ -66,6 +66,7 @@ impl Collector for Scrape {
         self.adaptive_zones(&mut encoder)?;
         self.bans(&mut encoder)?;
         self.certificates(&mut encoder)?;
+        jwks(&mut encoder)?;
         clients::tls(&self.metrics, &mut encoder)?;
         self.gateway(&mut encoder)?;
         clients::build_info(&mut encoder)?;
@@ -512,6 +513,36 @@ impl Scrape {
         }
         Ok(())
     }
+}
+
+/// The key sets fetched for `auth.jwt` (`jwks_url`).
+fn jwks(encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let reports = crate::jwks::reports();
+    if reports.is_empty() {
+        return Ok(());
+    }
+    let mut family = encoder.encode_descriptor(
+        "tollgate_jwks_fetches",
+        "Fetches of each jwks_url that brought a usable key set (ok) and that did not (failed; the last good set stays).",
+        None,
+        MetricType::Counter,
+    )?;
+    for report in &reports {
+        counter(&mut family, &[("url", report.url.as_str()), ("result", "ok")], report.fetched)?;
+        counter(&mut family, &[("url", report.url.as_str()), ("result", "failed")], report.failed)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "tollgate_jwks_keys",
+        "Keys in the set in force for each jwks_url (0 before a first good fetch: its locations answer 503).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for report in &reports {
+        family
+            .encode_family(&[("url", report.url.as_str())])?
+            .encode_gauge(&(report.keys as u64))?;
+    }
+    Ok(())
 }
 
 fn counter<const N: usize>(

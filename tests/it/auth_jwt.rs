@@ -413,6 +413,7 @@ async fn jwks_endpoint(
 fn fetched_config(app: SocketAddr, url: &str) -> String {
     config(app, Path::new("unused"), "")
         .replace(r#"jwks = "unused""#, &format!(r#"jwks_url = "{url}""#))
+        .replace("[log]", "[admin]\nlisten = \"127.0.0.1:0\"\n[log]")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,6 +466,14 @@ async fn a_fetched_key_set_is_used_and_fetched_again_for_a_new_kid() {
         fetches + 1,
         "another unknown kid within 30 s fetches nothing: no flood of fetches"
     );
+    let scrape = crate::metrics::scrape(gateway.admin_addr().expect("admin")).await;
+    let url = format!("http://{}/jwks.json", endpoint.addr);
+    assert_eq!(
+        scrape.get(&format!("tollgate_jwks_keys{{url=\"{url}\"}}")),
+        2.0
+    );
+    let ok = format!("tollgate_jwks_fetches_total{{url=\"{url}\",result=\"ok\"}}");
+    assert_eq!(scrape.get(&ok), 2.0);
     gateway.stop().await;
 }
 
