@@ -11,7 +11,6 @@ use std::path::Path;
 use std::process::Command;
 
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `htpasswd -b[FLAG] FILE USER PASSWORD`, creating FILE with `-c` when `create`.
 fn htpasswd(file: &Path, flag: &str, user: &str, password: &str, create: bool) {
@@ -84,17 +83,8 @@ upstream = "app"
 
 /// Raw bytes to `addr`; the status and head of the answer.
 async fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
-    within(10, async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer).await;
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let head = text.split("\r\n\r\n").next().unwrap_or_default().to_owned();
-        (status, head)
-    })
-    .await
+    let reply = raw_exchange(addr, request).await;
+    (reply.status, reply.head)
 }
 
 fn basic(user: &str, password: &str) -> String {

@@ -15,7 +15,6 @@ use base64::Engine as _;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -179,19 +178,8 @@ upstream = "app"
 
 /// Raw bytes to `addr`; the status and head of the answer.
 async fn raw(addr: SocketAddr, request: &str) -> (u16, String) {
-    within(10, async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer).await;
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-        (
-            status,
-            text.split("\r\n\r\n").next().unwrap_or_default().to_owned(),
-        )
-    })
-    .await
+    let reply = raw_exchange(addr, request).await;
+    (reply.status, reply.head)
 }
 
 fn with(token: &str) -> String {
@@ -210,6 +198,20 @@ async fn start(extra: &str) -> (tempfile::TempDir, Keys, Upstream, tollgate::Gat
     .unwrap();
     let app = Upstream::start(|_| async { text(200, "in") }).await;
     let gateway = gateway(&config(app.addr, &jwks, extra));
+    (dir, keys, app, gateway)
+}
+
+/// A gateway whose key set holds the EC key alone, its config changed by `edit` (given
+/// the config and the test's directory).
+async fn start_ec(
+    edit: impl FnOnce(String, &Path) -> String,
+) -> (tempfile::TempDir, Keys, Upstream, tollgate::Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Keys::new(dir.path());
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
+    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let gateway = gateway(&edit(config(app.addr, &jwks, ""), dir.path()));
     (dir, keys, app, gateway)
 }
 
@@ -355,16 +357,13 @@ async fn a_rotated_key_file_takes_effect_within_a_second_and_a_broken_one_does_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zone_keyed_by_a_claim_counts_each_user_and_never_an_unverified_one() {
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = Keys::new(dir.path());
-    let jwks = dir.path().join("jwks.json");
-    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
-    let app = Upstream::start(|_| async { text(200, "in") }).await;
-    let toml = config(app.addr, &jwks, "").replace(
-        "[[location]]\nmatch = \"/api/\"",
-        "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\n[[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
-    );
-    let gateway = gateway(&toml);
+    let (_dir, keys, _app, gateway) = start_ec(|toml, _| {
+        toml.replace(
+            "[[location]]\nmatch = \"/api/\"",
+            "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\n[[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
+        )
+    })
+    .await;
     let addr = addr(&gateway);
     let user = |sub: &str| {
         keys.es256(&claims("").replace("\"sub\":\"alice\"", &format!("\"sub\":\"{sub}\"")))
@@ -543,18 +542,15 @@ async fn a_key_set_url_that_fails_keeps_the_last_good_set_or_answers_503() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zone_plan_read_from_a_claim_gives_each_user_their_plan_rate() {
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = Keys::new(dir.path());
-    let jwks = dir.path().join("jwks.json");
-    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
-    let app = Upstream::start(|_| async { text(200, "in") }).await;
-    let toml = config(app.addr, &jwks, "").replace(
-        "[[location]]\nmatch = \"/api/\"",
-        "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\nalgorithm = \"fixed_window\"\n\
-         plan = \"$jwt_claim_plan\"\nplans = { pro = \"3r/m\" }\n\
-         [[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
-    );
-    let gateway = gateway(&toml);
+    let (_dir, keys, _app, gateway) = start_ec(|toml, _| {
+        toml.replace(
+            "[[location]]\nmatch = \"/api/\"",
+            "[zones.per_user]\nkey = \"$jwt_claim_sub\"\nrate = \"1r/m\"\nalgorithm = \"fixed_window\"\n\
+             plan = \"$jwt_claim_plan\"\nplans = { pro = \"3r/m\" }\n\
+             [[location]]\nmatch = \"/api/\"\nlimit = [{ zone = \"per_user\" }]",
+        )
+    })
+    .await;
     let addr = addr(&gateway);
     let token = |sub: &str, plan: &str| {
         keys.es256(
@@ -589,17 +585,15 @@ async fn a_zone_plan_read_from_a_claim_gives_each_user_their_plan_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verified_subject_is_the_access_log_user_and_a_forged_one_is_not() {
     let _shared = shared();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = Keys::new(dir.path());
-    let jwks = dir.path().join("jwks.json");
-    std::fs::write(&jwks, format!(r#"{{"keys":[{}]}}"#, keys.ec_jwk)).unwrap();
-    let app = Upstream::start(|_| async { text(200, "in") }).await;
+    let (dir, keys, _app, gateway) = start_ec(|toml, dir| {
+        let log = dir.join("access.log");
+        toml.replace(
+            "access = \"off\"",
+            &format!("access = \"{}\"\nformat = \"json\"", log.display()),
+        )
+    })
+    .await;
     let log = dir.path().join("access.log");
-    let toml = config(app.addr, &jwks, "").replace(
-        "access = \"off\"",
-        &format!("access = \"{}\"\nformat = \"json\"", log.display()),
-    );
-    let gateway = gateway(&toml);
     let addr = addr(&gateway);
     assert_eq!(raw(addr, &with(&keys.es256(&claims("")))).await.0, 200);
     let forged = hs256(

@@ -42,17 +42,8 @@ upstream = "app"
 
 /// Raw bytes to `addr`; the status, head and body of the answer.
 async fn raw(addr: SocketAddr, request: &str) -> (u16, String, String) {
-    within(10, async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer).await;
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        (status, head.to_owned(), body.to_owned())
-    })
-    .await
+    let reply = raw_exchange(addr, request).await;
+    (reply.status, reply.head, reply.body)
 }
 
 fn get(path: &str, headers: &str) -> String {

@@ -343,6 +343,36 @@ pub async fn within<T>(secs: u64, fut: impl Future<Output = T>) -> T {
         .expect("finished in time")
 }
 
+/// An answer read whole from a connection the client closed after its request.
+pub struct RawReply {
+    /// 0 when the answer has no status line.
+    pub status: u16,
+    /// The status line and header lines, as sent (no blank line).
+    pub head: String,
+    pub body: String,
+}
+
+/// `request` as raw bytes to `addr` (it should say `Connection: close`); the answer
+/// read to the end, within 10 seconds.
+pub async fn raw_exchange(addr: SocketAddr, request: &str) -> RawReply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    within(10, async {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        RawReply {
+            status,
+            head: head.to_owned(),
+            body: body.to_owned(),
+        }
+    })
+    .await
+}
+
 /// A port on 127.0.0.1 where nothing listens while the tests run: a socket holds it bound
 /// and never listens, so a connection to it is refused, and no listener made meanwhile (a
 /// gateway's or an upstream's on port 0) is given it. (A port bound, then released, was
