@@ -76,7 +76,9 @@ async fn service() -> Upstream {
                 .status(302)
                 .header("Location", "https://login.test/start?rd=%2Fapp%2F")
                 .header("Set-Cookie", "csrf=abc; Path=/; HttpOnly")
-                .header("Server", "authsvc"),
+                .header("Server", "authsvc")
+                .header("Connection", "X-Hop")
+                .header("X-Hop", "for tollgate alone"),
             status => answer.status(status.parse::<u16>().unwrap()),
         };
         answer.body(full(format!("service says {want}\n"))).unwrap()
@@ -193,6 +195,8 @@ async fn refusals_and_redirects_are_answered_as_the_service_answered_and_others_
         !head.contains("authsvc"),
         "tollgate's own Server line: {head}"
     );
+    let hop = "what the service's Connection names stays with the hop";
+    assert!(!head.contains("x-hop"), "{hop}: {head}");
 
     for odd in ["500", "404", "418"] {
         let (status, _, body) = raw(addr, &get("/app/", &format!("X-Want: {odd}\r\n"))).await;

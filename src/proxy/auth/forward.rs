@@ -228,6 +228,12 @@ async fn read(answer: Response<h1::Body>, server: &Server, worker: usize) -> Res
 
 /// The service's answer as the client's: its status, end-to-end headers and body.
 fn passed_on(reply: Reply) -> Response<ResponseBody> {
+    // The headers its `Connection` names were for the hop to tollgate alone.
+    let connection = reply.headers.get_all(http::header::CONNECTION);
+    let named: Vec<Vec<u8>> = connection
+        .iter()
+        .flat_map(|line| crate::wire::h1::tokens(line.as_bytes()).map(<[u8]>::to_ascii_lowercase))
+        .collect();
     let mut answer = Response::new(ResponseBody::full(reply.body));
     *answer.status_mut() = reply.status;
     let headers = answer.headers_mut();
@@ -237,7 +243,8 @@ fn passed_on(reply: Reply) -> Response<ResponseBody> {
             last = Some(name);
         }
         let Some(name) = &last else { continue };
-        if !NOT_PASSED.contains(&name.as_str()) {
+        let hop = NOT_PASSED.contains(&name.as_str()) || named.iter().any(|n| n == name.as_str().as_bytes());
+        if !hop {
             headers.append(name.clone(), value);
         }
     }
