@@ -542,7 +542,7 @@ fn auth_on_hop(from: Option<&Location>, to: &Location, req: &mut Request<ClientB
         }
         return None;
     }
-    auth.check_now(req.headers(), crate::clock::now())
+    auth.check_now(req, to.claims_read, crate::clock::now())
 }
 
 /// Where an internal redirect leads.

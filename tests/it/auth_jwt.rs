@@ -615,3 +615,41 @@ async fn the_verified_subject_is_the_access_log_user_and_a_forged_one_is_not() {
     );
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_into_a_jwt_location_checks_the_token_and_carries_its_claims() {
+    let _shared = shared();
+    let (dir, keys, _app, gateway) = start_ec(|toml, dir| {
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        let files = format!(
+            "[[location]]\nmatch = \"/\"\nroot = \"{}\"\ntry_files = [\"$uri\", \"/members/welcome\"]\n\
+             [[location]]\nmatch = \"/members/\"\nauth = {{ jwt = {{ jwks = \"{}\" }} }}\n\
+             return = {{ status = 200, body = \"hello $jwt_claim_sub\" }}\n",
+            dir.join("www").display(),
+            dir.join("jwks.json").display()
+        );
+        // The files location and the members' replace the catch-all proxy.
+        let cut = toml.rfind("[[location]]\nmatch = \"/\"").unwrap();
+        format!("{}{files}", &toml[..cut])
+    })
+    .await;
+    let _ = dir;
+    let addr = addr(&gateway);
+    let asked = |token: Option<String>| {
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        format!("GET /missing HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n")
+    };
+    let reply = raw_exchange(addr, &asked(Some(keys.es256(&claims(""))))).await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "hello alice"),
+        "{}",
+        reply.head
+    );
+    assert_eq!(
+        raw(addr, &asked(None)).await.0,
+        401,
+        "no token: the redirect's location asks for one"
+    );
+    gateway.stop().await;
+}

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tokio::sync::Semaphore;
 
 use super::response;
@@ -71,13 +71,19 @@ impl Auth {
     }
 
     /// An `auth` asked where the caller cannot wait (an internal redirect into another
-    /// location's `auth`): a login is checked on the worker itself; an auth service
-    /// cannot be asked there, so that is a 500 (and an error-log line).
-    pub(crate) fn check_now(&self, headers: &HeaderMap, now: Instant) -> Option<Response<ResponseBody>> {
+    /// location's `auth`): a login is checked on the worker itself, and so is a token
+    /// (its claims go with the request when `keep_claims`, the location reading them); an
+    /// auth service cannot be asked there, so that is a 500 (and an error-log line).
+    pub(crate) fn check_now<B>(&self, req: &mut http::Request<B>, keep_claims: bool, now: Instant) -> Option<Response<ResponseBody>> {
         match self {
-            Auth::Basic(basic) => basic.check_now(headers, now),
-            Auth::Jwt(jwt) => match jwt.check(headers, now) {
-                jwt::Checked::Verified(_) => None,
+            Auth::Basic(basic) => basic.check_now(req.headers(), now),
+            Auth::Jwt(jwt) => match jwt.check(req.headers(), now) {
+                jwt::Checked::Verified(claims) => {
+                    if keep_claims {
+                        req.extensions_mut().insert(claims);
+                    }
+                    None
+                }
                 jwt::Checked::Refused(refusal) => Some(jwt.answer(refusal)),
             },
             Auth::Request(_) => {
