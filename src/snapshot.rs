@@ -31,11 +31,11 @@ use crate::routing::{Pattern, Router};
 use crate::shared;
 use crate::tls;
 use crate::upstream::Group;
-use crate::vars::Var;
 
 mod auths;
 mod groups;
 mod redis;
+mod texts;
 mod zones;
 
 /// Everything one configuration generation needs at run time.
@@ -280,11 +280,6 @@ fn location(
     let label = named.label;
     let route = route(&location.action, index, groups, built.open_files)?;
     let rules = limit_rules(location, zones);
-    let reads_claims = |zone: &Zone| {
-        zone.template.reads_claims() || zone.plan_from.as_ref().is_some_and(|plan| plan.reads_claims())
-    };
-    let check_first = matches!(location.auth, Some(config::Check::Jwt(_))) && rules.iter().any(|rule| reads_claims(&rule.zone));
-    let reads_claim = |text: &config::VarText| text.uses(|var| matches!(var, Var::JwtClaim(_)));
     let limit_status = location.limit_status.unwrap_or(config.server.limit_status);
     let upstream = match location.action {
         config::Action::Proxy { upstream }
@@ -295,7 +290,7 @@ fn location(
         config::Action::Return(_) | config::Action::Files { upstream: None, .. } => None,
     };
     let upstream_urls = UpstreamUrls::new(location, upstream);
-    let claims_read = check_first || texts(location).chain(tries(location)).any(reads_claim) || upstream_urls.per_request();
+    let (check_first, claims_read) = texts::claims(location, &rules, upstream_urls.per_request());
     let headers = HeaderRules::new(&location.headers);
     let timeouts = Timeouts::resolve(&config.server, &location.timeouts, &route);
     Ok(Location {
@@ -322,9 +317,9 @@ fn location(
             .unwrap_or(config.server.limit_action),
         headers,
         forwarded: location.forwarded,
-        captures: captures(location, upstream_urls.location_captures()),
+        captures: texts::captures(location, upstream_urls.location_captures()),
         rewrite: rewrite(location),
-        needs_vars: texts(location).any(|text| text.as_literal().is_none())
+        needs_vars: texts::texts(location).any(|text| text.as_literal().is_none())
             || upstream_urls.per_request(),
         client_max_body_size: location
             .client_max_body_size
@@ -401,54 +396,6 @@ fn route(
             },
         }),
     })
-}
-
-/// Every text of the location that may hold variables.
-fn texts(location: &config::Location) -> impl Iterator<Item = &config::VarText> {
-    let headers = &location.headers;
-    let request = headers.request.iter().filter_map(|(_, v)| v.as_ref());
-    let response = headers.response.iter().map(|(_, v)| &v.value);
-    let answer = match &location.action {
-        config::Action::Return(ret) => {
-            let status = match &ret.status {
-                config::ReturnStatus::Map(map) => Some(map.text()),
-                config::ReturnStatus::Fixed(_) => None,
-            };
-            vec![Some(&ret.body), ret.location.as_ref(), status]
-        }
-        config::Action::Proxy { .. } | config::Action::Files { .. } => {
-            vec![location.upstream_path.as_ref()]
-        }
-    };
-    request.chain(response).chain(answer.into_iter().flatten())
-}
-
-/// The texts of the location's `try_files` (filled in on every request it serves, so
-/// apart from [`texts`], which say whether anything else needs the variables).
-fn tries(location: &config::Location) -> impl Iterator<Item = &config::VarText> {
-    let try_files = match &location.action {
-        config::Action::Files { files, .. } => files.try_files.as_ref(),
-        _ => None,
-    };
-    try_files.into_iter().flat_map(|try_files| {
-        let last = match &try_files.last {
-            config::files::Last::Uri(text) => Some(text),
-            _ => None,
-        };
-        try_files.tries.iter().map(|t| &t.text).chain(last)
-    })
-}
-
-/// The location's regex, when a text of it uses its captures (`rewrites`: a rewrite
-/// rule of its upstream's answers does).
-fn captures(location: &config::Location, rewrites: bool) -> Option<regex::bytes::Regex> {
-    let Pattern::Regex { regex, .. } = &location.pattern else {
-        return None;
-    };
-    // A map's source may read them too.
-    let captured = |text: &config::VarText| text.uses(|var| matches!(var, Var::Capture(_)));
-    let used = rewrites || texts(location).chain(tries(location)).any(captured);
-    used.then(|| regex.clone())
 }
 
 /// `upstream_path`: a prefix location's prefix is replaced, any other location's whole path.
