@@ -29,14 +29,16 @@ use crate::proxy::{ApiKeys, Fixed, HeaderRules, Location, Pipeline, Route, Site,
 use crate::routing::sites::Selector;
 use crate::routing::{Pattern, Router};
 use crate::shared;
-use crate::tls;
 use crate::upstream::Group;
 
 mod auths;
 mod groups;
 mod redis;
 mod texts;
+mod tls;
 mod zones;
+
+pub(crate) use self::tls::TlsServer;
 
 /// Everything one configuration generation needs at run time.
 pub(crate) struct Snapshot {
@@ -65,18 +67,6 @@ pub(crate) struct Snapshot {
     pub admin: Option<config::Admin>,
 }
 
-/// `[tls]`, ready to use.
-#[derive(Clone)]
-pub(crate) struct TlsServer {
-    pub acceptor: tokio_rustls::TlsAcceptor,
-    /// The same without ALPN `h2`, for listeners with `http2 = false` (when any).
-    pub acceptor_http1: Option<tokio_rustls::TlsAcceptor>,
-    pub handshake_timeout: Duration,
-    /// Each name of the static certificates and the end of its validity (the first
-    /// certificate with a name is the one served), for `/metrics`.
-    pub expiries: Vec<(String, i64)>,
-}
-
 /// What outlives a generation: handed from one snapshot to the next.
 pub(crate) struct Lasting<'a> {
     /// The zones in force (empty at start): zones that stay take their state over.
@@ -84,7 +74,7 @@ pub(crate) struct Lasting<'a> {
     /// Counters, by label.
     pub metrics: &'a Metrics,
     /// TLS session tickets and cache, so clients resume across reloads.
-    pub sessions: &'a tls::Sessions,
+    pub sessions: &'a crate::tls::Sessions,
     /// The Redis backend in force: kept, connections and all, while `[redis]` names the
     /// same server with the same timeout.
     pub redis: Option<&'a Arc<shared::Backend>>,
@@ -162,10 +152,10 @@ pub(crate) fn build(
         auths: &auths,
         workers,
     };
-    let sites = sites(config, &built)?;
+    let (tls, client_auths) = tls::server(config, lasting)?;
+    let sites = sites(config, &built, client_auths)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     make_temp_path(&config.server.client_body_temp_path)?;
-    let tls = tls_server(config, lasting)?;
     let held = lasting.held.cloned().unwrap_or_default();
     let mut pipeline = pipeline(config, sites, &plans, access_log, metrics, held);
     pipeline.open_files = lasting.open_files.clone();
@@ -208,10 +198,10 @@ struct Built<'a> {
 }
 
 /// Every site, ready to serve, and how to pick one per address.
-fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
+fn sites(config: &Config, built: &Built<'_>, client_auths: Vec<Option<Arc<crate::tls::ClientAuth>>>) -> Result<Sites, BuildError> {
     let mut index = 0;
     let mut sites = Vec::with_capacity(config.sites.len());
-    for site in &config.sites {
+    for (site, client_auth) in config.sites.iter().zip(client_auths) {
         let server_name: Arc<str> = Arc::from(site.server_name.as_str());
         let mut locations = Vec::with_capacity(site.locations.len());
         for l in &site.locations {
@@ -238,6 +228,7 @@ fn sites(config: &Config, built: &Built<'_>) -> Result<Sites, BuildError> {
             headers: HeaderRules::new(&site.headers),
             server_name,
             error_pages: site.error_pages.clone(),
+            client_auth,
         });
     }
     let one_everywhere = config.sites.len() == 1 && config.sites[0].listen.is_none();
@@ -494,41 +485,6 @@ fn api_keys(keys: &config::ApiKeys, plans: &[&str]) -> ApiKeys {
             .map(|plan| keys.priority.get(*plan).copied().unwrap_or(0))
             .collect(),
     }
-}
-
-/// `[tls]` and `[acme]`, ready to accept with; warns of expired certificates. `None`
-/// when there is no certificate to serve.
-fn tls_server(config: &Config, lasting: &Lasting<'_>) -> Result<Option<TlsServer>, BuildError> {
-    let acme = config.acme.as_ref().map(|_| lasting.acme);
-    let Some(settings) = &config.tls else {
-        return Ok(None);
-    };
-    if settings.certificates.is_empty() && acme.is_none() {
-        return Ok(None);
-    }
-    crate::certs::warn_expired(&settings.certificates);
-    let server = tls::server_config(&settings.certificates, acme, lasting.sessions, true)?;
-    let acceptor_http1 = match config.server.listen_tls.iter().any(|l| !l.http2) {
-        true => {
-            let server = tls::server_config(&settings.certificates, acme, lasting.sessions, false)?;
-            Some(tokio_rustls::TlsAcceptor::from(server))
-        }
-        false => None,
-    };
-    let mut expiries: Vec<(String, i64)> = Vec::new();
-    for certificate in &settings.certificates {
-        for name in &certificate.names {
-            if !expiries.iter().any(|(seen, _)| seen == name) {
-                expiries.push((name.clone(), certificate.not_after));
-            }
-        }
-    }
-    Ok(Some(TlsServer {
-        acceptor: tokio_rustls::TlsAcceptor::from(server),
-        acceptor_http1,
-        handshake_timeout: settings.handshake_timeout,
-        expiries,
-    }))
 }
 
 fn conn_settings(server: &config::Server) -> ConnSettings {

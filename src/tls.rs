@@ -7,15 +7,22 @@
 //! [`server_config`] runs when a snapshot is built, with the [`Sessions`] the gateway
 //! keeps for its whole life.
 
+mod client_auth;
+pub(crate) mod ja4;
+mod subject;
+
 use std::fmt;
 use std::sync::Arc;
 
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 use crate::acme::{Published, ACME_TLS_ALPN};
 use crate::certs::{names_by_wildcard, names_exactly, provider, Certificate};
+
+pub(crate) use client_auth::{ClientAuth, Peer, Refusal};
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).
 const SESSION_CACHE: usize = 32 * 1024;
@@ -45,12 +52,14 @@ impl fmt::Debug for Sessions {
 
 /// A server config serving `certificates` (SNI; the first is the default) and, with
 /// `acme`, the managed names' certificates, with ALPN `h2` (when `http2`) then
-/// `http/1.1`, TLS 1.3 and 1.2, the server's cipher order, and `sessions`.
+/// `http/1.1`, TLS 1.3 and 1.2, the server's cipher order, and `sessions`; asking for a
+/// client certificate when given `clients` (a site's, [`ClientAuth`]).
 pub(crate) fn server_config(
     certificates: &[Certificate],
     acme: Option<&Arc<Published>>,
     sessions: &Sessions,
     http2: bool,
+    clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let resolver = Resolver {
         certificates: certificates
@@ -59,10 +68,13 @@ pub(crate) fn server_config(
             .collect(),
         acme: acme.cloned(),
     };
-    let mut config = ServerConfig::builder_with_provider(Arc::new(provider()))
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+    let builder = ServerConfig::builder_with_provider(Arc::new(provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match clients {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(resolver));
     // `http/1.0` too, as nginx: a client offering only that (`curl --http1.0`) would
     // otherwise fail the handshake. Without `h2`, a client offering only `h2` fails it,
     // as with nginx's listener without `http2`.

@@ -11,6 +11,7 @@ pub(crate) mod auth;
 mod admin;
 mod api_keys;
 mod bans;
+mod client_certs;
 pub(crate) mod compress;
 mod concurrency;
 mod context;
@@ -68,6 +69,7 @@ pub(crate) use acme::StorageError;
 pub(crate) use auth::{Auth, Basic, Check, Satisfy};
 pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
+pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
@@ -469,6 +471,8 @@ pub(crate) struct Site {
     pub default: bool,
     /// `acme = true`: certificates for its names are obtained and renewed.
     pub acme: bool,
+    /// `client_certificates`: the CAs its clients' certificates must chain to.
+    pub client_certificates: Option<ClientCertificates>,
     /// In file order (regex locations are tried in this order), with what they inherit
     /// from the site already in them.
     pub locations: Vec<Location>,

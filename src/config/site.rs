@@ -17,7 +17,7 @@ use super::location::locations;
 use super::raw::{RawLocation, RawSite, RawSiteEntry, Span};
 use super::maps::Maps;
 use super::rules::{self, Inherited, Rules};
-use super::server_name;
+use super::{client_certs, server_name};
 use super::{acme, values, Address, Pattern, Server, Site, SiteName};
 
 /// The sites of the file, or `None` when any had a problem (reported). `server` is
@@ -59,6 +59,7 @@ pub(super) fn sites(
             listen: None,
             default: false,
             acme: false,
+            client_certificates: None,
             locations,
             headers: Default::default(),
             error_pages: Default::default(),
@@ -148,6 +149,15 @@ fn site(
         acme_section,
         diag,
     );
+    let answers_on_tls = listen.as_ref().is_some_and(|listen| {
+        client_certs::answers_on_tls(listen.as_deref(), server)
+    });
+    let client_certificates = client_certs::client_certificates(
+        raw.client_certificates.as_ref(),
+        answers_on_tls || listen.is_none(),
+        context.base,
+        diag,
+    );
     // Site-wide header values may use variables but no captures: those belong to a
     // regex location (a plain prefix says so in the message).
     let no_captures = Pattern::Prefix("/".to_owned());
@@ -184,6 +194,7 @@ fn site(
             listen: listen?,
             default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
             acme: acme?,
+            client_certificates: client_certificates?,
             locations: locations?,
             error_pages: rules.as_ref()?.error_pages.clone().unwrap_or_default(),
             headers: rules?.headers,

@@ -397,6 +397,7 @@ mod adaptive;
 mod admin;
 mod bans;
 mod body;
+mod client_certs;
 mod concurrency;
 mod errors;
 mod files;

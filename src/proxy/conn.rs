@@ -26,6 +26,9 @@ pub(crate) struct Conn {
     keys: std::sync::Mutex<Vec<u8>>,
     /// Turns true when the connection's worker drains: a held request ends then.
     pub(super) stop: tokio::sync::watch::Receiver<bool>,
+    /// What its TLS handshake told (SNI, client certificate, `$ja4`); `None` over plain
+    /// TCP.
+    pub tls: Option<Box<crate::tls::Peer>>,
 }
 
 impl Conn {
@@ -45,6 +48,7 @@ impl Conn {
             peer_value: headers::ip_value(access::canonical(peer.ip())),
             keys: std::sync::Mutex::default(),
             stop,
+            tls: None,
         }
     }
 

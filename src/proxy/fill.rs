@@ -115,7 +115,7 @@ pub(super) fn retarget<B>(req: &mut Request<B>, target: Option<Option<PathAndQue
 /// its own.
 pub(super) fn vars_of<'a, B>(
     req: &'a Request<B>,
-    conn: &Conn,
+    conn: &'a Conn,
     client: IpAddr,
     path: &'a [u8],
     host: Option<&'a str>,
@@ -137,6 +137,7 @@ pub(super) fn vars_of<'a, B>(
         captures: None,
         // Put there by `auth.jwt` once the token is verified.
         claims: req.extensions().get::<std::sync::Arc<vars::Claims>>().map(|claims| &**claims),
+        tls: conn.tls.as_deref().map(|peer| &peer.vars),
     }
 }
 

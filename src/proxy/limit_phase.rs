@@ -167,7 +167,7 @@ impl Pipeline {
 /// (`reads_host`): looking it up costs a header-map search.
 fn view_of<'r, B>(
     req: &'r Request<B>,
-    conn: &Conn,
+    conn: &'r Conn,
     client: IpAddr,
     path: &'r [u8],
     location: &'r Location,

@@ -361,6 +361,9 @@ impl Pipeline {
             Err(Unrouted::Refused(status)) => {
                 return Located::Answered(response::refusal(status, req.version()), None)
             }
+            Err(Unrouted::ClientCertificate(refusal)) => {
+                return Located::Answered(response::client_certificate(refusal, req.version()), None)
+            }
         };
         log.route(&location.stats);
         if slashless {
@@ -510,6 +513,10 @@ impl Pipeline {
             .sites
             .select(conn, || host_of(req))
             .ok_or(Unrouted::Refused(StatusCode::MISDIRECTED_REQUEST))?;
+        if let Some(auth) = &site.client_auth {
+            auth.admit(conn.https, conn.tls.as_deref(), host_of(req))
+                .map_err(Unrouted::ClientCertificate)?;
+        }
         let (index, slashless) = match site.router.route(&path) {
             Some(routing::Routed::Location(index)) => (index, false),
             Some(routing::Routed::AddSlash(index)) => (index, true),
@@ -557,6 +564,8 @@ type Found<'s, 'p> = (&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>, bool);
 
 enum Unrouted<'s, 'p> {
     Refused(StatusCode),
+    /// The site's `client_certificates` refuse the connection's.
+    ClientCertificate(crate::tls::Refusal),
     NotFound(&'s Site, std::borrow::Cow<'p, [u8]>),
 }
 

@@ -106,6 +106,21 @@ pub(crate) fn refusal(status: StatusCode, version: Version) -> Response<Response
     response
 }
 
+/// The refusal a site's `client_certificates` make: a 400 saying why in nginx's words
+/// (`400 Bad Request: No required SSL certificate was sent`), or a 421; the connection
+/// closes after it, as nginx closes it.
+pub(crate) fn client_certificate(why: crate::tls::Refusal, version: Version) -> Response<ResponseBody> {
+    let status = match why {
+        crate::tls::Refusal::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let mut response = refusal(status, version);
+    if status == StatusCode::BAD_REQUEST {
+        *response.body_mut() = ResponseBody::full(format!("400 Bad Request: {}\n", why.reason()));
+    }
+    response
+}
+
 /// A short plain-text error page: `502 Bad Gateway\n`.
 pub(crate) fn error(status: StatusCode) -> Response<ResponseBody> {
     let text = format!(

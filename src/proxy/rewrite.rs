@@ -263,6 +263,7 @@ mod tests {
             headers: &headers,
             captures: Some(&captures),
             claims: None,
+            tls: None,
         };
         let target = users
             .apply(raw, Some("orig=2"), Some(&req))

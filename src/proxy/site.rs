@@ -18,6 +18,9 @@ pub struct Site {
     pub server_name: std::sync::Arc<str>,
     /// Its `error_pages`, for the 404 of a path no location matches.
     pub error_pages: crate::config::ErrorPages,
+    /// Its `client_certificates`: each request checked against what the connection's
+    /// handshake found.
+    pub client_auth: Option<std::sync::Arc<crate::tls::ClientAuth>>,
 }
 
 /// Every site, and how to pick one.

@@ -29,6 +29,7 @@ mod date;
 mod descriptors;
 mod h1;
 mod h2;
+mod handshake;
 mod listener;
 mod preface;
 mod proxy_protocol;

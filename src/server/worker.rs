@@ -15,10 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
-use super::conn;
+use super::{conn, handshake};
 use super::proxy_protocol;
 use super::descriptors::{self, Descriptors};
 use super::shed::Sheddable;
@@ -26,10 +25,8 @@ use super::timeouts::ConnState;
 use crate::config::{Address, Transport};
 use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
-use crate::metrics::TlsProtocol;
 use crate::proxy::Conn;
 use crate::state::GatewayState;
-use crate::wire::Protocol;
 
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
@@ -150,66 +147,6 @@ const TRIM_EVERY: u64 = 4;
 /// short enough that thousands of idle ones hold none.
 const LET_GO_AFTER: Duration = Duration::from_millis(500);
 
-/// The TLS handshake (within the snapshot's `handshake_timeout`, with its certificates,
-/// offering ALPN `h2` when `http2`), then the connection as any other.
-async fn serve_tls(
-    stream: tokio::net::TcpStream,
-    http2: bool,
-    conn: Arc<Conn>,
-    state: Arc<GatewayState>,
-    stop: watch::Receiver<bool>,
-    sheddable: Arc<Sheddable>,
-) {
-    let Some(tls) = state.snapshot.load().tls.clone() else {
-        // Validation makes `listen_tls` need certificates; nothing to serve without.
-        tracing::error!(peer = %conn.peer, "TLS connection without certificates");
-        return;
-    };
-    let acceptor = match (http2, &tls.acceptor_http1) {
-        (false, Some(acceptor)) => acceptor,
-        _ => &tls.acceptor,
-    };
-    // The handshake's state is boxed, and let go once it is over.
-    let handshake = Box::pin(acceptor.accept(stream));
-    let counted = state.metrics.tls_handshakes(conn.worker);
-    match tokio::time::timeout(tls.handshake_timeout, handshake).await {
-        Ok(Ok(mut stream)) => {
-            counted.ok(tls_protocol(stream.get_ref().1.protocol_version()));
-            let alpn = stream.get_ref().1.alpn_protocol();
-            if alpn == Some(crate::acme::ACME_TLS_ALPN) {
-                // A tls-alpn-01 validation: the handshake was the answer (RFC 8737).
-                tracing::debug!(peer = %conn.peer, "tls-alpn-01 validation handshake");
-                let _ = tokio::time::timeout(tls.handshake_timeout, stream.shutdown()).await;
-                return;
-            }
-            let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
-            let conn_state = ConnState::new();
-            sheddable.add(&conn_state);
-            // Boxed: rustls's connection is large, and each layer of futures below
-            // would keep a copy of it.
-            let stream = Box::new(stream);
-            conn::serve(stream, conn, conn_state, state, stop, alpn, http2).await
-        }
-        Ok(Err(err)) => {
-            counted.failed();
-            tracing::debug!(peer = %conn.peer, error = %err, "TLS handshake failed");
-        }
-        Err(_) => {
-            counted.failed();
-            tracing::debug!(peer = %conn.peer, "TLS handshake timed out");
-        }
-    }
-}
-
-/// The `protocol` label of a handshake that agreed on `version`.
-fn tls_protocol(version: Option<rustls::ProtocolVersion>) -> TlsProtocol {
-    match version {
-        Some(rustls::ProtocolVersion::TLSv1_3) => TlsProtocol::Tls13,
-        Some(rustls::ProtocolVersion::TLSv1_2) => TlsProtocol::Tls12,
-        _ => TlsProtocol::Other,
-    }
-}
-
 /// One listening socket's accept loop, and what each connection it accepts gets.
 struct Accepting {
     worker: usize,
@@ -293,19 +230,19 @@ impl Accepting {
                 }
             };
             if let Some(client) = client {
-                // Shared (and HTTP/2's streams share it): the task's layers of futures
-                // each keep a pointer, not a copy.
-                let conn = Arc::new(Conn::new(client, worker, address, server_port, stop.clone()));
+                let conn = Conn::new(client, worker, address, server_port, stop.clone());
                 match address.transport {
                     Transport::Tcp => {
                         let conn_state = ConnState::new();
                         sheddable.add(&conn_state);
-                        conn::serve(stream, conn, conn_state, state, stop, None, http2).await;
+                        // Shared (and HTTP/2's streams share it): the task's layers of
+                        // futures each keep a pointer, not a copy.
+                        conn::serve(stream, Arc::new(conn), conn_state, state, stop, None, http2).await;
                     }
                     // Boxed: a plain connection's task does not carry a TLS connection's
                     // state; its `ConnState` is made once the handshake is over.
                     Transport::Tls => {
-                        Box::pin(serve_tls(stream, http2, conn, state, stop, sheddable)).await
+                        Box::pin(handshake::serve_tls(stream, http2, conn, state, stop, sheddable)).await
                     }
                 }
             }

@@ -22,6 +22,7 @@ mod bans;
 mod body_limit;
 mod cli;
 mod cli_control;
+mod client_certs;
 mod compress_memory;
 mod concurrency_gate;
 mod contrib;

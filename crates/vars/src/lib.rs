@@ -20,11 +20,13 @@
 
 mod claims;
 mod credentials;
+mod handshake;
 mod map;
 mod request;
 
 pub use claims::Claims;
 pub use credentials::{credentials, Credentials, MAX_DECODED as MAX_CREDENTIALS};
+pub use handshake::Handshake;
 pub use map::{Key, Map};
 pub use request::{binary_addr, cookie, host_key, Request};
 
@@ -74,6 +76,15 @@ pub enum Var {
     /// `$jwt_claim_NAME`: the claim `NAME` of the request's verified token ([`Claims`]);
     /// empty without one.
     JwtClaim(Box<str>),
+    /// `$ssl_client_verify`: `NONE`, `SUCCESS` or `FAILED:reason` on a TLS connection
+    /// ([`Handshake`]); empty on a plain one.
+    SslClientVerify,
+    /// `$ssl_client_s_dn`: the verified client certificate's subject (RFC 2253).
+    SslClientSDn,
+    /// `$ssl_client_fingerprint`: the verified client certificate's SHA-1, hex.
+    SslClientFingerprint,
+    /// `$ja4`: the JA4 fingerprint of the connection's TLS ClientHello.
+    Ja4,
     /// `$1` to `$9`: a capture of the location's regex (in a map's value: of its regex
     /// key, whose named groups are captures too).
     Capture(usize),
@@ -85,7 +96,8 @@ pub enum Var {
 pub const NAMES: &str =
     "$scheme, $host, $server_name, $server_port, $request_method, $request_uri, $uri, $args, \
      $arg_NAME, $remote_addr, $binary_remote_addr, $remote_port, $remote_user, $request_id, $http_NAME, \
-     $cookie_NAME, $jwt_claim_NAME, $1 to $9";
+     $cookie_NAME, $jwt_claim_NAME, $ssl_client_verify, $ssl_client_s_dn, $ssl_client_fingerprint, \
+     $ja4, $1 to $9";
 
 /// A piece of a [`VarText`]: literal text, or a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -305,7 +317,7 @@ fn name_after(text: &str) -> Option<(&str, &str)> {
     (end > 0).then(|| text.split_at(end))
 }
 
-const SIMPLE: [(&str, Var); 13] = [
+const SIMPLE: [(&str, Var); 17] = [
     ("scheme", Var::Scheme),
     ("host", Var::Host),
     ("server_name", Var::ServerName),
@@ -319,6 +331,10 @@ const SIMPLE: [(&str, Var); 13] = [
     ("remote_port", Var::RemotePort),
     ("remote_user", Var::RemoteUser),
     ("request_id", Var::RequestId),
+    ("ssl_client_verify", Var::SslClientVerify),
+    ("ssl_client_s_dn", Var::SslClientSDn),
+    ("ssl_client_fingerprint", Var::SslClientFingerprint),
+    ("ja4", Var::Ja4),
 ];
 
 /// Why `var` (or a variable a map `var` reads) is refused, as `refuse` says.

@@ -39,6 +39,8 @@ pub struct Request<'a> {
     pub captures: Option<&'a regex::bytes::Captures<'a>>,
     /// The claims of the request's verified token, when `auth.jwt` verified one.
     pub claims: Option<&'a crate::Claims>,
+    /// What the connection's TLS handshake told; `None` on a plain connection.
+    pub tls: Option<&'a crate::Handshake>,
 }
 
 impl<'a> Request<'a> {
@@ -61,6 +63,7 @@ impl<'a> Request<'a> {
             headers,
             captures: None,
             claims: None,
+            tls: None,
         }
     }
 
@@ -105,12 +108,28 @@ impl<'a> Request<'a> {
                 let claim = self.claims.and_then(|claims| claims.get(name));
                 out.extend_from_slice(claim.unwrap_or(b""));
             }
+            Var::SslClientVerify => match self.tls {
+                Some(handshake) => out.extend_from_slice(handshake.client_verify.as_bytes()),
+                // A TLS connection no site asked a certificate of.
+                None if self.https => out.extend_from_slice(b"NONE"),
+                None => {}
+            },
+            Var::SslClientSDn => out.extend_from_slice(self.handshake(|h| &h.client_s_dn)),
+            Var::SslClientFingerprint => {
+                out.extend_from_slice(self.handshake(|h| &h.client_fingerprint))
+            }
+            Var::Ja4 => out.extend_from_slice(self.handshake(|h| &h.ja4)),
             Var::Capture(n) => {
                 let group = self.captures.and_then(|c| c.get(*n));
                 out.extend_from_slice(group.map_or(&[][..], |m| m.as_bytes()));
             }
             Var::Map(map) => map.append(self, out),
         }
+    }
+
+    /// A field of the connection's [`Handshake`](crate::Handshake); empty on a plain one.
+    fn handshake(&self, field: impl Fn(&'a crate::Handshake) -> &'a str) -> &'a [u8] {
+        self.tls.map_or(b"", |h| field(h).as_bytes())
     }
 
     /// `$host`: the host sent, as [`host_key`] makes it; the site's first name when the

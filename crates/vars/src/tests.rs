@@ -18,6 +18,7 @@ fn request<'a>(headers: &'a HeaderMap, host: Option<&'a str>) -> Request<'a> {
         headers,
         captures: None,
         claims: None,
+        tls: None,
     }
 }
 

@@ -32,6 +32,8 @@ pub(crate) struct RawSite {
     pub listen: Option<Spanned<Vec<Spanned<String>>>>,
     pub default: Option<Spanned<bool>>,
     pub acme: Option<Spanned<bool>>,
+    /// `client_certificates = { ca, verify }` (`config/client_certs.rs`).
+    pub client_certificates: Option<Spanned<RawClientCertificates>>,
     /// What its locations inherit: as in [`RawLocation`].
     pub limit: Option<Spanned<Vec<Spanned<RawLimit>>>>,
     pub access: Option<Spanned<Vec<Spanned<String>>>>,
@@ -211,6 +213,17 @@ pub(crate) struct RawCompress {
     pub encodings: Option<Spanned<Vec<Spanned<String>>>>,
     pub types: Option<Spanned<Vec<Spanned<String>>>>,
     pub min_length: Option<Loose>,
+}
+
+/// A site's `client_certificates` as written (`config/client_certs.rs`).
+#[derive(Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { ca = \"clients.pem\", verify = \"on\" }"
+)]
+pub(crate) struct RawClientCertificates {
+    pub ca: Option<Spanned<String>>,
+    pub verify: Option<Spanned<String>>,
 }
 
 /// `auth` as written: `"off"`, or a table naming the check (deserialized in `either`).

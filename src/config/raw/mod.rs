@@ -34,7 +34,7 @@ mod ser;
 mod write;
 
 pub(crate) use location::{
-    ErrorPagesTable, HeaderTable, RawAuth, RawAuthTable, RawBan, RawBasic, RawForwardAuth, RawJwt, RawCompress, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
+    ErrorPagesTable, HeaderTable, RawAuth, RawAuthTable, RawBan, RawBasic, RawClientCertificates, RawForwardAuth, RawJwt, RawCompress, RawLimit, RawLocation, RawResponseHeader, RawResponseHeaderTable,
     RawReturn, RawRules, RawSite, RawSiteEntry, RawStatus, ResponseHeaderTable,
 };
 pub(crate) use maps::{MapValues, RawMap};

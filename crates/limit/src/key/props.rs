@@ -64,8 +64,9 @@ impl Request {
             Var::RemoteUser => all(&http::header::AUTHORIZATION),
             // Refused in keys (config), and unset in the limit phase.
             Var::RequestId | Var::Capture(_) => 0,
-            // The generated templates hold no map, and the view no claims.
+            // The generated templates hold no map, and the view no claims and no TLS.
             Var::Map(_) | Var::JwtClaim(_) => 0,
+            Var::SslClientVerify | Var::SslClientSDn | Var::SslClientFingerprint | Var::Ja4 => 0,
         }
     }
 }
