@@ -39,6 +39,7 @@ mod hardening;
 mod header_rules;
 mod import;
 mod import_conformance;
+mod ja4;
 mod large_body;
 mod limit_action;
 mod limit_by_answer;

@@ -42,6 +42,11 @@ pub struct Browser {
 impl Browser {
     /// Starts Chromium (a fresh profile, a window of 1280 × 1000) and opens a blank tab.
     pub async fn start() -> Browser {
+        Browser::start_with(&[]).await
+    }
+
+    /// [`Browser::start`] with more command-line switches (`--host-resolver-rules=…`).
+    pub async fn start_with(switches: &[&str]) -> Browser {
         let profile = tempfile::tempdir().expect("profile dir");
         let mut child = Command::new(CHROMIUM)
             .args([
@@ -54,6 +59,7 @@ impl Browser {
                 "--remote-debugging-port=0",
                 "--remote-allow-origins=*",
             ])
+            .args(switches)
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdin(Stdio::null())
