@@ -15,6 +15,10 @@ pub(super) struct AuthSettings {
     pub request: Option<Option<String>>,
     /// `auth_request_set … $upstream_http_NAME`: the NAMEs, as headers.
     pub copy: Option<Vec<String>>,
+    /// `ssl_verify_client`: `on`, `optional` or `off` (a server's `client_certificates`).
+    pub verify_client: Option<String>,
+    /// `ssl_client_certificate`: the CAs' file, as the gateway.toml names it.
+    pub client_ca: Option<String>,
 }
 
 impl AuthSettings {
@@ -26,6 +30,8 @@ impl AuthSettings {
             satisfy: self.satisfy.or(parent.satisfy),
             request: self.request.or_else(|| parent.request.clone()),
             copy: self.copy.or_else(|| parent.copy.clone()),
+            verify_client: self.verify_client.or_else(|| parent.verify_client.clone()),
+            client_ca: self.client_ca.or_else(|| parent.client_ca.clone()),
         }
     }
 }

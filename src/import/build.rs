@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_spanned::Spanned;
 
-use crate::config::raw::{
+use crate::config::raw::{RawClientCertificates, 
     Named, RawBalance, RawCertificate, RawConfig, RawLocation, RawRateLimitHeaders, RawRealIp,
     RawServer, RawServerItem, RawServerTable, RawSite, RawSiteEntry, RawTls, RawUpstream,
     RawZone, Section,
@@ -60,6 +60,8 @@ pub(super) struct Site {
     pub default_line: Option<usize>,
     pub note: Vec<String>,
     pub locations: Vec<(RawLocation, Vec<String>)>,
+    /// `ssl_verify_client` with `ssl_client_certificate`.
+    pub client_certificates: Option<RawClientCertificates>,
 }
 
 /// What the gateway-wide sections get.
@@ -179,6 +181,7 @@ impl Build {
                 names: (!site.names.is_empty()).then(|| sp(site.names.into_iter().map(sp).collect())),
                 listen: Some(sp(site.listen.into_iter().map(sp).collect())),
                 default: site.default.then(|| sp(true)),
+                client_certificates: site.client_certificates.map(sp),
                 ..RawSite::default()
             };
             sites.push(Some(RawSiteEntry {

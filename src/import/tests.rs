@@ -570,6 +570,7 @@ fn certificates_and_tls_listeners_load() {
 }
 
 mod auth;
+mod client_certs;
 mod files;
 mod props;
 

@@ -1,13 +1,18 @@
 //! `ssl_certificate` / `ssl_certificate_key` (`[[tls.certificates]]`), `ssl_protocols`,
-//! and the TLS settings tollgate keeps fixed.
+//! `ssl_verify_client` / `ssl_client_certificate` (a site's `client_certificates`), and
+//! the TLS settings tollgate keeps fixed.
 
 use tollgate_nginx::Directive;
 
-use super::level::Context;
+use super::level::{Context, Level};
 use super::report::Status;
 use super::state::Walk;
+use crate::config::raw::RawClientCertificates;
 
-pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Option<Status> {
+/// Where a site's `client_certificates` differ from nginx's `ssl_verify_client`.
+const CLIENT_CERTIFICATES: &str = "checked as nginx checks (400 for a certificate the CAs do not verify, or none with `on`; 421 for a request naming another name than the handshake's), and also: a plain-HTTP request to this server is refused with `on` (nginx lets it pass), and a TLS connection whose handshake chose another server's CAs (no SNI) gets 421";
+
+pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level, context: Context) -> Option<Status> {
     let _ = context;
     let args = d.args.as_slice();
     Some(match (d.name.as_str(), args) {
@@ -40,9 +45,40 @@ pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Opti
             }
         }
         ("ssl", _) => Status::Approx("write `ssl` on the listen: tollgate's TLS is per address (listen_tls)".to_owned()),
-        ("ssl_client_certificate" | "ssl_verify_client" | "ssl_verify_depth", _) => Status::Unsupported("client certificates come with DESIGN §18 (`client_certificates`)".to_owned()),
+        ("ssl_verify_client", [mode]) => match mode.as_str() {
+            "off" => {
+                own.auth.verify_client = Some(mode.clone());
+                Status::Exact(None)
+            }
+            "on" | "optional" => {
+                own.auth.verify_client = Some(mode.clone());
+                Status::Approx(CLIENT_CERTIFICATES.to_owned())
+            }
+            _ => Status::Unsupported(
+                "tollgate refuses a certificate its `ca` does not verify (no `optional_no_ca`): use \"optional\" with the CA that signed it"
+                    .to_owned(),
+            ),
+        },
+        ("ssl_client_certificate", [path]) => {
+            own.auth.client_ca = Some(w.dir.join(path).display().to_string());
+            Status::Exact(None)
+        }
+        ("ssl_verify_depth", _) => Status::Approx("tollgate checks a client's chain to any depth its `ca` reaches".to_owned()),
         (name, _) if name.starts_with("ssl_") => Status::Approx("tollgate's TLS settings are its own: TLS 1.3 and 1.2 AEAD suites, session tickets and a session cache (docs/config.md, [tls])".to_owned()),
         ("http2", _) => Status::Approx("tollgate offers HTTP/2 on every TLS address (`http2 = false` on a listen table is coming)".to_owned()),
         _ => return None,
+    })
+}
+
+/// The `client_certificates` of a server whose level says `ssl_verify_client on` or
+/// `optional` with an `ssl_client_certificate`; `None` otherwise (nginx refuses `on`
+/// without the CAs' file).
+pub(super) fn client_certificates(level: &Level) -> Option<RawClientCertificates> {
+    let verify = level.auth.verify_client.as_deref().filter(|v| *v != "off")?;
+    let ca = level.auth.client_ca.clone()?;
+    let spanned = |text: &str| serde_spanned::Spanned::new(0..0, text.to_owned());
+    Some(RawClientCertificates {
+        ca: Some(spanned(&ca)),
+        verify: (verify != "on").then(|| spanned(verify)),
     })
 }

@@ -91,7 +91,7 @@ pub(super) fn setting(
         .or_else(|| auth_request::setting(w, d, own))
         .or_else(|| limits::setting(w, d, own))
         .or_else(|| server_wide::setting(w, d, own, context))
-        .or_else(|| tls::setting(w, d, context))
+        .or_else(|| tls::setting(w, d, own, context))
         .or_else(|| files::setting(w, d, own, context));
     match status {
         Some(status) => w.record(d, status, sink),
@@ -148,6 +148,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
         site.note = sink;
     }
     let level = own.under(http);
+    site.client_certificates = tls::client_certificates(&level);
     // Before the locations: their `try_files` may end with one.
     w.named = named
         .iter()
