@@ -8,7 +8,7 @@
 //! keeps for its whole life.
 
 mod client_auth;
-pub(crate) mod ja4;
+pub mod ja4;
 mod subject;
 
 use std::fmt;

@@ -14,11 +14,11 @@ use sha2::{Digest, Sha256};
 
 /// The most a ClientHello may take (several records of it included) before it is no
 /// longer read: larger ones get no fingerprint.
-pub(crate) const MAX_HELLO: usize = 16 * 1024;
+pub const MAX_HELLO: usize = 16 * 1024;
 
 /// What the bytes read so far say.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Read {
+pub enum Read {
     /// The ClientHello's fingerprint.
     Complete(String),
     /// More bytes are needed.
@@ -29,7 +29,7 @@ pub(crate) enum Read {
 
 /// The fingerprint of the ClientHello `bytes` start with (TLS records, as the client
 /// sent them over TCP).
-pub(crate) fn ja4(bytes: &[u8]) -> Read {
+pub fn ja4(bytes: &[u8]) -> Read {
     match handshake(bytes) {
         Ok(Some(hello)) => parse(&hello).map_or(Read::Malformed, |hello| Read::Complete(hello.fingerprint('t'))),
         Ok(None) => Read::Incomplete,

@@ -84,24 +84,32 @@ fn value(any: &Any<'_>, out: &mut String) {
             Class::Universal,
             Tag::NumericString | Tag::PrintableString | Tag::T61String | Tag::Ia5String | Tag::VisibleString,
         ) => Some(data.iter().map(|&b| char::from(b)).collect()),
-        (Class::Universal, Tag::BmpString) => {
-            let units = data.chunks_exact(2).map(|pair| u16::from_be_bytes([pair[0], pair[1]]));
-            (data.len() % 2 == 0)
-                .then(|| char::decode_utf16(units).collect::<Result<String, _>>().ok())
-                .flatten()
-        }
-        (Class::Universal, Tag::UniversalString) => (data.len() % 4 == 0)
-            .then(|| {
-                let chars = data.chunks_exact(4).map(|quad| u32::from_be_bytes([quad[0], quad[1], quad[2], quad[3]]));
-                chars.map(char::from_u32).collect::<Option<String>>()
-            })
-            .flatten(),
+        (Class::Universal, Tag::BmpString) => utf16(data),
+        (Class::Universal, Tag::UniversalString) => utf32(data),
         _ => None,
     };
     match text {
         Some(text) => escape(&text, out),
         None => dump(any, out),
     }
+}
+
+/// A BMPString's text (UTF-16, big-endian); `None` when it is not text.
+fn utf16(data: &[u8]) -> Option<String> {
+    if !data.len().is_multiple_of(2) {
+        return None;
+    }
+    let units = data.chunks_exact(2).map(|pair| u16::from_be_bytes([pair[0], pair[1]]));
+    char::decode_utf16(units).collect::<Result<String, _>>().ok()
+}
+
+/// A UniversalString's text (UTF-32, big-endian); `None` when it is not text.
+fn utf32(data: &[u8]) -> Option<String> {
+    if !data.len().is_multiple_of(4) {
+        return None;
+    }
+    let chars = data.chunks_exact(4).map(|quad| u32::from_be_bytes([quad[0], quad[1], quad[2], quad[3]]));
+    chars.map(char::from_u32).collect()
 }
 
 /// `text`'s UTF-8 bytes, escaped as RFC 2253 and OpenSSL's flags say.

@@ -52,7 +52,7 @@ fn a_certificate_the_ca_signed_passes_with_its_subject_and_fingerprint() {
     let (root, issuer) = ca("Clients CA");
     let auth = auth(&root, VerifyClient::On);
     let alice = client("alice", &issuer);
-    let peer = checked(&auth, Some(&[alice.clone()]), "a.test");
+    let peer = checked(&auth, Some(std::slice::from_ref(&alice)), "a.test");
     assert_eq!(peer.certificate, Checked::Verified);
     assert_eq!(&*peer.vars.client_verify, "SUCCESS");
     assert_eq!(&*peer.vars.client_s_dn, "CN=alice\\, #1");
