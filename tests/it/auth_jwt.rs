@@ -9,7 +9,6 @@ use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
 use base64::Engine as _;
 use ring::rand::SystemRandom;
@@ -28,16 +27,7 @@ fn now() -> u64 {
 }
 
 fn openssl(args: &[&str]) -> Vec<u8> {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    support::openssl(std::path::Path::new("."), args)
 }
 
 /// The keys: an RSA-2048 pair by `openssl genpkey` and a P-256 pair by ring, with their

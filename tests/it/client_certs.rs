@@ -20,16 +20,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::openssl(dir, args);
 }
 
 /// In `dir`: `ca` (signs the server's certificate and alice's), `stranger` (signs

@@ -407,3 +407,18 @@ pub async fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Runs `openssl` with `args` in `dir`: its standard output, or a panic with its errors.
+pub fn openssl(dir: &std::path::Path, args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
