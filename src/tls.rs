@@ -9,6 +9,7 @@
 
 mod client_auth;
 pub mod ja4;
+mod quic;
 mod subject;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use crate::acme::{Published, ACME_TLS_ALPN};
 use crate::certs::{names_by_wildcard, names_exactly, provider, Certificate};
 
 pub(crate) use client_auth::{ClientAuth, Peer, Refusal};
+pub(crate) use quic::server_config as quic_server_config;
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).
 const SESSION_CACHE: usize = 32 * 1024;
@@ -33,13 +35,21 @@ const SESSION_CACHE: usize = 32 * 1024;
 pub(crate) struct Sessions {
     ticketer: Arc<dyn ProducesTickets>,
     cache: Arc<dyn StoresServerSessions>,
+    /// QUIC's key for address-validation tokens (Retry and NEW_TOKEN): random, made once.
+    quic_tokens: Arc<dyn quinn::crypto::HandshakeTokenKey>,
 }
 
 impl Sessions {
     pub(crate) fn new() -> Result<Sessions, rustls::Error> {
+        let rng = ring::rand::SystemRandom::new();
+        let mut secret = [0u8; 64];
+        ring::rand::SecureRandom::fill(&rng, &mut secret)
+            .map_err(|_| rustls::Error::General("no randomness for QUIC's token key".to_owned()))?;
+        let key = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(&secret);
         Ok(Sessions {
             ticketer: rustls::crypto::ring::Ticketer::new()?,
             cache: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE),
+            quic_tokens: Arc::new(key),
         })
     }
 }
@@ -61,13 +71,7 @@ pub(crate) fn server_config(
     http2: bool,
     clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let resolver = Resolver {
-        certificates: certificates
-            .iter()
-            .map(|c| (c.names.clone(), c.key.clone()))
-            .collect(),
-        acme: acme.cloned(),
-    };
+    let resolver = Resolver::new(certificates, acme);
     let builder = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
     let builder = match clients {
@@ -106,6 +110,18 @@ pub(crate) fn server_config(
 struct Resolver {
     certificates: Vec<(Vec<String>, Arc<CertifiedKey>)>,
     acme: Option<Arc<Published>>,
+}
+
+impl Resolver {
+    fn new(certificates: &[Certificate], acme: Option<&Arc<Published>>) -> Resolver {
+        Resolver {
+            certificates: certificates
+                .iter()
+                .map(|c| (c.names.clone(), c.key.clone()))
+                .collect(),
+            acme: acme.cloned(),
+        }
+    }
 }
 
 impl ResolvesServerCert for Resolver {

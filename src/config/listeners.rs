@@ -1,5 +1,6 @@
 //! `[server] listen` and `listen_tls`: each item an address (`"IP:PORT"`) or a table
-//! (`{ addr = "IP:PORT", http2 = false, proxy_protocol = true }`), at least one in all,
+//! (`{ addr = "IP:PORT", http2 = false, proxy_protocol = true, quic = true }`, `quic`
+//! on `listen_tls` only), at least one in all,
 //! each address once; `[server] proxy_protocol_from`, the senders a `proxy_protocol`
 //! listener takes the header from; and [`Address`], where a listener listens and over
 //! which [`Transport`].
@@ -9,7 +10,7 @@ use std::net::SocketAddr;
 use serde_spanned::Spanned;
 
 use super::diag::Diagnostics;
-use super::raw::{Loose, RawListenItem, RawServer, Span};
+use super::raw::{RawListenItem, RawServer, Span};
 use super::{values, Server};
 
 const NO_LISTENER: &str = "at least one of `listen` / `listen_tls` must be non-empty";
@@ -23,6 +24,8 @@ pub(crate) struct Listener {
     /// `proxy_protocol`: each connection starts with a PROXY protocol header (v1 or v2)
     /// naming the client, from a sender of `proxy_protocol_from`.
     pub proxy_protocol: bool,
+    /// `quic`: HTTP/3 on UDP at the same address (`listen_tls` only; `config/quic.rs`).
+    pub quic: bool,
 }
 
 /// The listeners of `listen` and `listen_tls`, and who may send them PROXY headers.
@@ -47,8 +50,8 @@ pub(super) fn listeners(
     let mut seen = Vec::new();
     let listen_span = raw.listen.as_ref().map(|l| l.span());
     let tls_span = raw.listen_tls.as_ref().map(|l| l.span());
-    let listen = addresses(raw.listen.as_ref(), &mut seen, diag);
-    let listen_tls = addresses(raw.listen_tls.as_ref(), &mut seen, diag);
+    let listen = addresses(raw.listen.as_ref(), false, &mut seen, diag);
+    let listen_tls = addresses(raw.listen_tls.as_ref(), true, &mut seen, diag);
     let left_out = |diag: &Diagnostics<'_>| {
         diag.was_left_out(span, "listen") || diag.was_left_out(span, "listen_tls")
     };
@@ -91,10 +94,11 @@ fn proxy_protocol_from(raw: &RawServer, diag: &mut Diagnostics<'_>) -> Option<Ve
     Some(from)
 }
 
-/// A `listen` or `listen_tls` list (absent: empty). `seen` holds the addresses of the
-/// lists before, so an address is listened on once, plain or TLS.
+/// A `listen` or `listen_tls` (`tls`) list (absent: empty). `seen` holds the addresses
+/// of the lists before, so an address is listened on once, plain or TLS.
 fn addresses(
     raw: Option<&Spanned<Vec<Spanned<RawListenItem>>>>,
+    tls: bool,
     seen: &mut Vec<SocketAddr>,
     diag: &mut Diagnostics<'_>,
 ) -> Option<Vec<Listener>> {
@@ -104,10 +108,11 @@ fn addresses(
         .map(|list| list.get_ref().as_slice())
         .unwrap_or_default()
     {
-        let Some((addr, http2, proxy_protocol)) = listen_item(item, diag) else {
+        let Some(listener) = listen_item(item, tls, diag) else {
             valid = false;
             continue;
         };
+        let addr = listener.addr;
         // Port 0 asks for any free port, so two of them do not collide.
         if addr.port() != 0 && seen.contains(&addr) {
             diag.error(item.span(), format!("duplicate listen address {addr}"));
@@ -115,38 +120,40 @@ fn addresses(
         }
         seen.push(addr);
         diag.listed(&item.span(), addr);
-        listeners.push(Listener { addr, http2, proxy_protocol });
+        listeners.push(listener);
     }
     valid.then_some(listeners)
 }
 
-/// One item: its address, whether it offers HTTP/2, whether it reads PROXY headers.
-fn listen_item(
-    item: &Spanned<RawListenItem>,
-    diag: &mut Diagnostics<'_>,
-) -> Option<(SocketAddr, bool, bool)> {
+/// One item of a `listen` or `listen_tls` (`tls`) list.
+fn listen_item(item: &Spanned<RawListenItem>, tls: bool, diag: &mut Diagnostics<'_>) -> Option<Listener> {
     match item.get_ref() {
         RawListenItem::Addr(text) => {
             let addr = diag.check(item.span(), values::listen_addr(text))?;
-            Some((addr, true, false))
+            Some(Listener {
+                addr,
+                http2: true,
+                proxy_protocol: false,
+                quic: false,
+            })
         }
         RawListenItem::Table(table) => {
-            if let Some(value) = &table.quic {
-                not_yet("quic", value, diag);
+            let quic = table.quic.as_ref().filter(|on| *on.get_ref());
+            if let (Some(on), false) = (quic, tls) {
+                let message = "`quic` needs TLS: put this address in `listen_tls` (HTTP/3 is always encrypted)";
+                diag.error(on.span(), message);
+                return None;
             }
             let written = diag.required(table.addr.as_ref(), &item.span(), "addr")?;
             let addr = diag.check(written.span(), values::listen_addr(written.get_ref()))?;
-            let proxy_protocol = table.proxy_protocol.as_ref().is_some_and(|on| *on.get_ref());
-            let http2 = table.http2.unwrap_or(true);
-            table.quic.is_none().then_some((addr, http2, proxy_protocol))
+            Some(Listener {
+                addr,
+                http2: table.http2.unwrap_or(true),
+                proxy_protocol: table.proxy_protocol.as_ref().is_some_and(|on| *on.get_ref()),
+                quic: quic.is_some(),
+            })
         }
     }
-}
-
-/// A key of a listener table that a later release brings.
-fn not_yet(key: &str, value: &Loose, diag: &mut Diagnostics<'_>) {
-    let message = format!("`{key}` on a listener is not yet supported");
-    diag.error(value.span(), message);
 }
 
 /// Where a listener listens, and over which transport.

@@ -27,6 +27,7 @@ mod limit_action;
 mod limits;
 mod listeners;
 mod nginx_names;
+mod quic;
 mod location;
 mod maps;
 pub(crate) mod raw;
@@ -71,6 +72,7 @@ pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
 pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
+pub(crate) use quic::Quic;
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
@@ -123,6 +125,8 @@ pub struct Config {
     pub(crate) redis: Option<Redis>,
     /// `[acme]`: certificates obtained and renewed for the names of `acme = true` sites.
     pub(crate) acme: Option<Acme>,
+    /// `[quic]`, with its defaults when absent: how `quic = true` listeners serve HTTP/3.
+    pub(crate) quic: Quic,
 }
 
 impl Config {

@@ -87,6 +87,7 @@ struct Checked {
     tls: Option<Option<Tls>>,
     redis: Option<Option<Redis>>,
     acme: Option<Option<Acme>>,
+    quic: Option<super::Quic>,
     /// Whether the maps are valid (the texts that use a map hold it).
     maps: bool,
 }
@@ -115,6 +116,7 @@ impl Checked {
             tls: self.tls?,
             redis: self.redis?,
             acme: self.acme?,
+            quic: self.quic?,
         })
     }
 }
@@ -134,6 +136,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         acme::acme(raw, span, base, server.as_ref(), diag)
     });
     let redis = optional(raw.redis, |raw, span| redis::redis(raw, span, base, diag));
+    let quic = optional(raw.quic, |raw, _| super::quic::quic(raw, diag)).map(Option::unwrap_or_default);
     let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
     let log = match raw.log {
         Section::Absent => Some(Log {
@@ -203,6 +206,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         tls,
         redis,
         acme,
+        quic,
         maps: maps_valid,
     }
 }

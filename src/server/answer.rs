@@ -22,7 +22,7 @@ pub(super) fn settle(
     let ends_connection = match protocol {
         Protocol::Http1 => !response.headers().is_empty() && closes(response.headers()),
         // A stream's answer never ends its connection.
-        Protocol::Http2 => false,
+        Protocol::Http2 | Protocol::Http3 => false,
     };
     if ends_connection {
         state.linger_on_close();

@@ -78,6 +78,8 @@ pub(super) async fn serve<T>(
             // Boxed: an HTTP/1.1 connection's task does not carry hyper's connection.
             Box::pin(h2::serve(io, read, setup, &mut shutdown)).await;
         }
+        // Over TCP, the first bytes tell only HTTP/1.x or HTTP/2 (HTTP/3 comes over QUIC).
+        Protocol::Http3 => {}
     }
 }
 

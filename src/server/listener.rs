@@ -19,7 +19,7 @@ use std::sync::Arc;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
-use super::worker::Listen;
+use super::worker::{Listen, Work};
 use crate::config::{Address, Transport};
 use crate::metrics::Metrics;
 
@@ -123,19 +123,19 @@ impl Bound {
 
     /// Hands each worker its socket: accepting starts. Open connections are counted
     /// in `metrics` under the actual address.
-    pub(super) fn serve(self, workers: &[mpsc::UnboundedSender<Listen>], metrics: &Metrics) -> Listening {
+    pub(super) fn serve(self, workers: &[mpsc::UnboundedSender<Work>], metrics: &Metrics) -> Listening {
         let (stop, _) = watch::channel(false);
         let http2 = Arc::new(AtomicBool::new(self.configured.http2));
         let open = metrics.connections(&self.actual.to_string());
         for (worker, listener) in workers.iter().zip(self.sockets) {
             // A worker that has ended (shutting down) no longer needs it.
-            let _ = worker.send(Listen {
+            let _ = worker.send(Work::Tcp(Listen {
                 listener,
                 stop: stop.subscribe(),
                 open: open.clone(),
                 address: self.configured,
                 http2: http2.clone(),
-            });
+            }));
         }
         tracing::info!(addr = %self.actual, tls = self.configured.transport == Transport::Tls, "listening");
         Listening {
@@ -152,6 +152,11 @@ impl Listening {
     /// and close.
     pub(super) fn close(&self) {
         self.stop.send_replace(true);
+    }
+
+    /// What turns true when it closes.
+    pub(super) fn stopped(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
     }
 
     /// Whether `wanted` can be served on this listener's sockets: the same address and

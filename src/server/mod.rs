@@ -29,10 +29,12 @@ mod date;
 mod descriptors;
 mod h1;
 mod h2;
+mod h3;
 mod handshake;
 mod listener;
 mod preface;
 mod proxy_protocol;
+mod quic;
 mod shed;
 mod timeouts;
 mod zero_copy;
@@ -53,7 +55,7 @@ use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
 use crate::proxy::files::OpenFiles;
 use self::listener::{Bound, Listening, Sharing};
-use self::worker::Listen;
+use self::worker::Work;
 use crate::config::{self, Address, Config, ConfigErrors};
 use crate::control::PidFile;
 use crate::metrics::Metrics;
@@ -137,7 +139,7 @@ pub struct Gateway {
     /// The addresses in force, in `listen` order.
     listening: Mutex<Vec<Listening>>,
     /// Each worker's channel for new listening sockets.
-    to_workers: Vec<mpsc::UnboundedSender<Listen>>,
+    to_workers: Vec<mpsc::UnboundedSender<Work>>,
     /// A reload cannot change the worker count.
     worker_count: usize,
     state: Arc<GatewayState>,
@@ -224,6 +226,8 @@ impl Gateway {
             .into_iter()
             .map(|b| b.serve(&to_workers, &state.metrics))
             .collect();
+        quic::open(&config, &listening, &to_workers[0])
+            .map_err(|(addr, err)| listen_error(addr, err).placed(&config))?;
         state.listeners.store(Arc::new(listeners_of(&listening)));
         Ok(Gateway {
             listening: Mutex::new(listening),
@@ -343,11 +347,15 @@ impl Gateway {
                 kept.retune(addr);
             }
         }
-        listening.extend(
-            bound
-                .into_iter()
-                .map(|b| b.serve(&self.to_workers, metrics)),
-        );
+        let added: Vec<Listening> = bound
+            .into_iter()
+            .map(|b| b.serve(&self.to_workers, metrics))
+            .collect();
+        // A UDP port taken now leaves the reload done without HTTP/3 there: said, not fatal.
+        if let Err((addr, err)) = quic::open(config, &added, &self.to_workers[0]) {
+            tracing::error!(%addr, error = %err, "reload: cannot listen for HTTP/3 (QUIC)");
+        }
+        listening.extend(added);
         // Config order, for `local_addrs` and `tls_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
         self.state
@@ -437,7 +445,7 @@ fn addresses(config: &Config) -> Vec<Address> {
 }
 
 /// The worker threads, and each one's channel for new listening sockets.
-type Workers = (Vec<JoinHandle<()>>, Vec<mpsc::UnboundedSender<Listen>>);
+type Workers = (Vec<JoinHandle<()>>, Vec<mpsc::UnboundedSender<Work>>);
 
 /// Starts the worker threads.
 fn spawn_workers(

@@ -203,7 +203,7 @@ impl ConnState {
             (BUSY, _) => return None,
             (IDLE, _) => limits.keepalive,
             // No head phase: between requests, an HTTP/2 connection is idle.
-            (_, Protocol::Http2) => limits.keepalive,
+            (_, Protocol::Http2 | Protocol::Http3) => limits.keepalive,
             (_, Protocol::Http1) => limits.header,
         };
         let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
@@ -294,7 +294,7 @@ impl<T> TimedIo<T> {
         self.protocol = protocol;
         self.parks = match protocol {
             Protocol::Http1 => false,
-            Protocol::Http2 => true,
+            Protocol::Http2 | Protocol::Http3 => true,
         };
     }
 

@@ -28,6 +28,14 @@ use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 use crate::state::GatewayState;
 
+/// What a worker is given to serve.
+pub(super) enum Work {
+    /// A TCP listening socket of its own.
+    Tcp(Listen),
+    /// A QUIC listener's socket (one worker serves it).
+    Quic(super::quic::QuicListen),
+}
+
 /// A listening socket for one worker, and the signal that stops it: accepting ends at
 /// once, and its connections finish what they are doing and close.
 pub(super) struct Listen {
@@ -49,7 +57,7 @@ pub(super) struct Listen {
 /// `shutdown_timeout` to finish. Connections count against `descriptors`.
 pub(super) fn run(
     worker: usize,
-    mut listen: mpsc::UnboundedReceiver<Listen>,
+    mut listen: mpsc::UnboundedReceiver<Work>,
     state: Arc<GatewayState>,
     shutdown: watch::Receiver<bool>,
     descriptors: Arc<Descriptors>,
@@ -64,15 +72,22 @@ pub(super) fn run(
         tokio::spawn(heartbeat(worker, state.clone(), sheddable.clone()));
         let mut stop = shutdown.clone();
         loop {
+            let next = tokio::select! {
+                Some(next) = listen.recv() => next,
+                _ = stop.wait_for(|stop| *stop) => break,
+            };
             let Listen {
                 listener,
                 stop,
                 open,
                 address,
                 http2,
-            } = tokio::select! {
-                Some(next) = listen.recv() => next,
-                _ = stop.wait_for(|stop| *stop) => break,
+            } = match next {
+                Work::Tcp(listen) => listen,
+                Work::Quic(quic) => {
+                    tokio::spawn(super::quic::run(quic, worker, state.clone(), alive.clone()));
+                    continue;
+                }
             };
             let addr = listener.local_addr().ok();
             match listener

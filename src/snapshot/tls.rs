@@ -26,6 +26,8 @@ pub(crate) struct TlsServer {
     pub per_site: bool,
     /// A text reads `$ja4`: each ClientHello is fingerprinted before the handshake.
     pub ja4: bool,
+    /// What QUIC endpoints accept with, when some `listen_tls` has `quic = true`.
+    pub quic: Option<Arc<quinn::ServerConfig>>,
 }
 
 impl TlsServer {
@@ -85,6 +87,16 @@ pub(super) fn server(config: &Config, lasting: &Lasting<'_>) -> Result<(Option<T
         expiries,
         per_site: client_auths.iter().any(Option::is_some),
         ja4: reads_ja4(config),
+        quic: match config.server.listen_tls.iter().any(|l| l.quic) {
+            true => Some(tls::quic_server_config(
+                &settings.certificates,
+                acme,
+                lasting.sessions,
+                &config.quic,
+                config.server.http2_max_concurrent_streams,
+            )?),
+            false => None,
+        },
     };
     Ok((Some(server), client_auths))
 }

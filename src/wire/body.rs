@@ -28,7 +28,7 @@ mod rendered;
 mod response;
 mod spool;
 
-pub(crate) use client::{ClientBody, ClientBodyError};
+pub(crate) use client::{ClientBody, ClientBodyError, H3Body};
 pub(crate) use rendered::{Form, Rendered, MOST_NUMBERS};
 pub(crate) use response::ResponseBody;
 use spool::Spool;

@@ -21,11 +21,13 @@ pub use body::encode::testing as encode;
 /// The HTTP a client connection speaks, told by its first bytes (after TLS's ALPN, which
 /// may leave only HTTP/2): one variant per protocol, each served by its own module of
 /// `server`, and the client's body ([`body::ClientBody`]) comes in a variant of the
-/// same name. HTTP/3 over QUIC will be a third.
+/// same name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Protocol {
     /// HTTP/1.0 and HTTP/1.1, served by tollgate's own codec.
     Http1,
     /// HTTP/2, served by hyper.
     Http2,
+    /// HTTP/3 over QUIC, served by h3 (`server/h3.rs`).
+    Http3,
 }

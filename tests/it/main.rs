@@ -37,6 +37,7 @@ mod framing_corpus;
 mod h1_codec;
 mod hardening;
 mod header_rules;
+mod http3;
 mod import;
 mod import_conformance;
 mod ja4;

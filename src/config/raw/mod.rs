@@ -72,6 +72,7 @@ pub(crate) struct RawConfig {
     pub tls: Section<RawTls>,
     pub redis: Section<RawRedis>,
     pub acme: Section<RawAcme>,
+    pub quic: Section<RawQuic>,
     /// In file order.
     #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<RawUpstreamEntry>,
@@ -163,8 +164,8 @@ pub(crate) struct RawListenTable {
     pub addr: Option<Spanned<String>>,
     pub http2: Option<bool>,
     pub proxy_protocol: Option<Spanned<bool>>,
-    /// Named so that it is refused as not supported yet, not as unknown.
-    pub quic: Option<Loose>,
+    /// HTTP/3 beside this `listen_tls` address (`config/quic.rs`).
+    pub quic: Option<Spanned<bool>>,
 }
 
 /// A list of address or network strings, each with its span.
@@ -296,6 +297,20 @@ pub(crate) struct RawAdmin {
     /// The views need the token too.
     pub protect_reads: Option<Spanned<bool>>,
     pub max_connections: Option<Spanned<i64>>,
+}
+
+/// `[quic]` (`config/quic.rs`).
+#[derive(Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawQuic {
+    pub advertise: Option<bool>,
+    pub advertised_port: Option<Spanned<i64>>,
+    pub max_idle_timeout: Option<Loose>,
+    /// Named so that they are refused as not supported yet, not as unknown.
+    pub early_data: Option<Loose>,
+    pub host_key_file: Option<Loose>,
+    pub retry_above: Option<Loose>,
+    pub refuse_above: Option<Loose>,
 }
 
 #[derive(Default, Deserialize, Serialize)]

@@ -28,6 +28,7 @@ const SECTIONS: &[&str] = &[
     "tls",
     "redis",
     "acme",
+    "quic",
 ];
 
 /// Parses `text` into raw sections, reporting syntax errors, unknown and not yet
@@ -49,6 +50,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "tls" => raw.tls = section(value, diag),
             "redis" => raw.redis = section(value, diag),
             "acme" => raw.acme = section(value, diag),
+            "quic" => raw.quic = section(value, diag),
             "upstreams" => raw.upstreams = named(value, UPSTREAMS_HINT, diag),
             "maps" => raw.maps = named(value, MAPS_HINT, diag),
             "zones" => raw.zones = named(value, ZONES_HINT, diag),

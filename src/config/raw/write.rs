@@ -87,6 +87,7 @@ pub(crate) fn write_noted(raw: &RawConfig, notes: &Notes) -> Result<String, Erro
     doc.tls(&raw.tls, above("tls"))?;
     doc.section("redis", &raw.redis, above("redis"))?;
     doc.section("acme", &raw.acme, above("acme"))?;
+    doc.section("quic", &raw.quic, above("quic"))?;
     doc.named("upstreams", &raw.upstreams, &notes.upstreams)?;
     doc.named("maps", &raw.maps, &notes.maps)?;
     doc.named("zones", &raw.zones, &notes.zones)?;

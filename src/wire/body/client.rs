@@ -1,4 +1,5 @@
-//! The client's request body as the pipeline reads it. An HTTP/2 body is hyper's stream;
+//! The client's request body as the pipeline reads it. An HTTP/2 body is hyper's stream,
+//! an HTTP/3 body h3's request stream ([`H3Body`]);
 //! an HTTP/1.1 body is decoded by its connection (`server/h1`), which alone reads the
 //! socket, and handed over here a piece at a time through a [`Feed`], only when the
 //! reader asks for one (so an upload is read no faster than it is sent on).
@@ -23,6 +24,56 @@ pub enum ClientBody {
     Http1(Fed),
     /// hyper's HTTP/2 stream.
     Http2(Incoming),
+    /// h3's HTTP/3 request stream, its receiving half.
+    Http3(Box<H3Body>),
+}
+
+/// An HTTP/3 request's body: the receiving half of its stream, and the length its
+/// `Content-Length` declared (for `client_max_body_size` before any byte is read).
+pub struct H3Body {
+    stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
+    declared: Option<u64>,
+    done: bool,
+}
+
+impl H3Body {
+    /// The body of `stream`, declared `declared` bytes long (when said).
+    pub fn new(stream: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>, declared: Option<u64>) -> H3Body {
+        H3Body {
+            stream,
+            declared,
+            done: false,
+        }
+    }
+
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.stream.poll_recv_data(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(Some(mut data))) => {
+                let len = bytes::Buf::remaining(&data);
+                let bytes = bytes::Buf::copy_to_bytes(&mut data, len);
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
+            Poll::Ready(Ok(None)) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Err(err)) => {
+                self.done = true;
+                Poll::Ready(Some(Err(ClientBodyError::Http3(Box::new(err)))))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.declared {
+            Some(length) => SizeHint::with_exact(length),
+            None => SizeHint::default(),
+        }
+    }
 }
 
 /// Why a client's body broke off.
@@ -30,6 +81,8 @@ pub enum ClientBody {
 pub enum ClientBodyError {
     /// HTTP/2: the stream was reset, or its connection failed.
     Http2(hyper::Error),
+    /// HTTP/3: the stream was reset, or its connection failed.
+    Http3(Box<h3::error::StreamError>),
     /// HTTP/1.1: the connection closed or failed before the body's end.
     Closed,
     /// HTTP/1.1: the chunked framing broke its grammar (the connection ends with it).
@@ -40,6 +93,7 @@ impl fmt::Display for ClientBodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientBodyError::Http2(err) => write!(f, "{err}"),
+            ClientBodyError::Http3(err) => write!(f, "{err}"),
             ClientBodyError::Closed => f.write_str("connection closed before the body's end"),
             ClientBodyError::Framing(what) => write!(f, "malformed chunked body: {what}"),
         }
@@ -50,6 +104,7 @@ impl StdError for ClientBodyError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             ClientBodyError::Http2(err) => Some(err),
+            ClientBodyError::Http3(err) => Some(err),
             _ => None,
         }
     }
@@ -69,6 +124,7 @@ impl Body for ClientBody {
             ClientBody::Http2(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map_err(ClientBodyError::Http2),
+            ClientBody::Http3(body) => body.poll_frame(cx),
         }
     }
 
@@ -77,6 +133,7 @@ impl Body for ClientBody {
             ClientBody::Empty => true,
             ClientBody::Http1(fed) => fed.is_end_stream(),
             ClientBody::Http2(body) => body.is_end_stream(),
+            ClientBody::Http3(body) => body.done,
         }
     }
 
@@ -85,6 +142,7 @@ impl Body for ClientBody {
             ClientBody::Empty => SizeHint::with_exact(0),
             ClientBody::Http1(fed) => fed.size_hint(),
             ClientBody::Http2(body) => body.size_hint(),
+            ClientBody::Http3(body) => body.size_hint(),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod accept_any;
 pub mod chromium;
+pub mod h3;
 pub mod haproxy;
 pub mod knob;
 pub mod nginx;

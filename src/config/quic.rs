@@ -1,0 +1,80 @@
+//! `[quic]` and a `listen_tls` table's `quic = true`: HTTP/3 on UDP beside TCP's TLS, on
+//! the same port, with the same certificates and sites. `advertise` puts `Alt-Svc:
+//! h3=":PORT"; ma=86400` on the answers over TCP TLS, so that browsers come back over
+//! HTTP/3; `advertised_port` names another port than the listener's own (a port mapped by
+//! a balancer); `max_idle_timeout` closes a connection that went quiet.
+
+use std::time::Duration;
+
+use super::diag::Diagnostics;
+use super::raw::{Loose, RawQuic};
+use super::values;
+
+/// `max_idle_timeout` when absent, in seconds.
+const MAX_IDLE_TIMEOUT: u64 = 30;
+
+/// `[quic]`, with its defaults when the file has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Quic {
+    /// `Alt-Svc` on answers over TCP TLS, where the address serves HTTP/3 too.
+    pub advertise: bool,
+    /// The port `Alt-Svc` names; `None`: the listener's own.
+    pub advertised_port: Option<u16>,
+    /// A connection silent this long is closed (QUIC's idle timeout, the least of both
+    /// sides').
+    pub max_idle_timeout: Duration,
+}
+
+impl Default for Quic {
+    fn default() -> Quic {
+        Quic {
+            advertise: true,
+            advertised_port: None,
+            max_idle_timeout: Duration::from_secs(MAX_IDLE_TIMEOUT),
+        }
+    }
+}
+
+/// `[quic]` as written, checked; `None` when a key has a problem (reported).
+pub(super) fn quic(raw: RawQuic, diag: &mut Diagnostics<'_>) -> Option<Quic> {
+    let mut valid = true;
+    for (key, value) in [
+        ("host_key_file", &raw.host_key_file),
+        ("retry_above", &raw.retry_above),
+        ("refuse_above", &raw.refuse_above),
+    ] {
+        if let Some(value) = value {
+            not_yet(key, value, diag);
+            valid = false;
+        }
+    }
+    if let Some(early) = &raw.early_data {
+        // Off is what there is; on is not yet.
+        if early.get_ref().as_bool() != Some(false) {
+            not_yet("early_data", early, diag);
+            valid = false;
+        }
+    }
+    let advertised_port = match &raw.advertised_port {
+        None => Some(None),
+        Some(port) => match u16::try_from(*port.get_ref()) {
+            Ok(p) if p > 0 => Some(Some(p)),
+            _ => {
+                diag.error(port.span(), format!("invalid advertised_port {}: expected 1 to 65535", port.get_ref()));
+                None
+            }
+        },
+    };
+    let max_idle_timeout = values::duration_or(&raw.max_idle_timeout, MAX_IDLE_TIMEOUT, diag);
+    let quic = Quic {
+        advertise: raw.advertise.unwrap_or(true),
+        advertised_port: advertised_port?,
+        max_idle_timeout: max_idle_timeout?,
+    };
+    valid.then_some(quic)
+}
+
+/// A key of `[quic]` that a later release brings.
+fn not_yet(key: &str, value: &Loose, diag: &mut Diagnostics<'_>) {
+    diag.error(value.span(), format!("`{key}` in [quic] is not yet supported"));
+}

@@ -1,0 +1,195 @@
+//! HTTP/3 connections, served by h3 over quinn: the handshake (with the snapshot's QUIC
+//! config, within `handshake_timeout`), then each request stream's request goes to the
+//! pipeline of the snapshot in force, as HTTP/1.1's and HTTP/2's do, and its answer is
+//! sent back on the stream as it comes. When the worker drains, the connection sends
+//! GOAWAY and finishes the requests under way.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use h3::error::Code;
+use h3::server::{RequestResolver, RequestStream};
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Response};
+use http_body::Body;
+use tokio::sync::watch;
+
+use super::answer::settle;
+use super::timeouts::ConnState;
+use crate::config::Address;
+use crate::proxy::{Conn, Logged};
+use crate::state::GatewayState;
+use crate::wire::body::{ClientBody, H3Body};
+use crate::wire::Protocol;
+
+type Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
+type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+
+/// What a QUIC listener's connections are served with.
+#[derive(Clone)]
+pub(super) struct Setup {
+    pub state: Arc<GatewayState>,
+    /// The `listen_tls` address it serves beside: the sites that answer there answer
+    /// HTTP/3 too.
+    pub address: Address,
+    /// The UDP port, `$server_port`.
+    pub port: u16,
+    pub worker: usize,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Completes `incoming`'s handshake and serves its requests until the client closes,
+/// the connection fails, or the worker's drain ends it.
+pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerConfig>, setup: Setup) {
+    let peer = incoming.remote_address();
+    let Some(tls) = setup.state.snapshot.load().tls.as_ref().map(|tls| tls.handshake_timeout) else {
+        return;
+    };
+    let connecting = match incoming.accept_with(config) {
+        Ok(connecting) => connecting,
+        Err(err) => {
+            tracing::debug!(%peer, error = %err, "QUIC connection refused");
+            return;
+        }
+    };
+    let connection = match tokio::time::timeout(tls, connecting).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(err)) => {
+            tracing::debug!(%peer, error = %err, "QUIC handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "QUIC handshake timed out");
+            return;
+        }
+    };
+    let max_header_bytes = setup.state.snapshot.load().conn.max_header_bytes as u64;
+    let built = h3::server::builder()
+        .max_field_section_size(max_header_bytes)
+        .build(h3_quinn::Connection::new(connection))
+        .await;
+    let mut h3 = match built {
+        Ok(h3) => h3,
+        Err(err) => {
+            tracing::debug!(%peer, error = %err, "HTTP/3 connection failed");
+            return;
+        }
+    };
+    let conn = Arc::new(Conn::new(peer, setup.worker, setup.address, setup.port, setup.stop.clone()));
+    requests(&mut h3, &conn, &setup).await;
+}
+
+/// Accepts request streams, each served on a task of its own, until the connection
+/// ends; when the drain starts, sends GOAWAY and lets the streams under way finish.
+async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup) {
+    let conn_state = ConnState::new();
+    let mut stop = setup.stop.clone();
+    loop {
+        let accepted = tokio::select! {
+            accepted = h3.accept() => Some(accepted),
+            _ = stop.wait_for(|stop| *stop) => None,
+        };
+        let Some(accepted) = accepted else {
+            // GOAWAY: the requests already accepted go on.
+            let _ = h3.shutdown(0).await;
+            return;
+        };
+        match accepted {
+            Ok(Some(resolver)) => {
+                let (conn, state) = (conn.clone(), setup.state.clone());
+                let conn_state = conn_state.clone();
+                tokio::spawn(request(resolver, conn, state, conn_state));
+            }
+            Ok(None) => return,
+            Err(err) => {
+                if !err.is_h3_no_error() {
+                    tracing::debug!(peer = %conn.peer, error = %err, "HTTP/3 connection ended with an error");
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// One request: read, handed to the pipeline, answered on its stream.
+async fn request(
+    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    conn: Arc<Conn>,
+    state: Arc<GatewayState>,
+    conn_state: Arc<ConnState>,
+) {
+    let (req, stream) = match resolver.resolve_request().await {
+        Ok(resolved) => resolved,
+        Err(err) => {
+            tracing::debug!(peer = %conn.peer, error = %err, "HTTP/3 request unreadable");
+            return;
+        }
+    };
+    let (mut send, recv) = stream.split();
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let req = req.map(|()| ClientBody::Http3(Box::new(H3Body::new(recv, declared))));
+    let snapshot = state.snapshot.load_full();
+    let _busy = conn_state.begin();
+    let response = snapshot.pipeline.handle(req, &conn).await;
+    if settle(&response, &conn_state, Protocol::Http3).is_err() {
+        // `return 444`: the stream is reset unanswered.
+        send.stop_stream(Code::H3_REQUEST_REJECTED);
+        return;
+    }
+    let server = snapshot.pipeline.server_header.clone();
+    drop(snapshot);
+    if let Err(err) = answer(&mut send, response, server).await {
+        tracing::debug!(peer = %conn.peer, error = %err, "HTTP/3 answer broke off");
+    }
+}
+
+/// Sends `response` on `send`: its head (with `Server` and `Date`), its body as it comes,
+/// its trailers, the stream's end. A body that fails resets the stream.
+async fn answer(
+    send: &mut SendHalf,
+    response: Response<Logged>,
+    server: Option<HeaderValue>,
+) -> Result<(), h3::error::StreamError> {
+    let (mut parts, mut body) = response.into_parts();
+    body.lines_into(&mut parts.headers);
+    connection_specific_out(&mut parts.headers);
+    if let Some(server) = server {
+        parts.headers.entry(header::SERVER).or_insert(server);
+    }
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    if let Ok(date) = HeaderValue::from_str(&date) {
+        parts.headers.entry(header::DATE).or_insert(date);
+    }
+    send.send_response(Response::from_parts(parts, ())).await?;
+    let mut body = Pin::new(&mut body);
+    while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let Ok(frame) = frame else {
+            send.stop_stream(Code::H3_INTERNAL_ERROR);
+            return Ok(());
+        };
+        match frame.into_data() {
+            Ok(data) => send.send_data(data).await?,
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    send.send_trailers(trailers).await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+    send.finish().await
+}
+
+/// Takes out the headers HTTP/3 forbids (RFC 9114 §4.2): those of one connection.
+fn connection_specific_out(headers: &mut HeaderMap) {
+    for name in [header::CONNECTION, header::TRANSFER_ENCODING, header::UPGRADE] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}

@@ -1,0 +1,84 @@
+//! An HTTP/3 client for the tests: quinn and h3 (the crates tollgate serves HTTP/3 with,
+//! used from the other side), trusting any certificate.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use http::{HeaderMap, Request, StatusCode};
+use quinn::crypto::rustls::QuicClientConfig;
+
+use super::accept_any::AcceptAny;
+
+/// An answer over HTTP/3.
+#[derive(Debug)]
+pub struct H3Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+/// One request over a new HTTP/3 connection to `addr` with SNI `host`: `req` (its URI
+/// absolute, `https://host/path`) and `body` after it.
+pub async fn request(
+    addr: SocketAddr,
+    host: &str,
+    req: Request<()>,
+    body: &[u8],
+) -> Result<H3Reply, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let mut endpoint =
+        quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).map_err(|e| e.to_string())?;
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let connection = endpoint
+        .connect(addr, host)
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| format!("QUIC handshake: {e}"))?;
+    let (mut driver, mut sender) = h3::client::new(h3_quinn::Connection::new(connection))
+        .await
+        .map_err(|e| e.to_string())?;
+    let drive = tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
+    let mut stream = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    if !body.is_empty() {
+        stream
+            .send_data(Bytes::copy_from_slice(body))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    stream.finish().await.map_err(|e| e.to_string())?;
+    let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+    let mut text = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            text.extend_from_slice(piece);
+            let n = piece.len();
+            chunk.advance(n);
+        }
+    }
+    drop(sender);
+    drive.abort();
+    endpoint.close(0u32.into(), b"done");
+    Ok(H3Reply {
+        status: response.status(),
+        headers: response.headers().clone(),
+        body: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+/// `GET https://{host}{path}` over HTTP/3.
+pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<H3Reply, String> {
+    let req = Request::get(format!("https://{host}{path}"))
+        .body(())
+        .unwrap();
+    request(addr, host, req, b"").await
+}
