@@ -29,6 +29,9 @@ pub(crate) struct Conn {
     /// What its TLS handshake told (SNI, client certificate, `$ja4`); `None` over plain
     /// TCP.
     pub tls: Option<Box<crate::tls::Peer>>,
+    /// The `Alt-Svc` its answers carry (HTTP/3 offered at its address), unless an answer
+    /// has its own.
+    pub alt_svc: Option<http::HeaderValue>,
 }
 
 impl Conn {
@@ -49,6 +52,7 @@ impl Conn {
             keys: std::sync::Mutex::default(),
             stop,
             tls: None,
+            alt_svc: None,
         }
     }
 

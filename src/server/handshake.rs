@@ -81,6 +81,7 @@ pub(super) async fn serve_tls(
         }
         conn.tls = Some(Box::new(peer));
     }
+    conn.alt_svc = tls.alt_svc(conn.address.addr, conn.server_port);
     let conn_state = ConnState::new();
     sheddable.add(&conn_state);
     // Boxed: rustls's connection is large, and each layer of futures below would keep a

@@ -154,11 +154,6 @@ impl Listening {
         self.stop.send_replace(true);
     }
 
-    /// What turns true when it closes.
-    pub(super) fn stopped(&self) -> watch::Receiver<bool> {
-        self.stop.subscribe()
-    }
-
     /// Whether `wanted` can be served on this listener's sockets: the same address and
     /// transport (what else a listener table says is a setting, changed in place).
     pub(super) fn serves(&self, wanted: &Address) -> bool {

@@ -140,6 +140,8 @@ pub struct Gateway {
     listening: Mutex<Vec<Listening>>,
     /// Each worker's channel for new listening sockets.
     to_workers: Vec<mpsc::UnboundedSender<Work>>,
+    /// The QUIC listeners beside `listening`'s TLS addresses.
+    quic: Mutex<quic::QuicListeners>,
     /// A reload cannot change the worker count.
     worker_count: usize,
     state: Arc<GatewayState>,
@@ -226,11 +228,13 @@ impl Gateway {
             .into_iter()
             .map(|b| b.serve(&to_workers, &state.metrics))
             .collect();
-        quic::open(&config, &listening, &to_workers[0])
+        let mut quic = quic::QuicListeners::default();
+        quic.sync(&config, &listening, &to_workers[0])
             .map_err(|(addr, err)| listen_error(addr, err).placed(&config))?;
         state.listeners.store(Arc::new(listeners_of(&listening)));
         Ok(Gateway {
             listening: Mutex::new(listening),
+            quic: Mutex::new(quic),
             to_workers,
             worker_count: workers,
             state,
@@ -347,15 +351,15 @@ impl Gateway {
                 kept.retune(addr);
             }
         }
-        let added: Vec<Listening> = bound
-            .into_iter()
-            .map(|b| b.serve(&self.to_workers, metrics))
-            .collect();
+        listening.extend(
+            bound
+                .into_iter()
+                .map(|b| b.serve(&self.to_workers, metrics)),
+        );
         // A UDP port taken now leaves the reload done without HTTP/3 there: said, not fatal.
-        if let Err((addr, err)) = quic::open(config, &added, &self.to_workers[0]) {
+        if let Err((addr, err)) = lock(&self.quic).sync(config, &listening, &self.to_workers[0]) {
             tracing::error!(%addr, error = %err, "reload: cannot listen for HTTP/3 (QUIC)");
         }
-        listening.extend(added);
         // Config order, for `local_addrs` and `tls_addrs`.
         listening.sort_by_key(|l| wanted.iter().position(|addr| *addr == l.configured));
         self.state
@@ -382,6 +386,7 @@ impl Gateway {
         for listening in lock(&self.listening).iter() {
             listening.close();
         }
+        lock(&self.quic).close();
         self.state.acme.stop();
         self.adapt.signal_stop();
         self.shutdown.send_replace(true);

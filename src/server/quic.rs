@@ -22,34 +22,68 @@ pub(super) struct QuicListen {
     pub socket: UdpSocket,
     /// The `listen_tls` address it serves beside.
     pub address: Address,
-    /// Turns true when its TCP address closes.
+    /// Turns true when it stops: its TCP address closed, `quic` was taken off it, or the
+    /// gateway stops.
     pub stop: watch::Receiver<bool>,
 }
 
-/// Opens a QUIC listener beside each of `listening` that is a `listen_tls` address with
-/// `quic = true` in `config`, at its actual address, served by `worker`. Fails on the
-/// first address whose UDP port cannot be bound, naming it.
-pub(super) fn open<'a>(
-    config: &Config,
-    listening: impl IntoIterator<Item = &'a Listening>,
-    worker: &mpsc::UnboundedSender<Work>,
-) -> Result<(), (SocketAddr, io::Error)> {
-    for listening in listening {
-        let address = listening.configured;
-        let quic = config.server.listen_tls.iter().any(|l| l.addr == address.addr && l.quic);
-        if address.transport != Transport::Tls || !quic {
-            continue;
+/// The QUIC listeners in force: for each, the TCP address (actual) it is beside and
+/// what stops it.
+#[derive(Default)]
+pub(super) struct QuicListeners(Vec<(SocketAddr, watch::Sender<bool>)>);
+
+impl QuicListeners {
+    /// Makes the listeners those `config` asks for beside `listening` (the TCP addresses
+    /// in force): opens one, served by `worker`, beside each `listen_tls` address with
+    /// `quic = true` that has none, and stops those beside an address that is gone or no
+    /// longer says `quic` (their connections finish first). Stops at the first address
+    /// whose UDP port cannot be bound, naming it.
+    pub(super) fn sync(
+        &mut self,
+        config: &Config,
+        listening: &[Listening],
+        worker: &mpsc::UnboundedSender<Work>,
+    ) -> Result<(), (SocketAddr, io::Error)> {
+        let wanted: Vec<&Listening> = listening
+            .iter()
+            .filter(|l| {
+                let address = l.configured;
+                let quic = config.server.listen_tls.iter().any(|t| t.addr == address.addr && t.quic);
+                address.transport == Transport::Tls && quic
+            })
+            .collect();
+        self.0.retain(|(actual, stop)| {
+            let kept = wanted.iter().any(|l| l.actual == *actual);
+            if !kept {
+                tracing::info!(addr = %actual, "no longer listening for HTTP/3 (QUIC)");
+                stop.send_replace(true);
+            }
+            kept
+        });
+        for listening in wanted {
+            if self.0.iter().any(|(actual, _)| *actual == listening.actual) {
+                continue;
+            }
+            let socket = bind(listening.actual).map_err(|err| (listening.actual, err))?;
+            tracing::info!(addr = %listening.actual, "listening for HTTP/3 (QUIC)");
+            let (stop, stopped) = watch::channel(false);
+            // A worker that has ended (shutting down) no longer needs it.
+            let _ = worker.send(Work::Quic(QuicListen {
+                socket,
+                address: listening.configured,
+                stop: stopped,
+            }));
+            self.0.push((listening.actual, stop));
         }
-        let socket = bind(listening.actual).map_err(|err| (listening.actual, err))?;
-        tracing::info!(addr = %listening.actual, "listening for HTTP/3 (QUIC)");
-        // A worker that has ended (shutting down) no longer needs it.
-        let _ = worker.send(Work::Quic(QuicListen {
-            socket,
-            address,
-            stop: listening.stopped(),
-        }));
+        Ok(())
     }
-    Ok(())
+
+    /// Stops every listener (the gateway stops).
+    pub(super) fn close(&self) {
+        for (_, stop) in &self.0 {
+            stop.send_replace(true);
+        }
+    }
 }
 
 /// A UDP socket at `addr` (an IPv6 one for IPv6 only, as TCP's).

@@ -28,9 +28,24 @@ pub(crate) struct TlsServer {
     pub ja4: bool,
     /// What QUIC endpoints accept with, when some `listen_tls` has `quic = true`.
     pub quic: Option<Arc<quinn::ServerConfig>>,
+    /// The `listen_tls` addresses (as configured) whose answers over TCP advertise
+    /// HTTP/3 (`quic = true` with `[quic] advertise`), and the port to name
+    /// (`advertised_port`; `None`: the connection's own).
+    pub advertised: (Vec<std::net::SocketAddr>, Option<u16>),
 }
 
 impl TlsServer {
+    /// The `Alt-Svc` of the answers over TCP on a connection to `address` (as
+    /// configured) at `port`, when they advertise HTTP/3.
+    pub(crate) fn alt_svc(&self, address: std::net::SocketAddr, port: u16) -> Option<http::HeaderValue> {
+        let (addresses, advertised_port) = &self.advertised;
+        if !addresses.contains(&address) {
+            return None;
+        }
+        let port = advertised_port.unwrap_or(port);
+        http::HeaderValue::try_from(format!("h3=\":{port}\"; ma=86400")).ok()
+    }
+
     /// The acceptor for a listener serving HTTP/2 (`http2`) or not.
     pub(crate) fn acceptor(&self, http2: bool) -> &tokio_rustls::TlsAcceptor {
         match (http2, &self.acceptor_http1) {
@@ -97,6 +112,13 @@ pub(super) fn server(config: &Config, lasting: &Lasting<'_>) -> Result<(Option<T
             )?),
             false => None,
         },
+        advertised: (
+            match config.quic.advertise {
+                true => config.server.listen_tls.iter().filter(|l| l.quic).map(|l| l.addr).collect(),
+                false => Vec::new(),
+            },
+            config.quic.advertised_port,
+        ),
     };
     Ok((Some(server), client_auths))
 }

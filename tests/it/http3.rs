@@ -108,3 +108,153 @@ async fn one_client_has_one_budget_over_every_transport() {
     assert_eq!(get_text(addr(&gw), "/").await.status, 429);
     assert_eq!(up.count(), 3);
 }
+
+/// The `alt-svc` of an HTTP/1.1 answer over TCP TLS at `addr`.
+async fn alt_svc_over_tcp(addr: std::net::SocketAddr) -> Option<String> {
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(support::accept_any::AcceptAny))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    let _ = within(5, tls.read_to_string(&mut answer)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let line = answer
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("alt-svc:"))?;
+    Some(line.split_once(':').unwrap().1.trim().to_owned())
+}
+
+#[tokio::test]
+async fn answers_over_tcp_tls_advertise_http3_as_quic_says() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "");
+    let tls = gw.tls_addrs()[0];
+    let expected = format!("h3=\":{}\"; ma=86400", tls.port());
+    assert_eq!(
+        alt_svc_over_tcp(tls).await.as_deref(),
+        Some(expected.as_str())
+    );
+    // Plain HTTP offers nothing, nor do HTTP/3's own answers.
+    let plain = raw_exchange(
+        addr(&gw),
+        "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(
+        !plain.head.to_ascii_lowercase().contains("alt-svc"),
+        "{}",
+        plain.head
+    );
+    let over_h3 = within(10, h3::get(tls, "a.test", "/")).await.unwrap();
+    assert!(!over_h3.headers.contains_key("alt-svc"));
+
+    let other_port = quic_gateway(dir.path(), up.addr, "", "[quic]\nadvertised_port = 8443\n");
+    let at = other_port.tls_addrs()[0];
+    assert_eq!(
+        alt_svc_over_tcp(at).await.as_deref(),
+        Some("h3=\":8443\"; ma=86400")
+    );
+    let quiet = quic_gateway(dir.path(), up.addr, "", "[quic]\nadvertise = false\n");
+    assert_eq!(alt_svc_over_tcp(quiet.tls_addrs()[0]).await, None);
+}
+
+#[tokio::test]
+async fn garbage_datagrams_are_dropped_and_the_listener_serves_on() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "");
+    let tls = gw.tls_addrs()[0];
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for len in [0usize, 1, 5, 20, 1200, 1350, 1500, 9000] {
+        let mut bytes = Vec::with_capacity(len);
+        for _ in 0..len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            bytes.push(seed as u8);
+        }
+        // A long-header Initial's first byte with garbage after, and pure noise.
+        let _ = socket.send_to(&bytes, tls).await;
+        if let Some(first) = bytes.first_mut() {
+            *first = 0xc0;
+            let _ = socket.send_to(&bytes, tls).await;
+        }
+    }
+    // A truncated Initial: a real client's first packet cut short.
+    let _ = socket.send_to(&[0xc0, 0, 0, 0, 1, 8, 1, 2, 3], tls).await;
+    let reply = within(10, h3::get(tls, "a.test", "/"))
+        .await
+        .expect("still served");
+    assert_eq!(reply.status, 200);
+}
+
+#[tokio::test]
+async fn a_reload_keeps_http3_connections_and_quic_follows_the_file() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "");
+    let tls = gw.tls_addrs()[0];
+    let mut client = within(10, h3::H3Client::connect(tls, "a.test"))
+        .await
+        .unwrap();
+    assert_eq!(client.get("a.test", "/").await.unwrap().status, 200);
+    // The same addresses (the actual port), a header rule more.
+    let d = dir.path().display();
+    let text = |quic: bool, rule: &str| {
+        format!(
+            "[server]\nlisten = [\"{}\"]\nlisten_tls = [{{ addr = \"{tls}\", quic = {quic} }}]\n\
+             [log]\naccess = \"off\"\n[tls]\n[[tls.certificates]]\ncert = \"{d}/a.pem\"\nkey = \"{d}/a.key\"\n\
+             [upstreams.app]\nservers = [\"{}\"]\n[[location]]\nmatch = \"/\"\nupstream = \"app\"\n{rule}",
+            addr(&gw),
+            up.addr
+        )
+    };
+    gw.reload(&parse(&text(
+        true,
+        "response_headers = { \"X-Generation\" = \"2\" }\n",
+    )))
+    .unwrap();
+    let after = within(10, client.get("a.test", "/"))
+        .await
+        .expect("the connection outlives the reload");
+    assert_eq!(
+        (
+            after.status.as_u16(),
+            after.headers["x-generation"].to_str().unwrap()
+        ),
+        (200, "2")
+    );
+    // `quic` taken off: the listener stops (its connection finishes, a new one gets none).
+    gw.reload(&parse(&text(false, ""))).unwrap();
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        h3::get(tls, "a.test", "/"),
+    )
+    .await;
+    assert!(!matches!(refused, Ok(Ok(_))), "{refused:?}");
+    // And put back.
+    gw.reload(&parse(&text(true, ""))).unwrap();
+    let back = within(10, h3::get(tls, "a.test", "/"))
+        .await
+        .expect("HTTP/3 again");
+    assert_eq!(back.status, 200);
+}

@@ -218,6 +218,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
         if settle(response, setup.conn_state, Protocol::Http1).is_err() {
             return Next::Close;
         }
+        if let Some(alt_svc) = &setup.conn.alt_svc {
+            response.headers_mut().entry(http::header::ALT_SVC).or_insert(alt_svc.clone());
+        }
         let status = response.status();
         upload.discard_buffered(&mut self.read);
         // A body not read to its end by now (abandoned, or still streaming up) ends the

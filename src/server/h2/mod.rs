@@ -80,6 +80,9 @@ pub(super) async fn serve<T>(
             }
             let (mut parts, mut body) = response.into_parts();
             body.lines_into(&mut parts.headers);
+            if let Some(alt_svc) = &conn.alt_svc {
+                parts.headers.entry(http::header::ALT_SVC).or_insert(alt_svc.clone());
+            }
             // `server_header`, unless the answer has its own (hyper adds the `Date`).
             if let Some(server) = &snapshot.pipeline.server_header {
                 if let Entry::Vacant(entry) = parts.headers.entry(SERVER) {

@@ -18,67 +18,104 @@ pub struct H3Reply {
     pub body: String,
 }
 
-/// One request over a new HTTP/3 connection to `addr` with SNI `host`: `req` (its URI
-/// absolute, `https://host/path`) and `body` after it.
+/// An HTTP/3 connection, for several requests.
+pub struct H3Client {
+    endpoint: quinn::Endpoint,
+    sender: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    driver: tokio::task::JoinHandle<h3::error::ConnectionError>,
+}
+
+impl H3Client {
+    /// Connects to `addr` with SNI `host`.
+    pub async fn connect(addr: SocketAddr, host: &str) -> Result<H3Client, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let crypto = QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
+        let mut endpoint =
+            quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).map_err(|e| e.to_string())?;
+        endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let connection = endpoint
+            .connect(addr, host)
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| format!("QUIC handshake: {e}"))?;
+        let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(connection))
+            .await
+            .map_err(|e| e.to_string())?;
+        let driver =
+            tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
+        Ok(H3Client {
+            endpoint,
+            sender,
+            driver,
+        })
+    }
+
+    /// `req` (its URI absolute, `https://host/path`) with `body` after it, on this
+    /// connection.
+    pub async fn send(&mut self, req: Request<()>, body: &[u8]) -> Result<H3Reply, String> {
+        let mut stream = self
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !body.is_empty() {
+            stream
+                .send_data(Bytes::copy_from_slice(body))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        stream.finish().await.map_err(|e| e.to_string())?;
+        let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+        let mut text = Vec::new();
+        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+            while chunk.has_remaining() {
+                let piece = chunk.chunk();
+                text.extend_from_slice(piece);
+                let n = piece.len();
+                chunk.advance(n);
+            }
+        }
+        Ok(H3Reply {
+            status: response.status(),
+            headers: response.headers().clone(),
+            body: String::from_utf8_lossy(&text).into_owned(),
+        })
+    }
+
+    /// `GET https://{host}{path}` on this connection.
+    pub async fn get(&mut self, host: &str, path: &str) -> Result<H3Reply, String> {
+        let req = Request::get(format!("https://{host}{path}"))
+            .body(())
+            .unwrap();
+        self.send(req, b"").await
+    }
+}
+
+impl Drop for H3Client {
+    fn drop(&mut self) {
+        self.driver.abort();
+        self.endpoint.close(0u32.into(), b"done");
+    }
+}
+
+/// One request over a new HTTP/3 connection to `addr` with SNI `host`.
 pub async fn request(
     addr: SocketAddr,
     host: &str,
     req: Request<()>,
     body: &[u8],
 ) -> Result<H3Reply, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    let crypto = QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
-    let mut endpoint =
-        quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).map_err(|e| e.to_string())?;
-    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
-    let connection = endpoint
-        .connect(addr, host)
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| format!("QUIC handshake: {e}"))?;
-    let (mut driver, mut sender) = h3::client::new(h3_quinn::Connection::new(connection))
-        .await
-        .map_err(|e| e.to_string())?;
-    let drive = tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
-    let mut stream = sender.send_request(req).await.map_err(|e| e.to_string())?;
-    if !body.is_empty() {
-        stream
-            .send_data(Bytes::copy_from_slice(body))
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    stream.finish().await.map_err(|e| e.to_string())?;
-    let response = stream.recv_response().await.map_err(|e| e.to_string())?;
-    let mut text = Vec::new();
-    while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
-        while chunk.has_remaining() {
-            let piece = chunk.chunk();
-            text.extend_from_slice(piece);
-            let n = piece.len();
-            chunk.advance(n);
-        }
-    }
-    drop(sender);
-    drive.abort();
-    endpoint.close(0u32.into(), b"done");
-    Ok(H3Reply {
-        status: response.status(),
-        headers: response.headers().clone(),
-        body: String::from_utf8_lossy(&text).into_owned(),
-    })
+    H3Client::connect(addr, host).await?.send(req, body).await
 }
 
-/// `GET https://{host}{path}` over HTTP/3.
+/// `GET https://{host}{path}` over a new HTTP/3 connection.
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<H3Reply, String> {
-    let req = Request::get(format!("https://{host}{path}"))
-        .body(())
-        .unwrap();
-    request(addr, host, req, b"").await
+    H3Client::connect(addr, host).await?.get(host, path).await
 }
