@@ -95,8 +95,8 @@ const NAMES: &[(&str, &str)] = &[
     ("auth_request_set", "here `copy_headers` in `auth = { request = { url = \"…\", copy_headers = [\"X-Auth-Request-User\"] } }`"),
     ("ssl_client_certificate", "a `[[site]]`'s `client_certificates = { ca = \"clients.pem\" }`"),
     ("ssl_verify_client", "a `[[site]]`'s `client_certificates = { ca = \"clients.pem\", verify = \"on\" }` (or \"optional\")"),
-    ("http3", "HTTP/3 is not supported yet (issue 38)"),
-    ("quic", "HTTP/3 is not supported yet (issue 38)"),
+    ("http3", "HTTP/3 is `quic = true` on a `listen_tls` table, with `[quic]` for its settings"),
+    ("quic", "HTTP/3 is `quic = true` on a `listen_tls` table, with `[quic]` for its settings"),
     ("include", "one file holds the whole configuration: no `include`"),
 ];
 

@@ -77,6 +77,8 @@ pub(super) struct Build {
     pub http2_server: Option<bool>,
     /// The addresses whose `listen` says `proxy_protocol`.
     pub proxy_protocol: Vec<String>,
+    /// The addresses whose `listen` says `quic`: HTTP/3 beside their TLS.
+    pub quic: Vec<String>,
     /// `[server]` durations set from nginx's (`keepalive_timeout` …), by key.
     pub server_durations: BTreeMap<&'static str, String>,
     pub underscores_in_headers: Option<bool>,
@@ -230,15 +232,18 @@ impl Build {
     }
 
     fn server(&self) -> RawServer {
-        let item = |addr: &String| match (self.http2.contains(addr), self.proxy_protocol.contains(addr)) {
-            (true, false) => RawListenItem::Addr(addr.clone()),
-            // nginx serves no HTTP/2 on an address without `http2`.
-            (http2, proxy_protocol) => RawListenItem::Table(RawListenTable {
-                addr: Some(sp(addr.clone())),
-                http2: (!http2).then_some(false),
-                proxy_protocol: proxy_protocol.then(|| sp(true)),
-                ..RawListenTable::default()
-            }),
+        let item = |addr: &String| {
+            let quic = self.quic.contains(addr) && self.listen_tls.contains(addr);
+            match (self.http2.contains(addr), self.proxy_protocol.contains(addr), quic) {
+                (true, false, false) => RawListenItem::Addr(addr.clone()),
+                // nginx serves no HTTP/2 on an address without `http2`.
+                (http2, proxy_protocol, quic) => RawListenItem::Table(RawListenTable {
+                    addr: Some(sp(addr.clone())),
+                    http2: (!http2).then_some(false),
+                    proxy_protocol: proxy_protocol.then(|| sp(true)),
+                    quic: quic.then(|| sp(true)),
+                }),
+            }
         };
         let list = |addrs: &[String]| {
             (!addrs.is_empty()).then(|| sp(addrs.iter().map(|a| sp(item(a))).collect()))

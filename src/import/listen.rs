@@ -13,6 +13,9 @@ use crate::routing::sites::SiteName;
 /// How tollgate reads the PROXY protocol otherwise than nginx.
 const PROXY_PROTOCOL: &str = "the header's client is the client everywhere (nginx: only with `real_ip_header proxy_protocol`), believed only from `[server] proxy_protocol_from` (written from `set_real_ip_from`, else every address: narrow it to the balancers), and a connection without one is closed";
 
+/// How tollgate's HTTP/3 differs from nginx's `listen … quic`.
+const QUIC: &str = "`quic = true` on the address's `listen_tls` table: HTTP/3 beside TCP's TLS on the same port, with `Alt-Svc` sent for you ([quic] advertise; nginx needs an `add_header Alt-Svc`)";
+
 /// nginx's address when a server has no `listen` (`*:80`, as root).
 const DEFAULT: &str = "0.0.0.0:80";
 
@@ -26,6 +29,7 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
     };
     let mut tls = false;
     let mut http2 = false;
+    let mut quic = false;
     for param in &d.args[1..] {
         let name = param.split('=').next().unwrap_or_default();
         match name {
@@ -38,9 +42,9 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
                 }
                 differences.push(PROXY_PROTOCOL.to_owned());
             }
-            "quic" | "http3" => {
-                return Status::Unsupported("HTTP/3 comes with DESIGN §19".to_owned())
-            }
+            // nginx's QUIC `listen` is a line of its own beside the `ssl` one (UDP and TCP):
+            // here one `listen_tls` table with `quic = true`.
+            "quic" => quic = true,
             "reuseport" | "deferred" | "bind" | "backlog" | "rcvbuf" | "sndbuf" | "fastopen"
             | "so_keepalive" | "ipv6only" | "accept_filter" | "setfib" => differences.push(
                 format!("`{param}` left out: tollgate sets its own socket options"),
@@ -49,6 +53,14 @@ pub(super) fn listen(w: &mut Walk<'_>, d: &Directive, site: &mut Site) -> Status
         }
     }
     let build = &mut w.build;
+    if quic {
+        if !build.quic.contains(&addr) {
+            build.quic.push(addr.clone());
+        }
+        differences.push(QUIC.to_owned());
+        // The address is TLS (QUIC's TLS is always on), served beside its TCP.
+        tls = true;
+    }
     // TLS is a property of the address in nginx: one `ssl` makes it TLS for every
     // server on it.
     if tls {

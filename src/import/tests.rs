@@ -570,8 +570,8 @@ fn certificates_and_tls_listeners_load() {
 }
 
 mod auth;
-mod client_certs;
 mod files;
 mod props;
 
 mod rewrites;
+mod tls;

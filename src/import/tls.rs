@@ -63,6 +63,11 @@ pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level, context:
             own.auth.client_ca = Some(w.dir.join(path).display().to_string());
             Status::Exact(None)
         }
+        ("http3", [on]) if on == "on" => Status::Exact(None),
+        ("http3", _) => Status::Unsupported("HTTP/3 is on or off per address (`quic` on its `listen_tls` table), not per server".to_owned()),
+        (name, _) if name.starts_with("quic_") || name.starts_with("http3_") => {
+            Status::Approx("tollgate's QUIC settings are its own, in [quic] (docs/config.md)".to_owned())
+        }
         ("ssl_verify_depth", _) => Status::Approx("tollgate checks a client's chain to any depth its `ca` reaches".to_owned()),
         (name, _) if name.starts_with("ssl_") => Status::Approx("tollgate's TLS settings are its own: TLS 1.3 and 1.2 AEAD suites, session tickets and a session cache (docs/config.md, [tls])".to_owned()),
         ("http2", _) => Status::Approx("tollgate offers HTTP/2 on every TLS address (`http2 = false` on a listen table is coming)".to_owned()),

@@ -49,10 +49,45 @@ fn table_problems_are_reported_where_they_are() {
 }
 
 #[test]
-fn quic_on_a_listener_is_not_yet_supported() {
+fn quic_needs_a_tls_listener() {
     let found = errors("[server]\nlisten = [{ addr = \"2\", quic = true }]\n");
     let messages: Vec<_> = found.iter().map(|(l, _, m)| (*l, m.as_str())).collect();
-    assert_eq!(messages, [(2, "`quic` on a listener is not yet supported")]);
+    assert_eq!(
+        messages,
+        [(2, "`quic` needs TLS: put this address in `listen_tls` (HTTP/3 is always encrypted)")]
+    );
+}
+
+#[test]
+fn the_quic_section_has_its_defaults_and_refuses_what_is_not_yet_there() {
+    let dir = tempfile::tempdir().unwrap();
+    super::tls::write_cert(dir.path(), "a", &["a.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let file = |quic: &str| {
+        format!(
+            "[server]\nlisten_tls = [{{ addr = \"127.0.0.1:8443\", quic = true }}, \"127.0.0.1:9443\"]\n\
+             [tls]\n[[tls.certificates]]\ncert = \"a.pem\"\nkey = \"a.key\"\n{quic}\
+             [[location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n"
+        )
+    };
+    let load = |text: &str| load_at(text, &dir.path().join("gateway.toml"));
+    let config = load(&file("")).unwrap();
+    assert_eq!(config.quic, crate::config::Quic::default());
+    assert_eq!((config.quic.advertise, config.quic.max_idle_timeout), (true, Duration::from_secs(30)));
+    let quics: Vec<bool> = config.server.listen_tls.iter().map(|l| l.quic).collect();
+    assert_eq!(quics, [true, false]);
+    let set = load(&file("[quic]\nadvertise = false\nadvertised_port = 443\nmax_idle_timeout = \"10s\"\nearly_data = false\n")).unwrap();
+    assert_eq!(
+        (set.quic.advertise, set.quic.advertised_port, set.quic.max_idle_timeout),
+        (false, Some(443), Duration::from_secs(10))
+    );
+    let messages = |quic: &str| -> Vec<String> {
+        let Err(errors) = load(&file(quic)) else { panic!("accepted {quic}") };
+        errors.errors.into_iter().map(|e| e.message).collect()
+    };
+    assert_eq!(messages("[quic]\nadvertised_port = 70000\n"), ["invalid advertised_port 70000: expected 1 to 65535"]);
+    assert_eq!(messages("[quic]\nearly_data = true\n"), ["`early_data` in [quic] is not yet supported"]);
+    assert_eq!(messages("[quic]\nretry_above = \"2000r/s\"\n"), ["`retry_above` in [quic] is not yet supported"]);
+    assert!(messages("[quic]\nadvertize = true\n")[0].starts_with("unknown key `advertize`"));
 }
 
 #[test]

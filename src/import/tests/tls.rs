@@ -1,6 +1,6 @@
-//! `ssl_verify_client` and `ssl_client_certificate`: a server's (or, inherited, the
-//! `http {}`'s) become its site's `client_certificates`; `off` and `optional_no_ca` are
-//! reported.
+//! TLS's directives: `ssl_verify_client` and `ssl_client_certificate` (a server's, or,
+//! inherited, the `http {}`'s, become its site's `client_certificates`; `off` and
+//! `optional_no_ca` are reported), and `listen … quic` with `http3`.
 
 use std::path::Path;
 
@@ -65,4 +65,28 @@ fn a_server_that_verifies_clients_becomes_a_site_with_client_certificates() {
     has(&imported, "body = \"$ssl_client_verify $ssl_client_s_dn $ssl_client_fingerprint\"");
     // The default server verifies nothing: neither `off` nor `optional_no_ca` write one.
     assert_eq!(imported.toml.matches("client_certificates").count(), 2, "{}", imported.toml);
+}
+
+#[test]
+fn a_quic_listen_becomes_quic_on_the_tls_address() {
+    let imported = import(
+        "http {
+    ssl_certificate {DIR}/server.pem;
+    ssl_certificate_key {DIR}/server.key;
+    server {
+        listen 443 quic reuseport;
+        listen 443 ssl;
+        http3 on;
+        quic_retry on;
+        server_name a.test;
+        add_header Alt-Svc 'h3=\":443\"; ma=86400';
+        location / { return 200 ok; }
+    }
+}
+",
+    );
+    approx(&imported, 5, "listen", "`quic = true` on the address's `listen_tls` table");
+    exact(&imported, 7, "http3");
+    approx(&imported, 8, "quic_retry", "[quic]");
+    has(&imported, "listen_tls = [{ addr = \"0.0.0.0:443\", http2 = false, quic = true }]");
 }
