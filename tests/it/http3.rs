@@ -258,3 +258,42 @@ async fn a_reload_keeps_http3_connections_and_quic_follows_the_file() {
         .expect("HTTP/3 again");
     assert_eq!(back.status, 200);
 }
+
+#[tokio::test]
+async fn chromium_loads_a_page_over_http3() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    if !chromium::available("a page over HTTP/3 in Chromium") {
+        return;
+    }
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "");
+    let port = gw.tls_addrs()[0].port();
+    // Chromium takes a QUIC certificate it does not trust only by its key's SPKI hash.
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(dir.path().join("a.key")).unwrap())
+        .unwrap();
+    let spki = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(
+        rcgen::PublicKeyData::subject_public_key_info(&key),
+    ));
+    let mut browser = chromium::Browser::start_with(&[
+        &format!("--origin-to-force-quic-on=a.test:{port}"),
+        "--host-resolver-rules=MAP a.test 127.0.0.1",
+        &format!("--ignore-certificate-errors-spki-list={spki}"),
+    ])
+    .await;
+    browser.open(&format!("https://a.test:{port}/page")).await;
+    let protocol = browser
+        .eval("performance.getEntriesByType('navigation')[0].nextHopProtocol")
+        .await;
+    let text = browser.eval("document.body.innerText").await;
+    assert_eq!(protocol.as_str(), Some("h3"), "{protocol:?}, {text:?}");
+    assert_eq!(text.as_str().map(str::trim), Some("ok from app"));
+    assert!(up
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|seen| seen.uri == "/page"));
+}
