@@ -41,7 +41,10 @@ struct Args {
 
 fn args() -> Args {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    assert!(a.len() == 7, "usage: bench_h3_load h2|h3 ADDR HOST CONNECTIONS STREAMS SECONDS PATH");
+    assert!(
+        a.len() == 7,
+        "usage: bench_h3_load h2|h3 ADDR HOST CONNECTIONS STREAMS SECONDS PATH"
+    );
     Args {
         proto: a[0].clone(),
         addr: a[1].parse().expect("an address"),
@@ -55,7 +58,10 @@ fn args() -> Args {
 
 fn main() {
     let args = args();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let tally = Arc::new(Mutex::new(Tally::default()));
     runtime.block_on(async {
         let deadline = Instant::now() + args.duration;
@@ -64,7 +70,9 @@ fn main() {
         for _ in 0..args.connections {
             match args.proto.as_str() {
                 "h2" => tasks.extend(h2_connection(&args, deadline, &tally).await),
-                "h3" => tasks.extend(h3_connection(endpoint.as_ref().unwrap(), &args, deadline, &tally).await),
+                "h3" => tasks.extend(
+                    h3_connection(endpoint.as_ref().unwrap(), &args, deadline, &tally).await,
+                ),
                 other => panic!("unknown protocol {other}"),
             }
         }
@@ -76,9 +84,19 @@ fn main() {
     tally.latencies_us.sort_unstable();
     let pick = |q: f64| {
         let n = tally.latencies_us.len();
-        if n == 0 { 0 } else { tally.latencies_us[((n as f64 * q) as usize).min(n - 1)] }
+        if n == 0 {
+            0
+        } else {
+            tally.latencies_us[((n as f64 * q) as usize).min(n - 1)]
+        }
     };
-    println!("{} {} {} {}", tally.latencies_us.len(), tally.errors, pick(0.5), pick(0.99));
+    println!(
+        "{} {} {} {}",
+        tally.latencies_us.len(),
+        tally.errors,
+        pick(0.5),
+        pick(0.99)
+    );
 }
 
 type Task = tokio::task::JoinHandle<()>;
@@ -97,16 +115,19 @@ fn tls_config(alpn: &[u8]) -> rustls::ClientConfig {
 
 /// One HTTP/2 connection over TLS, with `streams` tasks sending on it until `deadline`.
 async fn h2_connection(args: &Args, deadline: Instant, tally: &Arc<Mutex<Tally>>) -> Vec<Task> {
-    let tcp = tokio::net::TcpStream::connect(args.addr).await.expect("connect");
+    let tcp = tokio::net::TcpStream::connect(args.addr)
+        .await
+        .expect("connect");
     tcp.set_nodelay(true).unwrap();
     let name = ServerName::try_from(args.host.clone()).unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(tls_config(b"h2")))
         .connect(name, tcp)
         .await
         .expect("TLS handshake");
-    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-        .await
-        .expect("h2 handshake");
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
     tokio::spawn(conn);
     let uri = format!("https://{}{}", args.host, args.path);
     (0..args.streams)
@@ -137,9 +158,20 @@ fn quic_endpoint() -> quinn::Endpoint {
 }
 
 /// One HTTP/3 connection, with `streams` tasks sending on it until `deadline`.
-async fn h3_connection(endpoint: &quinn::Endpoint, args: &Args, deadline: Instant, tally: &Arc<Mutex<Tally>>) -> Vec<Task> {
-    let connection = endpoint.connect(args.addr, &args.host).unwrap().await.expect("QUIC handshake");
-    let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(connection)).await.expect("h3");
+async fn h3_connection(
+    endpoint: &quinn::Endpoint,
+    args: &Args,
+    deadline: Instant,
+    tally: &Arc<Mutex<Tally>>,
+) -> Vec<Task> {
+    let connection = endpoint
+        .connect(args.addr, &args.host)
+        .unwrap()
+        .await
+        .expect("QUIC handshake");
+    let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(connection))
+        .await
+        .expect("h3");
     tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
@@ -179,7 +211,9 @@ async fn h3_request(
 
 fn record(tally: &mut Tally, ok: bool, began: Instant) {
     match ok {
-        true => tally.latencies_us.push(began.elapsed().as_micros().min(u32::MAX as u128) as u32),
+        true => tally
+            .latencies_us
+            .push(began.elapsed().as_micros().min(u32::MAX as u128) as u32),
         false => tally.errors += 1,
     }
 }

@@ -368,7 +368,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`, `quic`"
         );
     }
 
