@@ -38,7 +38,7 @@ mod texts;
 mod tls;
 mod zones;
 
-pub(crate) use self::tls::TlsServer;
+pub(crate) use self::tls::{QuicAdmission, TlsServer};
 
 /// Everything one configuration generation needs at run time.
 pub(crate) struct Snapshot {

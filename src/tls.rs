@@ -24,7 +24,7 @@ use crate::acme::{Published, ACME_TLS_ALPN};
 use crate::certs::{names_by_wildcard, names_exactly, provider, Certificate};
 
 pub(crate) use client_auth::{ClientAuth, Peer, Refusal};
-pub(crate) use quic::server_config as quic_server_config;
+pub(crate) use quic::{host_key, server_config as quic_server_config};
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).
 const SESSION_CACHE: usize = 32 * 1024;
@@ -35,21 +35,18 @@ const SESSION_CACHE: usize = 32 * 1024;
 pub(crate) struct Sessions {
     ticketer: Arc<dyn ProducesTickets>,
     cache: Arc<dyn StoresServerSessions>,
-    /// QUIC's key for address-validation tokens (Retry and NEW_TOKEN): random, made once.
-    quic_tokens: Arc<dyn quinn::crypto::HandshakeTokenKey>,
+    /// QUIC's keys: address-validation tokens (Retry) and stateless resets, from
+    /// `[quic] host_key_file` (the same across restarts) or random (made once).
+    pub quic: quic::Keys,
 }
 
 impl Sessions {
-    pub(crate) fn new() -> Result<Sessions, rustls::Error> {
-        let rng = ring::rand::SystemRandom::new();
-        let mut secret = [0u8; 64];
-        ring::rand::SecureRandom::fill(&rng, &mut secret)
-            .map_err(|_| rustls::Error::General("no randomness for QUIC's token key".to_owned()))?;
-        let key = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(&secret);
+    /// With QUIC's keys from `host_key` (`[quic] host_key_file`'s secret), else random.
+    pub(crate) fn new(host_key: Option<&[u8; quic::HOST_KEY_LEN]>) -> Result<Sessions, rustls::Error> {
         Ok(Sessions {
             ticketer: rustls::crypto::ring::Ticketer::new()?,
             cache: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE),
-            quic_tokens: Arc::new(key),
+            quic: quic::Keys::new(host_key)?,
         })
     }
 }

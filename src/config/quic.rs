@@ -2,9 +2,14 @@
 //! the same port, with the same certificates and sites. `advertise` puts `Alt-Svc:
 //! h3=":PORT"; ma=86400` on the answers over TCP TLS, so that browsers come back over
 //! HTTP/3; `advertised_port` names another port than the listener's own (a port mapped by
-//! a balancer); `max_idle_timeout` closes a connection that went quiet.
+//! a balancer); `max_idle_timeout` closes a connection that went quiet. `retry_above` and
+//! `refuse_above` admit new connections before their handshake (`server/quic.rs`), and
+//! `host_key_file` keeps QUIC's keys across restarts (`tls::host_key`).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::limit::Rate;
 
 use super::diag::Diagnostics;
 use super::raw::{Loose, RawQuic};
@@ -14,7 +19,7 @@ use super::values;
 const MAX_IDLE_TIMEOUT: u64 = 30;
 
 /// `[quic]`, with its defaults when the file has none.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Quic {
     /// `Alt-Svc` on answers over TCP TLS, where the address serves HTTP/3 too.
     pub advertise: bool,
@@ -23,6 +28,13 @@ pub(crate) struct Quic {
     /// A connection silent this long is closed (QUIC's idle timeout, the least of both
     /// sides').
     pub max_idle_timeout: Duration,
+    /// New connections past this rate get a Retry first (address validation), unless
+    /// they come back with a token.
+    pub retry_above: Option<Rate>,
+    /// New connections past this rate are refused.
+    pub refuse_above: Option<Rate>,
+    /// Where the stateless-reset and token keys live (relative to the file's directory).
+    pub host_key_file: Option<PathBuf>,
 }
 
 impl Default for Quic {
@@ -31,20 +43,26 @@ impl Default for Quic {
             advertise: true,
             advertised_port: None,
             max_idle_timeout: Duration::from_secs(MAX_IDLE_TIMEOUT),
+            retry_above: None,
+            refuse_above: None,
+            host_key_file: None,
         }
     }
 }
 
-/// `[quic]` as written, checked; `None` when a key has a problem (reported).
-pub(super) fn quic(raw: RawQuic, diag: &mut Diagnostics<'_>) -> Option<Quic> {
+/// `[quic]` as written, checked (`host_key_file` relative to `base`); `None` when a key
+/// has a problem (reported).
+pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Quic> {
     let mut valid = true;
-    for (key, value) in [
-        ("host_key_file", &raw.host_key_file),
-        ("retry_above", &raw.retry_above),
-        ("refuse_above", &raw.refuse_above),
-    ] {
-        if let Some(value) = value {
-            not_yet(key, value, diag);
+    let rate = |value: &Option<serde_spanned::Spanned<String>>, diag: &mut Diagnostics<'_>| match value {
+        None => Some(None),
+        Some(text) => diag.check(text.span(), super::zones::parse_rate(text.get_ref())).map(Some),
+    };
+    let retry_above = rate(&raw.retry_above, diag);
+    let refuse_above = rate(&raw.refuse_above, diag);
+    if let (Some(Some(retry)), Some(Some(refuse)), Some(at)) = (retry_above, refuse_above, &raw.refuse_above) {
+        if refuse.per_second() < retry.per_second() {
+            diag.error(at.span(), "`refuse_above` is below `retry_above`: no connection would ever get a Retry");
             valid = false;
         }
     }
@@ -70,6 +88,9 @@ pub(super) fn quic(raw: RawQuic, diag: &mut Diagnostics<'_>) -> Option<Quic> {
         advertise: raw.advertise.unwrap_or(true),
         advertised_port: advertised_port?,
         max_idle_timeout: max_idle_timeout?,
+        retry_above: retry_above?,
+        refuse_above: refuse_above?,
+        host_key_file: raw.host_key_file.map(|path| base.join(path.get_ref())),
     };
     valid.then_some(quic)
 }

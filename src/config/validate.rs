@@ -136,7 +136,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         acme::acme(raw, span, base, server.as_ref(), diag)
     });
     let redis = optional(raw.redis, |raw, span| redis::redis(raw, span, base, diag));
-    let quic = optional(raw.quic, |raw, _| super::quic::quic(raw, diag)).map(Option::unwrap_or_default);
+    let quic = optional(raw.quic, |raw, _| super::quic::quic(raw, base, diag)).map(Option::unwrap_or_default);
     let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
     let log = match raw.log {
         Section::Absent => Some(Log {

@@ -28,6 +28,8 @@ pub(crate) struct Metrics {
     location_names: Mutex<BTreeMap<String, Arc<LocationName>>>,
     /// TLS handshakes by result and protocol, per worker.
     tls: PerWorker<TlsHandshakes>,
+    /// New QUIC connections, by what became of them.
+    quic: QuicConnections,
     zones: Family<String, ZoneStats>,
     upstreams: Family<String, UpstreamStats>,
     servers: Family<(String, String), Failures>,
@@ -43,6 +45,7 @@ impl Metrics {
             locations: Family::default(),
             location_names: Mutex::default(),
             tls: PerWorker::new(workers),
+            quic: QuicConnections::default(),
             zones: Family::default(),
             upstreams: Family::default(),
             servers: Family::default(),
@@ -67,6 +70,11 @@ impl Metrics {
         };
         lock(&self.location_names).insert(label.to_owned(), Arc::new(name));
         LocationStats { cells }
+    }
+
+    /// The counts of new QUIC connections.
+    pub(crate) fn quic(&self) -> &QuicConnections {
+        &self.quic
     }
 
     /// Worker `worker`'s TLS handshake counts.
@@ -288,6 +296,34 @@ impl TlsHandshakes {
 
     pub(crate) fn failed_count(&self) -> u64 {
         self.failed.get()
+    }
+}
+
+/// What became of new QUIC connections (`tollgate_quic_connections_total{result}`).
+#[derive(Debug, Default)]
+pub(crate) struct QuicConnections {
+    /// Handshakes completed.
+    pub ok: Counter,
+    /// Handshakes that failed or timed out.
+    pub failed: Counter,
+    /// Answered with a Retry (`retry_above`).
+    pub retried: Counter,
+    /// Refused (`refuse_above`).
+    pub refused: Counter,
+    /// Dropped without an answer: past twice `refuse_above`, not even a refusal is sent.
+    pub dropped: Counter,
+}
+
+impl QuicConnections {
+    /// Each result and its count, in label order.
+    pub(crate) fn counts(&self) -> [(&'static str, u64); 5] {
+        [
+            ("ok", self.ok.get()),
+            ("failed", self.failed.get()),
+            ("retried", self.retried.get()),
+            ("refused", self.refused.get()),
+            ("dropped", self.dropped.get()),
+        ]
     }
 }
 

@@ -54,17 +54,21 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
             return;
         }
     };
+    let counts = setup.state.metrics.quic();
     let connection = match tokio::time::timeout(tls, connecting).await {
         Ok(Ok(connection)) => connection,
         Ok(Err(err)) => {
+            counts.failed.add(1);
             tracing::debug!(%peer, error = %err, "QUIC handshake failed");
             return;
         }
         Err(_) => {
+            counts.failed.add(1);
             tracing::debug!(%peer, "QUIC handshake timed out");
             return;
         }
     };
+    counts.ok.add(1);
     let max_header_bytes = setup.state.snapshot.load().conn.max_header_bytes as u64;
     let built = h3::server::builder()
         .max_field_section_size(max_header_bytes)

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
-use super::worker::{Listen, Work};
+use super::work::{Listen, Work};
 use crate::config::{Address, Transport};
 use crate::metrics::Metrics;
 

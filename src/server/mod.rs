@@ -38,6 +38,7 @@ mod quic;
 mod shed;
 mod timeouts;
 mod zero_copy;
+mod work;
 mod worker;
 
 use std::net::SocketAddr;
@@ -55,7 +56,7 @@ use self::admin_listener::AdminListener;
 use self::descriptors::Descriptors;
 use crate::proxy::files::OpenFiles;
 use self::listener::{Bound, Listening, Sharing};
-use self::worker::Work;
+use self::work::Work;
 use crate::config::{self, Address, Config, ConfigErrors};
 use crate::control::PidFile;
 use crate::metrics::Metrics;
@@ -94,6 +95,8 @@ pub enum StartError {
     Acme(String),
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("[quic] {0}")]
+    HostKey(String),
     #[error("cannot write pid_file {}: {source}", path.display())]
     PidFile {
         path: std::path::PathBuf,
@@ -151,8 +154,10 @@ pub struct Gateway {
     /// it.
     admin: Option<AdminListener>,
     admin_config: Option<SocketAddr>,
-    /// TLS ticket keys and session cache, kept across reloads for resumption.
+    /// TLS ticket keys and session cache, kept across reloads for resumption; QUIC's keys.
     sessions: tls::Sessions,
+    /// `[quic] host_key_file` as started with: a reload cannot change QUIC's keys.
+    host_key_file: Option<std::path::PathBuf>,
     /// The adaptive tick's thread.
     adapt: adapt::Adapt,
     /// `pid_file`, written once every address was bound and removed at the end of
@@ -179,7 +184,11 @@ impl Gateway {
     fn start_sharing(config: Config, sharing: Sharing) -> Result<Gateway, StartError> {
         let workers = config.server.workers.max(1);
         let metrics = Arc::new(Metrics::new(workers));
-        let sessions = tls::Sessions::new()?;
+        let host_key = match &config.quic.host_key_file {
+            Some(path) => Some(tls::host_key(path).map_err(StartError::HostKey)?),
+            None => None,
+        };
+        let sessions = tls::Sessions::new(host_key.as_ref())?;
         // Before the first snapshot: stored certificates are in force for its listeners.
         let acme = crate::acme::Manager::start(config.acme.as_ref()).map_err(StartError::Acme)?;
         let admin_connections = config.admin.as_ref().map_or(0, |a| a.max_connections);
@@ -243,6 +252,7 @@ impl Gateway {
             admin,
             admin_config: config.admin.as_ref().map(|a| a.listen),
             sessions,
+            host_key_file: config.quic.host_key_file.clone(),
             adapt,
             pid_file,
         })
@@ -296,6 +306,9 @@ impl Gateway {
             != admin_connections(self.state.snapshot.load().admin.as_ref())
         {
             tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
+        }
+        if config.quic.host_key_file != self.host_key_file {
+            tracing::warn!("reload: a `[quic] host_key_file` change takes effect on restart");
         }
         if config.server.pid_file.as_deref() != self.pid_file.as_ref().map(PidFile::path) {
             tracing::warn!("reload: a `pid_file` change takes effect on restart");

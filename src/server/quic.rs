@@ -3,29 +3,27 @@
 //! connection is accepted with the QUIC config of the snapshot in force (certificates
 //! swapped by a reload apply to the next handshake) and served by `server/h3.rs`. The
 //! listener stops with its TCP address: a reload that drops the address, or the drain.
+//!
+//! Before any handshake, each new connection is admitted by the rate of new connections
+//! ([`Admission`], `[quic] retry_above` and `refuse_above`): past the first, a client that
+//! has not proven its address gets a Retry (a round trip, and a token it must echo);
+//! past the second, a refusal; past twice the second, silence, so that a flood of
+//! Initials costs neither a handshake nor an answer of ours.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 use super::h3;
 use super::listener::Listening;
-use super::worker::Work;
-use crate::config::{Address, Config, Transport};
+use super::work::{QuicListen, Work};
+use crate::config::{Config, Transport};
+use crate::snapshot::QuicAdmission;
 use crate::state::GatewayState;
-
-/// A QUIC listener's socket, for the worker that serves it.
-pub(super) struct QuicListen {
-    pub socket: UdpSocket,
-    /// The `listen_tls` address it serves beside.
-    pub address: Address,
-    /// Turns true when it stops: its TCP address closed, `quic` was taken off it, or the
-    /// gateway stops.
-    pub stop: watch::Receiver<bool>,
-}
 
 /// The QUIC listeners in force: for each, the TCP address (actual) it is beside and
 /// what stops it.
@@ -110,7 +108,11 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
         return;
     };
     let runtime = Arc::new(quinn::TokioRuntime);
-    let endpoint = match quinn::Endpoint::new(quinn::EndpointConfig::default(), Some((*initial).clone()), socket, runtime) {
+    let Some(reset) = state.snapshot.load().tls.as_ref().map(|tls| tls.quic_reset.clone()) else {
+        return;
+    };
+    let endpoint_config = quinn::EndpointConfig::new(reset);
+    let endpoint = match quinn::Endpoint::new(endpoint_config, Some((*initial).clone()), socket, runtime) {
         Ok(endpoint) => endpoint,
         Err(err) => {
             tracing::error!(addr = %address.addr, error = %err, "cannot serve QUIC");
@@ -125,12 +127,34 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
         worker,
         stop: stop.clone(),
     };
+    let mut admission = Admission::default();
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
             _ = stop.wait_for(|stop| *stop) => break,
         };
         let Some(incoming) = incoming else { break };
+        let counts = state.metrics.quic();
+        let limits = limits(&state);
+        match admission.admit(Instant::now(), incoming.remote_address_validated(), &limits) {
+            Admit::Accept => {}
+            Admit::Retry => {
+                counts.retried.add(1);
+                // Refused only for an address already validated, which is not retried.
+                let _ = incoming.retry();
+                continue;
+            }
+            Admit::Refuse => {
+                counts.refused.add(1);
+                incoming.refuse();
+                continue;
+            }
+            Admit::Drop => {
+                counts.dropped.add(1);
+                incoming.ignore();
+                continue;
+            }
+        }
         // The config in force now: a reload's certificates serve the next handshake.
         let config = quic_config(&state).unwrap_or_else(|| initial.clone());
         let (alive, setup) = (alive.clone(), setup.clone());
@@ -146,7 +170,91 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
     drop(alive);
 }
 
+/// The admission limits of the snapshot in force.
+fn limits(state: &GatewayState) -> QuicAdmission {
+    state.snapshot.load().tls.as_ref().map(|tls| tls.quic_admission).unwrap_or_default()
+}
+
+/// What becomes of a new connection, before its handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admit {
+    Accept,
+    /// A Retry: the client proves its address by echoing a token.
+    Retry,
+    /// A refusal (a CONNECTION_CLOSE, sent without any state kept).
+    Refuse,
+    /// No answer at all.
+    Drop,
+}
+
+/// New connections counted in windows of a second, against the admission limits.
+#[derive(Debug, Default)]
+struct Admission {
+    /// When the window began.
+    window: Option<Instant>,
+    /// New connections seen in it (a retried client counts again when it comes back).
+    seen: u32,
+}
+
+impl Admission {
+    /// The next new connection at `now`, `validated` when it came back with a Retry's
+    /// token: past `refuse_above` refused (past twice that, dropped), past `retry_above`
+    /// retried unless validated.
+    fn admit(&mut self, now: Instant, validated: bool, limits: &QuicAdmission) -> Admit {
+        if self.window.is_none_or(|began| now.duration_since(began) >= Duration::from_secs(1)) {
+            self.window = Some(now);
+            self.seen = 0;
+        }
+        self.seen = self.seen.saturating_add(1);
+        let seen = f64::from(self.seen);
+        if let Some(refuse) = limits.refuse_above {
+            if seen > 2.0 * refuse {
+                return Admit::Drop;
+            }
+            if seen > refuse {
+                return Admit::Refuse;
+            }
+        }
+        match limits.retry_above {
+            Some(retry) if seen > retry && !validated => Admit::Retry,
+            _ => Admit::Accept,
+        }
+    }
+}
+
 /// The QUIC config of the snapshot in force, if it has one.
 fn quic_config(state: &GatewayState) -> Option<Arc<quinn::ServerConfig>> {
     state.snapshot.load().tls.as_ref()?.quic.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_connections_past_each_limit_get_a_retry_a_refusal_then_silence() {
+        let limits = QuicAdmission {
+            retry_above: Some(2.0),
+            refuse_above: Some(4.0),
+        };
+        let mut admission = Admission::default();
+        let start = Instant::now();
+        let seen: Vec<Admit> = (0..10).map(|_| admission.admit(start, false, &limits)).collect();
+        use Admit::*;
+        assert_eq!(seen, [Accept, Accept, Retry, Retry, Refuse, Refuse, Refuse, Refuse, Drop, Drop]);
+        // A new second starts over; a validated client passes the Retry.
+        let later = start + Duration::from_secs(1);
+        assert_eq!(admission.admit(later, false, &limits), Accept);
+        assert_eq!(admission.admit(later, false, &limits), Accept);
+        assert_eq!(admission.admit(later, true, &limits), Accept);
+        assert_eq!(admission.admit(later, false, &limits), Retry);
+        assert_eq!(admission.admit(later, true, &limits), Refuse);
+    }
+
+    #[test]
+    fn without_limits_every_connection_is_accepted() {
+        let mut admission = Admission::default();
+        let now = Instant::now();
+        assert!((0..10_000).all(|_| admission.admit(now, false, &QuicAdmission::default()) == Admit::Accept));
+    }
 }

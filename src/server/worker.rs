@@ -9,7 +9,7 @@
 //! (`server/descriptors.rs`); one beyond the data plane's share closes the worker's oldest
 //! idle connections (`server/shed.rs`), or is closed at once when none is idle.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::work::{Listen, Work};
 use super::{conn, handshake};
 use super::proxy_protocol;
 use super::descriptors::{self, Descriptors};
@@ -27,30 +28,6 @@ use crate::log::repeats::Repeats;
 use crate::metrics::cells::{Gauge, PerWorker};
 use crate::proxy::Conn;
 use crate::state::GatewayState;
-
-/// What a worker is given to serve.
-pub(super) enum Work {
-    /// A TCP listening socket of its own.
-    Tcp(Listen),
-    /// A QUIC listener's socket (one worker serves it).
-    Quic(super::quic::QuicListen),
-}
-
-/// A listening socket for one worker, and the signal that stops it: accepting ends at
-/// once, and its connections finish what they are doing and close.
-pub(super) struct Listen {
-    pub listener: TcpListener,
-    pub stop: watch::Receiver<bool>,
-    /// Open connections accepted on this address (`/metrics`).
-    pub open: Arc<PerWorker<Gauge>>,
-    /// The address as configured; over [`Transport::Tls`] (`listen_tls`), connections
-    /// start with a TLS handshake.
-    pub address: Address,
-    /// Whether HTTP/2 is served here: the address's `http2`, which a reload may turn
-    /// on or off without a new socket (one that took its place would reset the
-    /// connections waiting in this one's accept queue).
-    pub http2: Arc<AtomicBool>,
-}
 
 /// Accepts on every socket `listen` brings until `shutdown` turns true (the gateway
 /// stops every socket first), then gives open connections until the snapshot's

@@ -28,6 +28,10 @@ pub(crate) struct TlsServer {
     pub ja4: bool,
     /// What QUIC endpoints accept with, when some `listen_tls` has `quic = true`.
     pub quic: Option<Arc<quinn::ServerConfig>>,
+    /// New QUIC connections per second past which they get a Retry, and are refused.
+    pub quic_admission: QuicAdmission,
+    /// The key a QUIC endpoint makes stateless resets with (the gateway's, lasting).
+    pub quic_reset: Arc<dyn quinn::crypto::HmacKey>,
     /// The `listen_tls` addresses (as configured) whose answers over TCP advertise
     /// HTTP/3 (`quic = true` with `[quic] advertise`), and the port to name
     /// (`advertised_port`; `None`: the connection's own).
@@ -53,6 +57,13 @@ impl TlsServer {
             _ => &self.acceptor,
         }
     }
+}
+
+/// `[quic] retry_above` and `refuse_above`, per second.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QuicAdmission {
+    pub retry_above: Option<f64>,
+    pub refuse_above: Option<f64>,
 }
 
 /// Each site's client certificates (by its index in the file), ready for handshakes.
@@ -112,6 +123,11 @@ pub(super) fn server(config: &Config, lasting: &Lasting<'_>) -> Result<(Option<T
             )?),
             false => None,
         },
+        quic_admission: QuicAdmission {
+            retry_above: config.quic.retry_above.map(crate::limit::Rate::per_second),
+            refuse_above: config.quic.refuse_above.map(crate::limit::Rate::per_second),
+        },
+        quic_reset: lasting.sessions.quic.reset.clone(),
         advertised: (
             match config.quic.advertise {
                 true => config.server.listen_tls.iter().filter(|l| l.quic).map(|l| l.addr).collect(),

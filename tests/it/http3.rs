@@ -297,3 +297,80 @@ async fn chromium_loads_a_page_over_http3() {
         .iter()
         .any(|seen| seen.uri == "/page"));
 }
+
+#[tokio::test]
+async fn new_connections_past_the_limits_get_a_retry_then_a_refusal() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let head = "[admin]\nlisten = \"127.0.0.1:0\"\n[quic]\nretry_above = \"1r/s\"\nrefuse_above = \"6r/s\"\n";
+    let gw = quic_gateway(dir.path(), up.addr, "", head);
+    let tls = gw.tls_addrs()[0];
+    let admin = gw.admin_addr().unwrap();
+    // Within one second: the first is accepted, the second retried (quinn's client echoes
+    // the token and is let in), and past six attempts the rest are refused or dropped.
+    let mut outcomes = Vec::new();
+    for _ in 0..12 {
+        let attempt = tokio::time::timeout(
+            std::time::Duration::from_millis(600),
+            h3::get(tls, "a.test", "/"),
+        )
+        .await;
+        outcomes.push(matches!(attempt, Ok(Ok(ref reply)) if reply.status == 200));
+    }
+    assert!(outcomes[0] && outcomes[1], "{outcomes:?}");
+    assert!(outcomes.iter().any(|ok| !ok), "{outcomes:?}");
+    let scraped = crate::metrics::scrape(admin).await;
+    let count = |result: &str| {
+        scraped.get(&format!(
+            "tollgate_quic_connections_total{{result=\"{result}\"}}"
+        ))
+    };
+    assert!(count("retried") >= 1.0, "{}", scraped.text);
+    assert!(
+        count("refused") + count("dropped") >= 1.0,
+        "{}",
+        scraped.text
+    );
+    assert!(count("ok") >= 2.0, "{}", scraped.text);
+}
+
+#[tokio::test]
+async fn the_host_key_file_is_made_private_and_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let key = dir.path().join("quic.key");
+    let head = format!("[quic]\nhost_key_file = \"{}\"\n", key.display());
+    let gw = quic_gateway(dir.path(), up.addr, "", &head);
+    let made = std::fs::read(&key).unwrap();
+    assert_eq!(made.len(), 64);
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        within(10, h3::get(gw.tls_addrs()[0], "a.test", "/"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    drop(gw);
+    // A restart reads the same key back; a key others may read is refused.
+    let again = quic_gateway(dir.path(), up.addr, "", &head);
+    assert_eq!(std::fs::read(&key).unwrap(), made);
+    drop(again);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = parse(&format!(
+        "[server]\nlisten_tls = [{{ addr = \"127.0.0.1:0\", quic = true }}]\n[tls]\n[[tls.certificates]]\n\
+         cert = \"{d}/a.pem\"\nkey = \"{d}/a.key\"\n{head}[[location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\n",
+        d = dir.path().display()
+    ));
+    let refused = tollgate::Gateway::start(config)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(refused.contains("may be read by others"), "{refused}");
+}

@@ -130,6 +130,20 @@ pub(super) fn tls(metrics: &Metrics, encoder: &mut DescriptorEncoder<'_>) -> fmt
     )
 }
 
+/// New QUIC connections (HTTP/3), by what became of them.
+pub(super) fn quic(metrics: &Metrics, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "tollgate_quic_connections",
+        "New QUIC connections, by result: ok and failed handshakes, retried (a Retry asked for address validation), refused, dropped unanswered.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, count) in metrics.quic().counts() {
+        counter(&mut family, &[("result", result)], count)?;
+    }
+    Ok(())
+}
+
 /// `tollgate_build_info{version,commit} 1`, the usual way to put a build on a graph.
 pub(super) fn build_info(encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
     let mut family = encoder.encode_descriptor(

@@ -306,11 +306,11 @@ pub(crate) struct RawQuic {
     pub advertise: Option<bool>,
     pub advertised_port: Option<Spanned<i64>>,
     pub max_idle_timeout: Option<Loose>,
-    /// Named so that they are refused as not supported yet, not as unknown.
+    /// Named so that `true` is refused as not supported yet, not as unknown.
     pub early_data: Option<Loose>,
-    pub host_key_file: Option<Loose>,
-    pub retry_above: Option<Loose>,
-    pub refuse_above: Option<Loose>,
+    pub host_key_file: Option<Spanned<String>>,
+    pub retry_above: Option<Spanned<String>>,
+    pub refuse_above: Option<Spanned<String>>,
 }
 
 #[derive(Default, Deserialize, Serialize)]

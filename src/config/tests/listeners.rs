@@ -86,7 +86,14 @@ fn the_quic_section_has_its_defaults_and_refuses_what_is_not_yet_there() {
     };
     assert_eq!(messages("[quic]\nadvertised_port = 70000\n"), ["invalid advertised_port 70000: expected 1 to 65535"]);
     assert_eq!(messages("[quic]\nearly_data = true\n"), ["`early_data` in [quic] is not yet supported"]);
-    assert_eq!(messages("[quic]\nretry_above = \"2000r/s\"\n"), ["`retry_above` in [quic] is not yet supported"]);
+    assert_eq!(
+        messages("[quic]\nretry_above = \"200r/s\"\nrefuse_above = \"100r/s\"\n"),
+        ["`refuse_above` is below `retry_above`: no connection would ever get a Retry"]
+    );
+    assert!(messages("[quic]\nretry_above = \"many\"\n")[0].starts_with("invalid rate"), "{:?}", messages("[quic]\nretry_above = \"many\"\n"));
+    let limits = load(&file("[quic]\nretry_above = \"2000r/s\"\nrefuse_above = \"20000r/s\"\nhost_key_file = \"quic.key\"\n")).unwrap();
+    assert_eq!(limits.quic.retry_above.map(crate::limit::Rate::per_second), Some(2000.0));
+    assert_eq!(limits.quic.host_key_file, Some(dir.path().join("quic.key")));
     assert!(messages("[quic]\nadvertize = true\n")[0].starts_with("unknown key `advertize`"));
 }
 
