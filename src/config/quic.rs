@@ -35,6 +35,8 @@ pub(crate) struct Quic {
     pub refuse_above: Option<Rate>,
     /// Where the stateless-reset and token keys live (relative to the file's directory).
     pub host_key_file: Option<PathBuf>,
+    /// `segmentation_offload`: datagrams sent in batches the kernel cuts (GSO) where it can.
+    pub segmentation_offload: bool,
 }
 
 impl Default for Quic {
@@ -46,6 +48,7 @@ impl Default for Quic {
             retry_above: None,
             refuse_above: None,
             host_key_file: None,
+            segmentation_offload: true,
         }
     }
 }
@@ -91,6 +94,7 @@ pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Opt
         retry_above: retry_above?,
         refuse_above: refuse_above?,
         host_key_file: raw.host_key_file.map(|path| base.join(path.get_ref())),
+        segmentation_offload: raw.segmentation_offload.unwrap_or(true),
     };
     valid.then_some(quic)
 }

@@ -86,25 +86,33 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
 }
 
 /// Accepts request streams, each served on a task of its own, until the connection
-/// ends; when the drain starts, sends GOAWAY and lets the streams under way finish.
+/// ends; when the drain starts, sends GOAWAY and keeps the connection until the requests
+/// under way have been answered (the worker's `shutdown_timeout` bounds the wait).
 async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup) {
     let conn_state = ConnState::new();
     let mut stop = setup.stop.clone();
+    // Each request's task holds a sender: `recv` gives `None` once all have ended.
+    let (alive, mut all_done) = tokio::sync::mpsc::channel::<()>(1);
     loop {
         let accepted = tokio::select! {
             accepted = h3.accept() => Some(accepted),
             _ = stop.wait_for(|stop| *stop) => None,
         };
         let Some(accepted) = accepted else {
-            // GOAWAY: the requests already accepted go on.
+            // GOAWAY: the requests already accepted go on, on this connection.
             let _ = h3.shutdown(0).await;
+            drop(alive);
+            let _ = all_done.recv().await;
             return;
         };
         match accepted {
             Ok(Some(resolver)) => {
                 let (conn, state) = (conn.clone(), setup.state.clone());
-                let conn_state = conn_state.clone();
-                tokio::spawn(request(resolver, conn, state, conn_state));
+                let (conn_state, alive) = (conn_state.clone(), alive.clone());
+                tokio::spawn(async move {
+                    request(resolver, conn, state, conn_state).await;
+                    drop(alive);
+                });
             }
             Ok(None) => return,
             Err(err) => {

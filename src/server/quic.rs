@@ -84,13 +84,36 @@ impl QuicListeners {
     }
 }
 
-/// A UDP socket at `addr` (an IPv6 one for IPv6 only, as TCP's).
+/// The socket buffers a QUIC listener asks for: a burst of a few thousand datagrams
+/// (quinn's own advice is several megabytes), where Linux's default is 208 KiB.
+const SOCKET_BUFFER: usize = 4 * 1024 * 1024;
+
+/// A UDP socket at `addr` (an IPv6 one for IPv6 only, as TCP's), with buffers of
+/// [`SOCKET_BUFFER`]; where the kernel caps them lower, a warning says which sysctl lifts it.
 pub(super) fn bind(addr: SocketAddr) -> io::Result<UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.set_nonblocking(true)?;
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    // Linux reports twice what it keeps for its own bookkeeping.
+    let got = |size: io::Result<usize>| size.map_or(0, |size| size / 2);
+    for (buffer, size, sysctl) in [
+        ("receive", got(socket.recv_buffer_size()), "net.core.rmem_max"),
+        ("send", got(socket.send_buffer_size()), "net.core.wmem_max"),
+    ] {
+        if size < SOCKET_BUFFER {
+            tracing::warn!(
+                %addr,
+                buffer,
+                size,
+                wanted = SOCKET_BUFFER,
+                "the kernel caps QUIC's UDP {buffer} buffer: a burst may be dropped; `sysctl -w {sysctl}={SOCKET_BUFFER}` lifts it"
+            );
+        }
+    }
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }

@@ -49,6 +49,7 @@ pub(crate) fn server_config(
         .map_err(|err| rustls::Error::General(err.to_string()))?;
     transport.max_idle_timeout(Some(idle));
     transport.max_concurrent_bidi_streams(max_streams.into());
+    transport.enable_segmentation_offload(settings.segmentation_offload);
     // Clients open no streams of their own beyond HTTP/3's control and QPACK ones.
     transport.max_concurrent_uni_streams(3u32.into());
     config.transport_config(Arc::new(transport));

@@ -374,3 +374,65 @@ async fn the_host_key_file_is_made_private_and_kept() {
         .to_string();
     assert!(refused.contains("may be read by others"), "{refused}");
 }
+
+/// An upstream that answers each request with 20 chunks of 1 KiB, 50 ms apart: a download
+/// of a second.
+async fn slow_download() -> Upstream {
+    use http_body_util::{BodyExt, StreamBody};
+    Upstream::start(|_| async {
+        let chunks = futures_util::stream::unfold(0u32, |n| async move {
+            if n == 20 {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let frame = hyper::body::Frame::data(bytes::Bytes::from(vec![b'd'; 1024]));
+            Some((Ok::<_, hyper::Error>(frame), n + 1))
+        });
+        http::Response::new(StreamBody::new(chunks).boxed())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_download_under_way_finishes_across_a_reload_and_through_a_graceful_stop() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = slow_download().await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "");
+    let tls = gw.tls_addrs()[0];
+    let download = tokio::spawn(h3::get(tls, "a.test", "/big"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let d = dir.path().display();
+    let again = format!(
+        "[server]\nlisten = [\"{}\"]\nlisten_tls = [{{ addr = \"{tls}\", quic = true }}]\n[log]\naccess = \"off\"\n\
+         [tls]\n[[tls.certificates]]\ncert = \"{d}/a.pem\"\nkey = \"{d}/a.key\"\n[upstreams.app]\nservers = [\"{}\"]\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\nresponse_headers = {{ \"X-Generation\" = \"2\" }}\n",
+        addr(&gw),
+        up.addr
+    );
+    gw.reload(&parse(&again)).unwrap();
+    let reply = within(10, download)
+        .await
+        .unwrap()
+        .expect("the download finishes");
+    assert_eq!((reply.status.as_u16(), reply.body.len()), (200, 20 * 1024));
+
+    // A graceful stop: the download under way finishes (GOAWAY), no new connection is taken.
+    let download = tokio::spawn(h3::get(tls, "a.test", "/big"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    gw.shutdown();
+    let reply = within(10, download)
+        .await
+        .unwrap()
+        .expect("the download finishes through the stop");
+    assert_eq!((reply.status.as_u16(), reply.body.len()), (200, 20 * 1024));
+    let late = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        h3::get(tls, "a.test", "/"),
+    )
+    .await;
+    assert!(!matches!(late, Ok(Ok(_))), "{late:?}");
+    tokio::task::spawn_blocking(move || gw.wait())
+        .await
+        .unwrap();
+}

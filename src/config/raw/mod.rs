@@ -306,6 +306,7 @@ pub(crate) struct RawQuic {
     pub advertise: Option<bool>,
     pub advertised_port: Option<Spanned<i64>>,
     pub max_idle_timeout: Option<Loose>,
+    pub segmentation_offload: Option<bool>,
     /// Named so that `true` is refused as not supported yet, not as unknown.
     pub early_data: Option<Loose>,
     pub host_key_file: Option<Spanned<String>>,
