@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::limit::Rate;
 
 use super::diag::Diagnostics;
-use super::raw::{Loose, RawQuic};
+use super::raw::RawQuic;
 use super::values;
 
 /// `max_idle_timeout` when absent, in seconds.
@@ -37,6 +37,8 @@ pub(crate) struct Quic {
     pub host_key_file: Option<PathBuf>,
     /// `segmentation_offload`: datagrams sent in batches the kernel cuts (GSO) where it can.
     pub segmentation_offload: bool,
+    /// `early_data`: 0-RTT taken, for safe methods only (`server/h3.rs`).
+    pub early_data: bool,
 }
 
 impl Default for Quic {
@@ -49,6 +51,7 @@ impl Default for Quic {
             refuse_above: None,
             host_key_file: None,
             segmentation_offload: true,
+            early_data: false,
         }
     }
 }
@@ -66,13 +69,6 @@ pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Opt
     if let (Some(Some(retry)), Some(Some(refuse)), Some(at)) = (retry_above, refuse_above, &raw.refuse_above) {
         if refuse.per_second() < retry.per_second() {
             diag.error(at.span(), "`refuse_above` is below `retry_above`: no connection would ever get a Retry");
-            valid = false;
-        }
-    }
-    if let Some(early) = &raw.early_data {
-        // Off is what there is; on is not yet.
-        if early.get_ref().as_bool() != Some(false) {
-            not_yet("early_data", early, diag);
             valid = false;
         }
     }
@@ -95,11 +91,7 @@ pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Opt
         refuse_above: refuse_above?,
         host_key_file: raw.host_key_file.map(|path| base.join(path.get_ref())),
         segmentation_offload: raw.segmentation_offload.unwrap_or(true),
+        early_data: raw.early_data.unwrap_or(false),
     };
     valid.then_some(quic)
-}
-
-/// A key of `[quic]` that a later release brings.
-fn not_yet(key: &str, value: &Loose, diag: &mut Diagnostics<'_>) {
-    diag.error(value.span(), format!("`{key}` in [quic] is not yet supported"));
 }

@@ -3,9 +3,15 @@
 //! pipeline of the snapshot in force, as HTTP/1.1's and HTTP/2's do, and its answer is
 //! sent back on the stream as it comes. When the worker drains, the connection sends
 //! GOAWAY and finishes the requests under way.
+//!
+//! With `[quic] early_data`, requests are taken before the handshake completes (0-RTT,
+//! which an attacker may replay): only safe methods go on, with `Early-Data: 1` so that
+//! the upstream may answer 425; any other is answered 425 Too Early here, and the client
+//! sends it again once the handshake is done (RFC 8470).
 
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -44,7 +50,14 @@ pub(super) struct Setup {
 /// the connection fails, or the worker's drain ends it.
 pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerConfig>, setup: Setup) {
     let peer = incoming.remote_address();
-    let Some(tls) = setup.state.snapshot.load().tls.as_ref().map(|tls| tls.handshake_timeout) else {
+    let Some((tls, early_data)) = setup
+        .state
+        .snapshot
+        .load()
+        .tls
+        .as_ref()
+        .map(|tls| (tls.handshake_timeout, tls.quic_early_data))
+    else {
         return;
     };
     let connecting = match incoming.accept_with(config) {
@@ -55,20 +68,39 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
         }
     };
     let counts = setup.state.metrics.quic();
-    let connection = match tokio::time::timeout(tls, connecting).await {
-        Ok(Ok(connection)) => connection,
-        Ok(Err(err)) => {
-            counts.failed.add(1);
-            tracing::debug!(%peer, error = %err, "QUIC handshake failed");
+    // Whether the handshake is over: requests before it came in 0-RTT.
+    let confirmed = Arc::new(AtomicBool::new(!early_data));
+    let connection = if early_data {
+        // On a server, this always succeeds; `established` resolves with the handshake.
+        let Ok((connection, established)) = connecting.into_0rtt() else {
             return;
-        }
-        Err(_) => {
-            counts.failed.add(1);
-            tracing::debug!(%peer, "QUIC handshake timed out");
-            return;
+        };
+        let confirmed = confirmed.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(tls, established).await.is_ok() {
+                confirmed.store(true, Ordering::Release);
+            }
+        });
+        counts.ok.add(1);
+        connection
+    } else {
+        match tokio::time::timeout(tls, connecting).await {
+            Ok(Ok(connection)) => {
+                counts.ok.add(1);
+                connection
+            }
+            Ok(Err(err)) => {
+                counts.failed.add(1);
+                tracing::debug!(%peer, error = %err, "QUIC handshake failed");
+                return;
+            }
+            Err(_) => {
+                counts.failed.add(1);
+                tracing::debug!(%peer, "QUIC handshake timed out");
+                return;
+            }
         }
     };
-    counts.ok.add(1);
     let max_header_bytes = setup.state.snapshot.load().conn.max_header_bytes as u64;
     let built = h3::server::builder()
         .max_field_section_size(max_header_bytes)
@@ -82,13 +114,13 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
         }
     };
     let conn = Arc::new(Conn::new(peer, setup.worker, setup.address, setup.port, setup.stop.clone()));
-    requests(&mut h3, &conn, &setup).await;
+    requests(&mut h3, &conn, &setup, &confirmed).await;
 }
 
 /// Accepts request streams, each served on a task of its own, until the connection
 /// ends; when the drain starts, sends GOAWAY and keeps the connection until the requests
 /// under way have been answered (the worker's `shutdown_timeout` bounds the wait).
-async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup) {
+async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup, confirmed: &AtomicBool) {
     let conn_state = ConnState::new();
     let mut stop = setup.stop.clone();
     // Each request's task holds a sender: `recv` gives `None` once all have ended.
@@ -109,8 +141,9 @@ async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup) {
             Ok(Some(resolver)) => {
                 let (conn, state) = (conn.clone(), setup.state.clone());
                 let (conn_state, alive) = (conn_state.clone(), alive.clone());
+                let early = !confirmed.load(Ordering::Acquire);
                 tokio::spawn(async move {
-                    request(resolver, conn, state, conn_state).await;
+                    request(resolver, conn, state, conn_state, early).await;
                     drop(alive);
                 });
             }
@@ -125,14 +158,16 @@ async fn requests(h3: &mut Connection, conn: &Arc<Conn>, setup: &Setup) {
     }
 }
 
-/// One request: read, handed to the pipeline, answered on its stream.
+/// One request: read, handed to the pipeline, answered on its stream. `early`: it came
+/// before the handshake was over (0-RTT).
 async fn request(
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
     conn: Arc<Conn>,
     state: Arc<GatewayState>,
     conn_state: Arc<ConnState>,
+    early: bool,
 ) {
-    let (req, stream) = match resolver.resolve_request().await {
+    let (mut req, stream) = match resolver.resolve_request().await {
         Ok(resolved) => resolved,
         Err(err) => {
             tracing::debug!(peer = %conn.peer, error = %err, "HTTP/3 request unreadable");
@@ -140,6 +175,17 @@ async fn request(
         }
     };
     let (mut send, recv) = stream.split();
+    if early {
+        if !req.method().is_safe() {
+            // RFC 8470 §5.2: the client sends it again after the handshake.
+            let too_early = Response::builder().status(http::StatusCode::TOO_EARLY).body(()).unwrap_or_default();
+            if send.send_response(too_early).await.is_ok() {
+                let _ = send.finish().await;
+            }
+            return;
+        }
+        req.headers_mut().insert("early-data", HeaderValue::from_static("1"));
+    }
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)

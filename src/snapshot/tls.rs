@@ -30,6 +30,8 @@ pub(crate) struct TlsServer {
     pub quic: Option<Arc<quinn::ServerConfig>>,
     /// New QUIC connections per second past which they get a Retry, and are refused.
     pub quic_admission: QuicAdmission,
+    /// `[quic] early_data`: requests taken from 0-RTT (safe methods only).
+    pub quic_early_data: bool,
     /// The key a QUIC endpoint makes stateless resets with (the gateway's, lasting).
     pub quic_reset: Arc<dyn quinn::crypto::HmacKey>,
     /// The `listen_tls` addresses (as configured) whose answers over TCP advertise
@@ -128,6 +130,7 @@ pub(super) fn server(config: &Config, lasting: &Lasting<'_>) -> Result<(Option<T
             refuse_above: config.quic.refuse_above.map(crate::limit::Rate::per_second),
         },
         quic_reset: lasting.sessions.quic.reset.clone(),
+        quic_early_data: config.quic.early_data,
         advertised: (
             match config.quic.advertise {
                 true => config.server.listen_tls.iter().filter(|l| l.quic).map(|l| l.addr).collect(),

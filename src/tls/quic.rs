@@ -1,6 +1,6 @@
 //! The QUIC side of TLS: the server config HTTP/3 listeners accept with. The same
 //! certificates and resolver as TCP's (SNI, ACME), TLS 1.3 only (QUIC has no other), ALPN
-//! `h3`, no 0-RTT, the same session tickets; and quinn's transport settings from `[quic]`.
+//! `h3`, 0-RTT only with `early_data`, the same session tickets; and quinn's transport settings from `[quic]`.
 //! Also QUIC's own keys ([`Keys`]), from `[quic] host_key_file` ([`host_key`]) so that a
 //! restart keeps them: a client's Retry token and a stateless reset stay good across it.
 
@@ -36,11 +36,17 @@ pub(crate) fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(Resolver::new(certificates, acme)));
     tls.alpn_protocols = vec![H3_ALPN.to_vec()];
-    tls.ticketer = sessions.ticketer.clone();
     tls.send_tls13_tickets = 1;
     tls.session_storage = sessions.cache.clone();
-    // 0-RTT stays off (`early_data`, not yet): a replayed request would be charged twice.
-    tls.max_early_data_size = 0;
+    if settings.early_data {
+        // 0-RTT (a replayable first flight; `server/h3.rs` takes safe methods from it),
+        // all or nothing in QUIC (RFC 9001 §4.6.1). rustls takes it only on sessions kept
+        // here, each resumed once: a captured flight replayed finds its session gone, and
+        // another instance has none.
+        tls.max_early_data_size = u32::MAX;
+    } else {
+        tls.ticketer = sessions.ticketer.clone();
+    }
     let crypto = QuicServerConfig::try_from(Arc::new(tls))
         .map_err(|err| rustls::Error::General(err.to_string()))?;
     let mut config = quinn::ServerConfig::new(Arc::new(crypto), sessions.quic.tokens.clone());

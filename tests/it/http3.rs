@@ -436,3 +436,111 @@ async fn a_download_under_way_finishes_across_a_reload_and_through_a_graceful_st
         .await
         .unwrap();
 }
+
+/// Relays datagrams between a client and `server`, keeping the client's in order: what
+/// an attacker on the path would capture.
+async fn relay(
+    server: std::net::SocketAddr,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+) {
+    let socket = std::sync::Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let at = socket.local_addr().unwrap();
+    let captured: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>> = Default::default();
+    let upstream = std::sync::Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let client: std::sync::Arc<std::sync::Mutex<Option<std::net::SocketAddr>>> = Default::default();
+    let (down, up_socket, seen) = (socket.clone(), upstream.clone(), client.clone());
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok(n) = up_socket.recv(&mut buf).await {
+            let to = *seen.lock().unwrap();
+            if let Some(to) = to {
+                let _ = down.send_to(&buf[..n], to).await;
+            }
+        }
+    });
+    upstream.connect(server).await.unwrap();
+    let kept = captured.clone();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+            *client.lock().unwrap() = Some(from);
+            kept.lock().unwrap().push(buf[..n].to_vec());
+            let _ = upstream.send(&buf[..n]).await;
+        }
+    });
+    (at, captured)
+}
+
+#[tokio::test]
+async fn early_data_takes_safe_methods_only_and_a_replayed_flight_gets_no_more() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let up = Upstream::named("app").await;
+    let gw = quic_gateway(dir.path(), up.addr, "", "[quic]\nearly_data = true\n");
+    let tls = gw.tls_addrs()[0];
+    let config = h3::early_config();
+    // A first connection gets a ticket; a second sends its request in 0-RTT.
+    let (mut first, early) = within(10, h3::H3Client::connect_early(&config, tls, "a.test"))
+        .await
+        .unwrap();
+    assert!(!early);
+    assert_eq!(first.get("a.test", "/first").await.unwrap().status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    drop(first);
+    let (relay_at, captured) = relay(tls).await;
+    let (mut second, early) = within(10, h3::H3Client::connect_early(&config, relay_at, "a.test"))
+        .await
+        .unwrap();
+    assert!(early, "no 0-RTT: the ticket allowed none");
+    let req = http::Request::post("https://a.test/pay").body(()).unwrap();
+    let posted = within(10, second.send(req, b"once")).await.unwrap();
+    // Whether it came early (425, then the client may send it again) or after the
+    // handshake (200), a POST is never taken from 0-RTT.
+    let pays = || {
+        up.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.uri == "/pay")
+            .count()
+    };
+    match posted.status.as_u16() {
+        425 => assert_eq!(pays(), 0),
+        200 => assert_eq!(pays(), 1),
+        other => panic!("POST answered {other}"),
+    }
+    let before = pays();
+    // An attacker replays the client's first flight (Initial and 0-RTT) from elsewhere: the
+    // handshake never completes, so whatever it carries is early.
+    let flight: Vec<Vec<u8>> = captured.lock().unwrap().iter().take(4).cloned().collect();
+    let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    for datagram in &flight {
+        attacker.send_to(datagram, tls).await.unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(pays(), before, "a replayed 0-RTT POST reached the upstream");
+    // A GET in 0-RTT goes on, marked for the upstream.
+    let (mut third, early) = within(10, h3::H3Client::connect_early(&config, tls, "a.test"))
+        .await
+        .unwrap();
+    assert!(early);
+    assert_eq!(third.get("a.test", "/read").await.unwrap().status, 200);
+    let read = up
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|s| s.uri == "/read")
+        .map(|s| s.headers.clone())
+        .unwrap();
+    let marked = read
+        .get("early-data")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert!(
+        marked.is_none() || marked.as_deref() == Some("1"),
+        "{marked:?}"
+    );
+}

@@ -307,8 +307,7 @@ pub(crate) struct RawQuic {
     pub advertised_port: Option<Spanned<i64>>,
     pub max_idle_timeout: Option<Loose>,
     pub segmentation_offload: Option<bool>,
-    /// Named so that `true` is refused as not supported yet, not as unknown.
-    pub early_data: Option<Loose>,
+    pub early_data: Option<bool>,
     pub host_key_file: Option<Spanned<String>>,
     pub retry_above: Option<Spanned<String>>,
     pub refuse_above: Option<Spanned<String>>,

@@ -59,7 +59,7 @@ fn quic_needs_a_tls_listener() {
 }
 
 #[test]
-fn the_quic_section_has_its_defaults_and_refuses_what_is_not_yet_there() {
+fn the_quic_section_has_its_defaults_and_checks_its_keys() {
     let dir = tempfile::tempdir().unwrap();
     super::tls::write_cert(dir.path(), "a", &["a.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
     let file = |quic: &str| {
@@ -85,7 +85,7 @@ fn the_quic_section_has_its_defaults_and_refuses_what_is_not_yet_there() {
         errors.errors.into_iter().map(|e| e.message).collect()
     };
     assert_eq!(messages("[quic]\nadvertised_port = 70000\n"), ["invalid advertised_port 70000: expected 1 to 65535"]);
-    assert_eq!(messages("[quic]\nearly_data = true\n"), ["`early_data` in [quic] is not yet supported"]);
+    assert!(load(&file("[quic]\nearly_data = true\n")).unwrap().quic.early_data);
     assert_eq!(
         messages("[quic]\nretry_above = \"200r/s\"\nrefuse_above = \"100r/s\"\n"),
         ["`refuse_above` is below `retry_above`: no connection would ever get a Retry"]

@@ -119,3 +119,55 @@ pub async fn request(
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<H3Reply, String> {
     H3Client::connect(addr, host).await?.get(host, path).await
 }
+
+/// A client config that keeps the session tickets it is given (the config is shared by
+/// the connections made with it) and offers 0-RTT with them.
+pub fn early_config() -> quinn::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.enable_early_data = true;
+    quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
+}
+
+impl H3Client {
+    /// Connects with `config` (from [`early_config`]), sending its first requests in 0-RTT
+    /// when it holds a ticket that allows it: the client, and whether it did.
+    pub async fn connect_early(
+        config: &quinn::ClientConfig,
+        addr: SocketAddr,
+        host: &str,
+    ) -> Result<(H3Client, bool), String> {
+        let mut endpoint =
+            quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).map_err(|e| e.to_string())?;
+        endpoint.set_default_client_config(config.clone());
+        let connecting = endpoint.connect(addr, host).map_err(|e| e.to_string())?;
+        let (connection, early) = match connecting.into_0rtt() {
+            Ok((connection, _)) => (connection, true),
+            Err(connecting) => (
+                connecting
+                    .await
+                    .map_err(|e| format!("QUIC handshake: {e}"))?,
+                false,
+            ),
+        };
+        let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(connection))
+            .await
+            .map_err(|e| e.to_string())?;
+        let driver =
+            tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
+        Ok((
+            H3Client {
+                endpoint,
+                sender,
+                driver,
+            },
+            early,
+        ))
+    }
+}
