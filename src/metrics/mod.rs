@@ -312,6 +312,10 @@ pub(crate) struct QuicConnections {
     pub refused: Counter,
     /// Dropped without an answer: past twice `refuse_above`, not even a refusal is sent.
     pub dropped: Counter,
+    /// Requests taken from 0-RTT (`early_data`: a safe method).
+    pub early_taken: Counter,
+    /// Requests in 0-RTT answered 425 Too Early (any other method).
+    pub too_early: Counter,
 }
 
 impl QuicConnections {
@@ -324,6 +328,11 @@ impl QuicConnections {
             ("refused", self.refused.get()),
             ("dropped", self.dropped.get()),
         ]
+    }
+
+    /// The 0-RTT requests taken and refused, in label order.
+    pub(crate) fn early_counts(&self) -> [(&'static str, u64); 2] {
+        [("taken", self.early_taken.get()), ("too_early", self.too_early.get())]
     }
 }
 

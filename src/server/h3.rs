@@ -176,7 +176,9 @@ async fn request(
     };
     let (mut send, recv) = stream.split();
     if early {
+        let counts = state.metrics.quic();
         if !req.method().is_safe() {
+            counts.too_early.add(1);
             // RFC 8470 §5.2: the client sends it again after the handshake.
             let too_early = Response::builder().status(http::StatusCode::TOO_EARLY).body(()).unwrap_or_default();
             if send.send_response(too_early).await.is_ok() {
@@ -184,6 +186,7 @@ async fn request(
             }
             return;
         }
+        counts.early_taken.add(1);
         req.headers_mut().insert("early-data", HeaderValue::from_static("1"));
     }
     let declared = req

@@ -295,24 +295,7 @@ impl Gateway {
     fn put_in_force(&self, config: &Config) -> Result<u64, StartError> {
         // Held throughout: one reload at a time.
         let mut listening = lock(&self.listening);
-        if config.server.workers.max(1) != self.worker_count {
-            tracing::warn!("reload: a `workers` change takes effect on restart");
-        }
-        if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
-            tracing::warn!("reload: an `[admin] listen` change takes effect on restart");
-        }
-        let admin_connections = |admin: Option<&config::Admin>| admin.map(|a| a.max_connections);
-        if admin_connections(config.admin.as_ref())
-            != admin_connections(self.state.snapshot.load().admin.as_ref())
-        {
-            tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
-        }
-        if config.quic.host_key_file != self.host_key_file {
-            tracing::warn!("reload: a `[quic] host_key_file` change takes effect on restart");
-        }
-        if config.server.pid_file.as_deref() != self.pid_file.as_ref().map(PidFile::path) {
-            tracing::warn!("reload: a `pid_file` change takes effect on restart");
-        }
+        self.warn_of_restart_only(config);
         let wanted = addresses(config);
         let added: Vec<Address> = wanted
             .iter()
@@ -379,6 +362,28 @@ impl Gateway {
             .listeners
             .store(Arc::new(listeners_of(&listening)));
         Ok(generation)
+    }
+
+    /// Warns of each change in `config` that a reload cannot make (a restart does).
+    fn warn_of_restart_only(&self, config: &Config) {
+        if config.server.workers.max(1) != self.worker_count {
+            tracing::warn!("reload: a `workers` change takes effect on restart");
+        }
+        if config.admin.as_ref().map(|a| a.listen) != self.admin_config {
+            tracing::warn!("reload: an `[admin] listen` change takes effect on restart");
+        }
+        let admin_connections = |admin: Option<&config::Admin>| admin.map(|a| a.max_connections);
+        if admin_connections(config.admin.as_ref())
+            != admin_connections(self.state.snapshot.load().admin.as_ref())
+        {
+            tracing::warn!("reload: an `[admin] max_connections` change takes effect on restart");
+        }
+        if config.quic.host_key_file != self.host_key_file {
+            tracing::warn!("reload: a `[quic] host_key_file` change takes effect on restart");
+        }
+        if config.server.pid_file.as_deref() != self.pid_file.as_ref().map(PidFile::path) {
+            tracing::warn!("reload: a `pid_file` change takes effect on restart");
+        }
     }
 
     /// Opens the access-log file again by its path (SIGUSR1, after logrotate moved it).

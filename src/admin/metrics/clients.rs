@@ -141,6 +141,15 @@ pub(super) fn quic(metrics: &Metrics, encoder: &mut DescriptorEncoder<'_>) -> fm
     for (result, count) in metrics.quic().counts() {
         counter(&mut family, &[("result", result)], count)?;
     }
+    let mut family = encoder.encode_descriptor(
+        "tollgate_quic_early_requests",
+        "HTTP/3 requests that came in 0-RTT ([quic] early_data): taken (a safe method, sent on with Early-Data: 1) or answered 425 Too Early.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, count) in metrics.quic().early_counts() {
+        counter(&mut family, &[("result", result)], count)?;
+    }
     Ok(())
 }
 
