@@ -28,6 +28,41 @@ pub(crate) struct GatewayState {
     pub metrics: Arc<Metrics>,
     /// Certificates by ACME: what it serves and each managed name's state.
     pub acme: crate::acme::Manager,
+    /// Each worker's runtime, for the work one worker hands to the others.
+    pub runtimes: Runtimes,
+}
+
+/// Each worker's runtime, and a sender of the channel whose end its drain waits for:
+/// what runs there on another worker's behalf (an HTTP/3 connection) holds one, so that
+/// the worker stays until it is over. Emptied when the gateway stops, so that the drain
+/// waits for those alone.
+#[derive(Debug, Default)]
+pub(crate) struct Runtimes(Mutex<Vec<Option<(tokio::runtime::Handle, tokio::sync::mpsc::Sender<()>)>>>);
+
+impl Runtimes {
+    /// Worker `worker` runs on `handle`; `alive` counts in its drain.
+    pub(crate) fn register(&self, worker: usize, handle: tokio::runtime::Handle, alive: tokio::sync::mpsc::Sender<()>) {
+        let mut all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if all.len() <= worker {
+            all.resize_with(worker + 1, || None);
+        }
+        all[worker] = Some((handle, alive));
+    }
+
+    /// The `n`th running worker, counting round (its index, runtime and drain count);
+    /// `None` once the gateway stops.
+    pub(crate) fn nth(&self, n: usize) -> Option<(usize, tokio::runtime::Handle, tokio::sync::mpsc::Sender<()>)> {
+        let all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let running: Vec<usize> = (0..all.len()).filter(|&i| all[i].is_some()).collect();
+        let worker = *running.get(n % running.len().max(1))?;
+        let (handle, alive) = all[worker].clone()?;
+        Some((worker, handle, alive))
+    }
+
+    /// The gateway stops: no more work is handed over.
+    pub(crate) fn clear(&self) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
 }
 
 /// The addresses actually listened on (port 0 resolved), in config order.

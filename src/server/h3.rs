@@ -238,7 +238,7 @@ async fn answer(
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
                     send.send_trailers(trailers).await?;
-                    return Ok(());
+                    break;
                 }
             }
         }

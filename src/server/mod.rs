@@ -215,6 +215,7 @@ impl Gateway {
             last_reload_failure: std::sync::Mutex::default(),
             metrics,
             acme,
+            runtimes: crate::state::Runtimes::default(),
         });
         let admin = match &config.admin {
             Some(admin) => Some(
@@ -405,6 +406,7 @@ impl Gateway {
             listening.close();
         }
         lock(&self.quic).close();
+        self.state.runtimes.clear();
         self.state.acme.stop();
         self.adapt.signal_stop();
         self.shutdown.send_replace(true);

@@ -1,5 +1,7 @@
 //! QUIC listeners: for each `listen_tls` address with `quic = true`, a UDP socket at the
-//! same address and port, and a quinn endpoint on it, served by one worker. Each new
+//! same address and port, and a quinn endpoint on it, served by one worker (its packets
+//! and their crypto), which hands each connection's HTTP/3 and requests to the workers in
+//! turn. Each new
 //! connection is accepted with the QUIC config of the snapshot in force (certificates
 //! swapped by a reload apply to the next handshake) and served by `server/h3.rs`. The
 //! listener stops with its TCP address: a reload that drops the address, or the drain.
@@ -151,6 +153,7 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
         stop: stop.clone(),
     };
     let mut admission = Admission::default();
+    let mut accepted = 0usize;
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
@@ -180,11 +183,26 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
         }
         // The config in force now: a reload's certificates serve the next handshake.
         let config = quic_config(&state).unwrap_or_else(|| initial.clone());
-        let (alive, setup) = (alive.clone(), setup.clone());
-        tokio::spawn(async move {
-            h3::serve(incoming, config, setup).await;
-            drop(alive);
-        });
+        // Each connection's HTTP/3 and requests on the next worker in turn (the packets
+        // stay with this one's endpoint), as TCP's connections spread over the workers.
+        let turn = state.runtimes.nth(accepted);
+        accepted = accepted.wrapping_add(1);
+        let (alive, mut setup) = (alive.clone(), setup.clone());
+        match turn {
+            Some((there, runtime, alive_there)) => {
+                setup.worker = there;
+                runtime.spawn(async move {
+                    h3::serve(incoming, config, setup).await;
+                    drop((alive, alive_there));
+                });
+            }
+            None => {
+                tokio::spawn(async move {
+                    h3::serve(incoming, config, setup).await;
+                    drop(alive);
+                });
+            }
+        }
     }
     // New connections are refused from now on; those open end on their own (GOAWAY).
     endpoint.set_server_config(None);

@@ -45,6 +45,7 @@ pub(super) fn run(
     runtime.block_on(async move {
         // Every task holds a sender; `recv` returns `None` once all have ended.
         let (alive, mut all_done) = mpsc::channel::<()>(1);
+        state.runtimes.register(worker, tokio::runtime::Handle::current(), alive.clone());
         let sheddable = Arc::new(Sheddable::default());
         tokio::spawn(heartbeat(worker, state.clone(), sheddable.clone()));
         let mut stop = shutdown.clone();
