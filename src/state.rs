@@ -37,7 +37,10 @@ pub(crate) struct GatewayState {
 /// the worker stays until it is over. Emptied when the gateway stops, so that the drain
 /// waits for those alone.
 #[derive(Debug, Default)]
-pub(crate) struct Runtimes(Mutex<Vec<Option<(tokio::runtime::Handle, tokio::sync::mpsc::Sender<()>)>>>);
+pub(crate) struct Runtimes(Mutex<Vec<Option<Runtime>>>);
+
+/// A worker's runtime, and a sender its drain waits for.
+type Runtime = (tokio::runtime::Handle, tokio::sync::mpsc::Sender<()>);
 
 impl Runtimes {
     /// Worker `worker` runs on `handle`; `alive` counts in its drain.

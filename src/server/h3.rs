@@ -50,56 +50,8 @@ pub(super) struct Setup {
 /// the connection fails, or the worker's drain ends it.
 pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerConfig>, setup: Setup) {
     let peer = incoming.remote_address();
-    let Some((tls, early_data)) = setup
-        .state
-        .snapshot
-        .load()
-        .tls
-        .as_ref()
-        .map(|tls| (tls.handshake_timeout, tls.quic_early_data))
-    else {
+    let Some((connection, confirmed)) = handshake(incoming, config, &setup).await else {
         return;
-    };
-    let connecting = match incoming.accept_with(config) {
-        Ok(connecting) => connecting,
-        Err(err) => {
-            tracing::debug!(%peer, error = %err, "QUIC connection refused");
-            return;
-        }
-    };
-    let counts = setup.state.metrics.quic();
-    // Whether the handshake is over: requests before it came in 0-RTT.
-    let confirmed = Arc::new(AtomicBool::new(!early_data));
-    let connection = if early_data {
-        // On a server, this always succeeds; `established` resolves with the handshake.
-        let Ok((connection, established)) = connecting.into_0rtt() else {
-            return;
-        };
-        let confirmed = confirmed.clone();
-        tokio::spawn(async move {
-            if tokio::time::timeout(tls, established).await.is_ok() {
-                confirmed.store(true, Ordering::Release);
-            }
-        });
-        counts.ok.add(1);
-        connection
-    } else {
-        match tokio::time::timeout(tls, connecting).await {
-            Ok(Ok(connection)) => {
-                counts.ok.add(1);
-                connection
-            }
-            Ok(Err(err)) => {
-                counts.failed.add(1);
-                tracing::debug!(%peer, error = %err, "QUIC handshake failed");
-                return;
-            }
-            Err(_) => {
-                counts.failed.add(1);
-                tracing::debug!(%peer, "QUIC handshake timed out");
-                return;
-            }
-        }
     };
     let max_header_bytes = setup.state.snapshot.load().conn.max_header_bytes as u64;
     let built = h3::server::builder()
@@ -115,6 +67,70 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
     };
     let conn = Arc::new(Conn::new(peer, setup.worker, setup.address, setup.port, setup.stop.clone()));
     requests(&mut h3, &conn, &setup, &confirmed).await;
+}
+
+/// The connection `incoming` becomes, within `handshake_timeout`, and whether its
+/// handshake is over (at once without `early_data`; with it, the connection is served
+/// from its 0-RTT on, and the flag turns true when the handshake completes).
+async fn handshake(
+    incoming: quinn::Incoming,
+    config: Arc<quinn::ServerConfig>,
+    setup: &Setup,
+) -> Option<(quinn::Connection, Arc<AtomicBool>)> {
+    let peer = incoming.remote_address();
+    let (tls, early_data) = setup
+        .state
+        .snapshot
+        .load()
+        .tls
+        .as_ref()
+        .map(|tls| (tls.handshake_timeout, tls.quic_early_data))?;
+    let connecting = match incoming.accept_with(config) {
+        Ok(connecting) => connecting,
+        Err(err) => {
+            tracing::debug!(%peer, error = %err, "QUIC connection refused");
+            return None;
+        }
+    };
+    let counts = setup.state.metrics.quic();
+    let confirmed = Arc::new(AtomicBool::new(!early_data));
+    if !early_data {
+        return match tokio::time::timeout(tls, connecting).await {
+            Ok(Ok(connection)) => {
+                counts.ok.add(1);
+                Some((connection, confirmed))
+            }
+            Ok(Err(err)) => {
+                counts.failed.add(1);
+                tracing::debug!(%peer, error = %err, "QUIC handshake failed");
+                None
+            }
+            Err(_) => {
+                counts.failed.add(1);
+                tracing::debug!(%peer, "QUIC handshake timed out");
+                None
+            }
+        };
+    }
+    // On a server, this always succeeds; `established` resolves with the handshake.
+    let (connection, established) = connecting.into_0rtt().ok()?;
+    let (flag, state, watched) = (confirmed.clone(), setup.state.clone(), connection.clone());
+    tokio::spawn(async move {
+        let counts = state.metrics.quic();
+        match tokio::time::timeout(tls, established).await {
+            Ok(_) => {
+                counts.ok.add(1);
+                flag.store(true, Ordering::Release);
+            }
+            // A replayed first flight never completes its handshake: closed in time, it
+            // holds nothing longer than a slow handshake over TCP.
+            Err(_) => {
+                counts.failed.add(1);
+                watched.close(0u32.into(), b"handshake timed out");
+            }
+        }
+    });
+    Some((connection, confirmed))
 }
 
 /// Accepts request streams, each served on a task of its own, until the connection

@@ -152,42 +152,71 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
         worker,
         stop: stop.clone(),
     };
-    let mut admission = Admission::default();
-    let mut accepted = 0usize;
+    let mut handing = Handing {
+        admission: Admission::default(),
+        turn: 0,
+        initial,
+        setup,
+        alive,
+    };
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
             _ = stop.wait_for(|stop| *stop) => break,
         };
         let Some(incoming) = incoming else { break };
+        handing.take(incoming);
+    }
+    // New connections are refused from now on; those open end on their own (GOAWAY).
+    endpoint.set_server_config(None);
+    let limit = state.snapshot.load().conn.shutdown_timeout;
+    let _ = tokio::time::timeout(limit, endpoint.wait_idle()).await;
+    drop(handing);
+}
+
+/// What a QUIC listener does with each new connection.
+struct Handing {
+    admission: Admission,
+    /// Connections handed to the workers so far: whose turn is next.
+    turn: usize,
+    /// The config the endpoint started with, should the snapshot have none.
+    initial: Arc<quinn::ServerConfig>,
+    setup: h3::Setup,
+    /// The listener's worker's drain count, held by each connection.
+    alive: mpsc::Sender<()>,
+}
+
+impl Handing {
+    /// Admits `incoming` (or answers it with a Retry or a refusal, or not at all) and
+    /// hands it to the next worker in turn, where its handshake, HTTP/3 and requests run
+    /// (the packets stay with this endpoint), as TCP's connections spread.
+    fn take(&mut self, incoming: quinn::Incoming) {
+        let state = &self.setup.state;
         let counts = state.metrics.quic();
-        let limits = limits(&state);
-        match admission.admit(Instant::now(), incoming.remote_address_validated(), &limits) {
+        match self.admission.admit(Instant::now(), incoming.remote_address_validated(), &limits(state)) {
             Admit::Accept => {}
             Admit::Retry => {
                 counts.retried.add(1);
                 // Refused only for an address already validated, which is not retried.
                 let _ = incoming.retry();
-                continue;
+                return;
             }
             Admit::Refuse => {
                 counts.refused.add(1);
                 incoming.refuse();
-                continue;
+                return;
             }
             Admit::Drop => {
                 counts.dropped.add(1);
                 incoming.ignore();
-                continue;
+                return;
             }
         }
         // The config in force now: a reload's certificates serve the next handshake.
-        let config = quic_config(&state).unwrap_or_else(|| initial.clone());
-        // Each connection's HTTP/3 and requests on the next worker in turn (the packets
-        // stay with this one's endpoint), as TCP's connections spread over the workers.
-        let turn = state.runtimes.nth(accepted);
-        accepted = accepted.wrapping_add(1);
-        let (alive, mut setup) = (alive.clone(), setup.clone());
+        let config = quic_config(state).unwrap_or_else(|| self.initial.clone());
+        let turn = state.runtimes.nth(self.turn);
+        self.turn = self.turn.wrapping_add(1);
+        let (alive, mut setup) = (self.alive.clone(), self.setup.clone());
         match turn {
             Some((there, runtime, alive_there)) => {
                 setup.worker = there;
@@ -204,11 +233,6 @@ pub(super) async fn run(listen: QuicListen, worker: usize, state: Arc<GatewaySta
             }
         }
     }
-    // New connections are refused from now on; those open end on their own (GOAWAY).
-    endpoint.set_server_config(None);
-    let limit = state.snapshot.load().conn.shutdown_timeout;
-    let _ = tokio::time::timeout(limit, endpoint.wait_idle()).await;
-    drop(alive);
 }
 
 /// The admission limits of the snapshot in force.
