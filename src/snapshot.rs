@@ -56,7 +56,7 @@ pub(crate) struct Snapshot {
     /// The listeners that read a PROXY protocol header first, and from whom.
     pub proxy_protocol: config::ProxyProtocol,
     /// What `listen_tls` connections are served with; `None` without `[tls]`.
-    pub tls: Option<TlsServer>,
+    pub tls: Option<Arc<TlsServer>>,
     /// `[redis]`, connected per worker; `None` without the section.
     pub redis: Option<Arc<shared::Backend>>,
     /// This instance announced in each Redis zone: held (never read) so that the
@@ -153,6 +153,8 @@ pub(crate) fn build(
         workers,
     };
     let (tls, client_auths) = tls::server(config, lasting)?;
+    // Shared: each handshake takes a reference, not a copy of its lists.
+    let tls = tls.map(Arc::new);
     let sites = sites(config, &built, client_auths)?;
     let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     make_temp_path(&config.server.client_body_temp_path)?;

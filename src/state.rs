@@ -56,10 +56,13 @@ impl Runtimes {
     /// `None` once the gateway stops.
     pub(crate) fn nth(&self, n: usize) -> Option<(usize, tokio::runtime::Handle, tokio::sync::mpsc::Sender<()>)> {
         let all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let running: Vec<usize> = (0..all.len()).filter(|&i| all[i].is_some()).collect();
-        let worker = *running.get(n % running.len().max(1))?;
-        let (handle, alive) = all[worker].clone()?;
-        Some((worker, handle, alive))
+        let running = all.iter().flatten().count();
+        let (worker, (handle, alive)) = all
+            .iter()
+            .enumerate()
+            .filter_map(|(worker, runtime)| Some((worker, runtime.as_ref()?)))
+            .nth(n % running.max(1))?;
+        Some((worker, handle.clone(), alive.clone()))
     }
 
     /// The gateway stops: no more work is handed over.

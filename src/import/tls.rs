@@ -68,6 +68,9 @@ pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level, context:
         (name, _) if name.starts_with("quic_") || name.starts_with("http3_") => {
             Status::Approx("tollgate's QUIC settings are its own, in [quic] (docs/config.md)".to_owned())
         }
+        ("ssl_early_data", [on]) if on == "on" => Status::Approx(
+            "0-RTT is `[quic] early_data = true`, for HTTP/3 only (none over TCP TLS); where nginx passes every early request and sets `$ssl_early_data`, tollgate takes safe methods only (with `Early-Data: 1` upstream) and answers the others 425 Too Early".to_owned(),
+        ),
         ("ssl_verify_depth", _) => Status::Approx("tollgate checks a client's chain to any depth its `ca` reaches".to_owned()),
         (name, _) if name.starts_with("ssl_") => Status::Approx("tollgate's TLS settings are its own: TLS 1.3 and 1.2 AEAD suites, session tickets and a session cache (docs/config.md, [tls])".to_owned()),
         ("http2", _) => Status::Approx("tollgate offers HTTP/2 on every TLS address (`http2 = false` on a listen table is coming)".to_owned()),

@@ -42,6 +42,14 @@ pub(in crate::server) fn write_header(out: &mut Vec<u8>) {
     write_header_at(out, clock::now(), SystemTime::now);
 }
 
+/// The `Date` value of now, from the same cache (HTTP/3's answers; hyper writes HTTP/2's).
+pub(in crate::server) fn value() -> Option<http::HeaderValue> {
+    let mut line = Vec::with_capacity(LINE);
+    write_header(&mut line);
+    let line = bytes::Bytes::from(line);
+    http::HeaderValue::from_maybe_shared(line.slice(6..6 + LEN)).ok()
+}
+
 /// [`write_header`] at `now`, with the wall clock read from `wall` only when the cached
 /// second is over: a test moves on to the next second without waiting for it.
 fn write_header_at(out: &mut Vec<u8>, now: Instant, wall: impl FnOnce() -> SystemTime) {

@@ -240,8 +240,7 @@ async fn answer(
     if let Some(server) = server {
         parts.headers.entry(header::SERVER).or_insert(server);
     }
-    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-    if let Ok(date) = HeaderValue::from_str(&date) {
+    if let Some(date) = super::date::value() {
         parts.headers.entry(header::DATE).or_insert(date);
     }
     send.send_response(Response::from_parts(parts, ())).await?;

@@ -80,6 +80,7 @@ fn a_quic_listen_becomes_quic_on_the_tls_address() {
         quic_retry on;
         server_name a.test;
         add_header Alt-Svc 'h3=\":443\"; ma=86400';
+        ssl_early_data on;
         location / { return 200 ok; }
     }
 }
@@ -88,5 +89,6 @@ fn a_quic_listen_becomes_quic_on_the_tls_address() {
     approx(&imported, 5, "listen", "`quic = true` on the address's `listen_tls` table");
     exact(&imported, 7, "http3");
     approx(&imported, 8, "quic_retry", "[quic]");
+    approx(&imported, 11, "ssl_early_data", "answers the others 425 Too Early");
     has(&imported, "listen_tls = [{ addr = \"0.0.0.0:443\", http2 = false, quic = true }]");
 }
