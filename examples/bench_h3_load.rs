@@ -132,6 +132,17 @@ async fn h2_connection(args: &Args, deadline: Instant, tally: &Arc<Mutex<Tally>>
             .await
             .expect("h2 handshake");
     tokio::spawn(conn);
+    streams(sender, args, deadline, tally)
+}
+
+/// `args.streams` tasks each sending requests on `sender` one after another until
+/// `deadline`, then adding what they saw to `tally`.
+fn streams<S: Sender>(
+    sender: S,
+    args: &Args,
+    deadline: Instant,
+    tally: &Arc<Mutex<Tally>>,
+) -> Vec<Task> {
     let uri = format!("https://{}{}", args.host, args.path);
     (0..args.streams)
         .map(|_| {
@@ -140,17 +151,37 @@ async fn h2_connection(args: &Args, deadline: Instant, tally: &Arc<Mutex<Tally>>
                 let mut mine = Tally::default();
                 while Instant::now() < deadline {
                     let began = Instant::now();
-                    let req = Request::get(&uri).body(Empty::<Bytes>::new()).unwrap();
-                    let ok = match sender.send_request(req).await {
-                        Ok(response) => response.into_body().collect().await.is_ok(),
-                        Err(_) => false,
-                    };
+                    let ok = sender.get(&uri).await;
                     record(&mut mine, ok, began);
                 }
                 merge(&tally, mine);
             })
         })
         .collect()
+}
+
+/// One protocol's way of sending a `GET` and reading its whole answer.
+trait Sender: Clone + Send + 'static {
+    /// Whether `uri` was answered 2xx, its body read to the end.
+    fn get(&mut self, uri: &str) -> impl std::future::Future<Output = bool> + Send;
+}
+
+impl Sender for hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    async fn get(&mut self, uri: &str) -> bool {
+        let req = Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+        match self.send_request(req).await {
+            Ok(response) => {
+                response.status().is_success() && response.into_body().collect().await.is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Sender for h3::client::SendRequest<h3_quinn::OpenStreams, Bytes> {
+    async fn get(&mut self, uri: &str) -> bool {
+        h3_request(self, uri).await.is_ok()
+    }
 }
 
 fn quic_endpoint() -> quinn::Endpoint {
@@ -178,21 +209,7 @@ async fn h3_connection(
     tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
-    let uri = format!("https://{}{}", args.host, args.path);
-    (0..args.streams)
-        .map(|_| {
-            let (mut sender, uri, tally) = (sender.clone(), uri.clone(), tally.clone());
-            tokio::spawn(async move {
-                let mut mine = Tally::default();
-                while Instant::now() < deadline {
-                    let began = Instant::now();
-                    let ok = h3_request(&mut sender, &uri).await.is_ok();
-                    record(&mut mine, ok, began);
-                }
-                merge(&tally, mine);
-            })
-        })
-        .collect()
+    streams(sender, args, deadline, tally)
 }
 
 async fn h3_request(

@@ -10,6 +10,17 @@ use crate::config;
 
 pub(super) const MAIN: &str = "/etc/nginx/nginx.conf";
 
+/// `text` imported, `{DIR}` in it naming `dir` (which holds the files it names); the file
+/// written must load from `dir`, where its relative paths start.
+pub(super) fn import_in(dir: &Path, text: &str) -> Imported {
+    let text = text.replace("{DIR}", &dir.display().to_string());
+    let imported = import_from(&Memory::new().with(MAIN, text.as_str()), Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(errors) = config::from_str(&imported.toml, &dir.join("gateway.toml")) {
+        panic!("{errors}\n{}\n{}", imported.toml, imported.report);
+    }
+    imported
+}
+
 /// `text` as /etc/nginx/nginx.conf, imported; the file it writes must load.
 pub(super) fn import(text: &str) -> Imported {
     import_files(Memory::new().with(MAIN, text))

@@ -7,7 +7,6 @@ use crate::support;
 use std::path::Path;
 
 use http::Request;
-use rcgen::{CertificateParams, KeyPair};
 use support::h3;
 use support::*;
 
@@ -19,13 +18,7 @@ fn quic_gateway(
     extra: &str,
     head: &str,
 ) -> tollgate::Gateway {
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["a.test".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("a.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("a.key"), key.serialize_pem()).unwrap();
+    write_self_signed(dir, "a", "a.test");
     let d = dir.display();
     gateway(&format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [{{ addr = \"127.0.0.1:0\", quic = true }}]\n\

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{CertificateParams, KeyPair};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use support::accept_any::AcceptAny;
@@ -19,13 +18,7 @@ use tokio_rustls::TlsConnector;
 
 /// A gateway answering every request on TLS with its `$ja4` (and keying a zone by it).
 fn ja4_gateway(dir: &Path) -> tollgate::Gateway {
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["ja4.test".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("cert.key"), key.serialize_pem()).unwrap();
+    write_self_signed(dir, "cert", "ja4.test");
     let d = dir.display();
     gateway(&format!(
         "[server]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [\"127.0.0.1:0\"]\n[log]\naccess = \"off\"\n\

@@ -2,13 +2,10 @@
 //! written on the locations where both a realm and a file are in effect, `off` and
 //! `return` locations left alone, and what cannot be written reported.
 
-use std::path::Path;
 
-use tollgate_nginx::Memory;
 
-use super::super::{import_from, Imported};
-use super::{approx, exact, has, unsupported, MAIN};
-use crate::config;
+use super::super::Imported;
+use super::{approx, exact, has, import_in, unsupported};
 
 /// Lines Debian's `htpasswd -B` wrote.
 const USERS: &str = "alice:$2y$05$HprCKKdeFGNtdb9f7EuriO.lne6xFcgzw/PvzS7E9ps1dseriY7vy\n";
@@ -19,13 +16,7 @@ const USERS: &str = "alice:$2y$05$HprCKKdeFGNtdb9f7EuriO.lne6xFcgzw/PvzS7E9ps1ds
 fn import(text: &str) -> Imported {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("htpasswd"), USERS).unwrap();
-    let text = text.replace("{DIR}", &dir.path().display().to_string());
-    let imported = import_from(&Memory::new().with(MAIN, text.as_str()), Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}"));
-    let origin = dir.path().join("gateway.toml");
-    if let Err(errors) = config::from_str(&imported.toml, &origin) {
-        panic!("{errors}\n{}\n{}", imported.toml, imported.report);
-    }
-    imported
+    import_in(dir.path(), text)
 }
 
 #[test]

@@ -2,13 +2,10 @@
 //! inherited, the `http {}`'s, become its site's `client_certificates`; `off` and
 //! `optional_no_ca` are reported), and `listen … quic` with `http3`.
 
-use std::path::Path;
 
-use tollgate_nginx::Memory;
 
-use super::super::{import_from, Imported};
-use super::{approx, exact, has, unsupported, MAIN};
-use crate::config;
+use super::super::Imported;
+use super::{approx, exact, has, import_in, unsupported};
 
 /// `text` imported, `{DIR}` in it naming a directory that holds `server.pem`/`.key`
 /// and `clients.pem`; the file written must load from there.
@@ -20,12 +17,7 @@ fn import(text: &str) -> Imported {
     std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
     std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
     std::fs::write(dir.path().join("clients.pem"), cert.pem()).unwrap();
-    let text = text.replace("{DIR}", &dir.path().display().to_string());
-    let imported = import_from(&Memory::new().with(MAIN, text.as_str()), Path::new(MAIN)).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(errors) = config::from_str(&imported.toml, &dir.path().join("gateway.toml")) {
-        panic!("{errors}\n{}\n{}", imported.toml, imported.report);
-    }
-    imported
+    import_in(dir.path(), text)
 }
 
 #[test]

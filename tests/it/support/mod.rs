@@ -423,3 +423,15 @@ pub fn openssl(dir: &std::path::Path, args: &[&str]) -> Vec<u8> {
     );
     out.stdout
 }
+
+/// A self-signed certificate for `name` with a fresh P-256 key, written to `dir` as
+/// `{stem}.pem` and `{stem}.key`.
+pub fn write_self_signed(dir: &std::path::Path, stem: &str, name: &str) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
+}
