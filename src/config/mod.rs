@@ -72,7 +72,7 @@ pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
 pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
-pub(crate) use quic::Quic;
+pub(crate) use quic::{PerAddress, Quic};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;

@@ -3,7 +3,8 @@
 //! h3=":PORT"; ma=86400` on the answers over TCP TLS, so that browsers come back over
 //! HTTP/3; `advertised_port` names another port than the listener's own (a port mapped by
 //! a balancer); `max_idle_timeout` closes a connection that went quiet. `retry_above` and
-//! `refuse_above` admit new connections before their handshake (`server/quic.rs`), and
+//! `refuse_above` admit new connections before their handshake (`server/quic.rs`), as
+//! `per_address` and `per_address_burst` do each client address's, and
 //! `host_key_file` keeps QUIC's keys across restarts (`tls::host_key`).
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,9 @@ pub(crate) struct Quic {
     pub retry_above: Option<Rate>,
     /// New connections past this rate are refused.
     pub refuse_above: Option<Rate>,
+    /// New connections per client address (per /64 for IPv6): past it, a Retry for a
+    /// client that has not proven its address, a refusal for one that has.
+    pub per_address: Option<PerAddress>,
     /// Where the stateless-reset and token keys live (relative to the file's directory).
     pub host_key_file: Option<PathBuf>,
     /// `segmentation_offload`: datagrams sent in batches the kernel cuts (GSO) where it can.
@@ -40,6 +44,17 @@ pub(crate) struct Quic {
     /// `early_data`: 0-RTT taken, for safe methods only (`server/h3.rs`).
     pub early_data: bool,
 }
+
+/// `per_address` and `per_address_burst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PerAddress {
+    pub rate: Rate,
+    /// New connections allowed above the rate at once (a zone's `burst`).
+    pub burst: u64,
+}
+
+/// The largest `per_address_burst`.
+const MAX_PER_ADDRESS_BURST: i64 = 1_000_000;
 
 impl Default for Quic {
     fn default() -> Quic {
@@ -49,6 +64,7 @@ impl Default for Quic {
             max_idle_timeout: Duration::from_secs(MAX_IDLE_TIMEOUT),
             retry_above: None,
             refuse_above: None,
+            per_address: None,
             host_key_file: None,
             segmentation_offload: true,
             early_data: false,
@@ -82,6 +98,7 @@ pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Opt
             }
         },
     };
+    let per_address = per_address(&raw, diag);
     let max_idle_timeout = values::duration_or(&raw.max_idle_timeout, MAX_IDLE_TIMEOUT, diag);
     let quic = Quic {
         advertise: raw.advertise.unwrap_or(true),
@@ -89,9 +106,34 @@ pub(super) fn quic(raw: RawQuic, base: &Path, diag: &mut Diagnostics<'_>) -> Opt
         max_idle_timeout: max_idle_timeout?,
         retry_above: retry_above?,
         refuse_above: refuse_above?,
+        per_address: per_address?,
         host_key_file: raw.host_key_file.map(|path| base.join(path.get_ref())),
         segmentation_offload: raw.segmentation_offload.unwrap_or(true),
         early_data: raw.early_data.unwrap_or(false),
     };
     valid.then_some(quic)
+}
+
+/// `per_address` with `per_address_burst` (0 when absent; an error without `per_address`).
+fn per_address(raw: &RawQuic, diag: &mut Diagnostics<'_>) -> Option<Option<PerAddress>> {
+    let burst = match &raw.per_address_burst {
+        None => 0,
+        Some(burst) => match *burst.get_ref() {
+            value @ 0..=MAX_PER_ADDRESS_BURST if raw.per_address.is_some() => value.unsigned_abs(),
+            _ if raw.per_address.is_none() => {
+                diag.error(burst.span(), "`per_address_burst` without `per_address`: a burst above which rate?");
+                return None;
+            }
+            value => {
+                let message = format!("invalid per_address_burst {value}: expected 0 to {MAX_PER_ADDRESS_BURST}");
+                diag.error(burst.span(), message);
+                return None;
+            }
+        },
+    };
+    let Some(text) = &raw.per_address else {
+        return Some(None);
+    };
+    let rate = diag.check(text.span(), super::zones::parse_rate(text.get_ref()))?;
+    Some(Some(PerAddress { rate, burst }))
 }

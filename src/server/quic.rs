@@ -10,15 +10,20 @@
 //! ([`Admission`], `[quic] retry_above` and `refuse_above`): past the first, a client that
 //! has not proven its address gets a Retry (a round trip, and a token it must echo);
 //! past the second, a refusal; past twice the second, silence, so that a flood of
-//! Initials costs neither a handshake nor an answer of ours.
+//! Initials costs neither a handshake nor an answer of ours. `per_address` does the same
+//! for each client address (`quic/admission.rs`).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
+
+mod admission;
+
+use admission::{Admission, Admit};
 
 use super::h3;
 use super::listener::Listening;
@@ -193,7 +198,12 @@ impl Handing {
     fn take(&mut self, incoming: quinn::Incoming) {
         let state = &self.setup.state;
         let counts = state.metrics.quic();
-        match self.admission.admit(Instant::now(), incoming.remote_address_validated(), &limits(state)) {
+        match self.admission.admit(
+            Instant::now(),
+            incoming.remote_address(),
+            incoming.remote_address_validated(),
+            &limits(state),
+        ) {
             Admit::Accept => {}
             Admit::Retry => {
                 counts.retried.add(1);
@@ -240,86 +250,7 @@ fn limits(state: &GatewayState) -> QuicAdmission {
     state.snapshot.load().tls.as_ref().map(|tls| tls.quic_admission).unwrap_or_default()
 }
 
-/// What becomes of a new connection, before its handshake.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Admit {
-    Accept,
-    /// A Retry: the client proves its address by echoing a token.
-    Retry,
-    /// A refusal (a CONNECTION_CLOSE, sent without any state kept).
-    Refuse,
-    /// No answer at all.
-    Drop,
-}
-
-/// New connections counted in windows of a second, against the admission limits.
-#[derive(Debug, Default)]
-struct Admission {
-    /// When the window began.
-    window: Option<Instant>,
-    /// New connections seen in it (a retried client counts again when it comes back).
-    seen: u32,
-}
-
-impl Admission {
-    /// The next new connection at `now`, `validated` when it came back with a Retry's
-    /// token: past `refuse_above` refused (past twice that, dropped), past `retry_above`
-    /// retried unless validated.
-    fn admit(&mut self, now: Instant, validated: bool, limits: &QuicAdmission) -> Admit {
-        if self.window.is_none_or(|began| now.duration_since(began) >= Duration::from_secs(1)) {
-            self.window = Some(now);
-            self.seen = 0;
-        }
-        self.seen = self.seen.saturating_add(1);
-        let seen = f64::from(self.seen);
-        if let Some(refuse) = limits.refuse_above {
-            if seen > 2.0 * refuse {
-                return Admit::Drop;
-            }
-            if seen > refuse {
-                return Admit::Refuse;
-            }
-        }
-        match limits.retry_above {
-            Some(retry) if seen > retry && !validated => Admit::Retry,
-            _ => Admit::Accept,
-        }
-    }
-}
-
 /// The QUIC config of the snapshot in force, if it has one.
 fn quic_config(state: &GatewayState) -> Option<Arc<quinn::ServerConfig>> {
     state.snapshot.load().tls.as_ref()?.quic.clone()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn new_connections_past_each_limit_get_a_retry_a_refusal_then_silence() {
-        let limits = QuicAdmission {
-            retry_above: Some(2.0),
-            refuse_above: Some(4.0),
-        };
-        let mut admission = Admission::default();
-        let start = Instant::now();
-        let seen: Vec<Admit> = (0..10).map(|_| admission.admit(start, false, &limits)).collect();
-        use Admit::*;
-        assert_eq!(seen, [Accept, Accept, Retry, Retry, Refuse, Refuse, Refuse, Refuse, Drop, Drop]);
-        // A new second starts over; a validated client passes the Retry.
-        let later = start + Duration::from_secs(1);
-        assert_eq!(admission.admit(later, false, &limits), Accept);
-        assert_eq!(admission.admit(later, false, &limits), Accept);
-        assert_eq!(admission.admit(later, true, &limits), Accept);
-        assert_eq!(admission.admit(later, false, &limits), Retry);
-        assert_eq!(admission.admit(later, true, &limits), Refuse);
-    }
-
-    #[test]
-    fn without_limits_every_connection_is_accepted() {
-        let mut admission = Admission::default();
-        let now = Instant::now();
-        assert!((0..10_000).all(|_| admission.admit(now, false, &QuicAdmission::default()) == Admit::Accept));
-    }
 }

@@ -61,11 +61,12 @@ impl TlsServer {
     }
 }
 
-/// `[quic] retry_above` and `refuse_above`, per second.
+/// `[quic] retry_above` and `refuse_above`, per second, and `per_address`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct QuicAdmission {
     pub retry_above: Option<f64>,
     pub refuse_above: Option<f64>,
+    pub per_address: Option<crate::config::PerAddress>,
 }
 
 /// Each site's client certificates (by its index in the file), ready for handshakes.
@@ -128,6 +129,7 @@ pub(super) fn server(config: &Config, lasting: &Lasting<'_>) -> Result<(Option<T
         quic_admission: QuicAdmission {
             retry_above: config.quic.retry_above.map(crate::limit::Rate::per_second),
             refuse_above: config.quic.refuse_above.map(crate::limit::Rate::per_second),
+            per_address: config.quic.per_address,
         },
         quic_reset: lasting.sessions.quic.reset.clone(),
         quic_early_data: config.quic.early_data,

@@ -58,6 +58,7 @@ mod path_properties;
 mod pebble_harness;
 mod proxy;
 mod proxy_protocol;
+mod quic_admission;
 mod recipes;
 mod redirect_rewrite;
 mod redis_clock_skew;

@@ -311,6 +311,8 @@ pub(crate) struct RawQuic {
     pub host_key_file: Option<Spanned<String>>,
     pub retry_above: Option<Spanned<String>>,
     pub refuse_above: Option<Spanned<String>>,
+    pub per_address: Option<Spanned<String>>,
+    pub per_address_burst: Option<Spanned<i64>>,
 }
 
 #[derive(Default, Deserialize, Serialize)]

@@ -95,6 +95,18 @@ fn the_quic_section_has_its_defaults_and_checks_its_keys() {
     assert_eq!(limits.quic.retry_above.map(crate::limit::Rate::per_second), Some(2000.0));
     assert_eq!(limits.quic.host_key_file, Some(dir.path().join("quic.key")));
     assert!(messages("[quic]\nadvertize = true\n")[0].starts_with("unknown key `advertize`"));
+    let per_address = load(&file("[quic]\nper_address = \"20r/s\"\nper_address_burst = 40\n")).unwrap().quic.per_address;
+    let per_address = per_address.map(|p| (p.rate.per_second(), p.burst));
+    assert_eq!(per_address, Some((20.0, 40)));
+    assert_eq!(
+        messages("[quic]\nper_address_burst = 4\n"),
+        ["`per_address_burst` without `per_address`: a burst above which rate?"]
+    );
+    assert_eq!(
+        messages("[quic]\nper_address = \"1r/s\"\nper_address_burst = -1\n"),
+        ["invalid per_address_burst -1: expected 0 to 1000000"]
+    );
+    assert!(messages("[quic]\nper_address = \"fast\"\n")[0].starts_with("invalid rate"));
 }
 
 #[test]

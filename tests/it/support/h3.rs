@@ -28,18 +28,9 @@ pub struct H3Client {
 impl H3Client {
     /// Connects to `addr` with SNI `host`.
     pub async fn connect(addr: SocketAddr, host: &str) -> Result<H3Client, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny))
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h3".to_vec()];
-        let crypto = QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
         let mut endpoint =
             quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).map_err(|e| e.to_string())?;
-        endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        endpoint.set_default_client_config(client_config());
         let connection = endpoint
             .connect(addr, host)
             .map_err(|e| e.to_string())?
@@ -98,6 +89,17 @@ impl H3Client {
     }
 }
 
+impl H3Client {
+    /// Moves the connection to a new local port, as a client whose NAT rebinds (a QUIC
+    /// connection migration): the new address.
+    pub fn migrate(&self) -> std::io::Result<SocketAddr> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let moved_to = socket.local_addr()?;
+        self.endpoint.rebind(socket)?;
+        Ok(moved_to)
+    }
+}
+
 impl Drop for H3Client {
     fn drop(&mut self) {
         self.driver.abort();
@@ -118,6 +120,19 @@ pub async fn request(
 /// `GET https://{host}{path}` over a new HTTP/3 connection.
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<H3Reply, String> {
     H3Client::connect(addr, host).await?.get(host, path).await
+}
+
+/// The client config of [`H3Client::connect`]: TLS 1.3, ALPN `h3`, any certificate.
+pub fn client_config() -> quinn::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
 }
 
 /// A client config that keeps the session tickets it is given (the config is shared by
