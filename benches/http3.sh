@@ -13,13 +13,19 @@
 #
 # Issue 38's goal: HTTP/3 CPU per request at most 2x HTTP/2's, and a p99 no worse.
 #
+# SCENARIO=download measures bulk download instead: each request fetches a 64 MiB file the gateway
+# serves from disk (`root`; no upstream), one connection with one request at a time by default;
+# it prints throughput (MiB/s) and tollgate's CPU time per MiB sent.
+#
 # Run (about 2 × RUNS × DURATION seconds plus the build):
 #   benches/http3.sh
 #   RUNS=5 DURATION=8 CONNECTIONS=4 STREAMS=16 benches/http3.sh
 #   BUILD=0 benches/http3.sh        # binaries already built
+#   SCENARIO=download RUNS=5 DURATION=8 benches/http3.sh
 #
-# Environment (defaults in brackets): RUNS [5], DURATION [8], WARMUP [2], CONNECTIONS [4],
-# STREAMS [16] (requests in flight per connection), BUILD [1].
+# Environment (defaults in brackets): SCENARIO [requests] (or download), RUNS [5], DURATION [8],
+# WARMUP [2], CONNECTIONS [4; 1 for download], STREAMS [16; 1 for download] (requests in flight
+# per connection), BUILD [1].
 # All traffic goes to 127.0.0.1 only. A benchmark, not a test: CI does not run it.
 
 set -euo pipefail
@@ -29,11 +35,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=benches/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+SCENARIO="${SCENARIO:-requests}"
 RUNS="${RUNS:-5}"
 DURATION="${DURATION:-8}"
 WARMUP="${WARMUP:-2}"
-CONNECTIONS="${CONNECTIONS:-4}"
-STREAMS="${STREAMS:-16}"
+case "$SCENARIO" in
+requests) CONNECTIONS="${CONNECTIONS:-4}" STREAMS="${STREAMS:-16}" URL_PATH=/ ;;
+download) CONNECTIONS="${CONNECTIONS:-1}" STREAMS="${STREAMS:-1}" URL_PATH=/bulk/64m ;;
+*) echo "SCENARIO is requests or download, not $SCENARIO" >&2 && exit 2 ;;
+esac
 BUILD="${BUILD:-1}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 USED_PORTS=" "
@@ -70,6 +80,9 @@ trap 'exit 143' TERM
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=a.test \
     -addext subjectAltName=DNS:a.test -keyout "$WORK/a.key" -out "$WORK/a.pem" 2>/dev/null
 
+mkdir "$WORK/bulk"
+head -c $((64 << 20)) /dev/urandom >"$WORK/bulk/64m"
+
 UP_PORT="$(free_port)"
 "$UPSTREAM" "127.0.0.1:$UP_PORT" >"$WORK/upstream.log" 2>&1 &
 UPSTREAM_PID=$!
@@ -89,20 +102,29 @@ servers = ["127.0.0.1:$UP_PORT"]
 [[location]]
 match = "/"
 upstream = "app"
+[[location]]
+match = "/bulk/"
+root = "$WORK"
 EOF
 "$TOLLGATE" -c "$WORK/gateway.toml" >"$WORK/tollgate.log" 2>&1 &
 GATEWAY_PID=$!
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$TLS_PORT") 2>/dev/null; }
+for _ in $(seq 100); do
+    listening && break
+    sleep 0.05
+done
+listening || die "tollgate is not listening on $TLS_PORT"
 
-
-# run PROTO SECONDS: prints "requests errors p50_us p99_us cpu_us_per_request"
+# run PROTO SECONDS: prints "requests errors p50_us p99_us cpu_us_per_request mib_per_s cpu_us_per_mib"
 run() {
     local proto="$1" seconds="$2" cpu0 cpu1 out
     cpu0="$(cpu_ticks "$GATEWAY_PID")"
-    out="$("$CLIENT" "$proto" "127.0.0.1:$TLS_PORT" a.test "$CONNECTIONS" "$STREAMS" "$seconds" /)"
+    out="$("$CLIENT" "$proto" "127.0.0.1:$TLS_PORT" a.test "$CONNECTIONS" "$STREAMS" "$seconds" "$URL_PATH")"
     cpu1="$(cpu_ticks "$GATEWAY_PID")"
     awk -v out="$out" -v c="$((cpu1 - cpu0))" -v hz="$CLK_TCK" 'BEGIN {
-        split(out, f, " ")
-        printf "%s %s %s %s %.1f\n", f[1], f[2], f[3], f[4], (f[1] > 0 ? c / hz * 1e6 / f[1] : -1) }'
+        split(out, f, " "); cpu = c / hz * 1e6; mib = f[5] / 1048576
+        printf "%s %s %s %s %.1f %.1f %.1f\n", f[1], f[2], f[3], f[4], (f[1] > 0 ? cpu / f[1] : -1),
+            (f[6] > 0 ? mib / f[6] : 0), (mib > 0 ? cpu / mib : -1) }'
 }
 
 for proto in h2 h3; do
@@ -117,9 +139,9 @@ for ((r = 1; r <= RUNS; r++)); do
     order="h2 h3"
     [ $((r % 2)) -eq 0 ] && order="h3 h2"
     for proto in $order; do
-        read -r requests errors p50 p99 cpu <<<"$(run "$proto" "$DURATION")"
-        echo "$proto $r $((requests / DURATION)) $p50 $p99 $cpu $errors" >>"$RESULTS"
-        say "run $r $proto: $((requests / DURATION)) req/s, p50 ${p50} µs, p99 ${p99} µs, ${cpu} µs CPU/request, $errors errors"
+        read -r requests errors p50 p99 cpu rate cpu_mib <<<"$(run "$proto" "$DURATION")"
+        echo "$proto $r $((requests / DURATION)) $p50 $p99 $cpu $errors $rate $cpu_mib" >>"$RESULTS"
+        say "run $r $proto: $((requests / DURATION)) req/s, p50 ${p50} µs, p99 ${p99} µs, ${cpu} µs CPU/request, $rate MiB/s, $cpu_mib µs CPU/MiB, $errors errors"
     done
 done
 
@@ -129,6 +151,18 @@ median() { # median PROTO COLUMN
 }
 
 echo
+if [ "$SCENARIO" = download ]; then
+    echo "Bulk download of a 64 MiB file, HTTP/3 against HTTP/2 over TLS, tollgate \`workers = 1\`, $CONNECTIONS connections × $STREAMS requests in flight, $RUNS interleaved runs of ${DURATION} s (medians):"
+    echo
+    echo "| protocol | MiB/s | tollgate CPU µs/MiB |"
+    echo "|:--|--:|--:|"
+    for proto in h2 h3; do
+        echo "| $proto | $(median "$proto" 8) | $(median "$proto" 9) |"
+    done
+    awk -v a="$(median h3 8)" -v b="$(median h2 8)" -v c="$(median h3 9)" -v d="$(median h2 9)" 'BEGIN {
+        printf "| h3 / h2 | %.2fx | %.2fx |\n", a / b, c / d }'
+    exit 0
+fi
 echo "HTTP/3 against HTTP/2 over TLS, tollgate \`workers = 1\`, $CONNECTIONS connections × $STREAMS requests in flight, $RUNS interleaved runs of ${DURATION} s (medians):"
 echo
 echo "| protocol | req/s | p50 µs | p99 µs | tollgate CPU µs/request |"

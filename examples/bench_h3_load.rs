@@ -8,7 +8,9 @@
 //!
 //! Arguments: protocol (`h2` or `h3`), address, SNI and host, connections, requests in
 //! flight per connection, seconds, path. One thread (a current-thread runtime), so the
-//! server under test keeps the other core. Prints one line: `requests errors p50_us p99_us`.
+//! server under test keeps the other core. Prints one line: `requests errors p50_us p99_us
+//! bytes seconds` (`bytes`: of the answers' bodies, and `seconds` the run took to the end
+//! of the last answer: the download scenario's throughput).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,8 @@ use accept_any::AcceptAny;
 #[derive(Default)]
 struct Tally {
     errors: u64,
+    /// Body bytes of the answers read whole.
+    bytes: u64,
     latencies_us: Vec<u32>,
 }
 
@@ -66,6 +70,7 @@ fn main() {
         .build()
         .unwrap();
     let tally = Arc::new(Mutex::new(Tally::default()));
+    let started = Instant::now();
     runtime.block_on(async {
         let deadline = Instant::now() + args.duration;
         let mut tasks = Vec::new();
@@ -83,6 +88,7 @@ fn main() {
             let _ = task.await;
         }
     });
+    let took = started.elapsed().as_secs_f64();
     let mut tally = tally.lock().unwrap();
     tally.latencies_us.sort_unstable();
     let pick = |q: f64| {
@@ -94,11 +100,12 @@ fn main() {
         }
     };
     println!(
-        "{} {} {} {}",
+        "{} {} {} {} {} {took:.3}",
         tally.latencies_us.len(),
         tally.errors,
         pick(0.5),
-        pick(0.99)
+        pick(0.99),
+        tally.bytes
     );
 }
 
@@ -151,8 +158,8 @@ fn streams<S: Sender>(
                 let mut mine = Tally::default();
                 while Instant::now() < deadline {
                     let began = Instant::now();
-                    let ok = sender.get(&uri).await;
-                    record(&mut mine, ok, began);
+                    let answered = sender.get(&uri).await;
+                    record(&mut mine, answered, began);
                 }
                 merge(&tally, mine);
             })
@@ -162,25 +169,29 @@ fn streams<S: Sender>(
 
 /// One protocol's way of sending a `GET` and reading its whole answer.
 trait Sender: Clone + Send + 'static {
-    /// Whether `uri` was answered 2xx, its body read to the end.
-    fn get(&mut self, uri: &str) -> impl std::future::Future<Output = bool> + Send;
+    /// The length of `uri`'s answer's body, read to the end, when it was a 2xx.
+    fn get(&mut self, uri: &str) -> impl std::future::Future<Output = Option<u64>> + Send;
 }
 
 impl Sender for hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
-    async fn get(&mut self, uri: &str) -> bool {
+    async fn get(&mut self, uri: &str) -> Option<u64> {
         let req = Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
-        match self.send_request(req).await {
-            Ok(response) => {
-                response.status().is_success() && response.into_body().collect().await.is_ok()
-            }
-            Err(_) => false,
+        let response = self.send_request(req).await.ok()?;
+        if !response.status().is_success() {
+            return None;
         }
+        let mut body = response.into_body();
+        let mut bytes = 0;
+        while let Some(frame) = body.frame().await {
+            bytes += frame.ok()?.data_ref().map_or(0, |data| data.len() as u64);
+        }
+        Some(bytes)
     }
 }
 
 impl Sender for h3::client::SendRequest<h3_quinn::OpenStreams, Bytes> {
-    async fn get(&mut self, uri: &str) -> bool {
-        h3_request(self, uri).await.is_ok()
+    async fn get(&mut self, uri: &str) -> Option<u64> {
+        h3_request(self, uri).await.ok()
     }
 }
 
@@ -215,31 +226,36 @@ async fn h3_connection(
 async fn h3_request(
     sender: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     uri: &str,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let req = Request::get(uri).body(()).unwrap();
     let mut stream = sender.send_request(req).await.map_err(|e| e.to_string())?;
     stream.finish().await.map_err(|e| e.to_string())?;
     let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+    let mut bytes = 0;
     while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+        bytes += chunk.remaining() as u64;
         chunk.advance(chunk.remaining());
     }
     match response.status().is_success() {
-        true => Ok(()),
+        true => Ok(bytes),
         false => Err(response.status().to_string()),
     }
 }
 
-fn record(tally: &mut Tally, ok: bool, began: Instant) {
-    match ok {
-        true => tally
-            .latencies_us
-            .push(began.elapsed().as_micros().min(u32::MAX as u128) as u32),
-        false => tally.errors += 1,
+fn record(tally: &mut Tally, answered: Option<u64>, began: Instant) {
+    match answered {
+        Some(bytes) => {
+            let took = began.elapsed().as_micros().min(u32::MAX as u128) as u32;
+            tally.latencies_us.push(took);
+            tally.bytes += bytes;
+        }
+        None => tally.errors += 1,
     }
 }
 
 fn merge(tally: &Mutex<Tally>, mine: Tally) {
     let mut tally = tally.lock().unwrap();
     tally.errors += mine.errors;
+    tally.bytes += mine.bytes;
     tally.latencies_us.extend(mine.latencies_us);
 }
