@@ -141,7 +141,9 @@ for ((r = 1; r <= RUNS; r++)); do
     for proto in $order; do
         read -r requests errors p50 p99 cpu rate cpu_mib <<<"$(run "$proto" "$DURATION")"
         echo "$proto $r $((requests / DURATION)) $p50 $p99 $cpu $errors $rate $cpu_mib" >>"$RESULTS"
-        say "run $r $proto: $((requests / DURATION)) req/s, p50 ${p50} µs, p99 ${p99} µs, ${cpu} µs CPU/request, $rate MiB/s, $cpu_mib µs CPU/MiB, $errors errors"
+        bulk=""
+        [ "$SCENARIO" = download ] && bulk=", $rate MiB/s, $cpu_mib µs CPU/MiB"
+        say "run $r $proto: $((requests / DURATION)) req/s, p50 ${p50} µs, p99 ${p99} µs, ${cpu} µs CPU/request$bulk, $errors errors"
     done
 done
 
