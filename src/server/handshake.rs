@@ -73,6 +73,11 @@ pub(super) async fn serve_tls(
         return;
     }
     let alpn = (alpn == Some(b"h2".as_slice())).then_some(Protocol::Http2);
+    // A site asking for client certificates is not offered HTTP/3, whose requests to it
+    // get 421 (one QUIC config serves every name, and cannot ask per site).
+    if auth.is_none() {
+        conn.alt_svc = tls.alt_svc(conn.address.addr, conn.server_port);
+    }
     if tls.per_site || tls.ja4 {
         peer.sni = session.server_name().map(Box::from);
         peer.vars.client_verify = "NONE".into();
@@ -81,7 +86,6 @@ pub(super) async fn serve_tls(
         }
         conn.tls = Some(Box::new(peer));
     }
-    conn.alt_svc = tls.alt_svc(conn.address.addr, conn.server_port);
     let conn_state = ConnState::new();
     sheddable.add(&conn_state);
     // Boxed: rustls's connection is large, and each layer of futures below would keep a

@@ -104,6 +104,11 @@ async fn one_client_has_one_budget_over_every_transport() {
 
 /// The `alt-svc` of an HTTP/1.1 answer over TCP TLS at `addr`.
 pub(crate) async fn alt_svc_over_tcp(addr: std::net::SocketAddr) -> Option<String> {
+    alt_svc_over_tcp_to(addr, "a.test").await
+}
+
+/// The `Alt-Svc` of a `GET /` over TCP TLS to `host` (SNI and `Host`), answered 200.
+async fn alt_svc_over_tcp_to(addr: std::net::SocketAddr, host: &str) -> Option<String> {
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -114,14 +119,13 @@ pub(crate) async fn alt_svc_over_tcp(addr: std::net::SocketAddr) -> Option<Strin
         .with_custom_certificate_verifier(Arc::new(support::accept_any::AcceptAny))
         .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
         .unwrap();
-    tls.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
+    let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    tls.write_all(head.as_bytes()).await.unwrap();
     let mut answer = String::new();
     let _ = within(5, tls.read_to_string(&mut answer)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -165,6 +169,30 @@ async fn answers_over_tcp_tls_advertise_http3_as_quic_says() {
     );
     let quiet = quic_gateway(dir.path(), up.addr, "", "[quic]\nadvertise = false\n");
     assert_eq!(alt_svc_over_tcp(quiet.tls_addrs()[0]).await, None);
+}
+
+#[tokio::test]
+async fn a_site_asking_for_client_certificates_does_not_advertise_http3() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    write_self_signed(dir.path(), "a", "a.test");
+    let d = dir.path().display();
+    let site = |name: &str, more: &str| {
+        format!(
+            "[[site]]\nnames = [\"{name}\"]\n{more}\n[[site.location]]\nmatch = \"/\"\n\
+             return = {{ status = 200, body = \"{name}\" }}\n"
+        )
+    };
+    let gw = gateway(&format!(
+        "[server]\nlisten_tls = [{{ addr = \"127.0.0.1:0\", quic = true }}]\n[log]\naccess = \"off\"\n\
+         [tls]\n[[tls.certificates]]\ncert = \"{d}/a.pem\"\nkey = \"{d}/a.key\"\n{}{}",
+        site("a.test", "default = true"),
+        site("b.test", &format!("client_certificates = {{ ca = \"{d}/a.pem\", verify = \"optional\" }}")),
+    ));
+    let tls = gw.tls_addrs()[0];
+    // Its requests over HTTP/3 would get 421: browsers are not sent there.
+    assert_eq!(alt_svc_over_tcp_to(tls, "b.test").await, None);
+    assert!(alt_svc_over_tcp_to(tls, "a.test").await.is_some());
 }
 
 #[tokio::test]
