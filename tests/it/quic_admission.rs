@@ -6,13 +6,13 @@
 //! sent and in bounded memory; real Initials cut short or altered dropped without harm;
 //! and a migrating client keeping the address its connection was opened from.
 
-use crate::cli::{wait_until_listening, Running};
+use crate::cli::{tollgate, wait_until_listening, Running};
 use crate::http3::quic_gateway;
 use crate::metrics::scrape;
 use crate::support;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,14 +154,14 @@ async fn a_flood_of_initials_gets_retries_refusals_then_silence_in_bounded_memor
     );
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, text).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .arg("-c")
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let running = Running(child);
+    let running = Running(
+        tollgate()
+            .arg("-c")
+            .arg(&path)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let pid = running.0.id();
     wait_until_listening(port).await;
     let server: SocketAddr = ([127, 0, 0, 1], port).into();

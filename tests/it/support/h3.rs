@@ -124,20 +124,16 @@ pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Result<H3Reply, St
 
 /// The client config of [`H3Client::connect`]: TLS 1.3, ALPN `h3`, any certificate.
 pub fn client_config() -> quinn::ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
+    quic_config(false)
 }
 
 /// A client config that keeps the session tickets it is given (the config is shared by
 /// the connections made with it) and offers 0-RTT with them.
 pub fn early_config() -> quinn::ClientConfig {
+    quic_config(true)
+}
+
+fn quic_config(early_data: bool) -> quinn::ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -146,7 +142,7 @@ pub fn early_config() -> quinn::ClientConfig {
         .with_custom_certificate_verifier(Arc::new(AcceptAny))
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
-    tls.enable_early_data = true;
+    tls.enable_early_data = early_data;
     quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
 }
 
