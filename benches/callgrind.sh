@@ -26,6 +26,9 @@
 #   jwt           plain, through a location with `auth.jwt` (one P-256 key in a file), every request
 #                 carrying the same ES256 token (benches/jwt_token.sh): checked once, then remembered;
 #                 nginx (open source: no JWT check) proxies as in plain;
+#   logged        plain, with an access log written to a file in both, in one nginx `log_format`
+#                 template (nginx's combined plus the upstream's address, status and times): the
+#                 cost of a log line;
 #   file_1k       a 1,024-byte static file, `/files/1k.bin` under a `root` (nginx `sendfile on;
 #                 tcp_nopush on;`, tollgate's default sendfile): the user-space cost of a file answer.
 # Both proxies: one worker, no access log, upstream keepalive; tollgate sends its RateLimit headers,
@@ -46,6 +49,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 SCENARIOS="${SCENARIOS:-plain limit_pass limit_reject https}"
+# The `logged` scenario's line, for both (LOG_FORMAT=combined, with ONLY=tollgate: tollgate's own).
+LOG_FORMAT="${LOG_FORMAT:-}"
+[ -n "$LOG_FORMAT" ] || LOG_FORMAT='$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $upstream_addr $upstream_status $request_time $upstream_response_time'
 FEW="${FEW:-500}"
 MANY="${MANY:-2500}"
 CONNS="${CONNS:-4}"
@@ -159,7 +165,7 @@ $(if [ "$1" = https ]; then echo "listen_tls = [\"127.0.0.1:$2\"]"; else echo "l
 workers = 1
 $hold
 [log]
-access = "off"
+$(if [ "$1" = logged ]; then printf 'access = "%s"\nformat = '"'"'%s'"'"'\n' "$WORK/tollgate-access.log" "$LOG_FORMAT"; else echo 'access = "off"'; fi)
 $(if [ "$1" = https ]; then printf '[[tls.certificates]]\ncert = "%s"\nkey = "%s"\n' "$WORK/cert.pem" "$WORK/key.pem"; fi)
 [upstreams.app]
 servers = ["127.0.0.1:$UP_PORT"]
@@ -184,6 +190,7 @@ EOF
 nginx_conf() { # scenario port dir
     local zone="" limit="" files="" listen="listen 127.0.0.1:$2;"
     [ "$1" != file_1k ] || files="sendfile on; tcp_nopush on; location /files/ { root $WORK/www; }"
+    [ "$1" != logged ] || files="access_log $WORK/nginx-access.log t;"
     if [ "$1" = https ]; then
         listen="listen 127.0.0.1:$2 ssl; ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem;
         ssl_protocols TLSv1.2 TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;"
@@ -206,6 +213,7 @@ pid $3/nginx.pid;
 events { worker_connections 1024; }
 http {
     access_log off;
+    log_format t '$LOG_FORMAT';
     $zone
     upstream app { server 127.0.0.1:$UP_PORT; keepalive 64; }
     server {

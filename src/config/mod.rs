@@ -27,6 +27,7 @@ mod limit_action;
 mod limits;
 mod listeners;
 mod nginx_names;
+mod log_format;
 mod quic;
 mod location;
 mod maps;
@@ -72,6 +73,7 @@ pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
 pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
+pub(crate) use log_format::{Escape, LogTemplate, LogVar, Piece as LogPiece, COMBINED};
 pub(crate) use quic::{PerAddress, Quic};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
@@ -451,11 +453,14 @@ pub(crate) enum AccessLog {
     File(PathBuf),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LogFormat {
-    /// nginx `combined` plus the limit status and upstream time.
+    /// nginx `combined` plus the limit status and upstream time
+    /// ([`log_format::COMBINED`]).
     Combined,
     Json,
+    /// An nginx `log_format` template.
+    Template(std::sync::Arc<LogTemplate>),
 }
 
 /// One site (nginx `server {}`): the names it answers to, where, and its locations.

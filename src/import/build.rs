@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_spanned::Spanned;
 
 use crate::config::raw::{RawClientCertificates, 
-    Named, RawBalance, RawCertificate, RawConfig, RawLocation, RawRateLimitHeaders, RawRealIp,
+    Named, RawBalance, RawCertificate, RawConfig, RawLocation, RawLog, RawRateLimitHeaders, RawRealIp,
     RawServer, RawServerItem, RawServerTable, RawSite, RawSiteEntry, RawTls, RawUpstream,
     RawZone, Section,
 };
@@ -96,6 +96,9 @@ pub(super) struct Build {
     pub limits_used: bool,
     /// `[maps.NAME]`: name, table, note (nginx's `map`s and those an `if` became).
     pub maps: Vec<(String, RawMap, Vec<String>)>,
+    /// The `log_format`s met, and `[log]` as the first `access_log` made it.
+    pub log_formats: Vec<super::logs::Format>,
+    pub log: Option<super::logs::Log>,
 }
 
 impl Build {
@@ -115,6 +118,20 @@ impl Build {
             self.listen.push("0.0.0.0:80".to_owned());
         }
         raw.server = Section::Present(0..0, self.server());
+        if let Some(log) = &self.log {
+            let (format, escape) = match &log.format {
+                Some((text, escape)) => (Some(sp(text.clone())), escape.clone().map(sp)),
+                None => (None, None),
+            };
+            raw.log = Section::Present(
+                0..0,
+                RawLog {
+                    access: Some(sp(log.access.clone())),
+                    format,
+                    escape,
+                },
+            );
+        }
         // With `real_ip_header proxy_protocol`, `set_real_ip_from` names the PROXY
         // protocol's senders (`proxy_protocol_from`), not a `[real_ip]`.
         if !self.real_ip_trusted.is_empty() && !self.real_ip_from_proxy_protocol() {

@@ -23,6 +23,7 @@ mod level;
 mod limits;
 mod listen;
 mod location;
+mod logs;
 mod maps;
 mod other;
 mod pattern;

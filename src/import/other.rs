@@ -34,7 +34,7 @@ pub(super) fn inside(parent: &Directive, inner: &Directive) -> Status {
 const MIME: &str = "MIME types come from a built-in table (mime_guess): `.js` is text/javascript, an unknown extension application/octet-stream";
 
 /// The directives the families translate (with the arguments nginx takes).
-const TRANSLATED: [&str; 58] = [
+const TRANSLATED: [&str; 60] = [
     "listen", "server_name", "location", "proxy_pass", "return", "rewrite", "upstream",
     "proxy_set_header", "proxy_hide_header", "proxy_pass_header", "proxy_redirect",
     "proxy_cookie_path", "proxy_cookie_domain", "proxy_connect_timeout", "proxy_read_timeout",
@@ -46,7 +46,7 @@ const TRANSLATED: [&str; 58] = [
     "send_timeout", "keepalive_timeout", "client_header_timeout", "underscores_in_headers",
     "server_tokens", "ssl_certificate", "ssl_certificate_key", "ssl_protocols", "include",
     "root", "alias", "index", "try_files", "error_page", "expires", "gzip", "gzip_static",
-    "gzip_min_length", "brotli", "brotli_static", "sendfile",
+    "gzip_min_length", "brotli", "brotli_static", "sendfile", "log_format", "access_log",
 ];
 
 /// Directives that change nothing tollgate's answers show, and why.
@@ -60,8 +60,9 @@ fn no_effect(name: &str) -> Option<&'static str> {
         }
         "events" | "worker_connections" | "multi_accept" | "use" | "accept_mutex"
         | "accept_mutex_delay" => "connection handling is tollgate's own (file descriptors shared out at start)",
-        "error_log" | "access_log" | "log_format" | "open_log_file_cache" | "log_not_found"
-        | "log_subrequest" | "rewrite_log" => "logs: tollgate's access log is `[log]` (combined or json) for the whole gateway, its error log stderr",
+        "error_log" | "open_log_file_cache" | "log_not_found" | "log_subrequest" | "rewrite_log" => {
+            "logs: tollgate's access log is `[log]` for the whole gateway, its error log stderr"
+        }
         "tcp_nopush" | "tcp_nodelay" | "aio" | "directio" | "output_buffers"
         | "postpone_output" | "reset_timedout_connection" | "lingering_close"
         | "lingering_time" | "lingering_timeout" => "socket and sending details are tollgate's own",

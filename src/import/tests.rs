@@ -584,5 +584,6 @@ mod auth;
 mod files;
 mod props;
 
+mod logs;
 mod rewrites;
 mod tls;

@@ -10,7 +10,7 @@ use super::pattern::{Content, Pattern};
 use super::report::Status;
 use super::state::Walk;
 use super::{access, auth, auth_request, conditions, files, headers, limits, listen, maps, other, proxy, rewrite};
-use super::{server_wide, tls};
+use super::{logs, server_wide, tls};
 use super::{upstream, values};
 
 /// The whole configuration.
@@ -92,7 +92,8 @@ pub(super) fn setting(
         .or_else(|| limits::setting(w, d, own))
         .or_else(|| server_wide::setting(w, d, own, context))
         .or_else(|| tls::setting(w, d, own, context))
-        .or_else(|| files::setting(w, d, own, context));
+        .or_else(|| files::setting(w, d, own, context))
+        .or_else(|| logs::setting(w, d, context));
     match status {
         Some(status) => w.record(d, status, sink),
         None => unknown(w, d, sink),

@@ -9,13 +9,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{REFERER, USER_AGENT};
+use http::header::HOST;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::request_id::RequestId;
 use crate::limit::outcome::{InFlight, Outcome};
-use crate::log::{AccessLog, Record};
+use crate::log::{AccessLog, Captured, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};
 use crate::upstream::{Lease, ResponseBody};
@@ -61,7 +61,7 @@ impl<'a> Pending<'a> {
     pub(super) fn new<B>(
         log: Option<Arc<AccessLog>>,
         req: &Request<B>,
-        client: IpAddr,
+        (client, https): (IpAddr, bool),
         start: Instant,
         stats: &'a LocationStats,
         worker: usize,
@@ -72,15 +72,18 @@ impl<'a> Pending<'a> {
                 method: req.method().clone(),
                 uri: req.uri().clone(),
                 version: req.version(),
-                referer: req.headers().get(REFERER).cloned(),
-                user_agent: req.headers().get(USER_AGENT).cloned(),
+                host: req.headers().get(HOST).cloned(),
+                https,
+                headers: Captured::of(log.headers(), req.headers()),
                 authorization: req.headers().get(http::header::AUTHORIZATION).cloned(),
                 subject: None,
                 status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
                 body_bytes: 0,
                 request_time: Duration::ZERO,
                 upstream_time: None,
+                upstream_began: None,
                 upstream_addr: None,
+                upstream_status: None,
                 limit_status: "-",
                 request_id: log
                     .wants_request_id()
@@ -136,10 +139,15 @@ impl<'a> Pending<'a> {
         }
     }
 
-    pub(super) fn upstream(&mut self, addr: SocketAddr, time: Duration) {
+    /// The server `addr` answered `status`, its head `time` after it was picked.
+    pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration) {
         if let Some(entry) = &mut self.entry {
-            entry.record.upstream_addr = Some(addr);
-            entry.record.upstream_time = Some(time);
+            let record = &mut entry.record;
+            let since_start = crate::clock::now().saturating_duration_since(self.start);
+            record.upstream_began = Some(since_start.saturating_sub(time));
+            record.upstream_addr = Some(addr);
+            record.upstream_status = Some(status);
+            record.upstream_time = Some(time);
         }
     }
 

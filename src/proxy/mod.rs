@@ -264,7 +264,7 @@ impl Pipeline {
         let asker = internal::Asker { conn, client, peer };
         let access_log = self.access_log.clone();
         let mut log =
-            logged::Pending::new(access_log, &req, client, now, &self.unrouted, conn.worker);
+            logged::Pending::new(access_log, &req, (client, conn.https), now, &self.unrouted, conn.worker);
         if let Some(answer) = self.screen(&mut req, conn, client) {
             return log.finish(answer, None);
         }
@@ -453,7 +453,7 @@ impl Pipeline {
             |headers: &http::HeaderMap| api_keys.map_or(0, |keys| keys.priority(headers));
         match forward::forward(req, to.group, &ctx, prepared, in_flight, priority).await {
             Ok(done) => {
-                log.upstream(done.addr, done.upstream_time);
+                log.upstream(done.addr, done.response.status(), done.upstream_time);
                 (done.response, Some(done.lease))
             }
             Err(forward::Stopped::Shed) => {

@@ -50,6 +50,7 @@ mod limit_properties;
 mod limits;
 mod listen_tables;
 mod location_timeouts;
+mod log_format;
 mod logs;
 mod maps;
 mod metrics;

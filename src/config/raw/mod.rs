@@ -340,14 +340,10 @@ pub(crate) struct RawCertificate {
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(crate) struct RawLog {
     pub access: Option<Spanned<String>>,
-    pub format: Option<RawLogFormat>,
-}
-
-#[derive(Deserialize, Serialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum RawLogFormat {
-    Combined,
-    Json,
+    /// `"combined"`, `"json"`, or an nginx `log_format` template.
+    pub format: Option<Spanned<String>>,
+    /// `"default"`, `"json"` or `"none"`: nginx's `escape=`, for a template.
+    pub escape: Option<Spanned<String>>,
 }
 
 /// One `[upstreams.NAME]`.

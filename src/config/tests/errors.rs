@@ -128,8 +128,14 @@ fn bad_real_ip_values_are_each_reported() {
 
 #[test]
 fn bad_log_values_are_reported() {
-    let want = "unknown variant `xml`, expected `combined` or `json`";
-    assert_eq!(error("[log]\nformat = \"xml\"\n"), owned(4, 10, want));
+    let (line, column, message) = error("[log]\nformat = \"xml\"\n");
+    assert_eq!((line, column), (4, 11));
+    assert!(message.starts_with("a format without variables"), "{message}");
+    let (_, column, message) = error("[log]\nformat = \"$remote_addr $stauts\"\n");
+    assert_eq!(column, 24);
+    assert!(message.starts_with("`$stauts` is not a log variable; did you mean `$status`?"), "{message}");
+    let (_, column, message) = error("[log]\nformat = \"json\"\nescape = \"json\"\n");
+    assert_eq!((column, message.as_str()), (10, "`escape` is for a template: the named formats escape their own way"));
     let want = r#"invalid access log "": expected "off", "stdout" or a file path"#;
     assert_eq!(error("[log]\naccess = \"\"\n"), owned(4, 10, want));
 }

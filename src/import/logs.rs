@@ -1,0 +1,121 @@
+//! nginx's `log_format` and `access_log`: the access log becomes `[log]`, its format a
+//! template of the same text (nginx's `combined` written out, as tollgate's own
+//! `combined` adds three fields). tollgate writes one access log for the whole gateway:
+//! the first `access_log` met is it, and a different one elsewhere is told.
+
+use tollgate_nginx::Directive;
+
+use super::level::Context;
+use super::report::Status;
+use super::state::Walk;
+use crate::config::{Escape, LogTemplate};
+
+/// nginx's predefined `combined`.
+const NGINX_COMBINED: &str =
+    "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
+
+/// A `log_format` met: its name, `escape=` and text.
+pub(super) struct Format {
+    name: String,
+    escape: Option<String>,
+    text: String,
+}
+
+/// `[log]` as the first `access_log` made it: where, and the format's text and escape.
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct Log {
+    pub access: String,
+    pub format: Option<(String, Option<String>)>,
+}
+
+pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Option<Status> {
+    match (d.name.as_str(), d.args.as_slice()) {
+        ("log_format", [name, rest @ ..]) if !rest.is_empty() => Some(log_format(w, name, rest)),
+        ("access_log", [first, rest @ ..]) => Some(access_log(w, first, rest, context)),
+        _ => None,
+    }
+}
+
+fn log_format(w: &mut Walk<'_>, name: &str, rest: &[String]) -> Status {
+    let (escape, strings) = match rest[0].strip_prefix("escape=") {
+        Some(escape) => (Some(escape.to_owned()), &rest[1..]),
+        None => (None, rest),
+    };
+    let text = strings.concat();
+    if let Err(problem) = LogTemplate::parse(&text, escape_of(escape.as_deref())) {
+        return Status::Unsupported(format!("its template: {}", problem.message));
+    }
+    w.build.log_formats.push(Format {
+        name: name.to_owned(),
+        escape,
+        text,
+    });
+    Status::Exact(Some("a template of `[log] format` once an `access_log` names it".to_owned()))
+}
+
+fn escape_of(escape: Option<&str>) -> Escape {
+    match escape {
+        Some("json") => Escape::Json,
+        Some("none") => Escape::None,
+        _ => Escape::Default,
+    }
+}
+
+fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) -> Status {
+    let mut differences = Vec::new();
+    let log = match first {
+        "off" => Log {
+            access: "off".to_owned(),
+            format: None,
+        },
+        path if path.starts_with("syslog:") => return Status::Unsupported("syslog: tollgate writes its access log to a file or stdout".to_owned()),
+        path => {
+            let access = match path {
+                "/dev/stdout" => "stdout".to_owned(),
+                path => {
+                    if !path.starts_with('/') {
+                        differences.push(format!("`{path}` is read from the directory of gateway.toml, nginx's from its prefix"));
+                    }
+                    path.to_owned()
+                }
+            };
+            let (name, options) = match rest.split_first() {
+                Some((name, options)) if !name.contains('=') && name != "gzip" => (name.as_str(), options),
+                _ => ("combined", rest),
+            };
+            let format = match name {
+                "combined" => (NGINX_COMBINED.to_owned(), None),
+                name => match w.build.log_formats.iter().find(|f| f.name == name) {
+                    Some(found) => (found.text.clone(), found.escape.clone()),
+                    None => return Status::Unsupported(format!("no `log_format {name}` before it (or it could not be read)")),
+                },
+            };
+            for option in options {
+                differences.push(match option.split_once('=').map_or(option.as_str(), |(key, _)| key) {
+                    "if" => format!("`{option}`: tollgate logs every request"),
+                    _ => format!("`{option}`: tollgate buffers lines itself and writes them every 100 ms"),
+                });
+            }
+            Log {
+                access,
+                format: Some(format),
+            }
+        }
+    };
+    match &w.build.log {
+        None => w.build.log = Some(log),
+        Some(kept) if *kept == log => {
+            if context != Context::Http {
+                differences.push("tollgate writes one access log for the whole gateway ([log])".to_owned());
+            }
+        }
+        Some(kept) => differences.push(format!(
+            "tollgate writes one access log for the whole gateway: `{}`, the first one met, takes every request",
+            kept.access
+        )),
+    }
+    match differences.is_empty() {
+        true => Status::Exact(None),
+        false => Status::Approx(differences.join("; ")),
+    }
+}

@@ -1,0 +1,64 @@
+//! `log_format` and `access_log`: the first access log becomes `[log]`, with its format
+//! as a template (nginx's `combined` written out); its options and other logs are told.
+
+use super::{approx, exact, has, import, unsupported};
+
+#[test]
+fn an_access_log_with_a_named_format_becomes_the_log_and_its_template() {
+    let imported = import(
+        "http {
+    log_format main escape=json '{\"addr\":\"$remote_addr\",'
+                                '\"status\":$status,\"ua\":\"$http_user_agent\"}';
+    log_format timing '$remote_addr $request_time $upstream_response_time';
+    access_log /var/log/nginx/access.log main buffer=32k;
+    server {
+        listen 80;
+        access_log /var/log/nginx/api.log timing;
+        location /health { access_log off; return 200; }
+        location / { proxy_pass http://127.0.0.1:3000; }
+    }
+}",
+    );
+    exact(&imported, 2, "log_format");
+    exact(&imported, 4, "log_format");
+    has(&imported, "access = \"/var/log/nginx/access.log\"");
+    has(&imported, "format = '{\"addr\":\"$remote_addr\",\"status\":$status,\"ua\":\"$http_user_agent\"}'");
+    has(&imported, "escape = \"json\"");
+    approx(&imported, 5, "access_log", "`buffer=32k`: tollgate buffers lines itself");
+    approx(&imported, 8, "access_log", "one access log for the whole gateway: `/var/log/nginx/access.log`, the first one met");
+    approx(&imported, 9, "access_log", "the first one met");
+}
+
+#[test]
+fn combined_is_written_out_and_stdout_named_as_tollgate_names_it() {
+    let imported = import(
+        "http {
+    access_log /dev/stdout;
+    server { listen 80; location / { return 200; } }
+}",
+    );
+    exact(&imported, 2, "access_log");
+    has(&imported, "access = \"stdout\"");
+    has(&imported, "format = '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"'");
+}
+
+#[test]
+fn what_cannot_be_logged_so_is_told() {
+    let imported = import(
+        "http {
+    log_format odd '$remote_addr $connection_requests';
+    log_format fine '$remote_addr';
+    access_log syslog:server=127.0.0.1 fine;
+    access_log logs/access.log missing;
+    access_log logs/access.log fine if=$loggable;
+    server { listen 80; location / { return 200; } }
+}",
+    );
+    unsupported(&imported, 2, "log_format", "`$connection_requests` is not a log variable");
+    unsupported(&imported, 4, "access_log", "syslog");
+    unsupported(&imported, 5, "access_log", "no `log_format missing` before it");
+    approx(&imported, 6, "access_log", "`if=$loggable`: tollgate logs every request");
+    approx(&imported, 6, "access_log", "read from the directory of gateway.toml");
+    has(&imported, "access = \"logs/access.log\"");
+    has(&imported, "format = \"$remote_addr\"");
+}

@@ -1,0 +1,262 @@
+//! A log line from a template (`[log] format`, and `combined`, which is one): the
+//! template is compiled once per reload into literal bytes and variables (a request
+//! header by its place among those the log captures), and a line is written into a
+//! buffer the caller keeps, with no allocation of its own. Values are escaped as nginx
+//! escapes them (`escape=default|json|none`); an absent value is `-`, or nothing in JSON.
+
+use std::io::Write as _;
+use std::time::SystemTime;
+
+use http::HeaderName;
+
+use super::{time, Record};
+use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
+
+/// One piece of a compiled template.
+enum Part {
+    Text(Box<[u8]>),
+    Var(LogVar),
+    /// A request header: its place in [`Line::headers`] (and in [`Record::headers`]).
+    Header(usize),
+}
+
+/// A template, compiled.
+pub(super) struct Line {
+    parts: Box<[Part]>,
+    escape: Escape,
+    /// The request headers the template reads, each once: what a [`Record`] captures.
+    pub headers: Box<[HeaderName]>,
+}
+
+impl Line {
+    pub(super) fn new(template: &LogTemplate) -> Line {
+        let mut headers: Vec<HeaderName> = Vec::new();
+        let parts = template
+            .pieces
+            .iter()
+            .map(|piece| match piece {
+                LogPiece::Text(text) => Part::Text(text.as_bytes().into()),
+                LogPiece::Var(LogVar::Header(name)) => {
+                    let at = match headers.iter().position(|known| known == name) {
+                        Some(at) => at,
+                        None => {
+                            headers.push(name.clone());
+                            headers.len() - 1
+                        }
+                    };
+                    Part::Header(at)
+                }
+                LogPiece::Var(var) => Part::Var(var.clone()),
+            })
+            .collect();
+        Line {
+            parts,
+            escape: template.escape,
+            headers: headers.into(),
+        }
+    }
+
+    /// Whether a line names `$request_id` (then each request gets one).
+    pub(super) fn wants_request_id(&self) -> bool {
+        self.parts.iter().any(|part| matches!(part, Part::Var(LogVar::RequestId)))
+    }
+
+    /// Appends `record`'s line (without its newline) to `out`, written at `now`.
+    pub(super) fn write(&self, out: &mut Vec<u8>, record: &Record, now: SystemTime) {
+        for part in &*self.parts {
+            match part {
+                Part::Text(text) => out.extend_from_slice(text),
+                Part::Header(at) => {
+                    let value = record.headers.get(*at);
+                    self.value(out, value.map(http::HeaderValue::as_bytes));
+                }
+                Part::Var(var) => self.var(out, var, record, now),
+            }
+        }
+    }
+
+    /// One variable's value. Numbers, addresses and times are written by hand
+    /// ([`decimal`], [`address`]): `core::fmt` cost more than the rest of the line.
+    fn var(&self, out: &mut Vec<u8>, var: &LogVar, r: &Record, now: SystemTime) {
+        match var {
+            LogVar::RemoteAddr => address(out, r.client),
+            LogVar::RemoteUser => self.value(out, r.remote_user().as_deref()),
+            LogVar::TimeLocal => time::local(out, now),
+            LogVar::TimeIso8601 => time::iso8601(out, now),
+            LogVar::Msec => time::msec(out, now),
+            LogVar::Request => {
+                escape(out, r.method.as_str().as_bytes(), self.escape);
+                out.push(b' ');
+                escape(out, r.target().as_bytes(), self.escape);
+                out.push(b' ');
+                out.extend_from_slice(protocol(r.version));
+            }
+            LogVar::RequestMethod => escape(out, r.method.as_str().as_bytes(), self.escape),
+            LogVar::RequestUri => escape(out, r.target().as_bytes(), self.escape),
+            LogVar::Args => self.value(out, r.uri.query().map(str::as_bytes)),
+            LogVar::ServerProtocol => out.extend_from_slice(protocol(r.version)),
+            LogVar::Scheme => out.extend_from_slice(if r.https { b"https" } else { b"http" }),
+            // nginx's `$host` is lowercase.
+            LogVar::Host => match r.host() {
+                Some(host) => escape_cased(out, host, self.escape, true),
+                None => self.absent(out),
+            },
+            LogVar::Status => decimal(out, u64::from(r.status.as_u16())),
+            LogVar::BodyBytesSent => decimal(out, r.body_bytes),
+            LogVar::RequestTime => seconds(out, r.request_time),
+            LogVar::UpstreamAddr => match r.upstream_addr {
+                Some(addr) => {
+                    let v6 = addr.is_ipv6();
+                    if v6 {
+                        out.push(b'[');
+                    }
+                    address(out, addr.ip());
+                    out.extend_from_slice(if v6 { b"]:" } else { b":" });
+                    decimal(out, u64::from(addr.port()));
+                }
+                None => self.absent(out),
+            },
+            LogVar::UpstreamStatus => match r.upstream_status {
+                Some(status) => decimal(out, u64::from(status.as_u16())),
+                None => self.absent(out),
+            },
+            LogVar::UpstreamResponseTime => match r.upstream_response_time() {
+                Some(took) => seconds(out, took),
+                None => self.absent(out),
+            },
+            LogVar::UpstreamHeaderTime => match r.upstream_time {
+                Some(took) => seconds(out, took),
+                None => self.absent(out),
+            },
+            LogVar::LimitStatus => match r.limit_status {
+                "-" => self.absent(out),
+                status => out.extend_from_slice(status.as_bytes()),
+            },
+            LogVar::RequestId => self.value(out, r.request_id.as_ref().map(|id| &id[..])),
+            LogVar::Header(_) => {} // compiled into `Part::Header`
+        }
+    }
+
+    /// A value that may be absent, escaped.
+    fn value(&self, out: &mut Vec<u8>, value: Option<&[u8]>) {
+        match value {
+            Some(value) => escape(out, value, self.escape),
+            None => self.absent(out),
+        }
+    }
+
+    /// nginx's mark for a variable without a value: `-`, or nothing with `json` and
+    /// `none`.
+    fn absent(&self, out: &mut Vec<u8>) {
+        if self.escape == Escape::Default {
+            out.push(b'-');
+        }
+    }
+}
+
+/// `bytes` escaped for a log line as nginx escapes them:
+/// - `default`: `"`, `\`, control bytes and bytes from 0x7f as `\xHH`;
+/// - `json`: `"` and `\` backslashed, `\n`, `\r`, `\t`, `\b`, `\f`, other control bytes
+///   as `\u00HH`. Bytes past ASCII go as they are when the value is UTF-8 (as nginx's);
+///   a value that is not has each such byte as `\u00HH`, so the line stays JSON (nginx
+///   writes them raw, and its line is then no JSON);
+/// - `none`: as they are.
+pub(super) fn escape(out: &mut Vec<u8>, bytes: &[u8], escape: Escape) {
+    escape_cased(out, bytes, escape, false);
+}
+
+/// [`escape`], with ASCII letters made lowercase first when `lower`.
+fn escape_cased(out: &mut Vec<u8>, bytes: &[u8], escape: Escape, lower: bool) {
+    let cased = bytes.iter().map(|&b| if lower { b.to_ascii_lowercase() } else { b });
+    match escape {
+        Escape::None => out.extend(cased),
+        Escape::Default => {
+            for b in cased {
+                match b {
+                    b'"' | b'\\' | 0..=0x1f | 0x7f..=0xff => {
+                        let _ = write!(out, "\\x{b:02X}");
+                    }
+                    _ => out.push(b),
+                }
+            }
+        }
+        Escape::Json => {
+            let utf8 = std::str::from_utf8(bytes).is_ok();
+            for b in cased {
+                match b {
+                    b'"' => out.extend_from_slice(b"\\\""),
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    0x08 => out.extend_from_slice(b"\\b"),
+                    0x0c => out.extend_from_slice(b"\\f"),
+                    0..=0x1f => {
+                        let _ = write!(out, "\\u{b:04X}");
+                    }
+                    0x80..=0xff if !utf8 => {
+                        let _ = write!(out, "\\u{b:04X}");
+                    }
+                    _ => out.push(b),
+                }
+            }
+        }
+    }
+}
+
+/// `n` in decimal.
+pub(super) fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Seconds to the millisecond, as nginx writes times: `0.003` (the milliseconds
+/// truncated, as nginx counts them).
+pub(super) fn seconds(out: &mut Vec<u8>, took: std::time::Duration) {
+    let millis = took.as_millis();
+    decimal(out, u64::try_from(millis / 1000).unwrap_or(u64::MAX));
+    let fraction = (millis % 1000) as u16;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (fraction / 100) as u8,
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
+    ]);
+}
+
+/// An IP address as nginx writes it (IPv4 by hand; IPv6 by its `Display`, rarer).
+pub(super) fn address(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                decimal(out, u64::from(octet));
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// `$server_protocol`.
+fn protocol(version: http::Version) -> &'static [u8] {
+    match version {
+        http::Version::HTTP_09 => b"HTTP/0.9",
+        http::Version::HTTP_10 => b"HTTP/1.0",
+        http::Version::HTTP_2 => b"HTTP/2.0",
+        http::Version::HTTP_3 => b"HTTP/3.0",
+        _ => b"HTTP/1.1",
+    }
+}
