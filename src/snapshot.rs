@@ -168,7 +168,7 @@ pub(crate) fn build(
         let shared = zones.iter().filter(|zone| zone.redis.is_some());
         backend
             .fleet()
-            .announce(shared.map(|zone| zone.name.clone()).collect())
+            .announce(shared.map(|zone| Box::from(&*zone.name)).collect())
     });
     Ok(Snapshot {
         generation,
@@ -321,6 +321,13 @@ fn location(
             .request_buffering
             .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
+        names: (
+            match named.site {
+                crate::metrics::NO_SITE => Arc::clone(named.server_name),
+                site => Arc::from(site),
+            },
+            Arc::from(location.pattern.to_string()),
+        ),
         upstream_urls,
         timeouts,
         error_pages: location.error_pages.clone(),

@@ -9,6 +9,7 @@
 
 mod client_auth;
 pub mod ja4;
+mod names;
 mod quic;
 mod subject;
 
@@ -24,6 +25,7 @@ use crate::acme::{Published, ACME_TLS_ALPN};
 use crate::certs::{names_by_wildcard, names_exactly, provider, Certificate};
 
 pub(crate) use client_auth::{ClientAuth, Peer, Refusal};
+pub(crate) use names::openssl_names;
 pub(crate) use quic::{host_key, server_config as quic_server_config};
 
 /// Sessions a server keeps for resumption by session ID (TLS 1.2).

@@ -77,7 +77,7 @@ impl Policy {
                     .unzip();
                 let leases = rules
                     .iter()
-                    .map(|rule| leases.get(&rule.zone.name).cloned())
+                    .map(|rule| leases.get(&*rule.zone.name).cloned())
                     .collect();
                 Some(RedisFirst {
                     backend: Arc::clone(backend),

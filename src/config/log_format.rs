@@ -44,6 +44,20 @@ pub(crate) enum LogVar {
     UpstreamResponseTime,
     UpstreamHeaderTime,
     LimitStatus,
+    /// The zone that decided (the one that refused, else the nearest its limit), its key
+    /// as people read it, and what it had left.
+    LimitZone,
+    LimitKey,
+    LimitRemaining,
+    /// The site (its label, else its first name) and the location (its match) that
+    /// answered.
+    Site,
+    Location,
+    /// `TLSv1.3`, and the cipher suite in OpenSSL's name, over TLS.
+    SslProtocol,
+    SslCipher,
+    /// `h2` for HTTP/2 over TLS, `h2c` without; nothing else.
+    Http2,
     RequestId,
     /// `$http_NAME`: the request header NAME (`_` read as `-`).
     Header(HeaderName),
@@ -87,6 +101,14 @@ const NAMES: &[(&str, LogVar)] = &[
     ("upstream_header_time", LogVar::UpstreamHeaderTime),
     ("limit_status", LogVar::LimitStatus),
     ("limit_req_status", LogVar::LimitStatus),
+    ("limit_zone", LogVar::LimitZone),
+    ("limit_key", LogVar::LimitKey),
+    ("limit_remaining", LogVar::LimitRemaining),
+    ("site", LogVar::Site),
+    ("location", LogVar::Location),
+    ("ssl_protocol", LogVar::SslProtocol),
+    ("ssl_cipher", LogVar::SslCipher),
+    ("http2", LogVar::Http2),
     ("request_id", LogVar::RequestId),
 ];
 

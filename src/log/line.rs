@@ -58,7 +58,12 @@ impl Line {
 
     /// Whether a line names `$request_id` (then each request gets one).
     pub(super) fn wants_request_id(&self) -> bool {
-        self.parts.iter().any(|part| matches!(part, Part::Var(LogVar::RequestId)))
+        self.names(&LogVar::RequestId)
+    }
+
+    /// Whether a line names `var`.
+    pub(super) fn names(&self, var: &LogVar) -> bool {
+        self.parts.iter().any(|part| matches!(part, Part::Var(named) if named == var))
     }
 
     /// Appends `record`'s line (without its newline) to `out`, written at `now`.
@@ -133,6 +138,22 @@ impl Line {
                 status => out.extend_from_slice(status.as_bytes()),
             },
             LogVar::RequestId => self.value(out, r.request_id.as_ref().map(|id| &id[..])),
+            LogVar::LimitZone => self.value(out, r.limit_zone.as_deref().map(str::as_bytes)),
+            LogVar::LimitKey => self.value(out, r.limit_key.as_deref().map(str::as_bytes)),
+            LogVar::LimitRemaining => match r.limit_remaining {
+                Some(remaining) => decimal(out, remaining),
+                None => self.absent(out),
+            },
+            LogVar::Site => self.value(out, r.site.as_deref().map(str::as_bytes)),
+            LogVar::Location => self.value(out, r.location.as_deref().map(str::as_bytes)),
+            LogVar::SslProtocol => self.value(out, r.tls.map(|(protocol, _)| protocol.as_bytes())),
+            LogVar::SslCipher => self.value(out, r.tls.and_then(|(_, cipher)| cipher).map(str::as_bytes)),
+            LogVar::Http2 => match (r.version, r.https) {
+                (http::Version::HTTP_2, true) => out.extend_from_slice(b"h2"),
+                (http::Version::HTTP_2, false) => out.extend_from_slice(b"h2c"),
+                // nginx's `$http2` is empty, not absent, for other requests.
+                _ => {}
+            },
             LogVar::Header(_) => {} // compiled into `Part::Header`
         }
     }

@@ -88,6 +88,16 @@ pub(crate) struct Record {
     pub limit_status: &'static str,
     /// `$request_id`, 32 hex digits: made for every request when the format names it.
     pub request_id: Option<[u8; 32]>,
+    /// The zone that decided, what it had left, and its key as text (kept only when the
+    /// format names `$limit_key`).
+    pub limit_zone: Option<std::sync::Arc<str>>,
+    pub limit_remaining: Option<u64>,
+    pub limit_key: Option<Box<str>>,
+    /// The site and location that answered (`$site`, `$location`).
+    pub site: Option<std::sync::Arc<str>>,
+    pub location: Option<std::sync::Arc<str>>,
+    /// The TLS version and cipher suite (OpenSSL's names), over TLS.
+    pub tls: Option<(&'static str, Option<&'static str>)>,
 }
 
 impl Record {
@@ -139,6 +149,11 @@ impl AccessLog {
             Format::Json => true,
             Format::Line(line) => line.wants_request_id(),
         }
+    }
+
+    /// Whether lines name `$limit_key` (then each record keeps its key as text).
+    pub(crate) fn wants_limit_key(&self) -> bool {
+        matches!(&self.format, Format::Line(line) if line.names(&config::LogVar::LimitKey))
     }
 
     /// The request headers lines write, which each [`Record`] captures in this order.

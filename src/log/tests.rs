@@ -36,6 +36,12 @@ fn record() -> Record {
         upstream_status: Some(StatusCode::CREATED),
         limit_status: "-",
         request_id: Some(*b"0123456789abcdef0123456789abcdef"),
+        limit_zone: None,
+        limit_remaining: None,
+        limit_key: None,
+        site: None,
+        location: None,
+        tls: None,
     }
 }
 

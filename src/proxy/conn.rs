@@ -32,6 +32,9 @@ pub(crate) struct Conn {
     /// The `Alt-Svc` its answers carry (HTTP/3 offered at its address), unless an answer
     /// has its own.
     pub alt_svc: Option<http::HeaderValue>,
+    /// Its TLS version and cipher suite in OpenSSL's names (`$ssl_protocol`,
+    /// `$ssl_cipher`); `None` over plain TCP.
+    pub tls_names: Option<(&'static str, Option<&'static str>)>,
 }
 
 impl Conn {
@@ -53,6 +56,7 @@ impl Conn {
             stop,
             tls: None,
             alt_svc: None,
+            tls_names: None,
         }
     }
 

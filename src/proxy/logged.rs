@@ -14,7 +14,9 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::request_id::RequestId;
+use crate::limit::keys::Keys;
 use crate::limit::outcome::{InFlight, Outcome};
+use crate::limit::rule::LimitRule;
 use crate::log::{AccessLog, Captured, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};
@@ -61,7 +63,7 @@ impl<'a> Pending<'a> {
     pub(super) fn new<B>(
         log: Option<Arc<AccessLog>>,
         req: &Request<B>,
-        (client, https): (IpAddr, bool),
+        (client, conn): (IpAddr, &super::Conn),
         start: Instant,
         stats: &'a LocationStats,
         worker: usize,
@@ -73,7 +75,7 @@ impl<'a> Pending<'a> {
                 uri: req.uri().clone(),
                 version: req.version(),
                 host: req.headers().get(HOST).cloned(),
-                https,
+                https: conn.https,
                 headers: Captured::of(log.headers(), req.headers()),
                 authorization: req.headers().get(http::header::AUTHORIZATION).cloned(),
                 subject: None,
@@ -88,6 +90,12 @@ impl<'a> Pending<'a> {
                 request_id: log
                     .wants_request_id()
                     .then(|| RequestId::new().into_bytes()),
+                limit_zone: None,
+                limit_remaining: None,
+                limit_key: None,
+                site: None,
+                location: None,
+                tls: conn.tls_names,
             }),
             log,
         });
@@ -108,9 +116,13 @@ impl<'a> Pending<'a> {
         Some(RequestId::from_bytes(id))
     }
 
-    /// The request's location: it is counted there.
-    pub(super) fn route(&mut self, stats: &'a LocationStats) {
-        self.stats = stats;
+    /// The request's location: it is counted there, and named in its line.
+    pub(super) fn route(&mut self, location: &'a super::Location) {
+        self.stats = &location.stats;
+        if let Some(entry) = &mut self.entry {
+            entry.record.site = Some(Arc::clone(&location.names.0));
+            entry.record.location = Some(Arc::clone(&location.names.1));
+        }
     }
 
     /// The request's verified token names this user (`sub`): the line's `remote_user`.
@@ -120,10 +132,25 @@ impl<'a> Pending<'a> {
         }
     }
 
-    /// Records the limit outcome (`$limit_req_status`).
-    pub(super) fn limit(&mut self, outcome: &Outcome) {
-        if let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) {
-            entry.record.limit_status = status.as_str();
+    /// Records the limit outcome (`$limit_status`) and the zone that decided it in
+    /// `rules` (with its key from `keys`, when the line names it).
+    pub(super) fn limit(&mut self, outcome: &Outcome, rules: &[LimitRule], keys: Option<&Keys>) {
+        let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) else {
+            return;
+        };
+        let record = &mut entry.record;
+        record.limit_status = status.as_str();
+        let Some((rule, remaining)) = deciding(outcome) else {
+            return;
+        };
+        let Some(zone) = rules.get(rule).map(|rule| &rule.zone) else {
+            return;
+        };
+        record.limit_zone = Some(Arc::clone(&zone.name));
+        record.limit_remaining = Some(remaining);
+        if entry.log.wants_limit_key() {
+            let key = keys.and_then(|keys| keys.get(rule));
+            record.limit_key = key.map(|key| zone.template.text_of(key).into_boxed_str());
         }
     }
 
@@ -190,6 +217,19 @@ impl<'a> Pending<'a> {
         response.body_mut().unanswered = true;
         response
     }
+}
+
+/// The item of the location's list whose decision the line reports, and what it had
+/// left: the ban's or the refusal's, else the zone nearest its limit (the first of
+/// equals).
+fn deciding(outcome: &Outcome) -> Option<(usize, u64)> {
+    let decided = outcome.banned.map(|banned| banned.rule).or(outcome.rejected_by);
+    if let Some(rule) = decided {
+        let remaining = outcome.applied.iter().find(|a| a.rule == rule).map_or(0, |a| a.decision.remaining);
+        return Some((rule, remaining));
+    }
+    let nearest = outcome.applied.iter().min_by_key(|applied| applied.decision.remaining)?;
+    Some((nearest.rule, nearest.decision.remaining))
 }
 
 impl Drop for Pending<'_> {

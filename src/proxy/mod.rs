@@ -134,6 +134,9 @@ pub(crate) struct Location {
     pub request_buffering: RequestBuffering,
     /// `$server_name`: its site's first name.
     pub server_name: Arc<str>,
+    /// `$site` and `$location` of its log lines: the site's label (else its first name)
+    /// and the location's match.
+    pub names: (Arc<str>, Arc<str>),
     /// `redirect_rewrite`, `cookie_path` and `cookie_domain`.
     pub upstream_urls: upstream_urls::UpstreamUrls,
     pub timeouts: timeouts::Timeouts,
@@ -264,7 +267,7 @@ impl Pipeline {
         let asker = internal::Asker { conn, client, peer };
         let access_log = self.access_log.clone();
         let mut log =
-            logged::Pending::new(access_log, &req, (client, conn.https), now, &self.unrouted, conn.worker);
+            logged::Pending::new(access_log, &req, (client, conn), now, &self.unrouted, conn.worker);
         if let Some(answer) = self.screen(&mut req, conn, client) {
             return log.finish(answer, None);
         }
@@ -282,7 +285,7 @@ impl Pipeline {
             Some(arrival) if location.limits.at_once() => self.limit_at_once(location, arrival),
             Some(arrival) => self.limit(location, arrival).await,
         };
-        log.limit(&limited);
+        log.limit(&limited, location.limits.rules(), arrival.as_ref().map(|arrival| &arrival.keys));
         if let Some(arrival) = arrival {
             conn.return_key_buffer(arrival.keys.into_buffer());
         }
@@ -365,7 +368,7 @@ impl Pipeline {
                 return Located::Answered(response::client_certificate(refusal, req.version()), None)
             }
         };
-        log.route(&location.stats);
+        log.route(location);
         if slashless {
             let id = (location.needs_vars).then(|| log.request_id().unwrap_or_else(RequestId::new));
             let answer = slash_redirect::answer(location, req, conn, client, &path, id);

@@ -65,7 +65,10 @@ pub(super) async fn serve(incoming: quinn::Incoming, config: Arc<quinn::ServerCo
             return;
         }
     };
-    let conn = Arc::new(Conn::new(peer, setup.worker, setup.address, setup.port, setup.stop.clone()));
+    let mut conn = Conn::new(peer, setup.worker, setup.address, setup.port, setup.stop.clone());
+    // QUIC is TLS 1.3; quinn does not tell the suite.
+    conn.tls_names = Some(("TLSv1.3", None));
+    let conn = Arc::new(conn);
     requests(&mut h3, &conn, &setup, &confirmed).await;
 }
 

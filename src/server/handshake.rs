@@ -65,6 +65,8 @@ pub(super) async fn serve_tls(
     };
     let session = stream.get_ref().1;
     counted.ok(tls_protocol(session.protocol_version()));
+    let suite = session.negotiated_cipher_suite().map(|suite| suite.suite());
+    conn.tls_names = Some(crate::tls::openssl_names(session.protocol_version(), suite));
     let alpn = session.alpn_protocol();
     if alpn == Some(crate::acme::ACME_TLS_ALPN) {
         // A tls-alpn-01 validation: the handshake was the answer (RFC 8737).

@@ -39,7 +39,7 @@ pub(super) fn backend(
 pub(super) fn leases(zones: &[Arc<Zone>]) -> ZoneLeases {
     let leased = zones.iter().filter_map(|zone| {
         let most = zone.redis.and_then(|settings| settings.lease)?;
-        Some((zone.name.clone(), Arc::new(shared::Leases::new(most))))
+        Some((Box::from(&*zone.name), Arc::new(shared::Leases::new(most))))
     });
     leased.collect()
 }

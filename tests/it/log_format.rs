@@ -153,3 +153,53 @@ async fn lines_are_nginx_lines_without_escaping() {
     let _shared = support::shared();
     compare("none").await;
 }
+
+#[tokio::test]
+async fn tollgates_own_variables_name_the_zone_key_site_location_and_tls() {
+    let _shared = support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    write_self_signed(dir.path(), "a", "a.test");
+    let d = dir.path().display();
+    let log = dir.path().join("access.log");
+    let format = "$limit_zone|$limit_key|$limit_remaining|$limit_status|$site|$location|\
+                  $ssl_protocol|$ssl_cipher|$http2|$server_protocol";
+    let gw = gateway(&format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\nlisten_tls = [\"127.0.0.1:0\"]\n\
+         [log]\naccess = \"{}\"\nformat = '{format}'\n\
+         [tls]\n[[tls.certificates]]\ncert = \"{d}/a.pem\"\nkey = \"{d}/a.key\"\n\
+         [zones.per_ip]\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n\
+         [[site]]\nnames = [\"a.test\"]\ndefault = true\n\
+         [[site.location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"ok\" }}\n\
+         limit = [{{ zone = \"per_ip\", burst = 2, nodelay = true }}]\n\
+         [[site.location]]\nmatch = \"= /free\"\nreturn = {{ status = 200 }}\n",
+        log.display()
+    ));
+    let plain = addr(&gw);
+    let get = |path: &str| {
+        http::Request::get(path)
+            .header("host", "a.test")
+            .body(empty())
+            .unwrap()
+    };
+    assert_eq!(send(plain, get("/")).await.status, 200);
+    assert_eq!(send_h2(plain, get("/")).await.status, 200);
+    // Over TLS (HTTP/1.1), the last of the burst.
+    crate::http3::alt_svc_over_tcp(gw.tls_addrs()[0]).await;
+    assert_eq!(send(plain, get("/")).await.status, 429);
+    assert_eq!(send(plain, get("/free")).await.status, 200);
+    let lines: Vec<String> = lines(&log, 5)
+        .await
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "per_ip|127.0.0.1|2|PASSED|a.test|/|-|-||HTTP/1.1",
+            "per_ip|127.0.0.1|1|PASSED|a.test|/|-|-|h2c|HTTP/2.0",
+            "per_ip|127.0.0.1|0|PASSED|a.test|/|TLSv1.3|TLS_AES_128_GCM_SHA256||HTTP/1.1",
+            "per_ip|127.0.0.1|0|REJECTED|a.test|/|-|-||HTTP/1.1",
+            "-|-|-|-|a.test|= /free|-|-||HTTP/1.1",
+        ]
+    );
+}

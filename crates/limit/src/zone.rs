@@ -120,7 +120,7 @@ pub struct Spec {
 
 pub struct Zone {
     pub(super) id: u64,
-    pub name: Box<str>,
+    pub name: Arc<str>,
     pub template: Template,
     /// `plan`: read from the request when its key is ([`crate::keys::Keys::render`]).
     pub plan_from: Option<PlanFrom>,
