@@ -158,6 +158,20 @@ impl Rules {
         }
     }
 
+    /// The rule at `index` as written: `deny 10.0.0.0/8`, `deny all`.
+    pub(crate) fn describe(&self, index: usize) -> String {
+        match self.rules.get(index) {
+            Some(rule) => {
+                let verb = if rule.allow { "allow" } else { "deny" };
+                match rule.net {
+                    Some(net) => format!("{verb} {net}"),
+                    None => format!("{verb} all"),
+                }
+            }
+            None => String::new(),
+        }
+    }
+
     /// Whether an `allow` rule names `client` (nginx's `satisfy any` passes only then: a
     /// client no rule matches must still log in).
     pub(crate) fn allows(&self, client: IpAddr) -> bool {

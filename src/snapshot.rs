@@ -453,6 +453,9 @@ fn pipeline(
         acme: None,
         open_files: OpenFiles::default(),
         auth_checks: AuthChecks::new(std::thread::available_parallelism().map_or(1, usize::from)),
+        explain: (config.admin.as_ref())
+            .filter(|admin| admin.explain)
+            .and_then(|admin| admin.token.clone()),
         tarpit: Tarpit {
             hold: server.tarpit.hold,
             max: server.tarpit.max,

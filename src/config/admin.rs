@@ -44,12 +44,21 @@ pub(super) fn admin(
             return None;
         }
     }
+    let explain = raw.explain.as_ref().is_some_and(|e| *e.get_ref());
+    if let (Some(at), Some(None)) = (&raw.explain, &token) {
+        if explain {
+            let message = "`explain` needs a token (`token`, `token_file`, or `token_env` naming a variable that is set): a request asks with it";
+            diag.error(at.span(), message);
+            return None;
+        }
+    }
     let max_connections = max_connections(raw.max_connections.as_ref(), diag);
     Some(Admin {
         listen: listen?,
         token: token?,
         protect_reads,
         max_connections: max_connections?,
+        explain,
     })
 }
 

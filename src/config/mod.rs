@@ -251,6 +251,9 @@ pub(crate) struct Admin {
     pub protect_reads: bool,
     /// `max_connections`: the most admin connections open at once.
     pub max_connections: usize,
+    /// `explain`: a data-plane request carrying the token in `X-Tollgate-Explain` gets a
+    /// `Tollgate-Decision` header (`proxy/explain.rs`).
+    pub explain: bool,
 }
 
 /// The admin API's bearer token: at least 16 visible ASCII characters. Never printed.
@@ -260,6 +263,11 @@ pub(crate) struct AdminToken(String);
 impl AdminToken {
     pub(crate) fn as_bytes(&self) -> &[u8] {
         self.0.as_bytes()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(token: &str) -> AdminToken {
+        AdminToken(token.to_owned())
     }
 }
 

@@ -426,6 +426,7 @@ fn admin_listens_where_it_is_told_and_needs_an_address() {
             token: None,
             protect_reads: false,
             max_connections: 64,
+            explain: false,
         })
     );
     assert_eq!(parse(SERVER).admin, None);

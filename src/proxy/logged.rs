@@ -13,6 +13,7 @@ use http::header::HOST;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
+use super::explain::Explain;
 use super::request_id::RequestId;
 use crate::limit::keys::Keys;
 use crate::limit::outcome::{InFlight, Outcome};
@@ -55,13 +56,15 @@ pub(super) struct Pending<'a> {
     start: Instant,
     /// A response was made: the response body counts and logs the request.
     answered: bool,
+    /// The request asked why (`[admin] explain`): what decided, for its answer's header.
+    explain: Option<Box<Explain>>,
 }
 
 impl<'a> Pending<'a> {
     /// `start` is when the request arrived (`$request_time` counts from it); the
     /// request is counted in `stats` until [`Pending::route`] says otherwise.
     pub(super) fn new<B>(
-        log: Option<Arc<AccessLog>>,
+        (log, explain): (Option<Arc<AccessLog>>, bool),
         req: &Request<B>,
         (client, conn): (IpAddr, &super::Conn),
         start: Instant,
@@ -106,6 +109,14 @@ impl<'a> Pending<'a> {
             worker,
             start,
             answered: false,
+            explain: explain.then(Box::default),
+        }
+    }
+
+    /// Refused before its limits, by what `what` says (asked only when explaining).
+    pub(super) fn refused_by(&mut self, what: impl FnOnce() -> String) {
+        if let Some(explain) = &mut self.explain {
+            explain.refused(what());
         }
     }
 
@@ -119,6 +130,9 @@ impl<'a> Pending<'a> {
     /// The request's location: it is counted there, and named in its line.
     pub(super) fn route(&mut self, location: &'a super::Location) {
         self.stats = &location.stats;
+        if let Some(explain) = &mut self.explain {
+            explain.located(&location.names.0, &location.names.1);
+        }
         if let Some(entry) = &mut self.entry {
             entry.record.site = Some(Arc::clone(&location.names.0));
             entry.record.location = Some(Arc::clone(&location.names.1));
@@ -135,6 +149,9 @@ impl<'a> Pending<'a> {
     /// Records the limit outcome (`$limit_status`) and the zone that decided it in
     /// `rules` (with its key from `keys`, when the line names it).
     pub(super) fn limit(&mut self, outcome: &Outcome, rules: &[LimitRule], keys: Option<&Keys>) {
+        if let Some(explain) = &mut self.explain {
+            explain.limited(outcome, rules, keys);
+        }
         let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) else {
             return;
         };
@@ -181,12 +198,16 @@ impl<'a> Pending<'a> {
     /// Attaches the line to the response body; it is written when the body ends.
     pub(super) fn finish(
         mut self,
-        response: Response<ResponseBody>,
+        mut response: Response<ResponseBody>,
         lease: Option<Lease>,
     ) -> Response<Logged> {
         let mut entry = self.entry.take();
         if let Some(entry) = &mut entry {
             entry.record.status = response.status();
+        }
+        if let Some(explain) = self.explain.take() {
+            let header = explain.header(response.status());
+            response.headers_mut().insert(super::explain::DECISION, header);
         }
         let in_flight = std::mem::take(&mut self.in_flight);
         let status = response.status().as_u16();

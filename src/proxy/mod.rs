@@ -11,6 +11,7 @@ mod encoding;
 pub(crate) mod files;
 mod fill;
 pub(crate) mod error;
+mod explain;
 mod forward;
 mod header_rules;
 pub(crate) mod headers;
@@ -93,6 +94,8 @@ pub(crate) struct Pipeline {
     pub open_files: files::OpenFiles,
     /// The bound on `auth` hash checks at once.
     pub auth_checks: auth::Checks,
+    /// `[admin] explain`: the token a request asks why with (`X-Tollgate-Explain`).
+    pub explain: Option<crate::config::AdminToken>,
 }
 
 /// One `[[location]]`, ready to use.
@@ -265,10 +268,12 @@ impl Pipeline {
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
         let asker = internal::Asker { conn, client, peer };
-        let access_log = self.access_log.clone();
+        // Before anything reads the headers: the token is never forwarded nor logged.
+        let explain = explain::asked(&mut req, self.explain.as_ref());
+        let access_log = (self.access_log.clone(), explain);
         let mut log =
             logged::Pending::new(access_log, &req, (client, conn), now, &self.unrouted, conn.worker);
-        if let Some(answer) = self.screen(&mut req, conn, client) {
+        if let Some(answer) = self.screen(&mut req, conn, client, &mut log) {
             return log.finish(answer, None);
         }
         // The path borrows a copy of the target (a reference count), not the request,
@@ -303,7 +308,10 @@ impl Pipeline {
             let asked = own::Asked::new(&req, conn, client, &path);
             match self.authenticate(location, &asked, &mut limited, &log).await {
                 auth::Verdict::Pass(granted) => granted.apply(&mut req, &mut log),
-                auth::Verdict::Refuse(refusal) => return self.refuse(pages, refusal, req, &asker, log).await,
+                auth::Verdict::Refuse(refusal) => {
+                    log.refused_by(|| "auth".to_owned());
+                    return self.refuse(pages, refusal, req, &asker, log).await;
+                }
             }
         }
         let accepted = (location.compress.as_ref())
@@ -375,6 +383,10 @@ impl Pipeline {
             return Located::Answered(answer, None);
         }
         if let Some(mut refusal) = location.refusal(req, client, conn.worker) {
+            log.refused_by(|| match location.access.check(client) {
+                Err(rule) => format!("access rule {}: {}", rule + 1, location.access.describe(rule)),
+                Ok(()) => format!("the location ({})", refusal.status()),
+            });
             let asked = own::Asked::new(req, conn, client, &path);
             own::add(own::Place::location(location), &mut refusal, &asked, log);
             return Located::Answered(refusal, Some((site, &location.error_pages)));
@@ -389,6 +401,7 @@ impl Pipeline {
         req: &mut Request<ClientBody>,
         conn: &Conn,
         client: IpAddr,
+        log: &mut logged::Pending<'_>,
     ) -> Option<Response<ResponseBody>> {
         if let Err(status) = checks::admit(req, self.underscores_in_headers) {
             return Some(response::refusal(status, req.version()));
@@ -400,6 +413,7 @@ impl Pipeline {
         }
         if access::listed(client, &self.deny) {
             self.denied.get(conn.worker).add(1);
+            log.refused_by(|| "[access] deny".to_owned());
             return Some(response::error(StatusCode::FORBIDDEN));
         }
         None

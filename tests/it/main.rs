@@ -27,6 +27,7 @@ mod compress_memory;
 mod concurrency_gate;
 mod contrib;
 mod descriptors;
+mod explain;
 mod files_conformance;
 mod files_paths;
 mod files_redirects;

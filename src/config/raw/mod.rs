@@ -297,6 +297,8 @@ pub(crate) struct RawAdmin {
     /// The views need the token too.
     pub protect_reads: Option<Spanned<bool>>,
     pub max_connections: Option<Spanned<i64>>,
+    /// `Tollgate-Decision` for requests carrying the token in `X-Tollgate-Explain`.
+    pub explain: Option<Spanned<bool>>,
 }
 
 /// `[quic]` (`config/quic.rs`).

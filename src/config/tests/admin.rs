@@ -52,6 +52,11 @@ fn a_token_must_be_long_and_visible_and_come_from_one_place() {
     );
     let (_, _, message) = error(&format!("{ADMIN}protect_reads = true\n"));
     assert!(message.contains("needs `token`"), "{message}");
+    let (line, _, message) = error(&format!("{ADMIN}explain = true\n"));
+    assert_eq!(line, 5);
+    assert!(message.starts_with("`explain` needs a token"), "{message}");
+    let config = parse(&format!("{SERVER}{ADMIN}token = \"{TOKEN}\"\nexplain = true\n"));
+    assert!(config.admin.expect("[admin]").explain);
 }
 
 #[test]
