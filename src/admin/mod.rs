@@ -8,6 +8,7 @@
 mod auth;
 mod bans;
 mod history;
+mod keys;
 mod metrics;
 mod page;
 mod status;
@@ -52,6 +53,9 @@ fn answer<B>(req: &Request<B>, state: &GatewayState, history: &History) -> Respo
     let (method, path) = (req.method(), req.uri().path());
     if let Some(rest) = path.strip_prefix("/zones/") {
         return zone_key(method, rest, state);
+    }
+    if let Some(key) = path.strip_prefix("/keys/") {
+        return look_up(method, key, state);
     }
     if method != Method::GET && method != Method::HEAD {
         return not_allowed("GET, HEAD");
@@ -117,6 +121,20 @@ fn zone_key(method: &Method, rest: &str, state: &GatewayState) -> Response<Full<
         StatusCode::NOT_FOUND
     };
     reply(status, "application/json", body)
+}
+
+/// `/keys/KEY`: the key in every zone, and what its next request would get where.
+fn look_up(method: &Method, key: &str, state: &GatewayState) -> Response<Full<Bytes>> {
+    if method != Method::GET && method != Method::HEAD {
+        return not_allowed("GET, HEAD");
+    }
+    let Ok(text) = percent_decode(key.as_bytes()) else {
+        return reply(StatusCode::BAD_REQUEST, "text/plain", "bad percent-encoding\n");
+    };
+    let text = String::from_utf8_lossy(&text);
+    let snapshot = state.snapshot.load();
+    let looked = keys::look(&snapshot, &text, crate::clock::now());
+    reply(StatusCode::OK, "application/json", status::line(&looked))
 }
 
 fn not_allowed(allow: &'static str) -> Response<Full<Bytes>> {

@@ -100,6 +100,11 @@ impl Policy {
     }
 
     /// The list, in order: an [`Applied::rule`] indexes it.
+    /// The units each request takes in the list's zones (`cost`).
+    pub(crate) fn cost(&self) -> u64 {
+        self.cost
+    }
+
     pub(crate) fn rules(&self) -> &[LimitRule] {
         &self.rules
     }

@@ -66,7 +66,7 @@ pub(super) struct Explain {
 
 impl Explain {
     pub(super) fn located(&mut self, site: &Arc<str>, location: &Arc<str>) {
-        self.site = Some(Arc::clone(site));
+        self.site = (!site.is_empty()).then(|| Arc::clone(site));
         self.location = Some(Arc::clone(location));
     }
 

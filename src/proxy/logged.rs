@@ -134,7 +134,8 @@ impl<'a> Pending<'a> {
             explain.located(&location.names.0, &location.names.1);
         }
         if let Some(entry) = &mut self.entry {
-            entry.record.site = Some(Arc::clone(&location.names.0));
+            let site = &location.names.0;
+            entry.record.site = (!site.is_empty()).then(|| Arc::clone(site));
             entry.record.location = Some(Arc::clone(&location.names.1));
         }
     }

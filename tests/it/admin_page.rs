@@ -246,3 +246,69 @@ async fn a_person_sees_who_is_limited_and_frees_a_key_with_the_token() {
     stop.store(true, Relaxed);
     traffic.await.expect("traffic");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_looked_up_shows_each_zones_state_and_what_its_next_request_gets() {
+    let _shared = support::shared();
+    let gw = gateway(&config());
+    let (admin, at) = (gw.admin_addr().expect("admin"), addr(&gw));
+    assert_eq!(get_as(at, "/ip", "10.0.0.1").await.status, 200);
+    // The JSON: stored in per_ip, refused next at /ip; never seen in api, passed there.
+    let looked = within(5, send(admin, get("/keys/10.0.0.1"))).await;
+    let doc: serde_json::Value = serde_json::from_str(&looked.body).unwrap();
+    let zone = |name: &str| {
+        doc["zones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|z| z["zone"] == name)
+            .unwrap()
+            .clone()
+    };
+    let per_ip = zone("per_ip");
+    assert_eq!(per_ip["stored"], true, "{doc}");
+    assert_eq!(per_ip["next"][0]["location"], "/ip");
+    assert_eq!(per_ip["next"][0]["verdict"], "reject");
+    assert!(per_ip["next"][0]["wait_ms"].as_u64().unwrap() > 50_000);
+    let api = zone("api");
+    assert_eq!(
+        (api["stored"].clone(), api["next"][0]["verdict"].clone()),
+        (false.into(), "pass".into())
+    );
+    // Looking changed nothing: the client's next request is refused once, as it was.
+    assert_eq!(get_as(at, "/ip", "10.0.0.1").await.status, 429);
+    if !chromium::available("the admin page key look-up") {
+        return;
+    }
+    let mut browser = Browser::start().await;
+    browser.open(&format!("http://{admin}/")).await;
+    let submit = |key: &str| {
+        let key = serde_json::to_string(key).unwrap();
+        format!(
+            "(() => {{ document.getElementById('lookup-key').value = {key};
+                 document.getElementById('lookup-form').requestSubmit(); return true; }})()"
+        )
+    };
+    browser.eval(&submit("10.0.0.1")).await;
+    browser
+        .until(
+            10,
+            "per_ip's row saying the next request is refused",
+            r#"[...document.querySelectorAll('#lookup tbody tr')].some(r =>
+                 r.textContent.includes('per_ip') && r.textContent.includes('reject'))"#,
+        )
+        .await;
+    // A hostile key is shown as text, never run as markup.
+    browser.eval(&submit(HOSTILE)).await;
+    let shown = format!(
+        "document.querySelector('#lookup code') && document.querySelector('#lookup code').textContent === {}",
+        serde_json::to_string(HOSTILE).unwrap()
+    );
+    browser
+        .until(10, "the hostile key shown as text", &shown)
+        .await;
+    assert_eq!(
+        browser.eval("window.pwned === undefined").await,
+        serde_json::Value::Bool(true)
+    );
+}

@@ -345,6 +345,14 @@ impl Zone {
         dispatch!(Stores, &*self.stores, s => state_in(s, key))
     }
 
+    /// What a request of `key` at `now` under `p` would get, changing nothing (the admin
+    /// page's "next request"). For a Redis zone, what its local store would say, which
+    /// serves only `on_error = "local"`.
+    pub fn peek(&self, key: &[u8], now: Instant, p: &Params) -> Decision {
+        let now = self.nanos(now);
+        dispatch!(Stores, &*self.stores, s => peek_in(s, key, now, p))
+    }
+
     /// Forgets `key`: its next request starts afresh (an operator freeing a client by
     /// hand). Whether it was stored.
     pub fn forget(&self, key: &[u8]) -> bool {
@@ -402,6 +410,16 @@ fn state_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> Option<String> {
     let mut locked = store.lock(hash);
     let state = locked.get(hash, key).map(|slot| format!("{:?}", *slot));
     state
+}
+
+fn peek_in<A: Limiter>(store: &Store<A>, key: &[u8], now: u64, p: &Params) -> Decision {
+    let hash = store.hash(key);
+    let mut locked = store.lock(hash);
+    let decision = match locked.get(hash, key) {
+        Some(slot) => A::check(&slot, now, p),
+        None => A::check(&A::fresh(now), now, p),
+    };
+    decision
 }
 
 fn forget_in<A: Limiter>(store: &Store<A>, key: &[u8]) -> bool {

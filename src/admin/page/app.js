@@ -382,6 +382,44 @@ async function poll() {
   }
 }
 
+// "Look up a key": each zone's state of it, and what its next request would get at each
+// location that limits by the zone (GET /keys/KEY, which changes nothing).
+async function lookUp(key) {
+  const response = await call("GET", "/keys/" + encodeURIComponent(key));
+  const doc = await response.json();
+  const rows = [];
+  for (const zone of doc.zones) {
+    const state = zone.banned_ms !== undefined ? `banned, ${(zone.banned_ms / 1000).toFixed(1)} s left`
+      : zone.stored ? zone.state : "not seen (fresh)";
+    const nexts = zone.next.length ? zone.next : [null];
+    nexts.forEach((next, i) => {
+      const verdict = !next ? "" : next.wait_ms === undefined ? next.verdict
+        : `${next.verdict} (${(next.wait_ms / 1000).toFixed(3)} s)`;
+      const good = next && next.verdict === "pass";
+      rows.push(el("tr", {},
+        el("td", {}, i ? "" : zone.zone + (zone.redis ? " (Redis)" : "")),
+        el("td", { class: "key" }, i ? "" : state),
+        el("td", {}, next ? next.location : "no location limits by it"),
+        el("td", { class: next ? (good ? "ok" : "bad") : "muted" }, verdict),
+        el("td", { class: "num" }, next ? next.remaining : "")));
+    });
+  }
+  fill("lookup", el("p", {}, "key ", el("code", {}, doc.key)),
+    table(["zone", "its state", "location", "next request", "left after it"], rows));
+}
+
+document.getElementById("lookup-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = document.getElementById("lookup-key").value;
+  try {
+    await lookUp(key);
+    page.actionProblem = "";
+  } catch (error) {
+    page.actionProblem = error.message;
+  }
+  showProblem();
+});
+
 document.getElementById("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   page.token = document.getElementById("token").value.trim();
