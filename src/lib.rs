@@ -117,6 +117,7 @@ inside! {
     mod snapshot;
     mod state;
     mod tls;
+    mod trace;
     mod upstream;
     mod wire;
 }

@@ -456,6 +456,8 @@ fn pipeline(
         explain: (config.admin.as_ref())
             .filter(|admin| admin.explain)
             .and_then(|admin| admin.token.clone()),
+        tracer: (config.trace.as_ref())
+            .map(|trace| Arc::new(crate::trace::Tracer::start(trace, Arc::clone(metrics.trace())))),
         tarpit: Tarpit {
             hold: server.tarpit.hold,
             max: server.tarpit.max,

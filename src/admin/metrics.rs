@@ -69,6 +69,7 @@ impl Collector for Scrape {
         jwks(&mut encoder)?;
         clients::tls(&self.metrics, &mut encoder)?;
         clients::quic(&self.metrics, &mut encoder)?;
+        clients::trace(&self.metrics, &mut encoder)?;
         self.gateway(&mut encoder)?;
         clients::build_info(&mut encoder)?;
         process::Process::read().encode(&mut encoder)

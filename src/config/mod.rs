@@ -29,6 +29,7 @@ mod listeners;
 mod nginx_names;
 mod log_format;
 mod quic;
+mod trace;
 mod location;
 mod maps;
 pub(crate) mod raw;
@@ -75,6 +76,7 @@ pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
 pub(crate) use log_format::{Escape, LogTemplate, LogVar, Piece as LogPiece, COMBINED};
 pub(crate) use quic::{PerAddress, Quic};
+pub(crate) use trace::{Trace, TraceEndpoint};
 pub(crate) use files::{ErrorPages, Expires, Files};
 pub use diag::ConfigErrors;
 pub(crate) use dirs::writable as check_writable;
@@ -129,6 +131,8 @@ pub struct Config {
     pub(crate) acme: Option<Acme>,
     /// `[quic]`, with its defaults when absent: how `quic = true` listeners serve HTTP/3.
     pub(crate) quic: Quic,
+    /// `[trace]`: spans of requests over OTLP.
+    pub(crate) trace: Option<Trace>,
 }
 
 impl Config {

@@ -88,6 +88,7 @@ struct Checked {
     redis: Option<Option<Redis>>,
     acme: Option<Option<Acme>>,
     quic: Option<super::Quic>,
+    trace: Option<Option<super::Trace>>,
     /// Whether the maps are valid (the texts that use a map hold it).
     maps: bool,
 }
@@ -117,6 +118,7 @@ impl Checked {
             redis: self.redis?,
             acme: self.acme?,
             quic: self.quic?,
+            trace: self.trace?,
         })
     }
 }
@@ -137,6 +139,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     });
     let redis = optional(raw.redis, |raw, span| redis::redis(raw, span, base, diag));
     let quic = optional(raw.quic, |raw, _| super::quic::quic(raw, base, diag)).map(Option::unwrap_or_default);
+    let trace = optional(raw.trace, |raw, span| super::trace::trace(raw, span, diag));
     let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
     let log = match raw.log {
         Section::Absent => Some(Log {
@@ -207,6 +210,7 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
         redis,
         acme,
         quic,
+        trace,
         maps: maps_valid,
     }
 }

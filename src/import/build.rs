@@ -64,6 +64,20 @@ pub(super) struct Site {
     pub client_certificates: Option<RawClientCertificates>,
 }
 
+/// A `log_format` met: its name, `escape=` and text.
+pub(super) struct LogFormat {
+    pub name: String,
+    pub escape: Option<String>,
+    pub text: String,
+}
+
+/// `[log]` as the first `access_log` made it: where, and the format's text and escape.
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct LogSetting {
+    pub access: String,
+    pub format: Option<(String, Option<String>)>,
+}
+
 /// What the gateway-wide sections get.
 #[derive(Default)]
 pub(super) struct Build {
@@ -97,8 +111,8 @@ pub(super) struct Build {
     /// `[maps.NAME]`: name, table, note (nginx's `map`s and those an `if` became).
     pub maps: Vec<(String, RawMap, Vec<String>)>,
     /// The `log_format`s met, and `[log]` as the first `access_log` made it.
-    pub log_formats: Vec<super::logs::Format>,
-    pub log: Option<super::logs::Log>,
+    pub log_formats: Vec<LogFormat>,
+    pub log: Option<LogSetting>,
 }
 
 impl Build {

@@ -5,6 +5,7 @@
 
 use tollgate_nginx::Directive;
 
+use super::build::{LogFormat, LogSetting};
 use super::level::Context;
 use super::report::Status;
 use super::state::Walk;
@@ -13,20 +14,6 @@ use crate::config::{Escape, LogTemplate};
 /// nginx's predefined `combined`.
 const NGINX_COMBINED: &str =
     "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
-
-/// A `log_format` met: its name, `escape=` and text.
-pub(super) struct Format {
-    name: String,
-    escape: Option<String>,
-    text: String,
-}
-
-/// `[log]` as the first `access_log` made it: where, and the format's text and escape.
-#[derive(Clone, PartialEq, Eq)]
-pub(super) struct Log {
-    pub access: String,
-    pub format: Option<(String, Option<String>)>,
-}
 
 pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Option<Status> {
     match (d.name.as_str(), d.args.as_slice()) {
@@ -45,7 +32,7 @@ fn log_format(w: &mut Walk<'_>, name: &str, rest: &[String]) -> Status {
     if let Err(problem) = LogTemplate::parse(&text, escape_of(escape.as_deref())) {
         return Status::Unsupported(format!("its template: {}", problem.message));
     }
-    w.build.log_formats.push(Format {
+    w.build.log_formats.push(LogFormat {
         name: name.to_owned(),
         escape,
         text,
@@ -64,7 +51,7 @@ fn escape_of(escape: Option<&str>) -> Escape {
 fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) -> Status {
     let mut differences = Vec::new();
     let log = match first {
-        "off" => Log {
+        "off" => LogSetting {
             access: "off".to_owned(),
             format: None,
         },
@@ -96,7 +83,7 @@ fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) 
                     _ => format!("`{option}`: tollgate buffers lines itself and writes them every 100 ms"),
                 });
             }
-            Log {
+            LogSetting {
                 access,
                 format: Some(format),
             }

@@ -96,6 +96,10 @@ fn no_effect(name: &str) -> Option<&'static str> {
 fn instead(name: &str) -> Option<&'static str> {
     Some(match name {
         "autoindex" => "no directory listings: a directory without an index answers 403",
+        "otel_exporter" | "otel_trace" | "otel_trace_context" | "otel_service_name" | "otel_span_name"
+        | "otel_span_attr" | "otel_resource_attr" => {
+            "OpenTelemetry: write `[trace] otlp = \"http://COLLECTOR:4318/v1/traces\"` and `sample` (OTLP over HTTP, not gRPC; a sampled `traceparent` is always continued)"
+        }
         "internal" => "no internal-only locations: a location answers every request it matches",
         "recursive_error_pages" => "an error page's own error is answered as it is, never paged again",
         "zstd" | "zstd_types" | "zstd_comp_level" | "zstd_static" => {

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use http::HeaderName;
 
+use super::digits::{address, decimal, seconds};
 use super::{time, Record};
 use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
 
@@ -221,52 +222,6 @@ fn escape_cased(out: &mut Vec<u8>, bytes: &[u8], escape: Escape, lower: bool) {
                     _ => out.push(b),
                 }
             }
-        }
-    }
-}
-
-/// `n` in decimal.
-pub(super) fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-/// Seconds to the millisecond, as nginx writes times: `0.003` (the milliseconds
-/// truncated, as nginx counts them).
-pub(super) fn seconds(out: &mut Vec<u8>, took: std::time::Duration) {
-    let millis = took.as_millis();
-    decimal(out, u64::try_from(millis / 1000).unwrap_or(u64::MAX));
-    let fraction = (millis % 1000) as u16;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (fraction / 100) as u8,
-        b'0' + (fraction / 10 % 10) as u8,
-        b'0' + (fraction % 10) as u8,
-    ]);
-}
-
-/// An IP address as nginx writes it (IPv4 by hand; IPv6 by its `Display`, rarer).
-pub(super) fn address(out: &mut Vec<u8>, ip: std::net::IpAddr) {
-    match ip {
-        std::net::IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
-                }
-                decimal(out, u64::from(octet));
-            }
-        }
-        std::net::IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
         }
     }
 }

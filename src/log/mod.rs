@@ -9,6 +9,7 @@
 //! the process is killed. [`AccessLog::flush`] writes everything out (on shutdown).
 
 mod captured;
+mod digits;
 pub(crate) mod errors;
 mod json;
 mod line;

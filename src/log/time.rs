@@ -93,7 +93,7 @@ pub(super) fn iso_millis(out: &mut Vec<u8>, now: SystemTime) {
 /// nginx's `$msec`: seconds since the epoch, to the millisecond: `1795297296.123`.
 pub(super) fn msec(out: &mut Vec<u8>, now: SystemTime) {
     let since = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    super::line::seconds(out, since);
+    super::digits::seconds(out, since);
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub(crate) struct Metrics {
     tls: PerWorker<TlsHandshakes>,
     /// New QUIC connections, by what became of them.
     quic: QuicConnections,
+    trace: Arc<TraceSpans>,
     zones: Family<String, ZoneStats>,
     upstreams: Family<String, UpstreamStats>,
     servers: Family<(String, String), Failures>,
@@ -46,6 +47,7 @@ impl Metrics {
             location_names: Mutex::default(),
             tls: PerWorker::new(workers),
             quic: QuicConnections::default(),
+            trace: Arc::default(),
             zones: Family::default(),
             upstreams: Family::default(),
             servers: Family::default(),
@@ -75,6 +77,11 @@ impl Metrics {
     /// The counts of new QUIC connections.
     pub(crate) fn quic(&self) -> &QuicConnections {
         &self.quic
+    }
+
+    /// What became of request spans (`[trace]`).
+    pub(crate) fn trace(&self) -> &Arc<TraceSpans> {
+        &self.trace
     }
 
     /// Worker `worker`'s TLS handshake counts.
@@ -296,6 +303,30 @@ impl TlsHandshakes {
 
     pub(crate) fn failed_count(&self) -> u64 {
         self.failed.get()
+    }
+}
+
+/// What became of request spans (`tollgate_trace_spans_total{result}`).
+#[derive(Debug, Default)]
+pub(crate) struct TraceSpans {
+    /// Sent to the collector, which answered 2xx.
+    pub exported: Counter,
+    /// Let go at the request: the queue was full.
+    pub dropped: Counter,
+    /// In a batch the collector refused or did not answer.
+    pub failed: Counter,
+    /// Export failures, logged thinned.
+    pub failures: crate::log::repeats::Repeats,
+}
+
+impl TraceSpans {
+    /// Each result and its count, in label order.
+    pub(crate) fn counts(&self) -> [(&'static str, u64); 3] {
+        [
+            ("exported", self.exported.get()),
+            ("dropped", self.dropped.get()),
+            ("failed", self.failed.get()),
+        ]
     }
 }
 

@@ -14,6 +14,7 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::explain::Explain;
+use crate::trace::Traced;
 use super::request_id::RequestId;
 use crate::limit::keys::Keys;
 use crate::limit::outcome::{InFlight, Outcome};
@@ -58,13 +59,23 @@ pub(super) struct Pending<'a> {
     answered: bool,
     /// The request asked why (`[admin] explain`): what decided, for its answer's header.
     explain: Option<Box<Explain>>,
+    /// The request's span, when it is sampled (`[trace]`).
+    traced: Option<Box<Traced>>,
+}
+
+/// What follows a request to the end of its answer, besides its counts: its log line,
+/// whether it asked why (`[admin] explain`), its span.
+pub(super) struct Followers {
+    pub log: Option<Arc<AccessLog>>,
+    pub explain: bool,
+    pub traced: Option<Box<Traced>>,
 }
 
 impl<'a> Pending<'a> {
     /// `start` is when the request arrived (`$request_time` counts from it); the
     /// request is counted in `stats` until [`Pending::route`] says otherwise.
     pub(super) fn new<B>(
-        (log, explain): (Option<Arc<AccessLog>>, bool),
+        Followers { log, explain, traced }: Followers,
         req: &Request<B>,
         (client, conn): (IpAddr, &super::Conn),
         start: Instant,
@@ -110,6 +121,7 @@ impl<'a> Pending<'a> {
             start,
             answered: false,
             explain: explain.then(Box::default),
+            traced,
         }
     }
 
@@ -133,6 +145,9 @@ impl<'a> Pending<'a> {
         if let Some(explain) = &mut self.explain {
             explain.located(&location.names.0, &location.names.1);
         }
+        if let Some(traced) = &mut self.traced {
+            traced.located(&location.names.0, &location.names.1);
+        }
         if let Some(entry) = &mut self.entry {
             let site = &location.names.0;
             entry.record.site = (!site.is_empty()).then(|| Arc::clone(site));
@@ -152,6 +167,9 @@ impl<'a> Pending<'a> {
     pub(super) fn limit(&mut self, outcome: &Outcome, rules: &[LimitRule], keys: Option<&Keys>) {
         if let Some(explain) = &mut self.explain {
             explain.limited(outcome, rules, keys);
+        }
+        if let Some(traced) = &mut self.traced {
+            traced.limited(outcome, rules, keys, crate::clock::now());
         }
         let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) else {
             return;
@@ -186,9 +204,13 @@ impl<'a> Pending<'a> {
 
     /// The server `addr` answered `status`, its head `time` after it was picked.
     pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration) {
+        let since_start = crate::clock::now().saturating_duration_since(self.start);
+        if let Some(traced) = &mut self.traced {
+            let began = since_start.saturating_sub(time);
+            traced.upstream(addr, status.as_u16(), (began, time), &mut super::random_u64);
+        }
         if let Some(entry) = &mut self.entry {
             let record = &mut entry.record;
-            let since_start = crate::clock::now().saturating_duration_since(self.start);
             record.upstream_began = Some(since_start.saturating_sub(time));
             record.upstream_addr = Some(addr);
             record.upstream_status = Some(status);
@@ -215,9 +237,11 @@ impl<'a> Pending<'a> {
         let counted = self.stats.cell(self.worker);
         // Counted by the response body from here on.
         self.answered = true;
+        let traced = self.traced.take();
         response.map(|inner| Logged {
             inner,
             entry,
+            traced,
             sent: 0,
             ended: false,
             unanswered: false,
@@ -264,6 +288,9 @@ impl Drop for Pending<'_> {
         if let Some(entry) = self.entry.take() {
             entry.write(0, elapsed);
         }
+        if let Some(traced) = self.traced.take() {
+            traced.end(CLIENT_CLOSED, 0, elapsed);
+        }
     }
 }
 
@@ -271,6 +298,8 @@ impl Drop for Pending<'_> {
 pub struct Logged {
     inner: ResponseBody,
     entry: Option<Entry>,
+    /// The request's span, ended with the answer (`[trace]`).
+    traced: Option<Box<Traced>>,
     sent: u64,
     /// The body has been read to its end.
     ended: bool,
@@ -379,6 +408,9 @@ impl Drop for Logged {
         self.counted.finish(self.status, elapsed, self.sent);
         if let Some(entry) = self.entry.take() {
             entry.write(self.sent, elapsed);
+        }
+        if let Some(traced) = self.traced.take() {
+            traced.end(self.status, self.sent, elapsed);
         }
     }
 }

@@ -21,6 +21,9 @@ pub(crate) mod limit_response;
 mod logged;
 mod own;
 mod request_id;
+
+/// A 64-bit draw of the per-thread generator behind `$request_id` (also trace ids).
+pub(crate) use request_id::next as random_u64;
 pub(crate) mod response;
 pub(crate) mod rewrite;
 mod settle;
@@ -42,6 +45,7 @@ use crate::access;
 use crate::admission::Policy;
 use crate::config::{Forwarded, LimitAction, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
+use crate::trace::Traced;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
@@ -96,6 +100,8 @@ pub(crate) struct Pipeline {
     pub auth_checks: auth::Checks,
     /// `[admin] explain`: the token a request asks why with (`X-Tollgate-Explain`).
     pub explain: Option<crate::config::AdminToken>,
+    /// `[trace]`: spans of sampled requests.
+    pub tracer: Option<Arc<crate::trace::Tracer>>,
 }
 
 /// One `[[location]]`, ready to use.
@@ -270,9 +276,16 @@ impl Pipeline {
         let asker = internal::Asker { conn, client, peer };
         // Before anything reads the headers: the token is never forwarded nor logged.
         let explain = explain::asked(&mut req, self.explain.as_ref());
-        let access_log = (self.access_log.clone(), explain);
-        let mut log =
-            logged::Pending::new(access_log, &req, (client, conn), now, &self.unrouted, conn.worker);
+        let traced = self.tracer.as_ref().and_then(|tracer| {
+            let span = tracer.begin(&mut req, client, &mut random_u64)?;
+            Some(Box::new(Traced::new(Arc::clone(tracer), span, now)))
+        });
+        let followers = logged::Followers {
+            log: self.access_log.clone(),
+            explain,
+            traced,
+        };
+        let mut log = logged::Pending::new(followers, &req, (client, conn), now, &self.unrouted, conn.worker);
         if let Some(answer) = self.screen(&mut req, conn, client, &mut log) {
             return log.finish(answer, None);
         }

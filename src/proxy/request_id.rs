@@ -18,7 +18,7 @@ fn seed() -> u64 {
 }
 
 /// wyrand: one 64-bit draw.
-fn next() -> u64 {
+pub(crate) fn next() -> u64 {
     STATE.with(|state| {
         let s = state.get().wrapping_add(0xa076_1d64_78bd_642f);
         state.set(s);

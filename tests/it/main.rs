@@ -82,6 +82,7 @@ mod soft_limits;
 mod testssl;
 mod timeouts;
 mod tls;
+mod traces;
 mod trailing_slash;
 mod upstream_tls;
 mod upstreams;

@@ -153,6 +153,20 @@ pub(super) fn quic(metrics: &Metrics, encoder: &mut DescriptorEncoder<'_>) -> fm
     Ok(())
 }
 
+/// Request spans (`[trace]`), by what became of them.
+pub(super) fn trace(metrics: &Metrics, encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "tollgate_trace_spans",
+        "Request spans ([trace]), by result: exported (the collector took them), dropped (the queue was full), failed (the collector refused or did not answer).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (result, count) in metrics.trace().counts() {
+        counter(&mut family, &[("result", result)], count)?;
+    }
+    Ok(())
+}
+
 /// `tollgate_build_info{version,commit} 1`, the usual way to put a build on a graph.
 pub(super) fn build_info(encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
     let mut family = encoder.encode_descriptor(

@@ -73,6 +73,7 @@ pub(crate) struct RawConfig {
     pub redis: Section<RawRedis>,
     pub acme: Section<RawAcme>,
     pub quic: Section<RawQuic>,
+    pub trace: Section<RawTrace>,
     /// In file order.
     #[serde(serialize_with = "ser::named", skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<RawUpstreamEntry>,
@@ -299,6 +300,18 @@ pub(crate) struct RawAdmin {
     pub max_connections: Option<Spanned<i64>>,
     /// `Tollgate-Decision` for requests carrying the token in `X-Tollgate-Explain`.
     pub explain: Option<Spanned<bool>>,
+}
+
+/// `[trace]` (`config/trace.rs`).
+#[derive(Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(crate) struct RawTrace {
+    /// Required.
+    pub otlp: Option<Spanned<String>>,
+    pub sample: Option<Spanned<f64>>,
+    pub trace_keys: Option<bool>,
+    pub service_name: Option<Spanned<String>>,
+    pub queue: Option<Spanned<i64>>,
 }
 
 /// `[quic]` (`config/quic.rs`).

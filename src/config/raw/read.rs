@@ -29,6 +29,7 @@ const SECTIONS: &[&str] = &[
     "redis",
     "acme",
     "quic",
+    "trace",
 ];
 
 /// Parses `text` into raw sections, reporting syntax errors, unknown and not yet
@@ -51,6 +52,7 @@ pub(crate) fn parse(text: &str, diag: &mut Diagnostics<'_>) -> RawConfig {
             "redis" => raw.redis = section(value, diag),
             "acme" => raw.acme = section(value, diag),
             "quic" => raw.quic = section(value, diag),
+            "trace" => raw.trace = section(value, diag),
             "upstreams" => raw.upstreams = named(value, UPSTREAMS_HINT, diag),
             "maps" => raw.maps = named(value, MAPS_HINT, diag),
             "zones" => raw.zones = named(value, ZONES_HINT, diag),
@@ -368,7 +370,7 @@ mod tests {
         assert_eq!((got[0].0, got[0].1), (1, 2));
         assert_eq!(
             got[0].2,
-            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`, `quic`"
+            "unknown section `sever`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`, `quic`, `trace`"
         );
     }
 

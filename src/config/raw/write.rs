@@ -88,6 +88,7 @@ pub(crate) fn write_noted(raw: &RawConfig, notes: &Notes) -> Result<String, Erro
     doc.section("redis", &raw.redis, above("redis"))?;
     doc.section("acme", &raw.acme, above("acme"))?;
     doc.section("quic", &raw.quic, above("quic"))?;
+    doc.section("trace", &raw.trace, above("trace"))?;
     doc.named("upstreams", &raw.upstreams, &notes.upstreams)?;
     doc.named("maps", &raw.maps, &notes.maps)?;
     doc.named("zones", &raw.zones, &notes.zones)?;

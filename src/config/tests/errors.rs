@@ -267,7 +267,7 @@ fn future_and_unknown_sections_are_reported_at_their_name() {
     assert_eq!(found, owned(5, 8, "invalid cost 0: expected 1 to 1000000"));
     let want = "unknown section `upstream`: in nginx a directive; here nginx's `upstream NAME {}` is an `[upstreams.NAME]` table with `servers = [\"HOST:PORT\"]`; a location forwards with `upstream = \"NAME\"`";
     assert_eq!(error("[upstream.app]\nservers = []\n"), owned(3, 2, want));
-    let want = "unknown section `upstreamz`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`, `quic`";
+    let want = "unknown section `upstreamz`, expected one of `server`, `real_ip`, `access`, `log`, `upstreams`, `maps`, `zones`, `api_keys`, `location`, `site`, `admin`, `tls`, `redis`, `acme`, `quic`, `trace`";
     assert_eq!(error("[upstreamz.app]\nservers = []\n"), owned(3, 2, want));
 }
 

@@ -141,3 +141,21 @@ fn a_listen_item_of_another_type_says_both_forms() {
     );
 }
 
+
+#[test]
+fn the_trace_section_needs_its_collector_and_checks_its_numbers() {
+    let messages = |trace: &str| -> Vec<String> {
+        let Err(errors) = crate::config::from_str(&format!("[server]\nlisten = [\"127.0.0.1:1\"]\n[trace]\n{trace}"), Path::new("/x/gateway.toml")) else {
+            panic!("accepted {trace}")
+        };
+        errors.errors.into_iter().map(|e| e.message).collect()
+    };
+    assert!(messages("sample = 0.5\n")[0].contains("otlp"), "{:?}", messages("sample = 0.5\n"));
+    let url = "otlp = \"http://127.0.0.1:4318/v1/traces\"\n";
+    assert_eq!(messages(&format!("{url}sample = 1.5\n")), ["invalid sample 1.5: expected a share from 0.0 to 1.0"]);
+    assert_eq!(messages(&format!("{url}queue = 0\n")), ["invalid queue 0: expected 1 to 1048576 spans"]);
+    assert!(messages("otlp = \"ftp://x\"\n")[0].starts_with("invalid url"), "{:?}", messages("otlp = \"ftp://x\"\n"));
+    let config = crate::config::from_str(&format!("[server]\nlisten = [\"127.0.0.1:1\"]\n[trace]\n{url}"), Path::new("/x/gateway.toml")).unwrap();
+    let trace = config.trace.unwrap();
+    assert_eq!((trace.sample, trace.queue, trace.trace_keys, trace.service_name.as_str()), (0.01, 2048, false, "tollgate"));
+}

@@ -1,0 +1,181 @@
+//! The exporter: spans queue, bounded, from the request path (a span that finds the
+//! queue full is dropped and counted, never waited for) to a thread of its own, which
+//! sends them in batches (at most [`BATCH`] spans, or what came within [`EVERY`]) as one
+//! OTLP/HTTP protobuf `POST` each, within [`TIMEOUT`]. A batch that fails is counted and
+//! let go: traces are never worth holding requests or memory for.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST};
+use http::{HeaderValue, Request};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+use tokio::net::TcpStream;
+
+use super::span::RequestSpan;
+use crate::config::TraceEndpoint;
+use crate::metrics::TraceSpans;
+
+/// The most spans one `POST` carries.
+const BATCH: usize = 512;
+/// How long a span waits for others to fill its batch.
+const EVERY: Duration = Duration::from_secs(1);
+/// A whole export, connecting included.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The request path's end of the queue.
+pub(super) struct Queue {
+    sender: SyncSender<Box<RequestSpan>>,
+    counts: Arc<TraceSpans>,
+}
+
+impl Queue {
+    /// A queue of `size` spans to `endpoint`, and its exporter thread (which ends when
+    /// the queue is dropped, once it has sent what was in it).
+    pub(super) fn start(endpoint: Arc<TraceEndpoint>, size: usize, service: String, counts: Arc<TraceSpans>) -> Queue {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(size);
+        let thread_counts = Arc::clone(&counts);
+        let started = std::thread::Builder::new()
+            .name("tollgate-trace".into())
+            .spawn(move || export(&receiver, &endpoint, &service, &thread_counts));
+        if let Err(err) = started {
+            tracing::error!(error = %err, "cannot start the trace exporter: spans are dropped");
+        }
+        Queue { sender, counts }
+    }
+
+    /// Queues `span`, or drops it (counted) when the queue is full or the exporter gone.
+    pub(super) fn push(&self, span: Box<RequestSpan>) {
+        match self.sender.try_send(span) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.counts.dropped.add(1),
+        }
+    }
+}
+
+/// The exporter thread: batches until the queue closes.
+fn export(receiver: &Receiver<Box<RequestSpan>>, endpoint: &TraceEndpoint, service: &str, counts: &TraceSpans) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot start the trace exporter: spans are dropped");
+            return;
+        }
+    };
+    let mut open = true;
+    while open {
+        let mut batch: Vec<RequestSpan> = Vec::new();
+        let deadline = Instant::now() + EVERY;
+        while batch.len() < BATCH {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match receiver.recv_timeout(if batch.is_empty() { EVERY } else { wait }) {
+                Ok(span) => batch.push(*span),
+                Err(RecvTimeoutError::Timeout) if batch.is_empty() => continue,
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let count = batch.len() as u64;
+        let body = encode(batch, service);
+        match runtime.block_on(async { tokio::time::timeout(TIMEOUT, post(endpoint, body)).await }) {
+            Ok(Ok(())) => counts.exported.add(count),
+            Ok(Err(why)) => fail(counts, count, endpoint, &why),
+            Err(_) => fail(counts, count, endpoint, &format!("no answer within {TIMEOUT:?}")),
+        }
+    }
+}
+
+fn fail(counts: &TraceSpans, count: u64, endpoint: &TraceEndpoint, why: &str) {
+    counts.failed.add(count);
+    if let Some(left_out) = counts.failures.admit("export", Instant::now()) {
+        tracing::warn!(url = %endpoint.url, error = why, left_out, "cannot export traces: {count} spans let go");
+    }
+}
+
+/// One OTLP request of `batch`, as protobuf.
+pub(super) fn encode(batch: Vec<RequestSpan>, service: &str) -> Vec<u8> {
+    let spans: Vec<Span> = batch.into_iter().flat_map(RequestSpan::into_otlp).collect();
+    let text = |key: &str, value: &str| KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..KeyValue::default()
+    };
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![text("service.name", service)],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "tollgate".to_owned(),
+                    version: env!("CARGO_PKG_VERSION").to_owned(),
+                    ..InstrumentationScope::default()
+                }),
+                spans,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    };
+    request.encode_to_vec()
+}
+
+/// `body` posted to the endpoint's first server that takes a connection; a 2xx is done.
+async fn post(endpoint: &TraceEndpoint, body: Vec<u8>) -> Result<(), String> {
+    let mut last = String::from("no address");
+    for server in &endpoint.upstream.servers {
+        let tcp = match TcpStream::connect(server.addr).await {
+            Ok(tcp) => tcp,
+            Err(err) => {
+                last = format!("cannot connect to {}: {err}", server.addr);
+                continue;
+            }
+        };
+        return match (&endpoint.upstream.tls, &server.tls_name) {
+            (Some(tls), Some(name)) => {
+                let connector = tokio_rustls::TlsConnector::from(tls.clone());
+                let stream = connector.connect(name.clone(), tcp).await.map_err(|err| format!("TLS: {err}"))?;
+                round_trip(stream, endpoint, body).await
+            }
+            _ => round_trip(tcp, endpoint, body).await,
+        };
+    }
+    Err(last)
+}
+
+async fn round_trip<S>(io: S, endpoint: &TraceEndpoint, body: Vec<u8>) -> Result<(), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|err| format!("HTTP: {err}"))?;
+    let driver = tokio::spawn(conn);
+    let mut request = Request::post(endpoint.target.as_str()).body(Full::new(Bytes::from(body))).map_err(|err| err.to_string())?;
+    request.headers_mut().insert(HOST, endpoint.host.clone());
+    request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf"));
+    let response = sender.send_request(request).await.map_err(|err| format!("HTTP: {err}"))?;
+    let status = response.status();
+    // The answer is read (a little of it) so that the connection ends cleanly.
+    let _ = Limited::new(response.into_body(), 64 * 1024).collect().await;
+    driver.abort();
+    match status.is_success() {
+        true => Ok(()),
+        false => Err(format!("the collector answered {status}")),
+    }
+}
