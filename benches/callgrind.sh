@@ -26,6 +26,9 @@
 #   jwt           plain, through a location with `auth.jwt` (one P-256 key in a file), every request
 #                 carrying the same ES256 token (benches/jwt_token.sh): checked once, then remembered;
 #                 nginx (open source: no JWT check) proxies as in plain;
+#   traced        plain, with `[trace]` sending spans to the upstream (which takes the POSTs as it
+#                 takes any request) at `sample = TRACE_SAMPLE` (default 0.01); nginx proxies as in
+#                 plain: the cost of traces, the exporter thread's included;
 #   logged        plain, with an access log written to a file in both, in one nginx `log_format`
 #                 template (nginx's combined plus the upstream's address, status and times): the
 #                 cost of a log line;
@@ -166,6 +169,7 @@ workers = 1
 $hold
 [log]
 $(if [ "$1" = logged ]; then printf 'access = "%s"\nformat = '"'"'%s'"'"'\n' "$WORK/tollgate-access.log" "$LOG_FORMAT"; else echo 'access = "off"'; fi)
+$(if [ "$1" = traced ]; then printf '[trace]\notlp = "http://127.0.0.1:%s/v1/traces"\nsample = %s\n' "$UP_PORT" "${TRACE_SAMPLE:-0.01}"; fi)
 $(if [ "$1" = https ]; then printf '[[tls.certificates]]\ncert = "%s"\nkey = "%s"\n' "$WORK/cert.pem" "$WORK/key.pem"; fi)
 [upstreams.app]
 servers = ["127.0.0.1:$UP_PORT"]

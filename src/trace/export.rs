@@ -1,7 +1,8 @@
 //! The exporter: spans queue, bounded, from the request path (a span that finds the
 //! queue full is dropped and counted, never waited for) to a thread of its own, which
 //! sends them in batches (at most [`BATCH`] spans, or what came within [`EVERY`]) as one
-//! OTLP/HTTP protobuf `POST` each, within [`TIMEOUT`]. A batch that fails is counted and
+//! OTLP/HTTP protobuf `POST` each, within [`TIMEOUT`], on a connection kept between
+//! batches (a new one when the collector closed it). A batch that fails is counted and
 //! let go: traces are never worth holding requests or memory for.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -70,6 +71,7 @@ fn export(receiver: &Receiver<Box<RequestSpan>>, endpoint: &TraceEndpoint, servi
             return;
         }
     };
+    let mut kept: Option<Sender> = None;
     let mut open = true;
     while open {
         let mut batch: Vec<RequestSpan> = Vec::new();
@@ -91,7 +93,9 @@ fn export(receiver: &Receiver<Box<RequestSpan>>, endpoint: &TraceEndpoint, servi
         }
         let count = batch.len() as u64;
         let body = encode(batch, service);
-        match runtime.block_on(async { tokio::time::timeout(TIMEOUT, post(endpoint, body)).await }) {
+        let body = Bytes::from(body);
+        let sent = runtime.block_on(async { tokio::time::timeout(TIMEOUT, post(endpoint, &mut kept, body)).await });
+        match sent {
             Ok(Ok(())) => counts.exported.add(count),
             Ok(Err(why)) => fail(counts, count, endpoint, &why),
             Err(_) => fail(counts, count, endpoint, &format!("no answer within {TIMEOUT:?}")),
@@ -137,8 +141,28 @@ pub(super) fn encode(batch: Vec<RequestSpan>, service: &str) -> Vec<u8> {
     request.encode_to_vec()
 }
 
-/// `body` posted to the endpoint's first server that takes a connection; a 2xx is done.
-async fn post(endpoint: &TraceEndpoint, body: Vec<u8>) -> Result<(), String> {
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// `body` posted on the kept connection, or, when there is none or the collector closed
+/// it, on a new one to the endpoint's first server that takes it; a 2xx is done, and its
+/// connection kept.
+async fn post(endpoint: &TraceEndpoint, kept: &mut Option<Sender>, body: Bytes) -> Result<(), String> {
+    if let Some(mut sender) = kept.take() {
+        if sender.ready().await.is_ok() {
+            if let Ok(done) = round_trip(&mut sender, endpoint, body.clone()).await {
+                *kept = Some(sender);
+                return done;
+            }
+        }
+    }
+    let mut sender = connect(endpoint).await?;
+    let done = round_trip(&mut sender, endpoint, body).await.map_err(|err| format!("HTTP: {err}"))?;
+    *kept = Some(sender);
+    done
+}
+
+/// A connection to the endpoint's first server that takes one, its driver spawned.
+async fn connect(endpoint: &TraceEndpoint) -> Result<Sender, String> {
     let mut last = String::from("no address");
     for server in &endpoint.upstream.servers {
         let tcp = match TcpStream::connect(server.addr).await {
@@ -152,30 +176,37 @@ async fn post(endpoint: &TraceEndpoint, body: Vec<u8>) -> Result<(), String> {
             (Some(tls), Some(name)) => {
                 let connector = tokio_rustls::TlsConnector::from(tls.clone());
                 let stream = connector.connect(name.clone(), tcp).await.map_err(|err| format!("TLS: {err}"))?;
-                round_trip(stream, endpoint, body).await
+                handshake(stream).await
             }
-            _ => round_trip(tcp, endpoint, body).await,
+            _ => handshake(tcp).await,
         };
     }
     Err(last)
 }
 
-async fn round_trip<S>(io: S, endpoint: &TraceEndpoint, body: Vec<u8>) -> Result<(), String>
+async fn handshake<S>(io: S) -> Result<Sender, String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|err| format!("HTTP: {err}"))?;
-    let driver = tokio::spawn(conn);
-    let mut request = Request::post(endpoint.target.as_str()).body(Full::new(Bytes::from(body))).map_err(|err| err.to_string())?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|err| format!("HTTP: {err}"))?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// One `POST` of `body` on `sender`: the outer error is the connection's (worth a new
+/// one), the inner the collector's answer.
+async fn round_trip(sender: &mut Sender, endpoint: &TraceEndpoint, body: Bytes) -> Result<Result<(), String>, hyper::Error> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = http::Uri::from(endpoint.target.clone());
     request.headers_mut().insert(HOST, endpoint.host.clone());
     request.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf"));
-    let response = sender.send_request(request).await.map_err(|err| format!("HTTP: {err}"))?;
+    let response = sender.send_request(request).await?;
     let status = response.status();
-    // The answer is read (a little of it) so that the connection ends cleanly.
+    // The answer is read (a little of it) so that the connection can carry the next.
     let _ = Limited::new(response.into_body(), 64 * 1024).collect().await;
-    driver.abort();
-    match status.is_success() {
+    Ok(match status.is_success() {
         true => Ok(()),
         false => Err(format!("the collector answered {status}")),
-    }
+    })
 }
