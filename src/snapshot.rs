@@ -321,13 +321,7 @@ fn location(
             .request_buffering
             .unwrap_or(config.server.request_buffering),
         server_name: Arc::clone(named.server_name),
-        names: (
-            match named.site {
-                crate::metrics::NO_SITE => Arc::clone(named.server_name),
-                site => Arc::from(site),
-            },
-            Arc::from(location.pattern.to_string()),
-        ),
+        names: log_names(&named, location),
         upstream_urls,
         timeouts,
         error_pages: location.error_pages.clone(),
@@ -342,6 +336,16 @@ fn location(
         claims_read,
         check_first,
     })
+}
+
+/// `$site` and `$location` of a location's log lines: its site's label, else the site's
+/// first name, and its match.
+fn log_names(named: &Named<'_>, location: &config::Location) -> (Arc<str>, Arc<str>) {
+    let site = match named.site {
+        crate::metrics::NO_SITE => Arc::clone(named.server_name),
+        site => Arc::from(site),
+    };
+    (site, Arc::from(location.pattern.to_string()))
 }
 
 /// The location's `limit` list, each item with its zone.

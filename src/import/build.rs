@@ -124,6 +124,20 @@ impl Build {
         self.zones.iter_mut().find(|z| z.name == name)
     }
 
+    /// `[log]`, when an `access_log` made one.
+    fn log(&self) -> Option<RawLog> {
+        let log = self.log.as_ref()?;
+        let (format, escape) = match &log.format {
+            Some((text, escape)) => (Some(sp(text.clone())), escape.clone().map(sp)),
+            None => (None, None),
+        };
+        Some(RawLog {
+            access: Some(sp(log.access.clone())),
+            format,
+            escape,
+        })
+    }
+
     /// The model and its notes.
     pub(super) fn finish(mut self) -> (RawConfig, Notes) {
         let mut raw = RawConfig::default();
@@ -132,19 +146,8 @@ impl Build {
             self.listen.push("0.0.0.0:80".to_owned());
         }
         raw.server = Section::Present(0..0, self.server());
-        if let Some(log) = &self.log {
-            let (format, escape) = match &log.format {
-                Some((text, escape)) => (Some(sp(text.clone())), escape.clone().map(sp)),
-                None => (None, None),
-            };
-            raw.log = Section::Present(
-                0..0,
-                RawLog {
-                    access: Some(sp(log.access.clone())),
-                    format,
-                    escape,
-                },
-            );
+        if let Some(log) = self.log() {
+            raw.log = Section::Present(0..0, log);
         }
         // With `real_ip_header proxy_protocol`, `set_real_ip_from` names the PROXY
         // protocol's senders (`proxy_protocol_from`), not a `[real_ip]`.

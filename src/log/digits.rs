@@ -3,20 +3,8 @@
 
 use std::io::Write as _;
 
-/// `n` in decimal.
-pub(super) fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
+/// `n` in decimal: the one writer the HTTP/1.1 codec uses too.
+pub(super) use crate::wire::h1::push_decimal as decimal;
 
 /// Seconds to the millisecond, as nginx writes times: `0.003` (the milliseconds
 /// truncated, as nginx counts them).

@@ -7,6 +7,11 @@
 pub mod cells;
 pub mod load;
 pub(crate) mod top;
+mod quic;
+mod trace;
+
+pub(crate) use quic::QuicConnections;
+pub(crate) use trace::TraceSpans;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -306,66 +311,6 @@ impl TlsHandshakes {
     }
 }
 
-/// What became of request spans (`tollgate_trace_spans_total{result}`).
-#[derive(Debug, Default)]
-pub(crate) struct TraceSpans {
-    /// Sent to the collector, which answered 2xx.
-    pub exported: Counter,
-    /// Let go at the request: the queue was full.
-    pub dropped: Counter,
-    /// In a batch the collector refused or did not answer.
-    pub failed: Counter,
-    /// Export failures, logged thinned.
-    pub failures: crate::log::repeats::Repeats,
-}
-
-impl TraceSpans {
-    /// Each result and its count, in label order.
-    pub(crate) fn counts(&self) -> [(&'static str, u64); 3] {
-        [
-            ("exported", self.exported.get()),
-            ("dropped", self.dropped.get()),
-            ("failed", self.failed.get()),
-        ]
-    }
-}
-
-/// What became of new QUIC connections (`tollgate_quic_connections_total{result}`).
-#[derive(Debug, Default)]
-pub(crate) struct QuicConnections {
-    /// Handshakes completed.
-    pub ok: Counter,
-    /// Handshakes that failed or timed out.
-    pub failed: Counter,
-    /// Answered with a Retry (`retry_above`).
-    pub retried: Counter,
-    /// Refused (`refuse_above`).
-    pub refused: Counter,
-    /// Dropped without an answer: past twice `refuse_above`, not even a refusal is sent.
-    pub dropped: Counter,
-    /// Requests taken from 0-RTT (`early_data`: a safe method).
-    pub early_taken: Counter,
-    /// Requests in 0-RTT answered 425 Too Early (any other method).
-    pub too_early: Counter,
-}
-
-impl QuicConnections {
-    /// Each result and its count, in label order.
-    pub(crate) fn counts(&self) -> [(&'static str, u64); 5] {
-        [
-            ("ok", self.ok.get()),
-            ("failed", self.failed.get()),
-            ("retried", self.retried.get()),
-            ("refused", self.refused.get()),
-            ("dropped", self.dropped.get()),
-        ]
-    }
-
-    /// The 0-RTT requests taken and refused, in label order.
-    pub(crate) fn early_counts(&self) -> [(&'static str, u64); 2] {
-        [("taken", self.early_taken.get()), ("too_early", self.too_early.get())]
-    }
-}
 
 /// The TLS version a handshake agreed on (the `protocol` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

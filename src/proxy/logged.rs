@@ -71,6 +71,24 @@ pub(super) struct Followers {
     pub traced: Option<Box<Traced>>,
 }
 
+impl super::Pipeline {
+    /// What follows `req` (from `client`, arrived `now`): its log line, and, before
+    /// anything reads its headers, whether it asks why (the token never forwarded nor
+    /// logged) and whether its trace is kept (its `traceparent` then names its span).
+    pub(super) fn followers<B>(&self, req: &mut Request<B>, client: IpAddr, now: Instant) -> Followers {
+        let explain = super::explain::asked(req, self.explain.as_ref());
+        let traced = self.tracer.as_ref().and_then(|tracer| {
+            let span = tracer.begin(req, client, &mut super::request_id::next)?;
+            Some(Box::new(Traced::new(Arc::clone(tracer), span, now)))
+        });
+        Followers {
+            log: self.access_log.clone(),
+            explain,
+            traced,
+        }
+    }
+}
+
 impl<'a> Pending<'a> {
     /// `start` is when the request arrived (`$request_time` counts from it); the
     /// request is counted in `stats` until [`Pending::route`] says otherwise.
@@ -207,7 +225,7 @@ impl<'a> Pending<'a> {
         let since_start = crate::clock::now().saturating_duration_since(self.start);
         if let Some(traced) = &mut self.traced {
             let began = since_start.saturating_sub(time);
-            traced.upstream(addr, status.as_u16(), (began, time), &mut super::random_u64);
+            traced.upstream(addr, status.as_u16(), (began, time), &mut super::request_id::next);
         }
         if let Some(entry) = &mut self.entry {
             let record = &mut entry.record;

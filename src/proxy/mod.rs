@@ -21,9 +21,6 @@ pub(crate) mod limit_response;
 mod logged;
 mod own;
 mod request_id;
-
-/// A 64-bit draw of the per-thread generator behind `$request_id` (also trace ids).
-pub(crate) use request_id::next as random_u64;
 pub(crate) mod response;
 pub(crate) mod rewrite;
 mod settle;
@@ -45,7 +42,6 @@ use crate::access;
 use crate::admission::Policy;
 use crate::config::{Forwarded, LimitAction, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
-use crate::trace::Traced;
 use crate::log::AccessLog;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
@@ -274,17 +270,7 @@ impl Pipeline {
         let peer = access::canonical(conn.peer.ip());
         let client = self.identify(peer, &req);
         let asker = internal::Asker { conn, client, peer };
-        // Before anything reads the headers: the token is never forwarded nor logged.
-        let explain = explain::asked(&mut req, self.explain.as_ref());
-        let traced = self.tracer.as_ref().and_then(|tracer| {
-            let span = tracer.begin(&mut req, client, &mut random_u64)?;
-            Some(Box::new(Traced::new(Arc::clone(tracer), span, now)))
-        });
-        let followers = logged::Followers {
-            log: self.access_log.clone(),
-            explain,
-            traced,
-        };
+        let followers = self.followers(&mut req, client, now);
         let mut log = logged::Pending::new(followers, &req, (client, conn), now, &self.unrouted, conn.worker);
         if let Some(answer) = self.screen(&mut req, conn, client, &mut log) {
             return log.finish(answer, None);

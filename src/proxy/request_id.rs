@@ -17,8 +17,8 @@ fn seed() -> u64 {
     hasher.finish()
 }
 
-/// wyrand: one 64-bit draw.
-pub(crate) fn next() -> u64 {
+/// wyrand: one 64-bit draw (`$request_id`'s, and trace ids').
+pub(super) fn next() -> u64 {
     STATE.with(|state| {
         let s = state.get().wrapping_add(0xa076_1d64_78bd_642f);
         state.set(s);

@@ -139,29 +139,36 @@ impl RequestSpan {
             }),
             ..Span::default()
         }];
-        if let Some(upstream) = self.upstream {
-            let began = start.saturating_add(u64::try_from(upstream.began.as_nanos()).unwrap_or(0));
-            let head = began.saturating_add(u64::try_from(upstream.header_time.as_nanos()).unwrap_or(0));
-            spans.push(Span {
-                trace_id: self.trace_id.to_vec(),
-                span_id: upstream.span_id.to_vec(),
-                parent_span_id: self.span_id.to_vec(),
-                name: "upstream".to_owned(),
-                kind: span::SpanKind::Client as i32,
-                start_time_unix_nano: began,
-                end_time_unix_nano: head.min(end.max(began)),
-                attributes: vec![
-                    text("server.address", upstream.server.ip().to_string()),
-                    int("server.port", u64::from(upstream.server.port())),
-                    int("http.response.status_code", u64::from(upstream.status)),
-                ],
-                status: Some(Status {
-                    message: String::new(),
-                    code: if upstream.status >= 500 { status::StatusCode::Error } else { status::StatusCode::Unset } as i32,
-                }),
-                ..Span::default()
-            });
+        if let Some(upstream) = &self.upstream {
+            spans.push(upstream.otlp(&self, start, end));
         }
         spans
+    }
+}
+
+impl Upstream {
+    /// The child span of `request` (which ran from `start` to `end`).
+    fn otlp(&self, request: &RequestSpan, start: u64, end: u64) -> Span {
+        let began = start.saturating_add(u64::try_from(self.began.as_nanos()).unwrap_or(0));
+        let head = began.saturating_add(u64::try_from(self.header_time.as_nanos()).unwrap_or(0));
+        Span {
+            trace_id: request.trace_id.to_vec(),
+            span_id: self.span_id.to_vec(),
+            parent_span_id: request.span_id.to_vec(),
+            name: "upstream".to_owned(),
+            kind: span::SpanKind::Client as i32,
+            start_time_unix_nano: began,
+            end_time_unix_nano: head.min(end.max(began)),
+            attributes: vec![
+                text("server.address", self.server.ip().to_string()),
+                int("server.port", u64::from(self.server.port())),
+                int("http.response.status_code", u64::from(self.status)),
+            ],
+            status: Some(Status {
+                message: String::new(),
+                code: if self.status >= 500 { status::StatusCode::Error } else { status::StatusCode::Unset } as i32,
+            }),
+            ..Span::default()
+        }
     }
 }
