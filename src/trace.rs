@@ -26,8 +26,9 @@ pub(crate) use span::{Decision, RequestSpan, Upstream};
 use crate::config::Trace;
 use crate::metrics::TraceSpans;
 
-/// W3C's request header.
+/// W3C's request headers.
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// `[trace]`, running: the sampling and the export queue.
 pub(crate) struct Tracer {
@@ -77,6 +78,12 @@ impl Tracer {
             trace_id,
             span_id,
             parent: parent.map(|parent| parent.span_id),
+            trace_state: match (parent, req.headers().get(&TRACESTATE)) {
+                (Some(_), Some(state)) if state.len() <= span::MAX_TRACESTATE => {
+                    String::from_utf8_lossy(state.as_bytes()).into_owned()
+                }
+                _ => String::new(),
+            },
             start: SystemTime::now(),
             method: req.method().clone(),
             target: req.uri().path().to_owned(),

@@ -8,11 +8,16 @@ use std::time::{Duration, SystemTime};
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{span, status, Span, Status};
 
+/// The longest `tracestate` kept (W3C: 32 members; a longer one is left out).
+pub(crate) const MAX_TRACESTATE: usize = 512;
+
 /// One request's span, being filled.
 pub(crate) struct RequestSpan {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     pub parent: Option<[u8; 8]>,
+    /// The caller's `tracestate`, when it sent one (at most [`MAX_TRACESTATE`] bytes).
+    pub trace_state: String,
     /// When the request arrived (wall clock).
     pub start: SystemTime,
     pub method: http::Method,
@@ -83,7 +88,7 @@ fn protocol(version: http::Version) -> &'static str {
 
 impl RequestSpan {
     /// The request's span and its upstream's, as OTLP has them.
-    pub(crate) fn into_otlp(self) -> Vec<Span> {
+    pub(crate) fn into_otlp(mut self) -> Vec<Span> {
         let start = nanos(self.start);
         let end = start.saturating_add(u64::try_from(self.duration.as_nanos()).unwrap_or(u64::MAX));
         let route = self.location.as_deref().unwrap_or("");
@@ -127,6 +132,7 @@ impl RequestSpan {
             trace_id: self.trace_id.to_vec(),
             span_id: self.span_id.to_vec(),
             parent_span_id: self.parent.map(|parent| parent.to_vec()).unwrap_or_default(),
+            trace_state: std::mem::take(&mut self.trace_state),
             name,
             kind: span::SpanKind::Server as i32,
             start_time_unix_nano: start,

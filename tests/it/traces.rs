@@ -102,7 +102,12 @@ async fn a_span_per_request_with_its_decisions_and_upstream_and_the_trace_goes_o
     let at = addr(&gw);
     assert_eq!(send(at, request(None)).await.status, 200);
     let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    assert_eq!(send(at, request(Some(caller))).await.status, 200);
+    let mut with_state = request(Some(caller));
+    with_state.headers_mut().insert(
+        "tracestate",
+        http::HeaderValue::from_static("vendor=opaque"),
+    );
+    assert_eq!(send(at, with_state).await.status, 200);
     // An unsampled caller: no span, and its traceparent goes on as it came.
     let unsampled = "00-11111111111111111111111111111111-2222222222222222-00";
     assert_eq!(send(at, request(Some(unsampled))).await.status, 200);
@@ -167,6 +172,7 @@ async fn a_span_per_request_with_its_decisions_and_upstream_and_the_trace_goes_o
         .find(|s| hex(&s.trace_id) == "4bf92f3577b34da6a3ce929d0e0e4736")
         .expect("continued");
     assert_eq!(hex(&continued.parent_span_id), "00f067aa0ba902b7");
+    assert_eq!(continued.trace_state, "vendor=opaque");
     assert!(servers.iter().any(|s| s.parent_span_id.is_empty()));
     assert_eq!(upstream_parent(2), unsampled);
     let scraped = crate::metrics::scrape(gw.admin_addr().unwrap()).await;
