@@ -21,7 +21,7 @@ use http::header::HeaderName;
 use http::Request;
 
 pub(crate) use context::Parent;
-pub(crate) use span::{Decision, RequestSpan, Upstream};
+pub(crate) use span::{Decision, FailedTry, RequestSpan, Upstream};
 
 use crate::config::Trace;
 use crate::metrics::TraceSpans;
@@ -93,6 +93,7 @@ impl Tracer {
             location: None,
             decisions: Vec::new(),
             upstream: None,
+            failed_tries: Vec::new(),
             status: 0,
             body_bytes: 0,
             duration: Duration::ZERO,
@@ -177,6 +178,16 @@ impl Traced {
                 at,
             });
         }
+    }
+
+    /// An upstream try that failed at `at` (monotonic): `reason`, on `server`.
+    pub(crate) fn failed_try(&mut self, server: std::net::SocketAddr, reason: &'static str, at: std::time::Instant, random: &mut impl FnMut() -> u64) {
+        self.span.failed_tries.push(FailedTry {
+            server,
+            reason,
+            at: at.saturating_duration_since(self.arrived),
+            span_id: id::<8>(random),
+        });
     }
 
     /// The upstream that answered: `server` with `status`, picked `began` after the

@@ -56,6 +56,8 @@ pub(super) struct Done {
     pub addr: SocketAddr,
     pub upstream_time: Duration,
     pub lease: Lease,
+    /// The tries that failed before (for the request's trace).
+    pub failed: Vec<retry::Failed>,
 }
 
 /// Rewrites the request head for the upstream in place: hop-by-hop headers out,
@@ -236,6 +238,7 @@ pub(super) async fn forward(
             addr: group.servers[server].addr,
             upstream_time,
             lease,
+            failed: attempts.take_failures(),
         });
     }
     Err(attempts.give_up(group).into())

@@ -14,6 +14,7 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::explain::Explain;
+use super::forward::retry::Failed;
 use crate::trace::Traced;
 use super::request_id::RequestId;
 use crate::limit::keys::Keys;
@@ -220,10 +221,14 @@ impl<'a> Pending<'a> {
         }
     }
 
-    /// The server `addr` answered `status`, its head `time` after it was picked.
-    pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration) {
+    /// The server `addr` answered `status`, its head `time` after it was picked, after
+    /// the tries that `failed` (each a span of the request's trace).
+    pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration, failed: &[Failed]) {
         let since_start = crate::clock::now().saturating_duration_since(self.start);
         if let Some(traced) = &mut self.traced {
+            for failed in failed {
+                traced.failed_try(failed.server, failed.reason, failed.at, &mut super::request_id::next);
+            }
             let began = since_start.saturating_sub(time);
             traced.upstream(addr, status.as_u16(), (began, time), &mut super::request_id::next);
         }

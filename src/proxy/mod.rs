@@ -469,7 +469,7 @@ impl Pipeline {
             |headers: &http::HeaderMap| api_keys.map_or(0, |keys| keys.priority(headers));
         match forward::forward(req, to.group, &ctx, prepared, in_flight, priority).await {
             Ok(done) => {
-                log.upstream(done.addr, done.response.status(), done.upstream_time);
+                log.upstream(done.addr, done.response.status(), done.upstream_time, &done.failed);
                 (done.response, Some(done.lease))
             }
             Err(forward::Stopped::Shed) => {

@@ -29,6 +29,8 @@ pub(crate) struct RequestSpan {
     /// One per zone the request went through.
     pub decisions: Vec<Decision>,
     pub upstream: Option<Upstream>,
+    /// The tries that failed before it (or before the gateway gave up).
+    pub failed_tries: Vec<FailedTry>,
     pub status: u16,
     pub body_bytes: u64,
     pub duration: Duration,
@@ -44,6 +46,16 @@ pub(crate) struct Decision {
     pub retry_after: Option<Duration>,
     /// When, after the request's start.
     pub at: Duration,
+}
+
+/// An upstream try that failed (a child span, marked an error).
+pub(crate) struct FailedTry {
+    pub server: SocketAddr,
+    /// `connect`, `connect timeout`, `tls`, `timeout`, `closed` or `broken`.
+    pub reason: &'static str,
+    /// When it failed, after the request's start.
+    pub at: Duration,
+    pub span_id: [u8; 8],
 }
 
 /// The upstream server that answered (a child span).
@@ -145,10 +157,42 @@ impl RequestSpan {
             }),
             ..Span::default()
         }];
+        for (i, failed) in self.failed_tries.iter().enumerate() {
+            spans.push(failed.otlp(&self, start, i + 1));
+        }
         if let Some(upstream) = &self.upstream {
-            spans.push(upstream.otlp(&self, start, end));
+            let mut span = upstream.otlp(&self, start, end);
+            span.attributes.push(int("tollgate.attempt", self.failed_tries.len() as u64 + 1));
+            spans.push(span);
         }
         spans
+    }
+}
+
+impl FailedTry {
+    /// The child span of `request` (which began at `start`): the `attempt`th try.
+    fn otlp(&self, request: &RequestSpan, start: u64, attempt: usize) -> Span {
+        let at = start.saturating_add(u64::try_from(self.at.as_nanos()).unwrap_or(0));
+        Span {
+            trace_id: request.trace_id.to_vec(),
+            span_id: self.span_id.to_vec(),
+            parent_span_id: request.span_id.to_vec(),
+            name: "upstream".to_owned(),
+            kind: span::SpanKind::Client as i32,
+            start_time_unix_nano: at,
+            end_time_unix_nano: at,
+            attributes: vec![
+                text("server.address", self.server.ip().to_string()),
+                int("server.port", u64::from(self.server.port())),
+                text("error.type", self.reason),
+                int("tollgate.attempt", attempt as u64),
+            ],
+            status: Some(Status {
+                message: self.reason.to_owned(),
+                code: status::StatusCode::Error as i32,
+            }),
+            ..Span::default()
+        }
     }
 }
 

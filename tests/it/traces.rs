@@ -218,3 +218,55 @@ async fn sampling_keeps_a_share_of_new_traces_and_a_dead_collector_costs_nothing
         0.0
     );
 }
+
+#[tokio::test]
+async fn each_failed_try_is_a_span_of_its_own_before_the_one_that_answered() {
+    let _shared = support::shared();
+    let (otlp, spans) = collector().await;
+    let app = Upstream::named("app").await;
+    // Nothing listens at the first server: its try fails to connect, the second answers.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let text_config = config(otlp.addr, app.addr, "1.0").replace(
+        &format!("servers = [\"{}\"]", app.addr),
+        &format!(
+            "servers = [\"{dead}\", \"{}\"]\nbalance = \"round_robin\"",
+            app.addr
+        ),
+    );
+    let gw = gateway(&text_config);
+    assert_eq!(send(addr(&gw), request(None)).await.status, 200);
+    let spans = spans_arrived(&spans, 3).await;
+    let clients: Vec<&Span> = spans.iter().filter(|span| span.kind == 3).collect();
+    assert_eq!(clients.len(), 2, "{spans:#?}");
+    let failed = clients
+        .iter()
+        .find(|span| text(&span.attributes, "error.type").is_some())
+        .unwrap();
+    assert_eq!(
+        text(&failed.attributes, "error.type").as_deref(),
+        Some("connect")
+    );
+    assert_eq!(
+        text(&failed.attributes, "server.port"),
+        Some(dead.port().to_string())
+    );
+    assert_eq!(
+        text(&failed.attributes, "tollgate.attempt").as_deref(),
+        Some("1")
+    );
+    let answered = clients
+        .iter()
+        .find(|span| text(&span.attributes, "error.type").is_none())
+        .unwrap();
+    assert_eq!(
+        text(&answered.attributes, "tollgate.attempt").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        text(&answered.attributes, "server.port"),
+        Some(app.addr.port().to_string())
+    );
+}

@@ -33,6 +33,17 @@ pub(in crate::proxy) struct Attempts {
     fresh_on: Option<usize>,
     /// Why the last try failed, the answer when no try is left.
     last_error: Option<ProxyError>,
+    /// Each try that failed, in order (for the request's trace); empty, and no
+    /// allocation, when the first try answers.
+    failures: Vec<Failed>,
+}
+
+/// A try that failed: the server, why, and when.
+pub(crate) struct Failed {
+    pub server: std::net::SocketAddr,
+    /// `connect`, `connect timeout`, `tls`, `timeout`, `closed` or `broken`.
+    pub reason: &'static str,
+    pub at: Instant,
 }
 
 impl Attempts {
@@ -43,7 +54,18 @@ impl Attempts {
             fresh_retry: true,
             fresh_on: None,
             last_error: None,
+            failures: Vec::new(),
         }
+    }
+
+    /// The tries that failed, for the one that answered to report.
+    pub(in crate::proxy) fn take_failures(&mut self) -> Vec<Failed> {
+        std::mem::take(&mut self.failures)
+    }
+
+    fn note(&mut self, group: &Group, server: usize, reason: &'static str) {
+        let server = group.servers[server].addr;
+        self.failures.push(Failed { server, reason, at: crate::clock::now() });
     }
 
     /// The server to try next: the same one again for the free retry, else the
@@ -77,11 +99,13 @@ impl Attempts {
         match pool::checkout(group, server, worker, reuse, connect_timeout).await {
             Ok(checkout) => Some(checkout),
             Err(err) => {
-                group.servers[server].failed(match err {
-                    ConnectError::Timeout { .. } => FailureKind::ConnectTimeout,
-                    ConnectError::Io { .. } => FailureKind::Connect,
-                    ConnectError::Tls { .. } => FailureKind::Tls,
-                });
+                let (kind, reason) = match err {
+                    ConnectError::Timeout { .. } => (FailureKind::ConnectTimeout, "connect timeout"),
+                    ConnectError::Io { .. } => (FailureKind::Connect, "connect"),
+                    ConnectError::Tls { .. } => (FailureKind::Tls, "tls"),
+                };
+                group.servers[server].failed(kind);
+                self.note(group, server, reason);
                 self.last_error = Some(ProxyError::from(err));
                 None
             }
@@ -102,6 +126,7 @@ impl Attempts {
             SendError::ClientBody(err) => Err(ProxyError::client_body(err)),
             SendError::Timeout(request) => {
                 srv.failed(FailureKind::Timeout);
+                self.note(group, server, "timeout");
                 self.again(request, ProxyError::Timeout(srv.addr))
             }
             SendError::Unsent(request, err) => {
@@ -110,6 +135,7 @@ impl Attempts {
                 if !(pooled && self.retry_fresh(server)) {
                     srv.failed(failure_kind(&err));
                 }
+                self.note(group, server, "closed");
                 self.last_error = Some(ProxyError::Upstream {
                     addr: srv.addr,
                     source: err,
@@ -132,6 +158,7 @@ impl Attempts {
                 if !(stale && self.replayable && self.retry_fresh(server)) {
                     srv.failed(failure_kind(&err));
                 }
+                self.note(group, server, if stale { "closed" } else { "broken" });
                 let err = ProxyError::Upstream {
                     addr: srv.addr,
                     source: err,
