@@ -169,30 +169,40 @@ impl RequestSpan {
     }
 }
 
+impl RequestSpan {
+    /// An `upstream` child span of this one: `span_id`, on `server`, from `from` to `to`
+    /// (nanoseconds since the epoch), with `more` attributes and `status`.
+    fn child(&self, span_id: &[u8; 8], server: SocketAddr, (from, to): (u64, u64), more: Vec<KeyValue>, status: Status) -> Span {
+        let mut attributes = vec![
+            text("server.address", server.ip().to_string()),
+            int("server.port", u64::from(server.port())),
+        ];
+        attributes.extend(more);
+        Span {
+            trace_id: self.trace_id.to_vec(),
+            span_id: span_id.to_vec(),
+            parent_span_id: self.span_id.to_vec(),
+            name: "upstream".to_owned(),
+            kind: span::SpanKind::Client as i32,
+            start_time_unix_nano: from,
+            end_time_unix_nano: to,
+            attributes,
+            status: Some(status),
+            ..Span::default()
+        }
+    }
+}
+
 impl FailedTry {
     /// The child span of `request` (which began at `start`): the `attempt`th try.
     fn otlp(&self, request: &RequestSpan, start: u64, attempt: usize) -> Span {
         let at = start.saturating_add(u64::try_from(self.at.as_nanos()).unwrap_or(0));
-        Span {
-            trace_id: request.trace_id.to_vec(),
-            span_id: self.span_id.to_vec(),
-            parent_span_id: request.span_id.to_vec(),
-            name: "upstream".to_owned(),
-            kind: span::SpanKind::Client as i32,
-            start_time_unix_nano: at,
-            end_time_unix_nano: at,
-            attributes: vec![
-                text("server.address", self.server.ip().to_string()),
-                int("server.port", u64::from(self.server.port())),
-                text("error.type", self.reason),
-                int("tollgate.attempt", attempt as u64),
-            ],
-            status: Some(Status {
-                message: self.reason.to_owned(),
-                code: status::StatusCode::Error as i32,
-            }),
-            ..Span::default()
-        }
+        let more = vec![text("error.type", self.reason), int("tollgate.attempt", attempt as u64)];
+        let status = Status {
+            message: self.reason.to_owned(),
+            code: status::StatusCode::Error as i32,
+        };
+        request.child(&self.span_id, self.server, (at, at), more, status)
     }
 }
 
@@ -201,24 +211,12 @@ impl Upstream {
     fn otlp(&self, request: &RequestSpan, start: u64, end: u64) -> Span {
         let began = start.saturating_add(u64::try_from(self.began.as_nanos()).unwrap_or(0));
         let head = began.saturating_add(u64::try_from(self.header_time.as_nanos()).unwrap_or(0));
-        Span {
-            trace_id: request.trace_id.to_vec(),
-            span_id: self.span_id.to_vec(),
-            parent_span_id: request.span_id.to_vec(),
-            name: "upstream".to_owned(),
-            kind: span::SpanKind::Client as i32,
-            start_time_unix_nano: began,
-            end_time_unix_nano: head.min(end.max(began)),
-            attributes: vec![
-                text("server.address", self.server.ip().to_string()),
-                int("server.port", u64::from(self.server.port())),
-                int("http.response.status_code", u64::from(self.status)),
-            ],
-            status: Some(Status {
-                message: String::new(),
-                code: if self.status >= 500 { status::StatusCode::Error } else { status::StatusCode::Unset } as i32,
-            }),
-            ..Span::default()
-        }
+        let more = vec![int("http.response.status_code", u64::from(self.status))];
+        let code = if self.status >= 500 { status::StatusCode::Error } else { status::StatusCode::Unset };
+        let status = Status {
+            message: String::new(),
+            code: code as i32,
+        };
+        request.child(&self.span_id, self.server, (began, head.min(end.max(began))), more, status)
     }
 }
