@@ -11,7 +11,6 @@ use http::{HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use crate::access::jwt::KeySet;
 use crate::config::{JwksEndpoint, JWKS_TIMEOUT};
@@ -29,23 +28,8 @@ pub(super) async fn fetch(endpoint: &JwksEndpoint) -> Result<(KeySet, Option<Dur
 }
 
 async fn exchange(endpoint: &JwksEndpoint) -> Result<(KeySet, Option<Duration>), String> {
-    let mut last_error = String::from("no address");
-    for server in &endpoint.upstream.servers {
-        let tcp = match TcpStream::connect(server.addr).await {
-            Ok(tcp) => tcp,
-            Err(err) => {
-                last_error = format!("cannot connect to {}: {err}", server.addr);
-                continue;
-            }
-        };
-        let (Some(tls), Some(name)) = (&endpoint.upstream.tls, &server.tls_name) else {
-            return round_trip(tcp, endpoint).await;
-        };
-        let connector = tokio_rustls::TlsConnector::from(tls.clone());
-        let stream = connector.connect(name.clone(), tcp).await.map_err(|err| format!("TLS with {}: {err}", server.addr))?;
-        return round_trip(stream, endpoint).await;
-    }
-    Err(last_error)
+    let io = crate::upstream::dial::dial(&endpoint.upstream).await?;
+    round_trip(io, endpoint).await
 }
 
 async fn round_trip<S>(io: S, endpoint: &JwksEndpoint) -> Result<(KeySet, Option<Duration>), String>

@@ -19,7 +19,6 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, Instrumentatio
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
-use tokio::net::TcpStream;
 
 use super::span::RequestSpan;
 use crate::config::TraceEndpoint;
@@ -161,33 +160,9 @@ async fn post(endpoint: &TraceEndpoint, kept: &mut Option<Sender>, body: Bytes) 
     done
 }
 
-/// A connection to the endpoint's first server that takes one, its driver spawned.
+/// A connection to the endpoint (`upstream::dial`), its driver spawned.
 async fn connect(endpoint: &TraceEndpoint) -> Result<Sender, String> {
-    let mut last = String::from("no address");
-    for server in &endpoint.upstream.servers {
-        let tcp = match TcpStream::connect(server.addr).await {
-            Ok(tcp) => tcp,
-            Err(err) => {
-                last = format!("cannot connect to {}: {err}", server.addr);
-                continue;
-            }
-        };
-        return match (&endpoint.upstream.tls, &server.tls_name) {
-            (Some(tls), Some(name)) => {
-                let connector = tokio_rustls::TlsConnector::from(tls.clone());
-                let stream = connector.connect(name.clone(), tcp).await.map_err(|err| format!("TLS: {err}"))?;
-                handshake(stream).await
-            }
-            _ => handshake(tcp).await,
-        };
-    }
-    Err(last)
-}
-
-async fn handshake<S>(io: S) -> Result<Sender, String>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+    let io = crate::upstream::dial::dial(&endpoint.upstream).await?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|err| format!("HTTP: {err}"))?;
     tokio::spawn(conn);
     Ok(sender)

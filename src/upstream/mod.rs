@@ -7,6 +7,7 @@
 //! body with [`h1::Body`] as the upstream's.
 
 pub(crate) mod balance;
+pub(crate) mod dial;
 pub(crate) mod gate;
 pub mod h1;
 pub(crate) mod health;
