@@ -93,6 +93,13 @@ impl Line {
             LogVar::Request => {
                 escape(out, r.method.as_str().as_bytes(), self.escape);
                 out.push(b' ');
+                // As the request line had it: an absolute URL sent over HTTP/1.x whole
+                // (HTTP/2 and HTTP/3 have no request line; nginx writes the path).
+                if let (Some(scheme), Some(authority), false) = (r.uri.scheme_str(), r.uri.authority(), r.version >= http::Version::HTTP_2) {
+                    escape(out, scheme.as_bytes(), self.escape);
+                    out.extend_from_slice(b"://");
+                    escape(out, authority.as_str().as_bytes(), self.escape);
+                }
                 escape(out, r.target().as_bytes(), self.escape);
                 out.push(b' ');
                 out.extend_from_slice(protocol(r.version));

@@ -31,6 +31,8 @@ fn requests() -> Vec<Vec<u8>> {
         format!("HEAD / HTTP/1.1\r\nHost: a.test\r\n{close}").into(),
         format!("POST /form HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n{close}hello").into(),
         b"GET /old HTTP/1.0\r\nHost: a.test\r\n\r\n".to_vec(),
+        // An absolute URL in the request line: `$request` as sent, `$request_uri` its path.
+        format!("GET http://a.test/abs?q=1 HTTP/1.1\r\nHost: a.test\r\n{close}").into(),
     ];
     let mut hostile = b"GET /h HTTP/1.1\r\nHost: a.test\r\nX-Test: a\"b\\c\t".to_vec();
     hostile.extend_from_slice(
