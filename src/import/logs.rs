@@ -9,7 +9,7 @@ use super::build::{LogFormat, LogSetting};
 use super::level::Context;
 use super::report::Status;
 use super::state::Walk;
-use crate::config::{Escape, LogTemplate};
+use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
 
 /// nginx's predefined `combined`.
 const NGINX_COMBINED: &str =
@@ -29,15 +29,37 @@ fn log_format(w: &mut Walk<'_>, name: &str, rest: &[String]) -> Status {
         None => (None, rest),
     };
     let text = strings.concat();
-    if let Err(problem) = LogTemplate::parse(&text, escape_of(escape.as_deref())) {
-        return Status::Unsupported(format!("its template: {}", problem.message));
-    }
+    let template = match LogTemplate::parse(&text, escape_of(escape.as_deref())) {
+        Ok(template) => template,
+        Err(problem) => return Status::Unsupported(format!("its template: {}", problem.message)),
+    };
+    let differences = differences(&template);
     w.build.log_formats.push(LogFormat {
         name: name.to_owned(),
         escape,
         text,
     });
-    Status::Exact(Some("a template of `[log] format` once an `access_log` names it".to_owned()))
+    match differences.is_empty() {
+        true => Status::Exact(Some("a template of `[log] format` once an `access_log` names it".to_owned())),
+        false => Status::Approx(differences.join("; ")),
+    }
+}
+
+/// Where a line of `template` is written otherwise than nginx writes it (docs/config.md,
+/// "Log format templates").
+fn differences(template: &LogTemplate) -> Vec<&'static str> {
+    let names = |wanted: &[LogVar]| template.pieces.iter().any(|piece| matches!(piece, LogPiece::Var(var) if wanted.contains(var)));
+    let mut differences = Vec::new();
+    if names(&[LogVar::TimeLocal, LogVar::TimeIso8601]) {
+        differences.push("times are written in UTC (+0000); nginx writes its local time");
+    }
+    if names(&[LogVar::UpstreamAddr, LogVar::UpstreamStatus, LogVar::UpstreamResponseTime, LogVar::UpstreamHeaderTime]) {
+        differences.push("`$upstream_*` name the server that answered; nginx lists every try, comma-separated");
+    }
+    if template.escape == Escape::Json {
+        differences.push("with escape=json a value that is not UTF-8 has its bytes past ASCII written \\u00HH, so the line stays JSON (nginx writes them raw)");
+    }
+    differences
 }
 
 fn escape_of(escape: Option<&str>) -> Escape {
@@ -71,7 +93,10 @@ fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) 
                 _ => ("combined", rest),
             };
             let format = match name {
-                "combined" => (NGINX_COMBINED.to_owned(), None),
+                "combined" => {
+                    differences.push("`combined`'s time is written in UTC (+0000); nginx writes its local time".to_owned());
+                    (NGINX_COMBINED.to_owned(), None)
+                }
                 name => match w.build.log_formats.iter().find(|f| f.name == name) {
                     Some(found) => (found.text.clone(), found.escape.clone()),
                     None => return Status::Unsupported(format!("no `log_format {name}` before it (or it could not be read)")),
