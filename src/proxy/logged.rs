@@ -224,6 +224,9 @@ impl<'a> Pending<'a> {
     /// The server `addr` answered `status`, its head `time` after it was picked, after
     /// the tries that `failed` (each a span of the request's trace).
     pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration, failed: &[Failed]) {
+        if self.traced.is_none() && self.entry.is_none() {
+            return;
+        }
         let since_start = crate::clock::now().saturating_duration_since(self.start);
         if let Some(traced) = &mut self.traced {
             for failed in failed {
