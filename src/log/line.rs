@@ -90,20 +90,7 @@ impl Line {
             LogVar::TimeLocal => time::local(out, now),
             LogVar::TimeIso8601 => time::iso8601(out, now),
             LogVar::Msec => time::msec(out, now),
-            LogVar::Request => {
-                escape(out, r.method.as_str().as_bytes(), self.escape);
-                out.push(b' ');
-                // As the request line had it: an absolute URL sent over HTTP/1.x whole
-                // (HTTP/2 and HTTP/3 have no request line; nginx writes the path).
-                if let (Some(scheme), Some(authority), false) = (r.uri.scheme_str(), r.uri.authority(), r.version >= http::Version::HTTP_2) {
-                    escape(out, scheme.as_bytes(), self.escape);
-                    out.extend_from_slice(b"://");
-                    escape(out, authority.as_str().as_bytes(), self.escape);
-                }
-                escape(out, r.target().as_bytes(), self.escape);
-                out.push(b' ');
-                out.extend_from_slice(protocol(r.version));
-            }
+            LogVar::Request => self.request_line(out, r),
             LogVar::RequestMethod => escape(out, r.method.as_str().as_bytes(), self.escape),
             LogVar::RequestUri => escape(out, r.target().as_bytes(), self.escape),
             LogVar::Args => self.value(out, r.uri.query().map(str::as_bytes)),
@@ -164,6 +151,21 @@ impl Line {
             },
             LogVar::Header(_) => {} // compiled into `Part::Header`
         }
+    }
+
+    /// `$request`: as the request line had it: an absolute URL sent over HTTP/1.x whole
+    /// (HTTP/2 and HTTP/3 have no request line; nginx writes the path).
+    fn request_line(&self, out: &mut Vec<u8>, r: &Record) {
+        escape(out, r.method.as_str().as_bytes(), self.escape);
+        out.push(b' ');
+        if let (Some(scheme), Some(authority), false) = (r.uri.scheme_str(), r.uri.authority(), r.version >= http::Version::HTTP_2) {
+            escape(out, scheme.as_bytes(), self.escape);
+            out.extend_from_slice(b"://");
+            escape(out, authority.as_str().as_bytes(), self.escape);
+        }
+        escape(out, r.target().as_bytes(), self.escape);
+        out.push(b' ');
+        out.extend_from_slice(protocol(r.version));
     }
 
     /// A value that may be absent, escaped.
