@@ -14,7 +14,7 @@ use crate::config::{self, Config};
 use crate::limit::decision::{self, LimitRule};
 use crate::limit::zone::Zone;
 use crate::limit::Algorithm;
-use crate::log::AccessLog;
+use crate::log::Logs;
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::Metrics;
 use crate::proxy::auth::Checks as AuthChecks;
@@ -142,6 +142,7 @@ pub(crate) fn build(
     let redis = redis::backend(config.redis.as_ref(), lasting.redis, workers)?;
     let leases = redis::leases(&zones);
     let auths = auths::Auths::default();
+    let logs = Logs::open(config).map_err(BuildError::AccessLog)?;
     let built = Built {
         groups: &groups,
         zones: &zones,
@@ -150,16 +151,16 @@ pub(crate) fn build(
         metrics,
         open_files: lasting.open_files,
         auths: &auths,
+        logs: &logs,
         workers,
     };
     let (tls, client_auths) = tls::server(config, lasting)?;
     // Shared: each handshake takes a reference, not a copy of its lists.
     let tls = tls.map(Arc::new);
     let sites = sites(config, &built, client_auths)?;
-    let access_log = AccessLog::open(&config.log).map_err(BuildError::AccessLog)?;
     make_temp_path(&config.server.client_body_temp_path)?;
     let held = lasting.held.cloned().unwrap_or_default();
-    let mut pipeline = pipeline(config, sites, &plans, access_log, metrics, held);
+    let mut pipeline = pipeline(config, sites, &plans, logs, metrics, held);
     pipeline.open_files = lasting.open_files.clone();
     pipeline.acme = config.acme.as_ref().map(|_| lasting.acme.clone());
     // Last, once nothing can fail: a kept table is the generation in force's too.
@@ -196,6 +197,8 @@ struct Built<'a> {
     open_files: &'a OpenFiles,
     /// The runtime `auth` of each `auth` as written, shared by the locations inheriting it.
     auths: &'a auths::Auths,
+    /// Every access log, by what the file writes.
+    logs: &'a Logs,
     workers: usize,
 }
 
@@ -231,6 +234,7 @@ fn sites(config: &Config, built: &Built<'_>, client_auths: Vec<Option<Arc<crate:
             server_name,
             error_pages: site.error_pages.clone(),
             client_auth,
+            log: built.logs.of(&config.log.with(site.log.as_ref())),
         });
     }
     let one_everywhere = config.sites.len() == 1 && config.sites[0].listen.is_none();
@@ -333,6 +337,7 @@ fn location(
             .transpose()
             .map_err(BuildError::Auth)?,
         satisfy: location.satisfy,
+        log: built.logs.of(&config.log.with(location.log.as_ref())),
         claims_read,
         check_first,
     })
@@ -435,7 +440,7 @@ fn pipeline(
     config: &Config,
     sites: Sites,
     plans: &[&str],
-    access_log: Option<Arc<AccessLog>>,
+    logs: Logs,
     metrics: &Metrics,
     held: Arc<Held>,
 ) -> Pipeline {
@@ -453,7 +458,7 @@ fn pipeline(
         client_body_buffer_size: server.client_body_buffer_size,
         client_body_temp_path: server.client_body_temp_path.clone(),
         underscores_in_headers: server.underscores_in_headers,
-        access_log,
+        logs,
         acme: None,
         open_files: OpenFiles::default(),
         auth_checks: AuthChecks::new(std::thread::available_parallelism().map_or(1, usize::from)),

@@ -127,6 +127,7 @@ fn location(
         compress: rules.compress,
         auth: rules.auth.and_then(Auth::in_force),
         satisfy: rules.satisfy.unwrap_or_default(),
+        log: rules.log,
     })
 }
 

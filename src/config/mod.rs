@@ -27,6 +27,7 @@ mod limit_action;
 mod limits;
 mod listeners;
 mod nginx_names;
+mod log;
 mod log_format;
 mod quic;
 mod trace;
@@ -74,6 +75,7 @@ pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
 pub(crate) use client_certs::{ClientCertificates, VerifyClient};
 pub(crate) use compress::{Compress, Encoding};
+pub(crate) use log::{AccessLog, Log, LogFormat, LogSetting};
 pub(crate) use log_format::{Escape, LogTemplate, LogVar, Piece as LogPiece, COMBINED};
 pub(crate) use quic::{PerAddress, Quic};
 pub(crate) use trace::{Trace, TraceEndpoint};
@@ -450,31 +452,6 @@ pub(crate) struct ApiKeys {
     pub priority: std::collections::BTreeMap<String, u8>,
 }
 
-/// `[log]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Log {
-    pub access: AccessLog,
-    pub format: LogFormat,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AccessLog {
-    Off,
-    Stdout,
-    /// Absolute, or resolved against the config file's directory.
-    File(PathBuf),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LogFormat {
-    /// nginx `combined` plus the limit status and upstream time
-    /// ([`log_format::COMBINED`]).
-    Combined,
-    Json,
-    /// An nginx `log_format` template.
-    Template(std::sync::Arc<LogTemplate>),
-}
-
 /// One site (nginx `server {}`): the names it answers to, where, and its locations.
 #[derive(Debug, Clone)]
 pub(crate) struct Site {
@@ -503,6 +480,8 @@ pub(crate) struct Site {
     /// The site's `error_pages`: its locations inherit them, and they answer its 404 for a
     /// path no location matches.
     pub error_pages: ErrorPages,
+    /// The site's `log`: where its 404 for a path no location matches is logged.
+    pub log: Option<LogSetting>,
 }
 
 impl Site {
@@ -556,6 +535,8 @@ pub(crate) struct Location {
     pub compress: Option<Compress>,
     /// `auth`: the location's, else its site's; `None` when neither has one or it is `"off"`.
     pub auth: Option<Check>,
+    /// `log`: the location's over its site's, key by key; `None` when neither has one.
+    pub log: Option<LogSetting>,
     /// `satisfy`: the location's, else its site's, else `"all"`.
     pub satisfy: Satisfy,
 }

@@ -1,6 +1,6 @@
 //! The rules a site and its locations both set (`limit`, `access`, `limit_status`, `limit_action`,
 //! `client_max_body_size`, `request_buffering`, the timeouts, the header rules,
-//! `redirect_rewrite`, `cookie_path` and `cookie_domain`), and how a location inherits its
+//! `redirect_rewrite`, `cookie_path` and `cookie_domain`, `log`), and how a location inherits its
 //! site's.
 //!
 //! A location's `limit`, `access`, `limit_status`, `limit_action`, `client_max_body_size`,
@@ -12,6 +12,7 @@
 //! `forwarded_headers` is replaced: the location's, else the site's, else `[server]`'s.
 //! So are `error_pages` (a location's own replace the site's whole, as nginx's
 //! `error_page`), `intercept_errors` and `compress` (the site hands down `[server]`'s).
+//! A `log` takes what it does not write from its site's, key by key (`config/log.rs`).
 
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use super::redirects::{self, RedirectRewrite};
 use super::context::Context;
 use super::{access, auth, compress, error_pages, headers, limits, values};
 use super::auth::{Auth, Satisfy};
-use super::{Compress, ErrorPages};
+use super::{Compress, ErrorPages, LogSetting};
 use super::raw::Span;
 use super::{AccessRule, CookieRewrites, Forwarded, HeaderRules, Limit, LimitAction, MaxBodySize};
 use super::Pattern;
@@ -89,6 +90,7 @@ pub(super) struct Rules {
     pub compress: Option<Compress>,
     pub auth: Option<Auth>,
     pub satisfy: Option<Satisfy>,
+    pub log: Option<LogSetting>,
 }
 
 /// What a table's rules are checked against from above: the `forwarded_headers` in
@@ -132,6 +134,7 @@ impl Default for Rules {
             compress: None,
             auth: None,
             satisfy: None,
+            log: None,
         }
     }
 }
@@ -195,6 +198,10 @@ pub(super) fn rules(
         None => Some(None),
         Some(written) => auth::auth(written, context.base, diag).map(Some),
     };
+    let log = match raw.log {
+        None => Some(None),
+        Some(written) => super::log::setting(written.get_ref(), context.base, diag).map(Some),
+    };
     let (headers, sets) = headers?;
     let forwarded = forwarded?;
     Some(Rules {
@@ -216,6 +223,7 @@ pub(super) fn rules(
         compress: compress?,
         auth: auth?,
         satisfy: raw.satisfy,
+        log: log?,
     })
 }
 
@@ -256,6 +264,7 @@ impl Rules {
             compress: self.compress.or_else(|| site.compress.clone()),
             auth: self.auth.or_else(|| site.auth.clone()),
             satisfy: self.satisfy.or(site.satisfy),
+            log: LogSetting::over(self.log, site.log.as_ref()),
         }
     }
 

@@ -63,6 +63,7 @@ pub(super) fn sites(
             locations,
             headers: Default::default(),
             error_pages: Default::default(),
+            log: None,
         }]);
     };
     let mut valid = true;
@@ -197,6 +198,7 @@ fn site(
             client_certificates: client_certificates?,
             locations: locations?,
             error_pages: rules.as_ref()?.error_pages.clone().unwrap_or_default(),
+            log: rules.as_ref()?.log.clone(),
             headers: rules?.headers,
         },
         table: span,

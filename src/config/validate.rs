@@ -13,9 +13,9 @@ use http::HeaderName;
 use serde_spanned::Spanned;
 
 use super::diag::{ConfigErrors, Diagnostics};
-use super::raw::{self, RawConfig, RawLog, RawRealIp, Section, Span};
+use super::raw::{self, RawConfig, RawRealIp, Section, Span};
 use super::{access, acme, api_keys, limits, maps, redis, server, site, upstreams, values, zones};
-use super::{Access, AccessLog, Acme, Admin, ApiKeys, Config, Escape, Log, LogFormat, LogTemplate, Server, Zone};
+use super::{Access, Acme, Admin, ApiKeys, Config, Log, Server, Zone};
 use super::{OnError, RealIp, Redis, Tls, Upstream};
 
 /// `[tls] handshake_timeout` when absent, in seconds.
@@ -142,12 +142,9 @@ fn check(raw: RawConfig, base: &Path, diag: &mut Diagnostics<'_>) -> Checked {
     let trace = optional(raw.trace, |raw, span| super::trace::trace(raw, span, diag));
     let real_ip = optional(raw.real_ip, |raw, span| real_ip(raw, span, diag));
     let log = match raw.log {
-        Section::Absent => Some(Log {
-            access: AccessLog::Stdout,
-            format: LogFormat::Combined,
-        }),
+        Section::Absent => Some(Log::default()),
         Section::Invalid => None,
-        Section::Present(_, raw) => log(raw, base, diag),
+        Section::Present(_, raw) => super::log::top(&raw, base, diag),
     };
     let access = match raw.access {
         Section::Absent => Some(Access::default()),
@@ -403,62 +400,6 @@ fn real_ip(raw: RawRealIp, span: &Span, diag: &mut Diagnostics<'_>) -> Option<Re
         header: header?,
         recursive: raw.recursive.unwrap_or(false),
     })
-}
-
-fn log(raw: RawLog, base: &Path, diag: &mut Diagnostics<'_>) -> Option<Log> {
-    let access = match &raw.access {
-        None => Some(AccessLog::Stdout),
-        Some(access) => match access.get_ref().as_str() {
-            "off" => Some(AccessLog::Off),
-            "stdout" => Some(AccessLog::Stdout),
-            "" => {
-                let message = r#"invalid access log "": expected "off", "stdout" or a file path"#;
-                diag.error(access.span(), message);
-                None
-            }
-            path => Some(AccessLog::File(base.join(path))),
-        },
-    };
-    let format = log_format(&raw, diag);
-    Some(Log {
-        access: access?,
-        format: format?,
-    })
-}
-
-/// `format` and `escape`: a named format, or a template read with its escaping.
-fn log_format(raw: &RawLog, diag: &mut Diagnostics<'_>) -> Option<LogFormat> {
-    let escape = match raw.escape.as_ref().map(|e| (e.get_ref().as_str(), e.span())) {
-        None | Some(("default", _)) => Escape::Default,
-        Some(("json", _)) => Escape::Json,
-        Some(("none", _)) => Escape::None,
-        Some((other, span)) => {
-            diag.error(span, format!("invalid escape {other:?}: expected \"default\", \"json\" or \"none\""));
-            return None;
-        }
-    };
-    let Some(format) = &raw.format else {
-        return Some(LogFormat::Combined);
-    };
-    let named = match format.get_ref().as_str() {
-        "combined" => Some(LogFormat::Combined),
-        "json" => Some(LogFormat::Json),
-        _ => None,
-    };
-    if let Some(named) = named {
-        if let Some(escape) = &raw.escape {
-            diag.error(escape.span(), "`escape` is for a template: the named formats escape their own way");
-            return None;
-        }
-        return Some(named);
-    }
-    match LogTemplate::parse(format.get_ref(), escape) {
-        Ok(template) => Some(LogFormat::Template(std::sync::Arc::new(template))),
-        Err(problem) => {
-            diag.error_in_string(format.span(), format.get_ref(), problem.at.start, problem.message);
-            None
-        }
-    }
 }
 
 /// Every item, or `None` if any is missing. Unlike `collect::<Option<_>>()` this runs

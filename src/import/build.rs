@@ -62,6 +62,8 @@ pub(super) struct Site {
     pub locations: Vec<(RawLocation, Vec<String>)>,
     /// `ssl_verify_client` with `ssl_client_certificate`.
     pub client_certificates: Option<RawClientCertificates>,
+    /// The server's `access_log` (its 404 for a path no location matches is logged there).
+    pub log: Option<LogSetting>,
 }
 
 /// A `log_format` met: its name, `escape=` and text.
@@ -71,11 +73,35 @@ pub(super) struct LogFormat {
     pub text: String,
 }
 
-/// `[log]` as the first `access_log` made it: where, and the format's text and escape.
-#[derive(Clone, PartialEq, Eq)]
+/// What an `access_log` makes: where, and the format's text and escape (`None` for
+/// `off`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct LogSetting {
     pub access: String,
     pub format: Option<(String, Option<String>)>,
+}
+
+impl LogSetting {
+    /// As `[log]`, or a site's or location's `log`, writes it.
+    pub(super) fn raw(&self) -> RawLog {
+        let (format, escape) = match &self.format {
+            Some((text, escape)) => (Some(sp(text.clone())), escape.clone().map(sp)),
+            None => (None, None),
+        };
+        RawLog {
+            access: Some(sp(self.access.clone())),
+            format,
+            escape,
+        }
+    }
+
+    /// Whether `raw` says what this says.
+    fn is(&self, raw: &RawLog) -> bool {
+        let text = |value: &Option<serde_spanned::Spanned<String>>| value.as_ref().map(|v| v.get_ref().clone());
+        let written = self.raw();
+        (text(&raw.access), text(&raw.format), text(&raw.escape))
+            == (text(&written.access), text(&written.format), text(&written.escape))
+    }
 }
 
 /// What the gateway-wide sections get.
@@ -124,18 +150,9 @@ impl Build {
         self.zones.iter_mut().find(|z| z.name == name)
     }
 
-    /// `[log]`, when an `access_log` made one.
+    /// `[log]`, when an `access_log` in `http {}` made one.
     fn log(&self) -> Option<RawLog> {
-        let log = self.log.as_ref()?;
-        let (format, escape) = match &log.format {
-            Some((text, escape)) => (Some(sp(text.clone())), escape.clone().map(sp)),
-            None => (None, None),
-        };
-        Some(RawLog {
-            access: Some(sp(log.access.clone())),
-            format,
-            escape,
-        })
+        self.log.as_ref().map(LogSetting::raw)
     }
 
     /// The model and its notes.
@@ -208,8 +225,14 @@ impl Build {
                 ..SiteNotes::default()
             };
             let mut locations = Vec::new();
-            for (j, (location, note)) in site.locations.into_iter().enumerate() {
+            for (j, (mut location, note)) in site.locations.into_iter().enumerate() {
                 notes.locations.insert(j, note);
+                // What it would inherit from its site is left for it to inherit.
+                if let (Some(own), Some(site)) = (&location.log, &site.log) {
+                    if site.is(own.get_ref()) {
+                        location.log = None;
+                    }
+                }
                 locations.push(Some(sp(location)));
             }
             self.notes.sites.insert(i, notes);
@@ -218,6 +241,7 @@ impl Build {
                 listen: Some(sp(site.listen.into_iter().map(sp).collect())),
                 default: site.default.then(|| sp(true)),
                 client_certificates: site.client_certificates.map(sp),
+                log: site.log.as_ref().map(|log| sp(log.raw())),
                 ..RawSite::default()
             };
             sites.push(Some(RawSiteEntry {

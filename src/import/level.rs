@@ -6,6 +6,7 @@
 //! writes each location's settings whole and leaves the site's empty.
 
 use super::auth_settings::AuthSettings;
+use super::build::LogSetting;
 use super::file_settings::FileSettings;
 use crate::config::RequestBuffering;
 
@@ -52,6 +53,8 @@ pub(super) struct Level {
     pub files: FileSettings,
     /// Basic auth and `satisfy` (`import/auth.rs`).
     pub auth: AuthSettings,
+    /// `access_log` in a `server {}` or `location` (`http {}`'s is `[log]`).
+    pub log: Option<LogSetting>,
 }
 
 /// One `proxy_redirect` rule.
@@ -89,6 +92,7 @@ impl Level {
             cookie_domains: self.cookie_domains.or(p.cookie_domains),
             files: self.files.under(&p.files),
             auth: self.auth.under(&p.auth),
+            log: self.log.or(p.log),
         }
     }
 }

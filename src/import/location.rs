@@ -133,6 +133,7 @@ pub(super) fn assemble(
     files::write(&mut raw, level, forwards);
     raw.client_max_body_size = level.client_max_body_size.as_deref().map(loose);
     raw.request_buffering = level.request_buffering;
+    raw.log = level.log.as_ref().map(|log| sp(log.raw()));
     (raw, proxy_status)
 }
 

@@ -1,12 +1,13 @@
-//! nginx's `log_format` and `access_log`: the access log becomes `[log]`, its format a
-//! template of the same text (nginx's `combined` written out, as tollgate's own
-//! `combined` adds three fields). tollgate writes one access log for the whole gateway:
-//! the first `access_log` met is it, and a different one elsewhere is told.
+//! nginx's `log_format` and `access_log`: `http {}`'s access log becomes `[log]`, a
+//! server's its site's `log` and a location's the location's, each format a template of
+//! the same text (nginx's `combined` written out, as tollgate's own `combined` adds three
+//! fields). tollgate writes a request's line to one log: where a block names several,
+//! the first is kept and the others are told.
 
 use tollgate_nginx::Directive;
 
 use super::build::{LogFormat, LogSetting};
-use super::level::Context;
+use super::level::{Context, Level};
 use super::report::Status;
 use super::state::Walk;
 use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
@@ -15,10 +16,10 @@ use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
 const NGINX_COMBINED: &str =
     "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
 
-pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, context: Context) -> Option<Status> {
+pub(super) fn setting(w: &mut Walk<'_>, d: &Directive, own: &mut Level, context: Context) -> Option<Status> {
     match (d.name.as_str(), d.args.as_slice()) {
         ("log_format", [name, rest @ ..]) if !rest.is_empty() => Some(log_format(w, name, rest)),
-        ("access_log", [first, rest @ ..]) => Some(access_log(w, first, rest, context)),
+        ("access_log", [first, rest @ ..]) => Some(access_log(w, first, rest, own, context)),
         _ => None,
     }
 }
@@ -70,7 +71,7 @@ fn escape_of(escape: Option<&str>) -> Escape {
     }
 }
 
-fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) -> Status {
+fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], own: &mut Level, context: Context) -> Status {
     let mut differences = Vec::new();
     let log = match first {
         "off" => LogSetting {
@@ -114,15 +115,15 @@ fn access_log(w: &mut Walk<'_>, first: &str, rest: &[String], context: Context) 
             }
         }
     };
-    match &w.build.log {
-        None => w.build.log = Some(log),
-        Some(kept) if *kept == log => {
-            if context != Context::Http {
-                differences.push("tollgate writes one access log for the whole gateway ([log])".to_owned());
-            }
-        }
+    let kept = match context {
+        Context::Http => &mut w.build.log,
+        Context::Server | Context::Location => &mut own.log,
+    };
+    match kept {
+        None => *kept = Some(log),
+        Some(kept) if *kept == log => {}
         Some(kept) => differences.push(format!(
-            "tollgate writes one access log for the whole gateway: `{}`, the first one met, takes every request",
+            "tollgate writes a request's line to one log: `{}`, the first of this block, takes them",
             kept.access
         )),
     }

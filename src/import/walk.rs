@@ -93,7 +93,7 @@ pub(super) fn setting(
         .or_else(|| server_wide::setting(w, d, own, context))
         .or_else(|| tls::setting(w, d, own, context))
         .or_else(|| files::setting(w, d, own, context))
-        .or_else(|| logs::setting(w, d, context));
+        .or_else(|| logs::setting(w, d, own, context));
     match status {
         Some(status) => w.record(d, status, sink),
         None => unknown(w, d, sink),
@@ -150,6 +150,7 @@ fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     }
     let level = own.under(http);
     site.client_certificates = tls::client_certificates(&level);
+    site.log = level.log.clone();
     // Before the locations: their `try_files` may end with one.
     w.named = named
         .iter()

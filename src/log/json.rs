@@ -8,21 +8,26 @@ use std::time::SystemTime;
 use http::header::{REFERER, USER_AGENT};
 use http::HeaderName;
 
-use super::line::escape;
+use super::line::{escape, place};
 use super::{time, Record};
 use crate::config::Escape;
 
-/// The request headers a `json` line captures, in [`Record::headers`] order.
-pub(super) const HEADERS: [HeaderName; 2] = [REFERER, USER_AGENT];
+/// The places of `Referer` and `User-Agent` in [`Record::headers`], those not yet in
+/// `captured` added: what a `json` line reads.
+pub(super) fn headers(captured: &mut Vec<HeaderName>) -> [usize; 2] {
+    [place(captured, &REFERER), place(captured, &USER_AGENT)]
+}
 
-/// Appends `r`'s line (without its newline), written at `now`.
-pub(super) fn write(out: &mut Vec<u8>, r: &Record, now: SystemTime) {
+/// Appends `r`'s line (without its newline), written at `now`; `at` is where [`headers`]
+/// put the two headers it reads.
+pub(super) fn write(out: &mut Vec<u8>, r: &Record, now: SystemTime, at: [usize; 2]) {
     let string = |out: &mut Vec<u8>, value: Option<&[u8]>| {
         out.push(b'"');
         escape(out, value.unwrap_or_default(), Escape::Json);
         out.push(b'"');
     };
     let header = |at: usize| r.headers.get(at).map(|v| v.as_bytes());
+    let [referer, user_agent] = at;
     out.extend_from_slice(b"{\"time\":\"");
     time::iso_millis(out, now);
     let _ = write!(out, "\",\"remote_addr\":\"{}\",\"method\":", r.client);
@@ -36,9 +41,9 @@ pub(super) fn write(out: &mut Vec<u8>, r: &Record, now: SystemTime) {
         r.status.as_u16(),
         r.body_bytes
     );
-    string(out, header(0));
+    string(out, header(referer));
     out.extend_from_slice(b",\"user_agent\":");
-    string(out, header(1));
+    string(out, header(user_agent));
     out.extend_from_slice(b",\"remote_user\":");
     string(out, r.remote_user().as_deref());
     let _ = write!(

@@ -17,7 +17,7 @@ use crate::config::{Escape, LogPiece, LogTemplate, LogVar};
 enum Part {
     Text(Box<[u8]>),
     Var(LogVar),
-    /// A request header: its place in [`Line::headers`] (and in [`Record::headers`]).
+    /// A request header: its place in [`Record::headers`].
     Header(usize),
 }
 
@@ -25,35 +25,33 @@ enum Part {
 pub(super) struct Line {
     parts: Box<[Part]>,
     escape: Escape,
-    /// The request headers the template reads, each once: what a [`Record`] captures.
-    pub headers: Box<[HeaderName]>,
+}
+
+/// Where `name` is in `captured`, added at the end if it is not there.
+pub(super) fn place(captured: &mut Vec<HeaderName>, name: &HeaderName) -> usize {
+    if let Some(at) = captured.iter().position(|known| known == name) {
+        return at;
+    }
+    captured.push(name.clone());
+    captured.len() - 1
 }
 
 impl Line {
-    pub(super) fn new(template: &LogTemplate) -> Line {
-        let mut headers: Vec<HeaderName> = Vec::new();
+    /// `template`, compiled: the request headers it reads are found in `captured` (the
+    /// names every log of the generation captures), those not yet there added.
+    pub(super) fn new(template: &LogTemplate, captured: &mut Vec<HeaderName>) -> Line {
         let parts = template
             .pieces
             .iter()
             .map(|piece| match piece {
                 LogPiece::Text(text) => Part::Text(text.as_bytes().into()),
-                LogPiece::Var(LogVar::Header(name)) => {
-                    let at = match headers.iter().position(|known| known == name) {
-                        Some(at) => at,
-                        None => {
-                            headers.push(name.clone());
-                            headers.len() - 1
-                        }
-                    };
-                    Part::Header(at)
-                }
+                LogPiece::Var(LogVar::Header(name)) => Part::Header(place(captured, name)),
                 LogPiece::Var(var) => Part::Var(var.clone()),
             })
             .collect();
         Line {
             parts,
             escape: template.escape,
-            headers: headers.into(),
         }
     }
 

@@ -6,13 +6,15 @@
 //! Lines are appended to an in-memory buffer and written out by a flusher thread
 //! every [`FLUSH_EVERY`] (or at once when the buffer grows past [`FLUSH_BYTES`]), so a
 //! request never waits for a disk write, and at most one interval of lines is lost if
-//! the process is killed. [`AccessLog::flush`] writes everything out (on shutdown).
+//! the process is killed. [`Logs::flush`] writes everything out (on shutdown). [`logs`] holds
+//! every log of a generation: `[log]`'s, and those of sites and locations with their own.
 
 mod captured;
 mod digits;
 pub(crate) mod errors;
 mod json;
 mod line;
+mod logs;
 pub mod repeats;
 mod time;
 
@@ -21,13 +23,14 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderName, HeaderValue, Method, StatusCode, Uri, Version};
 
 use crate::config::{self, LogFormat, LogTemplate};
 pub(crate) use captured::Captured;
+pub(crate) use logs::Logs;
 use line::Line;
 
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -40,14 +43,23 @@ enum Sink {
     File(File, PathBuf),
 }
 
-/// How lines are written: a template (`combined` is one), or `json`.
+/// How lines are written: a template (`combined` is one), or `json` (reading the
+/// captured headers at these places).
 enum Format {
     Line(Line),
-    Json,
+    Json([usize; 2]),
 }
 
+/// One access log: how its lines read, and where they go.
 pub struct AccessLog {
     format: Format,
+    to: Arc<Destination>,
+}
+
+/// A place lines go, and the lines waiting for the flusher ([`logs`]) to write them
+/// there: one per place, shared by every log writing there, so its lines keep their
+/// order.
+pub(crate) struct Destination {
     buffer: Mutex<Vec<u8>>,
     sink: Mutex<Sink>,
     /// Failed writes, logged thinned: requests make a flush per 64 KiB of lines, and one
@@ -144,64 +156,31 @@ thread_local! {
 }
 
 impl AccessLog {
+    /// A log in `format` to `sink`; the request headers the format reads are found in
+    /// (else added to) `captured`.
+    fn new(format: &LogFormat, to: Arc<Destination>, captured: &mut Vec<HeaderName>) -> io::Result<AccessLog> {
+        let format = match format {
+            LogFormat::Json => Format::Json(json::headers(captured)),
+            LogFormat::Combined => {
+                let combined = LogTemplate::parse(config::COMBINED, config::Escape::Default);
+                Format::Line(Line::new(&combined.map_err(|problem| io::Error::other(problem.message))?, captured))
+            }
+            LogFormat::Template(template) => Format::Line(Line::new(template, captured)),
+        };
+        Ok(AccessLog { format, to })
+    }
+
     /// Whether lines carry `$request_id` (the `json` format, or a template naming it).
-    pub(crate) fn wants_request_id(&self) -> bool {
+    fn wants_request_id(&self) -> bool {
         match &self.format {
-            Format::Json => true,
+            Format::Json(_) => true,
             Format::Line(line) => line.wants_request_id(),
         }
     }
 
     /// Whether lines name `$limit_key` (then each record keeps its key as text).
-    pub(crate) fn wants_limit_key(&self) -> bool {
+    fn wants_limit_key(&self) -> bool {
         matches!(&self.format, Format::Line(line) if line.names(&config::LogVar::LimitKey))
-    }
-
-    /// The request headers lines write, which each [`Record`] captures in this order.
-    pub(crate) fn headers(&self) -> &[HeaderName] {
-        match &self.format {
-            Format::Json => &json::HEADERS,
-            Format::Line(line) => &line.headers,
-        }
-    }
-
-    /// Opens the configured access log; `None` when it is `off`.
-    pub(crate) fn open(log: &config::Log) -> io::Result<Option<Arc<AccessLog>>> {
-        let sink = match &log.access {
-            config::AccessLog::Off => return Ok(None),
-            config::AccessLog::Stdout => Sink::Stdout,
-            config::AccessLog::File(path) => Sink::File(open_append(path)?, path.clone()),
-        };
-        let format = match &log.format {
-            LogFormat::Json => Format::Json,
-            LogFormat::Combined => {
-                let combined = LogTemplate::parse(config::COMBINED, config::Escape::Default);
-                Format::Line(Line::new(&combined.map_err(|problem| io::Error::other(problem.message))?))
-            }
-            LogFormat::Template(template) => Format::Line(Line::new(template)),
-        };
-        let log = Arc::new(AccessLog {
-            format,
-            buffer: Mutex::new(Vec::with_capacity(FLUSH_BYTES)),
-            sink: Mutex::new(sink),
-            failures: repeats::Repeats::default(),
-        });
-        spawn_flusher(Arc::downgrade(&log));
-        Ok(Some(log))
-    }
-
-    /// Whether the configured access log can be opened as the start will open it
-    /// (`tollgate -t`; nginx -t fails the same way). A file this made is removed again.
-    pub(crate) fn check(log: &config::Log) -> io::Result<()> {
-        let config::AccessLog::File(path) = &log.access else {
-            return Ok(());
-        };
-        let existed = path.exists();
-        open_append(path)?;
-        if !existed {
-            let _ = std::fs::remove_file(path);
-        }
-        Ok(())
     }
 
     /// Appends one line.
@@ -211,16 +190,31 @@ impl AccessLog {
             line.clear();
             match &self.format {
                 Format::Line(template) => template.write(line, record, now),
-                Format::Json => json::write(line, record, now),
+                Format::Json(at) => json::write(line, record, now, *at),
             }
             line.push(b'\n');
-            let mut buffer = lock(&self.buffer);
+            let mut buffer = lock(&self.to.buffer);
             buffer.extend_from_slice(line);
             buffer.len() >= FLUSH_BYTES
         });
         if full {
-            self.flush();
+            self.to.flush();
         }
+    }
+}
+
+impl Destination {
+    /// `access` (a file or stdout), opened.
+    fn open(access: &config::AccessLog) -> io::Result<Destination> {
+        let sink = match access {
+            config::AccessLog::File(path) => Sink::File(open_append(path)?, path.clone()),
+            config::AccessLog::Stdout | config::AccessLog::Off => Sink::Stdout,
+        };
+        Ok(Destination {
+            buffer: Mutex::new(Vec::with_capacity(FLUSH_BYTES)),
+            sink: Mutex::new(sink),
+            failures: repeats::Repeats::default(),
+        })
     }
 
     /// Writes every buffered line out now.
@@ -270,23 +264,7 @@ fn open_append(path: &Path) -> io::Result<File> {
         .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", path.display())))
 }
 
-/// The flusher lives as long as the log does.
-fn spawn_flusher(log: Weak<AccessLog>) {
-    let spawned = std::thread::Builder::new()
-        .name("tollgate-log".into())
-        .spawn(move || loop {
-            std::thread::sleep(FLUSH_EVERY);
-            match log.upgrade() {
-                Some(log) => log.flush(),
-                None => return,
-            }
-        });
-    if let Err(err) = spawned {
-        tracing::error!(error = %err, "cannot start the access-log flusher; lines are written when 64 KiB accumulate");
-    }
-}
-
-impl Drop for AccessLog {
+impl Drop for Destination {
     fn drop(&mut self) {
         self.flush();
     }

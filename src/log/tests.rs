@@ -47,7 +47,7 @@ fn record() -> Record {
 
 /// `template`'s line for `r` (its captured headers given in the template's order).
 fn line(template: &str, escape: Escape, r: &Record) -> String {
-    let line = Line::new(&LogTemplate::parse(template, escape).unwrap());
+    let line = Line::new(&LogTemplate::parse(template, escape).unwrap(), &mut Vec::new());
     let mut out = Vec::new();
     line.write(&mut out, r, at());
     String::from_utf8_lossy(&out).into_owned()
@@ -72,7 +72,7 @@ fn the_basic_user_is_remote_user_and_its_password_is_never_written() {
     assert_eq!(plain, "al\\x22ice");
     let mut json = Vec::new();
     r.headers = headers(&[None, None]);
-    json::write(&mut json, &r, at());
+    json::write(&mut json, &r, at(), [0, 1]);
     let json = String::from_utf8(json).unwrap();
     assert!(json.contains("\"remote_user\":\"al\\\"ice\""), "{json}");
     assert!(!plain.contains("hunter2") && !json.contains("hunter2"));
@@ -88,7 +88,7 @@ fn json_line_escapes_and_uses_null_for_missing() {
     r.upstream_addr = None;
     r.request_id = None;
     let mut out = Vec::new();
-    json::write(&mut out, &r, at());
+    json::write(&mut out, &r, at(), [0, 1]);
     let line = String::from_utf8(out).unwrap();
     assert!(line.starts_with("{\"time\":\"2026-11-21T21:41:36.045Z\""), "{line}");
     assert!(line.contains("\"referer\":\"\",\"user_agent\":\"a\\\"b\\\\c\\u00FF\""), "{line}");

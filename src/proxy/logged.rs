@@ -20,7 +20,7 @@ use super::request_id::RequestId;
 use crate::limit::keys::Keys;
 use crate::limit::outcome::{InFlight, Outcome};
 use crate::limit::rule::LimitRule;
-use crate::log::{AccessLog, Captured, Record};
+use crate::log::{AccessLog, Captured, Logs, Record};
 use crate::metrics::cells::Aligned;
 use crate::metrics::{LocationCell, LocationStats};
 use crate::upstream::{Lease, ResponseBody};
@@ -49,7 +49,12 @@ impl Entry {
 
 /// The log line and counts of a request that has no response yet.
 pub(super) struct Pending<'a> {
-    entry: Option<Entry>,
+    /// Its line, when any log writes one.
+    record: Option<Box<Record>>,
+    /// Where its line goes: `[log]`'s until a site or location says otherwise.
+    log: Option<&'a Arc<AccessLog>>,
+    /// A log writes `$limit_key`: the deciding key is kept as text.
+    limit_key: bool,
     /// In-flight counts of `concurrency` zones, handed on to the response body.
     in_flight: Vec<InFlight>,
     /// Where the request is counted: its location's, once routed.
@@ -66,8 +71,8 @@ pub(super) struct Pending<'a> {
 
 /// What follows a request to the end of its answer, besides its counts: its log line,
 /// whether it asked why (`[admin] explain`), its span.
-pub(super) struct Followers {
-    pub log: Option<Arc<AccessLog>>,
+pub(super) struct Followers<'a> {
+    pub logs: &'a Logs,
     pub explain: bool,
     pub traced: Option<Box<Traced>>,
 }
@@ -76,14 +81,14 @@ impl super::Pipeline {
     /// What follows `req` (from `client`, arrived `now`): its log line, and, before
     /// anything reads its headers, whether it asks why (the token never forwarded nor
     /// logged) and whether its trace is kept (its `traceparent` then names its span).
-    pub(super) fn followers<B>(&self, req: &mut Request<B>, client: IpAddr, now: Instant) -> Followers {
+    pub(super) fn followers<B>(&self, req: &mut Request<B>, client: IpAddr, now: Instant) -> Followers<'_> {
         let explain = super::explain::asked(req, self.explain.as_ref());
         let traced = self.tracer.as_ref().and_then(|tracer| {
             let span = tracer.begin(req, client, &mut super::request_id::next)?;
             Some(Box::new(Traced::new(Arc::clone(tracer), span, now)))
         });
         Followers {
-            log: self.access_log.clone(),
+            logs: &self.logs,
             explain,
             traced,
         }
@@ -94,22 +99,22 @@ impl<'a> Pending<'a> {
     /// `start` is when the request arrived (`$request_time` counts from it); the
     /// request is counted in `stats` until [`Pending::route`] says otherwise.
     pub(super) fn new<B>(
-        Followers { log, explain, traced }: Followers,
+        Followers { logs, explain, traced }: Followers<'a>,
         req: &Request<B>,
         (client, conn): (IpAddr, &super::Conn),
         start: Instant,
         stats: &'a LocationStats,
         worker: usize,
     ) -> Pending<'a> {
-        let entry = log.map(|log| Entry {
-            record: Box::new(Record {
+        let record = logs.any().then(|| {
+            Box::new(Record {
                 client,
                 method: req.method().clone(),
                 uri: req.uri().clone(),
                 version: req.version(),
                 host: req.headers().get(HOST).cloned(),
                 https: conn.https,
-                headers: Captured::of(log.headers(), req.headers()),
+                headers: Captured::of(logs.headers(), req.headers()),
                 authorization: req.headers().get(http::header::AUTHORIZATION).cloned(),
                 subject: None,
                 status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
@@ -120,20 +125,19 @@ impl<'a> Pending<'a> {
                 upstream_addr: None,
                 upstream_status: None,
                 limit_status: "-",
-                request_id: log
-                    .wants_request_id()
-                    .then(|| RequestId::new().into_bytes()),
+                request_id: logs.wants_request_id().then(|| RequestId::new().into_bytes()),
                 limit_zone: None,
                 limit_remaining: None,
                 limit_key: None,
                 site: None,
                 location: None,
                 tls: conn.tls_names,
-            }),
-            log,
+            })
         });
         Pending {
-            entry,
+            record,
+            log: logs.main(),
+            limit_key: logs.wants_limit_key(),
             in_flight: Vec::new(),
             stats,
             worker,
@@ -154,7 +158,7 @@ impl<'a> Pending<'a> {
     /// The request's id, when its log line has one (then header rules and `return`
     /// texts use the same).
     pub(super) fn request_id(&self) -> Option<RequestId> {
-        let id = self.entry.as_ref()?.record.request_id?;
+        let id = self.record.as_ref()?.request_id?;
         Some(RequestId::from_bytes(id))
     }
 
@@ -167,17 +171,23 @@ impl<'a> Pending<'a> {
         if let Some(traced) = &mut self.traced {
             traced.located(&location.names.0, &location.names.1);
         }
-        if let Some(entry) = &mut self.entry {
+        self.log = location.log.as_ref();
+        if let Some(record) = &mut self.record {
             let site = &location.names.0;
-            entry.record.site = (!site.is_empty()).then(|| Arc::clone(site));
-            entry.record.location = Some(Arc::clone(&location.names.1));
+            record.site = (!site.is_empty()).then(|| Arc::clone(site));
+            record.location = Some(Arc::clone(&location.names.1));
         }
+    }
+
+    /// The request's site has no location for it: it is logged where the site says.
+    pub(super) fn site(&mut self, site: &'a super::site::Site) {
+        self.log = site.log.as_ref();
     }
 
     /// The request's verified token names this user (`sub`): the line's `remote_user`.
     pub(super) fn subject(&mut self, subject: &[u8]) {
-        if let Some(entry) = &mut self.entry {
-            entry.record.subject = Some(subject.into());
+        if let Some(record) = &mut self.record {
+            record.subject = Some(subject.into());
         }
     }
 
@@ -190,10 +200,9 @@ impl<'a> Pending<'a> {
         if let Some(traced) = &mut self.traced {
             traced.limited(outcome, rules, keys, crate::clock::now());
         }
-        let (Some(entry), Some(status)) = (&mut self.entry, outcome.status) else {
+        let (Some(record), Some(status)) = (&mut self.record, outcome.status) else {
             return;
         };
-        let record = &mut entry.record;
         record.limit_status = status.as_str();
         let Some((rule, remaining)) = deciding(outcome) else {
             return;
@@ -203,10 +212,19 @@ impl<'a> Pending<'a> {
         };
         record.limit_zone = Some(Arc::clone(&zone.name));
         record.limit_remaining = Some(remaining);
-        if entry.log.wants_limit_key() {
+        if self.limit_key {
             let key = keys.and_then(|keys| keys.get(rule));
             record.limit_key = key.map(|key| zone.template.text_of(key).into_boxed_str());
         }
+    }
+
+    /// The line, taken to be written to the log it goes to (none: it is not written).
+    fn entry(&mut self) -> Option<Entry> {
+        let log = Arc::clone(self.log?);
+        Some(Entry {
+            log,
+            record: self.record.take()?,
+        })
     }
 
     /// Keeps in-flight counts until the response body ends or is abandoned.
@@ -216,15 +234,15 @@ impl<'a> Pending<'a> {
 
     /// The upstream's gate shed the request (`$limit_req_status` `SHED`).
     pub(super) fn shed(&mut self) {
-        if let Some(entry) = &mut self.entry {
-            entry.record.limit_status = "SHED";
+        if let Some(record) = &mut self.record {
+            record.limit_status = "SHED";
         }
     }
 
     /// The server `addr` answered `status`, its head `time` after it was picked, after
     /// the tries that `failed` (each a span of the request's trace).
     pub(super) fn upstream(&mut self, addr: SocketAddr, status: StatusCode, time: Duration, failed: &[Failed]) {
-        if self.traced.is_none() && self.entry.is_none() {
+        if self.traced.is_none() && self.record.is_none() {
             return;
         }
         let since_start = crate::clock::now().saturating_duration_since(self.start);
@@ -235,8 +253,7 @@ impl<'a> Pending<'a> {
             let began = since_start.saturating_sub(time);
             traced.upstream(addr, status.as_u16(), (began, time), &mut super::request_id::next);
         }
-        if let Some(entry) = &mut self.entry {
-            let record = &mut entry.record;
+        if let Some(record) = &mut self.record {
             record.upstream_began = Some(since_start.saturating_sub(time));
             record.upstream_addr = Some(addr);
             record.upstream_status = Some(status);
@@ -250,7 +267,7 @@ impl<'a> Pending<'a> {
         mut response: Response<ResponseBody>,
         lease: Option<Lease>,
     ) -> Response<Logged> {
-        let mut entry = self.entry.take();
+        let mut entry = self.entry();
         if let Some(entry) = &mut entry {
             entry.record.status = response.status();
         }
@@ -311,7 +328,7 @@ impl Drop for Pending<'_> {
         }
         let elapsed = crate::clock::now().saturating_duration_since(self.start);
         self.stats.finish(self.worker, CLIENT_CLOSED, elapsed, 0);
-        if let Some(entry) = self.entry.take() {
+        if let Some(entry) = self.entry() {
             entry.write(0, elapsed);
         }
         if let Some(traced) = self.traced.take() {

@@ -42,7 +42,7 @@ use crate::access;
 use crate::admission::Policy;
 use crate::config::{Forwarded, LimitAction, MaxBodySize, RequestBuffering};
 use crate::limit::outcome::{InFlight, Outcome};
-use crate::log::AccessLog;
+use crate::log::{AccessLog, Logs};
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
 use crate::routing;
@@ -85,7 +85,8 @@ pub(crate) struct Pipeline {
     pub client_body_temp_path: std::path::PathBuf,
     /// Header names with `_` are passed on (`underscores_in_headers`).
     pub underscores_in_headers: bool,
-    pub access_log: Option<Arc<AccessLog>>,
+    /// Every access log: `[log]`'s, and those of sites and locations with their own.
+    pub logs: Logs,
     /// With `[acme]`: the http-01 answers under way, given on plain listeners first.
     pub acme: Option<Arc<crate::acme::Published>>,
     /// `limit_action = "tarpit"`: how long, and how many at once.
@@ -162,6 +163,9 @@ pub(crate) struct Location {
     /// A text of the location may read `$jwt_claim_NAME`: a verified token's claims go
     /// with the request (else they are not stored, which saves its allocations).
     pub claims_read: bool,
+    /// Where its requests are logged: `[log]`'s, else its own or its site's `log`
+    /// (`None`: nowhere).
+    pub log: Option<Arc<AccessLog>>,
 }
 
 impl Location {
@@ -363,6 +367,7 @@ impl Pipeline {
         let (site, location, path, slashless) = match self.route(target, req, conn) {
             Ok(found) => found,
             Err(Unrouted::NotFound(site, path)) => {
+                log.site(site);
                 let asked = own::Asked::new(req, conn, client, &path);
                 let mut answer = response::error(StatusCode::NOT_FOUND);
                 own::add(own::Place::site(site), &mut answer, &asked, log);

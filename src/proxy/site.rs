@@ -21,6 +21,8 @@ pub struct Site {
     /// Its `client_certificates`: each request checked against what the connection's
     /// handshake found.
     pub client_auth: Option<std::sync::Arc<crate::tls::ClientAuth>>,
+    /// Where its 404 for a path no location matches is logged (`None`: nowhere).
+    pub log: Option<std::sync::Arc<crate::log::AccessLog>>,
 }
 
 /// Every site, and how to pick one.

@@ -3,7 +3,7 @@
 
 use crate::certs;
 use crate::config::{dirs, Config};
-use crate::log::AccessLog;
+use crate::log::Logs;
 
 /// What [`check`] found.
 #[derive(Debug, Default)]
@@ -28,7 +28,7 @@ pub fn check(config: &Config) -> Checked {
         warnings: unreadable_directories(config),
         ..Checked::default()
     };
-    if let Err(err) = AccessLog::check(&config.log) {
+    if let Err(err) = Logs::check(config) {
         checked.problem = Some(format!("cannot open the access log: {err}"));
         return checked;
     }

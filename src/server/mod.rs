@@ -389,10 +389,7 @@ impl Gateway {
 
     /// Opens the access-log file again by its path (SIGUSR1, after logrotate moved it).
     pub fn reopen_logs(&self) -> std::io::Result<()> {
-        match &self.state.snapshot.load().pipeline.access_log {
-            Some(log) => log.reopen(),
-            None => Ok(()),
-        }
+        self.state.snapshot.load().pipeline.logs.reopen()
     }
 
     /// The configuration generation in force (1 at start, one more per reload).
@@ -421,9 +418,7 @@ impl Gateway {
         drop(self.admin.take());
         self.adapt.stop();
         self.state.acme.stop_and_wait(ACME_STOP);
-        if let Some(log) = &self.state.snapshot.load().pipeline.access_log {
-            log.flush();
-        }
+        self.state.snapshot.load().pipeline.logs.flush();
         // Last: `tollgate stop` and a service manager may take its absence as the end.
         drop(self.pid_file.take());
     }

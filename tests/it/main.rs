@@ -52,6 +52,7 @@ mod limits;
 mod listen_tables;
 mod location_timeouts;
 mod log_format;
+mod log_places;
 mod logs;
 mod maps;
 mod metrics;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_spanned::Spanned;
 
 use super::super::{LimitAction, RequestBuffering, Satisfy};
-use super::{ser, Loose, RawCookieRewrites, RawRedirectRewrite, Span};
+use super::{ser, Loose, RawCookieRewrites, RawLog, RawRedirectRewrite, Span};
 
 /// One `[[site]]`: its own keys, and its `[[site.location]]`s read one at a time.
 #[derive(Serialize)]
@@ -61,6 +61,8 @@ pub(crate) struct RawSite {
     pub compress: Option<Spanned<RawCompress>>,
     pub auth: Option<Spanned<RawAuth>>,
     pub satisfy: Option<Satisfy>,
+    /// `{ access, format, escape }` over `[log]`'s (`config/log.rs`).
+    pub log: Option<Spanned<RawLog>>,
     /// Taken out before the rest is read; named here so that "unknown key" lists it.
     /// Written from [`RawSiteEntry::locations`].
     #[allow(dead_code)]
@@ -132,6 +134,8 @@ pub(crate) struct RawLocation {
     pub satisfy: Option<Satisfy>,
     pub follow_symlinks: Option<Spanned<bool>>,
     pub dotfiles: Option<Spanned<bool>>,
+    /// `{ access, format, escape }` over its site's (`config/log.rs`).
+    pub log: Option<Spanned<RawLog>>,
 }
 
 /// The keys a site and a location both take, as written.
@@ -159,6 +163,7 @@ pub(crate) struct RawRules<'a> {
     pub compress: Option<&'a Spanned<RawCompress>>,
     pub auth: Option<&'a Spanned<RawAuth>>,
     pub satisfy: Option<Satisfy>,
+    pub log: Option<&'a Spanned<RawLog>>,
 }
 
 /// `rules()` for a table that has every key of [`RawRules`] (a site and a location): one
@@ -191,6 +196,7 @@ macro_rules! rules_of {
                     compress: self.compress.as_ref(),
                     auth: self.auth.as_ref(),
                     satisfy: self.satisfy,
+                    log: self.log.as_ref(),
                 }
             }
         }

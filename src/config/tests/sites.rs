@@ -261,3 +261,32 @@ fn server_name_of_a_wildcard_site_in_a_redirect_is_a_warning() {
     let exact = parse(&format!("{SERVER}[[location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"$server_name\" }}\n"));
     assert!(exact.warnings().is_empty());
 }
+
+#[test]
+fn a_log_takes_what_it_does_not_write_from_its_site_key_by_key() {
+    let config = sites(&format!(
+        "[log]\naccess = \"main.log\"\nformat = \"json\"\n\
+         [[site]]\nlog = {{ format = \"$status $site\", escape = \"none\" }}\n\
+         [[site.location]]\nmatch = \"/\"\nreturn = {{ status = 204 }}\nlog = {{ access = \"off\" }}\n\
+         [[site.location]]\nmatch = \"/b\"\nreturn = {{ status = 204 }}\n\
+         [[site]]\nlisten = [\"127.0.0.1:8081\"]\n{RETURN}"
+    ));
+    let site = &config.sites[0];
+    let template = || LogFormat::Template(std::sync::Arc::new(LogTemplate::parse("$status $site", Escape::None).unwrap()));
+    let [quiet, b] = &site.locations[..] else { panic!("two locations") };
+    assert_eq!(config.log.with(quiet.log.as_ref()), Log { access: AccessLog::Off, format: template() });
+    let main = AccessLog::File(PathBuf::from("/etc/tollgate/main.log"));
+    assert_eq!(config.log.with(b.log.as_ref()), Log { access: main.clone(), format: template() });
+    assert_eq!(config.sites[1].locations[0].log, None);
+    // Each log once: [log]'s, the site's (its `/b` the same), its `/`'s.
+    assert_eq!(config.logs().len(), 3);
+}
+
+#[test]
+fn a_log_escape_needs_its_format_beside_it() {
+    let got = site_errors(&format!("[[site]]\nlog = {{ escape = \"json\" }}\n{RETURN}"));
+    let want = "`escape` is for a template: write the `format` it escapes beside it";
+    assert_eq!(got, [(7, 18, want.to_owned())]);
+    let got = site_errors("[[site]]\n[[site.location]]\nmatch = \"/\"\nreturn = { status = 204 }\nlog = { format = \"$stauts\" }\n");
+    assert_eq!((got[0].0, got[0].1), (10, 19), "{got:?}");
+}

@@ -1,7 +1,8 @@
-//! `log_format` and `access_log`: the first access log becomes `[log]`, with its format
-//! as a template (nginx's `combined` written out); its options and other logs are told.
+//! `log_format` and `access_log`: `http {}`'s access log becomes `[log]`, a server's its
+//! site's `log`, a location's its own, each format a template (nginx's `combined` written
+//! out); options and a block's second log are told.
 
-use super::{approx, has, import, unsupported};
+use super::{approx, exact, has, import, loads, unsupported};
 
 #[test]
 fn an_access_log_with_a_named_format_becomes_the_log_and_its_template() {
@@ -25,8 +26,30 @@ fn an_access_log_with_a_named_format_becomes_the_log_and_its_template() {
     has(&imported, "format = '{\"addr\":\"$remote_addr\",\"status\":$status,\"ua\":\"$http_user_agent\"}'");
     has(&imported, "escape = \"json\"");
     approx(&imported, 5, "access_log", "`buffer=32k`: tollgate buffers lines itself");
-    approx(&imported, 8, "access_log", "one access log for the whole gateway: `/var/log/nginx/access.log`, the first one met");
-    approx(&imported, 9, "access_log", "the first one met");
+    exact(&imported, 8, "access_log");
+    exact(&imported, 9, "access_log");
+    loads(&imported);
+    let site_log = "log = { access = \"/var/log/nginx/api.log\", format = \"$remote_addr $request_time $upstream_response_time\" }";
+    has(&imported, &format!("[[site]]\nlisten = [\"0.0.0.0:80\"]\n{site_log}\n"));
+    has(&imported, "match = \"/health\"\nreturn = { status = 200 }\nlog = { access = \"off\" }\n");
+    // The `location /` inherits its site's log: it is not written twice.
+    assert_eq!(imported.toml.matches("api.log").count(), 1, "{}", imported.toml);
+}
+
+#[test]
+fn a_blocks_second_log_is_told_as_nginx_writes_to_both() {
+    let imported = import(
+        "http {
+    server {
+        listen 80;
+        access_log /var/log/a.log;
+        access_log /var/log/b.log;
+        location / { return 200; }
+    }
+}",
+    );
+    approx(&imported, 5, "access_log", "a request's line to one log: `/var/log/a.log`, the first of this block");
+    has(&imported, "access = \"/var/log/a.log\"");
 }
 
 #[test]
