@@ -38,6 +38,8 @@ pub(crate) enum LogVar {
     Host,
     Status,
     BodyBytesSent,
+    /// The head's bytes and the body's.
+    BytesSent,
     RequestTime,
     UpstreamAddr,
     UpstreamStatus,
@@ -94,6 +96,7 @@ const NAMES: &[(&str, LogVar)] = &[
     ("host", LogVar::Host),
     ("status", LogVar::Status),
     ("body_bytes_sent", LogVar::BodyBytesSent),
+    ("bytes_sent", LogVar::BytesSent),
     ("request_time", LogVar::RequestTime),
     ("upstream_addr", LogVar::UpstreamAddr),
     ("upstream_status", LogVar::UpstreamStatus),

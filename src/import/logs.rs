@@ -57,6 +57,9 @@ fn differences(template: &LogTemplate) -> Vec<&'static str> {
     if names(&[LogVar::UpstreamAddr, LogVar::UpstreamStatus, LogVar::UpstreamResponseTime, LogVar::UpstreamHeaderTime]) {
         differences.push("`$upstream_*` name the server that answered; nginx lists every try, comma-separated");
     }
+    if names(&[LogVar::BytesSent]) {
+        differences.push("over HTTP/2 and HTTP/3 `$bytes_sent` counts the head as HTTP/1.1 text; nginx counts its frames");
+    }
     if template.escape == Escape::Json {
         differences.push("with escape=json a value that is not UTF-8 has its bytes past ASCII written \\u00HH, so the line stays JSON (nginx writes them raw)");
     }

@@ -101,6 +101,7 @@ impl Line {
             },
             LogVar::Status => decimal(out, u64::from(r.status.as_u16())),
             LogVar::BodyBytesSent => decimal(out, r.body_bytes),
+            LogVar::BytesSent => decimal(out, r.head_bytes + r.body_bytes),
             LogVar::RequestTime => seconds(out, r.request_time),
             LogVar::UpstreamAddr => match r.upstream_addr {
                 Some(addr) => {

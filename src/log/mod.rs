@@ -86,6 +86,10 @@ pub(crate) struct Record {
     pub subject: Option<Box<[u8]>>,
     pub status: StatusCode,
     pub body_bytes: u64,
+    /// The answer's head as sent over HTTP/1.x; over HTTP/2 and HTTP/3 the size it would
+    /// have as HTTP/1.1 text (their compressed frames are not counted), when a log
+    /// writes `$bytes_sent` (else 0).
+    pub head_bytes: u64,
     /// Seconds from the request head to the end of the response (or its abandonment).
     pub request_time: Duration,
     /// Time from picking the server (connect included) to its response head, if a
@@ -181,6 +185,12 @@ impl AccessLog {
     /// Whether lines name `$limit_key` (then each record keeps its key as text).
     fn wants_limit_key(&self) -> bool {
         matches!(&self.format, Format::Line(line) if line.names(&config::LogVar::LimitKey))
+    }
+
+    /// Whether lines name `$bytes_sent` (then an HTTP/2 or HTTP/3 answer's head is
+    /// measured).
+    pub(crate) fn wants_bytes_sent(&self) -> bool {
+        matches!(&self.format, Format::Line(line) if line.names(&config::LogVar::BytesSent))
     }
 
     /// Appends one line.

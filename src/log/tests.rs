@@ -29,6 +29,7 @@ fn record() -> Record {
         subject: None,
         status: StatusCode::OK,
         body_bytes: 12,
+        head_bytes: 100,
         request_time: Duration::from_millis(5),
         upstream_time: Some(Duration::from_millis(1)),
         upstream_began: Some(Duration::from_millis(2)),
@@ -163,4 +164,9 @@ fn hosts_lose_their_port_and_a_target_host_comes_first() {
     assert_eq!(line("$host", Escape::Default, &r), "[2001:db8::1]");
     r.uri = "https://b.test:9/x".parse().unwrap();
     assert_eq!(line("$host $request_uri", Escape::Default, &r), "b.test /x");
+}
+
+#[test]
+fn bytes_sent_is_the_head_and_the_body() {
+    assert_eq!(line("$bytes_sent $body_bytes_sent", Escape::Default, &record()), "112 12");
 }

@@ -39,8 +39,9 @@ struct Entry {
 }
 
 impl Entry {
-    fn write(self, body_bytes: u64, request_time: Duration) {
+    fn write(self, (head_bytes, body_bytes): (u64, u64), request_time: Duration) {
         let mut record = self.record;
+        record.head_bytes = head_bytes;
         record.body_bytes = body_bytes;
         record.request_time = request_time;
         self.log.write(&record);
@@ -119,6 +120,7 @@ impl<'a> Pending<'a> {
                 subject: None,
                 status: StatusCode::from_u16(CLIENT_CLOSED).unwrap_or(StatusCode::BAD_REQUEST),
                 body_bytes: 0,
+                head_bytes: 0,
                 request_time: Duration::ZERO,
                 upstream_time: None,
                 upstream_began: None,
@@ -285,6 +287,7 @@ impl<'a> Pending<'a> {
             inner,
             entry,
             traced,
+            head: 0,
             sent: 0,
             ended: false,
             unanswered: false,
@@ -329,7 +332,7 @@ impl Drop for Pending<'_> {
         let elapsed = crate::clock::now().saturating_duration_since(self.start);
         self.stats.finish(self.worker, CLIENT_CLOSED, elapsed, 0);
         if let Some(entry) = self.entry() {
-            entry.write(0, elapsed);
+            entry.write((0, 0), elapsed);
         }
         if let Some(traced) = self.traced.take() {
             traced.end(CLIENT_CLOSED, 0, elapsed);
@@ -343,6 +346,9 @@ pub struct Logged {
     entry: Option<Entry>,
     /// The request's span, ended with the answer (`[trace]`).
     traced: Option<Box<Traced>>,
+    /// The bytes sent besides the body: its head ([`Logged::head_sent`]), and a chunked
+    /// body's framing ([`Logged::add_framing`]).
+    head: u64,
     sent: u64,
     /// The body has been read to its end.
     ended: bool,
@@ -389,6 +395,22 @@ impl Logged {
     /// what it sends that way it counts with [`Logged::add_sent`].
     pub(crate) fn file_mut(&mut self) -> Option<&mut crate::wire::body::file::FileBody> {
         self.inner.file_mut()
+    }
+
+    /// The answer's head took `n` bytes (`$bytes_sent`).
+    pub(crate) fn head_sent(&mut self, n: u64) {
+        self.head = n;
+    }
+
+    /// A chunked body's framing took `n` more bytes (`$bytes_sent`).
+    pub(crate) fn add_framing(&mut self, n: u64) {
+        self.head += n;
+    }
+
+    /// Whether its line writes `$bytes_sent`: then a connection that sends the head as
+    /// frames says how long it would be as HTTP/1.1 text ([`Logged::head_sent`]).
+    pub(crate) fn wants_head_size(&self) -> bool {
+        self.entry.as_ref().is_some_and(|entry| entry.log.wants_bytes_sent())
     }
 
     /// Counts `n` bytes sent other than through [`Body::poll_frame`].
@@ -450,7 +472,7 @@ impl Drop for Logged {
         let elapsed = crate::clock::now().saturating_duration_since(self.start);
         self.counted.finish(self.status, elapsed, self.sent);
         if let Some(entry) = self.entry.take() {
-            entry.write(self.sent, elapsed);
+            entry.write((self.head, self.sent), elapsed);
         }
         if let Some(traced) = self.traced.take() {
             traced.end(self.status, self.sent, elapsed);

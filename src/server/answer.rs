@@ -41,3 +41,28 @@ fn closes(headers: &HeaderMap) -> bool {
         .get(http::header::CONNECTION)
         .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"))
 }
+
+/// Over HTTP/2 and HTTP/3, what `$bytes_sent` counts for an answer's head when its line
+/// writes it: the size the head would have as HTTP/1.1 text (`HTTP/1.1 200 OK`, each
+/// `name: value`, the blank line). Their frames are compressed by the connection, which
+/// tells no sizes.
+/// `hyper`: the connection adds the `Date` and `Content-Length` headers the map does not
+/// have (HTTP/2's does).
+pub(super) fn measure_head(status: StatusCode, headers: &HeaderMap, hyper: bool, body: &mut Logged) {
+    use http_body::Body as _;
+    if !body.wants_head_size() {
+        return;
+    }
+    let reason = status.canonical_reason().map_or(0, str::len);
+    let lines: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
+    let mut added = 0;
+    if hyper && !headers.contains_key(http::header::DATE) {
+        // `date: Sun, 29 Nov 2026 19:24:55 GMT` and its CRLF.
+        added += 37;
+    }
+    if let (true, false, Some(length)) = (hyper, headers.contains_key(http::header::CONTENT_LENGTH), body.size_hint().exact()) {
+        added += "content-length: \r\n".len() + length.to_string().len();
+    }
+    // "HTTP/1.1 200 " + reason + CRLF, the lines, CRLF.
+    body.head_sent((13 + reason + 2 + lines + added + 2) as u64);
+}

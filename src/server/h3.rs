@@ -246,6 +246,7 @@ async fn answer(
     if let Some(date) = super::date::value() {
         parts.headers.entry(header::DATE).or_insert(date);
     }
+    super::answer::measure_head(parts.status, &parts.headers, false, &mut body);
     send.send_response(Response::from_parts(parts, ())).await?;
     let mut body = Pin::new(&mut body);
     while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {

@@ -205,3 +205,73 @@ async fn tollgates_own_variables_name_the_zone_key_site_location_and_tls() {
         ]
     );
 }
+
+/// The raw answer to `request`, read to the connection's end.
+async fn raw_answer(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    within(10, stream.read_to_end(&mut answer)).await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn bytes_sent_counts_the_head_as_sent_and_the_body() {
+    let _shared = support::shared();
+    let up = upstream().await;
+    let chunked = support::raw::RawUpstream::start(|_| {
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n11\r\n seventeen bytes.\r\n0\r\n\r\n".to_vec()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let gw = gateway(&format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n\
+         [log]\naccess = \"{}\"\nformat = '$bytes_sent $body_bytes_sent'\n\
+         [upstreams.app]\nservers = [\"{}\"]\n\
+         [upstreams.chunked]\nservers = [\"{}\"]\n\
+         [[location]]\nmatch = \"/\"\nupstream = \"app\"\n\
+         [[location]]\nmatch = \"/chunked\"\nupstream = \"chunked\"\n\
+         [[location]]\nmatch = \"= /own\"\nreturn = {{ status = 200, body = \"mine\" }}\n",
+        log.display(),
+        up.addr,
+        chunked.addr
+    ));
+    let close = "Host: a.test\r\nConnection: close\r\n\r\n";
+    let mut sizes = Vec::new();
+    let asked = ["GET /own", "GET /up", "HEAD /up", "GET /chunked"];
+    for request in asked.map(|line| format!("{line} HTTP/1.1\r\n{close}")) {
+        sizes.push(raw_answer(addr(&gw), request.as_bytes()).await.len());
+    }
+    // Over HTTP/2 the head is counted as HTTP/1.1 text of the headers the client got.
+    let reply = send_h2(
+        addr(&gw),
+        http::Request::get("/own")
+            .header("host", "a.test")
+            .body(empty())
+            .unwrap(),
+    )
+    .await;
+    let lines: usize = reply
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    sizes.push("HTTP/1.1 200 OK\r\n".len() + lines + 2 + "mine".len());
+    let logged: Vec<String> = lines_of(&log, 5).await;
+    let bytes: Vec<usize> = logged
+        .iter()
+        .map(|line| line.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(bytes, sizes, "{logged:?}");
+    let body = |at: usize| logged[at].rsplit(' ').next().unwrap().to_owned();
+    assert_eq!([body(0), body(2), body(3)], ["4", "0", "22"], "{logged:?}");
+}
+
+async fn lines_of(path: &Path, count: usize) -> Vec<String> {
+    lines(path, count)
+        .await
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect()
+}

@@ -419,6 +419,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
                     let Ok(piece) = frame.into_data() else {
                         continue;
                     };
+                    if let (Framing::Chunked, 1..) = (sending.framing, piece.len()) {
+                        // The size line and the CRLF after the piece.
+                        let digits = (u64::BITS - (piece.len() as u64).leading_zeros()).div_ceil(4);
+                        sending.body.add_framing(u64::from(digits) + 4);
+                    }
                     let small = self.out.small();
                     match frame_piece(&mut sending.framing, piece, small) {
                         Ok(Some((large, suffix))) => self.out.set_large(large, suffix),
@@ -431,6 +436,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
                     return Poll::Ready(Err(()));
                 }
                 Poll::Ready(None) => {
+                    if sending.framing == Framing::Chunked {
+                        sending.body.add_framing(b"0\r\n\r\n".len() as u64);
+                    }
                     frame_end(sending.framing, self.out.small()).map_err(drop)?;
                     sending.ended = true;
                 }

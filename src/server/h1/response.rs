@@ -63,7 +63,9 @@ pub(super) fn write_answer(
     let body = response.body();
     let lines = |out: &mut Vec<u8>| body.write_lines(out);
     let status = (response.status(), lines);
+    let before = out.len();
     let mut written = write_head(out, status, response.headers(), length, asked, server);
+    response.body_mut().head_sent((out.len() - before) as u64);
     if let Framing::Length(n @ 1..) = written.framing {
         if response.body_mut().write_whole(out, n.min(COPY_UP_TO as u64)) {
             written.framing = Framing::Nothing;

@@ -89,6 +89,7 @@ pub(super) async fn serve<T>(
                     entry.insert(server.clone());
                 }
             }
+            super::answer::measure_head(parts.status, &parts.headers, true, &mut body);
             let response = Response::from_parts(parts, body);
             Ok::<_, h2::Error>(response.map(|inner| Guarded {
                 inner,
