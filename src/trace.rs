@@ -63,7 +63,12 @@ impl Tracer {
         client: IpAddr,
         random: &mut impl FnMut() -> u64,
     ) -> Option<Box<RequestSpan>> {
-        let parent = req.headers().get(&TRACEPARENT).and_then(Parent::parse);
+        let mut told = req.headers().get_all(&TRACEPARENT).iter();
+        // Two `traceparent`s are none (W3C Trace Context): neither is believed.
+        let parent = match (told.next(), told.next()) {
+            (Some(one), None) => Parent::parse(one),
+            _ => None,
+        };
         let sampled = match parent {
             Some(parent) => parent.sampled,
             None => random() < self.threshold,

@@ -144,12 +144,13 @@ fn join_cookies(headers: &mut HeaderMap) {
 pub(super) enum Stopped {
     /// The group's gate shed the request (the caller answers 503).
     Shed,
-    Failed(ProxyError),
+    /// The answer to the failure, and the tries that failed (for the request's trace).
+    Failed(ProxyError, Vec<retry::Failed>),
 }
 
 impl From<ProxyError> for Stopped {
     fn from(err: ProxyError) -> Stopped {
-        Stopped::Failed(err)
+        Stopped::Failed(err, Vec::new())
     }
 }
 
@@ -216,10 +217,13 @@ pub(super) async fn forward(
             .await;
         let exchange = match sent {
             Ok(exchange) => exchange,
-            Err(err) => {
-                unsent = Some(attempts.failed(err, group, server, pooled)?);
-                continue;
-            }
+            Err(err) => match attempts.failed(err, group, server, pooled) {
+                Ok(request) => {
+                    unsent = Some(request);
+                    continue;
+                }
+                Err(err) => return Err(Stopped::Failed(err, attempts.take_failures())),
+            },
         };
         let worker = ctx.conn.worker;
         let (status, upstream_time) =
@@ -241,7 +245,8 @@ pub(super) async fn forward(
             failed: attempts.take_failures(),
         });
     }
-    Err(attempts.give_up(group).into())
+    let failed = attempts.take_failures();
+    Err(Stopped::Failed(attempts.give_up(group), failed))
 }
 
 /// The client's side of a WebSocket handshake, which the tunnel takes over after a 101.

@@ -248,10 +248,8 @@ impl<'a> Pending<'a> {
             return;
         }
         let since_start = crate::clock::now().saturating_duration_since(self.start);
+        self.failed_tries(failed);
         if let Some(traced) = &mut self.traced {
-            for failed in failed {
-                traced.failed_try(failed.server, failed.reason, failed.at, &mut super::request_id::next);
-            }
             let began = since_start.saturating_sub(time);
             traced.upstream(addr, status.as_u16(), (began, time), &mut super::request_id::next);
         }
@@ -260,6 +258,16 @@ impl<'a> Pending<'a> {
             record.upstream_addr = Some(addr);
             record.upstream_status = Some(status);
             record.upstream_time = Some(time);
+        }
+    }
+
+    /// The tries that `failed`, whether another answered or none: each a span of the
+    /// request's trace.
+    pub(super) fn failed_tries(&mut self, failed: &[Failed]) {
+        if let Some(traced) = &mut self.traced {
+            for failed in failed {
+                traced.failed_try(failed.server, failed.reason, failed.at, &mut super::request_id::next);
+            }
         }
     }
 

@@ -487,7 +487,8 @@ impl Pipeline {
                 let answer = limit_response::overloaded(&to.group.name, wait.unwrap_or_default());
                 (answer, None)
             }
-            Err(forward::Stopped::Failed(err)) => {
+            Err(forward::Stopped::Failed(err, failed)) => {
+                log.failed_tries(&failed);
                 error::report(&err, to.group);
                 forward::record_failure(&err, to.group, to.conn.worker);
                 let response = match err.party() {

@@ -206,15 +206,6 @@ async fn tollgates_own_variables_name_the_zone_key_site_location_and_tls() {
     );
 }
 
-/// The raw answer to `request`, read to the connection's end.
-async fn raw_answer(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    within(10, stream.read_to_end(&mut answer)).await.unwrap();
-    answer
-}
-
 #[tokio::test]
 async fn bytes_sent_counts_the_head_as_sent_and_the_body() {
     let _shared = support::shared();
@@ -241,7 +232,11 @@ async fn bytes_sent_counts_the_head_as_sent_and_the_body() {
     let mut sizes = Vec::new();
     let asked = ["GET /own", "GET /up", "HEAD /up", "GET /chunked"];
     for request in asked.map(|line| format!("{line} HTTP/1.1\r\n{close}")) {
-        sizes.push(raw_answer(addr(&gw), request.as_bytes()).await.len());
+        sizes.push(
+            support::raw::exchange(addr(&gw), request.as_bytes())
+                .await
+                .len(),
+        );
     }
     // Over HTTP/2 the head is counted as HTTP/1.1 text of the headers the client got.
     let reply = send_h2(

@@ -270,3 +270,99 @@ async fn each_failed_try_is_a_span_of_its_own_before_the_one_that_answered() {
         Some(app.addr.port().to_string())
     );
 }
+
+#[tokio::test]
+async fn a_hostile_traceparent_in_raw_bytes_starts_no_trace() {
+    let _shared = support::shared();
+    let (otlp, spans) = collector().await;
+    let app = Upstream::named("app").await;
+    // No trace of its own is kept: only a caller's sampled parent makes a span. No
+    // limit: eleven requests in a row.
+    let unlimited = config(otlp.addr, app.addr, "0.0").replace(
+        "limit = [{ zone = \"per_ip\", burst = 5, nodelay = true }]",
+        "",
+    );
+    let gw = gateway(&unlimited);
+    let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut hostile: Vec<Vec<u8>> = [
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+        "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+        "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+    ]
+    .iter()
+    .map(|value| format!("traceparent: {value}\r\n").into_bytes())
+    .collect();
+    // Bytes past ASCII where hex digits belong, at the right length.
+    let mut high = b"traceparent: 00-4bf92f3577b34da6a3ce929d0e0e47".to_vec();
+    high.extend_from_slice(b"\xc3\xa9\xff\xfe-00f067aa0ba902b7-01\r\n");
+    hostile.push(high);
+    hostile.push(format!("traceparent: {valid}\r\ntraceparent: {valid}\r\n").into_bytes());
+    hostile.push(format!("traceparent: {valid}{}\r\n", "-0".repeat(3000)).into_bytes());
+    for header in &hostile {
+        let mut request =
+            b"GET /api/items HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n".to_vec();
+        request.extend_from_slice(header);
+        request.extend_from_slice(b"\r\n");
+        let answer = support::raw::exchange(addr(&gw), &request).await;
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200 "),
+            "{header:?}: {:?}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    // Last, a valid one: spans are exported in order, so once its two arrived, any a
+    // hostile header had made would have come before.
+    let request = format!("GET /api/items HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\ntraceparent: {valid}\r\n\r\n");
+    support::raw::exchange(addr(&gw), request.as_bytes()).await;
+    let spans = spans_arrived(&spans, 2).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    assert!(spans
+        .iter()
+        .all(|span| hex(&span.trace_id) == "4bf92f3577b34da6a3ce929d0e0e4736"));
+}
+
+#[tokio::test]
+async fn a_request_no_server_answered_has_a_span_for_each_failed_try() {
+    let _shared = support::shared();
+    let (otlp, spans) = collector().await;
+    let dead = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (first, second) = (dead(), dead());
+    let text_config = config(otlp.addr, first, "1.0").replace(
+        &format!("servers = [\"{first}\"]"),
+        &format!("servers = [\"{first}\", \"{second}\"]\nbalance = \"round_robin\""),
+    );
+    let gw = gateway(&text_config);
+    assert_eq!(send(addr(&gw), request(None)).await.status, 502);
+    let spans = spans_arrived(&spans, 3).await;
+    let (servers, clients): (Vec<&Span>, Vec<&Span>) =
+        spans.iter().partition(|span| span.kind == 2);
+    assert_eq!((servers.len(), clients.len()), (1, 2), "{spans:#?}");
+    assert_eq!(
+        text(&servers[0].attributes, "http.response.status_code").as_deref(),
+        Some("502")
+    );
+    let mut ports: Vec<String> = clients
+        .iter()
+        .map(|span| text(&span.attributes, "server.port").unwrap())
+        .collect();
+    ports.sort();
+    let mut want = vec![first.port().to_string(), second.port().to_string()];
+    want.sort();
+    assert_eq!(ports, want);
+    for client in &clients {
+        assert_eq!(
+            text(&client.attributes, "error.type").as_deref(),
+            Some("connect")
+        );
+        assert_eq!(client.parent_span_id, servers[0].span_id);
+    }
+}

@@ -41,7 +41,7 @@ pub(in crate::proxy) struct Attempts {
 /// A try that failed: the server, why, and when.
 pub(crate) struct Failed {
     pub server: std::net::SocketAddr,
-    /// `connect`, `connect timeout`, `tls`, `timeout`, `closed` or `broken`.
+    /// `connect`, `connect timeout`, `tls`, `timeout`, `closed`, `broken` or `oversized head`.
     pub reason: &'static str,
     pub at: Instant,
 }
@@ -58,7 +58,7 @@ impl Attempts {
         }
     }
 
-    /// The tries that failed, for the one that answered to report.
+    /// The tries that failed, for the one that answered (or the failure) to report.
     pub(in crate::proxy) fn take_failures(&mut self) -> Vec<Failed> {
         std::mem::take(&mut self.failures)
     }
@@ -146,6 +146,7 @@ impl Attempts {
                 // The server answered, over our limits: a 502 for this request alone,
                 // neither a mark against the server nor a try elsewhere.
                 srv.failed(FailureKind::OversizedHead);
+                self.note(group, server, "oversized head");
                 Err(ProxyError::Upstream {
                     addr: srv.addr,
                     source: err,

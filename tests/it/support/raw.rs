@@ -168,6 +168,22 @@ fn chunked_len(buf: &[u8]) -> Option<usize> {
 ///
 /// Reads no byte past the response, so that a second call finds the next one: the head a
 /// byte at a time, then exactly its `Content-Length`.
+/// The raw answer to `request` on a new connection, read to the connection's end
+/// (within 10 s).
+pub async fn exchange(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    read.expect("the answer within 10 s")
+        .expect("read the answer");
+    answer
+}
+
 pub async fn read_response(stream: &mut tokio::net::TcpStream) -> Option<RawResponse> {
     let wait = std::time::Duration::from_secs(3);
     let mut head = Vec::new();
