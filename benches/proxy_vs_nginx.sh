@@ -90,6 +90,9 @@
 #   SCENARIO=all RUNS=3 DURATION=5 benches/proxy_vs_nginx.sh
 #   ONLY=nginx benches/proxy_vs_nginx.sh          # only one side: ONLY=nginx or ONLY=tollgate
 #   BASELINE=e0efbbf RUNS=9 benches/proxy_vs_nginx.sh   # also tollgate at that revision (below)
+#   BASELINE=. TOLLGATE_TOML='[trace]
+#   otlp = "http://@UPSTREAM@/v1/traces"
+#   sample = 0.01' benches/proxy_vs_nginx.sh         # what tracing costs: the same binary without it
 #
 # Environment (defaults in brackets):
 #   SCENARIO [proxy]    proxy, limit_pass, limit_reject, proxy_auto, proxy_adaptive, https,
@@ -115,6 +118,13 @@
 #                       proxy, `tollgate_base`, interleaved with the others; the report adds the
 #                       ratio tollgate/tollgate_base of the medians (CPU per request: what a change
 #                       costs the request path). Needs the tollgate side (not ONLY=nginx).
+#                       `.`: the same binary as tollgate, nothing built (with TOLLGATE_TOML or
+#                       TOLLGATE_LOG: what a setting costs).
+#   TOLLGATE_LOG [access = "off"]   the body of the `tollgate` proxy's `[log]` (tollgate_base keeps
+#                       its log off), e.g. `access = "@WORKDIR@/access.log"` and a `format`
+#   TOLLGATE_TOML []    TOML appended to the `tollgate` proxy's config alone, e.g. a `[trace]`.
+#                       In both, @UPSTREAM@ is the bench upstream's address (it answers an OTLP
+#                       post as any other) and @WORKDIR@ the temp dir.
 #   KEEP [0]            1: keep the temp dir (configs, logs, raw wrk output) and print its path
 #                       (it is also kept, and its path printed, when the script fails)
 #
@@ -148,6 +158,8 @@ SCENARIO="${SCENARIO:-proxy}"
 API_KEYS="${API_KEYS:-10000}"
 TOLLGATE_RATELIMIT_HEADERS="${TOLLGATE_RATELIMIT_HEADERS:-draft}"
 BASELINE="${BASELINE:-}"
+TOLLGATE_LOG="${TOLLGATE_LOG:-access = \"off\"}"
+TOLLGATE_TOML="${TOLLGATE_TOML:-}"
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -155,6 +167,7 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
 TOLLGATE_BIN="${TOLLGATE_BIN:-$TARGET_DIR/release/tollgate}"
 BASE_BIN="$TARGET_DIR/baseline/release/tollgate"
+[ "$BASELINE" != . ] || BASE_BIN="$TOLLGATE_BIN"
 UPSTREAM_BIN="${UPSTREAM_BIN:-$TARGET_DIR/release/examples/bench_upstream}"
 
 
@@ -321,7 +334,7 @@ if [ "$BUILD" = 1 ]; then
         cargo build --release --example bench_upstream
     fi
 fi
-if [ -n "$BASELINE" ] && [ "$BUILD" = 1 ]; then
+if [ -n "$BASELINE" ] && [ "$BASELINE" != . ] && [ "$BUILD" = 1 ]; then
     base_src="$(mktemp -d "${TMPDIR:-/tmp}/tollgate_base.XXXXXX")"
     say "git worktree add $base_src $BASELINE; cargo build --release --bin tollgate (into $TARGET_DIR/baseline)"
     git -C "$ROOT" worktree add --detach "$base_src" "$BASELINE"
@@ -754,6 +767,13 @@ EOF
     say "nginx master $NGINX_PID, ${#NGINX_WORKER_PIDS[@]} worker(s): ${NGINX_WORKER_PIDS[*]}"
 }
 
+tollgate_own() { # tollgate_own NAME TEXT BASE_TEXT: TEXT for the tollgate proxy, BASE_TEXT for tollgate_base
+    local text="$2"
+    [ "$1" = tollgate ] || text="$3"
+    text="${text//@UPSTREAM@/127.0.0.1:$UPSTREAM_PORT}"
+    printf '%s\n' "${text//@WORKDIR@/$WORKDIR}"
+}
+
 start_tollgate() { # start_tollgate SCENARIO [NAME BINARY]: NAME tollgate or tollgate_base
     local scen="$1" name="${2:-tollgate}" bin="${3:-$TOLLGATE_BIN}" port conf pid
     port="$(free_port)"
@@ -766,7 +786,7 @@ $(tollgate_server_limit "$scen")
 
 $(tollgate_certificates "$scen")
 [log]
-access = "off"
+$(tollgate_own "$name" "$TOLLGATE_LOG" 'access = "off"')
 
 [upstreams.app]
 servers = ["127.0.0.1:$UPSTREAM_PORT"]
@@ -797,6 +817,8 @@ auth = { jwt = { jwks = "$WORKDIR/jwt/jwks.json", issuer = "https://id.bench", a
 match = "/"
 upstream = "app"
 $(tollgate_location_limit "$scen")
+
+$(tollgate_own "$name" "$TOLLGATE_TOML" "")
 EOF
     say "starting $name on 127.0.0.1:$port ($conf)"
     "${SERVER_PREFIX[@]}" "$bin" -c "$conf" >"$SDIR/$name.log" 2>&1 &
@@ -1017,6 +1039,8 @@ report() { # report SCENARIO
     [ "$scen" != proxy ] && cmd+=" TOLLGATE_RATELIMIT_HEADERS=$TOLLGATE_RATELIMIT_HEADERS"
     [ -n "$ONLY" ] && cmd+=" ONLY=$ONLY"
     [ -n "$BASELINE" ] && cmd+=" BASELINE=$BASELINE"
+    [ "$TOLLGATE_LOG" != 'access = "off"' ] && cmd+=" TOLLGATE_LOG='$TOLLGATE_LOG'"
+    [ -n "$TOLLGATE_TOML" ] && cmd+=" TOLLGATE_TOML='$TOLLGATE_TOML'"
     cmd+=" benches/proxy_vs_nginx.sh"
     {
         echo

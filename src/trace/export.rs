@@ -4,9 +4,14 @@
 //! OTLP/HTTP protobuf `POST` each, within [`TIMEOUT`], on a connection kept between
 //! batches (a new one when the collector closed it). A batch that fails is counted and
 //! let go: traces are never worth holding requests or memory for.
+//!
+//! The queue is a locked list the thread takes whole: a request that queues a span wakes
+//! the thread only when its batch is full, so a few spans a second cost a wake-up a
+//! second, not one each.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -31,9 +36,19 @@ const EVERY: Duration = Duration::from_secs(1);
 /// A whole export, connecting included.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the request path and the exporter thread share.
+struct Shared {
+    spans: Mutex<Vec<RequestSpan>>,
+    size: usize,
+    /// The queue is gone: the thread sends what is left and ends.
+    closed: AtomicBool,
+}
+
 /// The request path's end of the queue.
 pub(super) struct Queue {
-    sender: SyncSender<Box<RequestSpan>>,
+    shared: Arc<Shared>,
+    /// The exporter thread, to wake; `None` when it could not start.
+    thread: Option<Thread>,
     counts: Arc<TraceSpans>,
 }
 
@@ -41,28 +56,61 @@ impl Queue {
     /// A queue of `size` spans to `endpoint`, and its exporter thread (which ends when
     /// the queue is dropped, once it has sent what was in it).
     pub(super) fn start(endpoint: Arc<TraceEndpoint>, size: usize, service: String, counts: Arc<TraceSpans>) -> Queue {
-        let (sender, receiver) = std::sync::mpsc::sync_channel(size);
-        let thread_counts = Arc::clone(&counts);
+        let shared = Arc::new(Shared {
+            spans: Mutex::new(Vec::new()),
+            size,
+            closed: AtomicBool::new(false),
+        });
+        let (thread_shared, thread_counts) = (Arc::clone(&shared), Arc::clone(&counts));
         let started = std::thread::Builder::new()
             .name("tollgate-trace".into())
-            .spawn(move || export(&receiver, &endpoint, &service, &thread_counts));
-        if let Err(err) = started {
-            tracing::error!(error = %err, "cannot start the trace exporter: spans are dropped");
-        }
-        Queue { sender, counts }
+            .spawn(move || export(&thread_shared, &endpoint, &service, &thread_counts));
+        let thread = match started {
+            Ok(handle) => Some(handle.thread().clone()),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot start the trace exporter: spans are dropped");
+                None
+            }
+        };
+        Queue { shared, thread, counts }
     }
 
     /// Queues `span`, or drops it (counted) when the queue is full or the exporter gone.
     pub(super) fn push(&self, span: Box<RequestSpan>) {
-        match self.sender.try_send(span) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => self.counts.dropped.add(1),
+        let Some(thread) = &self.thread else {
+            self.counts.dropped.add(1);
+            return;
+        };
+        let mut spans = lock(&self.shared.spans);
+        if spans.len() >= self.shared.size {
+            drop(spans);
+            self.counts.dropped.add(1);
+            return;
+        }
+        spans.push(*span);
+        let full = spans.len() == BATCH.min(self.shared.size);
+        drop(spans);
+        if full {
+            thread.unpark();
         }
     }
 }
 
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(thread) = &self.thread {
+            thread.unpark();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The exporter thread: batches until the queue closes.
-fn export(receiver: &Receiver<Box<RequestSpan>>, endpoint: &TraceEndpoint, service: &str, counts: &TraceSpans) {
+fn export(shared: &Shared, endpoint: &TraceEndpoint, service: &str, counts: &TraceSpans) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -71,34 +119,44 @@ fn export(receiver: &Receiver<Box<RequestSpan>>, endpoint: &TraceEndpoint, servi
         }
     };
     let mut kept: Option<Sender> = None;
-    let mut open = true;
-    while open {
-        let mut batch: Vec<RequestSpan> = Vec::new();
-        let deadline = Instant::now() + EVERY;
-        while batch.len() < BATCH {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match receiver.recv_timeout(if batch.is_empty() { EVERY } else { wait }) {
-                Ok(span) => batch.push(*span),
-                Err(RecvTimeoutError::Timeout) if batch.is_empty() => continue,
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    open = false;
-                    break;
-                }
+    loop {
+        // Woken when a batch is full, else once a batch's wait is over.
+        let waited = Instant::now();
+        while lock(&shared.spans).len() < BATCH.min(shared.size) && !shared.closed.load(Ordering::Acquire) {
+            let left = EVERY.saturating_sub(waited.elapsed());
+            if left.is_zero() {
+                break;
             }
+            std::thread::park_timeout(left);
         }
-        if batch.is_empty() {
-            continue;
+        let closed = shared.closed.load(Ordering::Acquire);
+        let fresh = Vec::with_capacity(BATCH.min(shared.size));
+        let mut taken = std::mem::replace(&mut *lock(&shared.spans), fresh);
+        while !taken.is_empty() {
+            let rest = taken.split_off(taken.len().min(BATCH));
+            let batch = std::mem::replace(&mut taken, rest);
+            send(&runtime, &mut kept, (endpoint, service, counts), batch);
         }
-        let count = batch.len() as u64;
-        let body = encode(batch, service);
-        let body = Bytes::from(body);
-        let sent = runtime.block_on(async { tokio::time::timeout(TIMEOUT, post(endpoint, &mut kept, body)).await });
-        match sent {
-            Ok(Ok(())) => counts.exported.add(count),
-            Ok(Err(why)) => fail(counts, count, endpoint, &why),
-            Err(_) => fail(counts, count, endpoint, &format!("no answer within {TIMEOUT:?}")),
+        if closed {
+            return;
         }
+    }
+}
+
+/// Sends one batch, counting what became of it.
+fn send(
+    runtime: &tokio::runtime::Runtime,
+    kept: &mut Option<Sender>,
+    (endpoint, service, counts): (&TraceEndpoint, &str, &TraceSpans),
+    batch: Vec<RequestSpan>,
+) {
+    let count = batch.len() as u64;
+    let body = Bytes::from(encode(batch, service));
+    let sent = runtime.block_on(async { tokio::time::timeout(TIMEOUT, post(endpoint, kept, body)).await });
+    match sent {
+        Ok(Ok(())) => counts.exported.add(count),
+        Ok(Err(why)) => fail(counts, count, endpoint, &why),
+        Err(_) => fail(counts, count, endpoint, &format!("no answer within {TIMEOUT:?}")),
     }
 }
 

@@ -366,3 +366,43 @@ async fn a_request_no_server_answered_has_a_span_for_each_failed_try() {
         assert_eq!(client.parent_span_id, servers[0].span_id);
     }
 }
+
+#[tokio::test]
+async fn a_collector_that_never_answers_fills_the_queue_and_the_rest_is_dropped_and_counted() {
+    let _shared = support::shared();
+    let app = Upstream::named("app").await;
+    // Accepts and never answers: the exporter waits on its first batch.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let text_config = config(silent_addr, app.addr, "1.0")
+        .replace(
+            "service_name = \"edge-1\"",
+            "service_name = \"edge-1\"\nqueue = 4",
+        )
+        .replace(
+            "limit = [{ zone = \"per_ip\", burst = 5, nodelay = true }]",
+            "",
+        );
+    let gw = gateway(&text_config);
+    for _ in 0..30 {
+        assert_eq!(send(addr(&gw), request(None)).await.status, 200);
+    }
+    let admin = gw.admin_addr().unwrap();
+    // Each request is one span: at most the queue's 4 and a batch of 4 in the hung post
+    // are held; the others are dropped, none waited for.
+    let scraped = crate::metrics::scrape_until(admin, |s| {
+        s.get("tollgate_trace_spans_total{result=\"dropped\"}") >= 22.0
+    })
+    .await;
+    assert_eq!(
+        scraped.get("tollgate_trace_spans_total{result=\"exported\"}"),
+        0.0
+    );
+    held.abort();
+}
