@@ -8,6 +8,7 @@ seconds (so the per-zone charts, which the tab draws from what it has seen, have
 then takes the PNG through the DevTools protocol.
 
   python3 examples/admin-screenshot.py http://127.0.0.1:9099/ docs/admin.png --wait 60
+  python3 examples/admin-screenshot.py http://127.0.0.1:9099/ docs/admin.png --lookup 10.4.0.1 --height 1700
 """
 
 import argparse
@@ -107,8 +108,9 @@ def chromium():
     return found
 
 
-def shoot(url, path, wait, size=(1280, 1100)):
-    """Opens `url`, waits `wait` seconds, and writes a PNG of the window to `path`."""
+def shoot(url, path, wait, size=(1280, 1100), lookup=None):
+    """Opens `url`, waits `wait` seconds, and writes a PNG of the window to `path`; with
+    `lookup`, the key is typed into "Look up a key" first."""
     with tempfile.TemporaryDirectory() as profile:
         browser = subprocess.Popen(
             [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -134,6 +136,12 @@ def shoot(url, path, wait, size=(1280, 1100)):
                        session)
             tools.call("Page.navigate", {"url": url}, session)
             time.sleep(wait)
+            if lookup:
+                typed = json.dumps(lookup)
+                script = (f"document.getElementById('lookup-key').value = {typed};"
+                          "document.getElementById('lookup-form').requestSubmit();")
+                tools.call("Runtime.evaluate", {"expression": script}, session)
+                time.sleep(2)
             shot = tools.call("Page.captureScreenshot", {"format": "png"}, session)
             with open(path, "wb") as out:
                 out.write(base64.b64decode(shot["data"]))
@@ -147,8 +155,10 @@ def main():
     parser.add_argument("url")
     parser.add_argument("png")
     parser.add_argument("--wait", type=float, default=60, help="seconds the page polls before the shot")
+    parser.add_argument("--lookup", help="a key to type into \"Look up a key\" before the shot")
+    parser.add_argument("--height", type=int, default=1100, help="the window's height")
     args = parser.parse_args()
-    shoot(args.url, args.png, args.wait)
+    shoot(args.url, args.png, args.wait, (1280, args.height), args.lookup)
     print(f"screenshot: {args.png}")
 
 

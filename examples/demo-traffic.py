@@ -38,6 +38,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GATEWAY = ("127.0.0.1", 8088)
 ADMIN = ("127.0.0.1", 9099)
+# The key the screenshot looks up: the first brute-force client's address.
+BRUTE_LOOKUP = "10.4.0.1"
 UPSTREAM = ("127.0.0.1", 3088)
 
 
@@ -198,7 +200,8 @@ def screenshot(path, wait):
     helper = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helper)
     try:
-        helper.shoot(f"http://{ADMIN[0]}:{ADMIN[1]}/", path, wait)
+        # The shot shows "Look up a key" filled in for one of the brute-force clients.
+        helper.shoot(f"http://{ADMIN[0]}:{ADMIN[1]}/", path, wait, (1280, 1700), BRUTE_LOOKUP)
         print(f"screenshot: {path}")
     except (OSError, subprocess.SubprocessError) as err:
         print(f"no screenshot: {err}", file=sys.stderr)

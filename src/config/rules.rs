@@ -157,18 +157,9 @@ pub(super) fn rules(
     // that the rules' problems are reported too.
     let checked = forwarded.unwrap_or(inherited.forwarded);
     let headers = headers::header_rules(raw, pattern, checked, maps, diag);
-    let limits = match raw.limit {
-        None => Some(None),
-        Some(list) => limits::limits(list, zones, cost, diag).map(Some),
-    };
-    let access = match raw.access {
-        None => Some(None),
-        Some(list) => access::access_rules(list, diag).map(Some),
-    };
-    let limit_status = match raw.limit_status {
-        None => Some(None),
-        Some(value) => limits::limit_status(value, diag).map(Some),
-    };
+    let limits = own(raw.limit, |list| limits::limits(list, zones, cost, diag));
+    let access = own(raw.access, |list| access::access_rules(list, diag));
+    let limit_status = own(raw.limit_status, |value| limits::limit_status(value, diag));
     let client_max_body_size = match raw.client_max_body_size {
         None => Some(None),
         Some(value) => diag
@@ -186,22 +177,10 @@ pub(super) fn rules(
     let cookie_path = cookie(raw.cookie_path, Attribute::Path);
     let cookie_domain = cookie(raw.cookie_domain, Attribute::Domain);
     let timeouts = timeouts(raw, diag);
-    let error_pages = match raw.error_pages {
-        None => Some(None),
-        Some(table) => error_pages::error_pages(table, diag).map(Some),
-    };
-    let compress = match raw.compress {
-        None => Some(None),
-        Some(written) => compress::compress(written, diag).map(Some),
-    };
-    let auth = match raw.auth {
-        None => Some(None),
-        Some(written) => auth::auth(written, context.base, diag).map(Some),
-    };
-    let log = match raw.log {
-        None => Some(None),
-        Some(written) => super::log::setting(written.get_ref(), context.base, diag).map(Some),
-    };
+    let error_pages = own(raw.error_pages, |table| error_pages::error_pages(table, diag));
+    let compress = own(raw.compress, |written| compress::compress(written, diag));
+    let auth = own(raw.auth, |written| auth::auth(written, context.base, diag));
+    let log = own(raw.log, |written| super::log::setting(written.get_ref(), context.base, diag));
     let (headers, sets) = headers?;
     let forwarded = forwarded?;
     Some(Rules {
@@ -225,6 +204,15 @@ pub(super) fn rules(
         satisfy: raw.satisfy,
         log: log?,
     })
+}
+
+/// A key's value as `read` makes it of what is `written`: `Some(None)` when the key is not
+/// written, `None` when it is wrong (reported).
+fn own<W, T>(written: Option<W>, read: impl FnOnce(W) -> Option<T>) -> Option<Option<T>> {
+    match written {
+        None => Some(None),
+        Some(written) => read(written).map(Some),
+    }
 }
 
 /// The table's `forwarded_headers`, else the one it inherits; an own list that has

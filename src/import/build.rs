@@ -218,6 +218,12 @@ impl Build {
                 body: Some(sp(zone_table(zone))),
             });
         }
+        raw.sites = Some((0..0, self.sites()));
+        (raw, self.notes)
+    }
+
+    /// The `[[site]]`s, their notes kept; one answering 404 when nginx had no `server {}`.
+    fn sites(&mut self) -> Vec<Option<RawSiteEntry>> {
         let mut sites = Vec::new();
         for (i, site) in std::mem::take(&mut self.sites).into_iter().enumerate() {
             let mut notes = SiteNotes {
@@ -266,8 +272,7 @@ impl Build {
                 locations: vec![Some(sp(location))],
             }));
         }
-        raw.sites = Some((0..0, sites));
-        (raw, self.notes)
+        sites
     }
 
     /// Whether `real_ip_header proxy_protocol` was written.

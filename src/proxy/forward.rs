@@ -217,13 +217,11 @@ pub(super) async fn forward(
             .await;
         let exchange = match sent {
             Ok(exchange) => exchange,
-            Err(err) => match attempts.failed(err, group, server, pooled) {
-                Ok(request) => {
-                    unsent = Some(request);
-                    continue;
-                }
-                Err(err) => return Err(Stopped::Failed(err, attempts.take_failures())),
-            },
+            Err(err) => {
+                let failed = attempts.failed(err, group, server, pooled);
+                unsent = Some(failed.map_err(|err| Stopped::Failed(err, attempts.take_failures()))?);
+                continue;
+            }
         };
         let worker = ctx.conn.worker;
         let (status, upstream_time) =
@@ -245,8 +243,7 @@ pub(super) async fn forward(
             failed: attempts.take_failures(),
         });
     }
-    let failed = attempts.take_failures();
-    Err(Stopped::Failed(attempts.give_up(group), failed))
+    Err(attempts.stopped(group))
 }
 
 /// The client's side of a WebSocket handshake, which the tunnel takes over after a 101.

@@ -178,6 +178,12 @@ impl Attempts {
         })
     }
 
+    /// No try is left: the answer to the failure, with the tries that failed.
+    pub(in crate::proxy) fn stopped(mut self, group: &Group) -> super::Stopped {
+        let failed = self.take_failures();
+        super::Stopped::Failed(self.give_up(group), failed)
+    }
+
     /// A request that was (partly) sent goes on only if it can be sent again
     /// unchanged; otherwise `err` is the answer.
     fn again(
