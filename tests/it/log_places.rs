@@ -1,6 +1,7 @@
 //! Access logs per site and location (nginx's `access_log` in `server` and `location`):
 //! each request's line goes to the log of where it ended, in that log's format, and
-//! `access = "off"` silences only the table that says it.
+//! `access = "off"` silences only the table that says it; the same requests through real
+//! nginx with the same `access_log`s land in the same files, line for line.
 
 use crate::support;
 
@@ -127,4 +128,77 @@ async fn a_reload_moves_a_location_to_its_new_log() {
         ["now /quiet"]
     );
     assert_eq!(log_lines(&dir.path().join("a.log"), 1).await, ["a /x 1 /"]);
+}
+
+#[tokio::test]
+async fn lines_go_to_the_files_nginx_writes_them_to() {
+    let _shared = support::shared();
+    if !support::nginx::available("logs per server and location") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let [ours, theirs] = ["tollgate", "nginx"].map(|side| {
+        let at = dir.path().join(side);
+        std::fs::create_dir(&at).unwrap();
+        at
+    });
+    let template = "$host $request_uri $status";
+    // nginx: `access_log off` in http {} (support::nginx::http); a.test logs to a.log,
+    // its /quiet nowhere, its /other to o.log; c.test's 404s to c.log; b.test nowhere.
+    let nginx = support::nginx::Nginx::start(
+        |root, port| {
+            let t = theirs.display();
+            let servers = format!(
+                "log_format t '{template}';\n\
+                 server {{ listen 127.0.0.1:{port}; server_name a.test; access_log {t}/a.log t;\n\
+                   location / {{ return 200 a; }}\n\
+                   location /quiet {{ access_log off; return 200 q; }}\n\
+                   location /other {{ access_log {t}/o.log t; return 200 o; }} }}\n\
+                 server {{ listen 127.0.0.1:{port} default_server; server_name b.test;\n\
+                   location /b/ {{ return 200 b; }} }}\n\
+                 server {{ listen 127.0.0.1:{port}; server_name c.test; access_log {t}/c.log t;\n\
+                   location /c/ {{ return 200 c; }} }}\n"
+            );
+            support::nginx::http(root, &servers)
+        },
+        &[],
+    );
+    let o = ours.display();
+    let gw = gateway(&format!(
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n[log]\naccess = \"off\"\n\
+         [[site]]\nnames = [\"a.test\"]\nlog = {{ access = \"{o}/a.log\", format = \"{template}\" }}\n\
+         [[site.location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"a\" }}\n\
+         [[site.location]]\nmatch = \"/quiet\"\nreturn = {{ status = 200, body = \"q\" }}\nlog = {{ access = \"off\" }}\n\
+         [[site.location]]\nmatch = \"/other\"\nreturn = {{ status = 200, body = \"o\" }}\nlog = {{ access = \"{o}/o.log\" }}\n\
+         [[site]]\nnames = [\"b.test\"]\ndefault = true\n\
+         [[site.location]]\nmatch = \"/b/\"\nreturn = {{ status = 200, body = \"b\" }}\n\
+         [[site]]\nnames = [\"c.test\"]\nlog = {{ access = \"{o}/c.log\", format = \"{template}\" }}\n\
+         [[site.location]]\nmatch = \"/c/\"\nreturn = {{ status = 200, body = \"c\" }}\n"
+    ));
+    let asked = [
+        ("a.test", "/x"),
+        ("a.test", "/quiet"),
+        ("a.test", "/other/1"),
+        ("b.test", "/b/1"),
+        ("b.test", "/nope"),
+        ("c.test", "/zzz"),
+        ("c.test", "/c/1"),
+        ("a.test", "/y"),
+    ];
+    for (host, path) in asked {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        support::raw::exchange(addr(&gw), request.as_bytes()).await;
+        support::raw::exchange(nginx.addr, request.as_bytes()).await;
+    }
+    for (file, count) in [("a.log", 2), ("o.log", 1), ("c.log", 2)] {
+        let theirs = log_lines(&theirs.join(file), count).await;
+        assert_eq!(log_lines(&ours.join(file), count).await, theirs, "{file}");
+    }
+    // Wherever nginx writes nothing, tollgate writes nothing.
+    let mut files: Vec<String> = std::fs::read_dir(&ours)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["a.log", "c.log", "o.log"]);
 }
