@@ -26,6 +26,8 @@ pub(crate) struct Logs {
     headers: Box<[HeaderName]>,
     request_id: bool,
     limit_key: bool,
+    /// Some log is not `off`: requests keep a record for their line.
+    any: bool,
 }
 
 impl Logs {
@@ -50,6 +52,7 @@ impl Logs {
             main: opened.first().and_then(|(_, log)| log.clone()),
             request_id: all().any(|log| log.wants_request_id()),
             limit_key: all().any(|log| log.wants_limit_key()),
+            any: all().next().is_some(),
             headers: captured.into(),
             opened,
             destinations,
@@ -86,7 +89,7 @@ impl Logs {
 
     /// Whether any line is written at all.
     pub(crate) fn any(&self) -> bool {
-        self.opened.iter().any(|(_, log)| log.is_some())
+        self.any
     }
 
     /// The request headers a request captures for its line.

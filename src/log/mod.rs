@@ -54,6 +54,8 @@ enum Format {
 pub struct AccessLog {
     format: Format,
     to: Arc<Destination>,
+    /// Its lines write `$bytes_sent` (asked for every HTTP/2 and HTTP/3 answer).
+    bytes_sent: bool,
 }
 
 /// A place lines go, and the lines waiting for the flusher ([`logs`]) to write them
@@ -171,7 +173,8 @@ impl AccessLog {
             }
             LogFormat::Template(template) => Format::Line(Line::new(template, captured)),
         };
-        Ok(AccessLog { format, to })
+        let bytes_sent = matches!(&format, Format::Line(line) if line.names(&config::LogVar::BytesSent));
+        Ok(AccessLog { format, to, bytes_sent })
     }
 
     /// Whether lines carry `$request_id` (the `json` format, or a template naming it).
@@ -190,7 +193,7 @@ impl AccessLog {
     /// Whether lines name `$bytes_sent` (then an HTTP/2 or HTTP/3 answer's head is
     /// measured).
     pub(crate) fn wants_bytes_sent(&self) -> bool {
-        matches!(&self.format, Format::Line(line) if line.names(&config::LogVar::BytesSent))
+        self.bytes_sent
     }
 
     /// Appends one line.

@@ -45,7 +45,6 @@ use crate::limit::outcome::{InFlight, Outcome};
 use crate::log::{AccessLog, Logs};
 use crate::metrics::cells::{Counter, PerWorker};
 use crate::metrics::{LocationStats, ZoneStats};
-use crate::routing;
 use crate::upstream::{Group, Lease, ResponseBody};
 use crate::vars;
 pub(crate) use header_rules::HeaderRules;
@@ -61,6 +60,7 @@ pub(crate) use limit_phase::ApiKeys;
 pub(crate) use logged::Logged;
 pub(crate) use response::Fixed;
 pub(crate) use site::{Site, Sites};
+use site::Unrouted;
 
 /// Everything the pipeline needs, built once per configuration by the snapshot.
 pub(crate) struct Pipeline {
@@ -518,41 +518,8 @@ impl Pipeline {
             .is_some_and(|real_ip| real_ip.trusts(peer))
     }
 
-    /// The location for this request (in the site its address and host pick), its
-    /// normalized path, and whether nginx's trailing-slash 301 answers it
-    /// (`slash_redirect`); or the 400/404 that ends it.
-    fn route<'p>(
-        &self,
-        target: &'p http::Uri,
-        req: &Request<ClientBody>,
-        conn: &Conn,
-    ) -> Result<Found<'_, 'p>, Unrouted<'_, 'p>> {
-        let path = routing::normalize_path(target.path())
-            .map_err(|_| Unrouted::Refused(StatusCode::BAD_REQUEST))?;
-        // A connection left on a listener a reload removed: 421 and close, so that
-        // the client asks again on an address that is configured.
-        let site = self
-            .sites
-            .select(conn, || host_of(req))
-            .ok_or(Unrouted::Refused(StatusCode::MISDIRECTED_REQUEST))?;
-        if let Some(auth) = &site.client_auth {
-            auth.admit(conn.https, conn.tls.as_deref(), host_of(req))
-                .map_err(Unrouted::ClientCertificate)?;
-        }
-        let (index, slashless) = match site.router.route(&path) {
-            Some(routing::Routed::Location(index)) => (index, false),
-            Some(routing::Routed::AddSlash(index)) => (index, true),
-            None => return Err(Unrouted::NotFound(site, path)),
-        };
-        match site.locations.get(index) {
-            Some(location) => Ok((site, location, path, slashless)),
-            None => Err(Unrouted::NotFound(site, path)),
-        }
-    }
 }
 
-/// Why a request has no location: a refusal (400, 421), or no location of its site
-/// matches its path (404).
 /// The 400 of a request whose path `upstream_path` would take out of the root, settled
 /// with the zones (`pending`) and carrying the location's rules for its own answers.
 fn bad_target(
@@ -578,17 +545,6 @@ enum Located<'s, 'p> {
     Found(&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>),
     /// With the error pages that may replace the answer, and their site.
     Answered(Response<ResponseBody>, Option<(&'s Site, &'s crate::config::ErrorPages)>),
-}
-
-/// A request's site and location, its normalized path, and whether nginx's
-/// trailing-slash 301 answers it.
-type Found<'s, 'p> = (&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>, bool);
-
-enum Unrouted<'s, 'p> {
-    Refused(StatusCode),
-    /// The site's `client_certificates` refuse the connection's.
-    ClientCertificate(crate::tls::Refusal),
-    NotFound(&'s Site, std::borrow::Cow<'p, [u8]>),
 }
 
 /// nginx's `client_max_body_size` check, made for every request of the location (a

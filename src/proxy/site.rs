@@ -1,10 +1,15 @@
 //! The sites of a configuration at run time: which one answers a request (by the
-//! address it arrived on and its host, `routing::sites`), and each site's locations.
+//! address it arrived on and its host, `routing::sites`), each site's locations, and the
+//! request's location among them ([`super::Pipeline::route`]).
+
+use http::{Request, StatusCode};
 
 use crate::config::Address;
 use crate::routing::sites::Selector;
-use crate::routing::Router;
+use crate::routing::{self, Router};
+use crate::wire::body::ClientBody;
 
+use super::fill::host_of;
 use super::{Conn, HeaderRules, Location};
 
 /// One site, ready to route within.
@@ -49,5 +54,52 @@ impl Sites {
             .iter()
             .find(|(address, _)| *address == conn.address)?;
         self.sites.get(selector.select(host())?)
+    }
+}
+
+/// A request's site and location, its normalized path, and whether nginx's
+/// trailing-slash 301 answers it.
+pub(super) type Found<'s, 'p> = (&'s Site, &'s Location, std::borrow::Cow<'p, [u8]>, bool);
+
+/// Why a request has no location: a refusal (400, 421), the site's client certificate
+/// check, or no location of its site matches its path (404).
+pub(super) enum Unrouted<'s, 'p> {
+    Refused(StatusCode),
+    /// The site's `client_certificates` refuse the connection's.
+    ClientCertificate(crate::tls::Refusal),
+    NotFound(&'s Site, std::borrow::Cow<'p, [u8]>),
+}
+
+impl super::Pipeline {
+    /// The location for this request (in the site its address and host pick), its
+    /// normalized path, and whether nginx's trailing-slash 301 answers it
+    /// (`slash_redirect`); or the 400/404 that ends it.
+    pub(super) fn route<'p>(
+        &self,
+        target: &'p http::Uri,
+        req: &Request<ClientBody>,
+        conn: &Conn,
+    ) -> Result<Found<'_, 'p>, Unrouted<'_, 'p>> {
+        let path = routing::normalize_path(target.path())
+            .map_err(|_| Unrouted::Refused(StatusCode::BAD_REQUEST))?;
+        // A connection left on a listener a reload removed: 421 and close, so that
+        // the client asks again on an address that is configured.
+        let site = self
+            .sites
+            .select(conn, || host_of(req))
+            .ok_or(Unrouted::Refused(StatusCode::MISDIRECTED_REQUEST))?;
+        if let Some(auth) = &site.client_auth {
+            auth.admit(conn.https, conn.tls.as_deref(), host_of(req))
+                .map_err(Unrouted::ClientCertificate)?;
+        }
+        let (index, slashless) = match site.router.route(&path) {
+            Some(routing::Routed::Location(index)) => (index, false),
+            Some(routing::Routed::AddSlash(index)) => (index, true),
+            None => return Err(Unrouted::NotFound(site, path)),
+        };
+        match site.locations.get(index) {
+            Some(location) => Ok((site, location, path, slashless)),
+            None => Err(Unrouted::NotFound(site, path)),
+        }
     }
 }
