@@ -181,6 +181,13 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// The request ended in `location` (another than its own after an internal redirect:
+    /// `try_files`, a rewrite, an error page): its line goes to that location's log, as
+    /// nginx's does.
+    pub(super) fn ended_at(&mut self, location: &'a super::Location) {
+        self.log = location.log.as_ref();
+    }
+
     /// The request's site has no location for it: it is logged where the site says.
     pub(super) fn site(&mut self, site: &'a super::site::Site) {
         self.log = site.log.as_ref();

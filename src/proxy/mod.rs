@@ -349,6 +349,7 @@ impl Pipeline {
         let answering = turn.location;
         self.respond((location, answering), &mut turn, &limited);
         internal::finish_body(answering, &mut turn.response, accepted.as_ref());
+        log.ended_at(answering);
         log.hold(limited.in_flight);
         log.finish(turn.response, turn.lease)
     }

@@ -144,7 +144,8 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
     });
     let template = "$host $request_uri $status";
     // nginx: `access_log off` in http {} (support::nginx::http); a.test logs to a.log,
-    // its /quiet nowhere, its /other to o.log; c.test's 404s to c.log; b.test nowhere.
+    // its /quiet nowhere, its /other to o.log, its /gone's error page to p.log; c.test's
+    // 404s to c.log; b.test nowhere.
     let nginx = support::nginx::Nginx::start(
         |root, port| {
             let t = theirs.display();
@@ -153,7 +154,9 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
                  server {{ listen 127.0.0.1:{port}; server_name a.test; access_log {t}/a.log t;\n\
                    location / {{ return 200 a; }}\n\
                    location /quiet {{ access_log off; return 200 q; }}\n\
-                   location /other {{ access_log {t}/o.log t; return 200 o; }} }}\n\
+                   location /other {{ access_log {t}/o.log t; return 200 o; }}\n\
+                   location /gone {{ error_page 404 /missing.html; return 404; }}\n\
+                   location = /missing.html {{ access_log {t}/p.log t; return 404 missing; }} }}\n\
                  server {{ listen 127.0.0.1:{port} default_server; server_name b.test;\n\
                    location /b/ {{ return 200 b; }} }}\n\
                  server {{ listen 127.0.0.1:{port}; server_name c.test; access_log {t}/c.log t;\n\
@@ -170,6 +173,8 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
          [[site.location]]\nmatch = \"/\"\nreturn = {{ status = 200, body = \"a\" }}\n\
          [[site.location]]\nmatch = \"/quiet\"\nreturn = {{ status = 200, body = \"q\" }}\nlog = {{ access = \"off\" }}\n\
          [[site.location]]\nmatch = \"/other\"\nreturn = {{ status = 200, body = \"o\" }}\nlog = {{ access = \"{o}/o.log\" }}\n\
+         [[site.location]]\nmatch = \"/gone\"\nreturn = {{ status = 404 }}\nerror_pages = {{ \"404\" = \"/missing.html\" }}\n\
+         [[site.location]]\nmatch = \"= /missing.html\"\nreturn = {{ status = 404, body = \"missing\" }}\nlog = {{ access = \"{o}/p.log\" }}\n\
          [[site]]\nnames = [\"b.test\"]\ndefault = true\n\
          [[site.location]]\nmatch = \"/b/\"\nreturn = {{ status = 200, body = \"b\" }}\n\
          [[site]]\nnames = [\"c.test\"]\nlog = {{ access = \"{o}/c.log\", format = \"{template}\" }}\n\
@@ -179,6 +184,7 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
         ("a.test", "/x"),
         ("a.test", "/quiet"),
         ("a.test", "/other/1"),
+        ("a.test", "/gone/1"),
         ("b.test", "/b/1"),
         ("b.test", "/nope"),
         ("c.test", "/zzz"),
@@ -190,7 +196,8 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
         support::raw::exchange(addr(&gw), request.as_bytes()).await;
         support::raw::exchange(nginx.addr, request.as_bytes()).await;
     }
-    for (file, count) in [("a.log", 2), ("o.log", 1), ("c.log", 2)] {
+    // The error page's location writes the line of the request that ended there.
+    for (file, count) in [("a.log", 2), ("o.log", 1), ("c.log", 2), ("p.log", 1)] {
         let theirs = log_lines(&theirs.join(file), count).await;
         assert_eq!(log_lines(&ours.join(file), count).await, theirs, "{file}");
     }
@@ -200,5 +207,5 @@ async fn lines_go_to_the_files_nginx_writes_them_to() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     files.sort();
-    assert_eq!(files, ["a.log", "c.log", "o.log"]);
+    assert_eq!(files, ["a.log", "c.log", "o.log", "p.log"]);
 }
