@@ -34,6 +34,8 @@ const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 pub(crate) struct Tracer {
     /// A new trace is kept when a random `u64` is below this (`sample` of `u64::MAX`).
     threshold: u64,
+    /// `parents_from`: the clients whose `traceparent` is believed (`None`: all).
+    parents_from: Option<Vec<ipnet::IpNet>>,
     trace_keys: bool,
     /// Keys the zone key digests (a per-process secret: digests cannot be reversed by
     /// trying keys offline, nor compared across restarts).
@@ -42,12 +44,18 @@ pub(crate) struct Tracer {
 }
 
 impl Tracer {
+    /// Whether `client`'s `traceparent` is believed (`parents_from`).
+    fn believes(&self, client: IpAddr) -> bool {
+        self.parents_from.as_ref().is_none_or(|networks| networks.iter().any(|net| net.contains(&client)))
+    }
+
     /// `settings` running, its exporter thread started.
     pub(crate) fn start(settings: &Trace, counts: Arc<TraceSpans>) -> Tracer {
         // 1.0 keeps all: the threshold is then u64::MAX, and every draw but one is below.
         let threshold = (settings.sample * u64::MAX as f64) as u64;
         Tracer {
             threshold,
+            parents_from: settings.parents_from.clone(),
             trace_keys: settings.trace_keys,
             digest: std::collections::hash_map::RandomState::new(),
             queue: export::Queue::start(Arc::clone(&settings.endpoint), settings.queue, settings.service_name.clone(), counts),
@@ -56,13 +64,19 @@ impl Tracer {
 
     /// The span of `req` (from `client`, arriving now), when it is sampled; its
     /// `traceparent` then names the span, for the upstream. `random` draws the sampling
-    /// and the ids. An unsampled request costs a header lookup and a draw.
+    /// and the ids. An unsampled request costs a header lookup and a draw. A client
+    /// `parents_from` does not name has its `traceparent` and `tracestate` taken out.
     pub(crate) fn begin<B>(
         &self,
         req: &mut Request<B>,
         client: IpAddr,
         random: &mut impl FnMut() -> u64,
     ) -> Option<Box<RequestSpan>> {
+        if !self.believes(client) {
+            // Neither goes on: the upstream starts afresh, or from the gateway's span.
+            req.headers_mut().remove(&TRACEPARENT);
+            req.headers_mut().remove(&TRACESTATE);
+        }
         let mut told = req.headers().get_all(&TRACEPARENT).iter();
         // Two `traceparent`s are none (W3C Trace Context): neither is believed.
         let parent = match (told.next(), told.next()) {
@@ -221,10 +235,13 @@ mod tests {
     use super::*;
 
     fn tracer(sample: f64, trace_keys: bool) -> Tracer {
+        tracer_with(&format!("sample = {sample:?}\ntrace_keys = {trace_keys}\n"))
+    }
+
+    /// A tracer of `[trace]` with `more` keys.
+    fn tracer_with(more: &str) -> Tracer {
         let config = crate::config::from_str(
-            &format!(
-                "[server]\nlisten = [\"127.0.0.1:1\"]\n[trace]\notlp = \"http://127.0.0.1:9/v1/traces\"\nsample = {sample:?}\ntrace_keys = {trace_keys}\n"
-            ),
+            &format!("[server]\nlisten = [\"127.0.0.1:1\"]\n[trace]\notlp = \"http://127.0.0.1:9/v1/traces\"\n{more}"),
             std::path::Path::new("/nonexistent/gateway.toml"),
         )
         .unwrap();
@@ -260,6 +277,26 @@ mod tests {
         let mut req = request(Some(unsampled));
         assert!(tracer(1.0, false).begin(&mut req, client, &mut low).is_none());
         assert_eq!(req.headers()[&TRACEPARENT], unsampled);
+    }
+
+    #[test]
+    fn a_parent_is_believed_only_from_the_clients_parents_from_names() {
+        let tracer = tracer_with("sample = 0.0\nparents_from = [\"10.0.0.0/8\"]\n");
+        let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut low = || 1u64;
+        let mut inside = request(Some(sampled));
+        assert!(tracer.begin(&mut inside, "10.1.2.3".parse().unwrap(), &mut low).is_some());
+        // From elsewhere: no trace forced, and neither header goes on upstream.
+        let mut outside = request(Some(sampled));
+        outside.headers_mut().insert(TRACESTATE, http::HeaderValue::from_static("vendor=x"));
+        assert!(tracer.begin(&mut outside, "192.0.2.1".parse().unwrap(), &mut low).is_none());
+        assert!(!outside.headers().contains_key(&TRACEPARENT) && !outside.headers().contains_key(&TRACESTATE));
+        // Kept by its own draw, it starts a trace of its own.
+        let kept = tracer_with("sample = 1.0\nparents_from = [\"10.0.0.0/8\"]\n");
+        let mut outside = request(Some(sampled));
+        let span = kept.begin(&mut outside, "192.0.2.1".parse().unwrap(), &mut low).expect("kept by the draw");
+        assert_eq!(span.parent, None);
+        assert_ne!(span.trace_id[..], [0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36]);
     }
 
     #[test]

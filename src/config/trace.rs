@@ -2,7 +2,8 @@
 //! the collector's traces URL (`http://127.0.0.1:4318/v1/traces`); `sample` the share of
 //! new traces kept (a request whose `traceparent` says its caller sampled it is always
 //! kept); `trace_keys` puts zone keys in spans as they are (else as a digest);
-//! `service_name` names the gateway in them; `queue` bounds the spans waiting for export.
+//! `service_name` names the gateway in them; `queue` bounds the spans waiting for export;
+//! `parents_from` names the clients whose `traceparent` is believed (absent: everyone's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,8 @@ pub(crate) struct Trace {
     pub trace_keys: bool,
     pub service_name: String,
     pub queue: usize,
+    /// `None`: every client's `traceparent` is believed.
+    pub parents_from: Option<Vec<ipnet::IpNet>>,
 }
 
 /// Where spans are posted.
@@ -72,6 +75,13 @@ pub(super) fn trace(raw: RawTrace, span: &std::ops::Range<usize>, diag: &mut Dia
             }
         },
     };
+    let parents_from = match &raw.parents_from {
+        None => Some(None),
+        Some(list) => {
+            let networks = list.get_ref().iter().map(|item| diag.check(item.span(), super::values::network(item.get_ref())));
+            super::validate::all(networks).map(Some)
+        }
+    };
     let service_name = raw.service_name.map_or_else(|| "tollgate".to_owned(), |name| name.into_inner());
     let endpoint = endpoint?;
     Some(Trace {
@@ -85,5 +95,6 @@ pub(super) fn trace(raw: RawTrace, span: &std::ops::Range<usize>, diag: &mut Dia
         trace_keys: raw.trace_keys.unwrap_or(false),
         service_name,
         queue: queue?,
+        parents_from: parents_from?,
     })
 }

@@ -98,7 +98,7 @@ fn instead(name: &str) -> Option<&'static str> {
         "autoindex" => "no directory listings: a directory without an index answers 403",
         "otel_exporter" | "otel_trace" | "otel_trace_context" | "otel_service_name" | "otel_span_name"
         | "otel_span_attr" | "otel_resource_attr" => {
-            "OpenTelemetry: write `[trace] otlp = \"http://COLLECTOR:4318/v1/traces\"` and `sample` (OTLP over HTTP, not gRPC; a sampled `traceparent` is always continued)"
+            "OpenTelemetry: write `[trace] otlp = \"http://COLLECTOR:4318/v1/traces\"` and `sample` (OTLP over HTTP, not gRPC; a sampled `traceparent` is continued, from the clients `parents_from` names if it is written)"
         }
         "internal" => "no internal-only locations: a location answers every request it matches",
         "recursive_error_pages" => "an error page's own error is answered as it is, never paged again",

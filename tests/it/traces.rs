@@ -406,3 +406,45 @@ async fn a_collector_that_never_answers_fills_the_queue_and_the_rest_is_dropped_
     );
     held.abort();
 }
+
+#[tokio::test]
+async fn parents_from_believes_a_callers_traceparent_only_from_the_clients_it_names() {
+    let _shared = support::shared();
+    let (otlp, spans) = collector().await;
+    let app = Upstream::named("app").await;
+    // The client is the X-Forwarded-For address [real_ip] believes from 127.0.0.1.
+    let text_config = config(otlp.addr, app.addr, "0.0").replace(
+        "service_name = \"edge-1\"",
+        "service_name = \"edge-1\"\nparents_from = [\"10.0.0.0/8\"]",
+    ) + "[real_ip]\ntrusted = [\"127.0.0.1\"]\n";
+    let gw = gateway(&text_config);
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for client in ["192.0.2.1", "10.1.2.3"] {
+        let mut req = request(Some(caller));
+        req.headers_mut()
+            .insert("x-forwarded-for", client.parse().unwrap());
+        req.headers_mut()
+            .insert("tracestate", http::HeaderValue::from_static("vendor=x"));
+        assert_eq!(send(addr(&gw), req).await.status, 200);
+    }
+    let seen: Vec<(Option<String>, Option<String>)> = (app.seen.lock().unwrap().iter())
+        .map(|seen| {
+            let header = |name: &str| {
+                seen.headers
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_owned())
+            };
+            (header("traceparent"), header("tracestate"))
+        })
+        .collect();
+    // From outside: no trace, and neither header reaches the upstream.
+    assert_eq!(seen[0], (None, None));
+    // From inside: the caller's trace goes on, through the gateway's span.
+    let told = seen[1].0.clone().unwrap();
+    assert!(
+        told.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && told != caller,
+        "{told}"
+    );
+    let spans = spans_arrived(&spans, 2).await;
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+}

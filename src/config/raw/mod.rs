@@ -312,6 +312,8 @@ pub(crate) struct RawTrace {
     pub trace_keys: Option<bool>,
     pub service_name: Option<Spanned<String>>,
     pub queue: Option<Spanned<i64>>,
+    /// The clients whose `traceparent` is believed (addresses or networks).
+    pub parents_from: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[quic]` (`config/quic.rs`).

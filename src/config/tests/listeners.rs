@@ -155,7 +155,10 @@ fn the_trace_section_needs_its_collector_and_checks_its_numbers() {
     assert_eq!(messages(&format!("{url}sample = 1.5\n")), ["invalid sample 1.5: expected a share from 0.0 to 1.0"]);
     assert_eq!(messages(&format!("{url}queue = 0\n")), ["invalid queue 0: expected 1 to 1048576 spans"]);
     assert!(messages("otlp = \"ftp://x\"\n")[0].starts_with("invalid url"), "{:?}", messages("otlp = \"ftp://x\"\n"));
+    let bad_network = messages(&format!("{url}parents_from = [\"10.0.0.0/8\", \"10.0.0.0/33\"]\n"));
+    assert!(bad_network.len() == 1 && bad_network[0].contains("10.0.0.0/33"), "{bad_network:?}");
     let config = crate::config::from_str(&format!("[server]\nlisten = [\"127.0.0.1:1\"]\n[trace]\n{url}"), Path::new("/x/gateway.toml")).unwrap();
     let trace = config.trace.unwrap();
     assert_eq!((trace.sample, trace.queue, trace.trace_keys, trace.service_name.as_str()), (0.01, 2048, false, "tollgate"));
+    assert_eq!(trace.parents_from, None);
 }
