@@ -78,8 +78,14 @@ pub(super) fn trace(raw: RawTrace, span: &std::ops::Range<usize>, diag: &mut Dia
     let parents_from = match &raw.parents_from {
         None => Some(None),
         Some(list) => {
-            let networks = list.get_ref().iter().map(|item| diag.check(item.span(), super::values::network(item.get_ref())));
-            super::validate::all(networks).map(Some)
+            let mut valid = true;
+            let mut networks = Vec::with_capacity(list.get_ref().len());
+            for item in list.get_ref() {
+                let network = diag.check(item.span(), super::values::network(item.get_ref()));
+                valid &= network.is_some();
+                networks.extend(network);
+            }
+            valid.then_some(Some(networks))
         }
     };
     let service_name = raw.service_name.map_or_else(|| "tollgate".to_owned(), |name| name.into_inner());
