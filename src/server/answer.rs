@@ -61,7 +61,8 @@ pub(super) fn measure_head(status: StatusCode, headers: &HeaderMap, hyper: bool,
         added += 37;
     }
     if let (true, false, Some(length)) = (hyper, headers.contains_key(http::header::CONTENT_LENGTH), body.size_hint().exact()) {
-        added += "content-length: \r\n".len() + length.to_string().len();
+        let digits = length.checked_ilog10().map_or(1, |log| log as usize + 1);
+        added += "content-length: \r\n".len() + digits;
     }
     // "HTTP/1.1 200 " + reason + CRLF, the lines, CRLF.
     body.head_sent((13 + reason + 2 + lines + added + 2) as u64);

@@ -50,7 +50,7 @@ use crate::wire::h1::Names;
 use crate::wire::Protocol;
 use head::{Head, Malformed};
 use outbox::Outbox;
-use response::{frame_end, frame_piece, Asked, Framing};
+use response::{chunk_framing, frame_end, frame_piece, Asked, Framing, LAST_CHUNK};
 use upload::{Pumped, Upload};
 
 /// Most bytes of buffer room a connection keeps between two requests.
@@ -420,9 +420,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
                         continue;
                     };
                     if let (Framing::Chunked, 1..) = (sending.framing, piece.len()) {
-                        // The size line and the CRLF after the piece.
-                        let digits = (u64::BITS - (piece.len() as u64).leading_zeros()).div_ceil(4);
-                        sending.body.add_framing(u64::from(digits) + 4);
+                        sending.body.add_framing(chunk_framing(piece.len()));
                     }
                     let small = self.out.small();
                     match frame_piece(&mut sending.framing, piece, small) {
@@ -437,7 +435,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + ZeroCopy> Connection<T> {
                 }
                 Poll::Ready(None) => {
                     if sending.framing == Framing::Chunked {
-                        sending.body.add_framing(b"0\r\n\r\n".len() as u64);
+                        sending.body.add_framing(LAST_CHUNK.len() as u64);
                     }
                     frame_end(sending.framing, self.out.small()).map_err(drop)?;
                     sending.ended = true;

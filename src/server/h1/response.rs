@@ -314,11 +314,21 @@ pub(super) fn frame_piece(
     Ok(Some((piece, suffix)))
 }
 
+/// The last chunk of a chunked body, with no trailers.
+pub(super) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// The bytes [`frame_piece`] adds around a chunk of `len` bytes (not empty): its size in
+/// hex, CRLF, and the CRLF after it (`$bytes_sent` counts them).
+pub(super) fn chunk_framing(len: usize) -> u64 {
+    let hex_digits = (u64::BITS - (len as u64).leading_zeros()).div_ceil(4);
+    u64::from(hex_digits.max(1)) + 4
+}
+
 /// The end of the body on the wire; `Err` if fewer bytes came than declared.
 pub(super) fn frame_end(framing: Framing, small: &mut Vec<u8>) -> Result<(), TooLong> {
     match framing {
         Framing::Chunked => {
-            small.extend_from_slice(b"0\r\n\r\n");
+            small.extend_from_slice(LAST_CHUNK);
             Ok(())
         }
         Framing::Length(left) if left > 0 => Err(TooLong),
@@ -528,5 +538,14 @@ mod tests {
         let mut framing = Framing::Length(4);
         frame_piece(&mut framing, Bytes::from_static(b"abc"), &mut small).unwrap();
         assert_eq!(frame_end(framing, &mut small), Err(TooLong));
+    }
+
+    #[test]
+    fn chunk_framing_is_what_frame_piece_adds() {
+        for len in [1, 15, 16, 255, 256, 4097, COPY_UP_TO] {
+            let mut small = Vec::new();
+            frame_piece(&mut Framing::Chunked, Bytes::from(vec![b'x'; len]), &mut small).unwrap();
+            assert_eq!(chunk_framing(len), (small.len() - len) as u64, "{len}");
+        }
     }
 }
