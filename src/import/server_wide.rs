@@ -39,31 +39,7 @@ pub(super) fn setting(
         (
             key @ ("client_body_timeout" | "send_timeout" | "keepalive_timeout" | "client_header_timeout"),
             [time, rest @ ..],
-        ) => {
-            let key: &'static str = match key {
-                "client_body_timeout" => "client_body_timeout",
-                "send_timeout" => "send_timeout",
-                "keepalive_timeout" => "keepalive_timeout",
-                _ => "client_header_timeout",
-            };
-            let Some(duration) = values::duration(time) else {
-                return Some(Status::Unsupported(format!("`{time}`: tollgate's durations are above zero (keep-alive cannot be turned off)")));
-            };
-            let mut differences = Vec::new();
-            if !rest.is_empty() {
-                differences.push("the `Keep-Alive: timeout=` header is not sent".to_owned());
-            }
-            let first = w.build.server_durations.entry(key).or_insert_with(|| duration.clone());
-            if *first != duration {
-                differences.push(format!("tollgate has one `{key}` for the whole gateway: {first}, the first one met"));
-            } else if context != Context::Http {
-                differences.push(format!("tollgate has one `{key}` for the whole gateway ([server])"));
-            }
-            match differences.is_empty() {
-                true => Status::Exact(None),
-                false => Status::Approx(differences.join("; ")),
-            }
-        }
+        ) => gateway_timeout(w, key, time, rest, context),
         ("underscores_in_headers", [flag]) => match values::flag(flag) {
             Some(on) => {
                 w.build.underscores_in_headers.get_or_insert(on);
@@ -106,4 +82,34 @@ pub(super) fn write_timeouts(raw: &mut RawLocation, level: &Level) {
     raw.send_timeout = level.send_timeout.as_deref().map(loose);
     raw.read_timeout = level.read_timeout.as_deref().map(loose);
     raw.connect_timeout = level.connect_timeout.as_deref().map(loose);
+}
+
+/// A timeout tollgate has once for the whole gateway (`[server]`): the first one met is
+/// written, and any other, or one at a server, differs.
+fn gateway_timeout(w: &mut Walk<'_>, key: &str, time: &str, rest: &[String], context: Context) -> Status {
+    let key: &'static str = match key {
+        "client_body_timeout" => "client_body_timeout",
+        "send_timeout" => "send_timeout",
+        "keepalive_timeout" => "keepalive_timeout",
+        _ => "client_header_timeout",
+    };
+    let Some(duration) = values::duration(time) else {
+        return Status::Unsupported(format!(
+            "`{time}`: tollgate's durations are above zero (keep-alive cannot be turned off)"
+        ));
+    };
+    let mut differences = Vec::new();
+    if !rest.is_empty() {
+        differences.push("the `Keep-Alive: timeout=` header is not sent".to_owned());
+    }
+    let first = w.build.server_durations.entry(key).or_insert_with(|| duration.clone());
+    if *first != duration {
+        differences.push(format!("tollgate has one `{key}` for the whole gateway: {first}, the first one met"));
+    } else if context != Context::Http {
+        differences.push(format!("tollgate has one `{key}` for the whole gateway ([server])"));
+    }
+    match differences.is_empty() {
+        true => Status::Exact(None),
+        false => Status::Approx(differences.join("; ")),
+    }
 }

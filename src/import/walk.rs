@@ -1,7 +1,7 @@
 //! The walk over nginx's blocks: main → http → server → location (nested ones
 //! flattened), each directive handed to its family and reported exactly once.
 
-use tollgate_nginx::Directive;
+use tollgate_nginx::{Directive, Place};
 
 use super::build::Site;
 use super::level::{Context, Level};
@@ -100,111 +100,136 @@ pub(super) fn setting(
     }
 }
 
+/// What a `server {}` block holds, its directives read: its own settings, its locations
+/// (translated once the whole block is read, for they inherit its settings) and its
+/// server-level `return` or `rewrite`.
+#[derive(Default)]
+struct ServerBlock<'d> {
+    own: Level,
+    locations: Vec<&'d Directive>,
+    named: Vec<&'d Directive>,
+    server_names: Vec<&'d Directive>,
+    content: Content<'d>,
+    /// The first server-level `return` that answers every request.
+    answers_all: Option<Place>,
+    listens: usize,
+}
+
 fn server(w: &mut Walk<'_>, d: &Directive, http: &Level) {
     let mut site = Site {
         note: vec![w.source(d.place)],
         ..Site::default()
     };
-    let mut own = Level::default();
-    let mut locations = Vec::new();
-    let mut named = Vec::new();
-    let mut answers_all = None;
-    let mut listens = 0;
-    let mut server_names = Vec::new();
-    let mut content = Content::default();
     let block = d.block.as_deref().unwrap_or_default();
+    let mut server = read_server(w, block, &mut site);
+    let level = std::mem::take(&mut server.own).under(http);
+    site.client_certificates = tls::client_certificates(&level);
+    site.log = level.log.clone();
+    // Before the locations: their `try_files` may end with one.
+    w.named = server
+        .named
+        .iter()
+        .map(|d| (d.args[0].trim_start_matches('@').to_owned(), (*d).clone()))
+        .collect();
+    w.named_used.clear();
+    listen::default_once(w, &mut site);
+    if server.listens == 0 {
+        listen::default_listen(w, &mut site);
+    }
+    listen::server_names(w, &server.server_names, &mut site);
+    listen::http2_directive(w, &site);
+    let status = match server.answers_all {
+        Some(at) => answered_first(w, at, &server, &level, &mut site),
+        None => locations(w, &server, &level, &mut site),
+    };
+    named_locations(w, &server.named, &mut site.note);
+    let mut ignored = Vec::new();
+    w.record(d, status, &mut ignored);
+    w.build.sites.push(site);
+}
+
+/// Reads a `server {}` block's directives: settings and listens are recorded as they
+/// come, locations kept for later.
+fn read_server<'d>(w: &mut Walk<'_>, block: &'d [Directive], site: &mut Site) -> ServerBlock<'d> {
+    let mut server = ServerBlock::default();
     // Before any directive: an `auth_request` names one of them.
     w.locations = block.iter().filter(|c| c.name == "location").cloned().collect();
     for (i, c) in block.iter().enumerate() {
         let mut sink = std::mem::take(&mut site.note);
         match c.name.as_str() {
             "listen" => {
-                listens += 1;
+                server.listens += 1;
                 let was_default = site.default;
-                let status = listen::listen(w, c, &mut site);
+                let status = listen::listen(w, c, site);
                 if site.default && !was_default {
                     site.default_line = Some(w.report.len());
                 }
                 w.record(c, status, &mut sink);
             }
-            "server_name" => server_names.push(c),
-            "location" if c.args.first().is_some_and(|a| a.starts_with('@')) => named.push(c),
-            "location" => locations.push(c),
+            "server_name" => server.server_names.push(c),
+            "location" if c.args.first().is_some_and(|a| a.starts_with('@')) => server.named.push(c),
+            "location" => server.locations.push(c),
             "return" | "rewrite" => {
-                let status = rewrite::at_server(w, c, &mut content);
-                if content.ret.is_some() && answers_all.is_none() {
-                    answers_all = Some(c.place);
+                let status = rewrite::at_server(w, c, &mut server.content);
+                if server.content.ret.is_some() && server.answers_all.is_none() {
+                    server.answers_all = Some(c.place);
                 }
                 w.record(c, status, &mut sink);
             }
             "if" => {
-                conditions::at_if(w, c, &block[i + 1..], &mut content, &mut sink);
-                if content.ret.is_some() && answers_all.is_none() {
-                    answers_all = Some(c.place);
+                conditions::at_if(w, c, &block[i + 1..], &mut server.content, &mut sink);
+                if server.content.ret.is_some() && server.answers_all.is_none() {
+                    server.answers_all = Some(c.place);
                 }
             }
             "include" => w.include(c, &mut sink),
-            _ => setting(w, c, &mut own, Context::Server, &mut sink),
+            _ => setting(w, c, &mut server.own, Context::Server, &mut sink),
         }
         site.note = sink;
     }
-    let level = own.under(http);
-    site.client_certificates = tls::client_certificates(&level);
-    site.log = level.log.clone();
-    // Before the locations: their `try_files` may end with one.
-    w.named = named
-        .iter()
-        .map(|d| (d.args[0].trim_start_matches('@').to_owned(), (*d).clone()))
-        .collect();
-    w.named_used.clear();
-    listen::default_once(w, &mut site);
-    if listens == 0 {
-        listen::default_listen(w, &mut site);
+    server
+}
+
+/// A server whose `return` (at `at`) answers in its rewrite phase, before any location:
+/// one location `/` answers so, and each written location is reported never reached.
+fn answered_first(w: &mut Walk<'_>, at: Place, server: &ServerBlock<'_>, level: &Level, site: &mut Site) -> Status {
+    let line = at.line;
+    let why = Status::Exact(Some(format!(
+        "never reached: the server's `return` (line {line}) answers every request first"
+    )));
+    for loc in &server.locations {
+        w.record(loc, why.clone(), &mut Vec::new());
+        w.record_inside(loc, &why);
     }
-    listen::server_names(w, &server_names, &mut site);
-    listen::http2_directive(w, &site);
+    if let Ok(pattern) = Pattern::parse(&["/".to_owned()]) {
+        let (raw, _) = location::assemble(w, &pattern, level, &server.content);
+        site.locations.push((raw, vec![w.source(at)]));
+    }
+    Status::Exact(None)
+}
+
+/// The server's locations translated; the server's own verdict (approx when requests no
+/// location matches would be served from `root` by nginx and get 404 here).
+fn locations(w: &mut Walk<'_>, server: &ServerBlock<'_>, level: &Level, site: &mut Site) -> Status {
+    for loc in &server.locations {
+        location(w, loc, level, site, None);
+    }
     let mut status = Status::Exact(None);
-    if let Some(at) = answers_all {
-        // The server's `return` answers in its rewrite phase, before any location.
-        let line = at.line;
-        let why = Status::Exact(Some(format!(
-            "never reached: the server's `return` (line {line}) answers every request first"
-        )));
-        for loc in locations {
-            w.record(loc, why.clone(), &mut Vec::new());
-            w.record_inside(loc, &why);
+    let rooted = site.locations.iter().any(|(l, _)| location::is_root(l));
+    if !rooted && files::serves(level) {
+        // nginx serves what no location matches from the server's `root`.
+        if let Ok(pattern) = Pattern::parse(&["/".to_owned()]) {
+            let (raw, _) = location::assemble(w, &pattern, level, &Content::default());
+            let note = "no location / in nginx: what no location matches is served from `root`";
+            site.locations.push((raw, vec![note.to_owned()]));
         }
-        let pattern = Pattern::parse(&["/".to_owned()]).ok();
-        if let Some(pattern) = pattern {
-            let (raw, _) = location::assemble(w, &pattern, &level, &content);
-            site.locations.push((raw, vec![w.source(at)]));
-        }
-    } else {
-        for loc in locations {
-            location(w, loc, &level, &mut site, None);
-        }
-        let rooted = site.locations.iter().any(|(l, _)| location::is_root(l));
-        if !rooted && files::serves(&level) {
-            // nginx serves what no location matches from the server's `root`.
-            if let Ok(pattern) = Pattern::parse(&["/".to_owned()]) {
-                let (raw, _) = location::assemble(w, &pattern, &level, &Content::default());
-                let note = "no location / in nginx: what no location matches is served from `root`";
-                site.locations.push((raw, vec![note.to_owned()]));
-            }
-        } else if !rooted {
-            status = Status::Approx(
-                "requests no location matches get 404 (nginx would serve files from `root`)"
-                    .to_owned(),
-            );
-        }
-        if site.locations.is_empty() {
-            location::add_root_404(&mut site);
-        }
+    } else if !rooted {
+        status = Status::Approx("requests no location matches get 404 (nginx would serve files from `root`)".to_owned());
     }
-    named_locations(w, &named, &mut site.note);
-    let mut ignored = Vec::new();
-    w.record(d, status, &mut ignored);
-    w.build.sites.push(site);
+    if site.locations.is_empty() {
+        location::add_root_404(site);
+    }
+    status
 }
 
 /// A named location is translated only as the `"@upstream"` of a `try_files` (when it
