@@ -69,7 +69,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use acme::StorageError;
+pub(crate) use acme::{Acme, Challenge, StorageError};
 pub(crate) use auth::{Auth, Basic, Check, Satisfy};
 pub(crate) use forward_auth::ForwardAuth;
 pub(crate) use jwt::{read_jwks, JwksEndpoint, Jwt, Keys as JwtKeys, TokenFrom, JWKS_TIMEOUT};
@@ -150,78 +150,6 @@ impl Config {
         let written = self.places.iter().find(|(listed, _)| *listed == addr);
         written.map(|(_, place)| place.as_str())
     }
-}
-
-/// `[acme]`, with the names it manages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Acme {
-    /// The ACME server's directory URL (`http://` or `https://`, with a host).
-    pub directory: String,
-    /// `email`: the account's contact, without `mailto:`.
-    pub email: Option<String>,
-    /// `storage`, resolved against the config file's directory: the account, and each
-    /// name's certificate and key.
-    pub storage: PathBuf,
-    /// `ca`: the certificates to trust for the ACME server instead of the system's roots
-    /// (read with the file, at least one).
-    pub ca: Option<Vec<rustls::pki_types::CertificateDer<'static>>>,
-    /// External Account Binding (`eab_kid`, `eab_hmac_key`), for CAs that need it.
-    pub eab: Option<Eab>,
-    /// `challenges`: the types to try, in order; each one a listener can answer.
-    pub challenges: Vec<Challenge>,
-    /// `retry_min`, `retry_max`: the first wait after a failed order, doubling up to the
-    /// longest.
-    pub retry_min: Duration,
-    pub retry_max: Duration,
-    /// The names to obtain certificates for: every name of every `acme = true` site,
-    /// lower case, each once, in file order, less those a static certificate covers.
-    pub names: Vec<String>,
-    /// Names of `acme = true` sites that a `[[tls.certificates]]` entry covers: the
-    /// static certificate is served and nothing is ordered (`tollgate -t` says so).
-    pub covered: Vec<Covered>,
-}
-
-/// External Account Binding: the key ID and the MAC key the CA gave.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Eab {
-    pub kid: String,
-    /// Decoded from `eab_hmac_key` (base64url).
-    pub hmac_key: Vec<u8>,
-}
-
-impl std::fmt::Debug for Eab {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Eab")
-            .field("kid", &self.kid)
-            .finish_non_exhaustive()
-    }
-}
-
-/// An ACME challenge type tollgate answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Challenge {
-    /// `http-01`: a file under `/.well-known/acme-challenge/` on a plain listener.
-    Http01,
-    /// `tls-alpn-01` (RFC 8737): a certificate for ALPN `acme-tls/1` on a TLS listener.
-    TlsAlpn01,
-}
-
-impl Challenge {
-    /// The name ACME and the config file use.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Challenge::Http01 => "http-01",
-            Challenge::TlsAlpn01 => "tls-alpn-01",
-        }
-    }
-}
-
-/// A managed name a static certificate covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Covered {
-    pub name: String,
-    /// The static certificate's `cert` file.
-    pub cert: PathBuf,
 }
 
 /// `[redis]`.

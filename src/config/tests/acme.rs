@@ -3,6 +3,7 @@
 
 use super::tls::write_cert;
 use super::*;
+use crate::config::acme::Covered;
 
 /// A plain and a TLS address (lines 1 to 3).
 const LISTENERS: &str =
